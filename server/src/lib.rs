@@ -6,6 +6,19 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+/// etcd v3 `mvccpb` messages (KeyValue, Event), generated from `proto/mvccpb/kv.proto`.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod mvccpb {
+    include!(concat!(env!("OUT_DIR"), "/mvccpb.rs"));
+}
+
+/// etcd v3 `etcdserverpb` messages, tonic servers and clients (KV, Watch, Lease, Cluster,
+/// Maintenance), generated from `proto/etcdserverpb/rpc.proto`. Wire-compatible with etcd.
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod etcdpb {
+    include!(concat!(env!("OUT_DIR"), "/etcdserverpb.rs"));
+}
+
 /// Everything `k3rs server` is configured with.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
