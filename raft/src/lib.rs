@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use k3rs_storage::{Command, Output, Store};
 
+pub mod types;
+mod wal;
+
 /// Raft node identity.
 pub type NodeId = u64;
 

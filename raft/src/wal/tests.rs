@@ -1,0 +1,212 @@
+use std::sync::mpsc;
+
+use k3rs_storage::{Command, PutRequest};
+use openraft::{CommittedLeaderId, EntryPayload};
+
+use super::*;
+
+fn log_id(term: u64, index: u64) -> LogId {
+    LogId::new(CommittedLeaderId::new(term, 1), index)
+}
+
+fn entry(term: u64, index: u64) -> Entry {
+    let put = PutRequest {
+        key: format!("k{index}").into_bytes(),
+        value: vec![7; 100],
+        ..Default::default()
+    };
+    Entry {
+        log_id: log_id(term, index),
+        payload: EntryPayload::Normal(Command::Put(put)),
+    }
+}
+
+/// Appends and waits for the group-commit callback.
+fn append(wal: &Wal, entries: Vec<Entry>) {
+    let (tx, rx) = mpsc::channel();
+    wal.append(entries, Box::new(move |r| tx.send(r.is_ok()).unwrap()))
+        .unwrap();
+    assert!(rx.recv().unwrap());
+}
+
+fn indexes(wal: &Wal, range: Range<u64>) -> Vec<u64> {
+    wal.entries(range)
+        .unwrap()
+        .iter()
+        .map(|e| e.log_id.index)
+        .collect()
+}
+
+fn segment_files(dir: &Path) -> Vec<u64> {
+    segment::list(dir)
+        .unwrap()
+        .into_iter()
+        .map(|(f, _)| f)
+        .collect()
+}
+
+#[test]
+fn roundtrip_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
+        assert_eq!(wal.log_state(), (None, None));
+        append(&wal, (0..10).map(|i| entry(1, i)).collect());
+        append(&wal, vec![entry(2, 10)]);
+        assert_eq!(wal.entries(3..5).unwrap(), vec![entry(1, 3), entry(1, 4)]);
+        assert_eq!(indexes(&wal, 8..100), vec![8, 9, 10]);
+        wal.save_vote(&Vote::new(2, 1)).unwrap();
+    }
+    let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
+    assert_eq!(wal.log_state(), (None, Some(log_id(2, 10))));
+    assert_eq!(wal.read_vote(), Some(Vote::new(2, 1)));
+    assert_eq!(wal.entries(0..11).unwrap().len(), 11);
+    append(&wal, vec![entry(2, 11)]);
+    assert_eq!(indexes(&wal, 10..12), vec![10, 11]);
+}
+
+#[test]
+fn refuses_holes() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
+    let err = wal.append(vec![entry(1, 1)], Box::new(|_| {})).unwrap_err();
+    assert!(matches!(
+        err,
+        WalError::Hole {
+            expected: 0,
+            got: 1
+        }
+    ));
+}
+
+#[test]
+fn rotates_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let wal = Wal::open(dir.path(), 1000).unwrap();
+        for i in 0..30 {
+            append(&wal, vec![entry(1, i)]);
+        }
+        assert!(segment_files(dir.path()).len() > 3);
+    }
+    let wal = Wal::open(dir.path(), 1000).unwrap();
+    assert_eq!(indexes(&wal, 0..30), (0..30).collect::<Vec<_>>());
+}
+
+#[test]
+fn torn_tail_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
+        append(&wal, (0..5).map(|i| entry(1, i)).collect());
+    }
+    let (_, path) = segment::list(dir.path()).unwrap().pop().unwrap();
+    let len = fs::metadata(&path).unwrap().len();
+    // Cut the last record in half, as a crash in the middle of a write would.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len - 20)
+        .unwrap();
+    {
+        let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
+        assert_eq!(wal.log_state().1, Some(log_id(1, 3)));
+        append(&wal, vec![entry(2, 4)]);
+    }
+    let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
+    assert_eq!(wal.entries(4..5).unwrap(), vec![entry(2, 4)]);
+}
+
+#[test]
+fn garbage_tail_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
+        append(&wal, (0..3).map(|i| entry(1, i)).collect());
+    }
+    let (_, path) = segment::list(dir.path()).unwrap().pop().unwrap();
+    let mut bytes = fs::read(&path).unwrap();
+    bytes.extend_from_slice(&[0u8; 4096]);
+    fs::write(&path, &bytes).unwrap();
+    let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
+    assert_eq!(wal.log_state().1, Some(log_id(1, 2)));
+}
+
+#[test]
+fn corruption_in_a_sealed_segment_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let wal = Wal::open(dir.path(), 1000).unwrap();
+        for i in 0..30 {
+            append(&wal, vec![entry(1, i)]);
+        }
+    }
+    let (_, path) = segment::list(dir.path()).unwrap().remove(0);
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[20] ^= 0xff;
+    fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        Wal::open(dir.path(), 1000),
+        Err(WalError::Corrupt(_))
+    ));
+}
+
+#[test]
+fn truncate_then_append() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let wal = Wal::open(dir.path(), 1000).unwrap();
+        append(&wal, (0..20).map(|i| entry(1, i)).collect());
+        wal.truncate(7).unwrap();
+        assert_eq!(wal.log_state().1, Some(log_id(1, 6)));
+        assert_eq!(indexes(&wal, 0..20), (0..7).collect::<Vec<_>>());
+        append(&wal, (7..9).map(|i| entry(2, i)).collect());
+        wal.truncate(100).unwrap();
+    }
+    let wal = Wal::open(dir.path(), 1000).unwrap();
+    assert_eq!(wal.log_state().1, Some(log_id(2, 8)));
+    assert_eq!(
+        wal.entries(6..9).unwrap(),
+        vec![entry(1, 6), entry(2, 7), entry(2, 8)]
+    );
+}
+
+#[test]
+fn purge_deletes_whole_segments_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let wal = Wal::open(dir.path(), 1000).unwrap();
+        for i in 0..30 {
+            append(&wal, vec![entry(1, i)]);
+        }
+        let before = segment_files(dir.path());
+        wal.purge(log_id(1, 14)).unwrap();
+        let after = segment_files(dir.path());
+        assert!(after.len() < before.len());
+        // The first remaining segment still holds index 15.
+        assert!(after[0] <= 15, "{after:?}");
+        assert_eq!(wal.log_state(), (Some(log_id(1, 14)), Some(log_id(1, 29))));
+        assert_eq!(indexes(&wal, 0..30), (15..30).collect::<Vec<_>>());
+    }
+    let wal = Wal::open(dir.path(), 1000).unwrap();
+    assert_eq!(wal.log_state(), (Some(log_id(1, 14)), Some(log_id(1, 29))));
+    assert_eq!(indexes(&wal, 0..30), (15..30).collect::<Vec<_>>());
+}
+
+#[test]
+fn purge_past_the_end_then_append() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let wal = Wal::open(dir.path(), 1000).unwrap();
+        append(&wal, (0..5).map(|i| entry(1, i)).collect());
+        // As after installing a snapshot that is ahead of the log.
+        wal.purge(log_id(3, 50)).unwrap();
+        assert_eq!(wal.log_state(), (Some(log_id(3, 50)), Some(log_id(3, 50))));
+        assert!(segment_files(dir.path()).is_empty());
+        append(&wal, vec![entry(3, 51)]);
+    }
+    let wal = Wal::open(dir.path(), 1000).unwrap();
+    assert_eq!(wal.log_state(), (Some(log_id(3, 50)), Some(log_id(3, 51))));
+    assert_eq!(indexes(&wal, 0..100), vec![51]);
+}
