@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub mod pki;
+
 /// etcd v3 `mvccpb` messages (KeyValue, Event), generated from `proto/mvccpb/kv.proto`.
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod mvccpb {
@@ -33,7 +35,7 @@ pub struct ServerConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("pki: {0}")]
-    Pki(String),
+    Pki(#[from] pki::Error),
     #[error("datastore: {0}")]
     Datastore(#[from] k3rs_raft::Error),
     #[error("serving etcd api: {0}")]
