@@ -1,15 +1,30 @@
-//! k3rs-raft: replicates `k3rs-storage` commands with openraft (STUB: signatures are the contract).
+//! k3rs-raft: replicates `k3rs-storage` commands with openraft.
 //!
 //! A single server is a Raft cluster of one, on the same code path as HA.
+//!
+//! # Layout
+//! - [`wal`]: our own write-ahead log (segments, CRC framing, group-commit fdatasync), holding
+//!   the Raft log and vote; `log_store` adapts it to openraft.
+//! - `state_machine`: applies committed entries to [`k3rs_storage::Store`] in batches, with the
+//!   applied log id stored atomically in the same batch; builds and installs snapshots
+//!   (`snapshot`).
+//! - [`lessor`]: lease deadlines (leader-only, in memory) and the expiry loop.
+//! - `network`: the peer transport (none yet: a cluster of one).
+//! - [`Node`] ties them together.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use k3rs_storage::{Command, Output, Store};
-
+pub mod lessor;
+mod log_store;
+mod network;
+mod node;
+mod snapshot;
+mod state_machine;
 pub mod types;
-mod wal;
+pub mod wal;
+
+pub use node::Node;
 
 /// Raft node identity.
 pub type NodeId = u64;
@@ -64,53 +79,4 @@ pub struct Member {
     pub peer_urls: Vec<String>,
     pub client_urls: Vec<String>,
     pub is_learner: bool,
-}
-
-pub struct Node {}
-
-impl Node {
-    /// Opens the WAL and state machine (replaying the WAL past the applied index), starts Raft,
-    /// and initializes a single-member cluster on first start.
-    pub async fn start(_cfg: NodeConfig) -> Result<Arc<Node>> {
-        unimplemented!()
-    }
-
-    /// Proposes a command, waits until it is committed and applied, returns its output.
-    pub async fn write(&self, _cmd: Command) -> Result<Output> {
-        unimplemented!()
-    }
-
-    /// Linearizable read barrier: returns once the local state machine reflects every write
-    /// committed before the call (ReadIndex via `ensure_linearizable`).
-    pub async fn read_barrier(&self) -> Result<()> {
-        unimplemented!()
-    }
-
-    /// The applied state, for reads after `read_barrier` and for watches.
-    pub fn store(&self) -> &Arc<Store> {
-        unimplemented!()
-    }
-
-    pub fn status(&self) -> Status {
-        unimplemented!()
-    }
-
-    pub fn members(&self) -> Vec<Member> {
-        unimplemented!()
-    }
-
-    /// Renews a lease's deadline (leader only). Returns the TTL in seconds, or None if unknown.
-    pub async fn lease_keep_alive(&self, _id: i64) -> Result<Option<i64>> {
-        unimplemented!()
-    }
-
-    /// Seconds left before the lease expires, or None if unknown.
-    pub fn lease_remaining(&self, _id: i64) -> Option<i64> {
-        unimplemented!()
-    }
-
-    /// Stops Raft and flushes the state machine.
-    pub async fn shutdown(&self) -> Result<()> {
-        unimplemented!()
-    }
 }

@@ -1,0 +1,302 @@
+//! openraft's [`RaftStateMachine`] over [`k3rs_storage::Store`].
+//!
+//! # Guarantees
+//! - Each `apply` call is one `Store::apply_batch` of all its client commands, with `meta` =
+//!   rmp-serde of (last applied log id, last membership) persisted atomically with it. Blank
+//!   and membership entries have no command but still advance `meta`.
+//! - A snapshot is built under the apply lock after `Store::flush`, so its meta is exactly the
+//!   state it holds and that state is durable in the store before openraft purges the WAL.
+//!
+//! # Assumptions
+//! `Store::flush` makes every applied batch durable; between flushes a crash may lose the
+//! store's latest batches, which is fine: their log entries are still in the WAL and are
+//! applied again (the applied index travels with the data).
+
+// openraft's `StorageError` is what its traits return; boxing it in our helpers would only
+// add conversions at every call site.
+#![allow(clippy::result_large_err)]
+
+use std::io::{self, Read};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use k3rs_storage::{Command, Store};
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
+
+use crate::lessor::Lessor;
+use crate::snapshot::{self, SnapshotDir};
+use crate::types::{
+    Entry, LogId, Response, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
+};
+
+/// What the state machine stores next to its data: where it is in the log.
+pub type AppliedMeta = (Option<LogId>, StoredMembership);
+
+pub fn encode_meta(meta: &AppliedMeta) -> Vec<u8> {
+    rmp_serde::to_vec(meta).expect("applied meta always serializes")
+}
+
+/// The applied state recorded in `store`, or the initial state for a fresh store.
+pub fn applied_meta(store: &Store) -> Result<AppliedMeta, StorageError> {
+    match store
+        .applied_meta()
+        .map_err(|e| StorageIOError::read_state_machine(&e))?
+    {
+        None => Ok((None, StoredMembership::default())),
+        Some(bytes) => {
+            rmp_serde::from_slice(&bytes).map_err(|e| StorageIOError::read_state_machine(&e).into())
+        }
+    }
+}
+
+fn io_err<E: std::error::Error + 'static>(e: E) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// Brings a store that is behind the newest snapshot (its `sm/` directory lost, or its last
+/// batches lost in a crash after the WAL was purged) up to that snapshot. The WAL then covers
+/// everything after it. Returns whether the snapshot was imported.
+pub fn restore_if_behind(store: &Store, snapshots: &SnapshotDir) -> Result<bool, StorageError> {
+    let Some((meta, path)) = snapshots
+        .latest()
+        .map_err(|e| StorageIOError::read_snapshot(None, &e))?
+    else {
+        return Ok(false);
+    };
+    let (applied, _) = applied_meta(store)?;
+    if applied >= meta.last_log_id {
+        return Ok(false);
+    }
+    tracing::warn!(
+        applied = ?applied,
+        snapshot = ?meta.last_log_id,
+        "state machine is behind the latest snapshot; restoring it from {}",
+        path.display()
+    );
+    import(store, &path).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+    Ok(true)
+}
+
+fn import(store: &Store, path: &std::path::Path) -> io::Result<()> {
+    let (_, mut body) = snapshot::open_body(path)?;
+    store
+        .import_snapshot(&mut body as &mut dyn Read)
+        .map_err(io_err)?;
+    store.flush().map_err(io_err)
+}
+
+/// The state machine adapter. `apply_lock` serializes applying with snapshot building.
+pub struct StateMachine {
+    store: Arc<Store>,
+    lessor: Arc<Lessor>,
+    snapshots: SnapshotDir,
+    apply_lock: Arc<Mutex<()>>,
+    applied: AppliedMeta,
+    receiving: Option<PathBuf>,
+}
+
+fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl StateMachine {
+    pub fn new(
+        store: Arc<Store>,
+        lessor: Arc<Lessor>,
+        snapshots: SnapshotDir,
+    ) -> Result<Self, StorageError> {
+        let applied = applied_meta(&store)?;
+        Ok(StateMachine {
+            store,
+            lessor,
+            snapshots,
+            apply_lock: Arc::new(Mutex::new(())),
+            applied,
+            receiving: None,
+        })
+    }
+}
+
+/// Builds snapshots; holds what it needs to run on a blocking thread.
+pub struct SnapshotBuilder {
+    store: Arc<Store>,
+    snapshots: SnapshotDir,
+    apply_lock: Arc<Mutex<()>>,
+}
+
+impl SnapshotBuilder {
+    /// Flushes the store and writes the snapshot file, under the apply lock.
+    fn build_blocking(&self) -> Result<(SnapshotMeta, PathBuf), StorageError> {
+        let _applying = lock(&self.apply_lock);
+        self.store
+            .flush()
+            .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        let (last_log_id, last_membership) = applied_meta(&self.store)?;
+        let meta = SnapshotMeta {
+            last_log_id,
+            last_membership,
+            snapshot_id: SnapshotDir::new_id(last_log_id.map_or(0, |l| l.index)),
+        };
+        let path = self
+            .snapshots
+            .write(&meta, |w| self.store.export_snapshot(w).map_err(io_err))
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        tracing::info!(last_log_id = ?meta.last_log_id, path = %path.display(), "built snapshot");
+        Ok((meta, path))
+    }
+}
+
+async fn snapshot_of(
+    meta: SnapshotMeta,
+    path: PathBuf,
+) -> Result<Snapshot<TypeConfig>, StorageError> {
+    let file = snapshot::open_data(&path)
+        .await
+        .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+    Ok(Snapshot {
+        meta,
+        snapshot: Box::new(file),
+    })
+}
+
+fn join_err(e: tokio::task::JoinError) -> StorageError {
+    StorageIOError::write_snapshot(None, &e).into()
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let this = SnapshotBuilder {
+            store: self.store.clone(),
+            snapshots: self.snapshots.clone(),
+            apply_lock: self.apply_lock.clone(),
+        };
+        let (meta, path) = tokio::task::spawn_blocking(move || this.build_blocking())
+            .await
+            .map_err(join_err)??;
+        snapshot_of(meta, path).await
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<AppliedMeta, StorageError> {
+        Ok(self.applied.clone())
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut is_command = Vec::new();
+        let mut cmds: Vec<Command> = Vec::new();
+        let (mut last, mut membership) = self.applied.clone();
+        for entry in entries {
+            last = Some(entry.log_id);
+            match entry.payload {
+                EntryPayload::Normal(cmd) => {
+                    is_command.push(true);
+                    cmds.push(cmd);
+                }
+                EntryPayload::Membership(m) => {
+                    is_command.push(false);
+                    membership = StoredMembership::new(Some(entry.log_id), m);
+                }
+                EntryPayload::Blank => is_command.push(false),
+            }
+        }
+        let Some(last_log_id) = last else {
+            return Ok(Vec::new());
+        };
+        let meta = (last, membership);
+        let outputs = {
+            let _applying = lock(&self.apply_lock);
+            self.store
+                .apply_batch(&cmds, &encode_meta(&meta))
+                .map_err(|e| StorageIOError::apply(last_log_id, &e))?
+        };
+        if outputs.len() != cmds.len() {
+            let msg = format!(
+                "store returned {} outputs for {} commands",
+                outputs.len(),
+                cmds.len()
+            );
+            return Err(StorageIOError::apply(last_log_id, &io::Error::other(msg)).into());
+        }
+        for (cmd, out) in cmds.iter().zip(&outputs) {
+            self.lessor.on_applied(cmd, &out.result);
+        }
+        self.applied = meta;
+        let mut outputs = outputs.into_iter();
+        Ok(is_command
+            .into_iter()
+            .map(|c| if c { outputs.next() } else { None })
+            .collect())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        SnapshotBuilder {
+            store: self.store.clone(),
+            snapshots: self.snapshots.clone(),
+            apply_lock: self.apply_lock.clone(),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<tokio::fs::File>, StorageError> {
+        let path = self.snapshots.incoming_path();
+        let file = tokio::fs::File::create(&path)
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        self.receiving = Some(path);
+        Ok(Box::new(file))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<tokio::fs::File>,
+    ) -> Result<(), StorageError> {
+        let werr = |e: io::Error| {
+            StorageError::from(StorageIOError::write_snapshot(Some(meta.signature()), &e))
+        };
+        let Some(incoming) = self.receiving.take() else {
+            return Err(werr(io::Error::other(
+                "install_snapshot without begin_receiving_snapshot",
+            )));
+        };
+        snapshot.sync_all().await.map_err(werr)?;
+        drop(snapshot);
+        let (snapshots, store, lock_arc, m) = (
+            self.snapshots.clone(),
+            self.store.clone(),
+            self.apply_lock.clone(),
+            meta.clone(),
+        );
+        tokio::task::spawn_blocking(move || -> io::Result<()> {
+            let path = snapshots.adopt(&incoming, &m)?;
+            let _applying = lock(&lock_arc);
+            import(&store, &path)
+        })
+        .await
+        .map_err(join_err)?
+        .map_err(werr)?;
+        self.applied = applied_meta(&self.store)?;
+        if let Err(e) = self.lessor.refresh_from(&self.store) {
+            tracing::error!(error = %e, "reading leases after installing a snapshot");
+        }
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        let latest = self
+            .snapshots
+            .latest()
+            .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+        match latest {
+            None => Ok(None),
+            Some((meta, path)) => snapshot_of(meta, path).await.map(Some),
+        }
+    }
+}
