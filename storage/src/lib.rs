@@ -8,7 +8,20 @@
 pub mod types;
 pub mod watch;
 
+mod compact;
+mod dbdir;
+mod keyindex;
+mod kv;
+mod lease;
+mod range;
+mod reader;
+mod record;
+mod revision;
+mod snapshot;
+mod state;
 mod store;
+mod txn;
+mod writer;
 
 pub use store::{Error, Result, Store};
 pub use types::*;

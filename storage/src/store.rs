@@ -1,9 +1,29 @@
-//! The MVCC store (STUB: the implementation replaces this file; signatures are the contract).
-use std::io::{Read, Write};
-use std::path::Path;
+//! The MVCC store: the public API over the state, its lock, and the apply loop.
+//!
+//! # Guarantees
+//! - `apply_batch` is deterministic: outputs and state depend only on the prior state and the
+//!   commands. A batch and its `meta` are committed in one atomic sled batch.
+//! - Readers never see a partly applied batch (they take the read lock; apply takes the write
+//!   lock for the whole batch).
+//! - After an engine error in the middle of a batch, the store refuses further work
+//!   (memory and disk may disagree); reopen it.
 
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use tokio::sync::broadcast;
+
+use crate::compact::compact;
+use crate::kv::{delete_command, put_command};
+use crate::range::{range, View};
+use crate::reader::KvReader;
+use crate::state::State;
+use crate::txn::txn_command;
 use crate::types::*;
-use crate::watch::{WatchRequest, Watcher};
+use crate::watch::{self, LiveBatch, WatchRequest, Watcher};
+use crate::writer::Writer;
+use crate::{dbdir, lease, snapshot};
 
 /// Failures of the storage engine itself (not answers to a request): fatal for the caller.
 #[derive(Debug, thiserror::Error)]
@@ -16,83 +36,197 @@ pub enum Error {
     Corrupt(String),
     #[error("snapshot i/o: {0}")]
     SnapshotIo(#[from] std::io::Error),
+    /// Managing the store's directory (database generations) failed.
+    #[error("store directory {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An earlier engine failure left memory and disk out of step; reopen the store.
+    #[error("store is poisoned by an earlier engine failure")]
+    Poisoned,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What the store and its watchers share.
+pub(crate) struct Inner {
+    pub state: RwLock<State>,
+    pub hub: broadcast::Sender<Arc<LiveBatch>>,
+    pub dir: PathBuf,
+}
+
+impl Inner {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// The MVCC key-value store. Cheap to share behind an `Arc`; all methods take `&self`.
-pub struct Store {}
+pub struct Store {
+    inner: Arc<Inner>,
+}
 
 impl Store {
     /// Opens (or creates) the store in directory `path`.
-    pub fn open(_path: &Path) -> Result<Store> {
-        unimplemented!()
+    pub fn open(path: &Path) -> Result<Store> {
+        let (db, db_gen) = dbdir::open_current(path)?;
+        let state = State::load(db, db_gen)?;
+        let (hub, _) = broadcast::channel(watch::HUB_CAPACITY);
+        Ok(Store {
+            inner: Arc::new(Inner {
+                state: RwLock::new(state),
+                hub,
+                dir: path.to_path_buf(),
+            }),
+        })
     }
 
     /// Applies committed commands in order and persists `meta` atomically with their effects.
     /// One output per command. Watchers see the batch after it is applied.
-    pub fn apply_batch(&self, _cmds: &[Command], _meta: &[u8]) -> Result<Vec<Output>> {
-        unimplemented!()
+    pub fn apply_batch(&self, cmds: &[Command], meta: &[u8]) -> Result<Vec<Output>> {
+        let mut st = self.inner.write();
+        if st.poisoned {
+            return Err(Error::Poisoned);
+        }
+        let mut w = Writer::new(&mut st);
+        let applied = apply_all(&mut w, cmds, meta);
+        let events = std::mem::take(&mut w.events);
+        let outputs = match applied {
+            Ok(outputs) => outputs,
+            Err(e) => {
+                st.poisoned = true;
+                return Err(e);
+            }
+        };
+        if !events.is_empty() {
+            // No receivers is fine: nobody is watching.
+            let _ = self.inner.hub.send(Arc::new(LiveBatch {
+                revision: st.rev,
+                events,
+                resync: false,
+            }));
+        }
+        Ok(outputs)
     }
 
     /// The `meta` stored by the last `apply_batch`/`import_snapshot`, if any.
     pub fn applied_meta(&self) -> Result<Option<Vec<u8>>> {
-        unimplemented!()
+        Ok(self.inner.read().meta.clone())
     }
 
     /// Reads applied state. Ok carries (header revision = current revision, response).
-    pub fn range(&self, _req: &RangeRequest) -> Result<std::result::Result<(i64, RangeResponse), RequestError>> {
-        unimplemented!()
+    pub fn range(
+        &self,
+        req: &RangeRequest,
+    ) -> Result<std::result::Result<(i64, RangeResponse), RequestError>> {
+        let st = self.inner.read();
+        let view = View {
+            index: &st.index,
+            kvs: KvReader::new(&st.db, None),
+            current: st.rev,
+            compact: st.compact,
+        };
+        Ok(range(&view, req)?.map(|r| (st.rev, r)))
     }
 
+    /// The current store revision (1 for an empty store).
     pub fn current_revision(&self) -> i64 {
-        unimplemented!()
+        self.inner.read().rev
     }
 
+    /// The last compacted revision, 0 if never compacted.
     pub fn compact_revision(&self) -> i64 {
-        unimplemented!()
+        self.inner.read().reported_compact()
     }
 
-    pub fn lease(&self, _id: i64) -> Result<Option<Lease>> {
-        unimplemented!()
+    /// Lease `id` with its attached keys, if it exists.
+    pub fn lease(&self, id: i64) -> Result<Option<Lease>> {
+        let st = self.inner.read();
+        Ok(st.leases.get(&id).map(|l| Lease {
+            id,
+            ttl: l.ttl,
+            keys: l.keys.iter().cloned().collect(),
+        }))
     }
 
+    /// Every lease, by ID.
     pub fn leases(&self) -> Result<Vec<Lease>> {
-        unimplemented!()
+        let st = self.inner.read();
+        Ok(st
+            .leases
+            .iter()
+            .map(|(id, l)| Lease {
+                id: *id,
+                ttl: l.ttl,
+                keys: l.keys.iter().cloned().collect(),
+            })
+            .collect())
     }
 
     /// Starts a watch. Errors with `Compacted` if `start_revision` is already compacted.
-    pub fn watch(&self, _req: WatchRequest) -> std::result::Result<Watcher, RequestError> {
-        unimplemented!()
+    pub fn watch(&self, req: WatchRequest) -> std::result::Result<Watcher, RequestError> {
+        watch::start(&self.inner, req)
     }
 
     /// Bytes on disk.
     pub fn db_size(&self) -> u64 {
-        unimplemented!()
+        let db = self.inner.read().db.clone();
+        db.size_on_disk().unwrap_or(0)
     }
 
-    /// Bytes of live data (latest versions, leases, meta) — etcd's "in use" size.
+    /// Bytes of live data (retained revisions, leases, meta) — etcd's "in use" size.
     pub fn db_size_in_use(&self) -> u64 {
-        unimplemented!()
+        let st = self.inner.read();
+        st.live_bytes + st.leases.len() as u64 * 17
     }
 
     /// Makes every applied batch durable on disk.
     pub fn flush(&self) -> Result<()> {
-        unimplemented!()
+        let db = self.inner.read().db.clone();
+        db.flush()?;
+        Ok(())
     }
 
-    /// Reclaims space on disk.
+    /// Reclaims space on disk by rewriting the retained state into a fresh database.
     pub fn defragment(&self) -> Result<()> {
-        unimplemented!()
+        snapshot::defragment(&self.inner)
     }
 
     /// Writes a consistent, self-describing copy of the whole state (incl. meta).
-    pub fn export_snapshot(&self, _w: &mut dyn Write) -> Result<()> {
-        unimplemented!()
+    pub fn export_snapshot(&self, w: &mut dyn Write) -> Result<()> {
+        snapshot::export(&self.inner, w)
     }
 
     /// Replaces the whole state with a snapshot written by `export_snapshot`.
-    pub fn import_snapshot(&self, _r: &mut dyn Read) -> Result<()> {
-        unimplemented!()
+    pub fn import_snapshot(&self, r: &mut dyn Read) -> Result<()> {
+        snapshot::import(&self.inner, r)
     }
+}
+
+fn apply_all(w: &mut Writer<'_>, cmds: &[Command], meta: &[u8]) -> Result<Vec<Output>> {
+    let mut outputs = Vec::with_capacity(cmds.len());
+    for cmd in cmds {
+        let result = match cmd {
+            Command::Put(p) => put_command(w, p)?.map(CommandResponse::Put),
+            Command::DeleteRange(d) => delete_command(w, d)?.map(CommandResponse::DeleteRange),
+            Command::Txn(t) => txn_command(w, t)?.map(CommandResponse::Txn),
+            Command::Compact { revision } => {
+                compact(w, *revision)?.map(|()| CommandResponse::Compact)
+            }
+            Command::LeaseGrant { id, ttl } => lease::grant(w, *id, *ttl),
+            Command::LeaseRevoke { id } => lease::revoke(w, *id),
+        };
+        outputs.push(Output {
+            revision: w.st.rev,
+            result,
+        });
+    }
+    w.commit(meta)?;
+    Ok(outputs)
 }

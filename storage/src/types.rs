@@ -159,11 +159,18 @@ pub enum Command {
     DeleteRange(DeleteRangeRequest),
     Txn(TxnRequest),
     /// Compact away every revision below `revision` (latest versions of live keys stay).
-    Compact { revision: i64 },
+    Compact {
+        revision: i64,
+    },
     /// `id == 0`: the store picks an unused ID deterministically.
-    LeaseGrant { id: i64, ttl: i64 },
+    LeaseGrant {
+        id: i64,
+        ttl: i64,
+    },
     /// Revoke (or expire) a lease: its keys are deleted in one revision.
-    LeaseRevoke { id: i64 },
+    LeaseRevoke {
+        id: i64,
+    },
 }
 
 impl Command {
@@ -227,4 +234,10 @@ pub enum RequestError {
     TooManyOps,
     #[error("etcdserver: key is not provided")]
     EmptyKey,
+    /// `ignore_value` with a non-empty value.
+    #[error("etcdserver: value is provided")]
+    ValueProvided,
+    /// `ignore_lease` with a non-zero lease.
+    #[error("etcdserver: lease is provided")]
+    LeaseProvided,
 }

@@ -1,0 +1,90 @@
+//! The store's directory: numbered database generations (`db-N`) and a `CURRENT` file naming
+//! the live one. Snapshot import and defragmentation build a new generation next to the live
+//! one and switch `CURRENT` atomically (write + fsync + rename), so a crash leaves either the
+//! old or the new state, never a mix.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::store::{Error, Result};
+
+const CURRENT: &str = "CURRENT";
+const CACHE_BYTES: u64 = 256 << 20;
+
+fn dir_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Dir {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Directory of generation `gen`.
+pub(crate) fn db_path(dir: &Path, gen: u64) -> PathBuf {
+    dir.join(format!("db-{gen}"))
+}
+
+/// Opens the live generation (creating the store if needed) and removes leftovers of
+/// interrupted imports.
+pub(crate) fn open_current(dir: &Path) -> Result<(sled::Db, u64)> {
+    fs::create_dir_all(dir).map_err(dir_err(dir))?;
+    let current = dir.join(CURRENT);
+    let gen = match fs::read_to_string(&current) {
+        Ok(s) => s
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| Error::Corrupt(format!("{}: {s:?}", current.display())))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(dir_err(&current)(e)),
+    };
+    for entry in fs::read_dir(dir).map_err(dir_err(dir))? {
+        let entry = entry.map_err(dir_err(dir))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if let Some(n) = name.strip_prefix("db-").and_then(|n| n.parse::<u64>().ok()) {
+            if n != gen {
+                remove_gen(dir, n);
+            }
+        }
+    }
+    Ok((open_db(&db_path(dir, gen))?, gen))
+}
+
+fn open_db(path: &Path) -> Result<sled::Db> {
+    sled::Config::new()
+        .path(path)
+        .cache_capacity(CACHE_BYTES)
+        .open()
+        .map_err(Error::Open)
+}
+
+/// Creates an empty database for generation `gen` (replacing any leftover).
+pub(crate) fn create_fresh(dir: &Path, gen: u64) -> Result<sled::Db> {
+    let path = db_path(dir, gen);
+    if path.exists() {
+        fs::remove_dir_all(&path).map_err(dir_err(&path))?;
+    }
+    open_db(&path)
+}
+
+/// Makes generation `gen` the live one, durably.
+pub(crate) fn switch_current(dir: &Path, gen: u64) -> Result<()> {
+    let tmp = dir.join("CURRENT.tmp");
+    let mut f = fs::File::create(&tmp).map_err(dir_err(&tmp))?;
+    f.write_all(format!("{gen}\n").as_bytes())
+        .map_err(dir_err(&tmp))?;
+    f.sync_all().map_err(dir_err(&tmp))?;
+    fs::rename(&tmp, dir.join(CURRENT)).map_err(dir_err(dir))?;
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(dir_err(dir))?;
+    Ok(())
+}
+
+/// Deletes generation `gen`, best effort (a leftover is removed on the next open).
+pub(crate) fn remove_gen(dir: &Path, gen: u64) {
+    let path = db_path(dir, gen);
+    if let Err(e) = fs::remove_dir_all(&path) {
+        tracing::warn!(path = %path.display(), error = %e, "could not remove old database generation");
+    }
+}

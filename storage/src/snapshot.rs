@@ -1,0 +1,216 @@
+//! Snapshot export/import and defragmentation.
+//!
+//! # Format (version 1)
+//! `K3RSSNAP` magic, `u32` version, then entries `u32 key length, key, u32 value length,
+//! value` (every record of the database: revisions, leases, counters, meta), then an end
+//! marker `u32::MAX`, the entry count `u64` and a CRC-32 of everything before it. Integers are
+//! big-endian. The key index is implied by the revision records and rebuilt on import.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use crate::dbdir;
+use crate::state::State;
+use crate::store::{Error, Inner, Result};
+use crate::watch::LiveBatch;
+
+const MAGIC: &[u8; 8] = b"K3RSSNAP";
+const VERSION: u32 = 1;
+const END: u32 = u32::MAX;
+/// Entries larger than this are treated as corruption (etcd's request limit is 1.5 MiB).
+const MAX_ENTRY: u32 = 256 << 20;
+
+/// Writes every record of `db`, holding the store's read lock so no batch interleaves.
+pub(crate) fn export(inner: &Inner, w: &mut dyn Write) -> Result<()> {
+    let st = inner.read();
+    let mut out = Crc {
+        w,
+        crc: crc32fast::Hasher::new(),
+    };
+    out.put(MAGIC)?;
+    out.put(&VERSION.to_be_bytes())?;
+    let mut count = 0u64;
+    for item in st.db.iter() {
+        let (k, v) = item?;
+        out.put(&(k.len() as u32).to_be_bytes())?;
+        out.put(&k)?;
+        out.put(&(v.len() as u32).to_be_bytes())?;
+        out.put(&v)?;
+        count += 1;
+    }
+    out.put(&END.to_be_bytes())?;
+    out.put(&count.to_be_bytes())?;
+    let crc = out.crc.clone().finalize();
+    out.w.write_all(&crc.to_be_bytes())?;
+    out.w.flush()?;
+    Ok(())
+}
+
+/// Replaces the state with a snapshot. The snapshot is loaded into a new database generation
+/// and fully checked before the store switches to it; on any error the store is unchanged.
+pub(crate) fn import(inner: &Inner, r: &mut dyn Read) -> Result<()> {
+    let gen = inner.read().db_gen + 1;
+    let db = dbdir::create_fresh(&inner.dir, gen)?;
+    let loaded = read_into(&db, r).and_then(|()| {
+        db.flush()?;
+        State::load(db.clone(), gen)
+    });
+    let fresh = match loaded {
+        Ok(st) => st,
+        Err(e) => {
+            drop(db);
+            dbdir::remove_gen(&inner.dir, gen);
+            return Err(e);
+        }
+    };
+    swap(inner, fresh)
+}
+
+/// Rewrites the retained records into a fresh database generation (sled does not give
+/// space back to the file system on its own). Blocks applies while it runs.
+pub(crate) fn defragment(inner: &Inner) -> Result<()> {
+    let mut st = inner.write();
+    if st.poisoned {
+        return Err(Error::Poisoned);
+    }
+    let gen = st.db_gen + 1;
+    let db = dbdir::create_fresh(&inner.dir, gen)?;
+    let copied = (|| -> Result<()> {
+        let mut batch = sled::Batch::default();
+        let mut n = 0usize;
+        for item in st.db.iter() {
+            let (k, v) = item?;
+            batch.insert(k, v);
+            n += 1;
+            if n % 10_000 == 0 {
+                db.apply_batch(std::mem::take(&mut batch))?;
+            }
+        }
+        db.apply_batch(batch)?;
+        db.flush()?;
+        dbdir::switch_current(&inner.dir, gen)
+    })();
+    if let Err(e) = copied {
+        drop(db);
+        dbdir::remove_gen(&inner.dir, gen);
+        return Err(e);
+    }
+    let old_gen = std::mem::replace(&mut st.db_gen, gen);
+    st.db = db;
+    drop(st);
+    dbdir::remove_gen(&inner.dir, old_gen);
+    Ok(())
+}
+
+/// Makes `fresh` (already loaded from its new generation) the store's state.
+fn swap(inner: &Inner, fresh: State) -> Result<()> {
+    dbdir::switch_current(&inner.dir, fresh.db_gen)?;
+    let mut st = inner.write();
+    let old_gen = st.db_gen;
+    *st = fresh;
+    let _ = inner.hub.send(Arc::new(LiveBatch {
+        revision: st.rev,
+        events: Vec::new(),
+        resync: true,
+    }));
+    drop(st);
+    dbdir::remove_gen(&inner.dir, old_gen);
+    Ok(())
+}
+
+/// Reads and verifies a snapshot into `db`.
+fn read_into(db: &sled::Db, r: &mut dyn Read) -> Result<()> {
+    let mut input = CrcReader {
+        r,
+        crc: crc32fast::Hasher::new(),
+    };
+    let mut magic = [0u8; 8];
+    input.read(&mut magic)?;
+    if &magic != MAGIC {
+        return Err(Error::Corrupt("not a k3rs snapshot".into()));
+    }
+    let version = input.u32()?;
+    if version != VERSION {
+        return Err(Error::Corrupt(format!(
+            "unsupported snapshot version {version}"
+        )));
+    }
+    let mut batch = sled::Batch::default();
+    let mut count = 0u64;
+    loop {
+        let klen = input.u32()?;
+        if klen == END {
+            break;
+        }
+        let key = input.bytes(klen)?;
+        let vlen = input.u32()?;
+        let value = input.bytes(vlen)?;
+        batch.insert(key, value);
+        count += 1;
+        if count % 10_000 == 0 {
+            db.apply_batch(std::mem::take(&mut batch))?;
+        }
+    }
+    let mut n = [0u8; 8];
+    input.read(&mut n)?;
+    let expected = input.crc.clone().finalize();
+    let mut crc = [0u8; 4];
+    input.r.read_exact(&mut crc).map_err(truncated)?;
+    if u32::from_be_bytes(crc) != expected {
+        return Err(Error::Corrupt("snapshot checksum mismatch".into()));
+    }
+    if u64::from_be_bytes(n) != count {
+        return Err(Error::Corrupt("snapshot entry count mismatch".into()));
+    }
+    db.apply_batch(batch)?;
+    Ok(())
+}
+
+fn truncated(e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        Error::Corrupt("snapshot truncated".into())
+    } else {
+        Error::SnapshotIo(e)
+    }
+}
+
+struct Crc<'a> {
+    w: &'a mut dyn Write,
+    crc: crc32fast::Hasher,
+}
+
+impl Crc<'_> {
+    fn put(&mut self, b: &[u8]) -> Result<()> {
+        self.crc.update(b);
+        self.w.write_all(b)?;
+        Ok(())
+    }
+}
+
+struct CrcReader<'a> {
+    r: &'a mut dyn Read,
+    crc: crc32fast::Hasher,
+}
+
+impl CrcReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> Result<()> {
+        self.r.read_exact(buf).map_err(truncated)?;
+        self.crc.update(buf);
+        Ok(())
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        let mut b = [0u8; 4];
+        self.read(&mut b)?;
+        Ok(u32::from_be_bytes(b))
+    }
+
+    fn bytes(&mut self, len: u32) -> Result<Vec<u8>> {
+        if len > MAX_ENTRY {
+            return Err(Error::Corrupt(format!("snapshot entry of {len} bytes")));
+        }
+        let mut b = vec![0u8; len as usize];
+        self.read(&mut b)?;
+        Ok(b)
+    }
+}

@@ -1,0 +1,123 @@
+//! The in-memory state of the store and how it is rebuilt from sled on open.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::keyindex::{Generation, KeyIndex, TreeIndex};
+use crate::record;
+use crate::revision::{self, be_i64, Rev};
+use crate::store::{Error, Result};
+
+/// A lease: its granted TTL and the keys attached to it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LeaseEntry {
+    pub ttl: i64,
+    pub keys: BTreeSet<Vec<u8>>,
+}
+
+/// Everything the store knows, guarded by the store's lock. `db` is inside so that a snapshot
+/// import or a defragmentation can swap it.
+pub(crate) struct State {
+    pub db: sled::Db,
+    /// Number of the `db-N` directory `db` lives in.
+    pub db_gen: u64,
+    pub index: TreeIndex,
+    pub leases: BTreeMap<i64, LeaseEntry>,
+    /// Current store revision (1 for an empty store).
+    pub rev: i64,
+    /// Compacted revision, `-1` before the first compaction (etcd's `compactMainRev`).
+    pub compact: i64,
+    pub lease_counter: u64,
+    pub meta: Option<Vec<u8>>,
+    /// Bytes of retained records (keys + values of every retained revision, leases, meta).
+    pub live_bytes: u64,
+    /// An engine error happened in the middle of applying: memory and disk may disagree.
+    pub poisoned: bool,
+}
+
+impl State {
+    /// Rebuilds the state from the records in `db`.
+    pub(crate) fn load(db: sled::Db, db_gen: u64) -> Result<State> {
+        let mut st = State {
+            db,
+            db_gen,
+            index: TreeIndex::new(),
+            leases: BTreeMap::new(),
+            rev: 1,
+            compact: -1,
+            lease_counter: 0,
+            meta: None,
+            live_bytes: 0,
+            poisoned: false,
+        };
+        if let Some(v) = st.db.get(revision::META_REVISION)? {
+            st.rev = be_i64(&v)?;
+        }
+        if let Some(v) = st.db.get(revision::META_COMPACT)? {
+            st.compact = be_i64(&v)?;
+        }
+        if let Some(v) = st.db.get(revision::META_LEASE_COUNTER)? {
+            st.lease_counter = be_i64(&v)? as u64;
+        }
+        if let Some(v) = st.db.get(revision::META_APPLIED)? {
+            st.live_bytes += v.len() as u64;
+            st.meta = Some(v.to_vec());
+        }
+        for item in st.db.scan_prefix([revision::LEASE_PREFIX]) {
+            let (k, v) = item?;
+            let id = revision::parse_lease_key(&k)?;
+            st.live_bytes += (k.len() + v.len()) as u64;
+            st.leases.insert(
+                id,
+                LeaseEntry {
+                    ttl: be_i64(&v)?,
+                    keys: BTreeSet::new(),
+                },
+            );
+        }
+        for item in st.db.scan_prefix([revision::KV_PREFIX]) {
+            let (k, v) = item?;
+            let rev = revision::parse_kv_key(&k)?;
+            st.live_bytes += (k.len() + v.len()) as u64;
+            let (kv, tombstone) = record::decode(rev, &v)?;
+            let ki = st.index.entry(kv.key).or_default();
+            load_revision(ki, rev, kv.lease, kv.create_revision, kv.version, tombstone);
+        }
+        for (key, ki) in &st.index {
+            if ki.live().is_some() && ki.lease != 0 {
+                let lease = st.leases.get_mut(&ki.lease).ok_or_else(|| {
+                    Error::Corrupt(format!(
+                        "key {key:?} attached to missing lease {}",
+                        ki.lease
+                    ))
+                })?;
+                lease.keys.insert(key.clone());
+            }
+        }
+        Ok(st)
+    }
+
+    /// The compacted revision as reported to clients (0 before the first compaction).
+    pub(crate) fn reported_compact(&self) -> i64 {
+        self.compact.max(0)
+    }
+}
+
+/// Adds one retained record, read in revision order, to a key's index. After a compaction
+/// the first retained version of a key need not be its creation, so creation and version come
+/// from the record.
+fn load_revision(ki: &mut KeyIndex, rev: Rev, lease: i64, created: i64, ver: i64, tomb: bool) {
+    match ki.gens.last_mut() {
+        Some(g) if !g.closed => {
+            g.ver = if tomb { g.ver + 1 } else { ver };
+            g.revs.push(rev);
+            g.closed = tomb;
+        }
+        _ => ki.gens.push(Generation {
+            created,
+            ver,
+            revs: vec![rev],
+            closed: tomb,
+        }),
+    }
+    ki.lease = if tomb { 0 } else { lease };
+}

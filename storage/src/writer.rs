@@ -1,0 +1,186 @@
+//! The write side of one `apply_batch`: mutates the in-memory state, collects the records and
+//! events of the batch, and commits them with the batch's meta in one sled batch.
+
+use std::collections::BTreeMap;
+
+use crate::keyindex::range_iter;
+use crate::range::View;
+use crate::reader::{KvReader, Pending};
+use crate::record;
+use crate::revision::{self, kv_key, lease_key, Rev};
+use crate::state::State;
+use crate::store::Result;
+use crate::types::KeyValue;
+use crate::watch::{EventKind, RawEvent};
+
+/// Applies commands to a [`State`]; nothing reaches sled before [`Writer::commit`].
+pub(crate) struct Writer<'a> {
+    pub st: &'a mut State,
+    pub pending: Pending,
+    /// Lease records to write (`Some(ttl)`) or remove (`None`).
+    pub lease_writes: BTreeMap<i64, Option<i64>>,
+    pub events: Vec<RawEvent>,
+    /// Changes made by the current request (the next change's sub revision).
+    changes: i64,
+}
+
+impl<'a> Writer<'a> {
+    pub(crate) fn new(st: &'a mut State) -> Self {
+        Writer {
+            st,
+            pending: Pending::new(),
+            lease_writes: BTreeMap::new(),
+            events: Vec::new(),
+            changes: 0,
+        }
+    }
+
+    /// Starts a modifying request.
+    pub(crate) fn begin(&mut self) {
+        self.changes = 0;
+    }
+
+    /// Ends a modifying request: the revision moves only if it changed something.
+    pub(crate) fn end(&mut self) {
+        if self.changes > 0 {
+            self.st.rev += 1;
+        }
+        self.changes = 0;
+    }
+
+    /// The read view inside the current request (sees its earlier writes).
+    pub(crate) fn view(&self) -> View<'_> {
+        View {
+            index: &self.st.index,
+            kvs: KvReader::new(&self.st.db, Some(&self.pending)),
+            current: self.st.rev + i64::from(self.changes > 0),
+            compact: self.st.compact,
+        }
+    }
+
+    /// The live version of `key` (seeing this batch's writes).
+    pub(crate) fn live_kv(&self, key: &[u8]) -> Result<Option<KeyValue>> {
+        match self.st.index.get(key).and_then(|ki| ki.live()) {
+            Some(k) => Ok(Some(self.view().kvs.must_get(k.rev)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn next_rev(&self) -> Rev {
+        Rev::new(self.st.rev + 1, self.changes)
+    }
+
+    /// Writes a new version of `key`. The lease must exist (checked by the caller).
+    pub(crate) fn put(&mut self, key: &[u8], value: Vec<u8>, lease: i64) {
+        let rev = self.next_rev();
+        let ki = self.st.index.entry(key.to_vec()).or_default();
+        let prev = ki.live().map(|k| k.rev);
+        let old_lease = std::mem::replace(&mut ki.lease, lease);
+        let (create_revision, version) = ki.put(rev);
+        let kv = KeyValue {
+            key: key.to_vec(),
+            create_revision,
+            mod_revision: rev.main,
+            version,
+            value,
+            lease,
+        };
+        let rec = record::encode_put(&kv);
+        self.st.live_bytes += (rec.len() + 17) as u64;
+        self.pending.insert(rev, Some(rec));
+        self.detach(old_lease, key);
+        if let Some(l) = self.st.leases.get_mut(&lease) {
+            l.keys.insert(key.to_vec());
+        }
+        self.events.push(RawEvent {
+            kind: EventKind::Put,
+            kv,
+            prev,
+        });
+        self.changes += 1;
+    }
+
+    /// Deletes `key` if it is live; returns whether it was.
+    pub(crate) fn delete(&mut self, key: &[u8]) -> bool {
+        let rev = self.next_rev();
+        let Some(ki) = self.st.index.get_mut(key) else {
+            return false;
+        };
+        let Some(prev) = ki.live() else { return false };
+        let old_lease = ki.lease;
+        ki.tombstone(rev);
+        let rec = record::encode_tombstone(key);
+        self.st.live_bytes += (rec.len() + 17) as u64;
+        self.pending.insert(rev, Some(rec));
+        self.detach(old_lease, key);
+        let kv = KeyValue {
+            key: key.to_vec(),
+            mod_revision: rev.main,
+            ..KeyValue::default()
+        };
+        self.events.push(RawEvent {
+            kind: EventKind::Delete,
+            kv,
+            prev: Some(prev.rev),
+        });
+        self.changes += 1;
+        true
+    }
+
+    /// The live keys of etcd range `[key, end)`, in key order.
+    pub(crate) fn live_keys(&self, key: &[u8], end: &[u8]) -> Vec<Vec<u8>> {
+        range_iter(&self.st.index, key, end)
+            .filter(|(_, ki)| ki.live().is_some())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    fn detach(&mut self, lease: i64, key: &[u8]) {
+        if lease != 0 {
+            if let Some(l) = self.st.leases.get_mut(&lease) {
+                l.keys.remove(key);
+            }
+        }
+    }
+
+    /// Removes the record at `rev` (compaction).
+    pub(crate) fn remove_record(&mut self, rev: Rev) -> Result<()> {
+        let len = match self.pending.get(&rev) {
+            Some(Some(rec)) => rec.len(),
+            Some(None) => return Ok(()),
+            None => self.st.db.get(kv_key(rev))?.map_or(0, |v| v.len()),
+        };
+        self.st.live_bytes = self.st.live_bytes.saturating_sub((len + 17) as u64);
+        self.pending.insert(rev, None);
+        Ok(())
+    }
+
+    /// Persists everything applied so far plus `meta` in one atomic sled batch.
+    pub(crate) fn commit(&mut self, meta: &[u8]) -> Result<()> {
+        let mut batch = sled::Batch::default();
+        for (rev, rec) in std::mem::take(&mut self.pending) {
+            match rec {
+                Some(rec) => batch.insert(&kv_key(rev)[..], rec),
+                None => batch.remove(&kv_key(rev)[..]),
+            }
+        }
+        for (id, ttl) in std::mem::take(&mut self.lease_writes) {
+            match ttl {
+                Some(ttl) => batch.insert(&lease_key(id)[..], &ttl.to_be_bytes()[..]),
+                None => batch.remove(&lease_key(id)[..]),
+            }
+        }
+        let st = &mut *self.st;
+        batch.insert(revision::META_REVISION, &st.rev.to_be_bytes()[..]);
+        batch.insert(revision::META_COMPACT, &st.compact.to_be_bytes()[..]);
+        batch.insert(
+            revision::META_LEASE_COUNTER,
+            &(st.lease_counter as i64).to_be_bytes()[..],
+        );
+        batch.insert(revision::META_APPLIED, meta);
+        let old_meta = st.meta.replace(meta.to_vec()).map_or(0, |m| m.len());
+        st.live_bytes = st.live_bytes.saturating_sub(old_meta as u64) + meta.len() as u64;
+        st.db.apply_batch(batch)?;
+        Ok(())
+    }
+}
