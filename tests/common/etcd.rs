@@ -1,0 +1,116 @@
+//! A real etcd 3.4 (Debian `etcd-server`) as the reference: plain http on loopback, durable
+//! (default fsync behaviour, no unsafe flags), in its own temp dir.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::etcdctl::{etcdctl_with_timeout, Endpoint};
+use super::process::ChildGuard;
+
+/// A running single-member etcd. Killed (SIGKILL) when dropped; its temp dir is removed then.
+#[derive(Debug)]
+pub struct Etcd {
+    proc: Option<ChildGuard>,
+    dir: tempfile::TempDir,
+    client_port: u16,
+    peer_port: u16,
+}
+
+impl Etcd {
+    pub fn start() -> Etcd {
+        let dir = tempfile::Builder::new()
+            .prefix("etcd-ref-")
+            .tempdir()
+            .expect("tempdir");
+        let mut e = Etcd {
+            proc: None,
+            dir,
+            client_port: super::free_port(),
+            peer_port: super::free_port(),
+        };
+        e.spawn();
+        e.wait_ready();
+        e
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("etcd.log")
+    }
+
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            url: format!("http://127.0.0.1:{}", self.client_port),
+            tls: None,
+        }
+    }
+
+    fn spawn(&mut self) {
+        let bin = super::require_program("etcd", "etcd-server");
+        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let mut cmd = Command::new(bin);
+        for (var, _) in std::env::vars() {
+            if var.starts_with("ETCD_") {
+                cmd.env_remove(var);
+            }
+        }
+        cmd.arg("--name")
+            .arg("default")
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--listen-client-urls")
+            .arg(&client)
+            .arg("--advertise-client-urls")
+            .arg(&client)
+            .arg("--listen-peer-urls")
+            .arg(&peer)
+            .arg("--initial-advertise-peer-urls")
+            .arg(&peer)
+            .arg("--initial-cluster")
+            .arg(format!("default={peer}"))
+            .arg("--initial-cluster-state")
+            .arg("new")
+            .arg("--logger")
+            .arg("zap")
+            .arg("--log-outputs")
+            .arg("stderr");
+        self.proc = Some(ChildGuard::spawn("etcd", cmd, &self.log_path()));
+    }
+
+    fn wait_ready(&mut self) {
+        let ep = self.endpoint();
+        let proc = self.proc.as_mut().expect("started");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            proc.assert_running();
+            let out = etcdctl_with_timeout(
+                &ep,
+                &[
+                    "get",
+                    "--dial-timeout=1s",
+                    "--command-timeout=2s",
+                    "etcd-ref-ready",
+                ],
+                None,
+                Duration::from_secs(5),
+            );
+            if out.success() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "etcd not ready after 60s: {out:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn assert_running(&mut self) {
+        self.proc.as_mut().expect("started").assert_running();
+    }
+}

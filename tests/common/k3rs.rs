@@ -1,0 +1,168 @@
+//! The real `k3rs server` binary in a temporary data dir.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use super::etcdctl::{etcdctl_with_timeout, Endpoint, TlsFiles};
+use super::process::ChildGuard;
+
+/// How long a (re)start may take before the test fails.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A running `k3rs server`. Killed (SIGKILL) when dropped; its temp dir is removed then.
+#[derive(Debug)]
+pub struct K3rs {
+    // Field order matters: the process dies before its directory is removed.
+    proc: Option<ChildGuard>,
+    dir: tempfile::TempDir,
+    port: u16,
+    extra_args: Vec<String>,
+}
+
+impl K3rs {
+    /// Starts `k3rs server` on a free loopback port with automatic compaction off (like etcd's
+    /// default), and waits until it answers etcdctl.
+    pub fn start() -> K3rs {
+        K3rs::start_with(&["--etcd-auto-compaction-retention", "0"])
+    }
+
+    /// Starts with extra `k3rs server` flags.
+    pub fn start_with(extra_args: &[&str]) -> K3rs {
+        let dir = tempfile::Builder::new()
+            .prefix("k3rs-test-")
+            .tempdir()
+            .expect("tempdir");
+        let mut k = K3rs {
+            proc: None,
+            dir,
+            port: super::free_port(),
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        k.spawn();
+        k.wait_ready();
+        k
+    }
+
+    /// `--data-dir` of this server.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("k3rs.log")
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().and_then(ChildGuard::pid)
+    }
+
+    /// `<data-dir>/server/tls/etcd/`, where the etcdctl client certificate lives.
+    pub fn etcd_tls_dir(&self) -> PathBuf {
+        self.data_dir().join("server/tls/etcd")
+    }
+
+    /// The etcd endpoint with the client certificate k3rs wrote for etcdctl.
+    pub fn endpoint(&self) -> Endpoint {
+        let tls = self.etcd_tls_dir();
+        Endpoint {
+            url: format!("https://127.0.0.1:{}", self.port),
+            tls: Some(TlsFiles {
+                ca: tls.join("server-ca.crt"),
+                cert: Some(tls.join("client.crt")),
+                key: Some(tls.join("client.key")),
+            }),
+        }
+    }
+
+    fn spawn(&mut self) {
+        let bin = env!("CARGO_BIN_EXE_k3rs");
+        let mut cmd = Command::new(bin);
+        cmd.arg("server")
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--etcd-client-port")
+            .arg(self.port.to_string())
+            .arg("--etcd-client-address")
+            .arg("127.0.0.1")
+            .args(&self.extra_args)
+            .env_remove("K3RS_DATA_DIR")
+            .env_remove("K3RS_ETCD_CLIENT_PORT");
+        self.proc = Some(ChildGuard::spawn("k3rs server", cmd, &self.log_path()));
+    }
+
+    /// Waits until the client certificate exists and a read through etcdctl succeeds.
+    pub fn wait_ready(&mut self) {
+        let ep = self.endpoint();
+        let cert = self.etcd_tls_dir().join("client.key");
+        let log = self.log_path();
+        let proc = self.proc.as_mut().expect("started");
+        let mut last = String::new();
+        let deadline = std::time::Instant::now() + START_TIMEOUT;
+        loop {
+            proc.assert_running();
+            if cert.exists() {
+                let out = etcdctl_with_timeout(
+                    &ep,
+                    &[
+                        "get",
+                        "--dial-timeout=1s",
+                        "--command-timeout=2s",
+                        "k3rs-test-ready",
+                    ],
+                    None,
+                    Duration::from_secs(5),
+                );
+                if out.success() {
+                    return;
+                }
+                last = format!("{out:?}");
+            }
+            if std::time::Instant::now() > deadline {
+                panic!(
+                    "k3rs server not ready after {START_TIMEOUT:?}; last etcdctl: {last}\n\
+                     log tail:\n{}",
+                    super::log_tail(&log, 40)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Panics (with the log) if the server process has exited.
+    pub fn assert_running(&mut self) {
+        self.proc.as_mut().expect("started").assert_running();
+    }
+
+    /// SIGKILL, like a power cut for the process.
+    pub fn kill(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill();
+        }
+    }
+
+    /// SIGTERM and wait; returns whether it exited by itself within `grace`.
+    pub fn terminate(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        self.proc.take().and_then(|mut p| p.terminate(grace))
+    }
+
+    /// Starts the server again on the same data dir and port, and waits until it answers.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+        self.wait_ready();
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
