@@ -1,0 +1,366 @@
+//! Integration tests of a single-member `k3rs_raft::Node`: writes, restarts, crashes
+//! (a child process killed with SIGKILL), snapshots with WAL purge, and a lost state machine.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command as Process, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k3rs_raft::{Node, NodeConfig};
+use k3rs_storage::{Command, CommandResponse, PutRequest, RangeRequest};
+
+fn config(dir: &Path, snapshot_entries: u64) -> NodeConfig {
+    NodeConfig {
+        data_dir: dir.to_path_buf(),
+        node_id: 1,
+        name: "test".into(),
+        peer_urls: vec!["https://127.0.0.1:2380".into()],
+        client_urls: vec!["https://127.0.0.1:2379".into()],
+        heartbeat_interval: Duration::from_millis(50),
+        election_timeout: Duration::from_millis(300),
+        snapshot_entries,
+    }
+}
+
+fn put(key: &str, value: &str) -> Command {
+    Command::Put(PutRequest {
+        key: key.as_bytes().to_vec(),
+        value: value.as_bytes().to_vec(),
+        ..Default::default()
+    })
+}
+
+/// Puts `key` and returns the revision of the write.
+async fn write_put(node: &Node, key: &str, value: &str) -> i64 {
+    let out = node.write(put(key, value)).await.unwrap();
+    assert!(matches!(out.result, Ok(CommandResponse::Put(_))), "{out:?}");
+    out.revision
+}
+
+/// (mod_revision, value) of `key`, if present.
+fn get(node: &Node, key: &str) -> Option<(i64, String)> {
+    let req = RangeRequest {
+        key: key.as_bytes().to_vec(),
+        ..Default::default()
+    };
+    let (_, resp) = node.store().range(&req).unwrap().unwrap();
+    resp.kvs.first().map(|kv| {
+        (
+            kv.mod_revision,
+            String::from_utf8(kv.value.clone()).unwrap(),
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_read_status_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut revs = Vec::new();
+    {
+        let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+        let st = node.status();
+        assert_eq!((st.member_id, st.leader), (1, Some(1)));
+        for i in 0..20 {
+            revs.push(write_put(&node, &format!("k{i}"), &format!("v{i}")).await);
+        }
+        assert!(revs.windows(2).all(|w| w[1] == w[0] + 1), "{revs:?}");
+        node.read_barrier().await.unwrap();
+        assert_eq!(get(&node, "k3"), Some((revs[3], "v3".into())));
+        let st = node.status();
+        assert!(
+            st.applied_index >= 20 && st.commit_index >= st.applied_index,
+            "{st:?}"
+        );
+        assert!(st.term >= 1);
+        let members = node.members();
+        assert_eq!(members.len(), 1);
+        assert_eq!(
+            (
+                members[0].id,
+                members[0].name.as_str(),
+                members[0].is_learner
+            ),
+            (1, "test", false)
+        );
+        node.shutdown().await.unwrap();
+        node.shutdown().await.unwrap();
+        assert!(matches!(
+            node.write(put("x", "y")).await,
+            Err(k3rs_raft::Error::Stopped)
+        ));
+    }
+    let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+    for (i, rev) in revs.iter().enumerate() {
+        assert_eq!(get(&node, &format!("k{i}")), Some((*rev, format!("v{i}"))));
+    }
+    assert_eq!(write_put(&node, "after", "restart").await, revs[19] + 1);
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_share_fsyncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+    let mut tasks = Vec::new();
+    for c in 0..32 {
+        let node = node.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut revs = Vec::new();
+            for i in 0..20 {
+                revs.push(write_put(&node, &format!("c{c}/{i}"), "v").await);
+            }
+            revs
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 640, "every write got its own revision");
+    node.shutdown().await.unwrap();
+}
+
+fn count_snapshots(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("snapshots"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "snap")
+        })
+        .count()
+}
+
+/// Writes `n` puts `k{i}` with small snapshots, so the WAL is purged several times.
+async fn write_with_snapshots(dir: &Path, n: usize) -> Vec<i64> {
+    let node = Node::start(config(dir, 50)).await.unwrap();
+    let mut revs = Vec::new();
+    for i in 0..n {
+        revs.push(write_put(&node, &format!("k{i}"), &format!("v{i}")).await);
+    }
+    // Snapshots are built in the background; wait until one covers most of the writes.
+    for _ in 0..100 {
+        if count_snapshots(dir) >= 1 && dir.join("wal/purged").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(count_snapshots(dir) >= 1, "no snapshot was built");
+    assert!(count_snapshots(dir) <= 2, "old snapshots are pruned");
+    assert!(dir.join("wal/purged").exists(), "the WAL was never purged");
+    node.shutdown().await.unwrap();
+    revs
+}
+
+async fn check_all(node: &Node, revs: &[i64]) {
+    node.read_barrier().await.unwrap();
+    for (i, rev) in revs.iter().enumerate() {
+        assert_eq!(
+            get(node, &format!("k{i}")),
+            Some((*rev, format!("v{i}"))),
+            "k{i}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_purge_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let revs = write_with_snapshots(dir.path(), 400).await;
+    let node = Node::start(config(dir.path(), 50)).await.unwrap();
+    check_all(&node, &revs).await;
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_state_machine_is_rebuilt_from_snapshot_and_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let revs = write_with_snapshots(dir.path(), 400).await;
+    std::fs::remove_dir_all(dir.path().join("sm")).unwrap();
+    let node = Node::start(config(dir.path(), 50)).await.unwrap();
+    check_all(&node, &revs).await;
+    node.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_expire_on_the_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+    assert_eq!(node.min_lease_ttl(), 1);
+    let out = node
+        .write(Command::LeaseGrant { id: 7, ttl: 1 })
+        .await
+        .unwrap();
+    assert_eq!(
+        out.result,
+        Ok(CommandResponse::LeaseGrant { id: 7, ttl: 1 })
+    );
+    let out = node
+        .write(Command::LeaseGrant { id: 8, ttl: 30 })
+        .await
+        .unwrap();
+    assert!(out.result.is_ok());
+    let attach = |lease| {
+        Command::Put(PutRequest {
+            key: b"leased".to_vec(),
+            value: b"v".to_vec(),
+            lease,
+            ..Default::default()
+        })
+    };
+    node.write(attach(7)).await.unwrap();
+    assert_eq!(node.lease_remaining(7), Some(1));
+    assert_eq!(node.lease_keep_alive(8).await.unwrap(), Some(30));
+    assert_eq!(node.lease_keep_alive(99).await.unwrap(), None);
+    assert_eq!(node.lease_remaining(99), None);
+
+    let mut gone = false;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if get(&node, "leased").is_none() {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "the key of the expired lease is deleted");
+    assert_eq!(node.store().lease(7).unwrap(), None);
+    assert_eq!(node.lease_remaining(7), None);
+    assert!(
+        node.store().lease(8).unwrap().is_some(),
+        "the long lease lives"
+    );
+    node.shutdown().await.unwrap();
+}
+
+/// Number of acknowledged writes the crash test waits for before killing the child.
+const CRASH_ACKS: usize = 300;
+const CRASH_DIR_ENV: &str = "K3RS_RAFT_CRASH_DIR";
+
+/// The child side of `acknowledged_writes_survive_sigkill`: writes forever from 8 clients and
+/// prints `ACK <key> <revision>` after each acknowledged write. Does nothing unless run by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run as a child process by acknowledged_writes_survive_sigkill"]
+async fn crash_child() {
+    let Ok(dir) = std::env::var(CRASH_DIR_ENV) else {
+        return;
+    };
+    let node = Node::start(config(Path::new(&dir), 100)).await.unwrap();
+    let mut tasks = Vec::new();
+    for c in 0..8 {
+        let node: Arc<Node> = node.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0.. {
+                let key = format!("c{c}/{i}");
+                let rev = write_put(&node, &key, &key).await;
+                println!("ACK {key} {rev}");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..2 {
+        let mut child = Process::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "crash_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CRASH_DIR_ENV, dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut acked = Vec::new();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        for line in stdout.lines() {
+            let line = line.unwrap();
+            let Some(rest) = line.strip_prefix("ACK ") else {
+                continue;
+            };
+            let (key, rev) = rest.split_once(' ').unwrap();
+            acked.push((key.to_string(), rev.parse::<i64>().unwrap()));
+            if acked.len() == CRASH_ACKS {
+                child.kill().unwrap(); // SIGKILL
+                break;
+            }
+        }
+        child.wait().unwrap();
+        assert_eq!(
+            acked.len(),
+            CRASH_ACKS,
+            "round {round}: the child stopped early"
+        );
+
+        let node = Node::start(config(dir.path(), 100)).await.unwrap();
+        node.read_barrier().await.unwrap();
+        for (key, rev) in &acked {
+            assert_eq!(
+                get(&node, key),
+                Some((*rev, key.clone())),
+                "round {round}: {key}"
+            );
+        }
+        node.shutdown().await.unwrap();
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// A state machine that lost its latest batches (sled is not fsync'ed) is brought forward by
+/// re-applying the WAL past its applied index, to the same revisions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wal_is_replayed_past_the_applied_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let old_sm = tempfile::tempdir().unwrap();
+    let mut revs = Vec::new();
+    let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+    for i in 0..10 {
+        revs.push(write_put(&node, &format!("k{i}"), &format!("v{i}")).await);
+    }
+    node.shutdown().await.unwrap();
+    drop(node);
+    copy_dir(&dir.path().join("sm"), old_sm.path());
+
+    let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+    for i in 10..30 {
+        revs.push(write_put(&node, &format!("k{i}"), &format!("v{i}")).await);
+    }
+    let applied_before = node.status().applied_index;
+    node.shutdown().await.unwrap();
+    drop(node);
+
+    std::fs::remove_dir_all(dir.path().join("sm")).unwrap();
+    copy_dir(old_sm.path(), &dir.path().join("sm"));
+    let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+    let st = node.status();
+    assert!(
+        st.applied_index >= applied_before,
+        "{st:?} before: {applied_before}"
+    );
+    check_all(&node, &revs).await;
+    assert_eq!(write_put(&node, "next", "v").await, revs[29] + 1);
+    node.shutdown().await.unwrap();
+}
