@@ -11,6 +11,8 @@ use crate::store::{Error, Result};
 
 const CURRENT: &str = "CURRENT";
 const CACHE_BYTES: u64 = 256 << 20;
+/// How many times (20 ms apart) to retry opening a database whose lock is still held.
+const LOCK_RETRIES: u32 = 250;
 
 fn dir_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Dir {
@@ -50,12 +52,22 @@ pub(crate) fn open_current(dir: &Path) -> Result<(sled::Db, u64)> {
     Ok((open_db(&db_path(dir, gen))?, gen))
 }
 
+/// Opens a sled database. A just-dropped handle of the same database releases its file lock
+/// only when sled's background flusher exits, so a lock conflict is retried for a while.
 fn open_db(path: &Path) -> Result<sled::Db> {
-    sled::Config::new()
-        .path(path)
-        .cache_capacity(CACHE_BYTES)
-        .open()
-        .map_err(Error::Open)
+    let config = sled::Config::new().path(path).cache_capacity(CACHE_BYTES);
+    let mut attempts = 0;
+    loop {
+        match config.open() {
+            Err(sled::Error::Io(e))
+                if attempts < LOCK_RETRIES && e.to_string().contains("lock") =>
+            {
+                attempts += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.map_err(Error::Open),
+        }
+    }
 }
 
 /// Creates an empty database for generation `gen` (replacing any leftover).
