@@ -16,6 +16,7 @@ use k3rs_storage::{Command, CommandResponse, RequestError, Store};
 use openraft::ServerState;
 use tokio_util::sync::CancellationToken;
 
+use crate::proposer::Proposer;
 use crate::types::Raft;
 use crate::NodeId;
 
@@ -186,6 +187,7 @@ impl Lessor {
 pub async fn run_expiry_loop(
     id: NodeId,
     raft: Raft,
+    proposer: Proposer,
     store: Arc<Store>,
     lessor: Arc<Lessor>,
     cancel: CancellationToken,
@@ -219,7 +221,7 @@ pub async fn run_expiry_loop(
             if cancel.is_cancelled() {
                 return;
             }
-            match raft.client_write(Command::LeaseRevoke { id: lease }).await {
+            match proposer.propose(Command::LeaseRevoke { id: lease }).await {
                 // Applying the revocation (even one answered LeaseNotFound) removed the lease
                 // from the clock, see `Lessor::on_applied`.
                 Ok(_) => tracing::debug!(lease, "revoked expired lease"),

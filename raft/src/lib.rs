@@ -10,6 +10,7 @@
 //!   (`snapshot`).
 //! - [`lessor`]: lease deadlines (leader-only, in memory) and the expiry loop.
 //! - `network`: the peer transport (none yet: a cluster of one).
+//! - `proposer`: batches concurrent clients' commands into one log entry.
 //! - [`Node`] ties them together.
 
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ pub mod lessor;
 mod log_store;
 mod network;
 mod node;
+mod proposer;
 mod snapshot;
 mod state_machine;
 pub mod types;

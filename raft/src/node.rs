@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k3rs_storage::{Command, Output, Store};
-use openraft::error::{CheckIsLeaderError, ClientWriteError, Fatal, InitializeError, RaftError};
+use openraft::error::{CheckIsLeaderError, Fatal, InitializeError, RaftError};
 use openraft::{Config, ServerState, SnapshotPolicy};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::lessor::{self, Lessor};
 use crate::log_store::LogStore;
 use crate::network::NoPeers;
+use crate::proposer::Proposer;
 use crate::snapshot::SnapshotDir;
 use crate::state_machine::{self, StateMachine};
 use crate::types::{LogId, NodeInfo, Raft};
@@ -37,8 +38,10 @@ pub struct Node {
     store: Arc<Store>,
     lessor: Arc<Lessor>,
     committed: Arc<Mutex<Option<LogId>>>,
+    proposer: Proposer,
     cancel: CancellationToken,
-    expiry_loop: Mutex<Option<JoinHandle<()>>>,
+    /// The proposer and the lease expiry loop.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 fn raft_config(cfg: &NodeConfig) -> Result<Config> {
@@ -105,27 +108,34 @@ impl Node {
             }
         }
 
+        let cancel = CancellationToken::new();
+        let (proposer, proposer_task) = Proposer::spawn(raft.clone(), cancel.child_token());
         let node = Arc::new(Node {
             raft: raft.clone(),
             store: store.clone(),
             lessor: lessor.clone(),
             committed,
-            cancel: CancellationToken::new(),
-            expiry_loop: Mutex::new(None),
+            proposer: proposer.clone(),
+            cancel,
+            tasks: Mutex::new(vec![proposer_task]),
             cfg,
         });
         if let Err(e) = node.wait_ready().await {
             let _ = node.shutdown().await;
             return Err(e);
         }
-        let handle = tokio::spawn(lessor::run_expiry_loop(
+        let expiry = tokio::spawn(lessor::run_expiry_loop(
             node.cfg.node_id,
             raft,
+            proposer,
             store,
             lessor,
             node.cancel.child_token(),
         ));
-        *node.expiry_loop.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        node.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(expiry);
         Ok(node)
     }
 
@@ -157,16 +167,7 @@ impl Node {
     /// `NoLeader` if this node is not the leader (forwarding comes with HA), `Stopped` after
     /// shutdown, `Fatal` if Raft stopped on a storage error.
     pub async fn write(&self, cmd: Command) -> Result<Output> {
-        match self.raft.client_write(cmd).await {
-            Ok(resp) => resp
-                .data
-                .ok_or_else(|| Error::Fatal("a command entry produced no output".into())),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(Error::NoLeader),
-            Err(RaftError::APIError(e @ ClientWriteError::ChangeMembershipError(_))) => {
-                Err(Error::Fatal(e.to_string()))
-            }
-            Err(RaftError::Fatal(e)) => Err(fatal(e)),
-        }
+        self.proposer.propose(cmd).await
     }
 
     /// Linearizable read barrier: returns once the local state machine reflects every write
@@ -259,13 +260,9 @@ impl Node {
     /// Stops the lease loop and Raft, and flushes the state machine. Idempotent.
     pub async fn shutdown(&self) -> Result<()> {
         self.cancel.cancel();
-        let handle = self
-            .expiry_loop
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(h) = handle {
-            let _ = h.await;
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in tasks {
+            let _ = t.await;
         }
         self.raft
             .shutdown()
@@ -278,7 +275,8 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        // Stop the expiry loop (it owns a Raft handle); Raft itself stops with its last handle.
+        // Stop the proposer and the expiry loop (they own Raft handles); Raft itself stops with
+        // its last handle.
         self.cancel.cancel();
     }
 }

@@ -190,21 +190,23 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut is_command = Vec::new();
+        // All commands of all entries go into one `apply_batch`; `counts` splits the outputs
+        // back per entry.
+        let mut counts = Vec::new();
         let mut cmds: Vec<Command> = Vec::new();
         let (mut last, mut membership) = self.applied.clone();
         for entry in entries {
             last = Some(entry.log_id);
             match entry.payload {
-                EntryPayload::Normal(cmd) => {
-                    is_command.push(true);
-                    cmds.push(cmd);
+                EntryPayload::Normal(proposal) => {
+                    counts.push(proposal.len());
+                    cmds.extend(proposal);
                 }
                 EntryPayload::Membership(m) => {
-                    is_command.push(false);
+                    counts.push(0);
                     membership = StoredMembership::new(Some(entry.log_id), m);
                 }
-                EntryPayload::Blank => is_command.push(false),
+                EntryPayload::Blank => counts.push(0),
             }
         }
         let Some(last_log_id) = last else {
@@ -230,9 +232,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }
         self.applied = meta;
         let mut outputs = outputs.into_iter();
-        Ok(is_command
+        Ok(counts
             .into_iter()
-            .map(|c| if c { outputs.next() } else { None })
+            .map(|n| outputs.by_ref().take(n).collect())
             .collect())
     }
 

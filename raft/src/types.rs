@@ -23,14 +23,26 @@ impl fmt::Display for NodeInfo {
     }
 }
 
-/// What applying one log entry produced: `Some` for a client command, `None` for the blank and
-/// membership entries openraft writes itself (nobody waits for those).
-pub type Response = Option<Output>;
+/// The payload of one log entry: commands of concurrent clients proposed together.
+///
+/// openraft 0.9 awaits the log flush of each append before taking the next client write, so
+/// one entry per command would cost one fdatasync per command whatever the WAL does. Batching
+/// proposals (see `proposer`) is what lets many clients share one fdatasync and one
+/// `Store::apply_batch`. Each command still gets its own revision.
+pub type Proposal = Vec<Command>;
+
+/// What applying one log entry produced: one output per command (none for the blank and
+/// membership entries openraft writes itself).
+pub type Response = Vec<Output>;
 
 openraft::declare_raft_types!(
-    /// Raft types of k3rs: log entries carry [`k3rs_storage::Command`]s.
+    /// Raft types of k3rs: log entries carry batches of [`k3rs_storage::Command`]s.
+    ///
+    /// The `single-term-leader` feature (standard Raft: one leader per term) changes the
+    /// serialized form of `LogId` and `Vote`, i.e. of the WAL and vote files: it must never be
+    /// toggled for an existing data directory.
     pub TypeConfig:
-        D = Command,
+        D = Proposal,
         R = Response,
         NodeId = NodeId,
         Node = NodeInfo,

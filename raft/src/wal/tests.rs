@@ -17,7 +17,7 @@ fn entry(term: u64, index: u64) -> Entry {
     };
     Entry {
         log_id: log_id(term, index),
-        payload: EntryPayload::Normal(Command::Put(put)),
+        payload: EntryPayload::Normal(vec![Command::Put(put)]),
     }
 }
 

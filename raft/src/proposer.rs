@@ -1,0 +1,149 @@
+//! Batches the commands of concurrent clients into one log entry (group commit at the
+//! proposal level).
+//!
+//! openraft 0.9 appends one client write at a time and waits for its fdatasync before taking
+//! the next, so a proposal per command would cap throughput at one command per fsync. The
+//! proposer takes the first waiting command, waits for a free in-flight slot (at most
+//! [`MAX_IN_FLIGHT`] proposals are in Raft at once), then takes every command queued meanwhile
+//! (up to [`MAX_BATCH_COMMANDS`] / [`MAX_BATCH_BYTES`]) into one proposal. With one client this
+//! adds no delay; with many, a batch forms while the previous one is being synced.
+
+use std::io;
+use std::sync::Arc;
+
+use k3rs_storage::{Command, Output};
+use openraft::error::{ClientWriteError, Fatal, RaftError};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::types::Raft;
+use crate::{Error, NodeId, Result};
+
+/// Proposals in Raft at once: one being synced, one being built.
+pub const MAX_IN_FLIGHT: usize = 2;
+pub const MAX_BATCH_COMMANDS: usize = 1024;
+/// Soft limit on the encoded size of a batch (one command may overshoot it).
+pub const MAX_BATCH_BYTES: usize = 4 << 20;
+const QUEUE: usize = 4096;
+
+struct Pending {
+    cmd: Command,
+    reply: oneshot::Sender<Result<Output>>,
+}
+
+/// Handle for proposing commands. Cheap to clone.
+#[derive(Clone)]
+pub struct Proposer {
+    tx: mpsc::Sender<Pending>,
+}
+
+/// Encoded size of a command, without allocating.
+fn encoded_len(cmd: &Command) -> usize {
+    struct Count(usize);
+    impl io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    rmp_serde::encode::write(&mut c, cmd).expect("commands always serialize");
+    c.0
+}
+
+/// Maps a failed proposal to the error every command in it gets.
+fn write_error(e: &RaftError<NodeId, ClientWriteError<NodeId, crate::types::NodeInfo>>) -> Error {
+    match e {
+        // Forwarding to the leader comes with HA.
+        RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => Error::NoLeader,
+        RaftError::APIError(e @ ClientWriteError::ChangeMembershipError(_)) => {
+            Error::Fatal(e.to_string())
+        }
+        RaftError::Fatal(Fatal::Stopped) => Error::Stopped,
+        RaftError::Fatal(e) => Error::Fatal(e.to_string()),
+    }
+}
+
+impl Proposer {
+    /// Starts the batching task; it stops on `cancel` or when every handle is dropped.
+    pub fn spawn(raft: Raft, cancel: CancellationToken) -> (Proposer, JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        (Proposer { tx }, tokio::spawn(run(raft, rx, cancel)))
+    }
+
+    /// Proposes `cmd` and waits until it is committed and applied.
+    pub async fn propose(&self, cmd: Command) -> Result<Output> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Pending { cmd, reply })
+            .await
+            .map_err(|_| Error::Stopped)?;
+        rx.await.map_err(|_| Error::Stopped)?
+    }
+}
+
+async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, cancel: CancellationToken) {
+    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    loop {
+        let first = tokio::select! {
+            _ = cancel.cancelled() => return,
+            p = rx.recv() => match p { Some(p) => p, None => return },
+        };
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut bytes = encoded_len(&first.cmd);
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH_COMMANDS && bytes < MAX_BATCH_BYTES {
+            let Ok(p) = rx.try_recv() else { break };
+            bytes += encoded_len(&p.cmd);
+            batch.push(p);
+        }
+        let (cmds, replies): (Vec<Command>, Vec<_>) =
+            batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            let res = raft.client_write(cmds).await;
+            drop(slot);
+            match res {
+                Ok(resp) if resp.data.len() == replies.len() => {
+                    for (reply, out) in replies.into_iter().zip(resp.data) {
+                        let _ = reply.send(Ok(out));
+                    }
+                }
+                Ok(resp) => {
+                    let msg = format!("{} outputs for {} commands", resp.data.len(), replies.len());
+                    for reply in replies {
+                        let _ = reply.send(Err(Error::Fatal(msg.clone())));
+                    }
+                }
+                Err(e) => {
+                    for reply in replies {
+                        let _ = reply.send(Err(write_error(&e)));
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k3rs_storage::PutRequest;
+
+    use super::*;
+
+    #[test]
+    fn encoded_len_is_exact() {
+        let cmd = Command::Put(PutRequest {
+            key: b"k".to_vec(),
+            value: vec![1; 300],
+            ..Default::default()
+        });
+        assert_eq!(encoded_len(&cmd), cmd.encode().len());
+    }
+}
