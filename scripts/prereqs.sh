@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs, with apt-get and only when missing, what building and testing k3rs needs:
+# a C toolchain (for crates that build C), and for the tests the reference etcd 3.4
+# (etcd-server), etcdctl (etcd-client) and openssl. Rust itself comes from rustup.
+#
+# Usage: scripts/prereqs.sh [build|test]   (default: test)
+set -euo pipefail
+
+what="${1:-test}"
+need=()
+command -v cc >/dev/null 2>&1 || need+=(build-essential)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+if [ "$what" = test ]; then
+    command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+    command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
+    command -v openssl >/dev/null 2>&1 || need+=(openssl)
+fi
+
+if [ "${#need[@]}" -gt 0 ]; then
+    echo "prereqs: installing ${need[*]}" >&2
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -q
+    # Debian's etcd-server package may start a system etcd on 2379; the tests never use
+    # that port (they pick free ports), so it does no harm.
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${need[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "prereqs: cargo not found: install Rust with rustup (https://rustup.rs), then rerun" >&2
+    exit 1
+fi
+if [ "$what" = test ]; then
+    for component in rustfmt clippy; do
+        if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
+            echo "prereqs: adding the $component component" >&2
+            rustup component add "$component"
+        fi
+    done
+fi

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Sets up and runs k3rs on a fresh Debian/Ubuntu machine: installs the build prerequisites
+# when missing (Rust itself comes from rustup), builds the release binary, and runs
+# `k3rs server` in the foreground (Ctrl-C stops it cleanly).
+#
+# Usage: ./scripts/run.sh [extra `k3rs server` flags]
+# Environment: K3RS_DATA_DIR (default: /var/lib/k3rs as root, else ~/.local/share/k3rs),
+#              K3RS_ETCD_CLIENT_PORT (default 2379).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/prereqs.sh build
+cargo build --release --bin k3rs
+
+if [ "$(id -u)" -eq 0 ]; then default_dir=/var/lib/k3rs; else default_dir="$HOME/.local/share/k3rs"; fi
+data_dir="${K3RS_DATA_DIR:-$default_dir}"
+port="${K3RS_ETCD_CLIENT_PORT:-2379}"
+target="${CARGO_TARGET_DIR:-target}"
+
+echo "k3rs: data dir $data_dir, etcd API on https://127.0.0.1:$port" >&2
+echo "k3rs: etcdctl certs in $data_dir/server/tls/etcd/ (see README.md)" >&2
+exec "$target/release/k3rs" server --data-dir "$data_dir" --etcd-client-port "$port" "$@"

@@ -1,0 +1,65 @@
+//! gRPC clients (the generated `k3rs_server::etcdpb` tonic clients) for an [`Endpoint`]:
+//! mTLS with the k3rs client certificate, or plain http for the reference etcd.
+
+use std::time::Duration;
+
+use k3rs_server::etcdpb::kv_client::KvClient;
+use k3rs_server::etcdpb::lease_client::LeaseClient;
+use k3rs_server::etcdpb::maintenance_client::MaintenanceClient;
+use k3rs_server::etcdpb::watch_client::WatchClient;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+
+use super::Endpoint;
+
+/// Opens one HTTP/2 connection to `ep` (each call is a separate connection).
+pub async fn channel(ep: &Endpoint) -> anyhow::Result<Channel> {
+    let mut endpoint = tonic::transport::Endpoint::from_shared(ep.url.clone())?
+        .connect_timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(10))
+        .tcp_nodelay(true);
+    if let Some(tls) = &ep.tls {
+        let mut config =
+            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(std::fs::read(&tls.ca)?));
+        if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
+            config = config.identity(Identity::from_pem(
+                std::fs::read(cert)?,
+                std::fs::read(key)?,
+            ));
+        }
+        endpoint = endpoint.tls_config(config)?;
+    }
+    Ok(endpoint.connect().await?)
+}
+
+/// All the etcd API clients over one connection.
+#[derive(Debug, Clone)]
+pub struct Clients {
+    pub kv: KvClient<Channel>,
+    pub lease: LeaseClient<Channel>,
+    pub watch: WatchClient<Channel>,
+    pub maintenance: MaintenanceClient<Channel>,
+}
+
+impl Clients {
+    pub async fn connect(ep: &Endpoint) -> anyhow::Result<Clients> {
+        let ch = channel(ep).await?;
+        let big = 64 * 1024 * 1024;
+        Ok(Clients {
+            kv: KvClient::new(ch.clone())
+                .max_decoding_message_size(big)
+                .max_encoding_message_size(big),
+            lease: LeaseClient::new(ch.clone()),
+            watch: WatchClient::new(ch.clone()),
+            maintenance: MaintenanceClient::new(ch).max_decoding_message_size(big),
+        })
+    }
+}
+
+/// A tokio runtime for a synchronous `#[test]`.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
