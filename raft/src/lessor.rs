@@ -197,11 +197,11 @@ pub async fn run_expiry_loop(
     let mut tick = tokio::time::interval(EXPIRY_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
+        let on_tick = tokio::select! {
             _ = cancel.cancelled() => return,
-            changed = metrics.changed() => if changed.is_err() { return },
-            _ = tick.tick() => {}
-        }
+            changed = metrics.changed() => if changed.is_err() { return } else { false },
+            _ = tick.tick() => true,
+        };
         let leader_now = {
             let m = metrics.borrow_and_update();
             m.state == ServerState::Leader && m.current_leader == Some(id)
@@ -214,22 +214,36 @@ pub async fn run_expiry_loop(
             tracing::info!("became leader: refreshed lease deadlines");
         }
         is_leader = leader_now;
-        if !is_leader {
+        if !is_leader || !on_tick {
             continue;
         }
+        // Proposed concurrently, so the proposer puts them in as few entries as possible.
+        let mut revokes = tokio::task::JoinSet::new();
         for lease in lessor.expired() {
-            if cancel.is_cancelled() {
-                return;
-            }
-            match proposer.propose(Command::LeaseRevoke { id: lease }).await {
-                // Applying the revocation (even one answered LeaseNotFound) removed the lease
-                // from the clock, see `Lessor::on_applied`.
-                Ok(_) => tracing::debug!(lease, "revoked expired lease"),
-                Err(e) => {
-                    tracing::warn!(lease, error = %e, "revoking an expired lease failed; will retry");
-                    break;
+            let proposer = proposer.clone();
+            revokes.spawn(async move {
+                (
+                    lease,
+                    proposer.propose(Command::LeaseRevoke { id: lease }).await,
+                )
+            });
+        }
+        let drain = async {
+            while let Some(done) = revokes.join_next().await {
+                match done {
+                    // Applying the revocation (even one answered LeaseNotFound) removed the
+                    // lease from the clock, see `Lessor::on_applied`.
+                    Ok((lease, Ok(_))) => tracing::debug!(lease, "revoked expired lease"),
+                    Ok((lease, Err(e))) => {
+                        tracing::warn!(lease, error = %e, "revoking an expired lease failed; will retry")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "lease revocation task failed"),
                 }
             }
+        };
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = drain => {}
         }
     }
 }

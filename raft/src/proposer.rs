@@ -26,6 +26,10 @@ pub const MAX_BATCH_COMMANDS: usize = 1024;
 /// Soft limit on the encoded size of a batch (one command may overshoot it).
 pub const MAX_BATCH_BYTES: usize = 4 << 20;
 const QUEUE: usize = 4096;
+/// Bytes proposed after which a snapshot is requested even if the entry-count policy
+/// (`NodeConfig::snapshot_entries`, which counts batches) has not fired, so that the WAL stays
+/// bounded in bytes too.
+pub const SNAPSHOT_EVERY_BYTES: usize = 256 << 20;
 
 struct Pending {
     cmd: Command,
@@ -88,6 +92,7 @@ impl Proposer {
 
 async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, cancel: CancellationToken) {
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let mut since_snapshot = 0usize;
     loop {
         let first = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -102,6 +107,13 @@ async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, cancel: CancellationTo
             let Ok(p) = rx.try_recv() else { break };
             bytes += encoded_len(&p.cmd);
             batch.push(p);
+        }
+        since_snapshot += bytes;
+        if since_snapshot >= SNAPSHOT_EVERY_BYTES {
+            since_snapshot = 0;
+            if let Err(e) = raft.trigger().snapshot().await {
+                tracing::warn!(error = %e, "requesting a snapshot");
+            }
         }
         let (cmds, replies): (Vec<Command>, Vec<_>) =
             batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
