@@ -76,9 +76,11 @@ impl Node {
     /// first start, and returns once this node is leader and has applied every entry in its
     /// WAL (bounded by 10 s; `Error::Timeout` after that).
     pub async fn start(cfg: NodeConfig) -> Result<Arc<Node>> {
+        // The store first: its lock keeps a second process away from the data dir before the
+        // WAL recovery below may cut a (live) tail.
+        let store = Arc::new(Store::open(&cfg.data_dir.join("sm"))?);
         let wal =
             Wal::open(&cfg.data_dir.join("wal"), DEFAULT_SEGMENT_SIZE).map_err(storage_fatal)?;
-        let store = Arc::new(Store::open(&cfg.data_dir.join("sm"))?);
         let snapshots =
             SnapshotDir::open(&cfg.data_dir.join("snapshots")).map_err(storage_fatal)?;
         // A store behind the newest snapshot (lost `sm/`, or unflushed batches lost after the

@@ -302,3 +302,91 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k3rs_storage::{PutRequest, RangeRequest};
+    use openraft::{CommittedLeaderId, RaftSnapshotBuilder};
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+
+    fn entry(index: u64, cmds: Vec<Command>) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: if cmds.is_empty() {
+                EntryPayload::Blank
+            } else {
+                EntryPayload::Normal(cmds)
+            },
+        }
+    }
+
+    fn put(key: &str) -> Command {
+        Command::Put(PutRequest {
+            key: key.into(),
+            value: b"v".to_vec(),
+            ..Default::default()
+        })
+    }
+
+    fn open(dir: &std::path::Path) -> StateMachine {
+        let store = Arc::new(Store::open(&dir.join("sm")).unwrap());
+        let snaps = SnapshotDir::open(&dir.join("snapshots")).unwrap();
+        StateMachine::new(store, Arc::new(Lessor::new(Duration::from_secs(1))), snaps).unwrap()
+    }
+
+    #[tokio::test]
+    async fn apply_splits_outputs_and_snapshot_installs_elsewhere() {
+        let a_dir = tempfile::tempdir().unwrap();
+        let mut a = open(a_dir.path());
+        let out = a
+            .apply(vec![
+                entry(1, vec![]),
+                entry(2, vec![put("a"), put("b")]),
+                entry(3, vec![put("c")]),
+            ])
+            .await
+            .unwrap();
+        let revs: Vec<Vec<i64>> = out
+            .iter()
+            .map(|o| o.iter().map(|x| x.revision).collect())
+            .collect();
+        assert_eq!(revs, vec![vec![], vec![2, 3], vec![4]]);
+        assert_eq!(a.applied_state().await.unwrap().0.map(|l| l.index), Some(3));
+
+        let built = a
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        assert_eq!(built.meta.last_log_id.map(|l| l.index), Some(3));
+        let mut current = a.get_current_snapshot().await.unwrap().unwrap();
+        assert_eq!(current.meta, built.meta);
+        let mut bytes = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut *current.snapshot, &mut bytes)
+            .await
+            .unwrap();
+
+        // A follower receives the file and installs it.
+        let b_dir = tempfile::tempdir().unwrap();
+        let mut b = open(b_dir.path());
+        let mut incoming = b.begin_receiving_snapshot().await.unwrap();
+        incoming.write_all(&bytes).await.unwrap();
+        b.install_snapshot(&built.meta, incoming).await.unwrap();
+        assert_eq!(b.applied_state().await.unwrap().0.map(|l| l.index), Some(3));
+        let req = RangeRequest {
+            key: b"c".to_vec(),
+            ..Default::default()
+        };
+        let (_, resp) = b.store.range(&req).unwrap().unwrap();
+        assert_eq!(resp.kvs[0].mod_revision, 4);
+        assert_eq!(
+            b.get_current_snapshot().await.unwrap().unwrap().meta,
+            built.meta
+        );
+    }
+}
