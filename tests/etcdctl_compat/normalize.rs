@@ -184,17 +184,21 @@ impl Normalizer {
                     .and_then(|h| h.get("member_id"))
                     .and_then(Value::as_u64);
                 for (k, child) in map.iter_mut() {
-                    let replace = match (parent, k.as_str()) {
-                        ("header", "cluster_id" | "member_id" | "raft_term") => true,
-                        (
-                            "Status",
-                            "version" | "dbSize" | "dbSizeInUse" | "raftIndex" | "raftTerm"
-                            | "raftAppliedIndex",
-                        ) => true,
-                        ("members", "ID" | "name" | "peerURLs") => true,
-                        (_, "took") => true,
-                        _ => false,
-                    };
+                    let replace = matches!(
+                        (parent, k.as_str()),
+                        ("header", "cluster_id" | "member_id" | "raft_term")
+                            | (
+                                "Status",
+                                "version"
+                                    | "dbSize"
+                                    | "dbSizeInUse"
+                                    | "raftIndex"
+                                    | "raftTerm"
+                                    | "raftAppliedIndex"
+                            )
+                            | ("members", "ID" | "name" | "peerURLs")
+                            | (_, "took")
+                    );
                     if replace {
                         *child = Value::String(format!("<{k}>"));
                     } else if parent == "Status" && k == "leader" {

@@ -1,0 +1,385 @@
+//! k3rs vs etcd 3.4 on the same machine, both durable (fsync on every commit), both on loopback,
+//! both driven by the same generated tonic client (`k3rs_server::etcdpb`): k3rs over mTLS as
+//! shipped, etcd over plain http. Prints a markdown table and writes it to
+//! `benches/results/etcd_compare.md` (or `$BENCH_OUT`).
+//!
+//! Run: `cargo bench --bench etcd_compare` (builds k3rs in release). Each timed measurement
+//! runs for `$BENCH_SECS` seconds (default 5); the churn phase is capped at 150 s.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::client::{channel, Clients};
+use common::{Endpoint, Etcd, K3rs};
+use k3rs_server::etcdpb::kv_client::KvClient;
+use k3rs_server::etcdpb::watch_request::RequestUnion;
+use k3rs_server::etcdpb::{
+    CompactionRequest, DefragmentRequest, PutRequest, RangeRequest, WatchCreateRequest,
+    WatchRequest,
+};
+use tonic::transport::Channel;
+
+const KEYS: usize = 1000;
+const VALUE_LEN: usize = 256;
+const CHURN_UPDATES: usize = 200_000;
+const CHURN_CAP: Duration = Duration::from_secs(150);
+
+/// Results of one store.
+#[derive(Debug, Default)]
+struct Report {
+    put1: Load,
+    put64: Load,
+    range1: Load,
+    range64: Load,
+    watch: Load,
+    churn_updates: usize,
+    churn_secs: f64,
+    disk_after_churn: u64,
+    disk_after_compact: u64,
+}
+
+/// Operations done in a time window, with per-operation latencies.
+#[derive(Debug, Default)]
+struct Load {
+    ops: usize,
+    secs: f64,
+    lat: Vec<Duration>,
+}
+
+impl Load {
+    fn rate(&self) -> f64 {
+        self.ops as f64 / self.secs.max(1e-9)
+    }
+
+    fn pct(&self, p: usize) -> f64 {
+        if self.lat.is_empty() {
+            return f64::NAN;
+        }
+        let mut v = self.lat.clone();
+        v.sort();
+        v[(v.len() * p / 100).min(v.len() - 1)].as_secs_f64() * 1000.0
+    }
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("bench/{:04}", i % KEYS).into_bytes()
+}
+
+/// `conns` connections shared round-robin by the clients.
+async fn kv_clients(ep: &Endpoint, clients: usize, conns: usize) -> Vec<KvClient<Channel>> {
+    let mut chans = Vec::new();
+    for _ in 0..conns {
+        chans.push(channel(ep).await.expect("connect"));
+    }
+    (0..clients)
+        .map(|i| KvClient::new(chans[i % conns].clone()))
+        .collect()
+}
+
+/// `clients` concurrent loops of `op` for `dur` (or until `max_ops` in total).
+async fn load<F, Fut>(ep: &Endpoint, clients: usize, dur: Duration, max_ops: usize, op: F) -> Load
+where
+    F: Fn(KvClient<Channel>, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = KvClient<Channel>> + Send,
+{
+    let conns = clients.clamp(1, 8);
+    let kvs = kv_clients(ep, clients, conns).await;
+    let counter = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let start = Instant::now();
+    let tasks: Vec<_> = kvs
+        .into_iter()
+        .map(|mut kv| {
+            let op = op.clone();
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                loop {
+                    let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if n >= max_ops || start.elapsed() >= dur {
+                        break;
+                    }
+                    let t = Instant::now();
+                    kv = op(kv, n).await;
+                    lat.push(t.elapsed());
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("load task"));
+    }
+    Load {
+        ops: all.len(),
+        secs: start.elapsed().as_secs_f64(),
+        lat: all,
+    }
+}
+
+async fn put_op(mut kv: KvClient<Channel>, n: usize) -> KvClient<Channel> {
+    let req = PutRequest {
+        key: key(n),
+        value: vec![b'v'; VALUE_LEN],
+        ..Default::default()
+    };
+    kv.put(req).await.expect("put");
+    kv
+}
+
+async fn range_op(mut kv: KvClient<Channel>, n: usize) -> KvClient<Channel> {
+    let req = RangeRequest {
+        key: key(n),
+        ..Default::default()
+    };
+    kv.range(req).await.expect("range");
+    kv
+}
+
+/// Put → event latency on one watched key.
+async fn watch_latency(ep: &Endpoint, dur: Duration) -> Load {
+    let mut c = Clients::connect(ep).await.expect("connect");
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let create = WatchCreateRequest {
+        key: b"bench/watch".to_vec(),
+        ..Default::default()
+    };
+    tx.send(WatchRequest {
+        request_union: Some(RequestUnion::CreateRequest(create)),
+    })
+    .await
+    .unwrap();
+    let mut rx = rx;
+    let requests = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let mut events = c.watch.watch(requests).await.expect("watch").into_inner();
+    let created = events.message().await.expect("watch created");
+    assert!(created.is_some_and(|r| r.created), "watch not created");
+    let mut kv = KvClient::new(channel(ep).await.expect("connect"));
+    let start = Instant::now();
+    let mut lat = Vec::new();
+    while start.elapsed() < dur && lat.len() < 5000 {
+        let t = Instant::now();
+        let req = PutRequest {
+            key: b"bench/watch".to_vec(),
+            value: vec![1; 64],
+            ..Default::default()
+        };
+        let rev = kv
+            .put(req)
+            .await
+            .expect("put")
+            .into_inner()
+            .header
+            .expect("header")
+            .revision;
+        loop {
+            let resp = events
+                .message()
+                .await
+                .expect("watch stream")
+                .expect("watch open");
+            if resp
+                .events
+                .iter()
+                .any(|e| e.kv.as_ref().is_some_and(|kv| kv.mod_revision >= rev))
+            {
+                break;
+            }
+        }
+        lat.push(t.elapsed());
+    }
+    drop(tx);
+    Load {
+        ops: lat.len(),
+        secs: start.elapsed().as_secs_f64(),
+        lat,
+    }
+}
+
+async fn measure(ep: Endpoint, data_dir: PathBuf, secs: Duration) -> Report {
+    let mut r = Report::default();
+    // Preload every key so reads hit real data.
+    load(&ep, 16, Duration::from_secs(60), KEYS, put_op).await;
+    eprintln!("  put, 1 client");
+    r.put1 = load(&ep, 1, secs, usize::MAX, put_op).await;
+    eprintln!("  put, 64 clients");
+    r.put64 = load(&ep, 64, secs, usize::MAX, put_op).await;
+    eprintln!("  range, 1 client");
+    r.range1 = load(&ep, 1, secs, usize::MAX, range_op).await;
+    eprintln!("  range, 64 clients");
+    r.range64 = load(&ep, 64, secs, usize::MAX, range_op).await;
+    eprintln!("  watch latency");
+    r.watch = watch_latency(&ep, secs).await;
+    eprintln!("  churn: {CHURN_UPDATES} updates over {KEYS} keys");
+    let churn = load(&ep, 64, CHURN_CAP, CHURN_UPDATES, put_op).await;
+    r.churn_updates = churn.ops;
+    r.churn_secs = churn.secs;
+    r.disk_after_churn = common::disk_usage(&data_dir);
+    let mut c = Clients::connect(&ep).await.expect("connect");
+    let rev =
+        c.kv.range(RangeRequest {
+            key: key(0),
+            ..Default::default()
+        })
+        .await;
+    let rev = rev
+        .expect("range")
+        .into_inner()
+        .header
+        .expect("header")
+        .revision;
+    c.kv.compact(CompactionRequest {
+        revision: rev,
+        physical: true,
+    })
+    .await
+    .expect("compact");
+    c.maintenance
+        .defragment(DefragmentRequest {})
+        .await
+        .expect("defragment");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    r.disk_after_compact = common::disk_usage(&data_dir);
+    r
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
+}
+
+fn ratio(ours: f64, theirs: f64) -> String {
+    if theirs > 0.0 && ours.is_finite() && theirs.is_finite() {
+        format!("{:.2}×", ours / theirs)
+    } else {
+        "–".into()
+    }
+}
+
+fn table(k: &Report, e: &Report, secs: Duration) -> String {
+    let mut rows: Vec<(String, String, String, String)> = Vec::new();
+    let mut rate = |name: &str, a: &Load, b: &Load| {
+        rows.push((
+            name.into(),
+            format!("{:.0}", a.rate()),
+            format!("{:.0}", b.rate()),
+            ratio(a.rate(), b.rate()),
+        ));
+    };
+    rate("put throughput, 1 client (ops/s)", &k.put1, &e.put1);
+    rate("put throughput, 64 clients (ops/s)", &k.put64, &e.put64);
+    rate(
+        "linearizable range throughput, 1 client (ops/s)",
+        &k.range1,
+        &e.range1,
+    );
+    rate(
+        "linearizable range throughput, 64 clients (ops/s)",
+        &k.range64,
+        &e.range64,
+    );
+    let mut lat = |name: &str, a: &Load, b: &Load| {
+        for p in [50, 99] {
+            rows.push((
+                format!("{name} p{p} (ms)"),
+                format!("{:.2}", a.pct(p)),
+                format!("{:.2}", b.pct(p)),
+                ratio(a.pct(p), b.pct(p)),
+            ));
+        }
+    };
+    lat("put latency, 1 client,", &k.put1, &e.put1);
+    lat("put latency, 64 clients,", &k.put64, &e.put64);
+    lat("watch event latency (put → event),", &k.watch, &e.watch);
+    let updates = k.churn_updates.min(e.churn_updates);
+    rows.push((
+        format!("on-disk size after {updates} updates over {KEYS} keys"),
+        mib(k.disk_after_churn),
+        mib(e.disk_after_churn),
+        ratio(k.disk_after_churn as f64, e.disk_after_churn as f64),
+    ));
+    rows.push((
+        "on-disk size after compaction + defragment".into(),
+        mib(k.disk_after_compact),
+        mib(e.disk_after_compact),
+        ratio(k.disk_after_compact as f64, e.disk_after_compact as f64),
+    ));
+    let mut out = String::new();
+    out.push_str("| measurement | k3rs | etcd 3.4 | k3rs / etcd |\n|---|---:|---:|---:|\n");
+    for (a, b, c, d) in rows {
+        out.push_str(&format!("| {a} | {b} | {c} | {d} |\n"));
+    }
+    let live = KEYS * (key(0).len() + VALUE_LEN);
+    out.push_str(&format!(
+        "\nLive data: {KEYS} keys × {VALUE_LEN} B values ≈ {:.2} MiB. Churn: k3rs {} updates in \
+         {:.1} s, etcd {} in {:.1} s (capped at {} s). Timed phases run {} s each; 64 clients share \
+         8 connections; values are {VALUE_LEN} B.\n",
+        live as f64 / (1024.0 * 1024.0),
+        k.churn_updates,
+        k.churn_secs,
+        e.churn_updates,
+        e.churn_secs,
+        CHURN_CAP.as_secs(),
+        secs.as_secs(),
+    ));
+    out
+}
+
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let etcd = std::process::Command::new("etcd").arg("--version").output();
+    let etcd = etcd
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpus} CPUs, Linux {}, {etcd}", kernel.trim())
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` / `cargo test --benches` probes
+    }
+    let secs = Duration::from_secs(
+        std::env::var("BENCH_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(5),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build();
+    let rt = rt.expect("runtime");
+
+    eprintln!("etcd 3.4 ...");
+    let etcd = Etcd::start();
+    let e = rt.block_on(measure(etcd.endpoint(), etcd.data_dir(), secs));
+    drop(etcd);
+
+    eprintln!("k3rs ...");
+    let k3rs = K3rs::start_with(&[]);
+    let k = rt.block_on(measure(k3rs.endpoint(), k3rs.data_dir(), secs));
+    drop(k3rs);
+
+    let text = format!(
+        "k3rs vs etcd 3.4 — `cargo bench --bench etcd_compare`, {}; both durable (fsync per \
+         commit), single member, loopback; k3rs over mTLS, etcd over plain http.\n\n{}",
+        machine(),
+        table(&k, &e, secs)
+    );
+    println!("{text}");
+    let out = std::env::var_os("BENCH_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/results/etcd_compare.md")
+        });
+    if let Some(dir) = out.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    std::fs::write(&out, &text).expect("writing the result file");
+    eprintln!("written to {}", out.display());
+}
