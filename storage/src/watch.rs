@@ -128,14 +128,8 @@ impl Watcher {
     /// Waits for the next batch. Cancel-safe: state only changes between awaits.
     pub async fn next(&mut self) -> WatchBatch {
         loop {
-            if let Some(compact_revision) = self.compacted {
-                return WatchBatch::Compacted { compact_revision };
-            }
-            if self.next <= self.history_until {
-                if let Some(batch) = self.history_step() {
-                    return batch;
-                }
-                continue;
+            if let Some(batch) = self.try_next() {
+                return batch;
             }
             match self.rx.recv().await {
                 Ok(b) => {
@@ -143,12 +137,40 @@ impl Watcher {
                         return batch;
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    self.history_until = self.inner.read().rev;
-                }
+                Err(broadcast::error::RecvError::Lagged(_)) => self.lagged(),
                 Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
             }
         }
+    }
+
+    /// The next batch if one is ready without waiting; `None` once everything published so
+    /// far is processed (then [`Watcher::progress_revision`] is up to date).
+    pub fn try_next(&mut self) -> Option<WatchBatch> {
+        loop {
+            if let Some(compact_revision) = self.compacted {
+                return Some(WatchBatch::Compacted { compact_revision });
+            }
+            if self.next <= self.history_until {
+                if let Some(batch) = self.history_step() {
+                    return Some(batch);
+                }
+                continue;
+            }
+            match self.rx.try_recv() {
+                Ok(b) => {
+                    if let Some(batch) = self.live(&b) {
+                        return Some(batch);
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => self.lagged(),
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Fell behind the channel: read history from sled up to the current revision.
+    fn lagged(&mut self) {
+        self.history_until = self.inner.read().rev;
     }
 
     /// `Some(rev)` when every matching event with revision <= `rev` has been yielded and the

@@ -74,9 +74,11 @@ impl<'a> Writer<'a> {
     pub(crate) fn put(&mut self, key: &[u8], value: Vec<u8>, lease: i64) {
         let rev = self.next_rev();
         let ki = self.st.index.entry(key.to_vec()).or_default();
-        let prev = ki.live().map(|k| k.rev);
+        // etcd's prev_kv is the key at the revision before this request; a creation has none.
+        let before = ki.get(self.st.rev).map(|k| k.rev);
         let old_lease = std::mem::replace(&mut ki.lease, lease);
         let (create_revision, version) = ki.put(rev);
+        let prev = if version == 1 { None } else { before };
         let kv = KeyValue {
             key: key.to_vec(),
             create_revision,
@@ -106,7 +108,10 @@ impl<'a> Writer<'a> {
         let Some(ki) = self.st.index.get_mut(key) else {
             return false;
         };
-        let Some(prev) = ki.live() else { return false };
+        if ki.live().is_none() {
+            return false;
+        }
+        let prev = ki.get(self.st.rev).map(|k| k.rev);
         let old_lease = ki.lease;
         ki.tombstone(rev);
         let rec = record::encode_tombstone(key);
@@ -121,7 +126,7 @@ impl<'a> Writer<'a> {
         self.events.push(RawEvent {
             kind: EventKind::Delete,
             kv,
-            prev: Some(prev.rev),
+            prev,
         });
         self.changes += 1;
         true
