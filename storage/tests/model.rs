@@ -53,7 +53,7 @@ fn lease_id() -> impl Strategy<Value = i64> {
 }
 
 fn put(top: bool) -> impl Strategy<Value = PutRequest> {
-    let flags = if top { 0.15 } else { 0.0 };
+    let flags = if top { 0.15 } else { 0.08 };
     (
         prop_oneof![12 => key(), 1 => Just(vec![])],
         value(),

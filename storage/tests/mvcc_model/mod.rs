@@ -195,15 +195,7 @@ impl Model {
     }
 
     fn put_cmd(&mut self, p: &PutRequest) -> Result<PutResponse, RequestError> {
-        if p.key.is_empty() {
-            return Err(RequestError::EmptyKey);
-        }
-        if p.ignore_value && !p.value.is_empty() {
-            return Err(RequestError::ValueProvided);
-        }
-        if p.ignore_lease && p.lease != 0 {
-            return Err(RequestError::LeaseProvided);
-        }
+        put_shape(p)?;
         if p.lease != 0 && !self.leases.contains_key(&p.lease) {
             return Err(RequestError::LeaseNotFound);
         }
@@ -265,20 +257,34 @@ impl Model {
         }
     }
 
-    /// Txns in the property test: nested txns hold only puts and ranges, puts in txns have
-    /// no `ignore_*` flags; the duplicate-key rule below is etcd's for that shape.
+    /// Txns in the property test: nested txns hold only puts and ranges; the duplicate-key rule
+    /// below is etcd's for that shape.
     fn txn(&mut self, t: &TxnRequest) -> Result<TxnResponse, RequestError> {
+        shape(t)?;
         dup_check(&t.success)?;
         dup_check(&t.failure)?;
         let mut path = vec![];
         self.path(t, &mut path);
         let mut flat = vec![];
         flatten(t, &path, &mut 0, &mut flat);
+        // Puts with `ignore_*` need the key before the txn, and not deleted earlier in it.
+        let mut deleted: Vec<&DeleteRangeRequest> = vec![];
         for op in &flat {
-            if let RequestOp::Put(p) = op {
-                if p.lease != 0 && !self.leases.contains_key(&p.lease) {
-                    return Err(RequestError::LeaseNotFound);
+            match op {
+                RequestOp::Put(p) => {
+                    let gone = deleted
+                        .iter()
+                        .any(|d| in_range(&p.key, &d.key, &d.range_end));
+                    let needs_key = p.ignore_value || p.ignore_lease;
+                    if needs_key && (gone || self.kv_at(&p.key, self.rev).is_none()) {
+                        return Err(RequestError::KeyNotFound);
+                    }
+                    if p.lease != 0 && !self.leases.contains_key(&p.lease) {
+                        return Err(RequestError::LeaseNotFound);
+                    }
                 }
+                RequestOp::DeleteRange(d) => deleted.push(d),
+                _ => {}
             }
         }
         for op in &flat {
@@ -368,6 +374,27 @@ impl Model {
             })
             .collect()
     }
+}
+
+fn put_shape(p: &PutRequest) -> Result<(), RequestError> {
+    match () {
+        _ if p.key.is_empty() => Err(RequestError::EmptyKey),
+        _ if p.ignore_value && !p.value.is_empty() => Err(RequestError::ValueProvided),
+        _ if p.ignore_lease && p.lease != 0 => Err(RequestError::LeaseProvided),
+        _ => Ok(()),
+    }
+}
+
+/// The request checks of every put in both branches, nested txns included.
+fn shape(t: &TxnRequest) -> Result<(), RequestError> {
+    for op in t.success.iter().chain(&t.failure) {
+        match op {
+            RequestOp::Put(p) => put_shape(p)?,
+            RequestOp::Txn(inner) => shape(inner)?,
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn compare_kv(c: &Compare, kv: &KeyValue) -> bool {
