@@ -49,6 +49,7 @@ pub(crate) fn export(inner: &Inner, w: &mut dyn Write) -> Result<()> {
 /// Replaces the state with a snapshot. The snapshot is loaded into a new database generation
 /// and fully checked before the store switches to it; on any error the store is unchanged.
 pub(crate) fn import(inner: &Inner, r: &mut dyn Read) -> Result<()> {
+    let _maintenance = inner.maintenance.lock().unwrap_or_else(|e| e.into_inner());
     let gen = inner.read().db_gen + 1;
     let db = dbdir::create_fresh(&inner.dir, gen)?;
     let loaded = read_into(&db, r).and_then(|()| {
@@ -69,6 +70,7 @@ pub(crate) fn import(inner: &Inner, r: &mut dyn Read) -> Result<()> {
 /// Rewrites the retained records into a fresh database generation (sled does not give
 /// space back to the file system on its own). Blocks applies while it runs.
 pub(crate) fn defragment(inner: &Inner) -> Result<()> {
+    let _maintenance = inner.maintenance.lock().unwrap_or_else(|e| e.into_inner());
     let mut st = inner.write();
     if st.poisoned {
         return Err(Error::Poisoned);

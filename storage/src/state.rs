@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::keyindex::{Generation, KeyIndex, TreeIndex};
 use crate::record;
 use crate::revision::{self, be_i64, Rev};
-use crate::store::{Error, Result};
+use crate::store::Result;
 
 /// A lease: its granted TTL and the keys attached to it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,14 +83,17 @@ impl State {
             load_revision(ki, rev, kv.lease, kv.create_revision, kv.version, tombstone);
         }
         for (key, ki) in &st.index {
-            if ki.live().is_some() && ki.lease != 0 {
-                let lease = st.leases.get_mut(&ki.lease).ok_or_else(|| {
-                    Error::Corrupt(format!(
-                        "key {key:?} attached to missing lease {}",
-                        ki.lease
-                    ))
-                })?;
-                lease.keys.insert(key.clone());
+            if ki.live().is_none() || ki.lease == 0 {
+                continue;
+            }
+            match st.leases.get_mut(&ki.lease) {
+                Some(lease) => {
+                    lease.keys.insert(key.clone());
+                }
+                // Cannot happen through apply; keep the key readable rather than refuse to open.
+                None => {
+                    tracing::warn!(key = ?key, lease = ki.lease, "key attached to a missing lease")
+                }
             }
         }
         Ok(st)

@@ -10,7 +10,7 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::broadcast;
 
@@ -53,6 +53,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// What the store and its watchers share.
 pub(crate) struct Inner {
     pub state: RwLock<State>,
+    /// Serializes snapshot imports and defragmentations (each builds the next generation).
+    pub maintenance: Mutex<()>,
     pub hub: broadcast::Sender<Arc<LiveBatch>>,
     pub dir: PathBuf,
 }
@@ -81,6 +83,7 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 state: RwLock::new(state),
+                maintenance: Mutex::new(()),
                 hub,
                 dir: path.to_path_buf(),
             }),

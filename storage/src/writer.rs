@@ -73,7 +73,12 @@ impl<'a> Writer<'a> {
     /// Writes a new version of `key`. The lease must exist (checked by the caller).
     pub(crate) fn put(&mut self, key: &[u8], value: Vec<u8>, lease: i64) {
         let rev = self.next_rev();
-        let ki = self.st.index.entry(key.to_vec()).or_default();
+        if !self.st.index.contains_key(key) {
+            self.st.index.insert(key.to_vec(), Default::default());
+        }
+        let Some(ki) = self.st.index.get_mut(key) else {
+            return;
+        };
         // etcd's prev_kv is the key at the revision before this request; a creation has none.
         let before = ki.get(self.st.rev).map(|k| k.rev);
         let old_lease = std::mem::replace(&mut ki.lease, lease);

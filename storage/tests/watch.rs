@@ -194,3 +194,34 @@ async fn next_is_cancel_safe() {
     revs.extend(rest.iter().map(|e| e.kv.mod_revision));
     assert_eq!(revs, (2..=51).collect::<Vec<_>>());
 }
+
+#[test]
+fn store_and_watchers_can_move_between_tasks() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let (_d, s) = open();
+    send_sync(&s);
+    let mut w = s.watch(all_keys(0)).unwrap();
+    send(&w);
+    send(&w.next());
+}
+
+#[tokio::test]
+async fn watchers_follow_a_snapshot_import() {
+    let (_d, src) = open();
+    for i in 0..5 {
+        apply(&src, put("k", &i.to_string())); // 2..=6
+    }
+    let mut snap = Vec::new();
+    src.export_snapshot(&mut snap).unwrap();
+    let (_d2, dst) = open();
+    apply(&dst, put("k", "old")); // 2
+    let mut w = dst.watch(all_keys(0)).unwrap();
+    dst.import_snapshot(&mut snap.as_slice()).unwrap();
+    let revs: Vec<i64> = collect(&mut w, 6)
+        .await
+        .iter()
+        .map(|e| e.kv.mod_revision)
+        .collect();
+    assert_eq!(revs, vec![3, 4, 5, 6]);
+}
