@@ -9,13 +9,23 @@ use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
-#[command(name = "k3rs", version, about = "A lightweight, single-binary Kubernetes distribution")]
+#[command(
+    name = "k3rs",
+    version,
+    about = "A lightweight, single-binary Kubernetes distribution"
+)]
 struct Cli {
     /// Turn on debug logs.
     #[arg(long, global = true, env = "K3RS_DEBUG")]
     debug: bool,
     /// Log format.
-    #[arg(long, global = true, value_enum, default_value = "text", env = "K3RS_LOG_FORMAT")]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "K3RS_LOG_FORMAT"
+    )]
     log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
@@ -36,7 +46,12 @@ enum Command {
 #[derive(Args)]
 struct ServerArgs {
     /// Directory for state; the server uses <data-dir>/server.
-    #[arg(long, short = 'd', default_value = "/var/lib/k3rs", env = "K3RS_DATA_DIR")]
+    #[arg(
+        long,
+        short = 'd',
+        default_value = "/var/lib/k3rs",
+        env = "K3RS_DATA_DIR"
+    )]
     data_dir: PathBuf,
     /// Port of the etcd v3 gRPC API (mTLS with the cluster's etcd CA).
     #[arg(long, default_value_t = 2379, env = "K3RS_ETCD_CLIENT_PORT")]
@@ -47,11 +62,22 @@ struct ServerArgs {
     /// Keep this much revision history before automatic compaction (e.g. 5m, 1h); 0 disables it.
     #[arg(long, default_value = "5m", value_parser = parse_duration, env = "K3RS_ETCD_AUTO_COMPACTION_RETENTION")]
     etcd_auto_compaction_retention: Duration,
+    /// Interval of watch progress notifications for watchers that request them (like etcd's
+    /// --experimental-watch-progress-notify-interval).
+    #[arg(
+        long,
+        default_value = "10m",
+        value_parser = parse_duration,
+        env = "K3RS_ETCD_WATCH_PROGRESS_NOTIFY_INTERVAL"
+    )]
+    etcd_watch_progress_notify_interval: Duration,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().map_err(|_| format!("invalid duration {s:?}: expected e.g. 30s, 5m, 1h"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 30s, 5m, 1h"))?;
     let secs = match unit {
         "" | "s" => n,
         "m" => n * 60,
@@ -62,10 +88,13 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 fn init_logging(debug: bool, format: LogFormat) {
-    let default = if debug { "debug" } else { "info" };
+    // openraft narrates every election at info; keep its warnings only unless debugging.
+    let default = if debug { "debug" } else { "info,openraft=warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("K3RS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -97,10 +126,13 @@ async fn main() -> anyhow::Result<()> {
                 data_dir: args.data_dir,
                 etcd_client_addr: SocketAddr::new(args.etcd_client_address, args.etcd_client_port),
                 auto_compaction_retention: args.etcd_auto_compaction_retention,
+                watch_progress_notify_interval: args.etcd_watch_progress_notify_interval,
             };
             let shutdown = CancellationToken::new();
             cancel_on_signal(shutdown.clone())?;
-            k3rs_server::run(cfg, shutdown).await.context("k3rs server")?;
+            k3rs_server::run(cfg, shutdown)
+                .await
+                .context("k3rs server")?;
         }
     }
     Ok(())

@@ -1,11 +1,17 @@
-//! k3rs-server: the control plane (STUB: signatures are the contract).
+//! k3rs-server: the control plane. For now: the cluster PKI and server token, the Raft-backed
+//! datastore and the etcd v3 gRPC API in front of it, and automatic compaction.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use k3rs_raft::{Node, NodeConfig};
 use tokio_util::sync::CancellationToken;
 
+pub mod compactor;
+pub mod etcd;
+pub mod identity;
 pub mod pki;
 
 /// etcd v3 `mvccpb` messages (KeyValue, Event), generated from `proto/mvccpb/kv.proto`.
@@ -21,6 +27,16 @@ pub mod etcdpb {
     include!(concat!(env!("OUT_DIR"), "/etcdserverpb.rs"));
 }
 
+/// Raft timing of the embedded datastore (etcd's defaults).
+const HEARTBEAT: Duration = Duration::from_millis(100);
+const ELECTION_TIMEOUT: Duration = Duration::from_millis(1000);
+/// Applied entries between Raft snapshots (and WAL purges).
+const SNAPSHOT_ENTRIES: u64 = 10_000;
+/// The etcd peer port advertised in MemberList (peers arrive with HA).
+const ETCD_PEER_PORT: u16 = 2380;
+/// How long open streams get to finish after shutdown is requested.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
 /// Everything `k3rs server` is configured with.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -30,6 +46,20 @@ pub struct ServerConfig {
     pub etcd_client_addr: SocketAddr,
     /// Revisions older than this are compacted automatically; zero disables it.
     pub auto_compaction_retention: Duration,
+    /// Interval of watch progress notifications for watchers that ask for them (etcd: 10 min).
+    pub watch_progress_notify_interval: Duration,
+}
+
+impl ServerConfig {
+    /// A configuration with the defaults of every setting but the data dir and etcd address.
+    pub fn new(data_dir: PathBuf, etcd_client_addr: SocketAddr) -> ServerConfig {
+        ServerConfig {
+            data_dir,
+            etcd_client_addr,
+            auto_compaction_retention: Duration::from_secs(300),
+            watch_progress_notify_interval: Duration::from_secs(600),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +81,134 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Runs the server until `shutdown` is cancelled, then drains and returns.
-pub async fn run(_cfg: ServerConfig, _shutdown: CancellationToken) -> Result<()> {
-    unimplemented!()
+///
+/// Creates the PKI and IDs on first start, starts the Raft node on `<data-dir>/server/db`,
+/// serves the etcd API with mutual TLS (client certificates signed by the etcd server CA are
+/// required), and compacts automatically. On shutdown: stops accepting, gives open streams
+/// [`DRAIN_GRACE`] to finish, then stops Raft.
+pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
+    let server_dir = cfg.data_dir.join("server");
+    pki::files::create_dir(&server_dir)?;
+    let hostname = identity::hostname();
+    let etcd_ip = cfg.etcd_client_addr.ip();
+    let pki = {
+        let (dir, opts) = (
+            server_dir.clone(),
+            pki::PkiOptions {
+                hostname: hostname.clone(),
+                etcd_ips: vec![etcd_ip],
+            },
+        );
+        tokio::task::spawn_blocking(move || pki::Pki::ensure(&dir, &opts))
+            .await
+            .map_err(|e| Error::Serve(format!("pki task: {e}")))??
+    };
+    let ids = identity::load_or_create(&server_dir)?;
+
+    let advertise_ip = if etcd_ip.is_unspecified() {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    } else {
+        etcd_ip
+    };
+    let node = Node::start(NodeConfig {
+        data_dir: server_dir.join("db"),
+        node_id: ids.member_id,
+        name: hostname,
+        peer_urls: vec![format!(
+            "https://{}",
+            SocketAddr::new(advertise_ip, ETCD_PEER_PORT)
+        )],
+        client_urls: vec![format!(
+            "https://{}",
+            SocketAddr::new(advertise_ip, cfg.etcd_client_addr.port())
+        )],
+        heartbeat_interval: HEARTBEAT,
+        election_timeout: ELECTION_TIMEOUT,
+        snapshot_entries: SNAPSHOT_ENTRIES,
+    })
+    .await?;
+
+    let served = serve(&cfg, &server_dir, &pki, ids, node.clone(), shutdown.clone()).await;
+    if let Err(e) = &served {
+        tracing::error!(error = %e, "etcd api stopped");
+    }
+    let stopped = node.shutdown().await;
+    served?;
+    stopped?;
+    tracing::info!("datastore stopped");
+    Ok(())
+}
+
+async fn serve(
+    cfg: &ServerConfig,
+    server_dir: &std::path::Path,
+    pki: &pki::Pki,
+    ids: identity::Identity,
+    node: Arc<Node>,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    use tokio_stream::StreamExt;
+    use tonic::transport::{Certificate, Identity as TlsIdentity, Server, ServerTlsConfig};
+
+    // Cancelled on shutdown, or when serving fails: ends streams and the compactor.
+    let stop = shutdown.child_token();
+
+    let read = |path: PathBuf| std::fs::read(&path).map_err(|source| Error::Io { path, source });
+    let (cert, key) = pki.etcd_serving_cert();
+    let tls = ServerTlsConfig::new()
+        .identity(TlsIdentity::from_pem(read(cert)?, read(key)?))
+        .client_ca_root(Certificate::from_pem(read(pki.etcd_server_ca_cert())?));
+
+    let api = etcd::Api::new(
+        node.clone(),
+        etcd::ApiConfig {
+            cluster_id: ids.cluster_id,
+            progress_notify_interval: cfg.watch_progress_notify_interval,
+            scratch_dir: server_dir.join("tmp"),
+        },
+        stop.clone(),
+    );
+
+    let compaction = tokio::spawn(compactor::run(
+        node,
+        compactor::CompactorConfig {
+            retention: cfg.auto_compaction_retention,
+            ..Default::default()
+        },
+        stop.clone(),
+    ));
+
+    let listener = tokio::net::TcpListener::bind(cfg.etcd_client_addr)
+        .await
+        .map_err(|e| Error::Serve(format!("binding {}: {e}", cfg.etcd_client_addr)))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| Error::Serve(e.to_string()))?;
+    tracing::info!(addr = %local, "etcd API listening on {local}");
+
+    // Small responses must not wait for Nagle's algorithm.
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+        let conn = conn?;
+        conn.set_nodelay(true)?;
+        Ok::<_, std::io::Error>(conn)
+    });
+    let server = Server::builder()
+        .tls_config(tls)
+        .map_err(|e| Error::Serve(format!("tls: {e}")))?
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .add_routes(api.routes())
+        .serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned());
+    tokio::pin!(server);
+
+    let result = tokio::select! {
+        r = &mut server => r.map_err(|e| Error::Serve(e.to_string())),
+        _ = async { stop.cancelled().await; tokio::time::sleep(DRAIN_GRACE).await } => {
+            tracing::warn!("open etcd API connections did not drain in {DRAIN_GRACE:?}; closing them");
+            Ok(())
+        }
+    };
+    stop.cancel();
+    let _ = compaction.await;
+    result
 }

@@ -11,7 +11,7 @@
 //! replacing a CA would lock every existing client out.
 
 mod ca;
-mod files;
+pub(crate) mod files;
 pub mod token;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
