@@ -355,15 +355,20 @@ fn main() {
         .build();
     let rt = rt.expect("runtime");
 
-    eprintln!("etcd 3.4 ...");
-    let etcd = Etcd::start();
-    let e = rt.block_on(measure(etcd.endpoint(), etcd.data_dir(), secs));
-    drop(etcd);
-
-    eprintln!("k3rs ...");
-    let k3rs = K3rs::start_with(&[]);
-    let k = rt.block_on(measure(k3rs.endpoint(), k3rs.data_dir(), secs));
-    drop(k3rs);
+    // BENCH_ONLY=etcd or BENCH_ONLY=k3rs measures one side (for working on the benchmark).
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let mut e = Report::default();
+    if only.is_empty() || only == "etcd" {
+        eprintln!("etcd 3.4 ...");
+        let etcd = Etcd::start();
+        e = rt.block_on(measure(etcd.endpoint(), etcd.data_dir(), secs));
+    }
+    let mut k = Report::default();
+    if only.is_empty() || only == "k3rs" {
+        eprintln!("k3rs ...");
+        let k3rs = K3rs::start_with(&[]);
+        k = rt.block_on(measure(k3rs.endpoint(), k3rs.data_dir(), secs));
+    }
 
     let text = format!(
         "k3rs vs etcd 3.4 — `cargo bench --bench etcd_compare`, {}; both durable (fsync per \
@@ -372,6 +377,9 @@ fn main() {
         table(&k, &e, secs)
     );
     println!("{text}");
+    if !only.is_empty() {
+        return;
+    }
     let out = std::env::var_os("BENCH_OUT")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
