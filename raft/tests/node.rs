@@ -370,3 +370,16 @@ async fn wal_is_replayed_past_the_applied_index() {
     assert_eq!(write_put(&node, "next", "v").await, revs[29] + 1);
     node.shutdown().await.unwrap();
 }
+
+/// Dropping the last handle without `shutdown` stops Raft and releases the data dir, and
+/// loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_without_shutdown_then_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+    let rev = write_put(&node, "k", "v").await;
+    drop(node);
+    let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+    assert_eq!(get(&node, "k"), Some((rev, "v".into())));
+    node.shutdown().await.unwrap();
+}
