@@ -126,6 +126,9 @@ impl Node {
             let _ = node.shutdown().await;
             return Err(e);
         }
+        // Every lease gets a fresh deadline on start (the expiry loop does it again on every
+        // leader change); until now the clock only knew the grants the WAL replay applied.
+        lessor.refresh_from(&store)?;
         let expiry = tokio::spawn(lessor::run_expiry_loop(
             node.cfg.node_id,
             raft,

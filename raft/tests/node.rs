@@ -229,11 +229,25 @@ async fn leases_expire_on_the_leader() {
     }
     assert!(gone, "the key of the expired lease is deleted");
     assert_eq!(node.store().lease(7).unwrap(), None);
+    // The clock forgets the lease right after the store applied the revocation.
+    for _ in 0..20 {
+        if node.lease_remaining(7).is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(node.lease_remaining(7), None);
     assert!(
         node.store().lease(8).unwrap().is_some(),
         "the long lease lives"
     );
+    node.shutdown().await.unwrap();
+    drop(node);
+
+    // After a restart the surviving lease has a fresh deadline at once.
+    let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+    let left = node.lease_remaining(8).unwrap();
+    assert!((30..=31).contains(&left), "{left}");
     node.shutdown().await.unwrap();
 }
 
