@@ -10,14 +10,16 @@
 //! - [`Wal::append`] writes the records before returning (so they are readable at once) and runs
 //!   its callback only after an `fdatasync` covering them (group commit, see [`writer`]).
 //! - [`Wal::save_vote`] and [`Wal::purge`] are durable when they return.
-//! - [`Wal::open`] recovers the longest prefix of whole records: a torn or corrupt record at the
-//!   tail of the *last* segment is cut away (it was never synced, so never acknowledged); a bad
-//!   record in any earlier segment, a gap between indexes, or an undecodable entry is an error.
-//!   Segments are synced before the next one is created, so only the last can have a torn tail.
+//! - [`Wal::open`] recovers the longest prefix of whole records: a *torn* record (the file ends
+//!   inside it, or one of its sectors was never written, see [`record`]) at the tail of the
+//!   *last* segment is cut away: it was never synced, so never acknowledged. A *corrupt* record
+//!   (whole but failing its CRC) anywhere, a torn record in a sealed segment, a gap between
+//!   indexes, or an undecodable entry is an error: recovery never silently drops acknowledged
+//!   entries. Segments are synced before the next one is created, so only the last can be torn.
 //!
-//! # Known limit
-//! A corrupt record in the middle of the last segment is indistinguishable from a torn tail
-//! here and is cut with everything after it (logged as a warning with the byte count).
+//! # Assumptions
+//! Sectors that did not reach the disk read back as zeros (ext4 `data=ordered`, xfs, btrfs),
+//! as etcd's WAL assumes too.
 
 mod durable_file;
 mod record;
@@ -31,7 +33,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use segment::Segment;
+use segment::{Segment, Tail};
 pub use writer::Callback;
 use writer::SyncWriter;
 
@@ -146,21 +148,23 @@ impl Wal {
         for (i, (first, path)) in files.into_iter().enumerate() {
             let is_last = i + 1 == n_files;
             let scan = segment::scan(&path).map_err(open_err)?;
-            if let Some(reason) = scan.bad_tail {
-                if !is_last {
-                    return Err(corrupt(format!(
-                        "{}: bad record at offset {} ({reason}) in a sealed segment",
-                        path.display(),
-                        scan.valid_len
-                    )));
-                }
-                tracing::warn!(
+            match scan.tail {
+                Tail::Clean => {}
+                Tail::Torn(reason) if is_last => tracing::warn!(
                     segment = %path.display(),
                     offset = scan.valid_len,
                     dropped_bytes = scan.file_len - scan.valid_len,
                     reason,
                     "cutting the torn tail of the WAL (never acknowledged)"
-                );
+                ),
+                Tail::Torn(reason) | Tail::Corrupt(reason) => {
+                    return Err(corrupt(format!(
+                        "{}: bad record at offset {} ({reason}){}",
+                        path.display(),
+                        scan.valid_len,
+                        if is_last { "" } else { " in a sealed segment" },
+                    )));
+                }
             }
             let mut seg = Segment::open(path, first, scan.valid_len).map_err(open_err)?;
             if scan.valid_len != scan.file_len {

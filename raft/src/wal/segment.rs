@@ -36,9 +36,21 @@ pub struct Scan {
     pub records: Vec<ScannedRecord>,
     /// Offset just past the last whole record.
     pub valid_len: u64,
-    /// Why the bytes after `valid_len` are not a record, if there are any.
-    pub bad_tail: Option<&'static str>,
+    /// What follows the last whole record.
+    pub tail: Tail,
     pub file_len: u64,
+}
+
+/// What follows the last whole record of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tail {
+    /// Nothing: the file ends there.
+    Clean,
+    /// A record cut short by a crash (see [`record`]): it was never synced, so never
+    /// acknowledged; recovery cuts it if it is in the last segment.
+    Torn(&'static str),
+    /// A record that was written whole but is damaged.
+    Corrupt(&'static str),
 }
 
 pub fn file_name(first: u64) -> String {
@@ -128,10 +140,11 @@ pub fn scan(path: &Path) -> io::Result<Scan> {
     let buf = fs::read(path)?;
     let mut records = Vec::new();
     let mut off = 0usize;
-    let bad_tail = loop {
-        match record::decode(&buf[off..]) {
-            Frame::End => break None,
-            Frame::Bad { reason } => break Some(reason),
+    let tail = loop {
+        match record::decode(&buf[off..], off as u64) {
+            Frame::End => break Tail::Clean,
+            Frame::Torn { reason } => break Tail::Torn(reason),
+            Frame::Corrupt { reason } => break Tail::Corrupt(reason),
             Frame::Complete { payload, len } => {
                 records.push(ScannedRecord {
                     offset: off as u64,
@@ -145,7 +158,7 @@ pub fn scan(path: &Path) -> io::Result<Scan> {
     Ok(Scan {
         records,
         valid_len: off as u64,
-        bad_tail,
+        tail,
         file_len: buf.len() as u64,
     })
 }
@@ -172,7 +185,7 @@ mod tests {
         seg.append(&buf).unwrap();
         let scan = scan(&seg.path).unwrap();
         assert_eq!(scan.records.len(), 2);
-        assert_eq!(scan.bad_tail, None);
+        assert_eq!(scan.tail, Tail::Clean);
         let r = &scan.records[1];
         assert_eq!(seg.read_record(r.offset, r.len).unwrap(), b"bc");
         assert_eq!(list(dir.path()).unwrap(), vec![(1, seg.path.clone())]);

@@ -210,3 +210,41 @@ fn purge_past_the_end_then_append() {
     assert_eq!(wal.log_state(), (Some(log_id(3, 50)), Some(log_id(3, 51))));
     assert_eq!(indexes(&wal, 0..100), vec![51]);
 }
+
+#[test]
+fn zeroed_sector_in_the_last_record_is_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
+        append(&wal, (0..20).map(|i| entry(1, i)).collect());
+    }
+    let (_, path) = segment::list(dir.path()).unwrap().pop().unwrap();
+    let mut bytes = fs::read(&path).unwrap();
+    // The last record (≈ 120 bytes) ends in the sector starting at `s`: as if that sector of
+    // the final write never reached the disk.
+    let s = (bytes.len() - 1) / 512 * 512;
+    bytes[s..].fill(0);
+    fs::write(&path, &bytes).unwrap();
+    let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
+    let last = wal.log_state().1.unwrap().index;
+    assert!(last < 19, "{last}");
+    assert_eq!(indexes(&wal, 0..20), (0..=last).collect::<Vec<_>>());
+}
+
+#[test]
+fn flipped_bit_in_the_last_segment_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
+        append(&wal, (0..20).map(|i| entry(1, i)).collect());
+    }
+    let (_, path) = segment::list(dir.path()).unwrap().pop().unwrap();
+    let mut bytes = fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x10;
+    fs::write(&path, &bytes).unwrap();
+    let err = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE)
+        .err()
+        .expect("refused");
+    assert!(matches!(err, WalError::Corrupt(_)), "{err}");
+}
