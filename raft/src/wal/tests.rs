@@ -45,6 +45,22 @@ fn segment_files(dir: &Path) -> Vec<u64> {
         .collect()
 }
 
+/// A WAL in a fresh directory holding entries `0..n` of term 1, closed again.
+fn wal_with(n: u64) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
+    append(&wal, (0..n).map(|i| entry(1, i)).collect());
+    dir
+}
+
+/// Rewrites the last segment's bytes, as a crash or a bad disk would.
+fn damage_last_segment(dir: &Path, damage: impl FnOnce(&mut Vec<u8>)) {
+    let (_, path) = segment::list(dir).unwrap().pop().unwrap();
+    let mut bytes = fs::read(&path).unwrap();
+    damage(&mut bytes);
+    fs::write(&path, &bytes).unwrap();
+}
+
 #[test]
 fn roundtrip_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
@@ -95,20 +111,9 @@ fn rotates_segments() {
 
 #[test]
 fn torn_tail_is_cut() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
-        append(&wal, (0..5).map(|i| entry(1, i)).collect());
-    }
-    let (_, path) = segment::list(dir.path()).unwrap().pop().unwrap();
-    let len = fs::metadata(&path).unwrap().len();
+    let dir = wal_with(5);
     // Cut the last record in half, as a crash in the middle of a write would.
-    fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(len - 20)
-        .unwrap();
+    damage_last_segment(dir.path(), |b| b.truncate(b.len() - 20));
     {
         let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
         assert_eq!(wal.log_state().1, Some(log_id(1, 3)));
@@ -120,15 +125,8 @@ fn torn_tail_is_cut() {
 
 #[test]
 fn garbage_tail_is_cut() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
-        append(&wal, (0..3).map(|i| entry(1, i)).collect());
-    }
-    let (_, path) = segment::list(dir.path()).unwrap().pop().unwrap();
-    let mut bytes = fs::read(&path).unwrap();
-    bytes.extend_from_slice(&[0u8; 4096]);
-    fs::write(&path, &bytes).unwrap();
+    let dir = wal_with(3);
+    damage_last_segment(dir.path(), |b| b.extend_from_slice(&[0u8; 4096]));
     let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
     assert_eq!(wal.log_state().1, Some(log_id(1, 2)));
 }
@@ -213,18 +211,13 @@ fn purge_past_the_end_then_append() {
 
 #[test]
 fn zeroed_sector_in_the_last_record_is_a_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
-        append(&wal, (0..20).map(|i| entry(1, i)).collect());
-    }
-    let (_, path) = segment::list(dir.path()).unwrap().pop().unwrap();
-    let mut bytes = fs::read(&path).unwrap();
+    let dir = wal_with(20);
     // The last record (≈ 120 bytes) ends in the sector starting at `s`: as if that sector of
     // the final write never reached the disk.
-    let s = (bytes.len() - 1) / 512 * 512;
-    bytes[s..].fill(0);
-    fs::write(&path, &bytes).unwrap();
+    damage_last_segment(dir.path(), |b| {
+        let s = (b.len() - 1) / 512 * 512;
+        b[s..].fill(0);
+    });
     let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
     let last = wal.log_state().1.unwrap().index;
     assert!(last < 19, "{last}");
@@ -233,16 +226,11 @@ fn zeroed_sector_in_the_last_record_is_a_torn_tail() {
 
 #[test]
 fn flipped_bit_in_the_last_segment_is_an_error() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let wal = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE).unwrap();
-        append(&wal, (0..20).map(|i| entry(1, i)).collect());
-    }
-    let (_, path) = segment::list(dir.path()).unwrap().pop().unwrap();
-    let mut bytes = fs::read(&path).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0x10;
-    fs::write(&path, &bytes).unwrap();
+    let dir = wal_with(20);
+    damage_last_segment(dir.path(), |b| {
+        let mid = b.len() / 2;
+        b[mid] ^= 0x10;
+    });
     let err = Wal::open(dir.path(), DEFAULT_SEGMENT_SIZE)
         .err()
         .expect("refused");
