@@ -7,8 +7,8 @@ use crate::revision::{kv_key, Rev};
 use crate::store::{Error, Result};
 use crate::types::KeyValue;
 
-/// Records written by the batch being applied and not yet in sled; `None` = removed.
-pub(crate) type Pending = BTreeMap<Rev, Option<Vec<u8>>>;
+/// Records written by the batch being applied and not yet in sled.
+pub(crate) type Pending = BTreeMap<Rev, Vec<u8>>;
 
 /// Reads records from sled, or from a batch's pending writes first.
 #[derive(Clone, Copy)]
@@ -24,8 +24,8 @@ impl<'a> KvReader<'a> {
 
     /// The record at `rev` as (key-value, is tombstone), `None` if not retained.
     pub(crate) fn get(&self, rev: Rev) -> Result<Option<(KeyValue, bool)>> {
-        if let Some(p) = self.pending.and_then(|p| p.get(&rev)) {
-            return p.as_deref().map(|b| record::decode(rev, b)).transpose();
+        if let Some(rec) = self.pending.and_then(|p| p.get(&rev)) {
+            return record::decode(rev, rec).map(Some);
         }
         match self.tree.get(kv_key(rev))? {
             Some(b) => Ok(Some(record::decode(rev, &b)?)),

@@ -10,6 +10,7 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 
 use crate::dbdir;
+use crate::revision;
 use crate::state::State;
 use crate::store::{Error, Inner, Result};
 use crate::watch::LiveBatch;
@@ -32,6 +33,9 @@ pub(crate) fn export(inner: &Inner, w: &mut dyn Write) -> Result<()> {
     let mut count = 0u64;
     for item in st.db.iter() {
         let (k, v) = item?;
+        if is_garbage(&st, &k) {
+            continue;
+        }
         out.put(&(k.len() as u32).to_be_bytes())?;
         out.put(&k)?;
         out.put(&(v.len() as u32).to_be_bytes())?;
@@ -77,11 +81,16 @@ pub(crate) fn defragment(inner: &Inner) -> Result<()> {
     }
     let gen = st.db_gen + 1;
     let db = dbdir::create_fresh(&inner.dir, gen)?;
-    let copied = (|| -> Result<()> {
+    let copied = (|| -> Result<u64> {
         let mut batch = sled::Batch::default();
         let mut n = 0usize;
+        let mut skipped = 0u64;
         for item in st.db.iter() {
             let (k, v) = item?;
+            if is_garbage(&st, &k) {
+                skipped += (k.len() + v.len()) as u64;
+                continue;
+            }
             batch.insert(k, v);
             n += 1;
             if n % 10_000 == 0 {
@@ -90,18 +99,31 @@ pub(crate) fn defragment(inner: &Inner) -> Result<()> {
         }
         db.apply_batch(batch)?;
         db.flush()?;
-        dbdir::switch_current(&inner.dir, gen)
+        dbdir::switch_current(&inner.dir, gen)?;
+        Ok(skipped)
     })();
-    if let Err(e) = copied {
-        drop(db);
-        dbdir::remove_gen(&inner.dir, gen);
-        return Err(e);
-    }
+    let skipped = match copied {
+        Ok(skipped) => skipped,
+        Err(e) => {
+            drop(db);
+            dbdir::remove_gen(&inner.dir, gen);
+            return Err(e);
+        }
+    };
     let old_gen = std::mem::replace(&mut st.db_gen, gen);
     st.db = db;
+    st.garbage.clear();
+    st.live_bytes = st.live_bytes.saturating_sub(skipped);
     drop(st);
     dbdir::remove_gen(&inner.dir, old_gen);
     Ok(())
+}
+
+/// Whether a database key is a compacted record not yet deleted.
+fn is_garbage(st: &State, k: &[u8]) -> bool {
+    !st.garbage.is_empty()
+        && k.first() == Some(&revision::KV_PREFIX)
+        && revision::parse_kv_key(k).is_ok_and(|rev| st.garbage.contains(&rev))
 }
 
 /// Makes `fresh` (already loaded from its new generation) the store's state.

@@ -30,6 +30,8 @@ pub(crate) struct State {
     pub meta: Option<Vec<u8>>,
     /// Bytes of retained records (keys + values of every retained revision, leases, meta).
     pub live_bytes: u64,
+    /// Compacted revisions whose records are still in sled, deleted a chunk per batch.
+    pub garbage: BTreeSet<Rev>,
     /// An engine error happened in the middle of applying: memory and disk may disagree.
     pub poisoned: bool,
 }
@@ -47,6 +49,7 @@ impl State {
             lease_counter: 0,
             meta: None,
             live_bytes: 0,
+            garbage: BTreeSet::new(),
             poisoned: false,
         };
         if let Some(v) = st.db.get(revision::META_REVISION)? {
@@ -82,6 +85,7 @@ impl State {
             let ki = st.index.entry(kv.key).or_default();
             load_revision(ki, rev, kv.lease, kv.create_revision, kv.version, tombstone);
         }
+        st.collect_garbage();
         for (key, ki) in &st.index {
             if ki.live().is_none() || ki.lease == 0 {
                 continue;
@@ -97,6 +101,18 @@ impl State {
             }
         }
         Ok(st)
+    }
+
+    /// Finds the records a compaction dropped but a crash kept on disk (the index compaction is
+    /// idempotent: nothing is found after a completed one).
+    fn collect_garbage(&mut self) {
+        if self.compact < 0 {
+            return;
+        }
+        let mut removed = Vec::new();
+        self.index
+            .retain(|_, ki| !ki.compact(self.compact, &mut removed));
+        self.garbage.extend(removed);
     }
 
     /// The compacted revision as reported to clients (0 before the first compaction).

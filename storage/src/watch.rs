@@ -22,7 +22,7 @@ use crate::store::Inner;
 use crate::types::{KeyValue, RequestError};
 
 /// Capacity of the live-event channel, in batches.
-pub(crate) const HUB_CAPACITY: usize = 1024;
+pub(crate) const HUB_CAPACITY: usize = 256;
 /// History records scanned per step before yielding (at a revision boundary).
 const HISTORY_SCAN: usize = 4096;
 
@@ -250,6 +250,9 @@ impl Watcher {
             let Ok(rev) = crate::revision::parse_kv_key(&k) else {
                 continue;
             };
+            if st.garbage.contains(&rev) {
+                continue; // compacted, not yet deleted from sled
+            }
             if scanned >= HISTORY_SCAN && rev.main != last_main {
                 stopped_at = Some(rev.main);
                 break;

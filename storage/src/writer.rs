@@ -94,7 +94,7 @@ impl<'a> Writer<'a> {
         };
         let rec = record::encode_put(&kv);
         self.st.live_bytes += (rec.len() + 17) as u64;
-        self.pending.insert(rev, Some(rec));
+        self.pending.insert(rev, rec);
         self.detach(old_lease, key);
         if let Some(l) = self.st.leases.get_mut(&lease) {
             l.keys.insert(key.to_vec());
@@ -121,7 +121,7 @@ impl<'a> Writer<'a> {
         ki.tombstone(rev);
         let rec = record::encode_tombstone(key);
         self.st.live_bytes += (rec.len() + 17) as u64;
-        self.pending.insert(rev, Some(rec));
+        self.pending.insert(rev, rec);
         self.detach(old_lease, key);
         let kv = KeyValue {
             key: key.to_vec(),
@@ -153,26 +153,34 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Removes the record at `rev` (compaction).
-    pub(crate) fn remove_record(&mut self, rev: Rev) -> Result<()> {
-        let len = match self.pending.get(&rev) {
-            Some(Some(rec)) => rec.len(),
-            Some(None) => return Ok(()),
-            None => self.st.db.get(kv_key(rev))?.map_or(0, |v| v.len()),
-        };
-        self.st.live_bytes = self.st.live_bytes.saturating_sub((len + 17) as u64);
-        self.pending.insert(rev, None);
-        Ok(())
+    /// Drops the record at `rev` (compaction): never written if it is still pending, else
+    /// left for [`Writer::commit`] to delete from sled a chunk at a time.
+    pub(crate) fn drop_record(&mut self, rev: Rev) {
+        match self.pending.remove(&rev) {
+            Some(rec) => {
+                self.st.live_bytes = self.st.live_bytes.saturating_sub((rec.len() + 17) as u64)
+            }
+            None => {
+                self.st.garbage.insert(rev);
+            }
+        }
     }
 
-    /// Persists everything applied so far plus `meta` in one atomic sled batch.
-    pub(crate) fn commit(&mut self, meta: &[u8]) -> Result<()> {
+    /// Persists everything applied so far plus `meta` in one atomic sled batch, and deletes up
+    /// to `gc` compacted records.
+    pub(crate) fn commit(&mut self, meta: &[u8], gc: usize) -> Result<()> {
         let mut batch = sled::Batch::default();
         for (rev, rec) in std::mem::take(&mut self.pending) {
-            match rec {
-                Some(rec) => batch.insert(&kv_key(rev)[..], rec),
-                None => batch.remove(&kv_key(rev)[..]),
-            }
+            batch.insert(&kv_key(rev)[..], rec);
+        }
+        for _ in 0..gc {
+            let Some(rev) = self.st.garbage.pop_first() else {
+                break;
+            };
+            let key = kv_key(rev);
+            let len = self.st.db.get(key)?.map_or(0, |v| v.len() + key.len());
+            self.st.live_bytes = self.st.live_bytes.saturating_sub(len as u64);
+            batch.remove(&key[..]);
         }
         for (id, ttl) in std::mem::take(&mut self.lease_writes) {
             match ttl {
