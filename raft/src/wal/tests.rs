@@ -236,3 +236,79 @@ fn flipped_bit_in_the_last_segment_is_an_error() {
         .expect("refused");
     assert!(matches!(err, WalError::Corrupt(_)), "{err}");
 }
+
+mod model {
+    //! Random sequences of appends, truncations, purges and reopens against a plain model.
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Append(u8),
+        /// Truncate `n` entries from the end.
+        Truncate(u8),
+        /// Purge up to `n` entries from the front.
+        Purge(u8),
+        Reopen,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (1u8..20).prop_map(Op::Append),
+            1 => (0u8..10).prop_map(Op::Truncate),
+            1 => (0u8..15).prop_map(Op::Purge),
+            1 => Just(Op::Reopen),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+        #[test]
+        fn behaves_like_a_vec(ops in proptest::collection::vec(op(), 1..40)) {
+            let dir = tempfile::tempdir().unwrap();
+            // Tiny segments, so that every operation crosses segment boundaries.
+            let open = || Wal::open(dir.path(), 700).unwrap();
+            let mut wal = open();
+            let mut term = 1;
+            // The model: present entries and the last purged log id.
+            let mut present: Vec<Entry> = Vec::new();
+            let mut purged: Option<LogId> = None;
+            for op in ops {
+                let next = present.last().map(|e| e.log_id.index + 1)
+                    .or(purged.map(|p| p.index + 1)).unwrap_or(0);
+                match op {
+                    Op::Append(n) => {
+                        let new: Vec<Entry> = (next..next + n as u64).map(|i| entry(term, i)).collect();
+                        append(&wal, new.clone());
+                        present.extend(new);
+                    }
+                    Op::Truncate(n) => {
+                        let keep = present.len().saturating_sub(n as usize);
+                        if let Some(first_cut) = present.get(keep) {
+                            wal.truncate(first_cut.log_id.index).unwrap();
+                            present.truncate(keep);
+                            term += 1;
+                        }
+                    }
+                    Op::Purge(n) => {
+                        let n = (n as usize).min(present.len());
+                        if n > 0 {
+                            let upto = present[n - 1].log_id;
+                            wal.purge(upto).unwrap();
+                            present.drain(..n);
+                            purged = Some(upto);
+                        }
+                    }
+                    Op::Reopen => {
+                        drop(wal);
+                        wal = open();
+                    }
+                }
+                let last = present.last().map(|e| e.log_id).or(purged);
+                prop_assert_eq!(wal.log_state(), (purged, last));
+                prop_assert_eq!(&wal.entries(0..u64::MAX).unwrap(), &present);
+            }
+        }
+    }
+}
