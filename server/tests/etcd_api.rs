@@ -49,7 +49,8 @@ impl Server {
             task,
         };
         for _ in 0..200 {
-            if server.tls_dir().join("client.key").exists() {
+            // The client certificate is written last (after its key), each file atomically.
+            if server.tls_dir().join("client.crt").exists() {
                 if let Ok(ch) = server.connect(true).await {
                     let mut kv = KvClient::new(ch);
                     if kv.range(range(b"health")).await.is_ok() {
@@ -449,11 +450,14 @@ async fn watch_streams() {
     }))
     .await
     .unwrap();
-    let refused = next(&mut stream).await;
+    let created = next(&mut stream).await;
+    assert!(created.created && !created.canceled);
+    let canceled = next(&mut stream).await;
     assert_eq!(
-        (refused.watch_id, refused.created, refused.canceled),
-        (-1, true, true)
+        (canceled.watch_id, canceled.canceled),
+        (created.watch_id, true)
     );
+    assert_eq!(canceled.compact_revision, rev + 1);
     tx.send(create_watch(pb::WatchCreateRequest {
         key: b"b".to_vec(),
         range_end: b"a".to_vec(),

@@ -76,8 +76,9 @@ impl pb::cluster_server::Cluster for ClusterService {
                 .await
                 .map_err(EtcdError::from)?;
         }
+        // etcd's cluster service leaves the revision out of its headers.
         Ok(Response::new(pb::MemberListResponse {
-            header: self.api.current_header(),
+            header: self.api.header(0),
             members: self.members(),
         }))
     }

@@ -3,8 +3,8 @@
 //! # Guarantees (etcd's, see `v3rpc/watch.go`)
 //! - A create request is answered with `created` (header revision = current revision) before
 //!   any event of that watcher. IDs are assigned per stream from 0 unless the client picks one.
-//! - A watcher whose start revision is compacted gets `created`, then `canceled` with
-//!   `compact_revision`; a negative start revision, an empty range or a duplicate ID gets one
+//! - A watcher whose start revision is compacted (or negative, as etcd 3.4) gets `created`,
+//!   then `canceled` with `compact_revision`; an empty range or a duplicate ID gets one
 //!   `created`+`canceled` response with watch ID -1 and a `cancel_reason`.
 //! - Events of one watcher are sent in revision order, a revision never split (except by
 //!   `fragment`, which marks every piece but the last).
@@ -202,13 +202,6 @@ impl WatchStream {
     }
 
     async fn create(&mut self, c: pb::WatchCreateRequest) -> Step {
-        if c.start_revision < 0 {
-            let reason = EtcdError::Request(RequestError::Compacted {
-                compact_revision: 0,
-            })
-            .message();
-            return self.send(self.refused(&reason)).await;
-        }
         let req = convert::watch_request(&c);
         if range_is_empty(&req.key, &req.range_end) {
             return self.send(self.refused(ERR_EMPTY_RANGE)).await;
@@ -226,6 +219,20 @@ impl WatchStream {
             self.next_id += 1;
             id
         };
+        if c.start_revision < 0 {
+            // etcd 3.4 registers the watcher, then cancels it as compacted (with compact
+            // revision -1 while nothing was ever compacted).
+            let compacted = self.api.node().store().compact_revision();
+            let compact_revision = if compacted > 0 { compacted } else { -1 };
+            let created = pb::WatchResponse {
+                header: self.api.current_header(),
+                watch_id: id,
+                created: true,
+                ..Default::default()
+            };
+            self.send(created).await?;
+            return self.send(self.compacted(id, compact_revision)).await;
+        }
         let created = |header| pb::WatchResponse {
             header,
             watch_id: id,
