@@ -294,3 +294,38 @@ fn delete_range_prev_kv_and_reopen() {
     .unwrap();
     assert_eq!(r.1.kvs, vec![kv("b", "bb", 3, 6, 2)]);
 }
+
+/// etcd quirk: with sort order NONE and another target, only `limit + 1` keys (in key order)
+/// are fetched, then sorted ascending by the target, then cut.
+#[test]
+fn sort_none_with_limit_sorts_only_the_first_keys() {
+    let (_d, s) = open();
+    for k in ["c", "b", "a"] {
+        apply(&s, put(k, k)); // c@2 b@3 a@4
+    }
+    let req = RangeRequest {
+        key: vec![0],
+        range_end: vec![0],
+        limit: 1,
+        sort_target: SortTarget::Mod,
+        ..Default::default()
+    };
+    let r = range(&s, req.clone()).unwrap().1;
+    assert_eq!(
+        (keys(&r), r.more, r.count),
+        (vec!["b".to_string()], true, 3)
+    );
+    let r = range(
+        &s,
+        RangeRequest {
+            sort_order: SortOrder::Ascend,
+            ..req
+        },
+    )
+    .unwrap()
+    .1;
+    assert_eq!(
+        (keys(&r), r.more, r.count),
+        (vec!["c".to_string()], true, 3)
+    );
+}

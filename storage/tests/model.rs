@@ -3,7 +3,7 @@
 //! state at every retained revision; the store is reopened mid-sequence; watchers started at
 //! random revisions must deliver exactly the model's history.
 //!
-//! `PROPTEST_CASES` raises the number of cases (default 64).
+//! `PROPTEST_CASES` changes the number of cases (default 256, a few seconds).
 mod common;
 mod mvcc_model;
 
@@ -464,7 +464,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
         failure_persistence: Some(Box::new(
             proptest::test_runner::FileFailurePersistence::Direct("tests/model.proptest-regressions"),
         )),

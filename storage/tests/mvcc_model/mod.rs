@@ -105,6 +105,16 @@ impl Model {
                 count,
             });
         }
+        // etcd reads only `limit + 1` keys (by key) unless it must sort or filter everything.
+        let filters = [
+            req.min_mod_revision,
+            req.max_mod_revision,
+            req.min_create_revision,
+            req.max_create_revision,
+        ];
+        if req.limit > 0 && req.sort_order == SortOrder::None && filters.iter().all(|&f| f == 0) {
+            kvs.truncate(req.limit as usize + 1);
+        }
         kvs.retain(|kv| {
             (req.min_mod_revision == 0 || kv.mod_revision >= req.min_mod_revision)
                 && (req.max_mod_revision == 0 || kv.mod_revision <= req.max_mod_revision)
