@@ -143,7 +143,6 @@ async fn verify(ep: &Endpoint, acked: &BTreeMap<Vec<u8>, Ack>, max_rev: i64) -> 
 }
 
 #[test]
-#[ignore = "enabled once k3rs server serves the etcd API"]
 fn acknowledged_writes_survive_sigkill() {
     let started = Instant::now();
     let rt = runtime();
