@@ -70,13 +70,26 @@ fn open_db(path: &Path) -> Result<sled::Db> {
     }
 }
 
-/// Creates an empty database for generation `gen` (replacing any leftover).
-pub(crate) fn create_fresh(dir: &Path, gen: u64) -> Result<sled::Db> {
+/// Creates an empty database for generation `gen` (replacing any leftover) and fills it; if
+/// filling fails, the generation is removed again.
+pub(crate) fn build<T>(
+    dir: &Path,
+    gen: u64,
+    fill: impl FnOnce(&sled::Db) -> Result<T>,
+) -> Result<(sled::Db, T)> {
     let path = db_path(dir, gen);
     if path.exists() {
         fs::remove_dir_all(&path).map_err(dir_err(&path))?;
     }
-    open_db(&path)
+    let db = open_db(&path)?;
+    match fill(&db) {
+        Ok(t) => Ok((db, t)),
+        Err(e) => {
+            drop(db);
+            remove_gen(dir, gen);
+            Err(e)
+        }
+    }
 }
 
 /// Makes generation `gen` the live one, durably.

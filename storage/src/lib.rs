@@ -4,6 +4,25 @@
 //! state and the commands; the Raft layer calls it with committed log entries and an opaque
 //! `meta` blob (its last-applied log id and membership) that is persisted atomically with the
 //! batch. Reads ([`Store::range`]) and watches ([`Store::watch`]) see only applied state.
+//!
+//! # Layout
+//! `keyindex` (etcd's treeIndex: key → generations of revisions, in memory, no values),
+//! `revision`/`record` (on-disk encoding), `state` (in-memory state, rebuilt on open),
+//! `writer` (a batch being applied: overlay of pending records, events), `kv`/`txn`/`lease`/
+//! `compact` (the commands), `range` (reads), `watch` (the hub), `snapshot` and `dbdir`
+//! (export/import, defragmentation, database generations).
+//!
+//! # Where the store checks what etcd checks elsewhere
+//! etcd's gRPC layer rejects empty keys, `ignore_value` with a value, `ignore_lease` with a
+//! lease, more than 128 ops per txn level and duplicate keys in a txn; here these are
+//! [`RequestError`]s of the command, so the outcome is part of the replicated result.
+//!
+//! # Deliberate differences from etcd
+//! - A txn whose `ignore_*` put targets a key that an earlier delete of the same txn removed
+//!   (possible only with a `range_end` of `[0]`, which etcd's duplicate check compares
+//!   literally) fails with `KeyNotFound`; etcd panics there.
+//! - Sorting is stable (ties keep key order); etcd's sort is unstable for more than 12 keys.
+//! - `LeaseGrant { id: 0 }` picks IDs from a persisted counter, not at random.
 
 pub mod types;
 pub mod watch;

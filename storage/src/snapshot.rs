@@ -55,19 +55,11 @@ pub(crate) fn export(inner: &Inner, w: &mut dyn Write) -> Result<()> {
 pub(crate) fn import(inner: &Inner, r: &mut dyn Read) -> Result<()> {
     let _maintenance = inner.maintenance.lock().unwrap_or_else(|e| e.into_inner());
     let gen = inner.read().db_gen + 1;
-    let db = dbdir::create_fresh(&inner.dir, gen)?;
-    let loaded = read_into(&db, r).and_then(|()| {
+    let (_, fresh) = dbdir::build(&inner.dir, gen, |db| {
+        read_into(db, r)?;
         db.flush()?;
         State::load(db.clone(), gen)
-    });
-    let fresh = match loaded {
-        Ok(st) => st,
-        Err(e) => {
-            drop(db);
-            dbdir::remove_gen(&inner.dir, gen);
-            return Err(e);
-        }
-    };
+    })?;
     swap(inner, fresh)
 }
 
@@ -80,8 +72,7 @@ pub(crate) fn defragment(inner: &Inner) -> Result<()> {
         return Err(Error::Poisoned);
     }
     let gen = st.db_gen + 1;
-    let db = dbdir::create_fresh(&inner.dir, gen)?;
-    let copied = (|| -> Result<u64> {
+    let (db, skipped) = dbdir::build(&inner.dir, gen, |db| {
         let mut batch = sled::Batch::default();
         let mut n = 0usize;
         let mut skipped = 0u64;
@@ -101,15 +92,7 @@ pub(crate) fn defragment(inner: &Inner) -> Result<()> {
         db.flush()?;
         dbdir::switch_current(&inner.dir, gen)?;
         Ok(skipped)
-    })();
-    let skipped = match copied {
-        Ok(skipped) => skipped,
-        Err(e) => {
-            drop(db);
-            dbdir::remove_gen(&inner.dir, gen);
-            return Err(e);
-        }
-    };
+    })?;
     let old_gen = std::mem::replace(&mut st.db_gen, gen);
     st.db = db;
     st.garbage.clear();

@@ -142,14 +142,25 @@ fn compare_to_path(v: &View<'_>, t: &TxnRequest, path: &mut Vec<bool>) -> Result
     Ok(())
 }
 
-/// etcd's `applyCompare`: every existing key of the range must satisfy the compare; with no
+/// etcd's `applyCompare`: every live key of the range must satisfy the compare; with no
 /// key, a VALUE compare fails and the others compare against zeros.
 pub(crate) fn apply_compare(v: &View<'_>, c: &Compare) -> Result<bool> {
     let mut any = false;
     for (_, ki) in range_iter(v.index, &c.key, &c.range_end) {
         let Some(k) = ki.live() else { continue };
         any = true;
-        if !compare_kv(c, &v.kvs.must_get(k.rev)?) {
+        // Only a VALUE compare needs the record; the index knows the rest.
+        let kv = match c.target {
+            CompareTarget::Value(_) => v.kvs.must_get(k.rev)?,
+            _ => KeyValue {
+                create_revision: k.created,
+                mod_revision: k.rev.main,
+                version: k.version,
+                lease: ki.lease,
+                ..KeyValue::default()
+            },
+        };
+        if !compare_kv(c, &kv) {
             return Ok(false);
         }
     }

@@ -329,3 +329,32 @@ fn sort_none_with_limit_sorts_only_the_first_keys() {
         (vec!["c".to_string()], true, 3)
     );
 }
+
+/// Readers never see half a batch: every batch writes the same value to `x` and `y`.
+#[test]
+fn concurrent_readers_see_whole_batches() {
+    let (_d, s) = open();
+    let s = std::sync::Arc::new(s);
+    apply(&s, put("x", "0"));
+    apply(&s, put("y", "0"));
+    let writer = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            for i in 1..300 {
+                let v = i.to_string();
+                s.apply_batch(&[put("x", &v), put("y", &v)], b"m").unwrap();
+            }
+        })
+    };
+    let all = RangeRequest {
+        key: "x".into(),
+        range_end: "z".into(),
+        ..Default::default()
+    };
+    while !writer.is_finished() {
+        let (rev, r) = range(&s, all.clone()).unwrap();
+        assert_eq!(r.kvs[0].value, r.kvs[1].value, "at {rev}");
+        assert_eq!(rev % 2, 1);
+    }
+    writer.join().unwrap();
+}
