@@ -18,11 +18,12 @@
 
 use std::io::{self, Read};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use k3rs_storage::{Command, Store};
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
+use tokio::sync::Mutex;
 
 use crate::lessor::Lessor;
 use crate::snapshot::{self, SnapshotDir};
@@ -86,7 +87,9 @@ fn import(store: &Store, path: &std::path::Path) -> io::Result<()> {
     store.flush().map_err(io_err)
 }
 
-/// The state machine adapter. `apply_lock` serializes applying with snapshot building.
+/// The state machine adapter. `apply_lock` serializes applying with snapshot building and
+/// installing; it is a tokio mutex so that `apply` waits for a snapshot export without
+/// blocking a runtime thread (the export itself runs on a blocking thread).
 pub struct StateMachine {
     store: Arc<Store>,
     lessor: Arc<Lessor>,
@@ -94,10 +97,6 @@ pub struct StateMachine {
     apply_lock: Arc<Mutex<()>>,
     applied: AppliedMeta,
     receiving: Option<PathBuf>,
-}
-
-fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl StateMachine {
@@ -128,7 +127,7 @@ pub struct SnapshotBuilder {
 impl SnapshotBuilder {
     /// Flushes the store and writes the snapshot file, under the apply lock.
     fn build_blocking(&self) -> Result<(SnapshotMeta, PathBuf), StorageError> {
-        let _applying = lock(&self.apply_lock);
+        let _applying = self.apply_lock.blocking_lock();
         self.store
             .flush()
             .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
@@ -214,7 +213,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         };
         let meta = (last, membership);
         let outputs = {
-            let _applying = lock(&self.apply_lock);
+            let _applying = self.apply_lock.lock().await;
             self.store
                 .apply_batch(&cmds, &encode_meta(&meta))
                 .map_err(|e| StorageIOError::apply(last_log_id, &e))?
@@ -278,7 +277,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         );
         tokio::task::spawn_blocking(move || -> io::Result<()> {
             let path = snapshots.adopt(&incoming, &m)?;
-            let _applying = lock(&lock_arc);
+            let _applying = lock_arc.blocking_lock();
             import(&store, &path)
         })
         .await
