@@ -33,7 +33,7 @@ pub type NodeId = u64;
 
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
-    /// Directory that holds `wal/` and `sm/` (the sled state machine).
+    /// Directory that holds `wal/`, `sm/` (the sled state machine) and `snapshots/`.
     pub data_dir: PathBuf,
     pub node_id: NodeId,
     /// Name reported by MemberList.
@@ -43,7 +43,9 @@ pub struct NodeConfig {
     pub client_urls: Vec<String>,
     pub heartbeat_interval: Duration,
     pub election_timeout: Duration,
-    /// Take a snapshot (and purge the WAL) after this many applied entries.
+    /// Take a snapshot (and purge the WAL) after this many applied log entries. An entry holds
+    /// the commands of concurrent clients proposed together, so under load it covers many
+    /// writes; a snapshot is also taken every 256 MiB of proposed commands.
     pub snapshot_entries: u64,
 }
 
