@@ -1,6 +1,6 @@
 //! Rough throughput figures of the store alone (no Raft, no gRPC): prints a table.
 //!
-//! `cargo run --release -p k3rs-storage --example bench [-- N]`
+//! `cargo run --release -p k3rs-storage --example bench [-- N | soak=ROUNDS]`
 use std::time::Instant;
 
 use k3rs_storage::*;
@@ -22,7 +22,41 @@ fn row(what: &str, n: usize, start: Instant) {
     );
 }
 
+/// Writes 1 KiB values over 1000 keys with a compaction every 20k writes (like
+/// kube-apiserver's periodic compaction) and prints the size on disk, which must level off.
+fn soak(rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(dir.path())?;
+    let value = vec![b'x'; 1024];
+    println!("{:>10} {:>14} {:>14}", "writes", "db size", "in use");
+    for round in 1..=rounds {
+        for i in 0..20_000 {
+            store.apply_batch(&[put(i % 1000, &value)], b"meta")?;
+        }
+        store.apply_batch(
+            &[Command::Compact {
+                revision: store.current_revision(),
+            }],
+            b"meta",
+        )?;
+        store.flush()?;
+        println!(
+            "{:>10} {:>14} {:>14}",
+            round * 20_000,
+            store.db_size(),
+            store.db_size_in_use()
+        );
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(rounds) = std::env::args()
+        .nth(1)
+        .and_then(|a| a.strip_prefix("soak=").map(str::to_owned))
+    {
+        return soak(rounds.parse()?);
+    }
     let n: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
