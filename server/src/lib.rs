@@ -197,6 +197,11 @@ async fn serve(
         .map_err(|e| Error::Serve(format!("tls: {e}")))?
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        // etcd allows any number of streams per connection (clients multiplex watches on one
+        // connection); hyper would stop at 200.
+        .max_concurrent_streams(u32::MAX)
+        // Like grpc-go's BDP estimation: large values and snapshots are not window-bound.
+        .http2_adaptive_window(Some(true))
         .add_routes(api.routes())
         .serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned());
     tokio::pin!(server);
