@@ -39,6 +39,8 @@ struct Report {
     churn_secs: f64,
     disk_after_churn: u64,
     disk_after_compact: u64,
+    /// Where the bytes are after compaction: (path below the data dir, bytes), largest first.
+    disk_breakdown: Vec<(String, u64)>,
 }
 
 /// Operations done in a time window, with per-operation latencies.
@@ -243,7 +245,44 @@ async fn measure(ep: Endpoint, data_dir: PathBuf, secs: Duration) -> Report {
         .expect("defragment");
     tokio::time::sleep(Duration::from_secs(2)).await;
     r.disk_after_compact = common::disk_usage(&data_dir);
+    r.disk_breakdown = breakdown(&data_dir, 3);
     r
+}
+
+/// Sizes of the directories and files `depth` levels below `dir` (and above a tenth of a MiB).
+fn breakdown(dir: &std::path::Path, depth: usize) -> Vec<(String, u64)> {
+    fn walk(
+        base: &std::path::Path,
+        dir: &std::path::Path,
+        depth: usize,
+        out: &mut Vec<(String, u64)>,
+    ) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_dir = path.is_dir();
+            if is_dir && depth > 1 {
+                walk(base, &path, depth - 1, out);
+                continue;
+            }
+            let size = if is_dir {
+                common::disk_usage(&path)
+            } else {
+                use std::os::unix::fs::MetadataExt;
+                entry.metadata().map_or(0, |m| m.blocks() * 512)
+            };
+            if size > 100 * 1024 {
+                let rel = path.strip_prefix(base).unwrap_or(&path);
+                out.push((rel.display().to_string(), size));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, depth, &mut out);
+    out.sort_by_key(|e| std::cmp::Reverse(e.1));
+    out
 }
 
 fn mib(b: u64) -> String {
@@ -324,6 +363,17 @@ fn table(k: &Report, e: &Report, secs: Duration) -> String {
         CHURN_CAP.as_secs(),
         secs.as_secs(),
     ));
+    for (name, r) in [("k3rs", k), ("etcd", e)] {
+        let parts: Vec<String> = r
+            .disk_breakdown
+            .iter()
+            .map(|(p, b)| format!("`{p}` {}", mib(*b)))
+            .collect();
+        out.push_str(&format!(
+            "\n{name} disk after compaction + defragment: {}.\n",
+            parts.join(", ")
+        ));
+    }
     out
 }
 
