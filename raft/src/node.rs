@@ -76,6 +76,7 @@ impl Node {
     /// first start, and returns once this node is leader and has applied every entry in its
     /// WAL (bounded by 10 s; `Error::Timeout` after that).
     pub async fn start(cfg: NodeConfig) -> Result<Arc<Node>> {
+        std::fs::create_dir_all(&cfg.data_dir).map_err(storage_fatal)?;
         // The store first: its lock keeps a second process away from the data dir before the
         // WAL recovery below may cut a (live) tail.
         let store = Arc::new(Store::open(&cfg.data_dir.join("sm"))?);

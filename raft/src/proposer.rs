@@ -25,6 +25,9 @@ pub const MAX_IN_FLIGHT: usize = 2;
 pub const MAX_BATCH_COMMANDS: usize = 1024;
 /// Soft limit on the encoded size of a batch (one command may overshoot it).
 pub const MAX_BATCH_BYTES: usize = 4 << 20;
+/// Largest single command: a batch (at most `MAX_BATCH_BYTES` plus one command) must fit in
+/// one WAL record.
+pub const MAX_COMMAND_BYTES: usize = 32 << 20;
 const QUEUE: usize = 4096;
 /// Bytes proposed after which a snapshot is requested even if the entry-count policy
 /// (`NodeConfig::snapshot_entries`, which counts batches) has not fired, so that the WAL stays
@@ -33,6 +36,8 @@ pub const SNAPSHOT_EVERY_BYTES: usize = 256 << 20;
 
 struct Pending {
     cmd: Command,
+    /// Encoded size of `cmd`.
+    bytes: usize,
     reply: oneshot::Sender<Result<Output>>,
 }
 
@@ -80,10 +85,20 @@ impl Proposer {
     }
 
     /// Proposes `cmd` and waits until it is committed and applied.
+    ///
+    /// # Errors
+    /// A command larger than [`MAX_COMMAND_BYTES`] is refused with `Fatal` without being
+    /// proposed (the front end enforces etcd's much smaller request limit first).
     pub async fn propose(&self, cmd: Command) -> Result<Output> {
+        let bytes = encoded_len(&cmd);
+        if bytes > MAX_COMMAND_BYTES {
+            return Err(Error::Fatal(format!(
+                "command of {bytes} bytes is too large"
+            )));
+        }
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Pending { cmd, reply })
+            .send(Pending { cmd, bytes, reply })
             .await
             .map_err(|_| Error::Stopped)?;
         rx.await.map_err(|_| Error::Stopped)?
@@ -101,11 +116,11 @@ async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, cancel: CancellationTo
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
-        let mut bytes = encoded_len(&first.cmd);
+        let mut bytes = first.bytes;
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH_COMMANDS && bytes < MAX_BATCH_BYTES {
             let Ok(p) = rx.try_recv() else { break };
-            bytes += encoded_len(&p.cmd);
+            bytes += p.bytes;
             batch.push(p);
         }
         since_snapshot += bytes;

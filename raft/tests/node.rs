@@ -397,3 +397,18 @@ async fn drop_without_shutdown_then_restart() {
     assert_eq!(get(&node, "k"), Some((rev, "v".into())));
     node.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_its_data_dir_and_refuses_huge_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("not/yet/there");
+    let node = Node::start(config(&data, 10_000)).await.unwrap();
+    let huge = "x".repeat(33 << 20);
+    assert!(matches!(
+        node.write(put("huge", &huge)).await,
+        Err(k3rs_raft::Error::Fatal(_))
+    ));
+    let rev = write_put(&node, "small", "v").await;
+    assert_eq!(get(&node, "small"), Some((rev, "v".into())));
+    node.shutdown().await.unwrap();
+}
