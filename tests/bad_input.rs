@@ -506,6 +506,15 @@ async fn run_cases(c: &mut Clients, check: &mut dyn FnMut(&str)) -> Vec<(String,
         ..Default::default()
     };
     case!("watch from a negative revision", watch(c, w, wait).await);
+    let w = WatchCreateRequest {
+        key: vec![],
+        start_revision: -3,
+        ..Default::default()
+    };
+    case!(
+        "watch on the empty key from a negative revision",
+        watch(c, w, wait).await
+    );
     out
 }
 
