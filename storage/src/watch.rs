@@ -18,7 +18,7 @@ use crate::reader::KvReader;
 use crate::record;
 use crate::revision::{kv_key, Rev};
 use crate::state::State;
-use crate::store::Inner;
+use crate::store::{Error, Inner, Result};
 use crate::types::{KeyValue, RequestError};
 
 /// Capacity of the live-event channel, in batches.
@@ -246,21 +246,28 @@ impl Watcher {
         let mut stopped_at = None;
         let range = kv_key(Rev::new(self.next, 0))..kv_key(Rev::new(until.saturating_add(1), 0));
         for item in st.db.range(range) {
-            let Ok((k, v)) = item else { break };
-            let Ok(rev) = crate::revision::parse_kv_key(&k) else {
-                continue;
+            let step = item.map_err(Error::from).and_then(|(k, v)| {
+                let rev = crate::revision::parse_kv_key(&k)?;
+                if st.garbage.contains(&rev) {
+                    return Ok(None); // compacted, not yet deleted from sled
+                }
+                Ok(Some((rev, v)))
+            });
+            let (rev, v) = match step {
+                Ok(Some(found)) => found,
+                Ok(None) => continue,
+                Err(e) => return Some(self.fail(&st, e)),
             };
-            if st.garbage.contains(&rev) {
-                continue; // compacted, not yet deleted from sled
-            }
             if scanned >= HISTORY_SCAN && rev.main != last_main {
                 stopped_at = Some(rev.main);
                 break;
             }
             scanned += 1;
             last_main = rev.main;
-            if let Some(e) = self.history_event(&st, rev, &v) {
-                events.push(e);
+            match self.history_event(&st, rev, &v) {
+                Ok(Some(e)) => events.push(e),
+                Ok(None) => {}
+                Err(e) => return Some(self.fail(&st, e)),
             }
         }
         let processed = match stopped_at {
@@ -278,17 +285,27 @@ impl Watcher {
         })
     }
 
-    fn history_event(&self, st: &State, rev: Rev, v: &[u8]) -> Option<Event> {
-        let key = record::decode_key(rev, v).ok()?;
+    /// History cannot be read (engine failure or corrupt record): the watch ends as if
+    /// compacted, so the client starts over (re-lists) instead of missing events.
+    fn fail(&mut self, st: &State, e: Error) -> WatchBatch {
+        tracing::error!(error = %e, next = self.next, "watch history unreadable; ending the watch");
+        self.compacted = Some(st.reported_compact());
+        WatchBatch::Compacted {
+            compact_revision: st.reported_compact(),
+        }
+    }
+
+    fn history_event(&self, st: &State, rev: Rev, v: &[u8]) -> Result<Option<Event>> {
+        let key = record::decode_key(rev, v)?;
         let kind = if record::is_tombstone(v) {
             EventKind::Delete
         } else {
             EventKind::Put
         };
         if !self.wants(kind, key) {
-            return None;
+            return Ok(None);
         }
-        let (kv, tomb) = record::decode(rev, v).ok()?;
+        let (kv, tomb) = record::decode(rev, v)?;
         let prev_kv = if self.req.prev_kv && (tomb || kv.version > 1) {
             let at = st.index.get(&kv.key).and_then(|ki| ki.get(rev.main - 1));
             at.and_then(|k| KvReader::new(&st.db, None).get(k.rev).ok().flatten())
@@ -305,6 +322,6 @@ impl Watcher {
         } else {
             kv
         };
-        Some(Event { kind, kv, prev_kv })
+        Ok(Some(Event { kind, kv, prev_kv }))
     }
 }
