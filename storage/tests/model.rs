@@ -3,7 +3,7 @@
 //! state at every retained revision; the store is reopened mid-sequence; watchers started at
 //! random revisions must deliver exactly the model's history.
 //!
-//! `PROPTEST_CASES` changes the number of cases (default 256, a few seconds).
+//! `PROPTEST_CASES` changes the number of cases (default 128, about ten seconds).
 mod common;
 mod mvcc_model;
 
@@ -34,6 +34,9 @@ enum Step {
     Read(RangeRequest),
     Watch(WatchGen),
     Reopen,
+    /// Export a snapshot and import it back into the same store.
+    SnapshotRoundtrip,
+    Defragment,
 }
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -243,6 +246,8 @@ fn step() -> impl Strategy<Value = Step> {
         2 => range_req().prop_map(Step::Read),
         2 => watch().prop_map(Step::Watch),
         1 => Just(Step::Reopen),
+        1 => Just(Step::SnapshotRoundtrip),
+        1 => Just(Step::Defragment),
     ]
 }
 
@@ -455,6 +460,17 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             Step::Read(req) => h.read(&req)?,
             Step::Watch(w) => h.watch(w)?,
             Step::Reopen => h.reopen()?,
+            Step::SnapshotRoundtrip => {
+                let mut snap = Vec::new();
+                h.store().export_snapshot(&mut snap).unwrap();
+                h.store().import_snapshot(&mut snap.as_slice()).unwrap();
+                h.check_state()?;
+                h.check_watchers()?;
+            }
+            Step::Defragment => {
+                h.store().defragment().unwrap();
+                h.check_state()?;
+            }
             Step::EndBatch | Step::Cmd(_) => {}
         }
     }
@@ -464,7 +480,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(128),
         failure_persistence: Some(Box::new(
             proptest::test_runner::FileFailurePersistence::Direct("tests/model.proptest-regressions"),
         )),
