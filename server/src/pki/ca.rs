@@ -108,23 +108,41 @@ pub fn load_or_create_ca(
 /// Makes sure `<stem>.crt`/`<stem>.key` under `dir` exist, signing a new leaf with `ca` when
 /// neither does. An existing pair is reused as is.
 pub fn ensure_leaf(dir: &Path, stem: &str, spec: &LeafSpec, ca: &Authority) -> Result<(), Error> {
+    ensure_leaf_renewing(dir, stem, spec, ca, super::renew::RENEW_BEFORE)
+}
+
+/// [`ensure_leaf`], reissuing an existing leaf that must be renewed `renew_before` ahead.
+pub fn ensure_leaf_renewing(
+    dir: &Path,
+    stem: &str,
+    spec: &LeafSpec,
+    ca: &Authority,
+    renew_before: std::time::Duration,
+) -> Result<(), Error> {
     let crt = dir.join(format!("{stem}.crt"));
     let key = dir.join(format!("{stem}.key"));
-    match (crt.exists(), key.exists()) {
-        (true, true) => return Ok(()),
-        (true, false) => {
+    match (read_optional(&crt)?, key.exists()) {
+        (Some(pem), true) => {
+            match super::renew::renewal_reason(&ca.cert_pem, pem.as_bytes(), spec, renew_before) {
+                None => return Ok(()),
+                Some(reason) => {
+                    tracing::info!(cert = %crt.display(), %reason, "renewing certificate")
+                }
+            }
+        }
+        (Some(_), false) => {
             return Err(Error::Incomplete {
                 present: crt,
                 missing: key,
             })
         }
-        (false, true) => {
+        (None, true) => {
             return Err(Error::Incomplete {
                 present: key,
                 missing: crt,
             })
         }
-        (false, false) => {}
+        (None, false) => {}
     }
     let generate = |source| Error::Generate {
         what: crt.display().to_string(),

@@ -12,6 +12,7 @@
 
 mod ca;
 pub(crate) mod files;
+mod renew;
 pub mod token;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

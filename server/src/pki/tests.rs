@@ -175,3 +175,65 @@ fn serving_cert_verifies_for_local_names() {
         .verify_client_cert(&client, &[], UnixTime::now())
         .is_err());
 }
+
+#[test]
+fn serving_cert_is_reissued_for_a_new_listen_ip() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::ensure(dir.path(), &opts()).unwrap();
+    let (serving, _) = pki.etcd_serving_cert();
+    let (client, _) = pki.etcd_client_cert();
+    let before = (fs::read(&serving).unwrap(), fs::read(&client).unwrap());
+    let mut more = opts();
+    more.etcd_ips.push("192.168.7.9".parse().unwrap());
+    Pki::ensure(dir.path(), &more).unwrap();
+    assert_ne!(
+        fs::read(&serving).unwrap(),
+        before.0,
+        "serving cert reissued"
+    );
+    assert_eq!(fs::read(&client).unwrap(), before.1, "client cert kept");
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        roots(&pki.etcd_server_ca_cert()),
+        provider(),
+    )
+    .build()
+    .unwrap();
+    let sn = ServerName::try_from("192.168.7.9").unwrap();
+    verifier
+        .verify_server_cert(&cert(&serving), &[], &sn, &[], UnixTime::now())
+        .unwrap();
+    // And kept from then on.
+    let after = fs::read(&serving).unwrap();
+    Pki::ensure(dir.path(), &more).unwrap();
+    assert_eq!(fs::read(&serving).unwrap(), after);
+}
+
+#[test]
+fn leaves_expiring_within_the_window_are_renewed() {
+    let dir = tempfile::tempdir().unwrap();
+    Pki::ensure(dir.path(), &opts()).unwrap();
+    let etcd = dir.path().join("tls/etcd");
+    let ca = ca::load_or_create_ca(&etcd, "server-ca", "unused").unwrap();
+    let spec = ca::LeafSpec {
+        common_name: "etcd-client".into(),
+        organization: None,
+        dns_names: Vec::new(),
+        ips: Vec::new(),
+        usage: Usage::Client,
+    };
+    let before = fs::read(etcd.join("client.crt")).unwrap();
+    let day = std::time::Duration::from_secs(24 * 3600);
+    ca::ensure_leaf_renewing(&etcd, "client", &spec, &ca, 90 * day).unwrap();
+    assert_eq!(
+        fs::read(etcd.join("client.crt")).unwrap(),
+        before,
+        "a fresh leaf stays"
+    );
+    ca::ensure_leaf_renewing(&etcd, "client", &spec, &ca, 400 * day).unwrap();
+    let renewed = fs::read(etcd.join("client.crt")).unwrap();
+    assert_ne!(
+        renewed, before,
+        "a leaf expiring within the window is reissued"
+    );
+    assert_eq!(mode(&etcd.join("client.key")), 0o600);
+}
