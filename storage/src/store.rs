@@ -72,6 +72,17 @@ impl Inner {
     }
 }
 
+impl Drop for Inner {
+    /// A clean shutdown leaves every applied batch on disk (a crash is covered by the Raft
+    /// log's replay).
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = st.db.flush() {
+            tracing::warn!(error = %e, "flushing the store on close");
+        }
+    }
+}
+
 /// The MVCC key-value store. Cheap to share behind an `Arc`; all methods take `&self`.
 pub struct Store {
     inner: Arc<Inner>,
