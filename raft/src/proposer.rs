@@ -14,7 +14,7 @@ use std::sync::Arc;
 use k3rs_storage::{Command, Output};
 use openraft::error::{ClientWriteError, Fatal, RaftError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::types::Raft;
@@ -29,6 +29,8 @@ pub const MAX_BATCH_BYTES: usize = 4 << 20;
 /// one WAL record.
 pub const MAX_COMMAND_BYTES: usize = 32 << 20;
 const QUEUE: usize = 4096;
+/// How long a stopping proposer waits for its proposals in Raft to be answered.
+const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Bytes proposed after which a snapshot is requested even if the entry-count policy
 /// (`NodeConfig::snapshot_entries`, which counts batches) has not fired, so that the WAL stays
 /// bounded in bytes too.
@@ -105,7 +107,21 @@ impl Proposer {
     }
 }
 
-async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, cancel: CancellationToken) {
+async fn run(raft: Raft, rx: mpsc::Receiver<Pending>, cancel: CancellationToken) {
+    let mut in_flight = JoinSet::new();
+    batch_loop(&raft, rx, &cancel, &mut in_flight).await;
+    // Let the proposals already in Raft answer their clients (a stopping Raft answers them
+    // with `Stopped`); abort whatever is still stuck after the grace period.
+    let drain = async { while in_flight.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(DRAIN_GRACE, drain).await;
+}
+
+async fn batch_loop(
+    raft: &Raft,
+    mut rx: mpsc::Receiver<Pending>,
+    cancel: &CancellationToken,
+    in_flight: &mut JoinSet<()>,
+) {
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut since_snapshot = 0usize;
     loop {
@@ -116,6 +132,7 @@ async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, cancel: CancellationTo
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
+        while in_flight.try_join_next().is_some() {}
         let mut bytes = first.bytes;
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH_COMMANDS && bytes < MAX_BATCH_BYTES {
@@ -133,7 +150,7 @@ async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, cancel: CancellationTo
         let (cmds, replies): (Vec<Command>, Vec<_>) =
             batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
         let raft = raft.clone();
-        tokio::spawn(async move {
+        in_flight.spawn(async move {
             let res = raft.client_write(cmds).await;
             drop(slot);
             match res {
