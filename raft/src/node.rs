@@ -87,6 +87,15 @@ impl Node {
         // A store behind the newest snapshot (lost `sm/`, or unflushed batches lost after the
         // WAL covering them was purged) is first brought up to the snapshot; the WAL has the rest.
         state_machine::restore_if_behind(&store, &snapshots).map_err(storage_fatal)?;
+        let (applied, _) = state_machine::applied_meta(&store).map_err(storage_fatal)?;
+        if let (purged @ Some(_), _) = wal.log_state() {
+            if applied < purged {
+                return Err(Error::Fatal(format!(
+                    "the state machine (applied {applied:?}) is behind the WAL's purged prefix \
+                     ({purged:?}) and no snapshot covers the gap"
+                )));
+            }
+        }
 
         let lessor = Arc::new(Lessor::new(cfg.election_timeout));
         let log_store = LogStore::new(Arc::new(wal));

@@ -195,6 +195,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let mut cmds: Vec<Command> = Vec::new();
         let (mut last, mut membership) = self.applied.clone();
         for entry in entries {
+            // Defensive: entries must continue the applied state exactly.
+            let expected = last.map_or(0, |l| l.index + 1);
+            if entry.log_id.index != expected {
+                let msg = format!("applying index {} after {last:?}", entry.log_id.index);
+                return Err(StorageIOError::apply(entry.log_id, &io::Error::other(msg)).into());
+            }
             last = Some(entry.log_id);
             match entry.payload {
                 EntryPayload::Normal(proposal) => {
@@ -343,9 +349,9 @@ mod tests {
         let mut a = open(a_dir.path());
         let out = a
             .apply(vec![
-                entry(1, vec![]),
-                entry(2, vec![put("a"), put("b")]),
-                entry(3, vec![put("c")]),
+                entry(0, vec![]),
+                entry(1, vec![put("a"), put("b")]),
+                entry(2, vec![put("c")]),
             ])
             .await
             .unwrap();
@@ -354,7 +360,7 @@ mod tests {
             .map(|o| o.iter().map(|x| x.revision).collect())
             .collect();
         assert_eq!(revs, vec![vec![], vec![2, 3], vec![4]]);
-        assert_eq!(a.applied_state().await.unwrap().0.map(|l| l.index), Some(3));
+        assert_eq!(a.applied_state().await.unwrap().0.map(|l| l.index), Some(2));
 
         let built = a
             .get_snapshot_builder()
@@ -362,7 +368,7 @@ mod tests {
             .build_snapshot()
             .await
             .unwrap();
-        assert_eq!(built.meta.last_log_id.map(|l| l.index), Some(3));
+        assert_eq!(built.meta.last_log_id.map(|l| l.index), Some(2));
         let mut current = a.get_current_snapshot().await.unwrap().unwrap();
         assert_eq!(current.meta, built.meta);
         let mut bytes = Vec::new();
@@ -376,7 +382,7 @@ mod tests {
         let mut incoming = b.begin_receiving_snapshot().await.unwrap();
         incoming.write_all(&bytes).await.unwrap();
         b.install_snapshot(&built.meta, incoming).await.unwrap();
-        assert_eq!(b.applied_state().await.unwrap().0.map(|l| l.index), Some(3));
+        assert_eq!(b.applied_state().await.unwrap().0.map(|l| l.index), Some(2));
         let req = RangeRequest {
             key: b"c".to_vec(),
             ..Default::default()

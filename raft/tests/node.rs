@@ -412,3 +412,21 @@ async fn creates_its_data_dir_and_refuses_huge_commands() {
     assert_eq!(get(&node, "small"), Some((rev, "v".into())));
     node.shutdown().await.unwrap();
 }
+
+/// Without its state machine and without a snapshot, a purged WAL cannot rebuild the state:
+/// the node refuses to start instead of serving a partial state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_to_start_when_nothing_covers_the_purged_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    write_with_snapshots(dir.path(), 200).await;
+    std::fs::remove_dir_all(dir.path().join("sm")).unwrap();
+    std::fs::remove_dir_all(dir.path().join("snapshots")).unwrap();
+    let err = Node::start(config(dir.path(), 50))
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(err, k3rs_raft::Error::Fatal(ref m) if m.contains("purged")),
+        "{err}"
+    );
+}
