@@ -3,12 +3,12 @@
 //! A single server is a Raft cluster of one, on the same code path as HA.
 //!
 //! # Layout
-//! - [`wal`]: our own write-ahead log (segments, CRC framing, group-commit fdatasync), holding
+//! - `wal`: our own write-ahead log (segments, CRC framing, group-commit fdatasync), holding
 //!   the Raft log and vote; `log_store` adapts it to openraft.
 //! - `state_machine`: applies committed entries to [`k3rs_storage::Store`] in batches, with the
 //!   applied log id stored atomically in the same batch; builds and installs snapshots
 //!   (`snapshot`).
-//! - [`lessor`]: lease deadlines (leader-only, in memory) and the expiry loop.
+//! - `lessor`: lease deadlines (leader-only, in memory) and the expiry loop.
 //! - `network`: the peer transport (none yet: a cluster of one).
 //! - `proposer`: batches concurrent clients' commands into one log entry.
 //! - [`Node`] ties them together.
@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub mod lessor;
+mod lessor;
 mod log_store;
 mod network;
 mod node;
@@ -24,7 +24,7 @@ mod proposer;
 mod snapshot;
 mod state_machine;
 pub mod types;
-pub mod wal;
+mod wal;
 
 pub use node::Node;
 
