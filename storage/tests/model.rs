@@ -168,7 +168,8 @@ fn nested_txn() -> impl Strategy<Value = TxnRequest> {
     let op = || {
         prop_oneof![
             range_req().prop_map(RequestOp::Range),
-            put(false).prop_map(RequestOp::Put)
+            put(false).prop_map(RequestOp::Put),
+            delete().prop_map(RequestOp::DeleteRange),
         ]
     };
     (

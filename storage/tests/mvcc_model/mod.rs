@@ -267,8 +267,7 @@ impl Model {
         }
     }
 
-    /// Txns in the property test: nested txns hold only puts and ranges; the duplicate-key rule
-    /// below is etcd's for that shape.
+    /// Txns in the property test nest one level deep.
     fn txn(&mut self, t: &TxnRequest) -> Result<TxnResponse, RequestError> {
         shape(t)?;
         dup_check(&t.success)?;
@@ -447,40 +446,78 @@ fn puts_of(ops: &[RequestOp]) -> Vec<&Vec<u8>> {
         .collect()
 }
 
-/// Duplicate keys in one branch whose nested txns hold only puts and ranges: no key put twice
-/// at this level, in two different nested txns, or in a branch of one nested txn; no put
-/// inside a delete of this level (intervals compared literally, as etcd does).
+fn dels_of(ops: &[RequestOp]) -> Vec<&DeleteRangeRequest> {
+    ops.iter()
+        .filter_map(|op| {
+            if let RequestOp::DeleteRange(d) = op {
+                Some(d)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// Whether a delete covers `k` for the duplicate check: intervals compare literally (a
+/// `range_end` of `[0]` covers nothing above it), as in etcd.
+fn covers(d: &DeleteRangeRequest, k: &[u8]) -> bool {
+    match d.range_end.as_slice() {
+        [] => k == d.key.as_slice(),
+        end => k >= d.key.as_slice() && k < end,
+    }
+}
+
+fn has_duplicates(keys: &[&Vec<u8>]) -> bool {
+    keys.iter().collect::<BTreeSet<_>>().len() != keys.len()
+}
+
+/// etcd's duplicate-key rule for one branch (nested txns one level deep), stated as
+/// conditions: no key put twice at this level or within a nested branch; no key put by two
+/// different nested txns, or by a nested txn and this level; no nested branch puts a key its
+/// own deletes cover; a nested txn's puts are not covered by this level's deletes nor by the
+/// deletes of nested txns before it; this level's puts are not covered by any delete.
 fn dup_check(ops: &[RequestOp]) -> Result<(), RequestError> {
+    let dup = Err(RequestError::DuplicateKey);
+    let own_puts = puts_of(ops);
+    let own_dels = dels_of(ops);
+    let children: Vec<&TxnRequest> = ops
+        .iter()
+        .filter_map(|op| {
+            if let RequestOp::Txn(t) = op {
+                Some(t)
+            } else {
+                None
+            }
+        })
+        .collect();
     let mut groups: Vec<BTreeSet<&Vec<u8>>> = vec![];
-    for op in ops {
-        match op {
-            RequestOp::Put(p) => groups.push(BTreeSet::from([&p.key])),
-            RequestOp::Txn(t) => {
-                let (then, els) = (puts_of(&t.success), puts_of(&t.failure));
-                for branch in [&then, &els] {
-                    if branch.iter().collect::<BTreeSet<_>>().len() != branch.len() {
-                        return Err(RequestError::DuplicateKey);
-                    }
-                }
-                groups.push(then.into_iter().chain(els).collect());
+    let mut earlier_dels: Vec<&DeleteRangeRequest> = own_dels.clone();
+    for t in &children {
+        let mut group = BTreeSet::new();
+        for branch in [&t.success, &t.failure] {
+            let (puts, dels) = (puts_of(branch), dels_of(branch));
+            if has_duplicates(&puts) || puts.iter().any(|k| dels.iter().any(|d| covers(d, k))) {
+                return dup;
             }
-            _ => {}
+            group.extend(puts);
         }
-    }
-    let all: Vec<&Vec<u8>> = groups.iter().flatten().copied().collect();
-    if all.iter().collect::<BTreeSet<_>>().len() != all.len() {
-        return Err(RequestError::DuplicateKey);
-    }
-    for op in ops {
-        if let RequestOp::DeleteRange(d) = op {
-            let hit = |k: &Vec<u8>| match d.range_end.as_slice() {
-                [] => *k == d.key,
-                end => *k >= d.key && k.as_slice() < end,
-            };
-            if all.iter().any(|k| hit(k)) {
-                return Err(RequestError::DuplicateKey);
-            }
+        if group
+            .iter()
+            .any(|k| earlier_dels.iter().any(|d| covers(d, k)))
+        {
+            return dup;
         }
+        earlier_dels.extend(dels_of(&t.success).into_iter().chain(dels_of(&t.failure)));
+        groups.push(group);
+    }
+    let mut all: Vec<&Vec<u8>> = groups.iter().flatten().copied().collect();
+    all.extend(own_puts.iter().copied());
+    if has_duplicates(&all)
+        || own_puts
+            .iter()
+            .any(|k| earlier_dels.iter().any(|d| covers(d, k)))
+    {
+        return dup;
     }
     Ok(())
 }
