@@ -225,3 +225,26 @@ async fn watchers_follow_a_snapshot_import() {
         .collect();
     assert_eq!(revs, vec![3, 4, 5, 6]);
 }
+
+#[test]
+fn thousands_of_watchers() {
+    let (_d, s) = open();
+    let watch = |i: usize| WatchRequest {
+        key: format!("k{}", i % 10).into(),
+        range_end: vec![],
+        ..all_keys(0)
+    };
+    let mut ws: Vec<Watcher> = (0..3000).map(|i| s.watch(watch(i)).unwrap()).collect();
+    for i in 0..100 {
+        apply(&s, put(&format!("k{}", i % 10), "v"));
+    }
+    for (i, w) in ws.iter_mut().enumerate() {
+        let mut revs = vec![];
+        while let Some(WatchBatch::Events { events, .. }) = w.try_next() {
+            revs.extend(events.iter().map(|e| e.kv.mod_revision));
+        }
+        let expected: Vec<i64> = (0..10).map(|j| 2 + (i % 10) as i64 + 10 * j).collect();
+        assert_eq!(revs, expected);
+        assert_eq!(w.progress_revision(), Some(101));
+    }
+}
