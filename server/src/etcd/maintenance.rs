@@ -59,6 +59,37 @@ impl MaintenanceService {
         }
     }
 
+    /// A hash of every key at `revision` (0 = current): equal on members that agree. Unlike
+    /// etcd's, it covers the latest version of each key, not every retained revision.
+    async fn hash_kv(&self, revision: i64) -> ApiResult<pb::HashKvResponse> {
+        let node = self.api.node().clone();
+        let (hash_revision, hash) =
+            tokio::task::spawn_blocking(move || -> ApiResult<(i64, u32)> {
+                let store = node.store();
+                let revision = if revision > 0 {
+                    revision
+                } else {
+                    store.current_revision()
+                };
+                let all = k3rs_storage::RangeRequest {
+                    key: vec![0],
+                    range_end: vec![0],
+                    revision,
+                    ..Default::default()
+                };
+                let (_, resp) = store.range(&all)??;
+                Ok((revision, kv_hash(&resp.kvs)))
+            })
+            .await
+            .map_err(|e| EtcdError::Internal(format!("hash task: {e}")))??;
+        Ok(pb::HashKvResponse {
+            header: self.api.current_header(),
+            hash,
+            compact_revision: self.api.node().store().compact_revision(),
+            hash_revision,
+        })
+    }
+
     async fn defragment(&self) -> ApiResult<pb::DefragmentResponse> {
         let node = self.api.node().clone();
         tokio::task::spawn_blocking(move || node.store().defragment())
@@ -90,6 +121,22 @@ impl MaintenanceService {
         .await
         .map_err(|e| EtcdError::Internal(format!("snapshot task: {e}")))?
     }
+}
+
+/// The first 4 bytes of a sha256 over every key's fields, in key order.
+fn kv_hash(kvs: &[k3rs_storage::KeyValue]) -> u32 {
+    let mut h = Sha256::new();
+    for kv in kvs {
+        for n in [kv.create_revision, kv.mod_revision, kv.version, kv.lease] {
+            h.update(n.to_be_bytes());
+        }
+        for bytes in [&kv.key, &kv.value] {
+            h.update((bytes.len() as u64).to_be_bytes());
+            h.update(bytes);
+        }
+    }
+    let d = h.finalize();
+    u32::from_be_bytes([d[0], d[1], d[2], d[3]])
 }
 
 /// `len` rounded up to [`SNAPSHOT_ALIGN`].
@@ -198,9 +245,11 @@ impl pb::maintenance_server::Maintenance for MaintenanceService {
 
     async fn hash_kv(
         &self,
-        _: Request<pb::HashKvRequest>,
+        request: Request<pb::HashKvRequest>,
     ) -> Result<Response<pb::HashKvResponse>, Status> {
-        Err(EtcdError::Unimplemented("k3rs: HashKV is not supported").into())
+        Ok(Response::new(
+            MaintenanceService::hash_kv(self, request.into_inner().revision).await?,
+        ))
     }
 
     type SnapshotStream = SnapshotStream;
@@ -285,6 +334,41 @@ mod tests {
         assert_eq!(padded_len(512), 512);
         assert_eq!(padded_len(671), 1024);
         assert_eq!((padded_len(671) + 32) % 512, 32);
+    }
+
+    #[test]
+    fn kv_hash_covers_every_field() {
+        let kv = k3rs_storage::KeyValue {
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+            mod_revision: 2,
+            ..Default::default()
+        };
+        let base = kv_hash(std::slice::from_ref(&kv));
+        assert_eq!(base, kv_hash(std::slice::from_ref(&kv)));
+        assert_ne!(
+            base,
+            kv_hash(&[k3rs_storage::KeyValue {
+                mod_revision: 3,
+                ..kv.clone()
+            }])
+        );
+        assert_ne!(
+            base,
+            kv_hash(&[k3rs_storage::KeyValue {
+                value: b"w".to_vec(),
+                ..kv.clone()
+            }])
+        );
+        // Field boundaries matter: ("kv", "") differs from ("k", "v").
+        assert_ne!(
+            base,
+            kv_hash(&[k3rs_storage::KeyValue {
+                key: b"kv".to_vec(),
+                value: Vec::new(),
+                ..kv
+            }])
+        );
     }
 
     #[test]
