@@ -24,8 +24,9 @@ const MAX_ENTRY: u32 = 256 << 20;
 /// Writes every record of `db`, holding the store's read lock so no batch interleaves.
 pub(crate) fn export(inner: &Inner, w: &mut dyn Write) -> Result<()> {
     let st = inner.read();
+    let mut buffered = std::io::BufWriter::with_capacity(1 << 16, w);
     let mut out = Crc {
-        w,
+        w: &mut buffered,
         crc: crc32fast::Hasher::new(),
     };
     out.put(MAGIC)?;

@@ -213,12 +213,16 @@ impl Store {
         Ok(())
     }
 
-    /// Reclaims space on disk by rewriting the retained state into a fresh database.
+    /// Reclaims space on disk by rewriting the retained state into a fresh database. Applies
+    /// and reads wait while it runs (like etcd's defragmentation).
     pub fn defragment(&self) -> Result<()> {
         snapshot::defragment(&self.inner)
     }
 
     /// Writes a consistent, self-describing copy of the whole state (incl. meta).
+    ///
+    /// Holds the read lock throughout, so applies wait until it returns: write to a local
+    /// file, not to a network peer.
     pub fn export_snapshot(&self, w: &mut dyn Write) -> Result<()> {
         snapshot::export(&self.inner, w)
     }
