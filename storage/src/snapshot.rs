@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::dbdir;
 use crate::revision;
 use crate::state::State;
-use crate::store::{Error, Inner, Result};
+use crate::store::{lock, Error, Inner, Result};
 use crate::watch::LiveBatch;
 
 const MAGIC: &[u8; 8] = b"K3RSSNAP";
@@ -54,7 +54,8 @@ pub(crate) fn export(inner: &Inner, w: &mut dyn Write) -> Result<()> {
 /// Replaces the state with a snapshot. The snapshot is loaded into a new database generation
 /// and fully checked before the store switches to it; on any error the store is unchanged.
 pub(crate) fn import(inner: &Inner, r: &mut dyn Read) -> Result<()> {
-    let _maintenance = inner.maintenance.lock().unwrap_or_else(|e| e.into_inner());
+    let _maintenance = lock(&inner.maintenance);
+    let _no_applies = lock(&inner.apply_gate);
     let gen = inner.read().db_gen + 1;
     let (_, fresh) = dbdir::build(&inner.dir, gen, |db| {
         read_into(db, r)?;
@@ -65,10 +66,12 @@ pub(crate) fn import(inner: &Inner, r: &mut dyn Read) -> Result<()> {
 }
 
 /// Rewrites the retained records into a fresh database generation (sled does not give
-/// space back to the file system on its own). Blocks applies while it runs.
+/// space back to the file system on its own). Applies wait while it runs (nothing can change
+/// between the copy and the switch); reads go on until the switch.
 pub(crate) fn defragment(inner: &Inner) -> Result<()> {
-    let _maintenance = inner.maintenance.lock().unwrap_or_else(|e| e.into_inner());
-    let mut st = inner.write();
+    let _maintenance = lock(&inner.maintenance);
+    let _no_applies = lock(&inner.apply_gate);
+    let st = inner.read();
     if st.poisoned {
         return Err(Error::Poisoned);
     }
@@ -94,6 +97,8 @@ pub(crate) fn defragment(inner: &Inner) -> Result<()> {
         dbdir::switch_current(&inner.dir, gen)?;
         Ok(skipped)
     })?;
+    drop(st);
+    let mut st = inner.write();
     let old_gen = std::mem::replace(&mut st.db_gen, gen);
     st.db = db;
     st.garbage.clear();

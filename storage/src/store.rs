@@ -10,7 +10,7 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::broadcast;
 
@@ -58,8 +58,16 @@ pub(crate) struct Inner {
     pub state: RwLock<State>,
     /// Serializes snapshot imports and defragmentations (each builds the next generation).
     pub maintenance: Mutex<()>,
+    /// Held by `apply_batch` (before the state lock) and by maintenance that must stop applies
+    /// while letting reads go on (defragmentation, import).
+    pub apply_gate: Mutex<()>,
     pub hub: broadcast::Sender<Arc<LiveBatch>>,
     pub dir: PathBuf,
+}
+
+/// Locks a mutex that guards no data (a poisoned one is as good).
+pub(crate) fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Inner {
@@ -98,6 +106,7 @@ impl Store {
             inner: Arc::new(Inner {
                 state: RwLock::new(state),
                 maintenance: Mutex::new(()),
+                apply_gate: Mutex::new(()),
                 hub,
                 dir: path.to_path_buf(),
             }),
@@ -107,6 +116,7 @@ impl Store {
     /// Applies committed commands in order and persists `meta` atomically with their effects.
     /// One output per command. Watchers see the batch after it is applied.
     pub fn apply_batch(&self, cmds: &[Command], meta: &[u8]) -> Result<Vec<Output>> {
+        let _gate = lock(&self.inner.apply_gate);
         let mut st = self.inner.write();
         if st.poisoned {
             return Err(Error::Poisoned);
@@ -214,7 +224,7 @@ impl Store {
     }
 
     /// Reclaims space on disk by rewriting the retained state into a fresh database. Applies
-    /// and reads wait while it runs (like etcd's defragmentation).
+    /// wait while it runs; reads go on.
     pub fn defragment(&self) -> Result<()> {
         snapshot::defragment(&self.inner)
     }
