@@ -37,9 +37,14 @@ impl Server {
     }
 
     async fn start_in(dir: tempfile::TempDir) -> Server {
+        Server::start_with(dir, |_| {}).await
+    }
+
+    async fn start_with(dir: tempfile::TempDir, tweak: impl FnOnce(&mut ServerConfig)) -> Server {
         let addr = free_addr();
         let mut cfg = ServerConfig::new(dir.path().to_path_buf(), addr);
         cfg.watch_progress_notify_interval = Duration::from_millis(300);
+        tweak(&mut cfg);
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(run(cfg, shutdown.clone()));
         let server = Server {
@@ -964,5 +969,47 @@ async fn watch_under_concurrent_writes_is_ordered_complete_and_progress_safe() {
         assert_eq!(got[i], wants[i], "watcher {i}");
     }
     drop(tx);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn automatic_compaction_keeps_the_retention_window() {
+    let s = Server::start_with(tempfile::tempdir().unwrap(), |cfg| {
+        cfg.auto_compaction_retention = Duration::from_secs(2);
+    })
+    .await;
+    let mut kv = KvClient::new(s.channel().await);
+    let first = kv
+        .put(put(b"/ac", b"1"))
+        .await
+        .unwrap()
+        .into_inner()
+        .header
+        .unwrap()
+        .revision;
+    kv.put(put(b"/ac", b"2")).await.unwrap();
+    // Sampled every second; the revision seen 2 s earlier is compacted once 2 s have passed.
+    let mut compacted = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        kv.put(put(b"/ac", b"more")).await.unwrap();
+        if let Err(e) = kv
+            .range(pb::RangeRequest {
+                revision: first,
+                ..range(b"/ac")
+            })
+            .await
+        {
+            assert_eq!(e.code(), Code::OutOfRange);
+            compacted = true;
+            break;
+        }
+    }
+    assert!(compacted, "history older than the retention is compacted");
+    // The latest value is always there.
+    assert_eq!(
+        kv.range(range(b"/ac")).await.unwrap().into_inner().kvs[0].value,
+        b"more"
+    );
     s.stop().await;
 }
