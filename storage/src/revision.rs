@@ -7,7 +7,7 @@
 //! |--------|---------------------------|-------------------------------------|
 //! | `k`    | main (8 BE) + sub (8 BE)  | one key's state at that revision    |
 //! | `l`    | lease id (8 BE, sign-flipped) | granted TTL (8 BE)              |
-//! | `m`    | name                      | counters and the Raft `meta` blob   |
+//! | `m`    | `mstate`                  | counters and the Raft `meta` blob   |
 //!
 //! Revisions are never negative, so big-endian bytes sort like the numbers.
 
@@ -30,14 +30,43 @@ impl Rev {
 pub(crate) const KV_PREFIX: u8 = b'k';
 pub(crate) const LEASE_PREFIX: u8 = b'l';
 
-/// Current store revision.
-pub(crate) const META_REVISION: &[u8] = b"mrevision";
-/// Compacted revision (raw, `-1` before the first compaction, as in etcd).
-pub(crate) const META_COMPACT: &[u8] = b"mcompact";
-/// Counter behind server-chosen lease IDs.
-pub(crate) const META_LEASE_COUNTER: &[u8] = b"mlease_counter";
-/// The opaque blob of the last `apply_batch`.
-pub(crate) const META_APPLIED: &[u8] = b"mapplied";
+/// The store's counters and the opaque blob of the last `apply_batch`, in one record so a
+/// batch writes one key for them: current revision, compacted revision (raw, `-1` before the
+/// first compaction, as in etcd), the counter behind server-chosen lease IDs (8 bytes BE
+/// each), then the blob.
+pub(crate) const META_STATE: &[u8] = b"mstate";
+
+/// What [`META_STATE`] holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MetaState {
+    pub rev: i64,
+    pub compact: i64,
+    pub lease_counter: u64,
+    pub meta: Vec<u8>,
+}
+
+impl MetaState {
+    pub(crate) fn encode(rev: i64, compact: i64, lease_counter: u64, meta: &[u8]) -> Vec<u8> {
+        let mut b = Vec::with_capacity(24 + meta.len());
+        b.extend_from_slice(&rev.to_be_bytes());
+        b.extend_from_slice(&compact.to_be_bytes());
+        b.extend_from_slice(&lease_counter.to_be_bytes());
+        b.extend_from_slice(meta);
+        b
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Result<MetaState> {
+        if b.len() < 24 {
+            return Err(Error::Corrupt(format!("state record of {} bytes", b.len())));
+        }
+        Ok(MetaState {
+            rev: be_i64(&b[..8])?,
+            compact: be_i64(&b[8..16])?,
+            lease_counter: be_i64(&b[16..24])? as u64,
+            meta: b[24..].to_vec(),
+        })
+    }
+}
 
 /// The sled key of the record at `rev`.
 pub(crate) fn kv_key(rev: Rev) -> [u8; 17] {
@@ -91,6 +120,21 @@ mod tests {
         assert!(a < b);
         assert_eq!(parse_kv_key(&a).unwrap(), Rev::new(2, 300));
         assert!(parse_kv_key(b"k12").is_err());
+    }
+
+    #[test]
+    fn meta_state_roundtrip() {
+        let m = MetaState {
+            rev: 9,
+            compact: -1,
+            lease_counter: 3,
+            meta: b"raft".to_vec(),
+        };
+        assert_eq!(
+            MetaState::decode(&MetaState::encode(9, -1, 3, b"raft")).unwrap(),
+            m
+        );
+        assert!(MetaState::decode(&[0; 23]).is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::keyindex::{Generation, KeyIndex, TreeIndex};
 use crate::record;
-use crate::revision::{self, be_i64, Rev};
+use crate::revision::{self, be_i64, MetaState, Rev};
 use crate::store::Result;
 
 /// A lease: its granted TTL and the keys attached to it.
@@ -52,18 +52,11 @@ impl State {
             garbage: BTreeSet::new(),
             poisoned: false,
         };
-        if let Some(v) = st.db.get(revision::META_REVISION)? {
-            st.rev = be_i64(&v)?;
-        }
-        if let Some(v) = st.db.get(revision::META_COMPACT)? {
-            st.compact = be_i64(&v)?;
-        }
-        if let Some(v) = st.db.get(revision::META_LEASE_COUNTER)? {
-            st.lease_counter = be_i64(&v)? as u64;
-        }
-        if let Some(v) = st.db.get(revision::META_APPLIED)? {
+        if let Some(v) = st.db.get(revision::META_STATE)? {
+            let m = MetaState::decode(&v)?;
             st.live_bytes += v.len() as u64;
-            st.meta = Some(v.to_vec());
+            (st.rev, st.compact, st.lease_counter) = (m.rev, m.compact, m.lease_counter);
+            st.meta = Some(m.meta);
         }
         for item in st.db.scan_prefix([revision::LEASE_PREFIX]) {
             let (k, v) = item?;

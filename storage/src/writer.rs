@@ -7,7 +7,7 @@ use crate::keyindex::range_iter;
 use crate::range::View;
 use crate::reader::{KvReader, Pending};
 use crate::record;
-use crate::revision::{self, kv_key, lease_key, Rev};
+use crate::revision::{self, kv_key, lease_key, MetaState, Rev};
 use crate::state::State;
 use crate::store::Result;
 use crate::types::KeyValue;
@@ -189,13 +189,8 @@ impl<'a> Writer<'a> {
             }
         }
         let st = &mut *self.st;
-        batch.insert(revision::META_REVISION, &st.rev.to_be_bytes()[..]);
-        batch.insert(revision::META_COMPACT, &st.compact.to_be_bytes()[..]);
-        batch.insert(
-            revision::META_LEASE_COUNTER,
-            &(st.lease_counter as i64).to_be_bytes()[..],
-        );
-        batch.insert(revision::META_APPLIED, meta);
+        let state = MetaState::encode(st.rev, st.compact, st.lease_counter, meta);
+        batch.insert(revision::META_STATE, state);
         let old_meta = st.meta.replace(meta.to_vec()).map_or(0, |m| m.len());
         st.live_bytes = st.live_bytes.saturating_sub(old_meta as u64) + meta.len() as u64;
         st.db.apply_batch(batch)?;
