@@ -7,6 +7,13 @@
 //!   lock for the whole batch).
 //! - After an engine error in the middle of a batch, the store refuses further work
 //!   (memory and disk may disagree); reopen it.
+//! - Nothing is fsynced per batch; [`Store::flush`] makes every applied batch durable. After a
+//!   crash the store opens at the end of some earlier batch, with that batch's `meta`.
+//!
+//! # Assumptions
+//! - One process opens a directory at a time. Watchers keep the database open: drop them
+//!   before reopening the same directory (`open` retries a held lock for about 5 s).
+//! - The caller applies batches in log order; `meta` tells it where to resume.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -97,7 +104,8 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (or creates) the store in directory `path`.
+    /// Opens (or creates) the store in directory `path`: rebuilds the key index from the
+    /// retained records (time and memory proportional to them; no values kept in memory).
     pub fn open(path: &Path) -> Result<Store> {
         let (db, db_gen) = dbdir::open_current(path)?;
         let state = State::load(db, db_gen)?;
@@ -237,7 +245,9 @@ impl Store {
         snapshot::export(&self.inner, w)
     }
 
-    /// Replaces the whole state with a snapshot written by `export_snapshot`.
+    /// Replaces the whole state with a snapshot written by `export_snapshot`. The snapshot is
+    /// verified (checksum, records) before anything changes; on error the store is unchanged.
+    /// Watchers continue from their next revision in the new state (or end as compacted).
     pub fn import_snapshot(&self, r: &mut dyn Read) -> Result<()> {
         snapshot::import(&self.inner, r)
     }
