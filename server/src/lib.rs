@@ -85,7 +85,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Creates the PKI and IDs on first start, starts the Raft node on `<data-dir>/server/db`,
 /// serves the etcd API with mutual TLS (client certificates signed by the etcd server CA are
 /// required), and compacts automatically. On shutdown: stops accepting, gives open streams
-/// [`DRAIN_GRACE`] to finish, then stops Raft.
+/// 5 seconds to finish, then stops Raft.
 pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let server_dir = cfg.data_dir.join("server");
     pki::files::create_dir(&server_dir)?;
