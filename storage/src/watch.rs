@@ -240,6 +240,11 @@ impl Watcher {
             });
         }
         let until = self.history_until.min(st.rev);
+        if self.next > until {
+            // The state was replaced by an older one: wait for it to reach `next`.
+            self.history_until = until;
+            return None;
+        }
         let mut events = Vec::new();
         let mut scanned = 0usize;
         let mut last_main = self.next - 1;

@@ -248,3 +248,29 @@ fn thousands_of_watchers() {
         assert_eq!(w.progress_revision(), Some(101));
     }
 }
+
+#[test]
+fn import_of_an_older_state_leaves_watchers_waiting() {
+    let (_d, older) = open();
+    apply(&older, put("k", "1")); // 2
+    let mut snap = Vec::new();
+    older.export_snapshot(&mut snap).unwrap();
+    let (_d2, s) = open();
+    for i in 0..5 {
+        apply(&s, put("k", &i.to_string())); // 2..=6
+    }
+    let mut w = s.watch(all_keys(5)).unwrap();
+    s.import_snapshot(&mut snap.as_slice()).unwrap();
+    let mut revs = vec![];
+    while let Some(WatchBatch::Events { events, .. }) = w.try_next() {
+        revs.extend(events.iter().map(|e| e.kv.mod_revision));
+    }
+    assert!(revs.is_empty(), "{revs:?}");
+    for i in 0..5 {
+        apply(&s, put("k", &i.to_string())); // 3..=7
+    }
+    while let Some(WatchBatch::Events { events, .. }) = w.try_next() {
+        revs.extend(events.iter().map(|e| e.kv.mod_revision));
+    }
+    assert_eq!(revs, vec![5, 6, 7]);
+}
