@@ -10,6 +10,7 @@ use k3rs_raft::{Node, NodeConfig};
 use tokio_util::sync::CancellationToken;
 
 pub mod compactor;
+pub mod datastore;
 pub mod etcd;
 pub mod identity;
 pub mod pki;
