@@ -40,51 +40,49 @@ fn encode(flags: u8, create: i64, version: i64, lease: i64, key: &[u8], value: &
     b
 }
 
+/// A record, borrowed from its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RecordRef<'a> {
+    pub tombstone: bool,
+    pub create_revision: i64,
+    pub version: i64,
+    pub lease: i64,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+}
+
+/// Parses a record without copying (what the key index needs on open).
+pub(crate) fn parse(rev: Rev, b: &[u8]) -> Result<RecordRef<'_>> {
+    let corrupt = |what: &str| Error::Corrupt(format!("record at {rev:?}: {what}"));
+    let (head, rest) = b
+        .split_at_checked(HEADER)
+        .ok_or_else(|| corrupt("truncated"))?;
+    let key_len = u32::from_be_bytes([head[25], head[26], head[27], head[28]]) as usize;
+    let (key, value) = rest
+        .split_at_checked(key_len)
+        .ok_or_else(|| corrupt("key overruns record"))?;
+    Ok(RecordRef {
+        tombstone: head[0] & TOMBSTONE != 0,
+        create_revision: be_i64(&head[1..9])?,
+        version: be_i64(&head[9..17])?,
+        lease: be_i64(&head[17..25])?,
+        key,
+        value,
+    })
+}
+
 /// A decoded record: the key-value (a tombstone has version 0) and whether it is a tombstone.
 pub(crate) fn decode(rev: Rev, b: &[u8]) -> Result<(KeyValue, bool)> {
-    if b.len() < HEADER {
-        return Err(Error::Corrupt(format!(
-            "record at {rev:?} is {} bytes",
-            b.len()
-        )));
-    }
-    let key_len = u32::from_be_bytes([b[25], b[26], b[27], b[28]]) as usize;
-    let Some(rest) = b.get(HEADER..) else {
-        return Err(Error::Corrupt(format!("record at {rev:?} truncated")));
-    };
-    if rest.len() < key_len {
-        return Err(Error::Corrupt(format!(
-            "record at {rev:?}: key overruns record"
-        )));
-    }
-    let tombstone = b[0] & TOMBSTONE != 0;
+    let r = parse(rev, b)?;
     let kv = KeyValue {
-        key: rest[..key_len].to_vec(),
-        create_revision: be_i64(&b[1..9])?,
+        key: r.key.to_vec(),
+        create_revision: r.create_revision,
         mod_revision: rev.main,
-        version: be_i64(&b[9..17])?,
-        value: rest[key_len..].to_vec(),
-        lease: be_i64(&b[17..25])?,
+        version: r.version,
+        value: r.value.to_vec(),
+        lease: r.lease,
     };
-    Ok((kv, tombstone))
-}
-
-/// Whether a record is a tombstone (an empty record is not).
-pub(crate) fn is_tombstone(b: &[u8]) -> bool {
-    b.first().is_some_and(|f| f & TOMBSTONE != 0)
-}
-
-/// Only the key of a record (cheaper than [`decode`] when filtering watch history).
-pub(crate) fn decode_key(rev: Rev, b: &[u8]) -> Result<&[u8]> {
-    if b.len() < HEADER {
-        return Err(Error::Corrupt(format!(
-            "record at {rev:?} is {} bytes",
-            b.len()
-        )));
-    }
-    let key_len = u32::from_be_bytes([b[25], b[26], b[27], b[28]]) as usize;
-    b.get(HEADER..HEADER + key_len)
-        .ok_or_else(|| Error::Corrupt(format!("record at {rev:?}: key overruns record")))
+    Ok((kv, r.tombstone))
 }
 
 #[cfg(test)]
@@ -108,7 +106,7 @@ mod tests {
         assert_eq!(t.key, b"a");
         assert_eq!(t.mod_revision, 6);
         assert_eq!(
-            decode_key(Rev::new(6, 0), &encode_tombstone(b"ab")).unwrap(),
+            parse(Rev::new(6, 0), &encode_tombstone(b"ab")).unwrap().key,
             b"ab"
         );
         assert!(decode(Rev::new(1, 0), &[1, 2]).is_err());

@@ -74,9 +74,14 @@ impl State {
             let (k, v) = item?;
             let rev = revision::parse_kv_key(&k)?;
             st.live_bytes += (k.len() + v.len()) as u64;
-            let (kv, tombstone) = record::decode(rev, &v)?;
-            let ki = st.index.entry(kv.key).or_default();
-            load_revision(ki, rev, kv.lease, kv.create_revision, kv.version, tombstone);
+            let r = record::parse(rev, &v)?;
+            if !st.index.contains_key(r.key) {
+                st.index.insert(r.key.to_vec(), KeyIndex::default());
+            }
+            let Some(ki) = st.index.get_mut(r.key) else {
+                continue;
+            };
+            load_revision(ki, rev, r.lease, r.create_revision, r.version, r.tombstone);
         }
         st.collect_garbage();
         for (key, ki) in &st.index {

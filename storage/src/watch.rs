@@ -301,31 +301,37 @@ impl Watcher {
     }
 
     fn history_event(&self, st: &State, rev: Rev, v: &[u8]) -> Result<Option<Event>> {
-        let key = record::decode_key(rev, v)?;
-        let kind = if record::is_tombstone(v) {
+        let r = record::parse(rev, v)?;
+        let kind = if r.tombstone {
             EventKind::Delete
         } else {
             EventKind::Put
         };
-        if !self.wants(kind, key) {
+        if !self.wants(kind, r.key) {
             return Ok(None);
         }
-        let (kv, tomb) = record::decode(rev, v)?;
-        let prev_kv = if self.req.prev_kv && (tomb || kv.version > 1) {
-            let at = st.index.get(&kv.key).and_then(|ki| ki.get(rev.main - 1));
+        let prev_kv = if self.req.prev_kv && (r.tombstone || r.version > 1) {
+            let at = st.index.get(r.key).and_then(|ki| ki.get(rev.main - 1));
             at.and_then(|k| KvReader::new(&st.db, None).get(k.rev).ok().flatten())
                 .map(|(kv, _)| kv)
         } else {
             None
         };
-        let kv = if tomb {
-            KeyValue {
-                key: kv.key,
-                mod_revision: rev.main,
-                ..KeyValue::default()
-            }
-        } else {
+        let kv = KeyValue {
+            key: r.key.to_vec(),
+            mod_revision: rev.main,
+            ..KeyValue::default()
+        };
+        let kv = if r.tombstone {
             kv
+        } else {
+            KeyValue {
+                create_revision: r.create_revision,
+                version: r.version,
+                value: r.value.to_vec(),
+                lease: r.lease,
+                ..kv
+            }
         };
         Ok(Some(Event { kind, kv, prev_kv }))
     }
