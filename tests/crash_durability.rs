@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use common::client::{runtime, Clients};
 use common::{Endpoint, K3rs};
-use k3rs_server::etcdpb::{PutRequest, RangeRequest};
+use k3rs_server::etcdpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use k3rs_server::etcdpb::request_op::Request;
+use k3rs_server::etcdpb::{Compare, PutRequest, RangeRequest, RequestOp, TxnRequest};
 use rand::Rng;
 
 const ROUNDS: usize = 20;
@@ -25,7 +27,8 @@ struct Ack {
     revision: i64,
 }
 
-/// Puts unique keys until the first error (the server died) or `max` writes.
+/// Writes unique keys until the first error (the server died) or `max` writes. Even clients
+/// put; odd clients create like kube-apiserver does (`Txn(If MOD(key) == 0 Then Put)`).
 async fn writer(ep: Endpoint, round: usize, client: usize, max: usize) -> Vec<Ack> {
     let mut acks = Vec::new();
     let Ok(mut c) = Clients::connect(&ep).await else {
@@ -36,18 +39,36 @@ async fn writer(ep: Endpoint, round: usize, client: usize, max: usize) -> Vec<Ac
         let len = rand::rng().random_range(1..256);
         let mut value = format!("{round}/{client}/{seq}/").into_bytes();
         value.extend((0..len).map(|i| (i % 251) as u8));
-        let req = PutRequest {
+        let put = PutRequest {
             key: key.clone(),
             value: value.clone(),
             ..Default::default()
         };
-        match c.kv.put(req).await {
-            Ok(resp) => {
-                let revision = resp
-                    .into_inner()
-                    .header
-                    .expect("put response header")
-                    .revision;
+        let header = if client % 2 == 0 {
+            c.kv.put(put).await.map(|r| r.into_inner().header)
+        } else {
+            let create = TxnRequest {
+                compare: vec![Compare {
+                    result: CompareResult::Equal as i32,
+                    target: CompareTarget::Mod as i32,
+                    key: key.clone(),
+                    range_end: vec![],
+                    target_union: Some(TargetUnion::ModRevision(0)),
+                }],
+                success: vec![RequestOp {
+                    request: Some(Request::RequestPut(put)),
+                }],
+                failure: vec![],
+            };
+            c.kv.txn(create).await.map(|r| {
+                let r = r.into_inner();
+                assert!(r.succeeded, "create of a fresh key must succeed");
+                r.header
+            })
+        };
+        match header {
+            Ok(h) => {
+                let revision = h.expect("response header").revision;
                 acks.push(Ack {
                     key,
                     value,

@@ -145,9 +145,16 @@ impl K3rs {
         }
     }
 
-    /// SIGTERM and wait; returns whether it exited by itself within `grace`.
+    /// SIGTERM and wait; returns the exit status if it exited by itself within `grace`.
     pub fn terminate(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
         self.proc.take().and_then(|mut p| p.terminate(grace))
+    }
+
+    /// Sends `signal` ("TERM", "INT", ...) and waits up to `grace` for the exit (SIGKILL after).
+    pub fn stop_with(&mut self, signal: &str, grace: Duration) -> Option<std::process::ExitStatus> {
+        let mut p = self.proc.take()?;
+        p.signal(signal);
+        p.wait_exit(grace)
     }
 
     /// Starts the server again on the same data dir and port, and waits until it answers.

@@ -62,14 +62,21 @@ impl ChildGuard {
         }
     }
 
-    /// SIGTERM, wait up to `grace`, then SIGKILL. Returns the exit status if it exited by itself.
-    pub fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
+    /// Sends `signal` (e.g. "TERM", "INT") to the child by its PID.
+    pub fn signal(&self, signal: &str) {
+        if let Some(pid) = self.pid() {
+            let _ = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(pid.to_string())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    /// Waits up to `grace` for the child to exit by itself, then SIGKILLs it. Returns the exit
+    /// status if it exited by itself.
+    pub fn wait_exit(&mut self, grace: Duration) -> Option<ExitStatus> {
         let mut child = self.child.take()?;
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .stderr(Stdio::null())
-            .status();
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {
@@ -80,6 +87,12 @@ impl ChildGuard {
         let _ = child.kill();
         let _ = child.wait();
         None
+    }
+
+    /// SIGTERM, wait up to `grace`, then SIGKILL. Returns the exit status if it exited by itself.
+    pub fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
+        self.signal("TERM");
+        self.wait_exit(grace)
     }
 }
 
