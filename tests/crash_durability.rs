@@ -203,6 +203,12 @@ fn acknowledged_writes_survive_sigkill() {
             }
         }
 
+        if round % 4 == 3 {
+            // Also crash while the server is recovering (replaying its log).
+            k3rs.relaunch();
+            std::thread::sleep(Duration::from_millis(rand::rng().random_range(20..400)));
+            k3rs.kill();
+        }
         k3rs.restart();
         if let Err(problems) = rt.block_on(verify(&k3rs.endpoint(), &acked, max_rev)) {
             panic!(
@@ -213,8 +219,13 @@ fn acknowledged_writes_survive_sigkill() {
             );
         }
         eprintln!(
-            "round {round}: killed after {delay} ms, {this_round} acknowledged writes, all {} \
+            "round {round}: killed after {delay} ms{}, {this_round} acknowledged writes, all {} \
              present after restart",
+            if round % 4 == 3 {
+                " and again while recovering"
+            } else {
+                ""
+            },
             acked.len()
         );
     }

@@ -79,6 +79,12 @@ impl K3rs {
         }
     }
 
+    /// Starts the server process again (on the same data dir and port) without waiting.
+    pub fn relaunch(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
     fn spawn(&mut self) {
         let bin = env!("CARGO_BIN_EXE_k3rs");
         let mut cmd = Command::new(bin);
