@@ -245,7 +245,10 @@ async fn measure(ep: Endpoint, data_dir: PathBuf, secs: Duration) -> Report {
         .expect("defragment");
     tokio::time::sleep(Duration::from_secs(2)).await;
     r.disk_after_compact = common::disk_usage(&data_dir);
-    r.disk_breakdown = breakdown(&data_dir, 3);
+    let depth = std::env::var("BENCH_BREAKDOWN_DEPTH")
+        .ok()
+        .and_then(|d| d.parse().ok());
+    r.disk_breakdown = breakdown(&data_dir, depth.unwrap_or(3));
     r
 }
 
