@@ -211,7 +211,7 @@ fn command() -> impl Strategy<Value = CmdGen> {
         2 => delete().prop_map(|d| CmdGen::Plain(Command::DeleteRange(d))),
         4 => txn().prop_map(|t| CmdGen::Plain(Command::Txn(t))),
         1 => (-1i64..6).prop_map(CmdGen::Compact),
-        1 => (1i64..4, 1i64..100).prop_map(|(id, ttl)| CmdGen::Plain(Command::LeaseGrant { id, ttl })),
+        1 => (0i64..4, 1i64..100).prop_map(|(id, ttl)| CmdGen::Plain(Command::LeaseGrant { id, ttl })),
         1 => (1i64..5).prop_map(|id| CmdGen::Plain(Command::LeaseRevoke { id })),
     ]
 }
@@ -307,6 +307,30 @@ impl Harness {
         self.batches += 1;
         let meta = self.batches.to_be_bytes();
         let outputs = self.store().apply_batch(&self.batch, &meta).unwrap();
+        // A lease granted with ID 0 gets a fresh positive ID of the store's choosing.
+        for (i, cmd) in self.batch.iter().enumerate() {
+            let Command::LeaseGrant { id: 0, .. } = cmd else {
+                continue;
+            };
+            let (
+                Ok(CommandResponse::LeaseGrant {
+                    id: placeholder, ..
+                }),
+                Some(out),
+            ) = (&self.expected[i].result, outputs.get(i))
+            else {
+                continue;
+            };
+            if let Ok(CommandResponse::LeaseGrant { id, .. }) = out.result {
+                prop_assert!(
+                    id > 0 && !self.model.leases.contains_key(&id),
+                    "auto lease id {}",
+                    id
+                );
+                self.model.rename_lease(*placeholder, id);
+                self.expected[i].result = out.result.clone();
+            }
+        }
         prop_assert_eq!(&outputs, &self.expected, "batch {:?}", &self.batch);
         self.batch.clear();
         self.expected.clear();

@@ -21,6 +21,8 @@ pub struct Model {
     /// -1 before the first compaction, as in etcd.
     pub compact: i64,
     pub leases: BTreeMap<i64, i64>,
+    /// Leases granted with ID 0 so far (their placeholders are -1001, -1002, ...).
+    pub auto_leases: i64,
 }
 
 impl Default for Model {
@@ -30,6 +32,7 @@ impl Default for Model {
             rev: 1,
             compact: -1,
             leases: BTreeMap::new(),
+            auto_leases: 0,
         }
     }
 }
@@ -62,6 +65,13 @@ impl Model {
     fn compacted(&self) -> RequestError {
         RequestError::Compacted {
             compact_revision: self.compact.max(0),
+        }
+    }
+
+    /// Gives a lease granted with ID 0 the ID the store picked.
+    pub fn rename_lease(&mut self, placeholder: i64, id: i64) {
+        if let Some(ttl) = self.leases.remove(&placeholder) {
+            self.leases.insert(id, ttl);
         }
     }
 
@@ -168,6 +178,16 @@ impl Model {
                     self.compact = *revision;
                     Ok(CommandResponse::Compact)
                 }
+            }
+            Command::LeaseGrant { id: 0, ttl } => {
+                // The store picks the ID; the harness renames this placeholder to it.
+                self.auto_leases += 1;
+                let placeholder = -1000 - self.auto_leases;
+                self.leases.insert(placeholder, *ttl);
+                Ok(CommandResponse::LeaseGrant {
+                    id: placeholder,
+                    ttl: *ttl,
+                })
             }
             Command::LeaseGrant { id, ttl } => {
                 if self.leases.contains_key(id) {
