@@ -13,6 +13,7 @@ pub mod compactor;
 pub mod datastore;
 pub mod etcd;
 pub mod identity;
+pub mod patch;
 pub mod pki;
 
 /// etcd v3 `mvccpb` messages (KeyValue, Event), generated from `proto/mvccpb/kv.proto`.

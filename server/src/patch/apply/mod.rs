@@ -1,0 +1,269 @@
+//! Server-side apply (`application/apply-patch+yaml`) and the field tracking every write does.
+//!
+//! Each field manager owns a set of fields ([`fieldset::FieldSet`]), recorded in
+//! `metadata.managedFields` with its operation (`Apply` or `Update`), API version and time.
+//!
+//! # Guarantees
+//! - [`apply`] merges the applied configuration into the live object; it fails with
+//!   [`Conflicts`] (409) when that changes a field another manager owns, unless `force`, which
+//!   takes the field over. Fields the applier set before and no longer sets are removed from
+//!   the object unless another manager owns them.
+//! - [`track_update`] gives the writer of an update the fields it changed, taking them from
+//!   other managers (updates never conflict), and drops removed fields from every manager.
+//!
+//! # Deviations
+//! - A new struct reached by an update is not itself recorded (no `.`), only its fields;
+//!   upstream records a new pointer-to-struct field (e.g. `rollingUpdate`) itself.
+//! - Subresource entries (`subresource: status`) are read and kept but not written.
+
+pub mod fieldset;
+mod managed;
+mod merge;
+mod walk;
+
+use serde_json::{json, Value};
+
+pub use managed::Operation;
+
+use super::{PatchError, PatchMeta};
+use fieldset::{path_string, FieldSet};
+use managed::Entry;
+use walk::Walker;
+
+/// One field owned by another manager that an apply would change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// The other manager as kube-apiserver prints it: `"kubectl"` for an applier,
+    /// `"kube-controller-manager" using apps/v1` for an updater.
+    pub manager: String,
+    /// The field, in structured-merge-diff notation (`.spec.replicas`).
+    pub path: String,
+}
+
+/// The conflicts that failed an apply (409 Conflict, reason `Conflict`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflicts(pub Vec<Conflict>);
+
+impl std::error::Error for Conflicts {}
+
+impl std::fmt::Display for Conflicts {
+    /// kube-apiserver's message: `Apply failed with 1 conflict: conflict with "m": .a.b`, or
+    /// for several, the conflicts grouped per manager.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let [c] = self.0.as_slice() {
+            return write!(
+                f,
+                "Apply failed with 1 conflict: conflict with {}: {}",
+                c.manager, c.path
+            );
+        }
+        let mut managers: Vec<&str> = self.0.iter().map(|c| c.manager.as_str()).collect();
+        managers.sort_unstable();
+        managers.dedup();
+        let mut lines = Vec::new();
+        for m in managers {
+            lines.push(format!("conflicts with {m}:"));
+            for c in self.0.iter().filter(|c| c.manager == m) {
+                lines.push(format!("- {}", c.path));
+            }
+        }
+        write!(
+            f,
+            "Apply failed with {} conflicts: {}",
+            self.0.len(),
+            lines.join("\n")
+        )
+    }
+}
+
+impl Conflicts {
+    /// The `details.causes` of the Status: one `FieldManagerConflict` per field.
+    pub fn causes(&self) -> Vec<Value> {
+        self.0
+            .iter()
+            .map(|c| {
+                json!({
+                    "reason": "FieldManagerConflict",
+                    "message": format!("conflict with {}", c.manager),
+                    "field": c.path,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Why an apply failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// Fields owned by other managers would change (409).
+    #[error(transparent)]
+    Conflict(#[from] Conflicts),
+    /// The applied configuration is not acceptable (400).
+    #[error("{0}")]
+    BadRequest(String),
+}
+
+impl From<ApplyError> for PatchError {
+    fn from(e: ApplyError) -> PatchError {
+        match e {
+            ApplyError::Conflict(c) => PatchError::Conflict(c),
+            ApplyError::BadRequest(m) => PatchError::BadRequest(m),
+        }
+    }
+}
+
+/// Parses an apply patch body, YAML or JSON, into an object.
+///
+/// # Errors
+/// [`PatchError::BadRequest`] when it is neither, or not an object.
+pub fn parse_apply_body(body: &[u8]) -> Result<Value, PatchError> {
+    let value: Value = serde_norway::from_slice(body)
+        .map_err(|e| PatchError::BadRequest(format!("error decoding YAML: {e}")))?;
+    if !value.is_object() {
+        return Err(PatchError::BadRequest(
+            "the apply patch must be a YAML or JSON object".to_string(),
+        ));
+    }
+    Ok(value)
+}
+
+fn api_version(object: &Value) -> String {
+    object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Server-side apply of `applied` by `manager` to `live` (`None`: the apply creates the
+/// object). Returns the new object with its managedFields.
+///
+/// # Errors
+/// [`ApplyError::Conflict`] when fields owned by other managers would change and `force` is
+/// not set; [`ApplyError::BadRequest`] when `applied` is not an object or carries
+/// managedFields.
+pub fn apply(
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    force: bool,
+    meta: &dyn PatchMeta,
+    now: &str,
+) -> Result<Value, ApplyError> {
+    if !applied.is_object() {
+        return Err(ApplyError::BadRequest(
+            "the applied configuration must be an object".to_string(),
+        ));
+    }
+    if applied
+        .pointer("/metadata/managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApplyError::BadRequest(
+            "metadata.managedFields must be nil".to_string(),
+        ));
+    }
+    let walker = Walker { meta };
+    let live_full = live.cloned().unwrap_or_else(|| json!({}));
+    let mut entries = managed::read(&live_full);
+    let live = managed::strip(&live_full);
+    let version = api_version(applied);
+
+    let merged = walker.merge(&live, applied);
+    let changed = walker.compare(&live, &merged).changed;
+
+    let me = |e: &Entry| e.is(manager, Operation::Apply, &version);
+    let mut conflicts = Vec::new();
+    for e in entries.iter_mut().filter(|e| !me(e)) {
+        let taken = e.fields.intersection(&changed);
+        if taken.is_empty() {
+            continue;
+        }
+        conflicts.extend(taken.paths().iter().map(|p| Conflict {
+            manager: e.display(),
+            path: path_string(p),
+        }));
+        e.fields = e.fields.difference(&taken);
+    }
+    if !conflicts.is_empty() && !force {
+        conflicts.sort_by(|a, b| (&a.manager, &a.path).cmp(&(&b.manager, &b.path)));
+        return Err(Conflicts(conflicts).into());
+    }
+
+    let applied_set = walker.field_set(applied);
+    let last_applied = match entries.iter().position(me) {
+        Some(i) => entries.remove(i).fields,
+        None => FieldSet::new(),
+    };
+    entries.push(Entry {
+        manager: manager.to_string(),
+        operation: Operation::Apply,
+        api_version: version,
+        time: Some(now.to_string()),
+        subresource: None,
+        fields: applied_set,
+    });
+
+    // Fields the applier dropped from its configuration go unless someone still owns them.
+    let keep = entries
+        .iter()
+        .fold(FieldSet::new(), |acc, e| acc.union(&e.fields));
+    let mut result = merged;
+    walker.prune(&mut result, &last_applied.difference(&keep), &keep);
+    let removed = walker.compare(&live, &result).removed;
+    for e in &mut entries {
+        e.fields = e.fields.difference(&removed);
+    }
+    managed::write(&mut result, entries);
+    Ok(result)
+}
+
+/// Records an update (create, PUT, non-apply PATCH) by `manager` in `new`'s managedFields:
+/// the manager gets the fields it added or changed, which other managers lose; removed fields
+/// leave every manager.
+///
+/// The entries come from `old`, unless `new` brings other, non-empty managedFields (a client
+/// may set them; `[{}]` resets them).
+pub fn track_update(
+    old: Option<&Value>,
+    new: &Value,
+    manager: &str,
+    operation: Operation,
+    meta: &dyn PatchMeta,
+    now: &str,
+) -> Value {
+    let walker = Walker { meta };
+    let old_entries = old.map(managed::read).unwrap_or_default();
+    let sent = new.pointer("/metadata/managedFields");
+    let old_sent = old.and_then(|o| o.pointer("/metadata/managedFields"));
+    let mut entries = match sent.and_then(Value::as_array) {
+        Some(list) if !list.is_empty() && sent != old_sent => managed::read(new),
+        _ => old_entries,
+    };
+    let old = old.map_or_else(|| json!({}), managed::strip);
+    let mut result = managed::strip(new);
+    let version = api_version(&result);
+    let cmp = walker.compare(&old, &result);
+
+    let me = |e: &Entry| e.is(manager, operation, &version);
+    for e in entries.iter_mut().filter(|e| !me(e)) {
+        e.fields = e.fields.difference(&cmp.changed).difference(&cmp.removed);
+    }
+    let previous = match entries.iter().position(me) {
+        Some(i) => entries.remove(i).fields,
+        None => FieldSet::new(),
+    };
+    entries.push(Entry {
+        manager: manager.to_string(),
+        operation,
+        api_version: version,
+        time: Some(now.to_string()),
+        subresource: None,
+        fields: previous.difference(&cmp.removed).union(&cmp.changed),
+    });
+    managed::write(&mut result, entries);
+    result
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,390 @@
+//! Server-side apply and update tracking.
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::patch::BuiltinPatchMeta;
+
+const T0: &str = "2024-01-01T00:00:00Z";
+const T1: &str = "2024-01-01T00:01:00Z";
+const T2: &str = "2024-01-01T00:02:00Z";
+
+fn meta() -> BuiltinPatchMeta {
+    BuiltinPatchMeta::for_kind("apps/v1", "Deployment").unwrap()
+}
+
+fn config(replicas: i64, image: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web", "labels": {"app": "web"}},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                    "template": {"metadata": {"labels": {"app": "web"}},
+                                 "spec": {"containers": [{"name": "nginx", "image": image,
+                                                          "ports": [{"containerPort": 80}]}]}}}})
+}
+
+/// An applied configuration that sets only `spec.replicas`.
+fn replicas_only(replicas: i64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web"}, "spec": {"replicas": replicas}})
+}
+
+fn run(
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    force: bool,
+    now: &str,
+) -> Result<Value, ApplyError> {
+    apply(live, applied, manager, force, &meta(), now)
+}
+
+fn managers(obj: &Value) -> Vec<(String, String)> {
+    obj["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap().to_string(),
+                e["operation"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn fields_of<'a>(obj: &'a Value, manager: &str) -> &'a Value {
+    &obj["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == manager)
+        .unwrap_or_else(|| panic!("no entry for {manager} in {obj}"))["fieldsV1"]
+}
+
+#[test]
+fn apply_creates_with_managed_fields() {
+    let out = run(None, &config(2, "nginx:1.14"), "kubectl", false, T0).unwrap();
+    let mut expected = config(2, "nginx:1.14");
+    expected["metadata"]["managedFields"] = json!([{
+        "manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1", "time": T0,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {
+            "f:metadata": {"f:labels": {"f:app": {}}},
+            "f:spec": {
+                "f:replicas": {},
+                "f:selector": {},
+                "f:template": {
+                    "f:metadata": {"f:labels": {"f:app": {}}},
+                    "f:spec": {"f:containers": {"k:{\"name\":\"nginx\"}": {
+                        ".": {}, "f:image": {}, "f:name": {},
+                        "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {
+                            ".": {}, "f:containerPort": {}}}}}}}}
+        }
+    }]);
+    assert_eq!(out, expected);
+}
+
+fn created_by_client_side_apply() -> Value {
+    track_update(
+        None,
+        &config(2, "nginx:1.14"),
+        "kubectl-client-side-apply",
+        Operation::Update,
+        &meta(),
+        T0,
+    )
+}
+
+#[test]
+fn update_tracks_every_field_of_a_create() {
+    let live = created_by_client_side_apply();
+    assert_eq!(
+        live["metadata"]["managedFields"],
+        json!([{
+            "manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "apps/v1",
+            "time": T0, "fieldsType": "FieldsV1",
+            "fieldsV1": {
+                "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                "f:spec": {
+                    "f:replicas": {},
+                    "f:selector": {},
+                    "f:template": {
+                        "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                        "f:spec": {"f:containers": {".": {}, "k:{\"name\":\"nginx\"}": {
+                            ".": {}, "f:image": {}, "f:name": {},
+                            "f:ports": {".": {}, "k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {
+                                ".": {}, "f:containerPort": {}}}}}}}}
+            }
+        }])
+    );
+}
+
+#[test]
+fn conflict_with_an_updater() {
+    let live = created_by_client_side_apply();
+    let applied = replicas_only(3);
+    let err = run(Some(&live), &applied, "kubectl", false, T1).unwrap_err();
+    let ApplyError::Conflict(conflicts) = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using apps/v1: .spec.replicas"
+    );
+    assert_eq!(
+        conflicts.causes(),
+        vec![json!({"reason": "FieldManagerConflict",
+                    "message": "conflict with \"kubectl-client-side-apply\" using apps/v1",
+                    "field": ".spec.replicas"})]
+    );
+    assert_eq!(PatchError::from(err).status_code(), 409);
+}
+
+#[test]
+fn several_conflicts_are_grouped_by_manager() {
+    let live = created_by_client_side_apply();
+    let err = run(Some(&live), &config(3, "nginx:1.16"), "kubectl", false, T1).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 2 conflicts: conflicts with \"kubectl-client-side-apply\" using apps/v1:\n\
+         - .spec.replicas\n\
+         - .spec.template.spec.containers[name=\"nginx\"].image"
+    );
+}
+
+#[test]
+fn same_value_is_shared_ownership() {
+    let live = created_by_client_side_apply();
+    let applied = replicas_only(2);
+    let out = run(Some(&live), &applied, "kubectl", false, T1).unwrap();
+    assert_eq!(out["spec"], live["spec"]);
+    assert_eq!(
+        fields_of(&out, "kubectl"),
+        &json!({"f:spec": {"f:replicas": {}}})
+    );
+    assert!(fields_of(&out, "kubectl-client-side-apply")["f:spec"]["f:replicas"].is_object());
+    // Apply entries sort before Update entries.
+    assert_eq!(
+        managers(&out),
+        vec![
+            ("kubectl".to_string(), "Apply".to_string()),
+            (
+                "kubectl-client-side-apply".to_string(),
+                "Update".to_string()
+            )
+        ]
+    );
+}
+
+#[test]
+fn force_takes_ownership() {
+    let live = created_by_client_side_apply();
+    let applied = replicas_only(3);
+    let out = run(Some(&live), &applied, "kubectl", true, T1).unwrap();
+    assert_eq!(out["spec"]["replicas"], json!(3));
+    assert_eq!(
+        fields_of(&out, "kubectl"),
+        &json!({"f:spec": {"f:replicas": {}}})
+    );
+    let csa = fields_of(&out, "kubectl-client-side-apply");
+    assert!(csa["f:spec"].get("f:replicas").is_none(), "{csa}");
+    assert!(csa["f:spec"]["f:selector"].is_object());
+    let times: Vec<&Value> = out["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["time"])
+        .collect();
+    assert_eq!(times, vec![&json!(T1), &json!(T0)]);
+}
+
+#[test]
+fn fields_dropped_from_the_config_are_removed() {
+    let mut first = config(2, "nginx");
+    first["metadata"]["labels"] = json!({"app": "web", "tier": "front"});
+    first["spec"]["template"]["spec"]["containers"] =
+        json!([{"name": "nginx", "image": "nginx"}, {"name": "sidecar", "image": "busybox"}]);
+    let live = run(None, &first, "kubectl", false, T0).unwrap();
+
+    let mut second = config(2, "nginx");
+    second["spec"]["template"]["spec"]["containers"] = json!([{"name": "nginx", "image": "nginx"}]);
+    let out = run(Some(&live), &second, "kubectl", false, T1).unwrap();
+    assert_eq!(out["metadata"]["labels"], json!({"app": "web"}));
+    assert_eq!(
+        out["spec"]["template"]["spec"]["containers"],
+        json!([{"name": "nginx", "image": "nginx"}])
+    );
+    assert_eq!(
+        managers(&out),
+        vec![("kubectl".to_string(), "Apply".to_string())]
+    );
+    assert_eq!(out["metadata"]["managedFields"][0]["time"], json!(T1));
+}
+
+#[test]
+fn fields_another_manager_owns_are_kept() {
+    let mut first = config(2, "nginx");
+    first["metadata"]["labels"] = json!({"app": "web", "tier": "front"});
+    let live = run(None, &first, "kubectl", false, T0).unwrap();
+    let other = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                       "metadata": {"name": "web", "labels": {"tier": "front"}}});
+    let live = run(Some(&live), &other, "labeller", false, T1).unwrap();
+
+    let out = run(Some(&live), &config(2, "nginx"), "kubectl", false, T2).unwrap();
+    assert_eq!(
+        out["metadata"]["labels"],
+        json!({"app": "web", "tier": "front"})
+    );
+    assert_eq!(
+        fields_of(&out, "labeller"),
+        &json!({"f:metadata": {"f:labels": {"f:tier": {}}}})
+    );
+}
+
+#[test]
+fn fields_set_by_updaters_survive_reapply() {
+    let live = run(None, &config(2, "nginx"), "kubectl", false, T0).unwrap();
+    let mut edited = live.clone();
+    edited["spec"]["paused"] = json!(true);
+    let live = track_update(
+        Some(&live),
+        &edited,
+        "kubectl-edit",
+        Operation::Update,
+        &meta(),
+        T1,
+    );
+    assert_eq!(
+        fields_of(&live, "kubectl-edit"),
+        &json!({"f:spec": {"f:paused": {}}})
+    );
+    let out = run(Some(&live), &config(2, "nginx"), "kubectl", false, T2).unwrap();
+    assert_eq!(out["spec"]["paused"], json!(true));
+}
+
+#[test]
+fn an_update_takes_fields_from_the_applier() {
+    let live = run(None, &config(2, "nginx"), "kubectl", false, T0).unwrap();
+    let mut scaled = live.clone();
+    scaled["spec"]["replicas"] = json!(5);
+    let live = track_update(
+        Some(&live),
+        &scaled,
+        "kube-controller-manager",
+        Operation::Update,
+        &meta(),
+        T1,
+    );
+    assert!(fields_of(&live, "kubectl")["f:spec"]
+        .get("f:replicas")
+        .is_none());
+    let err = run(Some(&live), &config(2, "nginx"), "kubectl", false, T2).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"kube-controller-manager\" using apps/v1: .spec.replicas"
+    );
+}
+
+#[test]
+fn update_removing_fields_drops_them_from_every_manager() {
+    let live = run(None, &config(2, "nginx"), "kubectl", false, T0).unwrap();
+    let mut edited = live.clone();
+    edited["metadata"]["labels"] = json!({});
+    edited["spec"]["template"]["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("ports");
+    let out = track_update(
+        Some(&live),
+        &edited,
+        "kubectl-edit",
+        Operation::Update,
+        &meta(),
+        T1,
+    );
+    let kubectl = fields_of(&out, "kubectl");
+    assert!(kubectl["f:metadata"].get("f:labels").is_none(), "{kubectl}");
+    let container =
+        &kubectl["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"nginx\"}"];
+    assert!(container.get("f:ports").is_none(), "{container}");
+    // The editor owns the now empty labels map.
+    assert_eq!(
+        fields_of(&out, "kubectl-edit"),
+        &json!({"f:metadata": {"f:labels": {}}})
+    );
+}
+
+#[test]
+fn managed_fields_sent_by_the_client_replace_the_live_ones() {
+    let live = run(None, &config(2, "nginx"), "kubectl", false, T0).unwrap();
+    let mut reset = live.clone();
+    reset["metadata"]["managedFields"] = json!([{}]);
+    reset["spec"]["replicas"] = json!(3);
+    let out = track_update(
+        Some(&live),
+        &reset,
+        "editor",
+        Operation::Update,
+        &meta(),
+        T1,
+    );
+    assert_eq!(
+        managers(&out),
+        vec![("editor".to_string(), "Update".to_string())]
+    );
+    assert_eq!(
+        fields_of(&out, "editor"),
+        &json!({"f:spec": {"f:replicas": {}}})
+    );
+}
+
+#[test]
+fn applied_config_with_managed_fields_is_refused() {
+    let mut applied = config(1, "x");
+    applied["metadata"]["managedFields"] = json!([]);
+    let err = run(None, &applied, "kubectl", false, T0).unwrap_err();
+    assert!(matches!(err, ApplyError::BadRequest(_)), "{err:?}");
+}
+
+#[test]
+fn apply_merges_keyed_lists_and_sets() {
+    let live = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "finalizers": ["a"]},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "x", "image": "1"}, {"name": "y", "image": "2"}, {"name": "z", "image": "3"}]}}}});
+    let applied = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "finalizers": ["b"]},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "z", "image": "3"}, {"name": "new", "image": "4"}, {"name": "x", "image": "1"}]}}}});
+    let out = run(Some(&live), &applied, "kubectl", false, T0).unwrap();
+    assert_eq!(out["metadata"]["finalizers"], json!(["a", "b"]));
+    let names: Vec<&str> = out["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["y", "z", "new", "x"]);
+    assert_eq!(
+        fields_of(&out, "kubectl")["f:metadata"],
+        json!({"f:finalizers": {"v:\"b\"": {}}})
+    );
+}
+
+#[test]
+fn yaml_and_json_apply_bodies() {
+    let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  on: yes\n";
+    assert_eq!(
+        parse_apply_body(yaml).unwrap(),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"on": "yes"}})
+    );
+    let json_body = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}"#;
+    assert_eq!(
+        parse_apply_body(json_body).unwrap()["metadata"]["name"],
+        json!("c")
+    );
+    for bad in [&b"- a\n- b\n"[..], b"key: [unclosed", b"just a string"] {
+        let err = parse_apply_body(bad).unwrap_err();
+        assert_eq!(err.status_code(), 400, "{}", String::from_utf8_lossy(bad));
+    }
+}
