@@ -12,13 +12,11 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::client::{channel, Clients};
+use common::client::{channel, open_watch, Clients};
 use common::{Endpoint, Etcd, K3rs};
 use k3rs_server::etcdpb::kv_client::KvClient;
-use k3rs_server::etcdpb::watch_request::RequestUnion;
 use k3rs_server::etcdpb::{
     CompactionRequest, DefragmentRequest, PutRequest, RangeRequest, WatchCreateRequest,
-    WatchRequest,
 };
 use tonic::transport::Channel;
 
@@ -144,19 +142,12 @@ async fn range_op(mut kv: KvClient<Channel>, n: usize) -> KvClient<Channel> {
 /// Put → event latency on one watched key.
 async fn watch_latency(ep: &Endpoint, dur: Duration) -> Load {
     let mut c = Clients::connect(ep).await.expect("connect");
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
     let create = WatchCreateRequest {
         key: b"bench/watch".to_vec(),
         ..Default::default()
     };
-    tx.send(WatchRequest {
-        request_union: Some(RequestUnion::CreateRequest(create)),
-    })
-    .await
-    .unwrap();
-    let mut rx = rx;
-    let requests = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-    let mut events = c.watch.watch(requests).await.expect("watch").into_inner();
+    let mut w = open_watch(&mut c, create).await.expect("watch");
+    let events = &mut w.responses;
     let created = events.message().await.expect("watch created");
     assert!(created.is_some_and(|r| r.created), "watch not created");
     let mut kv = KvClient::new(channel(ep).await.expect("connect"));
@@ -193,7 +184,6 @@ async fn watch_latency(ep: &Endpoint, dur: Duration) -> Load {
         }
         lat.push(t.elapsed());
     }
-    drop(tx);
     Load {
         ops: lat.len(),
         secs: start.elapsed().as_secs_f64(),

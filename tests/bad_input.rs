@@ -9,15 +9,14 @@ mod common;
 use std::fmt::Debug;
 use std::time::Duration;
 
-use common::client::{runtime, Clients};
+use common::client::{open_watch, runtime, Clients};
 use common::{Etcd, K3rs};
 use k3rs_server::etcdpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use k3rs_server::etcdpb::request_op::Request;
-use k3rs_server::etcdpb::watch_request::RequestUnion;
 use k3rs_server::etcdpb::{
     CompactionRequest, Compare, DeleteRangeRequest, LeaseGrantRequest, LeaseRevokeRequest,
     LeaseTimeToLiveRequest, PutRequest, RangeRequest, RequestOp, ResponseHeader, TxnRequest,
-    WatchCreateRequest, WatchRequest,
+    WatchCreateRequest,
 };
 
 /// Response headers differ between servers only in these fields.
@@ -87,16 +86,11 @@ fn txn(success: Vec<RequestOp>) -> TxnRequest {
 /// Opens a watch and reports (created, canceled, compact_revision, event revisions) of what
 /// arrives within `wait`.
 async fn watch(c: &mut Clients, create: WatchCreateRequest, wait: Duration) -> String {
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    let req = WatchRequest {
-        request_union: Some(RequestUnion::CreateRequest(create)),
-    };
-    tx.send(req).await.unwrap();
-    let stream = tokio_stream_from(rx);
-    let mut responses = match c.watch.watch(stream).await {
-        Ok(r) => r.into_inner(),
+    let mut w = match open_watch(c, create).await {
+        Ok(w) => w,
         Err(status) => return format!("Err({:?}: {})", status.code(), status.message()),
     };
+    let responses = &mut w.responses;
     let mut seen = Vec::new();
     let deadline = tokio::time::Instant::now() + wait;
     while let Ok(msg) = tokio::time::timeout_at(deadline, responses.message()).await {
@@ -125,15 +119,7 @@ async fn watch(c: &mut Clients, create: WatchCreateRequest, wait: Duration) -> S
             }
         }
     }
-    drop(tx);
     seen.join("; ")
-}
-
-/// A request stream for the bidirectional Watch call, fed from a channel.
-fn tokio_stream_from<T: Send + 'static>(
-    mut rx: tokio::sync::mpsc::Receiver<T>,
-) -> impl futures::Stream<Item = T> + Send + 'static {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
 /// Runs every case in order; `check` runs after each one (is the server still alive?).

@@ -63,3 +63,30 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .build()
         .expect("tokio runtime")
 }
+
+/// An open Watch stream: `requests` sends more create/cancel/progress requests on it.
+#[derive(Debug)]
+pub struct WatchStream {
+    pub requests: tokio::sync::mpsc::Sender<k3rs_server::etcdpb::WatchRequest>,
+    pub responses: tonic::Streaming<k3rs_server::etcdpb::WatchResponse>,
+}
+
+/// Opens a Watch stream with one create request.
+pub async fn open_watch(
+    c: &mut Clients,
+    create: k3rs_server::etcdpb::WatchCreateRequest,
+) -> Result<WatchStream, tonic::Status> {
+    use k3rs_server::etcdpb::watch_request::RequestUnion;
+    use k3rs_server::etcdpb::WatchRequest;
+    let (requests, mut rx) = tokio::sync::mpsc::channel(16);
+    let create = WatchRequest {
+        request_union: Some(RequestUnion::CreateRequest(create)),
+    };
+    requests.send(create).await.expect("receiver alive");
+    let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let responses = c.watch.watch(stream).await?.into_inner();
+    Ok(WatchStream {
+        requests,
+        responses,
+    })
+}
