@@ -168,6 +168,13 @@ fn script() -> Vec<Step> {
 
     // --- leases: grant, attach, keep-alive, time-to-live, list, revoke, errors, expiry
     s.extend([
+        // Revocation and expiry delete the attached keys: watch for those DELETE events.
+        ctl_capture("get nosuchkey -w json", "L0"),
+        start(
+            "lease_keys",
+            "watch lk/ --prefix --rev=${L0+1} --prev-kv -w fields",
+        ),
+        start("expiring_keys", "watch exp/ --prefix --rev=${L0+1}"),
         ctl("lease grant 100"),
         ctl("lease grant 300"),
         ctl("put lk/a 1 --lease=${LEASE1}"),
@@ -202,6 +209,8 @@ fn script() -> Vec<Step> {
         ctl("get exp/ --prefix -w json"),
         ctl("lease timetolive ${LEASE3}"),
         ctl("lease list"),
+        stop("lease_keys"),
+        stop("expiring_keys"),
     ]);
 
     // --- compaction: reads and watches at compacted revisions, errors
