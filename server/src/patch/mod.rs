@@ -78,6 +78,8 @@ pub struct PatchContext<'a> {
     pub field_manager: Option<&'a str>,
     /// `force` query parameter of an apply patch.
     pub force: bool,
+    /// Which fields the write may own (main endpoint or `/status`).
+    pub scope: apply::Scope,
     /// The request time, RFC 3339 (`2024-01-02T03:04:05Z`), stamped on managedFields entries.
     pub now: &'a str,
 }
@@ -87,6 +89,7 @@ impl std::fmt::Debug for PatchContext<'_> {
         f.debug_struct("PatchContext")
             .field("field_manager", &self.field_manager)
             .field("force", &self.force)
+            .field("scope", &self.scope)
             .field("now", &self.now)
             .finish_non_exhaustive()
     }
@@ -184,6 +187,7 @@ pub fn apply_patch(
                 manager,
                 ctx.force,
                 ctx.meta,
+                ctx.scope,
                 ctx.now,
             )?);
         }
@@ -195,6 +199,7 @@ pub fn apply_patch(
             manager,
             apply::Operation::Update,
             ctx.meta,
+            ctx.scope,
             ctx.now,
         ),
         None => patched,

@@ -20,6 +20,7 @@ fn ctx<'a>(meta: &'a dyn PatchMeta, manager: Option<&'a str>) -> PatchContext<'a
         meta,
         field_manager: manager,
         force: false,
+        scope: apply::Scope::Whole,
         now: NOW,
     }
 }

@@ -37,10 +37,16 @@ pub(crate) struct Entry {
 impl Entry {
     /// Whether `self` is the entry of this manager and operation. Update entries are per API
     /// version too (an applier keeps one entry whatever version it applies).
-    pub fn is(&self, manager: &str, operation: Operation, api_version: &str) -> bool {
+    pub fn is(
+        &self,
+        manager: &str,
+        operation: Operation,
+        api_version: &str,
+        subresource: Option<&str>,
+    ) -> bool {
         self.manager == manager
             && self.operation == operation
-            && self.subresource.is_none()
+            && self.subresource.as_deref() == subresource
             && (operation == Operation::Apply || self.api_version == api_version)
     }
 

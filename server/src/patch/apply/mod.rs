@@ -14,7 +14,9 @@
 //! # Deviations
 //! - A new struct reached by an update is not itself recorded (no `.`), only its fields;
 //!   upstream records a new pointer-to-struct field (e.g. `rollingUpdate`) itself.
-//! - Subresource entries (`subresource: status`) are read and kept but not written.
+//! - Fields a write does not own follow [`Scope`]: kube-apiserver takes them from each
+//!   resource's strategy (its "reset fields"), here they are `status` or everything but
+//!   `status` and `metadata`.
 
 pub mod fieldset;
 mod managed;
@@ -29,6 +31,29 @@ use super::{PatchError, PatchMeta};
 use fieldset::{path_string, FieldSet};
 use managed::Entry;
 use walk::Walker;
+
+/// Which fields of an object a write may own (kube-apiserver: the fields the resource's
+/// strategy resets on that endpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// A resource without a `/status` subresource: every field.
+    #[default]
+    Whole,
+    /// The main endpoint of a resource with a `/status` subresource: `status` is not tracked.
+    Main,
+    /// The `/status` subresource: only `status` and `metadata` are tracked, and the entries
+    /// say `subresource: status`.
+    Status,
+}
+
+impl Scope {
+    fn subresource(self) -> Option<&'static str> {
+        match self {
+            Scope::Status => Some("status"),
+            Scope::Whole | Scope::Main => None,
+        }
+    }
+}
 
 /// One field owned by another manager that an apply would change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,6 +173,7 @@ pub fn apply(
     manager: &str,
     force: bool,
     meta: &dyn PatchMeta,
+    scope: Scope,
     now: &str,
 ) -> Result<Value, ApplyError> {
     if !applied.is_object() {
@@ -163,7 +189,7 @@ pub fn apply(
             "metadata.managedFields must be nil".to_string(),
         ));
     }
-    let walker = Walker { meta };
+    let walker = Walker { meta, scope };
     let live_full = live.cloned().unwrap_or_else(|| json!({}));
     let mut entries = managed::read(&live_full);
     let live = managed::strip(&live_full);
@@ -172,7 +198,7 @@ pub fn apply(
     let merged = walker.merge(&live, applied);
     let changed = walker.compare(&live, &merged).changed;
 
-    let me = |e: &Entry| e.is(manager, Operation::Apply, &version);
+    let me = |e: &Entry| e.is(manager, Operation::Apply, &version, scope.subresource());
     let mut conflicts = Vec::new();
     for e in entries.iter_mut().filter(|e| !me(e)) {
         let taken = e.fields.intersection(&changed);
@@ -200,7 +226,7 @@ pub fn apply(
         operation: Operation::Apply,
         api_version: version,
         time: Some(now.to_string()),
-        subresource: None,
+        subresource: scope.subresource().map(str::to_string),
         fields: applied_set,
     });
 
@@ -230,9 +256,10 @@ pub fn track_update(
     manager: &str,
     operation: Operation,
     meta: &dyn PatchMeta,
+    scope: Scope,
     now: &str,
 ) -> Value {
-    let walker = Walker { meta };
+    let walker = Walker { meta, scope };
     let old_entries = old.map(managed::read).unwrap_or_default();
     let sent = new.pointer("/metadata/managedFields");
     let old_sent = old.and_then(|o| o.pointer("/metadata/managedFields"));
@@ -245,7 +272,7 @@ pub fn track_update(
     let version = api_version(&result);
     let cmp = walker.compare(&old, &result);
 
-    let me = |e: &Entry| e.is(manager, operation, &version);
+    let me = |e: &Entry| e.is(manager, operation, &version, scope.subresource());
     for e in entries.iter_mut().filter(|e| !me(e)) {
         e.fields = e.fields.difference(&cmp.changed).difference(&cmp.removed);
     }
@@ -258,7 +285,7 @@ pub fn track_update(
         operation,
         api_version: version,
         time: Some(now.to_string()),
-        subresource: None,
+        subresource: scope.subresource().map(str::to_string),
         fields: previous.difference(&cmp.removed).union(&cmp.changed),
     });
     managed::write(&mut result, entries);

@@ -35,7 +35,7 @@ fn run(
     force: bool,
     now: &str,
 ) -> Result<Value, ApplyError> {
-    apply(live, applied, manager, force, &meta(), now)
+    apply(live, applied, manager, force, &meta(), Scope::Whole, now)
 }
 
 fn managers(obj: &Value) -> Vec<(String, String)> {
@@ -91,6 +91,7 @@ fn created_by_client_side_apply() -> Value {
         "kubectl-client-side-apply",
         Operation::Update,
         &meta(),
+        Scope::Whole,
         T0,
     )
 }
@@ -252,6 +253,7 @@ fn fields_set_by_updaters_survive_reapply() {
         "kubectl-edit",
         Operation::Update,
         &meta(),
+        Scope::Whole,
         T1,
     );
     assert_eq!(
@@ -273,6 +275,7 @@ fn an_update_takes_fields_from_the_applier() {
         "kube-controller-manager",
         Operation::Update,
         &meta(),
+        Scope::Whole,
         T1,
     );
     assert!(fields_of(&live, "kubectl")["f:spec"]
@@ -300,6 +303,7 @@ fn update_removing_fields_drops_them_from_every_manager() {
         "kubectl-edit",
         Operation::Update,
         &meta(),
+        Scope::Whole,
         T1,
     );
     let kubectl = fields_of(&out, "kubectl");
@@ -326,6 +330,7 @@ fn managed_fields_sent_by_the_client_replace_the_live_ones() {
         "editor",
         Operation::Update,
         &meta(),
+        Scope::Whole,
         T1,
     );
     assert_eq!(
@@ -387,4 +392,69 @@ fn yaml_and_json_apply_bodies() {
         let err = parse_apply_body(bad).unwrap_err();
         assert_eq!(err.status_code(), 400, "{}", String::from_utf8_lossy(bad));
     }
+}
+
+#[test]
+fn status_writes_are_tracked_apart() {
+    let pod_meta = BuiltinPatchMeta::for_kind("v1", "Pod").unwrap();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                     "spec": {"nodeName": "n"}, "status": {"phase": "Pending"}});
+    let created = track_update(
+        None,
+        &pod,
+        "kubectl-create",
+        Operation::Update,
+        &pod_meta,
+        Scope::Main,
+        T0,
+    );
+    assert_eq!(
+        fields_of(&created, "kubectl-create"),
+        &json!({"f:spec": {"f:nodeName": {}}})
+    );
+
+    let mut running = created.clone();
+    running["status"] = json!({"phase": "Running", "podIP": "10.0.0.5"});
+    running["spec"]["nodeName"] = json!("m");
+    let out = track_update(
+        Some(&created),
+        &running,
+        "kubelet",
+        Operation::Update,
+        &pod_meta,
+        Scope::Status,
+        T1,
+    );
+    let kubelet = out["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "kubelet")
+        .unwrap();
+    assert_eq!(kubelet["subresource"], json!("status"));
+    assert_eq!(
+        kubelet["fieldsV1"],
+        json!({"f:status": {"f:phase": {}, "f:podIP": {}}})
+    );
+    assert_eq!(
+        fields_of(&out, "kubectl-create"),
+        &json!({"f:spec": {"f:nodeName": {}}})
+    );
+
+    let failed = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                        "status": {"phase": "Failed"}});
+    let err = apply(
+        Some(&out),
+        &failed,
+        "ctl",
+        false,
+        &pod_meta,
+        Scope::Status,
+        T2,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"kubelet\" with subresource \"status\" using v1: .status.phase"
+    );
 }

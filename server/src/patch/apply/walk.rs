@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::fieldset::{FieldSet, Path, PathElement};
+use super::Scope;
 use crate::patch::{FieldMeta, ListKind, MapKind, PatchMeta};
 
 /// Fields kube-apiserver never tracks in managedFields (its `stripMeta`).
@@ -20,10 +21,18 @@ const UNTRACKED_METADATA: &[&str] = &[
     "managedFields",
 ];
 
-/// Whether the field at `names` is left out of field tracking.
-pub(crate) fn untracked(names: &[String]) -> bool {
+/// Whether the field at `names` is left out of field tracking in `scope`.
+fn untracked(names: &[String], scope: Scope) -> bool {
     match names {
-        [top] => top == "apiVersion" || top == "kind",
+        [top] => {
+            top == "apiVersion"
+                || top == "kind"
+                || match scope {
+                    Scope::Whole => false,
+                    Scope::Main => top == "status",
+                    Scope::Status => top != "status" && top != "metadata",
+                }
+        }
         [meta, field] => meta == "metadata" && UNTRACKED_METADATA.contains(&field.as_str()),
         _ => false,
     }
@@ -65,6 +74,7 @@ pub(crate) struct Comparison {
 /// Walks objects with the schema of their kind.
 pub(crate) struct Walker<'a> {
     pub meta: &'a dyn PatchMeta,
+    pub scope: Scope,
 }
 
 impl Walker<'_> {
@@ -109,7 +119,7 @@ impl Walker<'_> {
                 }
                 for (k, child) in m {
                     names.push(k.clone());
-                    if !untracked(names) {
+                    if !untracked(names, self.scope) {
                         path.push(PathElement::Field(k.clone()));
                         self.collect(child, names, path, out, added);
                         if kind == MapKind::Granular {
@@ -180,7 +190,7 @@ impl Walker<'_> {
                     om.keys().chain(nm.keys()).collect();
                 for k in keys {
                     names.push(k.clone());
-                    if !untracked(names) {
+                    if !untracked(names, self.scope) {
                         path.push(PathElement::Field(k.clone()));
                         self.compare_at(om.get(k), nm.get(k), names, path, c);
                         path.pop();
