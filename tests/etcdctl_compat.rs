@@ -132,6 +132,10 @@ fn script() -> Vec<Step> {
         ctl_stdin("txn", "\nput t/dup 1\ndel t/dup\n\n\n"),
         ctl_stdin("txn", "\ndel t/ --prefix\nput t/a 9\n\n\n"),
         ctl("get t/ --prefix -w json"),
+        // Everything so far must survive a crash (SIGKILL) and restart.
+        Step::Restart,
+        ctl("get t/ --prefix -w json"),
+        ctl("get s/ --prefix -w json"),
     ]);
 
     // --- watch: history with --rev --prefix --prev-kv, live events, a future revision
@@ -170,16 +174,19 @@ fn script() -> Vec<Step> {
     s.extend([
         // Revocation and expiry delete the attached keys: watch for those DELETE events.
         ctl_capture("get nosuchkey -w json", "L0"),
-        start(
-            "lease_keys",
-            "watch lk/ --prefix --rev=${L0+1} --prev-kv -w fields",
-        ),
-        start("expiring_keys", "watch exp/ --prefix --rev=${L0+1}"),
         ctl("lease grant 100"),
         ctl("lease grant 300"),
         ctl("put lk/a 1 --lease=${LEASE1}"),
         ctl("put lk/b 2 --lease=${LEASE1} --prev-kv"),
         ctl("put lk/c 3 --lease=${LEASE2}"),
+        // Leases and their keys survive a crash and restart.
+        Step::Restart,
+        ctl("lease list"),
+        start(
+            "lease_keys",
+            "watch lk/ --prefix --rev=${L0+1} --prev-kv -w fields",
+        ),
+        start("expiring_keys", "watch exp/ --prefix --rev=${L0+1}"),
         ctl("get lk/ --prefix -w json"),
         ctl("get lk/a -w fields"),
         ctl("lease timetolive ${LEASE1}"),
@@ -235,6 +242,11 @@ fn script() -> Vec<Step> {
         ctl("compact ${C4} --physical"),
         ctl("get c/k --rev=${C3}"),
         ctl("get c/ --prefix -w json"),
+        // The compaction point survives a crash and restart.
+        Step::Restart,
+        ctl("get c/k --rev=${C3}"),
+        ctl("get c/k --rev=${C4} -w json"),
+        ctl("compact ${C3}"),
     ]);
 
     // --- cluster and maintenance
@@ -257,16 +269,46 @@ fn script() -> Vec<Step> {
     s
 }
 
-fn run_and_compare(reference: (&str, &Endpoint), candidate: (&str, &Endpoint)) {
+/// A store the script can run against.
+trait Target: Send {
+    fn endpoint(&self) -> Endpoint;
+    fn restart(&mut self);
+}
+
+impl Target for Etcd {
+    fn endpoint(&self) -> Endpoint {
+        Etcd::endpoint(self)
+    }
+    fn restart(&mut self) {
+        Etcd::restart(self)
+    }
+}
+
+impl Target for K3rs {
+    fn endpoint(&self) -> Endpoint {
+        K3rs::endpoint(self)
+    }
+    fn restart(&mut self) {
+        K3rs::restart(self)
+    }
+}
+
+fn run_on(target: &mut dyn Target, steps: &[Step]) -> Vec<Record> {
+    let ep = target.endpoint();
+    run_script(&ep, steps, &mut || target.restart())
+}
+
+fn run_and_compare(reference: (&str, &mut dyn Target), candidate: (&str, &mut dyn Target)) {
     let steps = script();
-    let (ref_steps, cand_steps) = (steps.clone(), steps);
-    let (ref_ep, cand_ep) = (reference.1.clone(), candidate.1.clone());
+    let ((ref_name, ref_target), (cand_name, cand_target)) = (reference, candidate);
     // The two runs are independent: run them in parallel to halve the wall time.
-    let ref_run = std::thread::spawn(move || run_script(&ref_ep, &ref_steps));
-    let cand: Vec<Record> = run_script(&cand_ep, &cand_steps);
-    let refr: Vec<Record> = ref_run.join().expect("reference run");
+    let (refr, cand) = std::thread::scope(|scope| {
+        let ref_run = scope.spawn(|| run_on(ref_target, &steps));
+        let cand = run_on(cand_target, &steps);
+        (ref_run.join().expect("reference run"), cand)
+    });
     if let Ok(dir) = std::env::var("K3RS_COMPAT_TRANSCRIPTS") {
-        for (name, t) in [(reference.0, &refr), (candidate.0, &cand)] {
+        for (name, t) in [(ref_name, &refr), (cand_name, &cand)] {
             let text: String = t
                 .iter()
                 .map(|r| format!("$ etcdctl {}\n{}\n", r.command, r.output))
@@ -274,20 +316,17 @@ fn run_and_compare(reference: (&str, &Endpoint), candidate: (&str, &Endpoint)) {
             std::fs::write(Path::new(&dir).join(format!("{name}.txt")), text).unwrap();
         }
     }
-    if let Some(report) = diff::compare(reference.0, &refr, candidate.0, &cand) {
-        panic!(
-            "etcdctl transcripts differ ({} vs {}):\n{report}",
-            reference.0, candidate.0
-        );
+    if let Some(report) = diff::compare(ref_name, &refr, cand_name, &cand) {
+        panic!("etcdctl transcripts differ ({ref_name} vs {cand_name}):\n{report}");
     }
 }
 
 /// The acceptance test: k3rs answers the whole script exactly like etcd 3.4.
 #[test]
 fn etcdctl_script_matches_etcd_3_4() {
-    let etcd = Etcd::start();
+    let mut etcd = Etcd::start();
     let mut k3rs = K3rs::start();
-    run_and_compare(("etcd-3.4", &etcd.endpoint()), ("k3rs", &k3rs.endpoint()));
+    run_and_compare(("etcd-3.4", &mut etcd), ("k3rs", &mut k3rs));
     k3rs.assert_running();
 }
 
@@ -295,9 +334,9 @@ fn etcdctl_script_matches_etcd_3_4() {
 /// transcripts, so every difference the acceptance test reports is a real one.
 #[test]
 fn harness_self_check_etcd_vs_etcd() {
-    let a = Etcd::start();
-    let b = Etcd::start();
-    run_and_compare(("etcd-a", &a.endpoint()), ("etcd-b", &b.endpoint()));
+    let mut a = Etcd::start();
+    let mut b = Etcd::start();
+    run_and_compare(("etcd-a", &mut a), ("etcd-b", &mut b));
 }
 
 /// A key/cert pair from a CA that is not the cluster's, made with openssl.

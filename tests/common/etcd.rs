@@ -110,6 +110,15 @@ impl Etcd {
         }
     }
 
+    /// SIGKILLs etcd and starts it again on the same data dir and ports.
+    pub fn restart(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill();
+        }
+        self.spawn();
+        self.wait_ready();
+    }
+
     pub fn assert_running(&mut self) {
         self.proc.as_mut().expect("started").assert_running();
     }

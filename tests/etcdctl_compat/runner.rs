@@ -33,6 +33,8 @@ pub enum Step {
         name: &'static str,
     },
     Sleep(Duration),
+    /// Kills the server with SIGKILL and starts it again on the same data dir and port.
+    Restart,
 }
 
 fn split(cmd: &str) -> Vec<String> {
@@ -109,7 +111,7 @@ pub struct Record {
 const CTL_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Runs `steps` against `ep` and returns one record per step that produces output.
-pub fn run_script(ep: &Endpoint, steps: &[Step]) -> Vec<Record> {
+pub fn run_script(ep: &Endpoint, steps: &[Step], restart: &mut dyn FnMut()) -> Vec<Record> {
     let scratch = tempfile::Builder::new()
         .prefix("etcdctl-compat-")
         .tempdir()
@@ -179,6 +181,13 @@ pub fn run_script(ep: &Endpoint, steps: &[Step]) -> Vec<Record> {
                 });
             }
             Step::Sleep(d) => std::thread::sleep(*d),
+            Step::Restart => {
+                assert!(
+                    background.is_empty(),
+                    "restart with background watches running"
+                );
+                restart();
+            }
         }
     }
     assert!(background.is_empty(), "background processes never stopped");
