@@ -9,12 +9,12 @@ use super::{
 
 /// Element kind of a list (all elements must have the same).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ElementKind {
+pub(super) enum ElementKind {
     Object,
     Scalar,
 }
 
-fn type_name(v: &Value) -> &'static str {
+pub(super) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "bool",
@@ -26,7 +26,7 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 /// The common element kind of the lists; `None` when all are empty.
-fn element_kind(lists: &[&[Value]]) -> Result<Option<ElementKind>> {
+pub(super) fn element_kind(lists: &[&[Value]]) -> Result<Option<ElementKind>> {
     let mut first: Option<&Value> = None;
     for v in lists.iter().flat_map(|l| l.iter()) {
         if v.is_array() {
@@ -60,7 +60,7 @@ fn no_merge_key(item: &Value, key: &str) -> StrategicMergeError {
 }
 
 /// The merge key value of a list item.
-fn key_of<'v>(item: &'v Value, key: &str) -> Result<&'v Value> {
+pub(super) fn key_of<'v>(item: &'v Value, key: &str) -> Result<&'v Value> {
     match item {
         Value::Object(m) => m.get(key).ok_or_else(|| no_merge_key(item, key)),
         other => Err(bad(format!("expected a map, but received {other}"))),

@@ -17,7 +17,10 @@
 //! fails, the value is taken as is, like upstream). Errors that upstream leaves untyped (and
 //! kube-apiserver answers with 500) are 400 here.
 
+mod diff;
 mod list;
+
+pub use diff::{create_three_way_merge_patch, create_two_way_merge_patch};
 
 use serde_json::{Map, Value};
 
@@ -232,5 +235,7 @@ fn retain_keys(original: &mut Map<String, Value>, patch: &mut Map<String, Value>
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_diff;
 #[cfg(test)]
 mod tests_lists;
