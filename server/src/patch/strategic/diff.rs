@@ -378,6 +378,30 @@ impl Merger<'_> {
             };
             earlier.insert(k, joined);
         }
+        // Joined keyed lists follow their `$setElementOrder`; deletions come last.
+        let ordered: Vec<(String, Vec<Value>)> = earlier
+            .iter()
+            .filter_map(|(k, v)| {
+                let field = k.strip_prefix(SET_ELEMENT_ORDER)?.strip_prefix('/')?;
+                Some((field.to_string(), v.as_array()?.clone()))
+            })
+            .collect();
+        for (field, order) in ordered {
+            path.push(field.clone());
+            let meta = self.field(path);
+            path.pop();
+            if let (Some(key), Some(Value::Array(list))) =
+                (meta.merge_key(), earlier.get_mut(&field))
+            {
+                let rank = |item: &Value| {
+                    order
+                        .iter()
+                        .position(|o| item.get(key).is_some() && o.get(key) == item.get(key))
+                        .unwrap_or(usize::MAX)
+                };
+                list.sort_by_key(rank);
+            }
+        }
         Ok(earlier)
     }
 

@@ -159,6 +159,23 @@ fn three_way_strategy_switch() {
     );
 }
 
+#[test]
+fn three_way_orders_joined_lists_by_set_element_order() {
+    let original = with_containers(json!([{"name": "a", "image": "1"},
+                                          {"name": "c", "env": [{"name": "A", "value": "x"}]}]));
+    let modified = with_containers(json!([{"name": "c", "env": []}, {"name": "a", "image": "2"}]));
+    let patch = create_three_way_merge_patch(&original, &modified, &original, &meta()).unwrap();
+    assert_eq!(
+        patch["spec"]["template"]["spec"]["containers"],
+        json!([{"name": "c", "env": [{"name": "A", "$patch": "delete"}]},
+               {"name": "a", "image": "2"}])
+    );
+    assert_eq!(
+        strategic_merge(&original, &patch, &meta()).unwrap(),
+        modified
+    );
+}
+
 fn container() -> impl Strategy<Value = Value> {
     (
         prop::sample::select(vec!["1", "2"]),
