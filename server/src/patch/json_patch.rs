@@ -1,7 +1,7 @@
 //! RFC 6902 JSON patch (`application/json-patch+json`) with the `json-patch` crate, errors
-//! mapped as kube-apiserver maps them: an undecodable patch is 400, an operation that fails
-//! (a `test` that does not match, a path that does not exist) is 422, more than 10,000
-//! operations is 413.
+//! mapped as kube-apiserver maps them: a body that is not a JSON array of objects is 400, an
+//! operation that cannot be applied (a `test` that does not match, a path that does not exist,
+//! an unknown `op`, a missing `path`) is 422, more than 10,000 operations is 413.
 
 use serde_json::Value;
 
@@ -13,18 +13,27 @@ pub const MAX_OPERATIONS: usize = 10_000;
 /// Applies a JSON patch body to `live`; atomic: on error nothing is applied.
 ///
 /// # Errors
-/// [`PatchError::BadRequest`] when the body is not a JSON array of operations,
+/// [`PatchError::BadRequest`] when the body is not a JSON array of objects,
 /// [`PatchError::TooLarge`] past [`MAX_OPERATIONS`], [`PatchError::TestFailed`] when a `test`
-/// operation fails and [`PatchError::Invalid`] when another operation cannot be applied.
+/// operation fails and [`PatchError::Invalid`] when another operation is malformed or cannot
+/// be applied.
 pub fn apply(live: &Value, body: &[u8]) -> Result<Value, PatchError> {
-    let ops: json_patch::Patch =
+    let raw: Vec<serde_json::Map<String, Value>> =
         serde_json::from_slice(body).map_err(|e| PatchError::BadRequest(e.to_string()))?;
-    if ops.0.len() > MAX_OPERATIONS {
+    if raw.len() > MAX_OPERATIONS {
         return Err(PatchError::TooLarge(format!(
             "The allowed maximum operations in a JSON patch is {MAX_OPERATIONS}, got {}",
-            ops.0.len()
+            raw.len()
         )));
     }
+    let ops = raw
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| {
+            serde_json::from_value(Value::Object(op))
+                .map_err(|e| PatchError::Invalid(format!("operation {i}: {e}")))
+        })
+        .collect::<Result<Vec<json_patch::PatchOperation>, _>>()?;
     let mut doc = live.clone();
     json_patch::patch(&mut doc, &ops).map_err(|e| match e.kind {
         json_patch::PatchErrorKind::TestFailed => PatchError::TestFailed(e.to_string()),
@@ -116,15 +125,22 @@ mod tests {
 
     #[test]
     fn malformed_bodies_are_bad_requests() {
-        for body in [
-            &b"{\"op\": \"add\"}"[..],
-            b"not json",
-            b"[{\"op\": \"frobnicate\", \"path\": \"/a\"}]",
-            b"[{\"op\": \"add\", \"value\": 1}]",
-        ] {
+        for body in [&b"{\"op\": \"add\"}"[..], b"not json", b"[1]"] {
             let err = apply(&cm(), body).unwrap_err();
             assert!(matches!(err, PatchError::BadRequest(_)), "{err:?}");
             assert_eq!(err.status_code(), 400);
+        }
+    }
+
+    #[test]
+    fn malformed_operations_are_invalid() {
+        for body in [
+            &b"[{\"op\": \"frobnicate\", \"path\": \"/a\"}]"[..],
+            b"[{\"op\": \"add\", \"value\": 1}]",
+            b"[{\"op\": \"move\", \"path\": \"/a\"}]",
+        ] {
+            let err = apply(&cm(), body).unwrap_err();
+            assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
         }
     }
 

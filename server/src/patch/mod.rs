@@ -145,9 +145,8 @@ impl PatchError {
 
 /// Applies a PATCH body of type `kind` to the live object and returns the new object.
 ///
-/// For apply patches `live` is the current object (an empty object when the apply creates it
-/// is handled by [`apply::apply`] with `None`; here the object exists). With
-/// [`PatchContext::field_manager`] set, managedFields are updated.
+/// `live` is the current object; for an apply patch it may be `null` when the apply creates
+/// the object. With [`PatchContext::field_manager`] set, managedFields are updated.
 ///
 /// # Errors
 /// See [`PatchError`]; the body is never partially applied.
@@ -182,7 +181,7 @@ pub fn apply_patch(
             })?;
             let applied = apply::parse_apply_body(patch_body)?;
             return Ok(apply::apply(
-                Some(live),
+                (!live.is_null()).then_some(live),
                 &applied,
                 manager,
                 ctx.force,

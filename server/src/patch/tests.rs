@@ -178,6 +178,18 @@ fn apply_through_the_entry_point() {
         json!([{"manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1", "time": NOW,
                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}])
     );
+    let created = apply_patch(
+        PatchType::Apply,
+        &Value::Null,
+        body,
+        &ctx(&meta, Some("kubectl")),
+    )
+    .unwrap();
+    assert_eq!(
+        created["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:spec": {"f:replicas": {}}})
+    );
+    assert_eq!(created["metadata"]["name"], json!("web"));
     let err = apply_patch(
         PatchType::Apply,
         &live(),
