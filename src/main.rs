@@ -71,6 +71,56 @@ struct ServerArgs {
         env = "K3RS_ETCD_WATCH_PROGRESS_NOTIFY_INTERVAL"
     )]
     etcd_watch_progress_notify_interval: Duration,
+    /// Port of the Kubernetes API (HTTPS).
+    #[arg(long, default_value_t = 6443, env = "K3RS_HTTPS_LISTEN_PORT")]
+    https_listen_port: u16,
+    /// Address the Kubernetes API listens on.
+    #[arg(long, default_value = "0.0.0.0", env = "K3RS_BIND_ADDRESS")]
+    bind_address: IpAddr,
+    /// Extra host name or IP for the API serving certificate (repeatable).
+    #[arg(long = "tls-san", env = "K3RS_TLS_SAN", value_delimiter = ',')]
+    tls_san: Vec<String>,
+    /// Where to write the admin kubeconfig.
+    #[arg(
+        long,
+        default_value = "/etc/k3rs/k3rs.yaml",
+        env = "K3RS_KUBECONFIG_OUTPUT"
+    )]
+    write_kubeconfig: PathBuf,
+    /// File mode of the admin kubeconfig (octal).
+    #[arg(long, default_value = "0600", value_parser = parse_mode, env = "K3RS_KUBECONFIG_MODE")]
+    write_kubeconfig_mode: u32,
+    /// IPv4 network for service ClusterIPs.
+    #[arg(long, default_value = "10.43.0.0/16", env = "K3RS_SERVICE_CIDR")]
+    service_cidr: ipnet::IpNet,
+    /// IPv4 network for pod IPs.
+    #[arg(long, default_value = "10.42.0.0/16", env = "K3RS_CLUSTER_CIDR")]
+    cluster_cidr: ipnet::IpNet,
+    /// Do not run the embedded agent (accepted; the agent does not exist yet).
+    #[arg(long, env = "K3RS_DISABLE_AGENT")]
+    disable_agent: bool,
+    /// Serve the datastore (etcd API) only, without the Kubernetes API.
+    #[arg(long, env = "K3RS_DISABLE_APISERVER")]
+    disable_apiserver: bool,
+    /// Use this etcd (https://host:port) instead of the embedded datastore.
+    #[arg(long, env = "K3RS_DATASTORE_ENDPOINT")]
+    datastore_endpoint: Option<String>,
+    /// CA bundle of the external datastore.
+    #[arg(long, env = "K3RS_DATASTORE_CAFILE")]
+    datastore_cafile: Option<PathBuf>,
+    /// Client certificate for the external datastore.
+    #[arg(long, env = "K3RS_DATASTORE_CERTFILE")]
+    datastore_certfile: Option<PathBuf>,
+    /// Client key for the external datastore.
+    #[arg(long, env = "K3RS_DATASTORE_KEYFILE")]
+    datastore_keyfile: Option<PathBuf>,
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("invalid file mode {s:?}: expected octal, e.g. 0600"))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -127,7 +177,28 @@ async fn main() -> anyhow::Result<()> {
                 etcd_client_addr: SocketAddr::new(args.etcd_client_address, args.etcd_client_port),
                 auto_compaction_retention: args.etcd_auto_compaction_retention,
                 watch_progress_notify_interval: args.etcd_watch_progress_notify_interval,
+                api: (!args.disable_apiserver).then(|| k3rs_server::ApiSettings {
+                    listen: SocketAddr::new(args.bind_address, args.https_listen_port),
+                    tls_sans: args.tls_san,
+                    write_kubeconfig: Some(args.write_kubeconfig),
+                    write_kubeconfig_mode: args.write_kubeconfig_mode,
+                    service_cidr: args.service_cidr,
+                    cluster_cidr: args.cluster_cidr,
+                    datastore: args.datastore_endpoint.map(|endpoint| {
+                        k3rs_server::ExternalDatastore {
+                            endpoint,
+                            tls: k3rs_server::datastore::EtcdTls {
+                                ca_file: args.datastore_cafile,
+                                cert_file: args.datastore_certfile,
+                                key_file: args.datastore_keyfile,
+                            },
+                        }
+                    }),
+                }),
             };
+            if args.disable_agent {
+                tracing::debug!("--disable-agent: no agent is started (none exists yet)");
+            }
             let shutdown = CancellationToken::new();
             cancel_on_signal(shutdown.clone())?;
             k3rs_server::run(cfg, shutdown)

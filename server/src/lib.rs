@@ -9,6 +9,7 @@ use std::time::Duration;
 use k3rs_raft::{Node, NodeConfig};
 use tokio_util::sync::CancellationToken;
 
+pub mod apiserver;
 pub mod compactor;
 pub mod datastore;
 pub mod etcd;
@@ -50,6 +51,34 @@ pub struct ServerConfig {
     pub auto_compaction_retention: Duration,
     /// Interval of watch progress notifications for watchers that ask for them (etcd: 10 min).
     pub watch_progress_notify_interval: Duration,
+    /// The Kubernetes API server; `None` serves the datastore only (`--disable-apiserver`).
+    pub api: Option<ApiSettings>,
+}
+
+/// `k3rs server`'s Kubernetes API settings.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    /// `--bind-address` and `--https-listen-port`.
+    pub listen: SocketAddr,
+    /// `--tls-san`: extra names and addresses for the serving certificate.
+    pub tls_sans: Vec<String>,
+    /// `--write-kubeconfig` (None: not written).
+    pub write_kubeconfig: Option<PathBuf>,
+    /// `--write-kubeconfig-mode`.
+    pub write_kubeconfig_mode: u32,
+    /// `--service-cidr`.
+    pub service_cidr: ipnet::IpNet,
+    /// `--cluster-cidr` (pod CIDR; used by the node IPAM controller later).
+    pub cluster_cidr: ipnet::IpNet,
+    /// `--datastore-endpoint`: an external etcd instead of the embedded store.
+    pub datastore: Option<ExternalDatastore>,
+}
+
+/// An external etcd (`--datastore-endpoint` and its TLS files).
+#[derive(Debug, Clone)]
+pub struct ExternalDatastore {
+    pub endpoint: String,
+    pub tls: datastore::EtcdTls,
 }
 
 impl ServerConfig {
@@ -60,6 +89,7 @@ impl ServerConfig {
             etcd_client_addr,
             auto_compaction_retention: Duration::from_secs(300),
             watch_progress_notify_interval: Duration::from_secs(600),
+            api: None,
         }
     }
 }
@@ -70,6 +100,8 @@ pub enum Error {
     Pki(#[from] pki::Error),
     #[error("datastore: {0}")]
     Datastore(#[from] k3rs_raft::Error),
+    #[error("api server: {0}")]
+    Api(#[from] apiserver::Error),
     #[error("serving etcd api: {0}")]
     Serve(String),
     #[error("i/o on {path}: {source}")]
@@ -99,6 +131,8 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
             pki::PkiOptions {
                 hostname: hostname.clone(),
                 etcd_ips: vec![etcd_ip],
+                apiserver_dns_names: api_dns_names(cfg.api.as_ref()),
+                apiserver_ips: api_ips(cfg.api.as_ref()),
             },
         );
         tokio::task::spawn_blocking(move || pki::Pki::ensure(&dir, &opts))
@@ -106,6 +140,19 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
             .map_err(|e| Error::Serve(format!("pki task: {e}")))??
     };
     let ids = identity::load_or_create(&server_dir)?;
+
+    // With an external datastore, this process is only the API server.
+    if let Some(api) = &cfg.api {
+        if let Some(ext) = &api.datastore {
+            let ds = Arc::new(
+                datastore::EtcdClient::connect(&ext.endpoint, &ext.tls)
+                    .map_err(|e| Error::Serve(format!("datastore endpoint: {e}")))?,
+            );
+            let server = apiserver::ApiServer::bind(&api_config(api), &pki, ds, shutdown).await?;
+            server.run().await?;
+            return Ok(());
+        }
+    }
 
     let advertise_ip = if etcd_ip.is_unspecified() {
         IpAddr::V4(Ipv4Addr::LOCALHOST)
@@ -130,15 +177,94 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     })
     .await?;
 
+    let api_server = match &cfg.api {
+        Some(api) => {
+            let ds = Arc::new(datastore::Embedded::new(node.clone()));
+            match apiserver::ApiServer::bind(&api_config(api), &pki, ds, shutdown.clone()).await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    let _ = node.shutdown().await;
+                    return Err(e.into());
+                }
+            }
+        }
+        None => None,
+    };
+    let api_task = api_server.map(|s| {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let r = s.run().await;
+            if let Err(e) = &r {
+                tracing::error!(error = %e, "api server stopped; shutting down");
+                shutdown.cancel();
+            }
+            r
+        })
+    });
     let served = serve(&cfg, &server_dir, &pki, ids, node.clone(), shutdown.clone()).await;
+    let api_result = match api_task {
+        Some(t) => {
+            shutdown.cancel();
+            t.await
+                .map_err(|e| Error::Serve(format!("api server task: {e}")))
+                .and_then(|r| r.map_err(Error::from))
+        }
+        None => Ok(()),
+    };
     if let Err(e) = &served {
         tracing::error!(error = %e, "etcd api stopped");
     }
     let stopped = node.shutdown().await;
     served?;
+    api_result?;
     stopped?;
     tracing::info!("datastore stopped");
     Ok(())
+}
+
+fn api_config(api: &ApiSettings) -> apiserver::ApiServerConfig {
+    apiserver::ApiServerConfig {
+        listen: api.listen,
+        service_cidr: api.service_cidr,
+        kubeconfig_path: api.write_kubeconfig.clone(),
+        kubeconfig_mode: api.write_kubeconfig_mode,
+    }
+}
+
+/// The serving certificate's extra DNS names: the in-cluster service names and `--tls-san`
+/// names.
+fn api_dns_names(api: Option<&ApiSettings>) -> Vec<String> {
+    let Some(api) = api else { return Vec::new() };
+    let mut names: Vec<String> = [
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    names.extend(
+        api.tls_sans
+            .iter()
+            .filter(|s| s.parse::<IpAddr>().is_err())
+            .cloned(),
+    );
+    names
+}
+
+/// The serving certificate's extra IPs: the bind address, the `kubernetes` service IP and
+/// `--tls-san` addresses.
+fn api_ips(api: Option<&ApiSettings>) -> Vec<IpAddr> {
+    let Some(api) = api else { return Vec::new() };
+    let mut ips: Vec<IpAddr> = api.tls_sans.iter().filter_map(|s| s.parse().ok()).collect();
+    if !api.listen.ip().is_unspecified() {
+        ips.push(api.listen.ip());
+    }
+    ips.extend(apiserver::resources::cluster_ip::first_ip(
+        &api.service_cidr,
+    ));
+    ips
 }
 
 async fn serve(

@@ -18,6 +18,8 @@ pub struct K3rs {
     dir: tempfile::TempDir,
     port: u16,
     extra_args: Vec<String>,
+    /// The Kubernetes API port; `None` runs with `--disable-apiserver` (datastore only).
+    api_port: Option<u16>,
 }
 
 impl K3rs {
@@ -29,6 +31,16 @@ impl K3rs {
 
     /// Starts with extra `k3rs server` flags.
     pub fn start_with(extra_args: &[&str]) -> K3rs {
+        K3rs::launch(extra_args, None)
+    }
+
+    /// Starts with the Kubernetes API on a free loopback port (kubeconfig in the temp dir),
+    /// and waits until the datastore answers.
+    pub fn start_kubernetes(extra_args: &[&str]) -> K3rs {
+        K3rs::launch(extra_args, Some(super::free_port()))
+    }
+
+    fn launch(extra_args: &[&str], api_port: Option<u16>) -> K3rs {
         let dir = tempfile::Builder::new()
             .prefix("k3rs-test-")
             .tempdir()
@@ -38,10 +50,20 @@ impl K3rs {
             dir,
             port: super::free_port(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            api_port,
         };
         k.spawn();
         k.wait_ready();
         k
+    }
+
+    /// The admin kubeconfig written by a server started with [`K3rs::start_kubernetes`].
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig.yaml")
+    }
+
+    pub fn api_port(&self) -> Option<u16> {
+        self.api_port
     }
 
     /// `--data-dir` of this server.
@@ -96,9 +118,24 @@ impl K3rs {
             .arg("--etcd-client-address")
             .arg("127.0.0.1")
             .args(&self.extra_args)
+            .args(self.api_args())
             .env_remove("K3RS_DATA_DIR")
             .env_remove("K3RS_ETCD_CLIENT_PORT");
         self.proc = Some(ChildGuard::spawn("k3rs server", cmd, &self.log_path()));
+    }
+
+    fn api_args(&self) -> Vec<String> {
+        match self.api_port {
+            None => vec!["--disable-apiserver".into()],
+            Some(port) => vec![
+                "--https-listen-port".into(),
+                port.to_string(),
+                "--bind-address".into(),
+                "127.0.0.1".into(),
+                "--write-kubeconfig".into(),
+                self.kubeconfig().display().to_string(),
+            ],
+        }
     }
 
     /// Waits until the client certificate exists and a read through etcdctl succeeds.

@@ -55,6 +55,12 @@ pub struct PkiOptions {
     pub hostname: String,
     /// Extra IPs for the etcd serving and peer certificates (e.g. the etcd listen address).
     pub etcd_ips: Vec<IpAddr>,
+    /// Extra DNS names for the API server's serving certificate (`--tls-san` names, the
+    /// `kubernetes.default.svc…` names).
+    pub apiserver_dns_names: Vec<String>,
+    /// Extra IPs for the API server's serving certificate (node IPs, the first service IP,
+    /// `--tls-san` addresses).
+    pub apiserver_ips: Vec<IpAddr>,
 }
 
 /// The cluster PKI on disk, after [`Pki::ensure`].
@@ -73,7 +79,7 @@ impl Pki {
         files::create_dir(&etcd)?;
 
         let server_ca = load_or_create_ca(&tls, "server-ca", "k3rs-server-ca")?;
-        load_or_create_ca(&tls, "client-ca", "k3rs-client-ca")?;
+        let client_ca = load_or_create_ca(&tls, "client-ca", "k3rs-client-ca")?;
         load_or_create_ca(&tls, "request-header-ca", "k3rs-request-header-ca")?;
         let etcd_server_ca = load_or_create_ca(&etcd, "server-ca", "etcd-server-ca")?;
         let etcd_peer_ca = load_or_create_ca(&etcd, "peer-ca", "etcd-peer-ca")?;
@@ -120,6 +126,27 @@ impl Pki {
         };
         ensure_leaf(&etcd, "client", &client, &etcd_server_ca)?;
 
+        let mut api_dns = dns_names.clone();
+        api_dns.extend(opts.apiserver_dns_names.iter().cloned());
+        let mut api_ips = ips.clone();
+        api_ips.extend(opts.apiserver_ips.iter().copied());
+        let api_serving = LeafSpec {
+            common_name: "kube-apiserver".to_string(),
+            organization: None,
+            dns_names: api_dns,
+            ips: api_ips,
+            usage: Usage::Server,
+        };
+        ensure_leaf(&tls, "serving-kube-apiserver", &api_serving, &server_ca)?;
+        let admin = LeafSpec {
+            common_name: "system:admin".to_string(),
+            organization: Some("system:masters".to_string()),
+            dns_names: Vec::new(),
+            ips: Vec::new(),
+            usage: Usage::Client,
+        };
+        ensure_leaf(&tls, "client-admin", &admin, &client_ca)?;
+
         let server_token =
             token::ensure_server_token(&server_dir.join("token"), server_ca.cert_pem.as_bytes())?;
         Ok(Pki {
@@ -143,6 +170,32 @@ impl Pki {
         (
             self.tls_dir.join("etcd/server-client.crt"),
             self.tls_dir.join("etcd/server-client.key"),
+        )
+    }
+
+    /// The CA that signs the API server's serving certificate (served at `/cacerts`).
+    pub fn server_ca_cert(&self) -> PathBuf {
+        self.tls_dir.join("server-ca.crt")
+    }
+
+    /// The CA that signs client certificates the API server accepts.
+    pub fn client_ca_cert(&self) -> PathBuf {
+        self.tls_dir.join("client-ca.crt")
+    }
+
+    /// The API server's serving certificate and key.
+    pub fn apiserver_serving_cert(&self) -> (PathBuf, PathBuf) {
+        (
+            self.tls_dir.join("serving-kube-apiserver.crt"),
+            self.tls_dir.join("serving-kube-apiserver.key"),
+        )
+    }
+
+    /// The admin client certificate (CN=system:admin, O=system:masters) and key.
+    pub fn admin_client_cert(&self) -> (PathBuf, PathBuf) {
+        (
+            self.tls_dir.join("client-admin.crt"),
+            self.tls_dir.join("client-admin.key"),
         )
     }
 

@@ -25,6 +25,7 @@ fn opts() -> PkiOptions {
     PkiOptions {
         hostname: "edge-1".into(),
         etcd_ips: vec!["10.0.0.7".parse().unwrap()],
+        ..Default::default()
     }
 }
 

@@ -1,0 +1,61 @@
+//! What exists from the first start: the system namespaces and the `kubernetes` service in
+//! `default` (first IP of the service CIDR). Idempotent: existing objects are left alone.
+
+use serde_json::json;
+
+use super::registry::{Registry, Target, WriteOptions};
+use super::resources::catalog;
+use super::status::ApiResult;
+
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Creates whatever of the bootstrap objects is missing.
+pub async fn ensure(reg: &Registry, https_port: u16) -> ApiResult<()> {
+    let (Some(namespaces), Some(services)) = (
+        catalog::lookup("", "v1", "namespaces"),
+        catalog::lookup("", "v1", "services"),
+    ) else {
+        return Ok(());
+    };
+    for ns in SYSTEM_NAMESPACES {
+        let t = Target {
+            resource: namespaces,
+            namespace: None,
+            name: Some(ns.to_string()),
+            subresource: None,
+        };
+        if reg.get(&t).await.is_err() {
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            ignore_exists(reg.create(&t, obj, WriteOptions::default()).await)?;
+        }
+    }
+    let t = Target {
+        resource: services,
+        namespace: Some("default".into()),
+        name: Some("kubernetes".into()),
+        subresource: None,
+    };
+    if reg.get(&t).await.is_err() {
+        let ip = super::resources::cluster_ip::first_ip(&reg.service_cidr)
+            .map(|ip| ip.to_string())
+            .unwrap_or_default();
+        let svc = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                "labels": {"component": "apiserver", "provider": "kubernetes"}},
+            "spec": {"clusterIP": ip, "type": "ClusterIP", "sessionAffinity": "None",
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": https_port}]},
+        });
+        ignore_exists(reg.create(&t, svc, WriteOptions::default()).await)?;
+    }
+    Ok(())
+}
+
+fn ignore_exists<T>(r: ApiResult<T>) -> ApiResult<()> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,136 @@
+//! Request bodies: JSON or YAML (3 MiB at most), checked against the kind and apiVersion the
+//! path serves.
+
+use axum::body::Body;
+use axum::http::HeaderMap;
+use serde_json::Value;
+
+use crate::apiserver::resources::catalog::Resource;
+use crate::apiserver::status::{ApiError, ApiResult};
+
+/// kube-apiserver's request body limit.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// The media type of the body (without parameters), `application/json` when absent.
+pub fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "application/json".to_string())
+}
+
+/// Reads at most [`MAX_BODY`] bytes (413 beyond).
+pub async fn read(body: Body) -> ApiResult<axum::body::Bytes> {
+    axum::body::to_bytes(body, MAX_BODY).await.map_err(|e| {
+        let too_large = std::error::Error::source(&e)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+            || e.to_string().contains("length limit");
+        if too_large {
+            ApiError::too_large(
+                "the server has received a request that is too large (limit is 3MiB)",
+            )
+        } else {
+            ApiError::bad_request(format!("reading the request body: {e}"))
+        }
+    })
+}
+
+/// Parses a JSON or YAML object body.
+pub fn parse(media: &str, bytes: &[u8]) -> ApiResult<Value> {
+    let value: Value = match media {
+        "application/json" | "*/*" => serde_json::from_slice(bytes).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })?,
+        super::protobuf::MEDIA_TYPE => super::protobuf::decode(bytes)?,
+        "application/yaml" | "application/x-yaml" | "text/yaml" => serde_norway::from_slice(bytes)
+            .map_err(|e| {
+                ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}"))
+            })?,
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "couldn't get version/kind; json parse error: the body must be an object",
+        ));
+    }
+    Ok(value)
+}
+
+/// Checks (and fills in when absent) `apiVersion` and `kind` against what the path serves.
+pub fn check_kind(obj: &mut Value, group_version: &str, kind: &str) -> ApiResult<()> {
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => obj["apiVersion"] = Value::from(group_version),
+        Some(v) if v == group_version => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({group_version})"
+            )))
+        }
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        None | Some("") => obj["kind"] = Value::from(kind),
+        Some(k) if k == kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "{k} in version {group_version:?} cannot be handled as a {kind}: the kind in the data ({k}) does not match the expected kind ({kind})"
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// The resource's kind and group-version for a body at `subresource`.
+pub fn expected_kind(r: &Resource, subresource: Option<&str>) -> (String, String) {
+    match subresource.and_then(|s| r.subresources.iter().find(|x| x.name == s)) {
+        Some(s) if s.name != "status" => {
+            let gv = if s.group.is_empty() {
+                s.version.to_string()
+            } else {
+                format!("{}/{}", s.group, s.version)
+            };
+            (gv, s.kind.to_string())
+        }
+        _ => (r.group_version(), r.kind.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_and_yaml() {
+        let j = parse("application/json", br#"{"kind":"ConfigMap"}"#).unwrap();
+        let y = parse("application/yaml", b"kind: ConfigMap\n").unwrap();
+        assert_eq!(j, y);
+        assert_eq!(parse("application/json", b"{").unwrap_err().code, 400);
+        assert_eq!(parse("application/yaml", b"a: [").unwrap_err().code, 400);
+        assert_eq!(parse("application/json", b"[1]").unwrap_err().code, 400);
+        assert_eq!(parse("text/plain", b"{}").unwrap_err().code, 415);
+    }
+
+    #[test]
+    fn kinds_must_match_the_path() {
+        let mut o = json!({});
+        check_kind(&mut o, "v1", "ConfigMap").unwrap();
+        assert_eq!(o, json!({"apiVersion": "v1", "kind": "ConfigMap"}));
+        let mut o = json!({"apiVersion": "v1", "kind": "Pod"});
+        assert_eq!(check_kind(&mut o, "v1", "ConfigMap").unwrap_err().code, 400);
+        let mut o = json!({"apiVersion": "apps/v2", "kind": "Deployment"});
+        assert_eq!(
+            check_kind(&mut o, "apps/v1", "Deployment")
+                .unwrap_err()
+                .code,
+            400
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! The resource handler: one entry point for every `/api` and `/apis` path, dispatching on
+//! the parsed path and the method to discovery or the registry.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::body;
+use super::request::{self, flag, ApiPath, ResourcePath};
+use crate::apiserver::discovery;
+use crate::apiserver::metrics::RequestLabels;
+use crate::apiserver::registry::selector::{FieldSelector, LabelSelector};
+use crate::apiserver::registry::{
+    DeleteOptions, Deleted, ListOptions, RvMatch, Target, WatchOptions, WriteOptions,
+};
+use crate::apiserver::status::{ApiError, ApiResult};
+use crate::apiserver::ApiState;
+
+/// Default watch length when the client sets no `timeoutSeconds` (kube: 30–60 min).
+const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+
+pub fn json_response(code: StatusCode, v: &Value) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+/// Every `/api…` and `/apis…` request.
+pub async fn api(State(st): State<Arc<ApiState>>, req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    let parsed = match request::parse(&path) {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    match parsed {
+        ApiPath::Root { legacy } => discovery::root(&st, legacy, req.headers()),
+        ApiPath::Group { group } => discovery::group(&group),
+        ApiPath::GroupVersion { group, version } => discovery::resource_list(&group, &version),
+        ApiPath::Resource(rp) => {
+            let verb = verb_of(req.method(), &rp, req.uri().query());
+            let resource = rp.resource.plural;
+            let mut resp = match resource_request(&st, rp, req).await {
+                Ok(r) => r,
+                Err(e) => e.into_response(),
+            };
+            resp.extensions_mut()
+                .insert(RequestLabels { verb, resource });
+            resp
+        }
+    }
+}
+
+/// kube-apiserver's verb names for metrics.
+fn verb_of(method: &Method, rp: &ResourcePath, query: Option<&str>) -> &'static str {
+    let watch = rp.legacy_watch || flag(&request::query(query), "watch");
+    match (method.as_str(), rp.name.is_some()) {
+        ("GET", _) if watch => "WATCH",
+        ("GET", true) => "GET",
+        ("GET", false) => "LIST",
+        ("POST", _) => "POST",
+        ("PUT", _) => "PUT",
+        ("PATCH", _) => "PATCH",
+        ("DELETE", true) => "DELETE",
+        ("DELETE", false) => "DELETECOLLECTION",
+        _ => "OTHER",
+    }
+}
+
+fn write_options(q: &HashMap<String, String>) -> ApiResult<WriteOptions> {
+    match q.get("dryRun").map(String::as_str) {
+        None | Some("") => Ok(WriteOptions { dry_run: false }),
+        Some("All") => Ok(WriteOptions { dry_run: true }),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "Invalid dryRun value {other:?}: supported values: \"All\""
+        ))),
+    }
+}
+
+fn list_options(q: &HashMap<String, String>, rp: &ResourcePath) -> ApiResult<ListOptions> {
+    let mut fields = FieldSelector::parse(
+        q.get("fieldSelector").map_or("", String::as_str),
+        rp.resource,
+    )?;
+    if let (true, Some(name)) = (rp.legacy_watch, &rp.name) {
+        fields.requirements.push(
+            crate::apiserver::registry::selector::field::FieldRequirement {
+                field: "metadata.name".into(),
+                path: "metadata.name".into(),
+                value: name.clone(),
+                equal: true,
+            },
+        );
+    }
+    let limit = match q.get("limit").map(String::as_str) {
+        None | Some("") => 0,
+        Some(l) => l
+            .parse::<i64>()
+            .ok()
+            .filter(|l| *l >= 0)
+            .ok_or_else(|| ApiError::bad_request(format!("invalid limit {l:?}")))?,
+    };
+    let rv_match = match q.get("resourceVersionMatch").map(String::as_str) {
+        None | Some("") => RvMatch::Unset,
+        Some("NotOlderThan") => RvMatch::NotOlderThan,
+        Some("Exact") => RvMatch::Exact,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "resourceVersionMatch {other:?} is not supported: use NotOlderThan or Exact"
+            )))
+        }
+    };
+    Ok(ListOptions {
+        labels: LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))?,
+        fields,
+        limit,
+        continue_token: q.get("continue").cloned(),
+        resource_version: q.get("resourceVersion").cloned(),
+        rv_match,
+    })
+}
+
+async fn read_object(req: Request, rp: &ResourcePath) -> ApiResult<Value> {
+    let media = body::content_type(req.headers());
+    if media.contains("patch") {
+        return Err(ApiError::unsupported_media_type(&media));
+    }
+    let bytes = body::read(req.into_body()).await?;
+    let mut obj = body::parse(&media, &bytes)?;
+    let (gv, kind) = body::expected_kind(rp.resource, rp.subresource.as_deref());
+    body::check_kind(&mut obj, &gv, &kind)?;
+    Ok(obj)
+}
+
+fn delete_options(q: &HashMap<String, String>, body: Option<&Value>) -> ApiResult<DeleteOptions> {
+    let mut o = DeleteOptions {
+        write: write_options(q)?,
+        ..Default::default()
+    };
+    if let Some(b) = body {
+        o.grace_period_seconds = b["gracePeriodSeconds"].as_i64();
+        o.propagation_policy = b["propagationPolicy"].as_str().map(str::to_string);
+        o.precondition_uid = b["preconditions"]["uid"].as_str().map(str::to_string);
+        o.precondition_resource_version = b["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string);
+        if b["dryRun"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|v| v == "All"))
+        {
+            o.write.dry_run = true;
+        }
+        if b["orphanDependents"] == Value::Bool(true) && o.propagation_policy.is_none() {
+            o.propagation_policy = Some("Orphan".into());
+        }
+    }
+    if let Some(g) = q.get("gracePeriodSeconds") {
+        o.grace_period_seconds = Some(
+            g.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
+        );
+    }
+    if let Some(p) = q.get("propagationPolicy") {
+        o.propagation_policy = Some(p.clone());
+    }
+    Ok(o)
+}
+
+async fn resource_request(
+    st: &Arc<ApiState>,
+    rp: ResourcePath,
+    req: Request,
+) -> ApiResult<Response> {
+    let q = request::query(req.uri().query());
+    let target = Target {
+        resource: rp.resource,
+        namespace: rp.namespace.clone(),
+        name: rp.name.clone(),
+        subresource: rp.subresource.clone(),
+    };
+    let reg = &st.registry;
+    let method = req.method().clone();
+    let sub = rp.subresource.as_deref();
+    let watch = rp.legacy_watch || flag(&q, "watch");
+    match (method, rp.name.is_some()) {
+        (Method::GET, _) if watch => {
+            if q.get("sendInitialEvents").is_some_and(|v| !v.is_empty()) {
+                return Err(ApiError::invalid(
+                    target.kind_subject(""),
+                    vec![crate::apiserver::status::Cause::forbidden(
+                        "sendInitialEvents",
+                        "sendInitialEvents is not supported by this server",
+                    )],
+                ));
+            }
+            if rp.name.is_some() && !rp.legacy_watch {
+                return Err(ApiError::method_not_allowed("watch of a single object"));
+            }
+            let timeout =
+                match q.get("timeoutSeconds") {
+                    Some(t) => Duration::from_secs(t.parse().map_err(|_| {
+                        ApiError::bad_request(format!("invalid timeoutSeconds {t:?}"))
+                    })?),
+                    None => DEFAULT_WATCH_TIMEOUT,
+                };
+            let opts = WatchOptions {
+                filter: list_options(&q, &rp)?,
+                resource_version: q.get("resourceVersion").cloned(),
+                timeout,
+                bookmarks: flag(&q, "allowWatchBookmarks"),
+            };
+            let mut target = target;
+            target.name = None;
+            let rx = reg.clone().watch(target, opts, st.stop.clone()).await?;
+            let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
+                .map(Ok::<_, std::convert::Infallible>);
+            Ok(Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::CACHE_CONTROL, "no-cache, private")
+                .body(Body::from_stream(stream))
+                .unwrap_or_else(|_| {
+                    ApiError::internal("building the watch response").into_response()
+                }))
+        }
+        (Method::GET, true) => {
+            let obj = if sub == Some("scale") {
+                reg.get_scale(&target).await?
+            } else {
+                reg.get(&target).await?
+            };
+            Ok(json_response(StatusCode::OK, &obj))
+        }
+        (Method::GET, false) => {
+            let list = reg.list(&target, list_options(&q, &rp)?).await?;
+            Ok(json_response(StatusCode::OK, &list))
+        }
+        (Method::POST, false) => {
+            if rp.resource.namespaced && rp.namespace.is_none() {
+                return Err(ApiError::method_not_allowed("POST"));
+            }
+            let opts = write_options(&q)?;
+            let obj = read_object(req, &rp).await?;
+            let created = reg.create(&target, obj, opts).await?;
+            Ok(json_response(StatusCode::CREATED, &created))
+        }
+        (Method::PUT, true) => {
+            let opts = write_options(&q)?;
+            let obj = read_object(req, &rp).await?;
+            let updated = if sub == Some("scale") {
+                reg.update_scale(&target, obj, opts).await?
+            } else {
+                reg.update(&target, obj, opts).await?
+            };
+            Ok(json_response(StatusCode::OK, &updated))
+        }
+        (Method::DELETE, true) if sub.is_none() => {
+            let b = read_delete_body(req).await?;
+            let opts = delete_options(&q, b.as_ref())?;
+            match reg.delete(&target, &opts).await? {
+                Deleted::Gone(v) => Ok(json_response(StatusCode::OK, &v)),
+                Deleted::Pending(v) => Ok(json_response(StatusCode::OK, &v)),
+            }
+        }
+        (Method::DELETE, false) => {
+            let list = list_options(&q, &rp)?;
+            let b = read_delete_body(req).await?;
+            let opts = delete_options(&q, b.as_ref())?;
+            let out = reg.delete_collection(&target, list, &opts).await?;
+            Ok(json_response(StatusCode::OK, &out))
+        }
+        (Method::PATCH, true) => Err(ApiError::unsupported_media_type(&body::content_type(
+            req.headers(),
+        ))),
+        (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
+    }
+}
+
+async fn read_delete_body(req: Request) -> ApiResult<Option<Value>> {
+    let media = body::content_type(req.headers());
+    let bytes = body::read(req.into_body()).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    body::parse(&media, &bytes).map(Some)
+}

@@ -1,0 +1,8 @@
+//! The HTTP edge: TLS accept loop, router, request parsing, body decoding, handlers.
+
+pub mod body;
+pub mod handlers;
+pub mod protobuf;
+pub mod request;
+pub mod router;
+pub mod tls;

@@ -1,0 +1,129 @@
+//! Prometheus metrics in kube-apiserver's names: `apiserver_request_total{verb,resource,code}`
+//! and the `apiserver_request_duration_seconds{verb,resource}` histogram.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Verb and resource of a handled request, left in the response extensions by the handler.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestLabels {
+    pub verb: &'static str,
+    pub resource: &'static str,
+}
+
+/// kube-apiserver's duration buckets (seconds).
+const BUCKETS: &[f64] = &[
+    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+    10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+];
+
+#[derive(Debug, Default, Clone)]
+struct Histogram {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    requests: BTreeMap<(String, String, u16), u64>,
+    durations: BTreeMap<(String, String), Histogram>,
+}
+
+/// The request counters and histograms.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    inner: Mutex<Inner>,
+}
+
+impl Metrics {
+    pub fn observe(&self, verb: &str, resource: &str, code: u16, took: Duration) {
+        let mut m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        *m.requests
+            .entry((verb.to_string(), resource.to_string(), code))
+            .or_default() += 1;
+        // Watches last as long as the client wants; kube-apiserver leaves them out too.
+        if verb == "WATCH" {
+            return;
+        }
+        let h = m
+            .durations
+            .entry((verb.to_string(), resource.to_string()))
+            .or_insert_with(|| Histogram {
+                counts: vec![0; BUCKETS.len()],
+                ..Default::default()
+            });
+        let secs = took.as_secs_f64();
+        for (i, b) in BUCKETS.iter().enumerate() {
+            if secs <= *b {
+                h.counts[i] += 1;
+            }
+        }
+        h.sum += secs;
+        h.count += 1;
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        out.push_str("# HELP apiserver_request_total Counter of apiserver requests broken out for each verb, API resource and HTTP response code.\n");
+        out.push_str("# TYPE apiserver_request_total counter\n");
+        for ((verb, resource, code), n) in &m.requests {
+            let _ = writeln!(
+                out,
+                "apiserver_request_total{{code=\"{code}\",resource=\"{resource}\",verb=\"{verb}\"}} {n}"
+            );
+        }
+        out.push_str("# HELP apiserver_request_duration_seconds Response latency distribution in seconds for each verb and resource.\n");
+        out.push_str("# TYPE apiserver_request_duration_seconds histogram\n");
+        for ((verb, resource), h) in &m.durations {
+            let labels = format!("resource=\"{resource}\",verb=\"{verb}\"");
+            for (b, c) in BUCKETS.iter().zip(&h.counts) {
+                let _ = writeln!(
+                    out,
+                    "apiserver_request_duration_seconds_bucket{{{labels},le=\"{b}\"}} {c}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "apiserver_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(
+                out,
+                "apiserver_request_duration_seconds_sum{{{labels}}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "apiserver_request_duration_seconds_count{{{labels}}} {}",
+                h.count
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_cumulative_buckets() {
+        let m = Metrics::default();
+        m.observe("GET", "pods", 200, Duration::from_millis(30));
+        m.observe("GET", "pods", 404, Duration::from_millis(1));
+        let text = m.render();
+        assert!(
+            text.contains("apiserver_request_total{code=\"200\",resource=\"pods\",verb=\"GET\"} 1")
+        );
+        assert!(text.contains("apiserver_request_duration_seconds_bucket{resource=\"pods\",verb=\"GET\",le=\"0.005\"} 1"));
+        assert!(text.contains("apiserver_request_duration_seconds_bucket{resource=\"pods\",verb=\"GET\",le=\"0.05\"} 2"));
+        assert!(text.contains(
+            "apiserver_request_duration_seconds_count{resource=\"pods\",verb=\"GET\"} 2"
+        ));
+    }
+}

@@ -1,0 +1,180 @@
+//! The Kubernetes API server: HTTPS (axum + rustls) on `--https-listen-port`, the generic
+//! registry over the [`Datastore`](crate::datastore::Datastore), discovery, health, version
+//! and metrics.
+//!
+//! # Guarantees
+//! - Every request error is a `metav1.Status` with kube-apiserver's code and reason.
+//! - `resourceVersion` is the datastore's `mod_revision`; lists carry the revision they read.
+//! - Shuts down with the server's cancellation token: stops accepting, ends watches, drains.
+//!
+//! # Not yet
+//! OpenAPI, Table output, PATCH, server-side apply, CRDs, authorization, admission beyond
+//! namespace lifecycle, a watch cache (each watch is its own datastore watch).
+
+pub mod bootstrap;
+pub mod discovery;
+pub mod health;
+pub mod http;
+pub mod kubeconfig;
+pub mod metrics;
+pub mod registry;
+pub mod resources;
+pub mod status;
+pub mod version;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use tokio_util::sync::CancellationToken;
+
+use crate::datastore::Datastore;
+use registry::Registry;
+
+/// The API server's settings.
+#[derive(Debug, Clone)]
+pub struct ApiServerConfig {
+    /// `--bind-address` and `--https-listen-port`.
+    pub listen: SocketAddr,
+    /// `--service-cidr` (ClusterIPs; the first address is the `kubernetes` service's).
+    pub service_cidr: IpNet,
+    /// `--write-kubeconfig` (None: not written).
+    pub kubeconfig_path: Option<PathBuf>,
+    /// `--write-kubeconfig-mode`.
+    pub kubeconfig_mode: u32,
+}
+
+/// Failures that stop the API server (as opposed to request errors).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("binding {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("tls: {0}")]
+    Tls(#[from] http::tls::TlsError),
+    #[error("writing the kubeconfig: {0}")]
+    Kubeconfig(#[source] crate::pki::Error),
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("creating the bootstrap objects: {0}")]
+    Bootstrap(String),
+}
+
+/// Shared by every request.
+#[derive(Debug)]
+pub struct ApiState {
+    pub registry: Arc<Registry>,
+    pub metrics: metrics::Metrics,
+    pub server_ca_pem: String,
+    /// `host:port` advertised in `/api`.
+    pub advertise_address: String,
+    /// Cancelled on shutdown: ends watches.
+    pub stop: CancellationToken,
+}
+
+/// How long open requests get to finish after shutdown is requested.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// A bound API server, ready to [`ApiServer::run`].
+#[derive(Debug)]
+pub struct ApiServer {
+    listener: tokio::net::TcpListener,
+    tls: rustls::ServerConfig,
+    state: Arc<ApiState>,
+    bootstrap_port: u16,
+}
+
+impl ApiServer {
+    /// Binds the port, loads the certificates, writes the kubeconfig.
+    pub async fn bind(
+        cfg: &ApiServerConfig,
+        pki: &crate::pki::Pki,
+        ds: Arc<dyn Datastore>,
+        stop: CancellationToken,
+    ) -> Result<ApiServer, Error> {
+        let read =
+            |path: PathBuf| std::fs::read(&path).map_err(|source| Error::Read { path, source });
+        let (cert, key) = pki.apiserver_serving_cert();
+        let tls = http::tls::server_config(&cert, &key, &pki.client_ca_cert())?;
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        let port = listener
+            .local_addr()
+            .map_err(|source| Error::Bind {
+                addr: cfg.listen,
+                source,
+            })?
+            .port();
+        let ca_pem = read(pki.server_ca_cert())?;
+        if let Some(path) = &cfg.kubeconfig_path {
+            let (admin_cert, admin_key) = pki.admin_client_cert();
+            let yaml = kubeconfig::render(
+                &format!("https://127.0.0.1:{port}"),
+                &ca_pem,
+                &read(admin_cert)?,
+                &read(admin_key)?,
+            );
+            kubeconfig::write(path, &yaml, cfg.kubeconfig_mode).map_err(Error::Kubeconfig)?;
+            tracing::info!(path = %path.display(), "wrote the admin kubeconfig");
+        }
+        let advertise = if cfg.listen.ip().is_unspecified() {
+            format!("127.0.0.1:{port}")
+        } else {
+            SocketAddr::new(cfg.listen.ip(), port).to_string()
+        };
+        let state = Arc::new(ApiState {
+            registry: Arc::new(Registry::new(ds, cfg.service_cidr)),
+            metrics: metrics::Metrics::default(),
+            server_ca_pem: String::from_utf8_lossy(&ca_pem).into_owned(),
+            advertise_address: advertise,
+            stop,
+        });
+        Ok(ApiServer {
+            listener,
+            tls,
+            state,
+            bootstrap_port: port,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Creates the bootstrap objects, then serves until the stop token is cancelled.
+    pub async fn run(self) -> Result<(), Error> {
+        let stop = self.state.stop.clone();
+        // The datastore may still be electing its leader: retry the bootstrap briefly.
+        let mut attempt = 0;
+        loop {
+            match bootstrap::ensure(&self.state.registry, self.bootstrap_port).await {
+                Ok(()) => break,
+                Err(e) if attempt < 50 && !stop.is_cancelled() => {
+                    attempt += 1;
+                    tracing::debug!(error = %e.message, "bootstrap objects not created yet; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(Error::Bootstrap(e.message)),
+            }
+        }
+        let addr = self.local_addr().ok();
+        tracing::info!(?addr, "Kubernetes API listening");
+        let app = http::router::router(self.state.clone());
+        http::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
+        Ok(())
+    }
+}

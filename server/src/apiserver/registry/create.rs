@@ -1,0 +1,243 @@
+//! POST: metadata stamping, generateName, namespace lifecycle checks, defaulting, validation,
+//! ClusterIP allocation, `Txn(If MOD==0 Then Put)`.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+use serde_json::{json, Value};
+
+use super::{decode, encode, keys, meta, validation, Registry, Target, WriteOptions};
+use crate::apiserver::resources::catalog::{self, Resource};
+use crate::apiserver::resources::{cluster_ip, strategy, typed};
+use crate::apiserver::status::{ApiError, ApiResult, Cause, Subject};
+use crate::datastore::WriteOutcome;
+
+/// Names tried for one generateName before giving up.
+const GENERATE_ATTEMPTS: usize = 8;
+
+impl Registry {
+    /// Creates `obj` at `t` (a namespaced target carries the path's namespace). Returns the
+    /// stored object with its resourceVersion (none under dry run).
+    pub async fn create(&self, t: &Target, mut obj: Value, opts: WriteOptions) -> ApiResult<Value> {
+        let r = t.resource;
+        if !obj.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request must be an object",
+            ));
+        }
+        scope_namespace(t, &mut obj)?;
+        if r.namespaced {
+            self.check_namespace_accepts(t, meta::name(&obj)).await?;
+        }
+        let generate_name = obj["metadata"]["generateName"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let given_name = meta::name(&obj).to_string();
+        if given_name.is_empty() && generate_name.is_empty() {
+            return Err(ApiError::invalid(
+                t.kind_subject(""),
+                vec![Cause::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                )],
+            ));
+        }
+        stamp_new(r, &mut obj);
+        strategy::prepare_for_create(r, &mut obj);
+
+        let _ip_guard = if r.group.is_empty() && r.kind == "Service" {
+            let guard = self.ip_lock.lock().await;
+            self.allocate_cluster_ip(t, &mut obj).await?;
+            Some(guard)
+        } else {
+            None
+        };
+
+        for _ in 0..GENERATE_ATTEMPTS {
+            let name = if given_name.is_empty() {
+                format!("{generate_name}{}", meta::random_suffix())
+            } else {
+                given_name.clone()
+            };
+            meta::metadata_mut(&mut obj).insert("name".into(), json!(name));
+            strategy::apply_defaults(r, &mut obj);
+            check(t, &obj)?;
+            if opts.dry_run {
+                return Ok(obj);
+            }
+            let key = keys::object_key(r, t.namespace.as_deref(), &name);
+            match self.ds.create(&key, encode(&obj)?, 0).await? {
+                WriteOutcome::Done { revision } => {
+                    meta::set_resource_version(&mut obj, revision);
+                    return Ok(obj);
+                }
+                WriteOutcome::Conflict { .. } if given_name.is_empty() => continue,
+                WriteOutcome::Conflict { .. } => {
+                    return Err(ApiError::already_exists(Subject {
+                        group: r.group,
+                        kind: r.plural,
+                        name: &name,
+                    }))
+                }
+            }
+        }
+        Err(ApiError::already_exists(Subject {
+            group: r.group,
+            kind: r.plural,
+            name: &generate_name,
+        }))
+    }
+
+    /// 404 for a missing namespace, 403 for a terminating one.
+    async fn check_namespace_accepts(&self, t: &Target, name: &str) -> ApiResult<()> {
+        let ns_name = t.namespace.as_deref().unwrap_or("");
+        let Some(namespaces) = catalog::lookup("", "v1", "namespaces") else {
+            return Ok(());
+        };
+        let (kv, _) = self
+            .ds
+            .get(&keys::object_key(namespaces, None, ns_name))
+            .await?;
+        let Some(kv) = kv else {
+            return Err(ApiError::not_found(Subject {
+                group: "",
+                kind: "namespaces",
+                name: ns_name,
+            }));
+        };
+        let ns = decode(&kv)?;
+        if meta::is_deleting(&ns) || ns["status"]["phase"] == "Terminating" {
+            return Err(ApiError::forbidden(
+                Subject {
+                    group: t.resource.group,
+                    kind: t.resource.plural,
+                    name,
+                },
+                &format!(
+                    "unable to create new content in namespace {ns_name} because it is being terminated"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Gives a Service its ClusterIP (unless headless or ExternalName); checks a requested one.
+    async fn allocate_cluster_ip(&self, t: &Target, svc: &mut Value) -> ApiResult<()> {
+        if svc["spec"]["type"] == "ExternalName" || !svc["spec"].is_object() {
+            return Ok(());
+        }
+        let requested = svc["spec"]["clusterIP"].as_str().unwrap_or("").to_string();
+        if requested == "None" {
+            svc["spec"]["clusterIPs"] = json!(["None"]);
+            return Ok(());
+        }
+        let used = self.used_cluster_ips(t.resource).await?;
+        let ip = if requested.is_empty() {
+            cluster_ip::next_free(&self.service_cidr, &used).ok_or_else(|| {
+                ApiError::internal("failed to allocate a serviceIP: range is full")
+            })?
+        } else {
+            let invalid = |why: &str| {
+                ApiError::invalid(
+                    t.kind_subject(meta::name(svc)),
+                    vec![Cause::invalid("spec.clusterIPs[0]", &requested, why)],
+                )
+            };
+            let ip: IpAddr = requested.parse().map_err(|_| {
+                invalid("must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)")
+            })?;
+            if !self.service_cidr.contains(&ip) {
+                return Err(invalid(&format!(
+                    "failed to allocate IP {requested}: the provided IP ({requested}) is not in the valid range. The range of valid IPs is {}",
+                    self.service_cidr
+                )));
+            }
+            if used.contains(&ip) {
+                return Err(invalid(&format!(
+                    "failed to allocate IP {requested}: provided IP is already allocated"
+                )));
+            }
+            ip
+        };
+        svc["spec"]["clusterIP"] = json!(ip.to_string());
+        svc["spec"]["clusterIPs"] = json!([ip.to_string()]);
+        let family = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
+        svc["spec"]["ipFamilies"] = json!([family]);
+        svc["spec"]["ipFamilyPolicy"] = json!("SingleStack");
+        Ok(())
+    }
+
+    async fn used_cluster_ips(&self, services: &Resource) -> ApiResult<HashSet<IpAddr>> {
+        let kvs = self.all_under(keys::list_prefix(services, None)).await?;
+        let mut used = HashSet::new();
+        for kv in &kvs {
+            let svc = decode(kv)?;
+            if let Some(ip) = svc["spec"]["clusterIP"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+            {
+                used.insert(ip);
+            }
+        }
+        Ok(used)
+    }
+}
+
+/// Puts the path's namespace into the object (a different one in the body is a 400).
+pub(super) fn scope_namespace(t: &Target, obj: &mut Value) -> ApiResult<()> {
+    let m = meta::metadata_mut(obj);
+    if t.resource.namespaced {
+        let ns = t.namespace.as_deref().unwrap_or("");
+        match m.get("namespace").and_then(Value::as_str) {
+            Some(body) if !body.is_empty() && body != ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ))
+            }
+            _ => {
+                m.insert("namespace".into(), json!(ns));
+            }
+        }
+    } else {
+        m.remove("namespace");
+    }
+    Ok(())
+}
+
+/// What a create sets regardless of the body: uid, creationTimestamp, generation; and what it
+/// clears: resourceVersion, deletion state, managedFields, selfLink.
+fn stamp_new(r: &Resource, obj: &mut Value) {
+    let m = meta::metadata_mut(obj);
+    for k in [
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+        "selfLink",
+    ] {
+        m.remove(k);
+    }
+    m.insert("uid".into(), json!(meta::new_uid()));
+    m.insert("creationTimestamp".into(), json!(meta::now_rfc3339()));
+    if r.has_spec {
+        m.insert("generation".into(), json!(1));
+    } else {
+        m.remove("generation");
+    }
+}
+
+/// Structure, metadata and kind-specific validation of an object about to be written.
+pub(super) fn check(t: &Target, obj: &Value) -> ApiResult<()> {
+    let r = t.resource;
+    typed::check_structure(r, obj).map_err(ApiError::bad_request)?;
+    let name = meta::name(obj);
+    let mut causes = validation::validate_name(name, r.name_rule, "metadata.name");
+    causes.extend(validation::validate_labels_and_annotations(obj));
+    causes.extend(strategy::validate(r, obj));
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(t.kind_subject(name), causes))
+    }
+}

@@ -1,0 +1,110 @@
+//! Reading and stamping `metadata`: names, resourceVersion, uid, timestamps, generateName.
+
+use std::collections::BTreeMap;
+
+use rand::Rng;
+use serde_json::{json, Value};
+
+pub fn name(obj: &Value) -> &str {
+    obj["metadata"]["name"].as_str().unwrap_or("")
+}
+
+pub fn namespace(obj: &Value) -> &str {
+    obj["metadata"]["namespace"].as_str().unwrap_or("")
+}
+
+pub fn uid(obj: &Value) -> &str {
+    obj["metadata"]["uid"].as_str().unwrap_or("")
+}
+
+pub fn resource_version(obj: &Value) -> &str {
+    obj["metadata"]["resourceVersion"].as_str().unwrap_or("")
+}
+
+pub fn labels(obj: &Value) -> BTreeMap<String, String> {
+    obj["metadata"]["labels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj["metadata"]["finalizers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn is_deleting(obj: &Value) -> bool {
+    obj["metadata"]["deletionTimestamp"].is_string()
+}
+
+/// Makes sure `obj.metadata` is an object and returns it.
+pub fn metadata_mut(obj: &mut Value) -> &mut serde_json::Map<String, Value> {
+    if !obj["metadata"].is_object() {
+        obj["metadata"] = json!({});
+    }
+    obj["metadata"]
+        .as_object_mut()
+        .expect("metadata is an object")
+}
+
+pub fn set_resource_version(obj: &mut Value, rev: i64) {
+    if obj.is_object() {
+        metadata_mut(obj).insert("resourceVersion".into(), json!(rev.to_string()));
+    }
+}
+
+/// RFC 3339 UTC with second precision, as metav1.Time marshals (`2026-11-21T10:55:03Z`).
+pub fn now_rfc3339() -> String {
+    rfc3339(std::time::SystemTime::now())
+}
+
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let ts = k8s_openapi::jiff::Timestamp::from_second(secs)
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+    ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// generateName's suffix: 5 characters of `[a-z0-9]` without vowels-lookalikes (like
+/// apimachinery's `utilrand.String`).
+pub fn random_suffix() -> String {
+    const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHANUMS[rng.random_range(0..ALPHANUMS.len())] as char)
+        .collect()
+}
+
+pub fn new_uid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_and_suffixes() {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        assert_eq!(rfc3339(t), "2027-01-15T08:00:00Z");
+        let s = random_suffix();
+        assert_eq!(s.len(), 5);
+        assert!(s
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+        assert_eq!(new_uid().len(), 36);
+    }
+}

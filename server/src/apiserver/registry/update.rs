@@ -1,0 +1,216 @@
+//! PUT of an object, its `status` or its `scale`: optimistic concurrency on resourceVersion,
+//! the spec/status split, generation bumps on spec changes, and the final delete once a
+//! deleting object's last finalizer is gone.
+
+use serde_json::{json, Value};
+
+use super::create::{check, scope_namespace};
+use super::{decode, encode, meta, Registry, Target, WriteOptions};
+use crate::apiserver::resources::strategy;
+use crate::apiserver::status::{ApiError, ApiResult};
+use crate::datastore::WriteOutcome;
+
+/// Attempts of an unconditional update (no resourceVersion in the body) under contention.
+const UNCONDITIONAL_ATTEMPTS: usize = 16;
+
+/// Metadata a client cannot change through an update.
+const SYSTEM_FIELDS: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "namespace",
+    "name",
+];
+
+impl Registry {
+    /// Replaces the object (or its status, for `t.subresource == Some("status")`).
+    pub async fn update(
+        &self,
+        t: &Target,
+        mut body: Value,
+        opts: WriteOptions,
+    ) -> ApiResult<Value> {
+        if !body.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request must be an object",
+            ));
+        }
+        let body_name = meta::name(&body).to_string();
+        if !body_name.is_empty() && body_name != t.name() {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({})",
+                t.name()
+            )));
+        }
+        meta::metadata_mut(&mut body).insert("name".into(), json!(t.name()));
+        scope_namespace(t, &mut body)?;
+        let expected: Option<i64> = match meta::resource_version(&body) {
+            "" => None,
+            rv => Some(rv.parse().map_err(|_| {
+                ApiError::bad_request(format!("invalid resourceVersion {rv:?} in the object"))
+            })?),
+        };
+        let status_only = t.subresource.as_deref() == Some("status");
+        let scale = t.subresource.as_deref() == Some("scale");
+        for _ in 0..UNCONDITIONAL_ATTEMPTS {
+            let (kv, _) = self.ds.get(&t.key()).await?;
+            let kv = kv.ok_or_else(|| ApiError::not_found(t.subject()))?;
+            if expected.is_some_and(|rv| rv != kv.mod_revision) {
+                return Err(ApiError::conflict(t.subject()));
+            }
+            let old = decode(&kv)?;
+            let mut new = if status_only {
+                let mut n = old.clone();
+                n["status"] = body.get("status").cloned().unwrap_or(Value::Null);
+                n
+            } else if scale {
+                let mut n = old.clone();
+                n["spec"]["replicas"] = body["spec"]["replicas"].clone();
+                n
+            } else {
+                let mut n = body.clone();
+                if t.resource.has_status {
+                    match old.get("status") {
+                        Some(s) => n["status"] = s.clone(),
+                        None => {
+                            if let Some(o) = n.as_object_mut() {
+                                o.remove("status");
+                            }
+                        }
+                    }
+                }
+                n
+            };
+            keep_system_fields(&old, &mut new);
+            strategy::apply_defaults(t.resource, &mut new);
+            check(t, &new)?;
+            if t.resource.has_spec && new.get("spec") != old.get("spec") {
+                let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+                new["metadata"]["generation"] = json!(generation);
+            }
+            meta::set_resource_version(&mut new, kv.mod_revision);
+            if new == old {
+                return Ok(old);
+            }
+            if opts.dry_run {
+                return Ok(new);
+            }
+            let finished = meta::is_deleting(&new) && meta::finalizers(&new).is_empty();
+            let outcome = if finished {
+                self.ds.delete(&t.key(), kv.mod_revision).await?
+            } else {
+                self.ds
+                    .update(&t.key(), kv.mod_revision, encode(&new)?)
+                    .await?
+            };
+            match outcome {
+                WriteOutcome::Done { revision } => {
+                    meta::set_resource_version(&mut new, revision);
+                    return Ok(new);
+                }
+                WriteOutcome::Conflict { .. } if expected.is_none() => continue,
+                WriteOutcome::Conflict { .. } => return Err(ApiError::conflict(t.subject())),
+            }
+        }
+        Err(ApiError::conflict(t.subject()))
+    }
+
+    /// GET of `<resource>/<name>/scale` as an `autoscaling/v1 Scale`.
+    pub async fn get_scale(&self, t: &Target) -> ApiResult<Value> {
+        Ok(to_scale(&self.get(t).await?))
+    }
+
+    /// PUT of `<resource>/<name>/scale`: sets `spec.replicas`.
+    pub async fn update_scale(
+        &self,
+        t: &Target,
+        body: Value,
+        opts: WriteOptions,
+    ) -> ApiResult<Value> {
+        let replicas = body["spec"]["replicas"].clone();
+        if !replicas.is_i64() && !replicas.is_u64() {
+            return Err(ApiError::invalid(
+                t.kind_subject(t.name()),
+                vec![crate::apiserver::status::Cause::required(
+                    "spec.replicas",
+                    "",
+                )],
+            ));
+        }
+        let rv = meta::resource_version(&body).to_string();
+        let mut carrier =
+            json!({"metadata": {"resourceVersion": rv}, "spec": {"replicas": replicas}});
+        if rv.is_empty() {
+            meta::metadata_mut(&mut carrier).remove("resourceVersion");
+        }
+        Ok(to_scale(&self.update(t, carrier, opts).await?))
+    }
+}
+
+/// Carries over what clients may not change; clients may not undo a deletion either.
+fn keep_system_fields(old: &Value, new: &mut Value) {
+    let m = meta::metadata_mut(new);
+    m.remove("managedFields");
+    m.remove("selfLink");
+    for k in SYSTEM_FIELDS {
+        match old["metadata"].get(*k) {
+            Some(v) => {
+                m.insert((*k).to_string(), v.clone());
+            }
+            None => {
+                m.remove(*k);
+            }
+        }
+    }
+}
+
+/// An `autoscaling/v1 Scale` view of a workload.
+pub fn to_scale(obj: &Value) -> Value {
+    let selector = obj["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    let m = &obj["metadata"];
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": m["name"], "namespace": m["namespace"], "uid": m["uid"],
+            "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"],
+        },
+        "spec": {"replicas": obj["spec"]["replicas"].as_i64().unwrap_or(0)},
+        "status": {"replicas": obj["status"]["replicas"].as_i64().unwrap_or(0), "selector": selector},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_fields_survive_updates() {
+        let old = json!({"metadata": {"name": "x", "uid": "u", "creationTimestamp": "t", "generation": 3}});
+        let mut new = json!({"metadata": {"name": "x", "uid": "forged", "deletionTimestamp": "now", "managedFields": []}});
+        keep_system_fields(&old, &mut new);
+        assert_eq!(
+            new["metadata"],
+            json!({"name": "x", "uid": "u", "creationTimestamp": "t", "generation": 3})
+        );
+    }
+
+    #[test]
+    fn scale_view() {
+        let d = json!({"metadata": {"name": "d", "namespace": "n", "resourceVersion": "4"},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "a"}}}, "status": {"replicas": 2}});
+        let s = to_scale(&d);
+        assert_eq!(s["spec"]["replicas"], 3);
+        assert_eq!(s["status"], json!({"replicas": 2, "selector": "app=a"}));
+    }
+}

@@ -1,0 +1,333 @@
+//! The table of served resources: the one source for routing, storage keys, discovery and
+//! (later) OpenAPI and tables. Adding a built-in resource = adding a row here (plus a
+//! strategy when it needs defaulting or validation beyond the generic ones).
+
+/// Verbs of a full read-write resource.
+pub const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+/// Verbs of a `status`/`scale` subresource.
+pub const SUB_VERBS: &[&str] = &["get", "patch", "update"];
+
+/// A subresource served under `<resource>/<name>/<subresource>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subresource {
+    pub name: &'static str,
+    /// Response kind (group, version, kind); the parent's for `status`.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+/// How names of a resource are validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// RFC 1123 subdomain (most resources).
+    Subdomain,
+    /// RFC 1123 label (namespaces).
+    Label,
+    /// RFC 1035 label (services).
+    Rfc1035Label,
+    /// Any name that is a valid path segment (events, leases' subdomain-ish names).
+    PathSegment,
+}
+
+/// One served resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resource {
+    /// "" for the core group.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    /// Plural, as in URLs.
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub namespaced: bool,
+    pub verbs: &'static [&'static str],
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    pub subresources: &'static [Subresource],
+    /// Whether writes through the main resource ignore `.status` (a `status` subresource).
+    pub has_status: bool,
+    /// Whether `.metadata.generation` tracks `.spec` changes.
+    pub has_spec: bool,
+    /// kube-apiserver's etcd key prefix, without the trailing slash.
+    pub storage_prefix: &'static str,
+    pub name_rule: NameRule,
+    /// Field selector labels beyond `metadata.name`/`metadata.namespace`, with the dotted
+    /// path they read.
+    pub field_labels: &'static [(&'static str, &'static str)],
+}
+
+impl Resource {
+    /// `group/version`, or `version` for the core group.
+    pub fn group_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    pub fn has_subresource(&self, name: &str) -> bool {
+        self.subresources.iter().any(|s| s.name == name)
+    }
+}
+
+const fn status_of(group: &'static str, version: &'static str, kind: &'static str) -> Subresource {
+    Subresource {
+        name: "status",
+        group,
+        version,
+        kind,
+        verbs: SUB_VERBS,
+    }
+}
+
+const SCALE: Subresource = Subresource {
+    name: "scale",
+    group: "autoscaling",
+    version: "v1",
+    kind: "Scale",
+    verbs: SUB_VERBS,
+};
+
+const fn row(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    namespaced: bool,
+) -> Resource {
+    Resource {
+        group,
+        version,
+        kind,
+        plural,
+        singular,
+        namespaced,
+        verbs: ALL_VERBS,
+        short_names: &[],
+        categories: &[],
+        subresources: &[],
+        has_status: false,
+        has_spec: false,
+        storage_prefix: "",
+        name_rule: NameRule::Subdomain,
+        field_labels: &[],
+    }
+}
+
+/// Every built-in resource served, in discovery order.
+pub static CATALOG: &[Resource] = &[
+    Resource {
+        short_names: &["ns"],
+        subresources: &[status_of("", "v1", "Namespace")],
+        has_status: true,
+        has_spec: false,
+        storage_prefix: "/registry/namespaces",
+        name_rule: NameRule::Label,
+        verbs: &[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ],
+        field_labels: &[("status.phase", "status.phase")],
+        ..row("", "v1", "Namespace", "namespaces", "namespace", false)
+    },
+    Resource {
+        short_names: &["po"],
+        categories: &["all"],
+        subresources: &[status_of("", "v1", "Pod")],
+        has_status: true,
+        has_spec: false,
+        storage_prefix: "/registry/pods",
+        field_labels: &[
+            ("spec.nodeName", "spec.nodeName"),
+            ("spec.restartPolicy", "spec.restartPolicy"),
+            ("spec.schedulerName", "spec.schedulerName"),
+            ("spec.serviceAccountName", "spec.serviceAccountName"),
+            ("spec.hostNetwork", "spec.hostNetwork"),
+            ("status.phase", "status.phase"),
+            ("status.podIP", "status.podIP"),
+            ("status.nominatedNodeName", "status.nominatedNodeName"),
+        ],
+        ..row("", "v1", "Pod", "pods", "pod", true)
+    },
+    Resource {
+        short_names: &["svc"],
+        categories: &["all"],
+        subresources: &[status_of("", "v1", "Service")],
+        has_status: true,
+        storage_prefix: "/registry/services/specs",
+        name_rule: NameRule::Rfc1035Label,
+        ..row("", "v1", "Service", "services", "service", true)
+    },
+    Resource {
+        short_names: &["cm"],
+        storage_prefix: "/registry/configmaps",
+        ..row("", "v1", "ConfigMap", "configmaps", "configmap", true)
+    },
+    Resource {
+        storage_prefix: "/registry/secrets",
+        field_labels: &[("type", "type")],
+        ..row("", "v1", "Secret", "secrets", "secret", true)
+    },
+    Resource {
+        short_names: &["sa"],
+        storage_prefix: "/registry/serviceaccounts",
+        ..row(
+            "",
+            "v1",
+            "ServiceAccount",
+            "serviceaccounts",
+            "serviceaccount",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["ev"],
+        storage_prefix: "/registry/events",
+        name_rule: NameRule::PathSegment,
+        field_labels: &[
+            ("involvedObject.kind", "involvedObject.kind"),
+            ("involvedObject.namespace", "involvedObject.namespace"),
+            ("involvedObject.name", "involvedObject.name"),
+            ("involvedObject.uid", "involvedObject.uid"),
+            ("involvedObject.apiVersion", "involvedObject.apiVersion"),
+            (
+                "involvedObject.resourceVersion",
+                "involvedObject.resourceVersion",
+            ),
+            ("involvedObject.fieldPath", "involvedObject.fieldPath"),
+            ("reason", "reason"),
+            ("reportingComponent", "reportingComponent"),
+            ("source", "source.component"),
+            ("type", "type"),
+        ],
+        ..row("", "v1", "Event", "events", "event", true)
+    },
+    Resource {
+        short_names: &["no"],
+        subresources: &[status_of("", "v1", "Node")],
+        has_status: true,
+        storage_prefix: "/registry/minions",
+        field_labels: &[("spec.unschedulable", "spec.unschedulable")],
+        ..row("", "v1", "Node", "nodes", "node", false)
+    },
+    Resource {
+        short_names: &["ep"],
+        storage_prefix: "/registry/services/endpoints",
+        ..row("", "v1", "Endpoints", "endpoints", "endpoints", true)
+    },
+    Resource {
+        short_names: &["deploy"],
+        categories: &["all"],
+        subresources: &[status_of("apps", "v1", "Deployment"), SCALE],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/deployments",
+        ..row(
+            "apps",
+            "v1",
+            "Deployment",
+            "deployments",
+            "deployment",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["rs"],
+        categories: &["all"],
+        subresources: &[status_of("apps", "v1", "ReplicaSet"), SCALE],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/replicasets",
+        field_labels: &[("status.replicas", "status.replicas")],
+        ..row(
+            "apps",
+            "v1",
+            "ReplicaSet",
+            "replicasets",
+            "replicaset",
+            true,
+        )
+    },
+    Resource {
+        storage_prefix: "/registry/leases",
+        ..row(
+            "coordination.k8s.io",
+            "v1",
+            "Lease",
+            "leases",
+            "lease",
+            true,
+        )
+    },
+];
+
+/// The resource served at `group/version/plural`.
+pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
+    CATALOG
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The resource of a kind in a group.
+pub fn by_kind(group: &str, kind: &str) -> Option<&'static Resource> {
+    CATALOG.iter().find(|r| r.group == group && r.kind == kind)
+}
+
+/// Served groups (non-core) with their versions, in catalog order.
+pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for r in CATALOG.iter().filter(|r| !r.group.is_empty()) {
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, versions)) if !versions.contains(&r.version) => versions.push(r.version),
+            Some(_) => {}
+            None => out.push((r.group, vec![r.version])),
+        }
+    }
+    out
+}
+
+/// Resources of one group-version.
+pub fn in_group_version<'a>(
+    group: &'a str,
+    version: &'a str,
+) -> impl Iterator<Item = &'static Resource> + 'a {
+    CATALOG
+        .iter()
+        .filter(move |r| r.group == group && r.version == version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookups() {
+        assert_eq!(
+            lookup("apps", "v1", "deployments").unwrap().kind,
+            "Deployment"
+        );
+        assert!(lookup("", "v1", "deployments").is_none());
+        assert_eq!(by_kind("", "Namespace").unwrap().plural, "namespaces");
+        assert_eq!(groups()[0], ("apps", vec!["v1"]));
+    }
+
+    #[test]
+    fn every_row_has_a_storage_prefix() {
+        for r in CATALOG {
+            assert!(r.storage_prefix.starts_with("/registry/"), "{}", r.plural);
+            assert!(!r.storage_prefix.ends_with('/'), "{}", r.plural);
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Structural checks: a body must decode into the k8s-openapi type of its kind, which catches
+//! type errors (a string where a number belongs, a map where a list does) as 400s, like
+//! kube-apiserver's decoder does.
+
+use k8s_openapi::api::{apps, coordination, core};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::catalog::Resource;
+
+fn check<T: DeserializeOwned>(obj: &Value) -> Result<(), String> {
+    serde_json::from_value::<T>(obj.clone())
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// Ok if `obj` has the structure of `r`'s type; the decoder's message otherwise.
+pub fn check_structure(r: &Resource, obj: &Value) -> Result<(), String> {
+    let checked = match (r.group, r.kind) {
+        ("", "Namespace") => check::<core::v1::Namespace>(obj),
+        ("", "Pod") => check::<core::v1::Pod>(obj),
+        ("", "Service") => check::<core::v1::Service>(obj),
+        ("", "ConfigMap") => check::<core::v1::ConfigMap>(obj),
+        ("", "Secret") => check::<core::v1::Secret>(obj),
+        ("", "ServiceAccount") => check::<core::v1::ServiceAccount>(obj),
+        ("", "Event") => check::<core::v1::Event>(obj),
+        ("", "Node") => check::<core::v1::Node>(obj),
+        ("", "Endpoints") => check::<core::v1::Endpoints>(obj),
+        ("apps", "Deployment") => check::<apps::v1::Deployment>(obj),
+        ("apps", "ReplicaSet") => check::<apps::v1::ReplicaSet>(obj),
+        ("coordination.k8s.io", "Lease") => check::<coordination::v1::Lease>(obj),
+        _ => Ok(()),
+    };
+    checked.map_err(|e| {
+        format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: {e}",
+            kind = r.kind,
+            version = r.version
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::resources::catalog::lookup;
+    use serde_json::json;
+
+    #[test]
+    fn type_errors_are_reported() {
+        let cm = lookup("", "v1", "configmaps").unwrap();
+        assert!(
+            check_structure(cm, &json!({"metadata": {"name": "x"}, "data": {"a": "b"}})).is_ok()
+        );
+        let e =
+            check_structure(cm, &json!({"metadata": {"name": "x"}, "data": {"a": 1}})).unwrap_err();
+        assert!(
+            e.starts_with("ConfigMap in version \"v1\" cannot be handled as a ConfigMap"),
+            "{e}"
+        );
+        let d = lookup("apps", "v1", "deployments").unwrap();
+        assert!(check_structure(d, &json!({"spec": {"replicas": "three"}})).is_err());
+    }
+}

@@ -1,0 +1,352 @@
+//! API errors as Kubernetes `metav1.Status` objects (code, reason, details.causes).
+//!
+//! Every request error leaves the server through [`ApiError`]; the messages follow
+//! kube-apiserver's wording so clients that match on them keep working.
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+/// One invalid field (`metav1.StatusCause`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueNotSupported`, `FieldValueTooLong`, …
+    pub reason: &'static str,
+    /// Field path, e.g. `metadata.labels`.
+    pub field: String,
+    /// kube-apiserver's detail text, e.g. `Invalid value: "x": must be …`.
+    pub message: String,
+}
+
+impl Cause {
+    pub fn invalid(field: impl Into<String>, value: &str, detail: &str) -> Cause {
+        Cause {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {}: {detail}", json!(value)),
+        }
+    }
+
+    pub fn required(field: impl Into<String>, detail: &str) -> Cause {
+        let message = if detail.is_empty() {
+            "Required value".to_string()
+        } else {
+            format!("Required value: {detail}")
+        };
+        Cause {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            message,
+        }
+    }
+
+    pub fn too_long(field: impl Into<String>, max: usize) -> Cause {
+        Cause {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            message: format!("Too long: must have at most {max} bytes"),
+        }
+    }
+
+    pub fn not_supported(field: impl Into<String>, value: &str, supported: &[&str]) -> Cause {
+        let list: Vec<String> = supported.iter().map(|s| json!(s).to_string()).collect();
+        Cause {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            message: format!(
+                "Unsupported value: {}: supported values: {}",
+                json!(value),
+                list.join(", ")
+            ),
+        }
+    }
+
+    pub fn forbidden(field: impl Into<String>, detail: &str) -> Cause {
+        Cause {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            message: format!("Forbidden: {detail}"),
+        }
+    }
+}
+
+/// A request error, rendered as a `Status`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+/// Who an error is about (`details.name/group/kind`).
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    pub group: &'a str,
+    /// The resource (plural) for NotFound/Conflict/AlreadyExists, the kind for Invalid.
+    pub kind: &'a str,
+    pub name: &'a str,
+}
+
+fn details(s: Subject<'_>) -> Value {
+    let mut d = json!({ "name": s.name, "kind": s.kind });
+    if !s.group.is_empty() {
+        d["group"] = json!(s.group);
+    }
+    d
+}
+
+fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "BadRequest", message)
+    }
+
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    pub fn forbidden(s: Subject<'_>, why: &str) -> ApiError {
+        let mut e = ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "{} {:?} is forbidden: {why}",
+                qualified(s.group, s.kind),
+                s.name
+            ),
+        );
+        e.details = Some(details(s));
+        e
+    }
+
+    /// `<resource> "<name>" not found`.
+    pub fn not_found(s: Subject<'_>) -> ApiError {
+        let mut e = ApiError::new(
+            404,
+            "NotFound",
+            format!("{} {:?} not found", qualified(s.group, s.kind), s.name),
+        );
+        e.details = Some(details(s));
+        e
+    }
+
+    /// A path nothing is served at.
+    pub fn path_not_found() -> ApiError {
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    }
+
+    pub fn method_not_allowed(method: &str) -> ApiError {
+        ApiError::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({method})"),
+        )
+    }
+
+    pub fn already_exists(s: Subject<'_>) -> ApiError {
+        let mut e = ApiError::new(
+            409,
+            "AlreadyExists",
+            format!("{} {:?} already exists", qualified(s.group, s.kind), s.name),
+        );
+        e.details = Some(details(s));
+        e
+    }
+
+    /// The optimistic-concurrency conflict.
+    pub fn conflict(s: Subject<'_>) -> ApiError {
+        ApiError::conflict_because(
+            s,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    pub fn conflict_because(s: Subject<'_>, why: &str) -> ApiError {
+        let mut e = ApiError::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} {:?}: {why}",
+                qualified(s.group, s.kind),
+                s.name
+            ),
+        );
+        e.details = Some(details(s));
+        e
+    }
+
+    /// 410 Expired (too old resourceVersion or continue token).
+    pub fn expired(message: impl Into<String>) -> ApiError {
+        ApiError::new(410, "Expired", message)
+    }
+
+    pub fn too_large(message: impl Into<String>) -> ApiError {
+        ApiError::new(413, "RequestEntityTooLarge", message)
+    }
+
+    pub fn unsupported_media_type(content_type: &str) -> ApiError {
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml ({content_type})"),
+        )
+    }
+
+    /// 422 with the invalid fields. `s.kind` is the Kind here (kube: `ConfigMap "x" is invalid`).
+    pub fn invalid(s: Subject<'_>, causes: Vec<Cause>) -> ApiError {
+        let summary: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let summary = if summary.len() == 1 {
+            summary[0].clone()
+        } else {
+            format!("[{}]", summary.join(", "))
+        };
+        let mut d = details(s);
+        d["causes"] = causes
+            .iter()
+            .map(|c| json!({ "reason": c.reason, "message": c.message, "field": c.field }))
+            .collect();
+        let mut e = ApiError::new(
+            422,
+            "Invalid",
+            format!(
+                "{} {:?} is invalid: {summary}",
+                qualified(s.group, s.kind),
+                s.name
+            ),
+        );
+        e.details = Some(d);
+        e
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(500, "InternalError", message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(503, "ServiceUnavailable", message)
+    }
+
+    pub fn timeout(message: impl Into<String>) -> ApiError {
+        ApiError::new(504, "Timeout", message)
+    }
+
+    /// The `Status` object.
+    pub fn to_status(&self) -> Value {
+        let mut v = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            v["details"] = d.clone();
+        }
+        v
+    }
+}
+
+impl From<crate::datastore::Error> for ApiError {
+    fn from(e: crate::datastore::Error) -> ApiError {
+        match e {
+            crate::datastore::Error::Compacted { .. } => {
+                ApiError::expired("The resourceVersion for the provided list is too old.")
+            }
+            crate::datastore::Error::FutureRevision => {
+                ApiError::timeout("Too large resource version")
+            }
+            crate::datastore::Error::Unavailable(m) => ApiError::unavailable(m),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (
+            code,
+            [(header::CONTENT_TYPE, "application/json")],
+            self.to_status().to_string(),
+        )
+            .into_response()
+    }
+}
+
+/// A `Status` with `status: Success` (deletes without a returned object).
+pub fn success(s: Subject<'_>, uid: &str) -> Value {
+    let mut d = details(s);
+    d["uid"] = json!(uid);
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": d,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflict_message_is_kube_apiservers() {
+        let e = ApiError::conflict(Subject {
+            group: "",
+            kind: "configmaps",
+            name: "x",
+        });
+        assert_eq!(
+            e.message,
+            "Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        assert_eq!(e.to_status()["code"], 409);
+    }
+
+    #[test]
+    fn invalid_lists_causes_with_field_paths() {
+        let e = ApiError::invalid(
+            Subject {
+                group: "apps",
+                kind: "Deployment",
+                name: "d",
+            },
+            vec![Cause::required("spec.selector", "")],
+        );
+        let s = e.to_status();
+        assert_eq!(s["reason"], "Invalid");
+        assert_eq!(s["details"]["causes"][0]["field"], "spec.selector");
+        assert_eq!(
+            e.message,
+            "Deployment.apps \"d\" is invalid: spec.selector: Required value"
+        );
+    }
+}

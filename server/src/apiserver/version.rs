@@ -1,0 +1,35 @@
+//! `/version`: the Kubernetes version this server implements, in `version.Info`'s shape.
+
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// The Kubernetes minor version served (kubectl 1.32 accepts ±1).
+pub const KUBE_MAJOR: &str = "1";
+pub const KUBE_MINOR: &str = "33";
+pub const GIT_VERSION: &str = concat!("v1.33.0-k3rs", env!("CARGO_PKG_VERSION"));
+
+pub fn info() -> serde_json::Value {
+    json!({
+        "major": KUBE_MAJOR,
+        "minor": KUBE_MINOR,
+        "gitVersion": GIT_VERSION,
+        "gitCommit": option_env!("K3RS_GIT_COMMIT").unwrap_or("unknown"),
+        "gitTreeState": "clean",
+        "buildDate": option_env!("K3RS_BUILD_DATE").unwrap_or("1970-01-01T00:00:00Z"),
+        "goVersion": "n/a (rust)",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            other => other,
+        }),
+    })
+}
+
+pub async fn version() -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        info().to_string(),
+    )
+        .into_response()
+}

@@ -1,0 +1,422 @@
+//! End to end: the real `k3rs server` with its Kubernetes API on loopback, driven by the real
+//! `kubectl`. Covers the API server foundation: version, namespaces, create (typed generators
+//! over protobuf, and `-f` YAML), get in every output, label and field selectors, watch,
+//! replace with optimistic concurrency (409), validation (422 with field paths), missing
+//! namespaces (404), delete, and the anonymous health/metrics endpoints.
+//!
+//! There is no OpenAPI yet, so `create -f` / `replace -f` run with `--validate=false`.
+
+mod common;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::process::run_with_timeout;
+use common::K3rs;
+
+struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+#[derive(Debug)]
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Kubectl {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .arg("--request-timeout=20s")
+            .args(args);
+        cmd
+    }
+
+    fn run_stdin(&self, args: &[&str], stdin: Option<&str>) -> Out {
+        let (code, stdout, stderr) = run_with_timeout(
+            self.command(args),
+            stdin.map(str::as_bytes),
+            Duration::from_secs(60),
+        );
+        Out {
+            ok: code == Some(0),
+            stdout,
+            stderr,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Out {
+        self.run_stdin(args, None)
+    }
+
+    /// Runs and panics unless it succeeded.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.ok, "kubectl {args:?} failed: {out:?}");
+        out.stdout
+    }
+
+    /// Runs and panics unless it failed with `needle` in stderr.
+    fn fails_with(&self, args: &[&str], stdin: Option<&str>, needle: &str) -> String {
+        let out = self.run_stdin(args, stdin);
+        assert!(!out.ok, "kubectl {args:?} should have failed: {out:?}");
+        assert!(
+            out.stderr.contains(needle),
+            "kubectl {args:?}: expected {needle:?} in stderr: {out:?}"
+        );
+        out.stderr
+    }
+}
+
+const DEPLOYMENT: &str = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.27
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: labeled
+  labels: {tier: frontend}
+data: {k: v}
+";
+
+const INVALID_DEPLOYMENT: &str = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: broken}
+spec:
+  selector: {matchLabels: {app: a}}
+  template:
+    metadata: {labels: {app: b}}
+    spec:
+      containers: [{name: c, image: nginx}]
+";
+
+fn wait_api(k: &Kubectl, server: &mut K3rs) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        server.assert_running();
+        let out = k.run(&["get", "namespace", "default", "-o", "name"]);
+        if out.ok {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "API not ready after 60s: {out:?}\nlog:\n{}",
+            common::log_tail(&server.log_path(), 40)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `kubectl get -w` with its output going to a file we can poll.
+struct Watch {
+    child: std::process::Child,
+    out: PathBuf,
+}
+
+impl Watch {
+    fn start(k: &Kubectl, args: &[&str], out: &Path) -> Watch {
+        let file = File::create(out).unwrap();
+        let child = k
+            .command(args)
+            .stdout(Stdio::from(file))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawning kubectl get -w");
+        Watch {
+            child,
+            out: out.to_path_buf(),
+        }
+    }
+
+    fn wait_for(&self, needle: &str, count: usize) {
+        common::wait_for(
+            &format!("{count}× {needle} in the watch"),
+            Duration::from_secs(30),
+            || {
+                // kubectl prints the events compact or indented depending on its version.
+                let text: String = std::fs::read_to_string(&self.out)
+                    .unwrap_or_default()
+                    .chars()
+                    .filter(|c| !c.is_whitespace())
+                    .collect();
+                (text.matches(needle).count() >= count).then_some(())
+            },
+        );
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn kubectl_against_k3rs_server() {
+    let mut server = K3rs::start_kubernetes(&["--disable-agent"]);
+    let k = Kubectl {
+        bin: common::require_program("kubectl", "kubectl"),
+        kubeconfig: server.kubeconfig(),
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&k.kubeconfig)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "kubeconfig mode");
+    wait_api(&k, &mut server);
+
+    // Version and the bootstrap namespaces and service.
+    let version = k.ok(&["version"]);
+    assert!(version.contains("Server Version: v1.33"), "{version}");
+    let namespaces = k.ok(&["get", "namespaces", "-o", "name"]);
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(
+            namespaces.contains(&format!("namespace/{ns}\n")),
+            "{namespaces}"
+        );
+    }
+    let svc = k.ok(&[
+        "get",
+        "service",
+        "kubernetes",
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ]);
+    assert_eq!(svc, "10.43.0.1");
+
+    // Typed generators (protobuf bodies) and create -f (YAML, two documents).
+    k.ok(&["create", "namespace", "e2e"]);
+    k.ok(&[
+        "create",
+        "configmap",
+        "cm1",
+        "-n",
+        "e2e",
+        "--from-literal=a=b",
+    ]);
+    let created = k.run_stdin(
+        &["create", "-n", "e2e", "--validate=false", "-f", "-"],
+        Some(DEPLOYMENT),
+    );
+    assert!(created.ok, "{created:?}");
+    assert!(
+        created.stdout.contains("deployment.apps/web created"),
+        "{created:?}"
+    );
+
+    // get in JSON, YAML and name output; defaults applied by the server.
+    let json: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "deployment", "web", "-n", "e2e", "-o", "json"]))
+            .unwrap();
+    assert_eq!(json["spec"]["replicas"], 1);
+    assert_eq!(json["metadata"]["generation"], 1);
+    assert_eq!(
+        json["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+        "IfNotPresent"
+    );
+    assert!(json["metadata"]["uid"]
+        .as_str()
+        .is_some_and(|u| u.len() == 36));
+    let yaml = k.ok(&["get", "configmap", "cm1", "-n", "e2e", "-o", "yaml"]);
+    assert!(
+        yaml.contains("name: cm1") && yaml.contains("a: b"),
+        "{yaml}"
+    );
+    assert_eq!(
+        k.ok(&["get", "deployments", "-n", "e2e", "-o", "name"]),
+        "deployment.apps/web\n"
+    );
+
+    // Selectors.
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "configmaps",
+            "-n",
+            "e2e",
+            "-l",
+            "tier=frontend",
+            "-o",
+            "name"
+        ]),
+        "configmap/labeled\n"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "configmaps",
+            "-n",
+            "e2e",
+            "-l",
+            "tier notin (frontend)",
+            "-o",
+            "name"
+        ]),
+        "configmap/cm1\n"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "configmaps",
+            "-n",
+            "e2e",
+            "--field-selector",
+            "metadata.name=cm1",
+            "-o",
+            "name"
+        ]),
+        "configmap/cm1\n"
+    );
+    let all = k.ok(&[
+        "get",
+        "configmaps",
+        "-A",
+        "--field-selector",
+        "metadata.namespace=e2e",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(all, "configmap/cm1\nconfigmap/labeled\n");
+    k.fails_with(
+        &["get", "configmaps", "--field-selector", "spec.nodeName=x"],
+        None,
+        "field label not supported",
+    );
+
+    // Watch: the initial ADDED proves the watch is established; then MODIFIED and DELETED.
+    k.ok(&[
+        "create",
+        "configmap",
+        "watched",
+        "-n",
+        "e2e",
+        "--from-literal=v=1",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let watch = Watch::start(
+        &k,
+        &[
+            "get",
+            "configmaps",
+            "-n",
+            "e2e",
+            "--field-selector",
+            "metadata.name=watched",
+            "-w",
+            "-o",
+            "json",
+            "--output-watch-events",
+        ],
+        &dir.path().join("watch.json"),
+    );
+    watch.wait_for("\"type\":\"ADDED\"", 1);
+    let stale = k.ok(&["get", "configmap", "watched", "-n", "e2e", "-o", "json"]);
+    let changed = stale.replace("\"v\": \"1\"", "\"v\": \"2\"");
+    assert_ne!(stale, changed);
+    let replaced = k.run_stdin(&["replace", "--validate=false", "-f", "-"], Some(&changed));
+    assert!(replaced.ok, "{replaced:?}");
+    watch.wait_for("\"type\":\"MODIFIED\"", 1);
+
+    // A replace carrying the old resourceVersion is a 409.
+    let conflict = stale.replace("\"v\": \"1\"", "\"v\": \"3\"");
+    k.fails_with(
+        &["replace", "--validate=false", "-f", "-"],
+        Some(&conflict),
+        "the object has been modified; please apply your changes to the latest version and try again",
+    );
+    k.ok(&["delete", "configmap", "watched", "-n", "e2e"]);
+    watch.wait_for("\"type\":\"DELETED\"", 1);
+    drop(watch);
+
+    // Validation (422 with the field path) and a missing namespace (404).
+    let invalid = k.fails_with(
+        &["create", "-n", "e2e", "--validate=false", "-f", "-"],
+        Some(INVALID_DEPLOYMENT),
+        "is invalid",
+    );
+    assert!(
+        invalid.contains("spec.template.metadata.labels"),
+        "{invalid}"
+    );
+    k.fails_with(
+        &["create", "configmap", "Bad_Name", "-n", "e2e"],
+        None,
+        "metadata.name: Invalid value",
+    );
+    k.fails_with(
+        &["create", "configmap", "x", "-n", "nope"],
+        None,
+        "namespaces \"nope\" not found",
+    );
+    k.fails_with(
+        &[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/e2e/configmaps?limit=1&continue=garbage",
+        ],
+        None,
+        "continue key is not valid",
+    );
+
+    // Paging: kubectl pages with --chunk-size.
+    let paged = k.ok(&[
+        "get",
+        "configmaps",
+        "-n",
+        "e2e",
+        "--chunk-size=1",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(paged, "configmap/cm1\nconfigmap/labeled\n");
+
+    // Delete, then the namespace with what is left in it.
+    k.ok(&["delete", "deployment", "web", "-n", "e2e"]);
+    k.fails_with(
+        &["get", "deployment", "web", "-n", "e2e"],
+        None,
+        "not found",
+    );
+    k.ok(&["delete", "namespace", "e2e", "--timeout=30s"]);
+    k.fails_with(&["get", "namespace", "e2e"], None, "not found");
+
+    // Health and metrics.
+    let ready = k.ok(&["get", "--raw", "/readyz?verbose"]);
+    assert!(
+        ready.contains("[+]etcd ok") && ready.contains("readyz check passed"),
+        "{ready}"
+    );
+    let metrics = k.ok(&["get", "--raw", "/metrics"]);
+    assert!(
+        metrics.contains(
+            "apiserver_request_total{code=\"201\",resource=\"configmaps\",verb=\"POST\"}"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("apiserver_request_duration_seconds_bucket"),
+        "{metrics}"
+    );
+    server.assert_running();
+}
