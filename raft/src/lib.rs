@@ -9,24 +9,44 @@
 //!   applied log id stored atomically in the same batch; builds and installs snapshots
 //!   (`snapshot`).
 //! - `lessor`: lease deadlines (leader-only, in memory) and the expiry loop.
-//! - `network`: the peer transport (none yet: a cluster of one).
+//! - `network` (client) and `peer_server`: the peer transport, tonic with mutual TLS on the
+//!   peer port; `peer` holds its configuration and the requests followers forward to the
+//!   leader (`forward`): proposals, ReadIndex, lease keep-alives, membership changes.
 //! - `proposer`: batches concurrent clients' commands into one log entry.
+//! - `membership`: etcd's rules for membership changes; `cluster_reset`: quorum-loss recovery.
 //! - [`Node`] ties them together.
+//!
+//! # openraft pitfalls, handled deliberately
+//! - **Two leaders in one term**: openraft 0.9 allows it by default; the `single-term-leader`
+//!   feature (standard Raft) is on in the workspace (see [`types::TypeConfig`]).
+//! - **Stale reads**: the state machine is read only after [`Node::read_barrier`] (ReadIndex:
+//!   `ensure_linearizable` on the leader, the leader's read index on a follower), except for
+//!   etcd's `serializable` reads, which are local by definition.
+//! - **Snapshot install blocking the core**: snapshots stream in 1 MiB chunks into a file;
+//!   the import runs on a blocking thread (`StateMachine::install_snapshot`) while the Raft
+//!   core keeps handling heartbeats and votes; `peer_server` logs how long it took.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod cluster_reset;
+mod forward;
 mod lessor;
 mod log_store;
+pub mod membership;
 mod network;
 mod node;
+pub mod peer;
+mod peer_server;
 mod proposer;
 mod snapshot;
 mod state_machine;
 pub mod types;
 mod wal;
 
+pub use membership::MembershipError;
 pub use node::Node;
+pub use peer::{Bootstrap, PeerConfig, PeerTls};
 
 /// Raft node identity.
 pub type NodeId = u64;

@@ -10,10 +10,16 @@ use openraft::{Config, ServerState, SnapshotPolicy};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::forward::Forwarder;
 use crate::lessor::{self, Lessor};
 use crate::log_store::LogStore;
-use crate::network::NoPeers;
-use crate::proposer::Proposer;
+use crate::membership::{self, MembershipError};
+use crate::network::PeerNetwork;
+use crate::peer::{
+    Bootstrap, ForwardRequest, ForwardResponse, ForwardResult, PeerConfig, RemoteError,
+};
+use crate::peer_server::{self, NodeSlot};
+use crate::proposer::{remote_error, Proposer};
 use crate::snapshot::SnapshotDir;
 use crate::state_machine::{self, StateMachine};
 use crate::types::{LogId, NodeInfo, Raft};
@@ -22,6 +28,12 @@ use crate::{Error, Member, NodeConfig, NodeId, Result, Status};
 
 /// How long `Node::start` waits for this node to become leader and catch up.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest snapshot chunk per peer RPC: snapshots stream in pieces this size.
+const SNAPSHOT_CHUNK_BYTES: u64 = 1 << 20;
+/// Entries per AppendEntries (each may hold a proposal batch of up to 4 MiB).
+const MAX_PAYLOAD_ENTRIES: u64 = 64;
+/// Time to send one snapshot chunk, or to send the last one and install the snapshot.
+const INSTALL_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Log entries kept behind a snapshot, so a briefly lagging follower catches up from the log.
 const LOGS_KEPT_AFTER_SNAPSHOT: u64 = 64;
 
@@ -40,20 +52,37 @@ pub struct Node {
     committed: Arc<Mutex<Option<LogId>>>,
     proposer: Proposer,
     cancel: CancellationToken,
-    /// The proposer and the lease expiry loop.
+    /// The proposer, the lease expiry loop, the peer service, the membership loops.
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Sends to the leader what only the leader can do; `None` without peers.
+    forwarder: Option<Forwarder>,
+    /// Cancelled when this member learns it was removed from the cluster.
+    removed: CancellationToken,
+    peer_addr: Option<std::net::SocketAddr>,
 }
 
 fn raft_config(cfg: &NodeConfig) -> Result<Config> {
     let ms = |d: Duration| d.as_millis() as u64;
-    let election = ms(cfg.election_timeout).max(2);
+    let heartbeat = ms(cfg.heartbeat_interval).max(1);
+    // openraft 0.9 lets a follower campaign only after `election_timeout_max` (the leader
+    // lease) *plus* its random timeout in [min, max) without hearing from the leader. So that
+    // a leader's loss is acted on after [E, 1.2 E) like etcd's election timeout E (not
+    // [3 E, 4 E) as with min = E, max = 2 E), max = 0.6 E and min = 0.4 E.
+    let election = ms(cfg.election_timeout);
+    let min = (election * 2 / 5).max(heartbeat + 1);
+    let max = (election * 3 / 5).max(min + 1);
     Config {
         cluster_name: "k3rs".into(),
-        heartbeat_interval: ms(cfg.heartbeat_interval).max(1),
-        election_timeout_min: election,
-        election_timeout_max: election * 2,
+        heartbeat_interval: heartbeat,
+        election_timeout_min: min,
+        election_timeout_max: max,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(cfg.snapshot_entries.max(1)),
         max_in_snapshot_log_to_keep: LOGS_KEPT_AFTER_SNAPSHOT.min(cfg.snapshot_entries),
+        snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
+        max_payload_entries: MAX_PAYLOAD_ENTRIES,
+        install_snapshot_timeout: ms(INSTALL_SNAPSHOT_TIMEOUT),
+        // A follower further behind than this gets a snapshot instead of the log.
+        replication_lag_threshold: cfg.snapshot_entries.max(1) * 2,
         ..Default::default()
     }
     .validate()
@@ -74,8 +103,25 @@ fn storage_fatal(e: impl std::fmt::Display) -> Error {
 impl Node {
     /// Opens the WAL and state machine, starts Raft, initializes a single-member cluster on
     /// first start, and returns once this node is leader and has applied every entry in its
-    /// WAL (bounded by 10 s; `Error::Timeout` after that).
+    /// WAL (bounded by 10 s; `Error::Timeout` after that). No peer service: a cluster of one.
     pub async fn start(cfg: NodeConfig) -> Result<Arc<Node>> {
+        Self::open(cfg, None).await
+    }
+
+    /// Like [`start`](Self::start), and serves the peer service on `peer.listen`, so that
+    /// other members can be added and reach this one.
+    ///
+    /// # Readiness
+    /// A member that is the only voter returns once it leads (as `start`). Otherwise it
+    /// returns once a leader is known and the local state caught up with it, or after 10 s
+    /// with a warning (a restarted member of a cluster whose majority is still down must keep
+    /// running so that the others can reach it); reads and writes answer `NoLeader` until
+    /// then. A joining member ([`Bootstrap::Join`]) waits for the leader to contact it.
+    pub async fn start_member(cfg: NodeConfig, peer: PeerConfig) -> Result<Arc<Node>> {
+        Self::open(cfg, Some(peer)).await
+    }
+
+    async fn open(cfg: NodeConfig, peer: Option<PeerConfig>) -> Result<Arc<Node>> {
         std::fs::create_dir_all(&cfg.data_dir).map_err(storage_fatal)?;
         // The store first: its lock keeps a second process away from the data dir before the
         // WAL recovery below may cut a (live) tail.
@@ -97,22 +143,37 @@ impl Node {
             }
         }
 
+        let me = NodeInfo {
+            name: cfg.name.clone(),
+            peer_urls: cfg.peer_urls.clone(),
+            client_urls: cfg.client_urls.clone(),
+            auto_promote: false,
+        };
+        let bootstrap = peer
+            .as_ref()
+            .map_or(Bootstrap::NewCluster, |p| p.bootstrap.clone());
+        if bootstrap == Bootstrap::ClusterReset {
+            crate::cluster_reset::reset(&wal, cfg.node_id, me.clone()).map_err(Error::Fatal)?;
+        }
+
         let lessor = Arc::new(Lessor::new(cfg.election_timeout));
         let log_store = LogStore::new(Arc::new(wal));
         let committed = log_store.committed_handle();
         let sm =
             StateMachine::new(store.clone(), lessor.clone(), snapshots).map_err(storage_fatal)?;
         let config = Arc::new(raft_config(&cfg)?);
-        let raft = Raft::new(cfg.node_id, config, NoPeers, log_store, sm)
+        // `told_removed`: a peer said we were removed; `removed`: Raft was stopped because of it.
+        let told_removed = CancellationToken::new();
+        let removed = CancellationToken::new();
+        let network = PeerNetwork::new(
+            peer.as_ref().and_then(|p| p.tls.clone()),
+            told_removed.clone(),
+        );
+        let raft = Raft::new(cfg.node_id, config, network.clone(), log_store, sm)
             .await
             .map_err(fatal)?;
 
-        if !raft.is_initialized().await.map_err(fatal)? {
-            let me = NodeInfo {
-                name: cfg.name.clone(),
-                peer_urls: cfg.peer_urls.clone(),
-                client_urls: cfg.client_urls.clone(),
-            };
+        if bootstrap == Bootstrap::NewCluster && !raft.is_initialized().await.map_err(fatal)? {
             match raft.initialize(BTreeMap::from([(cfg.node_id, me)])).await {
                 Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
                 Err(RaftError::APIError(e)) => return Err(Error::Fatal(e.to_string())),
@@ -121,7 +182,44 @@ impl Node {
         }
 
         let cancel = CancellationToken::new();
-        let (proposer, proposer_task) = Proposer::spawn(raft.clone(), cancel.child_token());
+        let slot = NodeSlot::default();
+        let mut tasks = Vec::new();
+        let mut peer_addr = None;
+        if let Some(p) = &peer {
+            let spawned = peer_server::spawn(
+                p.listen,
+                p.tls.as_ref(),
+                raft.clone(),
+                slot.clone(),
+                cancel.child_token(),
+            )
+            .await;
+            let (addr, task) = match spawned {
+                Ok(s) => s,
+                Err(e) => {
+                    // Raft runs (and holds the store) until shut down.
+                    let _ = raft.shutdown().await;
+                    return Err(Error::Fatal(format!("peer service on {}: {e}", p.listen)));
+                }
+            };
+            peer_addr = Some(addr);
+            tasks.push(task);
+        }
+        let forwarder = peer.as_ref().map(|_| Forwarder {
+            id: cfg.node_id,
+            raft: raft.clone(),
+            network,
+        });
+        let (proposer, proposer_task) =
+            Proposer::spawn(raft.clone(), forwarder.clone(), cancel.child_token());
+        tasks.push(proposer_task);
+        if peer.is_some() {
+            tasks.push(tokio::spawn(membership::run_auto_promote(
+                raft.clone(),
+                cfg.node_id,
+                cancel.child_token(),
+            )));
+        }
         let node = Arc::new(Node {
             raft: raft.clone(),
             store: store.clone(),
@@ -129,12 +227,33 @@ impl Node {
             committed,
             proposer: proposer.clone(),
             cancel,
-            tasks: Mutex::new(vec![proposer_task]),
+            tasks: Mutex::new(tasks),
+            forwarder,
+            removed,
+            peer_addr,
             cfg,
         });
+        let _ = slot.set(Arc::downgrade(&node));
+        if peer.is_some() {
+            let watch = tokio::spawn(watch_removal(
+                raft.clone(),
+                node.cfg.node_id,
+                told_removed,
+                node.removed.clone(),
+                node.cancel.clone(),
+            ));
+            node.lock_tasks().push(watch);
+        }
         if let Err(e) = node.wait_ready().await {
-            let _ = node.shutdown().await;
-            return Err(e);
+            if node.is_only_voter() || peer.is_none() {
+                let _ = node.shutdown().await;
+                return Err(e);
+            }
+            tracing::warn!(error = %e, "no leader yet; serving anyway and waiting for peers");
+        }
+        if peer.is_some() {
+            let publish = tokio::spawn(publish_self(node.clone_weak(), node.cancel.child_token()));
+            node.lock_tasks().push(publish);
         }
         // Every lease gets a fresh deadline on start (the expiry loop does it again on every
         // leader change); until now the clock only knew the grants the WAL replay applied.
@@ -147,21 +266,52 @@ impl Node {
             lessor,
             node.cancel.child_token(),
         ));
-        node.tasks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(expiry);
+        node.lock_tasks().push(expiry);
         Ok(node)
     }
 
-    /// Waits until this node leads and its state machine reflects its whole log.
+    /// `Stopped` once shutdown began or this member was removed (forwarding would otherwise
+    /// still reach the leader).
+    fn check_running(&self) -> Result<()> {
+        if self.cancel.is_cancelled() {
+            Err(Error::Stopped)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn lock_tasks(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.tasks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn clone_weak(self: &Arc<Self>) -> std::sync::Weak<Node> {
+        Arc::downgrade(self)
+    }
+
+    /// Whether this member is the only voter (a cluster of one).
+    fn is_only_voter(&self) -> bool {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let voters: Vec<NodeId> = m.membership_config.membership().voter_ids().collect();
+        voters == [self.cfg.node_id]
+    }
+
+    /// Waits until a leader is known (this node, if it is the only voter) and the state
+    /// machine reflects everything committed before.
     async fn wait_ready(&self) -> Result<()> {
         let id = self.cfg.node_id;
+        let only_voter = self.is_only_voter() || self.forwarder.is_none();
         let ready = async {
             self.raft
                 .wait(None)
                 .metrics(
-                    |m| m.state == ServerState::Leader && m.current_leader == Some(id),
+                    |m| {
+                        if only_voter {
+                            m.state == ServerState::Leader && m.current_leader == Some(id)
+                        } else {
+                            m.current_leader.is_some()
+                        }
+                    },
                     "leader",
                 )
                 .await
@@ -178,10 +328,14 @@ impl Node {
     /// Proposes a command, waits until it is committed (fdatasync'ed in the WAL) and applied,
     /// and returns its output.
     ///
+    /// On a follower the command is forwarded to the leader (in a batch with concurrent ones).
+    ///
     /// # Errors
-    /// `NoLeader` if this node is not the leader (forwarding comes with HA), `Stopped` after
+    /// `NoLeader` if no leader is known (within the forwarding timeout), `Timeout` if the
+    /// leader did not answer a forwarded proposal (it may have been applied), `Stopped` after
     /// shutdown, `Fatal` if Raft stopped on a storage error.
     pub async fn write(&self, cmd: Command) -> Result<Output> {
+        self.check_running()?;
         self.proposer.propose(cmd).await
     }
 
@@ -191,7 +345,47 @@ impl Node {
     /// Reading the store without it may be stale: openraft acknowledges a write once applied,
     /// but another caller's committed write may not be applied yet; `ensure_linearizable`
     /// confirms leadership and waits for the apply of everything committed so far.
+    ///
+    /// On a follower this is the ReadIndex protocol: the leader confirms its leadership with a
+    /// quorum and returns its commit index, and the follower waits until it has applied that
+    /// index. (openraft's `ensure_linearizable` works on the leader only; reading a follower's
+    /// state machine without this barrier may be stale.)
     pub async fn read_barrier(&self) -> Result<()> {
+        self.check_running()?;
+        if let Some(f) = &self.forwarder {
+            if !self.is_leader() {
+                return self.read_barrier_via_leader(f).await;
+            }
+        }
+        self.read_barrier_local().await
+    }
+
+    async fn read_barrier_via_leader(&self, f: &Forwarder) -> Result<()> {
+        let index = match f.forward(&ForwardRequest::ReadIndex, true).await {
+            Ok(ForwardResponse::ReadIndex(i)) => i,
+            Ok(other) => {
+                return Err(Error::Fatal(format!(
+                    "unexpected read index answer: {other:?}"
+                )))
+            }
+            // We became leader meanwhile.
+            Err(RemoteError::NotLeader) if self.is_leader() => {
+                return self.read_barrier_local().await
+            }
+            Err(e) => return Err(remote_error(e)),
+        };
+        self.raft
+            .wait(Some(crate::forward::FORWARD_TIMEOUT))
+            .applied_index_at_least(Some(index), "read index")
+            .await
+            .map(|_| ())
+            .map_err(|e| match e {
+                openraft::metrics::WaitError::Timeout(..) => Error::Timeout,
+                openraft::metrics::WaitError::ShuttingDown => Error::Stopped,
+            })
+    }
+
+    async fn read_barrier_local(&self) -> Result<()> {
         match self.raft.ensure_linearizable().await {
             Ok(_) => Ok(()),
             Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_))) => {
@@ -248,7 +442,28 @@ impl Node {
     }
 
     /// Renews a lease's deadline (leader only). Returns the TTL in seconds, or None if unknown.
+    ///
+    /// On a follower the keep-alive is forwarded to the leader, which holds the deadlines.
     pub async fn lease_keep_alive(&self, id: i64) -> Result<Option<i64>> {
+        self.check_running()?;
+        if let Some(f) = &self.forwarder {
+            if !self.is_leader() {
+                match f.forward(&ForwardRequest::LeaseKeepAlive(id), true).await {
+                    Ok(ForwardResponse::LeaseTtl(ttl)) => return Ok(ttl),
+                    Ok(other) => {
+                        return Err(Error::Fatal(format!(
+                            "unexpected keep-alive answer: {other:?}"
+                        )))
+                    }
+                    Err(RemoteError::NotLeader) if self.is_leader() => {}
+                    Err(e) => return Err(remote_error(e)),
+                }
+            }
+        }
+        self.lease_keep_alive_local(id).await
+    }
+
+    async fn lease_keep_alive_local(&self, id: i64) -> Result<Option<i64>> {
         // Like etcd, first make sure every committed grant is applied, so a lease granted just
         // before is known.
         self.read_barrier().await?;
@@ -272,10 +487,11 @@ impl Node {
         lessor::min_lease_ttl(self.cfg.election_timeout, self.cfg.heartbeat_interval)
     }
 
-    /// Stops the lease loop and Raft, and flushes the state machine. Idempotent.
+    /// Stops the lease loop, the peer service and Raft, and flushes the state machine.
+    /// Idempotent.
     pub async fn shutdown(&self) -> Result<()> {
         self.cancel.cancel();
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        let tasks = std::mem::take(&mut *self.lock_tasks());
         for t in tasks {
             let _ = t.await;
         }
@@ -285,6 +501,239 @@ impl Node {
             .map_err(|e| Error::Fatal(format!("raft task: {e}")))?;
         self.store.flush()?;
         Ok(())
+    }
+}
+
+/// Membership (the etcd Cluster API) and what members ask each other.
+impl Node {
+    /// The address the peer service listens on (`None` without peers).
+    pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        self.peer_addr
+    }
+
+    /// Resolves once this member learns it was removed from the cluster; Raft is stopped by
+    /// then and every request answers `Stopped`. A removed member must not come back with its
+    /// data dir: it rejoins with a fresh one.
+    pub async fn removed(&self) {
+        self.removed.cancelled().await
+    }
+
+    /// Whether this member was removed from the cluster.
+    pub fn is_removed(&self) -> bool {
+        self.removed.is_cancelled()
+    }
+
+    /// Adds a member as a learner (etcd `MemberAdd` with `isLearner`). Returns once the change
+    /// is committed; the learner catches up (from the log or a snapshot) once it runs.
+    pub async fn add_learner(&self, id: NodeId, node: NodeInfo) -> Result<(), MembershipError> {
+        self.membership_change(ForwardRequest::AddMember {
+            id,
+            node,
+            learner: true,
+        })
+        .await
+    }
+
+    /// Adds a voting member (etcd `MemberAdd`): it joins as a learner and the leader promotes
+    /// it once it has caught up (see `membership`).
+    pub async fn add_voter(&self, id: NodeId, node: NodeInfo) -> Result<(), MembershipError> {
+        self.membership_change(ForwardRequest::AddMember {
+            id,
+            node,
+            learner: false,
+        })
+        .await
+    }
+
+    /// Promotes a caught-up learner to voter (etcd `MemberPromote`).
+    pub async fn promote(&self, id: NodeId) -> Result<(), MembershipError> {
+        self.membership_change(ForwardRequest::PromoteMember(id))
+            .await
+    }
+
+    /// Removes a member (etcd `MemberRemove`).
+    pub async fn remove_member(&self, id: NodeId) -> Result<(), MembershipError> {
+        self.membership_change(ForwardRequest::RemoveMember(id))
+            .await
+    }
+
+    /// Replaces a member's peer URLs (etcd `MemberUpdate`).
+    pub async fn update_member(
+        &self,
+        id: NodeId,
+        peer_urls: Vec<String>,
+    ) -> Result<(), MembershipError> {
+        let Some(mut node) = self
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&id)
+            .cloned()
+        else {
+            return Err(MembershipError::MemberNotFound);
+        };
+        node.peer_urls = peer_urls;
+        self.membership_change(ForwardRequest::UpdateMember { id, node })
+            .await
+    }
+
+    async fn membership_change(&self, req: ForwardRequest) -> Result<(), MembershipError> {
+        if self.check_running().is_err() {
+            return Err(MembershipError::Stopped);
+        }
+        if self.is_leader() {
+            return self.membership_local(req).await;
+        }
+        let Some(f) = &self.forwarder else {
+            return Err(MembershipError::NoLeader);
+        };
+        match f.forward(&req, false).await {
+            Ok(_) => Ok(()),
+            Err(RemoteError::Membership(e)) => Err(e),
+            Err(RemoteError::NotLeader) => Err(MembershipError::NoLeader),
+            Err(RemoteError::Timeout) => Err(MembershipError::Timeout),
+            Err(RemoteError::Stopped) => Err(MembershipError::Stopped),
+            Err(RemoteError::Fatal(m)) => Err(MembershipError::Failed(m)),
+        }
+    }
+
+    async fn membership_local(&self, req: ForwardRequest) -> Result<(), MembershipError> {
+        let (raft, me) = (&self.raft, self.cfg.node_id);
+        match req {
+            ForwardRequest::AddMember { id, node, learner } => {
+                membership::add(raft, me, id, node, learner).await
+            }
+            ForwardRequest::PromoteMember(id) => membership::promote(raft, me, id).await,
+            ForwardRequest::RemoveMember(id) => membership::remove(raft, me, id).await,
+            ForwardRequest::UpdateMember { id, node } => {
+                membership::update(raft, me, id, node).await
+            }
+            other => Err(MembershipError::Failed(format!(
+                "not a membership change: {other:?}"
+            ))),
+        }
+    }
+
+    /// Answers a request another member forwarded; only the leader does (never forwards again).
+    pub(crate) async fn serve_forwarded(&self, req: ForwardRequest) -> ForwardResult {
+        if !self.is_leader() {
+            return Err(RemoteError::NotLeader);
+        }
+        let local = |e: Error| match e {
+            Error::NoLeader => RemoteError::NotLeader,
+            Error::Stopped => RemoteError::Stopped,
+            Error::Timeout => RemoteError::Timeout,
+            other => RemoteError::Fatal(other.to_string()),
+        };
+        match req {
+            ForwardRequest::Propose(cmds) => match self.raft.client_write(cmds).await {
+                Ok(resp) => Ok(ForwardResponse::Outputs(resp.data)),
+                Err(RaftError::APIError(openraft::error::ClientWriteError::ForwardToLeader(_))) => {
+                    Err(RemoteError::NotLeader)
+                }
+                Err(e) => Err(RemoteError::Fatal(e.to_string())),
+            },
+            ForwardRequest::ReadIndex => match self.raft.get_read_log_id().await {
+                Ok((read, _)) => Ok(ForwardResponse::ReadIndex(read.map_or(0, |l| l.index))),
+                Err(RaftError::APIError(_)) => Err(RemoteError::NotLeader),
+                Err(RaftError::Fatal(e)) => Err(local(fatal(e))),
+            },
+            ForwardRequest::LeaseKeepAlive(id) => self
+                .lease_keep_alive_local(id)
+                .await
+                .map(ForwardResponse::LeaseTtl)
+                .map_err(local),
+            change => match self.membership_local(change).await {
+                Ok(()) => Ok(ForwardResponse::Done),
+                Err(MembershipError::NoLeader) => Err(RemoteError::NotLeader),
+                Err(e) => Err(RemoteError::Membership(e)),
+            },
+        }
+    }
+}
+
+/// Stops this member when it was removed: it is no longer in the membership it applied (it
+/// was in it before), or a peer said so (`told`, see `peer_server`). Cancels `stop` (the
+/// proposer and the other loops of the node), shuts Raft down, then cancels `removed`.
+async fn watch_removal(
+    raft: Raft,
+    me: NodeId,
+    told: CancellationToken,
+    removed: CancellationToken,
+    stop: CancellationToken,
+) {
+    let mut metrics = raft.metrics();
+    let mut was_member = false;
+    loop {
+        {
+            let m = metrics.borrow_and_update();
+            let member = m.membership_config.membership().get_node(&me).is_some();
+            if member {
+                was_member = true;
+            } else if was_member {
+                break;
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = told.cancelled() => break,
+            changed = metrics.changed() => if changed.is_err() { return },
+        }
+    }
+    tracing::error!(
+        "this member was removed from the cluster: stopping Raft; rejoin with a fresh data dir"
+    );
+    stop.cancel();
+    let _ = raft.shutdown().await;
+    removed.cancel();
+}
+
+/// Makes this member's name and client URLs in the membership match its configuration (a
+/// member added by etcd's MemberAdd is listed with its peer URLs only, as "unstarted", until
+/// it publishes them), retrying until it succeeds.
+async fn publish_self(node: std::sync::Weak<Node>, cancel: CancellationToken) {
+    loop {
+        {
+            let Some(node) = node.upgrade() else { return };
+            let me = node.cfg.node_id;
+            let current = node
+                .raft
+                .metrics()
+                .borrow()
+                .membership_config
+                .membership()
+                .get_node(&me)
+                .cloned();
+            let wanted = NodeInfo {
+                name: node.cfg.name.clone(),
+                peer_urls: node.cfg.peer_urls.clone(),
+                client_urls: node.cfg.client_urls.clone(),
+                auto_promote: current.as_ref().is_some_and(|c| c.auto_promote),
+            };
+            match current {
+                Some(c) if c == wanted => return,
+                Some(_) => {
+                    let req = ForwardRequest::UpdateMember {
+                        id: me,
+                        node: wanted,
+                    };
+                    match node.membership_change(req).await {
+                        Ok(()) => {
+                            tracing::info!("published this member's name and URLs");
+                            return;
+                        }
+                        Err(e) => tracing::debug!(error = %e, "publishing member attributes"),
+                    }
+                }
+                None => {}
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
     }
 }
 

@@ -7,6 +7,9 @@
 //! [`MAX_IN_FLIGHT`] proposals are in Raft at once), then takes every command queued meanwhile
 //! (up to [`MAX_BATCH_COMMANDS`] / [`MAX_BATCH_BYTES`]) into one proposal. With one client this
 //! adds no delay; with many, a batch forms while the previous one is being synced.
+//!
+//! On a follower the batch is forwarded whole to the leader (see `forward`), which proposes it
+//! as one entry and returns its outputs.
 
 use std::io;
 use std::sync::Arc;
@@ -17,6 +20,8 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use crate::forward::Forwarder;
+use crate::peer::{ForwardRequest, ForwardResponse, RemoteError};
 use crate::types::Raft;
 use crate::{Error, NodeId, Result};
 
@@ -69,7 +74,7 @@ fn encoded_len(cmd: &Command) -> usize {
 /// Maps a failed proposal to the error every command in it gets.
 fn write_error(e: &RaftError<NodeId, ClientWriteError<NodeId, crate::types::NodeInfo>>) -> Error {
     match e {
-        // Forwarding to the leader comes with HA.
+        // The leader changed between our check and the proposal.
         RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => Error::NoLeader,
         RaftError::APIError(e @ ClientWriteError::ChangeMembershipError(_)) => {
             Error::Fatal(e.to_string())
@@ -81,9 +86,18 @@ fn write_error(e: &RaftError<NodeId, ClientWriteError<NodeId, crate::types::Node
 
 impl Proposer {
     /// Starts the batching task; it stops on `cancel` or when every handle is dropped.
-    pub fn spawn(raft: Raft, cancel: CancellationToken) -> (Proposer, JoinHandle<()>) {
+    /// `forwarder` sends batches to the leader when this node is not the leader (`None`: a
+    /// member without peers, which answers `NoLeader` instead).
+    pub fn spawn(
+        raft: Raft,
+        forwarder: Option<Forwarder>,
+        cancel: CancellationToken,
+    ) -> (Proposer, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(QUEUE);
-        (Proposer { tx }, tokio::spawn(run(raft, rx, cancel)))
+        (
+            Proposer { tx },
+            tokio::spawn(run(raft, forwarder, rx, cancel)),
+        )
     }
 
     /// Proposes `cmd` and waits until it is committed and applied.
@@ -107,17 +121,61 @@ impl Proposer {
     }
 }
 
-async fn run(raft: Raft, rx: mpsc::Receiver<Pending>, cancel: CancellationToken) {
+async fn run(
+    raft: Raft,
+    forwarder: Option<Forwarder>,
+    rx: mpsc::Receiver<Pending>,
+    cancel: CancellationToken,
+) {
     let mut in_flight = JoinSet::new();
-    batch_loop(&raft, rx, &cancel, &mut in_flight).await;
+    batch_loop(&raft, forwarder.as_ref(), rx, &cancel, &mut in_flight).await;
     // Let the proposals already in Raft answer their clients (a stopping Raft answers them
     // with `Stopped`); abort whatever is still stuck after the grace period.
     let drain = async { while in_flight.join_next().await.is_some() {} };
     let _ = tokio::time::timeout(DRAIN_GRACE, drain).await;
 }
 
+/// Maps a failed forward to the error every command in it gets.
+pub(crate) fn remote_error(e: RemoteError) -> Error {
+    match e {
+        RemoteError::NotLeader => Error::NoLeader,
+        RemoteError::Stopped => Error::Stopped,
+        RemoteError::Timeout => Error::Timeout,
+        RemoteError::Fatal(m) => Error::Fatal(m),
+        RemoteError::Membership(m) => Error::Fatal(m.to_string()),
+    }
+}
+
+/// Proposes `cmds` here if this node leads, else forwards them to the leader.
+async fn propose_batch(
+    raft: &Raft,
+    forwarder: Option<&Forwarder>,
+    cmds: Vec<Command>,
+) -> Result<Vec<Output>> {
+    let leader_here = forwarder.is_none_or(|f| {
+        let m = raft.metrics();
+        let m = m.borrow();
+        m.current_leader == Some(f.id)
+    });
+    if leader_here {
+        return match raft.client_write(cmds).await {
+            Ok(resp) => Ok(resp.data),
+            Err(e) => Err(write_error(&e)),
+        };
+    }
+    let f = forwarder.expect("checked");
+    match f.forward(&ForwardRequest::Propose(cmds), false).await {
+        Ok(ForwardResponse::Outputs(out)) => Ok(out),
+        Ok(other) => Err(Error::Fatal(format!(
+            "unexpected answer to a proposal: {other:?}"
+        ))),
+        Err(e) => Err(remote_error(e)),
+    }
+}
+
 async fn batch_loop(
     raft: &Raft,
+    forwarder: Option<&Forwarder>,
     mut rx: mpsc::Receiver<Pending>,
     cancel: &CancellationToken,
     in_flight: &mut JoinSet<()>,
@@ -150,28 +208,40 @@ async fn batch_loop(
         let (cmds, replies): (Vec<Command>, Vec<_>) =
             batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
         let raft = raft.clone();
+        let forwarder = forwarder.cloned();
         in_flight.spawn(async move {
-            let res = raft.client_write(cmds).await;
+            let res = propose_batch(&raft, forwarder.as_ref(), cmds).await;
             drop(slot);
             match res {
-                Ok(resp) if resp.data.len() == replies.len() => {
-                    for (reply, out) in replies.into_iter().zip(resp.data) {
+                Ok(outputs) if outputs.len() == replies.len() => {
+                    for (reply, out) in replies.into_iter().zip(outputs) {
                         let _ = reply.send(Ok(out));
                     }
                 }
-                Ok(resp) => {
-                    let msg = format!("{} outputs for {} commands", resp.data.len(), replies.len());
+                Ok(outputs) => {
+                    let msg = format!("{} outputs for {} commands", outputs.len(), replies.len());
                     for reply in replies {
                         let _ = reply.send(Err(Error::Fatal(msg.clone())));
                     }
                 }
                 Err(e) => {
                     for reply in replies {
-                        let _ = reply.send(Err(write_error(&e)));
+                        let _ = reply.send(Err(clone_error(&e)));
                     }
                 }
             }
         });
+    }
+}
+
+/// `Error` is not `Clone` (it holds the store's error); every command of a failed batch gets
+/// the same answer.
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::NoLeader => Error::NoLeader,
+        Error::Stopped => Error::Stopped,
+        Error::Timeout => Error::Timeout,
+        other => Error::Fatal(other.to_string()),
     }
 }
 

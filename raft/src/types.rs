@@ -15,6 +15,10 @@ pub struct NodeInfo {
     pub name: String,
     pub peer_urls: Vec<String>,
     pub client_urls: Vec<String>,
+    /// Added as a voter through etcd's MemberAdd: joined as a learner, and the leader promotes
+    /// it once it has caught up (see `membership`). Never cleared (harmless once a voter).
+    #[serde(default)]
+    pub auto_promote: bool,
 }
 
 impl fmt::Display for NodeInfo {
