@@ -18,7 +18,9 @@ pub mod strategic;
 
 use serde_json::Value;
 
-pub use meta::{BuiltinPatchMeta, FieldMeta, ListKind, MapKind, NoPatchMeta, PatchMeta};
+pub use meta::{
+    BuiltinPatchMeta, FieldMeta, ListKind, MapKind, NoPatchMeta, PatchMeta, SchemaPatchMeta,
+};
 
 /// The four patch media types kube-apiserver accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

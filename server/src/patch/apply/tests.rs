@@ -458,3 +458,54 @@ fn status_writes_are_tracked_apart() {
         "Apply failed with 1 conflict: conflict with \"kubelet\" with subresource \"status\" using v1: .status.phase"
     );
 }
+
+#[test]
+fn custom_resource_lists_follow_the_schema() {
+    let crd = crate::patch::SchemaPatchMeta::custom_resource(json!({
+        "type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                      "x-kubernetes-list-map-keys": ["port"],
+                      "items": {"type": "object"}}}}}}));
+    let widget = |ports: Value| {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+               "spec": {"ports": ports}})
+    };
+    let live = apply(
+        None,
+        &widget(json!([{"port": 80, "target": 1}])),
+        "a",
+        false,
+        &crd,
+        Scope::Main,
+        T0,
+    )
+    .unwrap();
+    let live = apply(
+        Some(&live),
+        &widget(json!([{"port": 81, "target": 2}])),
+        "b",
+        false,
+        &crd,
+        Scope::Main,
+        T1,
+    )
+    .unwrap();
+    assert_eq!(
+        live["spec"]["ports"],
+        json!([{"port": 80, "target": 1}, {"port": 81, "target": 2}])
+    );
+    let err = apply(
+        Some(&live),
+        &widget(json!([{"port": 80, "target": 3}])),
+        "b",
+        false,
+        &crd,
+        Scope::Main,
+        T2,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"a\": .spec.ports[port=80].target"
+    );
+}

@@ -1,12 +1,14 @@
 //! Schema information for patches: which fields are lists merged by key, sets, or atomic, and
 //! which maps are granular, per kind. Strategic merge patch and server-side apply read it
-//! through [`PatchMeta`]; [`BuiltinPatchMeta`] knows the built-in types. Another implementation
-//! can later read `x-kubernetes-patch-merge-key` / `x-kubernetes-patch-strategy` /
-//! `x-kubernetes-list-type` from an OpenAPI schema.
+//! through [`PatchMeta`]; [`BuiltinPatchMeta`] knows the built-in types, [`SchemaPatchMeta`]
+//! reads `x-kubernetes-patch-merge-key` / `x-kubernetes-patch-strategy` /
+//! `x-kubernetes-list-type` from an OpenAPI schema (custom resources).
 
 mod builtin;
+mod schema;
 
 pub use builtin::BuiltinPatchMeta;
+pub use schema::SchemaPatchMeta;
 
 /// How a list field merges.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
