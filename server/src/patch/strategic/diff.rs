@@ -28,7 +28,7 @@ struct DiffOptions {
     build_retain_keys: bool,
 }
 
-/// The strategic merge patch that turns `original` into `modified`.
+/// The strategic merge patch that turns `original` (`null`: nothing) into `modified`.
 ///
 /// # Errors
 /// When either is not an object, or a merging list has items without their merge key.
@@ -37,6 +37,8 @@ pub fn create_two_way_merge_patch(
     modified: &Value,
     meta: &dyn PatchMeta,
 ) -> Result<Value> {
+    let empty = Value::Object(Map::new());
+    let original = if original.is_null() { &empty } else { original };
     let (Value::Object(o), Value::Object(m)) = (original, modified) else {
         return Err(bad(super::BAD_JSON_DOC));
     };

@@ -165,12 +165,11 @@ impl Merger<'_> {
             }
             (Value::Array(o), Value::Array(p)) => {
                 let meta = self.field(path);
-                if meta.merges_list() {
+                // A parallel deletion list deletes from any list of scalars.
+                if meta.merges_list() || delete_list {
                     let o = std::mem::take(o);
                     let merged = self.merge_list(path, o, p, meta.merge_key(), delete_list)?;
                     Ok(FieldOutcome::Set(Value::Array(merged)))
-                } else if delete_list {
-                    Ok(FieldOutcome::Keep)
                 } else {
                     Ok(FieldOutcome::Set(self.new_value(path, Value::Array(p))))
                 }
@@ -239,3 +238,5 @@ mod tests;
 mod tests_diff;
 #[cfg(test)]
 mod tests_lists;
+#[cfg(test)]
+mod tests_upstream;
