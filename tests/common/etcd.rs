@@ -29,8 +29,23 @@ impl Etcd {
             client_port: super::free_port(),
             peer_port: super::free_port(),
         };
-        e.spawn();
-        e.wait_ready();
+        // A port picked free can be taken by someone else before etcd binds it: then pick new
+        // ones and start again.
+        for attempt in 1.. {
+            e.spawn();
+            match e.try_wait_ready() {
+                Ok(()) => break,
+                Err(err) if attempt < 4 && err.contains("in use") => {
+                    if let Some(mut p) = e.proc.take() {
+                        p.kill();
+                    }
+                    e.client_port = super::free_port();
+                    e.peer_port = super::free_port();
+                    let _ = std::fs::remove_dir_all(e.data_dir());
+                }
+                Err(err) => panic!("{err}"),
+            }
+        }
         e
     }
 
@@ -83,29 +98,36 @@ impl Etcd {
     }
 
     fn wait_ready(&mut self) {
+        if let Err(e) = self.try_wait_ready() {
+            panic!("{e}");
+        }
+    }
+
+    fn try_wait_ready(&mut self) -> Result<(), String> {
         let ep = self.endpoint();
+        let log = self.log_path();
         let proc = self.proc.as_mut().expect("started");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            proc.assert_running();
-            let out = etcdctl_with_timeout(
-                &ep,
-                &[
-                    "get",
-                    "--dial-timeout=1s",
-                    "--command-timeout=2s",
-                    "etcd-ref-ready",
-                ],
-                None,
-                Duration::from_secs(5),
-            );
-            if out.success() {
-                return;
+            if let Some(status) = proc.exited() {
+                return Err(format!(
+                    "etcd exited before it was ready ({status}); log tail:\n{}",
+                    super::log_tail(&log, 20)
+                ));
             }
-            assert!(
-                Instant::now() < deadline,
-                "etcd not ready after 60s: {out:?}"
-            );
+            let args = [
+                "get",
+                "--dial-timeout=1s",
+                "--command-timeout=2s",
+                "etcd-ref-ready",
+            ];
+            let out = etcdctl_with_timeout(&ep, &args, None, Duration::from_secs(5));
+            if out.success() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("etcd not ready after 60s: {out:?}"));
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }

@@ -52,8 +52,21 @@ impl K3rs {
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             api_port,
         };
-        k.spawn();
-        k.wait_ready();
+        // A port picked free can be taken by someone else before the server binds it: then
+        // pick new ones and start again (the data dir is still fresh).
+        for attempt in 1.. {
+            k.spawn();
+            match k.try_wait_ready() {
+                Ok(()) => break,
+                Err(e) if attempt < 4 && e.contains("in use") => {
+                    k.kill();
+                    let _ = std::fs::remove_dir_all(k.data_dir());
+                    k.port = super::free_port();
+                    k.api_port = k.api_port.map(|_| super::free_port());
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
         k
     }
 
@@ -138,8 +151,34 @@ impl K3rs {
         }
     }
 
+    /// With `--datastore-endpoint` the server serves no etcd API: waits for the kubeconfig.
+    fn wait_kubeconfig(&mut self) {
+        let path = self.kubeconfig();
+        let proc = self.proc.as_mut().expect("started");
+        let deadline = std::time::Instant::now() + START_TIMEOUT;
+        while !path.exists() {
+            proc.assert_running();
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no kubeconfig after {START_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Waits until the client certificate exists and a read through etcdctl succeeds.
     pub fn wait_ready(&mut self) {
+        if let Err(e) = self.try_wait_ready() {
+            panic!("{e}");
+        }
+    }
+
+    /// Like [`K3rs::wait_ready`], but says why the server did not become ready.
+    fn try_wait_ready(&mut self) -> Result<(), String> {
+        if self.extra_args.iter().any(|a| a == "--datastore-endpoint") {
+            self.wait_kubeconfig();
+            return Ok(());
+        }
         let ep = self.endpoint();
         let cert = self.etcd_tls_dir().join("client.key");
         let log = self.log_path();
@@ -147,30 +186,31 @@ impl K3rs {
         let mut last = String::new();
         let deadline = std::time::Instant::now() + START_TIMEOUT;
         loop {
-            proc.assert_running();
+            if let Some(status) = proc.exited() {
+                return Err(format!(
+                    "k3rs server exited before it was ready ({status}); log tail:\n{}",
+                    super::log_tail(&log, 40)
+                ));
+            }
             if cert.exists() {
-                let out = etcdctl_with_timeout(
-                    &ep,
-                    &[
-                        "get",
-                        "--dial-timeout=1s",
-                        "--command-timeout=2s",
-                        "k3rs-test-ready",
-                    ],
-                    None,
-                    Duration::from_secs(5),
-                );
+                let args = [
+                    "get",
+                    "--dial-timeout=1s",
+                    "--command-timeout=2s",
+                    "k3rs-test-ready",
+                ];
+                let out = etcdctl_with_timeout(&ep, &args, None, Duration::from_secs(5));
                 if out.success() {
-                    return;
+                    return Ok(());
                 }
                 last = format!("{out:?}");
             }
             if std::time::Instant::now() > deadline {
-                panic!(
+                return Err(format!(
                     "k3rs server not ready after {START_TIMEOUT:?}; last etcdctl: {last}\n\
                      log tail:\n{}",
                     super::log_tail(&log, 40)
-                );
+                ));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
