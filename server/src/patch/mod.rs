@@ -5,6 +5,36 @@
 //! then calls [`apply_patch`] with the live object; the [`PatchError`] variant tells it which
 //! `Status` to answer with ([`PatchError::status_code`]).
 //!
+//! # Use
+//! ```
+//! use k3rs_server::patch::{apply::Scope, apply_patch, BuiltinPatchMeta, NoPatchMeta, PatchContext, PatchMeta, PatchType};
+//! use serde_json::json;
+//!
+//! let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+//!                   "spec": {"replicas": 1}});
+//! // Built-in kinds have merge keys; custom resources get `NoPatchMeta` (or a `SchemaPatchMeta`).
+//! let builtin = BuiltinPatchMeta::for_kind("apps/v1", "Deployment");
+//! let meta: &dyn PatchMeta = match &builtin {
+//!     Some(m) => m,
+//!     None => &NoPatchMeta,
+//! };
+//! let kind = PatchType::from_content_type("application/strategic-merge-patch+json").unwrap();
+//! let ctx = PatchContext {
+//!     meta,
+//!     field_manager: Some("kubectl-patch"),
+//!     force: false,
+//!     scope: Scope::Main,
+//!     now: "2024-01-01T00:00:00Z",
+//! };
+//! let patched = apply_patch(kind, &live, br#"{"spec":{"replicas":3}}"#, &ctx).unwrap();
+//! assert_eq!(patched["spec"]["replicas"], 3);
+//! assert_eq!(patched["metadata"]["managedFields"][0]["manager"], "kubectl-patch");
+//! ```
+//! Creates and updates (PUT) record their writer with [`apply::track_update`]; an apply
+//! patch that creates the object goes through [`apply_patch`] with a `null` live object.
+//! On error, answer with a Status of [`PatchError::status_code`] and [`PatchError::reason`]
+//! (for conflicts, `details.causes` from [`apply::Conflicts::causes`]).
+//!
 //! # Guarantees
 //! - No I/O, no clock: timestamps come in through [`PatchContext::now`].
 //! - Every write through [`apply_patch`] with a field manager updates `metadata.managedFields`
