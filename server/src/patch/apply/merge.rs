@@ -111,6 +111,7 @@ impl Walker<'_> {
     }
 
     /// Removes from `object` every path of `remove` that `keep` holds nothing at or below.
+    /// A map left empty by a removal goes too, unless `keep` owns it.
     pub(crate) fn prune(&self, object: &mut Value, remove: &FieldSet, keep: &FieldSet) {
         // Shallowest first; what lies below a removed path went with it.
         let mut paths = remove.paths();
@@ -120,23 +121,36 @@ impl Walker<'_> {
             if keep.contains_prefix(path) || removed.iter().any(|r| path.starts_with(r)) {
                 continue;
             }
-            self.remove_path(object, path, &mut Vec::new());
+            self.remove_path(object, path, 0, &mut Vec::new(), keep);
             removed.push(path);
         }
     }
 
-    fn remove_path(&self, value: &mut Value, path: &[PathElement], names: &mut Vec<String>) {
-        let Some((first, rest)) = path.split_first() else {
+    /// Removes `path[depth..]` below `value` (which sits at `path[..depth]`).
+    fn remove_path(
+        &self,
+        value: &mut Value,
+        path: &[PathElement],
+        depth: usize,
+        names: &mut Vec<String>,
+        keep: &FieldSet,
+    ) {
+        let Some(first) = path.get(depth) else {
             return;
         };
+        let last = depth + 1 == path.len();
         match (first, value) {
             (PathElement::Field(f), Value::Object(m)) => {
-                if rest.is_empty() {
+                if last {
                     m.remove(f);
                 } else if let Some(child) = m.get_mut(f) {
                     names.push(f.clone());
-                    self.remove_path(child, rest, names);
+                    self.remove_path(child, path, depth + 1, names, keep);
                     names.pop();
+                    let emptied = child.as_object().is_some_and(Map::is_empty);
+                    if emptied && !keep.contains(&path[..=depth]) {
+                        m.remove(f);
+                    }
                 }
             }
             (element, Value::Array(items)) => {
@@ -146,10 +160,10 @@ impl Walker<'_> {
                     .enumerate()
                     .position(|(i, item)| item_element(&meta, item, i) == *element);
                 if let Some(i) = found {
-                    if rest.is_empty() {
+                    if last {
                         items.remove(i);
                     } else {
-                        self.remove_path(&mut items[i], rest, names);
+                        self.remove_path(&mut items[i], path, depth + 1, names, keep);
                     }
                 }
             }

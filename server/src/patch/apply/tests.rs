@@ -509,3 +509,82 @@ fn custom_resource_lists_follow_the_schema() {
         "Apply failed with 1 conflict: conflict with \"a\": .spec.ports[port=80].target"
     );
 }
+
+#[test]
+fn maps_emptied_by_removal_go_too() {
+    let mut first = config(2, "nginx");
+    first["spec"]["strategy"] = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}});
+    let live = run(None, &first, "kubectl", false, T0).unwrap();
+    let mut second = config(2, "nginx");
+    second["spec"]["strategy"] = json!({"type": "Recreate"});
+    second["metadata"]["labels"] = json!({});
+    let out = run(Some(&live), &second, "kubectl", false, T1).unwrap();
+    assert_eq!(out["spec"]["strategy"], json!({"type": "Recreate"}));
+    // An applied empty map is the applier's own value and stays.
+    assert_eq!(out["metadata"]["labels"], json!({}));
+    let mut third = config(2, "nginx");
+    third["metadata"].as_object_mut().unwrap().remove("labels");
+    third["spec"]["strategy"] = json!({"type": "Recreate"});
+    let out = run(Some(&out), &third, "kubectl", false, T2).unwrap();
+    assert!(
+        out["metadata"].get("labels").is_none(),
+        "{}",
+        out["metadata"]
+    );
+}
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::patch::strategic::tests_diff::arb_deployment;
+
+    fn with_type(mut d: Value) -> Value {
+        d["apiVersion"] = json!("apps/v1");
+        d["kind"] = json!("Deployment");
+        d
+    }
+
+    proptest! {
+        /// Applying a configuration creates exactly it; applying it again changes nothing.
+        #[test]
+        fn apply_is_idempotent(config in arb_deployment()) {
+            let config = with_type(config);
+            let once = run(None, &config, "kubectl", false, T0).unwrap();
+            prop_assert_eq!(managed::strip(&once), config.clone());
+            let twice = run(Some(&once), &config, "kubectl", false, T0).unwrap();
+            prop_assert_eq!(twice, once);
+        }
+
+        /// A sole applier's new configuration replaces its old one, removed fields included.
+        #[test]
+        fn sole_applier_gets_its_new_configuration(first in arb_deployment(), second in arb_deployment()) {
+            let (first, second) = (with_type(first), with_type(second));
+            let live = run(None, &first, "kubectl", false, T0).unwrap();
+            let out = run(Some(&live), &second, "kubectl", false, T1).unwrap();
+            prop_assert_eq!(managed::strip(&out), second);
+        }
+
+        /// An updater's writes are tracked so that the same update again is not a change.
+        #[test]
+        fn updates_track_what_changed(first in arb_deployment(), second in arb_deployment()) {
+            let (first, second) = (with_type(first), with_type(second));
+            let live = run(None, &first, "kubectl", false, T0).unwrap();
+            let mut edited = second.clone();
+            edited["metadata"]["managedFields"] = live["metadata"]["managedFields"].clone();
+            let out = track_update(Some(&live), &edited, "editor", Operation::Update, &meta(), Scope::Whole, T1);
+            prop_assert_eq!(managed::strip(&out), second);
+            // Re-applying the first configuration conflicts exactly when the editor changed
+            // something the applier had set.
+            let editor_owns = out["metadata"]["managedFields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["manager"] == "editor");
+            let again = run(Some(&out), &first, "kubectl", false, T2);
+            if let Err(e) = &again {
+                prop_assert!(editor_owns, "{}", e);
+            }
+        }
+    }
+}

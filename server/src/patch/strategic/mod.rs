@@ -235,7 +235,7 @@ fn retain_keys(original: &mut Map<String, Value>, patch: &mut Map<String, Value>
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_diff;
+pub(crate) mod tests_diff;
 #[cfg(test)]
 mod tests_lists;
 #[cfg(test)]

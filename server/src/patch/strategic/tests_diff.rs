@@ -191,7 +191,7 @@ fn container() -> impl Strategy<Value = Value> {
 }
 
 /// Deployments with unique container names, env vars, finalizers and labels.
-fn arb_deployment() -> impl Strategy<Value = Value> {
+pub(crate) fn arb_deployment() -> impl Strategy<Value = Value> {
     (
         prop::collection::btree_map("[a-d]", container(), 0..4),
         prop::sample::subsequence(vec!["f1", "f2", "f3"], 0..3),
