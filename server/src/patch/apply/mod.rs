@@ -166,7 +166,7 @@ fn api_version(object: &Value) -> String {
 /// # Errors
 /// [`ApplyError::Conflict`] when fields owned by other managers would change and `force` is
 /// not set; [`ApplyError::BadRequest`] when `applied` is not an object or carries
-/// managedFields.
+/// managedFields entries.
 pub fn apply(
     live: Option<&Value>,
     applied: &Value,
@@ -181,9 +181,10 @@ pub fn apply(
             "the applied configuration must be an object".to_string(),
         ));
     }
+    let empty = |m: &Value| m.is_null() || m.as_array().is_some_and(Vec::is_empty);
     if applied
         .pointer("/metadata/managedFields")
-        .is_some_and(|m| !m.is_null())
+        .is_some_and(|m| !empty(m))
     {
         return Err(ApplyError::BadRequest(
             "metadata.managedFields must be nil".to_string(),

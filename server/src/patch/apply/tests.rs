@@ -346,9 +346,15 @@ fn managed_fields_sent_by_the_client_replace_the_live_ones() {
 #[test]
 fn applied_config_with_managed_fields_is_refused() {
     let mut applied = config(1, "x");
-    applied["metadata"]["managedFields"] = json!([]);
+    applied["metadata"]["managedFields"] = json!([{"manager": "x"}]);
     let err = run(None, &applied, "kubectl", false, T0).unwrap_err();
     assert!(matches!(err, ApplyError::BadRequest(_)), "{err:?}");
+    applied["metadata"]["managedFields"] = json!([]);
+    let out = run(None, &applied, "kubectl", false, T0).unwrap();
+    assert_eq!(
+        managers(&out),
+        vec![("kubectl".to_string(), "Apply".to_string())]
+    );
 }
 
 #[test]
