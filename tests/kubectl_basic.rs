@@ -172,8 +172,20 @@ impl Drop for Watch {
 }
 
 #[test]
-fn kubectl_against_k3rs_server() {
+fn kubectl_against_the_embedded_datastore() {
     let mut server = K3rs::start_kubernetes(&["--disable-agent"]);
+    scenario(&mut server);
+}
+
+#[test]
+fn kubectl_against_an_external_etcd() {
+    let etcd = common::Etcd::start();
+    let url = etcd.endpoint().url;
+    let mut server = K3rs::start_kubernetes(&["--disable-agent", "--datastore-endpoint", &url]);
+    scenario(&mut server);
+}
+
+fn scenario(server: &mut K3rs) {
     let k = Kubectl {
         bin: common::require_program("kubectl", "kubectl"),
         kubeconfig: server.kubeconfig(),
@@ -184,7 +196,7 @@ fn kubectl_against_k3rs_server() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600, "kubeconfig mode");
-    wait_api(&k, &mut server);
+    wait_api(&k, server);
 
     // Version and the bootstrap namespaces and service.
     let version = k.ok(&["version"]);
@@ -302,6 +314,93 @@ fn kubectl_against_k3rs_server() {
         &["get", "configmaps", "--field-selector", "spec.nodeName=x"],
         None,
         "field label not supported",
+    );
+
+    // Patches: label, annotate (merge), JSON patch (a failed test is 422), strategic merge,
+    // scale (the scale subresource) and set image.
+    k.ok(&["label", "configmap", "cm1", "-n", "e2e", "color=blue"]);
+    k.ok(&["annotate", "configmap", "cm1", "-n", "e2e", "note=hi"]);
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "configmaps",
+            "-n",
+            "e2e",
+            "-l",
+            "color=blue",
+            "-o",
+            "name"
+        ]),
+        "configmap/cm1\n"
+    );
+    k.ok(&[
+        "patch",
+        "configmap",
+        "cm1",
+        "-n",
+        "e2e",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"m":"1"}}"#,
+    ]);
+    k.ok(&[
+        "patch",
+        "configmap",
+        "cm1",
+        "-n",
+        "e2e",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/data/j","value":"2"}]"#,
+    ]);
+    k.fails_with(
+        &[
+            "patch",
+            "configmap",
+            "cm1",
+            "-n",
+            "e2e",
+            "--type=json",
+            "-p",
+            r#"[{"op":"test","path":"/data/a","value":"zzz"}]"#,
+        ],
+        None,
+        "invalid",
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "configmap",
+            "cm1",
+            "-n",
+            "e2e",
+            "-o",
+            "jsonpath={.data.a}{.data.m}{.data.j} {.metadata.annotations.note}"
+        ]),
+        "b12 hi"
+    );
+    k.ok(&[
+        "patch",
+        "deployment",
+        "web",
+        "-n",
+        "e2e",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.28"}]}}}}"#,
+    ]);
+    k.ok(&["scale", "deployment", "web", "-n", "e2e", "--replicas=3"]);
+    k.ok(&[
+        "set",
+        "image",
+        "deployment/web",
+        "-n",
+        "e2e",
+        "nginx=nginx:1.29",
+    ]);
+    assert_eq!(
+        k.ok(&["get", "deployment", "web", "-n", "e2e", "-o",
+            "jsonpath={.metadata.generation} {.spec.replicas} {.spec.template.spec.containers[0].image}"]),
+        "4 3 nginx:1.29"
     );
 
     // Watch: the initial ADDED proves the watch is established; then MODIFIED and DELETED.

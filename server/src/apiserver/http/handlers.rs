@@ -278,9 +278,24 @@ async fn resource_request(
             let out = reg.delete_collection(&target, list, &opts).await?;
             Ok(json_response(StatusCode::OK, &out))
         }
-        (Method::PATCH, true) => Err(ApiError::unsupported_media_type(&body::content_type(
-            req.headers(),
-        ))),
+        (Method::PATCH, true) => {
+            let media = body::content_type(req.headers());
+            let kind =
+                crate::patch::PatchType::from_content_type(&media).map_err(|e| ApiError {
+                    code: 415,
+                    reason: "UnsupportedMediaType",
+                    message: e.to_string(),
+                    details: None,
+                })?;
+            let opts = crate::apiserver::registry::PatchOptions {
+                field_manager: q.get("fieldManager").cloned(),
+                force: flag(&q, "force"),
+                write: write_options(&q)?,
+            };
+            let bytes = body::read(req.into_body()).await?;
+            let patched = reg.patch(&target, kind, &bytes, &opts).await?;
+            Ok(json_response(StatusCode::OK, &patched))
+        }
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
     }
 }

@@ -206,14 +206,13 @@ pub(super) fn scope_namespace(t: &Target, obj: &mut Value) -> ApiResult<()> {
 }
 
 /// What a create sets regardless of the body: uid, creationTimestamp, generation; and what it
-/// clears: resourceVersion, deletion state, managedFields, selfLink.
+/// clears: resourceVersion, deletion state, selfLink.
 fn stamp_new(r: &Resource, obj: &mut Value) {
     let m = meta::metadata_mut(obj);
     for k in [
         "resourceVersion",
         "deletionTimestamp",
         "deletionGracePeriodSeconds",
-        "managedFields",
         "selfLink",
     ] {
         m.remove(k);

@@ -9,6 +9,7 @@ mod delete;
 pub mod keys;
 mod list;
 pub mod meta;
+pub mod patch;
 pub mod selector;
 mod update;
 pub mod validation;
@@ -21,6 +22,7 @@ use serde_json::Value;
 
 pub use delete::{DeleteOptions, Deleted};
 pub use list::{ListOptions, RvMatch};
+pub use patch::PatchOptions;
 pub use watch::WatchOptions;
 
 use crate::apiserver::resources::catalog::Resource;

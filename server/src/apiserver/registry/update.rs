@@ -152,8 +152,13 @@ impl Registry {
 /// Carries over what clients may not change; clients may not undo a deletion either.
 fn keep_system_fields(old: &Value, new: &mut Value) {
     let m = meta::metadata_mut(new);
-    m.remove("managedFields");
     m.remove("selfLink");
+    // A body without managedFields keeps the recorded ones (kube-apiserver does too).
+    if !m.contains_key("managedFields") {
+        if let Some(mf) = old["metadata"].get("managedFields") {
+            m.insert("managedFields".into(), mf.clone());
+        }
+    }
     for k in SYSTEM_FIELDS {
         match old["metadata"].get(*k) {
             Some(v) => {
@@ -197,7 +202,7 @@ mod tests {
     #[test]
     fn system_fields_survive_updates() {
         let old = json!({"metadata": {"name": "x", "uid": "u", "creationTimestamp": "t", "generation": 3}});
-        let mut new = json!({"metadata": {"name": "x", "uid": "forged", "deletionTimestamp": "now", "managedFields": []}});
+        let mut new = json!({"metadata": {"name": "x", "uid": "forged", "deletionTimestamp": "now", "selfLink": "/x"}});
         keep_system_fields(&old, &mut new);
         assert_eq!(
             new["metadata"],
