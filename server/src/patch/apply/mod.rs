@@ -11,9 +11,13 @@
 //! - [`track_update`] gives the writer of an update the fields it changed, taking them from
 //!   other managers (updates never conflict), and drops removed fields from every manager.
 //!
+//! - Lists merge as structured-merge-diff merges them: live-only items keep their place,
+//!   applied items come in the applied order. A map a removal leaves empty is removed too.
+//!
 //! # Deviations
-//! - A new struct reached by an update is not itself recorded (no `.`), only its fields;
-//!   upstream records a new pointer-to-struct field (e.g. `rollingUpdate`) itself.
+//! - Field sets are computed from JSON, not Go structs: a new struct reached by an update is
+//!   not itself recorded (no `.`), only its fields, and a new merging list is (upstream: only
+//!   `omitempty` ones, e.g. `ports` but not `containers`).
 //! - Fields a write does not own follow [`Scope`]: kube-apiserver takes them from each
 //!   resource's strategy (its "reset fields"), here they are `status` or everything but
 //!   `status` and `metadata`.
