@@ -56,6 +56,18 @@ struct ServerArgs {
     /// Port of the etcd v3 gRPC API (mTLS with the cluster's etcd CA).
     #[arg(long, default_value_t = 2379, env = "K3RS_ETCD_CLIENT_PORT")]
     etcd_client_port: u16,
+    /// Port of the Raft peer service (mTLS with the cluster's etcd peer CA), on the etcd
+    /// client address.
+    #[arg(long, default_value_t = 2380, env = "K3RS_ETCD_PEER_PORT")]
+    etcd_peer_port: u16,
+    /// Restart this server as a single-member cluster with its data (after losing the
+    /// majority of servers); then add fresh servers to it.
+    #[arg(long, env = "K3RS_CLUSTER_RESET")]
+    cluster_reset: bool,
+    /// Interim, until servers join by token: peer URL of an existing server (repeatable) to
+    /// join after `etcdctl member add <this server's peer URL>`; keep it on restarts.
+    #[arg(long, env = "K3RS_ETCD_JOIN_PEER", value_delimiter = ',')]
+    etcd_join_peer: Vec<String>,
     /// Address the etcd client port listens on.
     #[arg(long, default_value = "127.0.0.1", env = "K3RS_ETCD_CLIENT_ADDRESS")]
     etcd_client_address: IpAddr,
@@ -177,6 +189,9 @@ async fn main() -> anyhow::Result<()> {
                 etcd_client_addr: SocketAddr::new(args.etcd_client_address, args.etcd_client_port),
                 auto_compaction_retention: args.etcd_auto_compaction_retention,
                 watch_progress_notify_interval: args.etcd_watch_progress_notify_interval,
+                etcd_peer_port: args.etcd_peer_port,
+                cluster_reset: args.cluster_reset,
+                join_peers: args.etcd_join_peer,
                 api: (!args.disable_apiserver).then(|| k3rs_server::ApiSettings {
                     listen: SocketAddr::new(args.bind_address, args.https_listen_port),
                     tls_sans: args.tls_san,

@@ -58,7 +58,10 @@ pub struct Node {
     forwarder: Option<Forwarder>,
     /// Cancelled when this member learns it was removed from the cluster.
     removed: CancellationToken,
-    peer_addr: Option<std::net::SocketAddr>,
+    /// The peer configuration, and where the peer service listens once started.
+    peer: Option<PeerConfig>,
+    peer_service: tokio::sync::Mutex<Option<std::net::SocketAddr>>,
+    node_slot: NodeSlot,
 }
 
 fn raft_config(cfg: &NodeConfig) -> Result<Config> {
@@ -121,7 +124,7 @@ impl Node {
         Self::open(cfg, Some(peer)).await
     }
 
-    async fn open(cfg: NodeConfig, peer: Option<PeerConfig>) -> Result<Arc<Node>> {
+    async fn open(mut cfg: NodeConfig, peer: Option<PeerConfig>) -> Result<Arc<Node>> {
         std::fs::create_dir_all(&cfg.data_dir).map_err(storage_fatal)?;
         // The store first: its lock keeps a second process away from the data dir before the
         // WAL recovery below may cut a (live) tail.
@@ -152,6 +155,10 @@ impl Node {
         let bootstrap = peer
             .as_ref()
             .map_or(Bootstrap::NewCluster, |p| p.bootstrap.clone());
+        if let Some(p) = &peer {
+            let fresh = wal.log_state().1.is_none();
+            cfg.node_id = member_id(&cfg, p, fresh).await?;
+        }
         if bootstrap == Bootstrap::ClusterReset {
             crate::cluster_reset::reset(&wal, cfg.node_id, me.clone()).map_err(Error::Fatal)?;
         }
@@ -184,27 +191,6 @@ impl Node {
         let cancel = CancellationToken::new();
         let slot = NodeSlot::default();
         let mut tasks = Vec::new();
-        let mut peer_addr = None;
-        if let Some(p) = &peer {
-            let spawned = peer_server::spawn(
-                p.listen,
-                p.tls.as_ref(),
-                raft.clone(),
-                slot.clone(),
-                cancel.child_token(),
-            )
-            .await;
-            let (addr, task) = match spawned {
-                Ok(s) => s,
-                Err(e) => {
-                    // Raft runs (and holds the store) until shut down.
-                    let _ = raft.shutdown().await;
-                    return Err(Error::Fatal(format!("peer service on {}: {e}", p.listen)));
-                }
-            };
-            peer_addr = Some(addr);
-            tasks.push(task);
-        }
         let forwarder = peer.as_ref().map(|_| Forwarder {
             id: cfg.node_id,
             raft: raft.clone(),
@@ -230,10 +216,28 @@ impl Node {
             tasks: Mutex::new(tasks),
             forwarder,
             removed,
-            peer_addr,
+            peer: peer.clone(),
+            peer_service: tokio::sync::Mutex::new(None),
+            node_slot: slot.clone(),
             cfg,
         });
         let _ = slot.set(Arc::downgrade(&node));
+        // A cluster of one needs no peer port until a member is added (like k3s, which opens
+        // 2380 only with an HA datastore): several single servers can share a machine.
+        let members = node
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .nodes()
+            .count();
+        let needs_peers = members > 1 || matches!(bootstrap, Bootstrap::Join { .. });
+        if needs_peers {
+            if let Err(e) = node.ensure_peer_service().await {
+                let _ = node.shutdown().await;
+                return Err(e);
+            }
+        }
         if peer.is_some() {
             let watch = tokio::spawn(watch_removal(
                 raft.clone(),
@@ -506,9 +510,33 @@ impl Node {
 
 /// Membership (the etcd Cluster API) and what members ask each other.
 impl Node {
-    /// The address the peer service listens on (`None` without peers).
-    pub fn peer_addr(&self) -> Option<std::net::SocketAddr> {
-        self.peer_addr
+    /// The address the peer service listens on (`None` without peers, or while this is a
+    /// cluster of one that never had a member added).
+    pub async fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        *self.peer_service.lock().await
+    }
+
+    /// Starts the peer service unless it runs already.
+    async fn ensure_peer_service(&self) -> Result<std::net::SocketAddr> {
+        let Some(p) = &self.peer else {
+            return Err(Error::Fatal("this member has no peer configuration".into()));
+        };
+        let mut started = self.peer_service.lock().await;
+        if let Some(addr) = *started {
+            return Ok(addr);
+        }
+        let (addr, task) = peer_server::spawn(
+            p.listen,
+            p.tls.as_ref(),
+            self.raft.clone(),
+            self.node_slot.clone(),
+            self.cancel.child_token(),
+        )
+        .await
+        .map_err(|e| Error::Fatal(format!("peer service on {}: {e}", p.listen)))?;
+        self.lock_tasks().push(task);
+        *started = Some(addr);
+        Ok(addr)
     }
 
     /// Resolves once this member learns it was removed from the cluster; Raft is stopped by
@@ -603,6 +631,10 @@ impl Node {
         let (raft, me) = (&self.raft, self.cfg.node_id);
         match req {
             ForwardRequest::AddMember { id, node, learner } => {
+                // The new member will ask us for its ID and hear from us as leader.
+                self.ensure_peer_service()
+                    .await
+                    .map_err(|e| MembershipError::Failed(e.to_string()))?;
                 membership::add(raft, me, id, node, learner).await
             }
             ForwardRequest::PromoteMember(id) => membership::promote(raft, me, id).await,
@@ -616,8 +648,14 @@ impl Node {
         }
     }
 
-    /// Answers a request another member forwarded; only the leader does (never forwards again).
+    /// Answers a request another member forwarded; only the leader does (never forwards again),
+    /// except for `Members`.
     pub(crate) async fn serve_forwarded(&self, req: ForwardRequest) -> ForwardResult {
+        if let ForwardRequest::Members = req {
+            let m = self.raft.metrics().borrow().membership_config.clone();
+            let nodes = m.membership().nodes().map(|(i, n)| (*i, n.clone()));
+            return Ok(ForwardResponse::Members(nodes.collect()));
+        }
         if !self.is_leader() {
             return Err(RemoteError::NotLeader);
         }
@@ -651,6 +689,92 @@ impl Node {
                 Err(e) => Err(RemoteError::Membership(e)),
             },
         }
+    }
+}
+
+const MEMBER_ID_FILE: &str = "member-id";
+/// How long a joining member keeps asking existing members for its ID.
+const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// This member's ID: the one kept in `<data_dir>/member-id`; else, for a fresh member joining
+/// with peers to ask, the ID the cluster lists for our peer URL (then kept); else the
+/// configured one.
+async fn member_id(cfg: &NodeConfig, peer: &PeerConfig, fresh: bool) -> Result<NodeId> {
+    let path = cfg.data_dir.join(MEMBER_ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(s) => {
+            return s
+                .trim()
+                .parse()
+                .map_err(|e| Error::Fatal(format!("{}: {e}", path.display())))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::Fatal(format!("{}: {e}", path.display()))),
+    }
+    let Bootstrap::Join { peers } = &peer.bootstrap else {
+        return Ok(cfg.node_id);
+    };
+    if peers.is_empty() || !fresh {
+        return Ok(cfg.node_id);
+    }
+    let id = discover_member_id(peers, &cfg.peer_urls, peer.tls.clone()).await?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, id.to_string())
+        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| Error::Fatal(format!("{}: {e}", path.display())))?;
+    tracing::info!(
+        member_id = id,
+        "joined as the member the cluster lists for our peer URL"
+    );
+    Ok(id)
+}
+
+/// Asks the members at `peers` for the membership until one lists a member with one of
+/// `mine` as peer URL (etcd: the new member finds its ID by its peer URLs).
+async fn discover_member_id(
+    peers: &[String],
+    mine: &[String],
+    tls: Option<crate::peer::PeerTls>,
+) -> Result<NodeId> {
+    let network = PeerNetwork::new(tls, CancellationToken::new());
+    let deadline = tokio::time::Instant::now() + DISCOVERY_TIMEOUT;
+    let mut last_error = String::from("no answer");
+    loop {
+        for url in peers {
+            let info = NodeInfo {
+                peer_urls: vec![url.clone()],
+                ..Default::default()
+            };
+            let client = network.client(0, &info);
+            match client
+                .forward(&ForwardRequest::Members, Duration::from_secs(2))
+                .await
+            {
+                Ok(Ok(ForwardResponse::Members(members))) => {
+                    let found = members
+                        .iter()
+                        .find(|(_, n)| n.peer_urls.iter().any(|u| mine.contains(u)));
+                    match found {
+                        Some((id, _)) => return Ok(*id),
+                        None => {
+                            last_error = format!(
+                                "{url} lists no member with peer URL {mine:?}: add this server \
+                                 first (etcdctl member add)"
+                            )
+                        }
+                    }
+                }
+                Ok(other) => last_error = format!("{url}: {other:?}"),
+                Err(e) => last_error = format!("{url}: {e}"),
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::Fatal(format!(
+                "joining: could not learn this member's ID: {last_error}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 

@@ -42,7 +42,11 @@ pub enum Bootstrap {
     NewCluster,
     /// Join an existing cluster that already lists this member (etcd's `member add`, then
     /// start the new member): wait for the leader to replicate to us; never initialize.
-    Join,
+    ///
+    /// On first start the member ID is the one the cluster lists for this member's peer URL,
+    /// asked from `peers` (peer URLs of existing members; if empty, `NodeConfig::node_id` is
+    /// used as is). It is kept in `<data_dir>/member-id` for later starts.
+    Join { peers: Vec<String> },
     /// Quorum-loss recovery: rewrite the membership to this member alone, keeping the data
     /// and the log, under a new term (etcd's `--force-new-cluster`).
     ClusterReset,
@@ -77,6 +81,8 @@ pub(crate) enum ForwardRequest {
         id: NodeId,
         node: NodeInfo,
     },
+    /// The membership as this member knows it (answered by any member).
+    Members,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -85,6 +91,7 @@ pub(crate) enum ForwardResponse {
     ReadIndex(u64),
     LeaseTtl(Option<i64>),
     Done,
+    Members(Vec<(NodeId, NodeInfo)>),
 }
 
 /// Why the leader could not do it. `NotLeader` means nothing was done: safe to retry at the

@@ -163,7 +163,8 @@ async fn three_members(root: &Path, timing: Timing) -> (Vec<Spec>, Vec<Arc<Node>
     let mut nodes = vec![first];
     for s in &specs[1..] {
         nodes[0].add_voter(s.id, s.info()).await.unwrap();
-        nodes.push(s.start(Bootstrap::Join).await);
+        let peers = vec![specs[0].info().peer_urls[0].clone()];
+        nodes.push(s.start(Bootstrap::Join { peers }).await);
     }
     for n in &nodes {
         eventually("three voters", Duration::from_secs(20), || {
@@ -380,7 +381,7 @@ async fn learner_catches_up_by_snapshot_then_is_promoted() {
 
     leader.add_learner(b.id, b.info()).await.unwrap();
     let started = Instant::now();
-    let learner = b.start(Bootstrap::Join).await;
+    let learner = b.start(Bootstrap::Join { peers: vec![] }).await;
     learner.read_barrier().await.unwrap();
     println!("learner caught up in {:?}", started.elapsed());
     assert_eq!(get(&learner, "k3/99").map(|v| v.len()), Some(3000));

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k3rs_raft::{Node, NodeConfig};
+use k3rs_raft::{Bootstrap, Node, NodeConfig, PeerConfig, PeerTls};
 use tokio_util::sync::CancellationToken;
 
 pub mod apiserver;
@@ -35,8 +35,8 @@ const HEARTBEAT: Duration = Duration::from_millis(100);
 const ELECTION_TIMEOUT: Duration = Duration::from_millis(1000);
 /// Applied entries between Raft snapshots (and WAL purges).
 const SNAPSHOT_ENTRIES: u64 = 10_000;
-/// The etcd peer port advertised in MemberList (peers arrive with HA).
-const ETCD_PEER_PORT: u16 = 2380;
+/// `--etcd-peer-port` default: the Raft peer service (etcd's peer port).
+pub const DEFAULT_ETCD_PEER_PORT: u16 = 2380;
 /// How long open streams get to finish after shutdown is requested.
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
@@ -53,6 +53,14 @@ pub struct ServerConfig {
     pub watch_progress_notify_interval: Duration,
     /// The Kubernetes API server; `None` serves the datastore only (`--disable-apiserver`).
     pub api: Option<ApiSettings>,
+    /// `--etcd-peer-port`: the Raft peer service listens on the etcd client address at this
+    /// port (mutual TLS with the etcd peer CA).
+    pub etcd_peer_port: u16,
+    /// `--cluster-reset`: restart this member as a cluster of one, keeping its data.
+    pub cluster_reset: bool,
+    /// `--etcd-join-peer` (interim, until servers join by token): peer URLs of existing
+    /// members; this server was added with `etcdctl member add <its peer URL>` and joins.
+    pub join_peers: Vec<String>,
 }
 
 /// `k3rs server`'s Kubernetes API settings.
@@ -90,6 +98,9 @@ impl ServerConfig {
             auto_compaction_retention: Duration::from_secs(300),
             watch_progress_notify_interval: Duration::from_secs(600),
             api: None,
+            etcd_peer_port: DEFAULT_ETCD_PEER_PORT,
+            cluster_reset: false,
+            join_peers: Vec::new(),
         }
     }
 }
@@ -159,13 +170,14 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     } else {
         etcd_ip
     };
-    let node = Node::start(NodeConfig {
+    let peer_addr = SocketAddr::new(etcd_ip, cfg.etcd_peer_port);
+    let node_cfg = NodeConfig {
         data_dir: server_dir.join("db"),
         node_id: ids.member_id,
         name: hostname,
         peer_urls: vec![format!(
             "https://{}",
-            SocketAddr::new(advertise_ip, ETCD_PEER_PORT)
+            SocketAddr::new(advertise_ip, cfg.etcd_peer_port)
         )],
         client_urls: vec![format!(
             "https://{}",
@@ -174,8 +186,22 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         heartbeat_interval: HEARTBEAT,
         election_timeout: ELECTION_TIMEOUT,
         snapshot_entries: SNAPSHOT_ENTRIES,
-    })
-    .await?;
+    };
+    let node = Node::start_member(node_cfg, peer_config(&cfg, &server_dir, peer_addr)?).await?;
+    // A member removed from the cluster stops serving.
+    let removed = tokio::spawn({
+        let (node, shutdown) = (node.clone(), shutdown.clone());
+        async move {
+            tokio::select! {
+                _ = node.removed() => {
+                    tracing::error!("this server was removed from the cluster; stopping");
+                    shutdown.cancel();
+                    true
+                }
+                _ = shutdown.cancelled() => false,
+            }
+        }
+    });
 
     let api_server = match &cfg.api {
         Some(api) => {
@@ -215,11 +241,48 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         tracing::error!(error = %e, "etcd api stopped");
     }
     let stopped = node.shutdown().await;
+    if removed.await.unwrap_or(false) {
+        return Err(Error::Serve(
+            "this server was removed from the cluster; to rejoin, start it with a fresh data dir"
+                .into(),
+        ));
+    }
     served?;
     api_result?;
     stopped?;
     tracing::info!("datastore stopped");
     Ok(())
+}
+
+/// The Raft peer service: mutual TLS with the etcd peer CA; how this member starts.
+fn peer_config(
+    cfg: &ServerConfig,
+    server_dir: &std::path::Path,
+    listen: SocketAddr,
+) -> Result<PeerConfig> {
+    let etcd_tls = server_dir.join("tls").join("etcd");
+    let read = |name: &str| {
+        let path = etcd_tls.join(name);
+        std::fs::read(&path).map_err(|source| Error::Io { path, source })
+    };
+    let bootstrap = if cfg.cluster_reset {
+        Bootstrap::ClusterReset
+    } else if !cfg.join_peers.is_empty() {
+        Bootstrap::Join {
+            peers: cfg.join_peers.clone(),
+        }
+    } else {
+        Bootstrap::NewCluster
+    };
+    Ok(PeerConfig {
+        listen,
+        tls: Some(PeerTls {
+            ca_pem: read("peer-ca.crt")?,
+            cert_pem: read("peer-server-client.crt")?,
+            key_pem: read("peer-server-client.key")?,
+        }),
+        bootstrap,
+    })
 }
 
 fn api_config(api: &ApiSettings) -> apiserver::ApiServerConfig {

@@ -778,7 +778,26 @@ async fn maintenance_cluster_and_tls() {
         .member_add(pb::MemberAddRequest::default())
         .await
         .unwrap_err();
-    assert_eq!(e.code(), Code::Unimplemented);
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::InvalidArgument,
+            "etcdserver: given member URLs are invalid"
+        )
+    );
+    let e = cluster
+        .member_remove(pb::MemberRemoveRequest { id: 42 })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), e.message()),
+        (Code::NotFound, "etcdserver: member not found")
+    );
+    let e = cluster
+        .member_promote(pb::MemberPromoteRequest { id: member_id })
+        .await
+        .unwrap_err();
+    assert_eq!(e.message(), "etcdserver: can only promote a learner member");
 
     let mut snap = m
         .snapshot(pb::SnapshotRequest {})
