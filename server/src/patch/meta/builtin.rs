@@ -90,17 +90,12 @@ impl BuiltinPatchMeta {
         Some(match (self.kind, path) {
             ("Deployment", ["spec", "strategy"]) => retain_keys(),
             ("Service", ["spec", "ports"]) => keyed_with_protocol("port"),
-            ("Service", ["spec", "selector"]) => granular(),
             ("Node", ["status", "addresses"]) => FieldMeta::keyed("type"),
             ("Node", ["spec", "podCIDRs"]) => set(),
             ("Node", ["status", "capacity" | "allocatable"]) => granular(),
             ("Pod", ["status", "podIPs" | "hostIPs"]) => FieldMeta::keyed("ip"),
             ("ServiceAccount", ["secrets"]) => FieldMeta::keyed("name"),
             ("ConfigMap" | "Secret", ["data" | "binaryData" | "stringData"]) => granular(),
-            (
-                "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" | "Job",
-                ["spec", "selector"],
-            ) => atomic_map(),
             ("PersistentVolumeClaim", ["spec", "resources", "requests" | "limits"]) => granular(),
             ("PersistentVolumeClaim", ["status", "capacity"]) => granular(),
             (_, ["status", "conditions"]) => FieldMeta::keyed("type"),
@@ -127,7 +122,18 @@ impl PatchMeta for BuiltinPatchMeta {
                 }
             }
         }
-        self.kind_field(path).unwrap_or_default()
+        if let Some(meta) = self.kind_field(path) {
+            return meta;
+        }
+        match path.last() {
+            // Label selectors and node selectors are atomic maps (`mapType=atomic`,
+            // `structType=atomic`), wherever they appear.
+            Some(
+                &("selector" | "labelSelector" | "namespaceSelector" | "podSelector"
+                | "nodeSelector"),
+            ) => atomic_map(),
+            _ => FieldMeta::default(),
+        }
     }
 }
 
@@ -172,7 +178,7 @@ fn pod_spec_field(rest: &[&str]) -> Option<FieldMeta> {
             },
             ..FieldMeta::default()
         },
-        ["nodeSelector" | "overhead"] => granular(),
+        ["overhead"] => granular(),
         _ => return None,
     })
 }
@@ -335,6 +341,19 @@ mod tests {
             MapKind::Granular
         );
         assert_eq!(d.field(&["spec", "selector"]).map, MapKind::Atomic);
+        let pod = meta("v1", "Pod");
+        assert_eq!(pod.field(&["spec", "nodeSelector"]).map, MapKind::Atomic);
+        let path = ["spec", "topologySpreadConstraints", "labelSelector"];
+        assert_eq!(pod.field(&path).map, MapKind::Atomic);
+        assert_eq!(
+            meta("v1", "Service").field(&["spec", "selector"]).map,
+            MapKind::Atomic
+        );
+        let np = meta("networking.k8s.io/v1", "NetworkPolicy");
+        assert_eq!(np.field(&["spec", "podSelector"]).map, MapKind::Atomic);
+        assert_eq!(pod.field(&["metadata", "labels"]).map, MapKind::Granular);
+        let path = ["spec", "containers", "resources", "limits"];
+        assert_eq!(pod.field(&path).map, MapKind::Granular);
         assert_eq!(d.field(&["spec"]).map, MapKind::Struct);
     }
 }
