@@ -8,8 +8,9 @@
 //! - Shuts down with the server's cancellation token: stops accepting, ends watches, drains.
 //!
 //! # Not yet
-//! OpenAPI, Table output, PATCH, server-side apply, CRDs, authorization, admission beyond
-//! namespace lifecycle, a watch cache (each watch is its own datastore watch).
+//! PATCH, server-side apply, CRDs, authorization, admission beyond namespace lifecycle, a
+//! watch cache (each watch is its own datastore watch); OpenAPI and Table columns of custom
+//! resources.
 
 pub mod bootstrap;
 pub mod discovery;
@@ -17,9 +18,11 @@ pub mod health;
 pub mod http;
 pub mod kubeconfig;
 pub mod metrics;
+pub mod openapi;
 pub mod registry;
 pub mod resources;
 pub mod status;
+pub mod table;
 pub mod version;
 
 use std::net::SocketAddr;

@@ -21,7 +21,7 @@ use crate::apiserver::registry::{
     DeleteOptions, Deleted, ListOptions, RvMatch, Target, WatchOptions, WriteOptions,
 };
 use crate::apiserver::status::{ApiError, ApiResult};
-use crate::apiserver::ApiState;
+use crate::apiserver::{openapi, table, ApiState};
 
 /// Default watch length when the client sets no `timeoutSeconds` (kube: 30–60 min).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -191,6 +191,7 @@ async fn resource_request(
     let method = req.method().clone();
     let sub = rp.subresource.as_deref();
     let watch = rp.legacy_watch || flag(&q, "watch");
+    let table = table::negotiate(req.headers(), &q)?.filter(|_| sub.is_none());
     match (method, rp.name.is_some()) {
         (Method::GET, _) if watch => {
             if q.get("sendInitialEvents").is_some_and(|v| !v.is_empty()) {
@@ -221,7 +222,12 @@ async fn resource_request(
             let mut target = target;
             target.name = None;
             let rx = reg.clone().watch(target, opts, st.stop.clone()).await?;
+            let mut tables = table.map(|t| table::WatchTables::new(rp.resource, t));
             let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
+                .map(move |ev| match &mut tables {
+                    Some(t) => t.transform(ev),
+                    None => ev,
+                })
                 .map(Ok::<_, std::convert::Infallible>);
             Ok(Response::builder()
                 .status(StatusCode::OK)
@@ -238,10 +244,12 @@ async fn resource_request(
             } else {
                 reg.get(&target).await?
             };
+            let obj = table::object_or_table(table, rp.resource, obj);
             Ok(json_response(StatusCode::OK, &obj))
         }
         (Method::GET, false) => {
             let list = reg.list(&target, list_options(&q, &rp)?).await?;
+            let list = table::list_or_table(table, rp.resource, list);
             Ok(json_response(StatusCode::OK, &list))
         }
         (Method::POST, false) => {
@@ -250,12 +258,14 @@ async fn resource_request(
             }
             let opts = write_options(&q)?;
             let obj = read_object(req, &rp).await?;
+            openapi::check_body(&q, &rp, &obj)?;
             let created = reg.create(&target, obj, opts).await?;
             Ok(json_response(StatusCode::CREATED, &created))
         }
         (Method::PUT, true) => {
             let opts = write_options(&q)?;
             let obj = read_object(req, &rp).await?;
+            openapi::check_body(&q, &rp, &obj)?;
             let updated = if sub == Some("scale") {
                 reg.update_scale(&target, obj, opts).await?
             } else {

@@ -14,7 +14,7 @@ use super::handlers;
 use super::tls::PeerCertificates;
 use crate::apiserver::metrics::RequestLabels;
 use crate::apiserver::status::ApiError;
-use crate::apiserver::{health, version, ApiState};
+use crate::apiserver::{health, openapi, version, ApiState};
 
 /// Paths served without authentication (like k3s: health, version and the CA bundle).
 const ANONYMOUS: &[&str] = &["/healthz", "/livez", "/readyz", "/version", "/cacerts"];
@@ -27,6 +27,8 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .route("/version", get(version::version))
         .route("/cacerts", get(cacerts))
         .route("/metrics", get(metrics))
+        .route("/openapi/v3", get(openapi::index))
+        .route("/openapi/v3/{*path}", get(openapi::group_version))
         .route("/api", axum::routing::any(handlers::api))
         .route("/api/{*rest}", axum::routing::any(handlers::api))
         .route("/apis", axum::routing::any(handlers::api))

@@ -1,0 +1,306 @@
+//! OpenAPI v3 (JSON), as kube-apiserver serves it: `/openapi/v3` lists one document per
+//! group-version of the catalog (`api/v1`, `apis/apps/v1`, …) with a content hash, and
+//! `/openapi/v3/<group-version path>` serves each document.
+//!
+//! # Guarantees
+//! - The documents are built once, on first use, and never change while the process runs.
+//! - `?hash=` equal to the current hash gets `Cache-Control: public, immutable`; another hash
+//!   is redirected (301) to the current one; every answer carries an `ETag`, and a matching
+//!   `If-None-Match` gets 304.
+//! - Every PATCH operation declares `fieldValidation` and the four patch content types, so
+//!   kubectl validates server-side (`fieldValidation=Strict`) and computes client-side apply
+//!   patches from the schemas' patch extensions.
+
+pub mod kinds;
+pub mod patch_ext;
+pub mod paths;
+pub mod schemas;
+pub mod strict;
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+use sha2::Digest;
+
+use super::resources::catalog::{Resource, CATALOG};
+use super::status::{ApiError, ApiResult};
+
+/// One served document.
+#[derive(Debug)]
+pub struct Document {
+    pub body: String,
+    /// Upper-case hex SHA-512 of `body`, like kube-apiserver's.
+    pub hash: String,
+}
+
+/// Every group-version document, keyed by its path under `/openapi/v3/`.
+#[derive(Debug)]
+pub struct OpenApiV3 {
+    pub documents: BTreeMap<String, Document>,
+    index: String,
+    /// Every definition of every document (names are global: `io.k8s.api.core.v1.Pod`).
+    schemas: Map<String, Value>,
+    kinds: Vec<schemas::KindSchema>,
+}
+
+/// `api/v1` or `apis/<group>/<version>`.
+fn doc_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// The document of one group-version.
+pub fn document(c: &schemas::Components, resources: &[&'static Resource]) -> Value {
+    let name = |g: &str, v: &str, k: &str| c.name_of(g, v, k);
+    let mut paths = Map::new();
+    for r in resources {
+        for (p, item) in paths::resource_paths(r, &name) {
+            paths.insert(p, item);
+        }
+    }
+    json!({
+        "openapi": "3.0.0",
+        "info": { "title": "Kubernetes", "version": super::version::GIT_VERSION },
+        "paths": paths,
+        "components": {
+            "schemas": c.schemas,
+            "securitySchemes": {
+                "BearerToken": {
+                    "type": "apiKey",
+                    "description": "Bearer Token authentication",
+                    "name": "authorization",
+                    "in": "header",
+                },
+            },
+        },
+        "security": [{ "BearerToken": [] }],
+    })
+}
+
+impl OpenApiV3 {
+    /// Builds every document of the catalog.
+    pub fn build() -> OpenApiV3 {
+        let mut gvs: Vec<(&'static str, &'static str)> = Vec::new();
+        for r in CATALOG {
+            if !gvs.contains(&(r.group, r.version)) {
+                gvs.push((r.group, r.version));
+            }
+        }
+        let mut documents = BTreeMap::new();
+        let mut all_schemas = Map::new();
+        let mut kinds = Vec::new();
+        for (g, v) in gvs {
+            let resources: Vec<&'static Resource> = CATALOG
+                .iter()
+                .filter(|r| r.group == g && r.version == v)
+                .collect();
+            let c = schemas::components(&resources);
+            let body = document(&c, &resources).to_string();
+            all_schemas.extend(c.schemas);
+            kinds.extend(c.kinds);
+            let hash = hex::encode_upper(sha2::Sha512::digest(body.as_bytes()));
+            documents.insert(doc_path(g, v), Document { body, hash });
+        }
+        let index: Map<String, Value> = documents
+            .iter()
+            .map(|(p, d)| {
+                let url = format!("/openapi/v3/{p}?hash={}", d.hash);
+                (p.clone(), json!({ "serverRelativeURL": url }))
+            })
+            .collect();
+        let index = json!({ "paths": index }).to_string();
+        OpenApiV3 {
+            documents,
+            index,
+            schemas: all_schemas,
+            kinds,
+        }
+    }
+
+    /// The fields of `obj` that the schema of (group, version, kind) does not declare; none
+    /// for kinds without a schema.
+    pub fn unknown_fields(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+        obj: &Value,
+    ) -> Vec<String> {
+        self.kinds
+            .iter()
+            .find(|k| k.group == group && k.version == version && k.kind == kind)
+            .map(|k| strict::unknown_fields(&self.schemas, &k.name, obj))
+            .unwrap_or_default()
+    }
+
+    /// The documents, built on first use.
+    pub fn get() -> &'static OpenApiV3 {
+        static DOCS: OnceLock<OpenApiV3> = OnceLock::new();
+        DOCS.get_or_init(OpenApiV3::build)
+    }
+}
+
+/// `?fieldValidation=` of a create or update of `kind` (group, version, kind): `Strict`
+/// rejects a body with unknown fields (400, kube's message); `Warn` (the default) and
+/// `Ignore` accept it.
+pub fn check_fields(
+    field_validation: Option<&str>,
+    (group, version, kind): (&str, &str, &str),
+    obj: &Value,
+) -> ApiResult<()> {
+    match field_validation {
+        None | Some("" | "Ignore" | "Warn") => Ok(()),
+        Some("Strict") => {
+            let unknown = OpenApiV3::get().unknown_fields(group, version, kind, obj);
+            if unknown.is_empty() {
+                return Ok(());
+            }
+            let fields: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field {f:?}"))
+                .collect();
+            Err(ApiError::bad_request(format!(
+                "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+                fields.join(", ")
+            )))
+        }
+        Some(other) => Err(ApiError::bad_request(format!(
+            "fieldValidation {other:?} is invalid: supported values are Ignore, Warn and Strict"
+        ))),
+    }
+}
+
+/// [`check_fields`] for the body of a create or update at `rp` (the main resource or a
+/// subresource with a schema).
+pub fn check_body(
+    query: &std::collections::HashMap<String, String>,
+    rp: &super::http::request::ResourcePath,
+    obj: &Value,
+) -> ApiResult<()> {
+    let r = rp.resource;
+    let gvk = match rp.subresource.as_deref() {
+        None => (r.group, r.version, r.kind),
+        Some(name) => match r.subresources.iter().find(|s| s.name == name) {
+            Some(s) => (s.group, s.version, s.kind),
+            None => return Ok(()),
+        },
+    };
+    check_fields(query.get("fieldValidation").map(String::as_str), gvk, obj)
+}
+
+fn etag_matches(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim() == etag || t.trim() == "*")
+}
+
+fn json_with_etag(headers: &HeaderMap, body: &str, etag: &str, cache: &'static str) -> Response {
+    let etag = format!("\"{etag}\"");
+    let mut resp = if etag_matches(headers, &etag) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    };
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, v);
+    }
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    h.insert(header::VARY, HeaderValue::from_static("Accept"));
+    resp
+}
+
+/// `GET /openapi/v3`.
+pub async fn index(req: Request) -> Response {
+    let docs = OpenApiV3::get();
+    let hash = hex::encode_upper(sha2::Sha512::digest(docs.index.as_bytes()));
+    json_with_etag(req.headers(), &docs.index, &hash, "no-cache, private")
+}
+
+/// `GET /openapi/v3/<path>[?hash=…]`.
+pub async fn group_version(req: Request) -> Response {
+    let path = req.uri().path().trim_start_matches("/openapi/v3/");
+    let Some(doc) = OpenApiV3::get().documents.get(path) else {
+        return ApiError::path_not_found().into_response();
+    };
+    let query = super::http::request::query(req.uri().query());
+    match query.get("hash") {
+        Some(h) if *h == doc.hash => {
+            json_with_etag(req.headers(), &doc.body, &doc.hash, "public, immutable")
+        }
+        Some(_) => {
+            let location = format!("/openapi/v3/{path}?hash={}", doc.hash);
+            let mut resp = StatusCode::MOVED_PERMANENTLY.into_response();
+            if let Ok(v) = HeaderValue::from_str(&location) {
+                resp.headers_mut().insert(header::LOCATION, v);
+            }
+            resp
+        }
+        None => json_with_etag(req.headers(), &doc.body, &doc.hash, "no-cache, private"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_field_validation() {
+        let cm = serde_json::json!({"metadata": {"name": "x"}, "data": {"a": "b"}, "bogus": 1});
+        let gvk = ("", "v1", "ConfigMap");
+        assert!(check_fields(None, gvk, &cm).is_ok());
+        assert!(check_fields(Some("Warn"), gvk, &cm).is_ok());
+        let e = check_fields(Some("Strict"), gvk, &cm).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert_eq!(
+            e.message,
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"bogus\""
+        );
+        assert!(check_fields(Some("Bogus"), gvk, &cm).is_err());
+        assert!(check_fields(Some("Strict"), ("example.com", "v1", "Widget"), &cm).is_ok());
+    }
+
+    #[test]
+    fn index_lists_every_group_version_with_its_hash() {
+        let docs = OpenApiV3::get();
+        let index: Value = serde_json::from_str(&docs.index).unwrap();
+        for r in CATALOG {
+            let p = doc_path(r.group, r.version);
+            let url = index["paths"][&p]["serverRelativeURL"].as_str().unwrap();
+            assert_eq!(
+                url,
+                format!("/openapi/v3/{p}?hash={}", docs.documents[&p].hash)
+            );
+            assert_eq!(docs.documents[&p].hash.len(), 128);
+        }
+    }
+
+    #[test]
+    fn documents_are_openapi_3_with_paths_and_schemas() {
+        let d: Value = serde_json::from_str(&OpenApiV3::get().documents["api/v1"].body).unwrap();
+        assert_eq!(d["openapi"], "3.0.0");
+        assert!(d["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"].is_object());
+        assert!(d["components"]["schemas"]["io.k8s.api.core.v1.Pod"].is_object());
+        let apps: Value =
+            serde_json::from_str(&OpenApiV3::get().documents["apis/apps/v1"].body).unwrap();
+        assert_eq!(
+            apps["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments"]["post"]
+                ["x-kubernetes-group-version-kind"]["kind"],
+            "Deployment"
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! Column definitions and the printer of each kind: the columns kube-apiserver's printers
+//! declare (`pkg/printers/internalversion`), with pure functions from an object to its cells.
+//! Every column is computed (the server prints "wide"); kubectl hides `priority > 0` columns
+//! unless `-o wide`.
+
+use serde_json::{json, Value};
+
+use super::{core, pod, workloads};
+
+/// One `metav1.TableColumnDefinition`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Column {
+    pub name: &'static str,
+    /// `string`, `integer`, `date`, …
+    pub kind: &'static str,
+    /// `name` for the object's name column.
+    pub format: &'static str,
+    pub description: &'static str,
+    pub priority: i32,
+}
+
+impl Column {
+    pub const fn new(name: &'static str, kind: &'static str, description: &'static str) -> Column {
+        Column {
+            name,
+            kind,
+            format: "",
+            description,
+            priority: 0,
+        }
+    }
+
+    /// Shown with `-o wide` only.
+    pub const fn wide(self) -> Column {
+        Column {
+            priority: 1,
+            ..self
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "type": self.kind,
+            "format": self.format,
+            "description": self.description,
+            "priority": self.priority,
+        })
+    }
+}
+
+/// The object's name.
+pub const NAME: Column = Column {
+    format: "name",
+    ..Column::new(
+        "Name",
+        "string",
+        "Name must be unique within a namespace. Cannot be updated.",
+    )
+};
+/// The age from `metadata.creationTimestamp`.
+pub const AGE: Column = Column::new(
+    "Age",
+    "string",
+    "Time since the object was created (metadata.creationTimestamp).",
+);
+
+/// The cells of one object, given "now" in Unix seconds.
+pub type Cells = fn(&Value, i64) -> Vec<Value>;
+
+/// How one kind is printed.
+#[derive(Debug, Clone, Copy)]
+pub struct Printer {
+    pub columns: &'static [Column],
+    pub cells: Cells,
+}
+
+/// The printer of a kind; NAME and AGE for kinds kube has no printer for here.
+pub fn printer_for(group: &str, kind: &str) -> Printer {
+    let (columns, cells): (&'static [Column], Cells) = match (group, kind) {
+        ("", "Pod") => (pod::COLUMNS, pod::cells),
+        ("apps", "Deployment") => (workloads::DEPLOYMENT_COLUMNS, workloads::deployment_cells),
+        ("apps", "ReplicaSet") => (workloads::REPLICASET_COLUMNS, workloads::replicaset_cells),
+        ("", "Service") => (core::SERVICE_COLUMNS, core::service_cells),
+        ("", "Node") => (core::NODE_COLUMNS, core::node_cells),
+        ("", "Namespace") => (core::NAMESPACE_COLUMNS, core::namespace_cells),
+        ("", "ConfigMap") => (core::CONFIGMAP_COLUMNS, core::configmap_cells),
+        ("", "Secret") => (core::SECRET_COLUMNS, core::secret_cells),
+        ("", "ServiceAccount") => (core::SERVICEACCOUNT_COLUMNS, core::serviceaccount_cells),
+        ("", "Endpoints") => (core::ENDPOINTS_COLUMNS, core::endpoints_cells),
+        ("", "Event") => (core::EVENT_COLUMNS, core::event_cells),
+        ("coordination.k8s.io", "Lease") => (core::LEASE_COLUMNS, core::lease_cells),
+        _ => (DEFAULT_COLUMNS, default_cells),
+    };
+    Printer { columns, cells }
+}
+
+const DEFAULT_COLUMNS: &[Column] = &[NAME, AGE];
+
+/// kube's default table (`Name`, `Created At`), with the creation time shown as kubectl
+/// shows it: an age.
+fn default_cells(obj: &Value, now: i64) -> Vec<Value> {
+    vec![name(obj), age(obj, now)]
+}
+
+/// `metadata.name` as a cell.
+pub fn name(obj: &Value) -> Value {
+    obj["metadata"]["name"].clone()
+}
+
+/// The AGE cell.
+pub fn age(obj: &Value, now: i64) -> Value {
+    Value::from(super::age::since(
+        &obj["metadata"]["creationTimestamp"],
+        now,
+    ))
+}
+
+/// A string field, or `""`.
+pub fn str_of(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+/// An integer field, or 0.
+pub fn int_of(v: &Value) -> i64 {
+    v.as_i64().unwrap_or(0)
+}
+
+/// The number of entries of a list or map field (0 when absent).
+pub fn len_of(v: &Value) -> i64 {
+    match v {
+        Value::Array(a) => a.len() as i64,
+        Value::Object(m) => m.len() as i64,
+        _ => 0,
+    }
+}
+
+/// `<none>` for an empty string.
+pub fn or_none(s: String) -> Value {
+    if s.is_empty() {
+        Value::from("<none>")
+    } else {
+        Value::from(s)
+    }
+}
+
+/// kube's `labels.FormatLabels`: `k=v` sorted by key, comma-separated; `<none>` when empty.
+pub fn format_labels(v: &Value) -> String {
+    let Some(m) = v.as_object() else {
+        return "<none>".to_string();
+    };
+    let mut pairs: Vec<String> = m
+        .iter()
+        .map(|(k, v)| format!("{k}={}", str_of(v)))
+        .collect();
+    pairs.sort();
+    if pairs.is_empty() {
+        "<none>".to_string()
+    } else {
+        pairs.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_table_is_name_and_age() {
+        let p = printer_for("batch", "Job");
+        let names: Vec<_> = p.columns.iter().map(|c| c.name).collect();
+        assert_eq!(names, ["Name", "Age"]);
+        assert_eq!(p.columns[0].to_json()["format"], "name");
+        let obj = json!({"metadata": {"name": "j", "creationTimestamp": "2024-01-01T00:00:00Z"}});
+        let now = super::super::age::parse_time(&obj["metadata"]["creationTimestamp"]).unwrap();
+        assert_eq!((p.cells)(&obj, now + 3), vec![json!("j"), json!("3s")]);
+    }
+
+    #[test]
+    fn labels_are_sorted() {
+        assert_eq!(format_labels(&json!({"b": "2", "a": "1"})), "a=1,b=2");
+        assert_eq!(format_labels(&json!({})), "<none>");
+        assert_eq!(format_labels(&Value::Null), "<none>");
+    }
+}

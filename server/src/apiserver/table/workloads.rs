@@ -1,0 +1,218 @@
+//! Deployments and ReplicaSets as `kubectl get` shows them (kube's `printDeployment`,
+//! `printReplicaSet`), with the pod template's containers, images and the selector.
+
+use serde_json::{json, Value};
+
+use super::printers::{age, int_of, name, str_of, Column, AGE, NAME};
+
+const CONTAINERS: Column = Column::new(
+    "Containers",
+    "string",
+    "Names of each container in the template.",
+)
+.wide();
+const IMAGES: Column = Column::new(
+    "Images",
+    "string",
+    "Images referenced by each container in the template.",
+)
+.wide();
+const SELECTOR: Column = Column::new(
+    "Selector",
+    "string",
+    "Label selector for the pods this object manages.",
+)
+.wide();
+
+pub const DEPLOYMENT_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new("Ready", "string", "Number of the pod with ready state"),
+    Column::new("Up-to-date", "string", "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
+    Column::new("Available", "string", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+
+pub const REPLICASET_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new("Desired", "integer", "Number of desired pods."),
+    Column::new("Current", "integer", "Number of actually running pods."),
+    Column::new(
+        "Ready",
+        "integer",
+        "The number of ready replicas for this replica set.",
+    ),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+
+/// kube's `metav1.LabelSelectorAsSelector(..).String()`: requirements sorted by key
+/// (`app=web,tier in (a,b),!legacy`); `<none>` without a selector, `""` for an empty one.
+pub fn selector_string(sel: &Value) -> String {
+    if sel.is_null() {
+        return "<none>".to_string();
+    }
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    if let Some(m) = sel["matchLabels"].as_object() {
+        for (k, v) in m {
+            reqs.push((k.clone(), format!("{k}={}", str_of(v))));
+        }
+    }
+    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+        let key = str_of(&e["key"]).to_string();
+        let mut values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(str_of)
+            .collect();
+        values.sort();
+        let text = match str_of(&e["operator"]) {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.clone(),
+            "DoesNotExist" => format!("!{key}"),
+            other => format!("{key} {other}"),
+        };
+        reqs.push((key, text));
+    }
+    reqs.sort();
+    reqs.into_iter()
+        .map(|(_, t)| t)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// CONTAINERS, IMAGES and SELECTOR of a workload with `spec.template` and `spec.selector`.
+fn template_cells(obj: &Value) -> [Value; 3] {
+    let containers = obj["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let join = |field: &str| {
+        containers
+            .iter()
+            .map(|c| str_of(&c[field]).to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    [
+        json!(join("name")),
+        json!(join("image")),
+        json!(selector_string(&obj["spec"]["selector"])),
+    ]
+}
+
+fn desired(obj: &Value) -> i64 {
+    obj["spec"]["replicas"].as_i64().unwrap_or(1)
+}
+
+/// The cells of [`DEPLOYMENT_COLUMNS`].
+pub fn deployment_cells(d: &Value, now: i64) -> Vec<Value> {
+    let status = &d["status"];
+    let mut cells = vec![
+        name(d),
+        json!(format!(
+            "{}/{}",
+            int_of(&status["readyReplicas"]),
+            desired(d)
+        )),
+        json!(int_of(&status["updatedReplicas"])),
+        json!(int_of(&status["availableReplicas"])),
+        age(d, now),
+    ];
+    cells.extend(template_cells(d));
+    cells
+}
+
+/// The cells of [`REPLICASET_COLUMNS`].
+pub fn replicaset_cells(rs: &Value, now: i64) -> Vec<Value> {
+    let status = &rs["status"];
+    let mut cells = vec![
+        name(rs),
+        json!(desired(rs)),
+        json!(int_of(&status["replicas"])),
+        json!(int_of(&status["readyReplicas"])),
+        age(rs, now),
+    ];
+    cells.extend(template_cells(rs));
+    cells
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: &str = "2024-01-01T00:00:00Z";
+
+    fn now() -> i64 {
+        super::super::age::parse_time(&json!(T0)).unwrap() + 4 * 3600
+    }
+
+    fn workload(status: Value) -> Value {
+        json!({
+            "metadata": {"name": "web", "creationTimestamp": T0},
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {"spec": {"containers": [
+                    {"name": "nginx", "image": "nginx:1.27"},
+                    {"name": "side", "image": "busybox"},
+                ]}},
+            },
+            "status": status,
+        })
+    }
+
+    #[test]
+    fn deployment_row() {
+        let d = workload(json!({"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2}));
+        assert_eq!(
+            deployment_cells(&d, now()),
+            vec![
+                json!("web"),
+                json!("2/3"),
+                json!(3),
+                json!(2),
+                json!("4h"),
+                json!("nginx,side"),
+                json!("nginx:1.27,busybox"),
+                json!("app=web")
+            ]
+        );
+        let fresh = workload(json!({}));
+        assert_eq!(deployment_cells(&fresh, now())[1], "0/3");
+    }
+
+    #[test]
+    fn replicaset_row() {
+        let rs = workload(json!({"replicas": 3, "readyReplicas": 1}));
+        assert_eq!(
+            replicaset_cells(&rs, now())[..5],
+            [json!("web"), json!(3), json!(3), json!(1), json!("4h")]
+        );
+    }
+
+    #[test]
+    fn selectors_as_kube_prints_them() {
+        let sel = json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["b", "a"]},
+                {"key": "env", "operator": "NotIn", "values": ["prod"]},
+                {"key": "legacy", "operator": "DoesNotExist"},
+                {"key": "zone", "operator": "Exists"},
+            ],
+        });
+        assert_eq!(
+            selector_string(&sel),
+            "app=web,env notin (prod),!legacy,tier in (a,b),zone"
+        );
+        assert_eq!(selector_string(&Value::Null), "<none>");
+        assert_eq!(selector_string(&json!({})), "");
+    }
+}
