@@ -537,6 +537,49 @@ async fn writes_follow_kube_apiserver_semantics() {
         .json();
     assert_eq!(orphan["metadata"]["finalizers"], json!(["orphan"]));
 
+    // deletecollection honours selectors.
+    for (n, tier) in [("dc1", "a"), ("dc2", "a"), ("dc3", "b")] {
+        api.post(CMS, cm(n, json!({"tier": tier}))).await;
+    }
+    let gone = api
+        .delete(&format!("{CMS}?labelSelector=tier%3Da"))
+        .await
+        .json();
+    assert_eq!(gone["items"].as_array().unwrap().len(), 2);
+    let left = api.get(&format!("{CMS}?labelSelector=tier")).await.json();
+    assert_eq!(left["items"][0]["metadata"]["name"], "dc3");
+    assert_eq!(left["items"].as_array().unwrap().len(), 1);
+
+    // A pod bound to a node terminates gracefully (the kubelet finishes it with grace 0);
+    // an unbound pod goes at once.
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = |name: &str, node: Option<&str>| {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+        if let Some(n) = node {
+            p["spec"]["nodeName"] = json!(n);
+        }
+        p
+    };
+    let bound = api.post(pods, pod("bound", Some("n1"))).await.json();
+    assert_eq!(bound["status"]["phase"], "Pending");
+    assert_eq!(bound["spec"]["terminationGracePeriodSeconds"], 30);
+    let terminating = api.delete(&format!("{pods}/bound")).await.json();
+    assert_eq!(terminating["metadata"]["deletionGracePeriodSeconds"], 30);
+    let on_node = api
+        .get(&format!("{pods}?fieldSelector=spec.nodeName%3Dn1"))
+        .await
+        .json();
+    assert_eq!(on_node["items"].as_array().unwrap().len(), 1);
+    api.delete(&format!("{pods}/bound?gracePeriodSeconds=0"))
+        .await;
+    api.get(&format!("{pods}/bound"))
+        .await
+        .status_is(404, "NotFound");
+    api.post(pods, pod("unbound", None)).await;
+    let done = api.delete(&format!("{pods}/unbound")).await.json();
+    assert_eq!(done["status"], "Success");
+
     // Services get a ClusterIP; `kubernetes` holds the first one.
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});
     let svc = api
