@@ -1,7 +1,8 @@
 //! Put throughput and latency of a single-member Node at 1 and 64 concurrent clients.
 //!
 //! `cargo run --release -p k3rs-raft --example put_bench [-- <data dir> <seconds>]`
-//! (the data dir should be on the disk under test; default: a temp dir).
+//! (the data dir should be on the disk under test; default: a temp dir). Ends with the disk
+//! use of the WAL, the state machine and the snapshots.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +17,7 @@ async fn main() {
     let dir = args.get(1).map_or(tmp.path().to_path_buf(), Into::into);
     let secs: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
     let node = Node::start(NodeConfig {
-        data_dir: dir,
+        data_dir: dir.clone(),
         node_id: 1,
         name: "bench".into(),
         peer_urls: vec![],
@@ -72,4 +73,28 @@ async fn main() {
         );
     }
     node.shutdown().await.expect("shutdown");
+    for part in ["wal", "sm", "snapshots"] {
+        println!(
+            "{part:>10}: {:.1} MiB",
+            du(&dir.join(part)) as f64 / (1 << 20) as f64
+        );
+    }
+}
+
+/// Bytes in the files under `path`.
+fn du(path: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return std::fs::metadata(path).map_or(0, |m| m.len());
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| {
+            let p = e.path();
+            if p.is_dir() {
+                du(&p)
+            } else {
+                e.metadata().map_or(0, |m| m.len())
+            }
+        })
+        .sum()
 }

@@ -65,7 +65,7 @@ pub struct NodeConfig {
     pub election_timeout: Duration,
     /// Take a snapshot (and purge the WAL) after this many applied log entries. An entry holds
     /// the commands of concurrent clients proposed together, so under load it covers many
-    /// writes; a snapshot is also taken every 256 MiB of proposed commands.
+    /// writes; a snapshot is also taken when the WAL outgrows the store (see `node`).
     pub snapshot_entries: u64,
 }
 

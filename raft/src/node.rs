@@ -164,7 +164,8 @@ impl Node {
         }
 
         let lessor = Arc::new(Lessor::new(cfg.election_timeout));
-        let log_store = LogStore::new(Arc::new(wal));
+        let wal = Arc::new(wal);
+        let log_store = LogStore::new(wal.clone());
         let committed = log_store.committed_handle();
         let sm =
             StateMachine::new(store.clone(), lessor.clone(), snapshots).map_err(storage_fatal)?;
@@ -199,6 +200,12 @@ impl Node {
         let (proposer, proposer_task) =
             Proposer::spawn(raft.clone(), forwarder.clone(), cancel.child_token());
         tasks.push(proposer_task);
+        tasks.push(tokio::spawn(bound_wal(
+            raft.clone(),
+            wal,
+            store.clone(),
+            cancel.child_token(),
+        )));
         if peer.is_some() {
             tasks.push(tokio::spawn(membership::run_auto_promote(
                 raft.clone(),
@@ -688,6 +695,47 @@ impl Node {
                 Err(MembershipError::NoLeader) => Err(RemoteError::NotLeader),
                 Err(e) => Err(RemoteError::Membership(e)),
             },
+        }
+    }
+}
+
+/// The WAL may grow to the larger of this and the store's size before a snapshot is taken
+/// (then it is purged down to about one segment). Two segments, so that a purge can free one.
+const WAL_SNAPSHOT_MIN_BYTES: u64 = 2 * DEFAULT_SEGMENT_SIZE;
+/// How often the WAL's size is checked, and the least time between two snapshots it asks for.
+const WAL_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+const WAL_SNAPSHOT_SPACING: Duration = Duration::from_secs(10);
+
+/// Keeps the WAL's disk use bounded by the store's: requests a snapshot (after which openraft
+/// purges the WAL) whenever the WAL holds more than `max(WAL_SNAPSHOT_MIN_BYTES, store size)`.
+/// The entry-count policy alone does not bound bytes (an entry is a batch of up to 4 MiB), and
+/// a byte threshold proportional to the store keeps the snapshot cost per written byte constant.
+/// Runs on every member: each purges its own WAL.
+async fn bound_wal(raft: Raft, wal: Arc<Wal>, store: Arc<Store>, cancel: CancellationToken) {
+    let mut tick = tokio::time::interval(WAL_CHECK_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last: Option<tokio::time::Instant> = None;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let (wal_bytes, limit) = (
+            wal.disk_bytes(),
+            store.db_size_in_use().max(WAL_SNAPSHOT_MIN_BYTES),
+        );
+        if wal_bytes <= limit || last.is_some_and(|t| t.elapsed() < WAL_SNAPSHOT_SPACING) {
+            continue;
+        }
+        tracing::debug!(
+            wal_bytes,
+            limit,
+            "WAL outgrew the store: requesting a snapshot"
+        );
+        last = Some(tokio::time::Instant::now());
+        if let Err(e) = raft.trigger().snapshot().await {
+            tracing::warn!(error = %e, "requesting a snapshot");
+            return;
         }
     }
 }

@@ -36,10 +36,6 @@ pub const MAX_COMMAND_BYTES: usize = 32 << 20;
 const QUEUE: usize = 4096;
 /// How long a stopping proposer waits for its proposals in Raft to be answered.
 const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-/// Bytes proposed after which a snapshot is requested even if the entry-count policy
-/// (`NodeConfig::snapshot_entries`, which counts batches) has not fired, so that the WAL stays
-/// bounded in bytes too.
-pub const SNAPSHOT_EVERY_BYTES: usize = 256 << 20;
 
 struct Pending {
     cmd: Command,
@@ -181,7 +177,6 @@ async fn batch_loop(
     in_flight: &mut JoinSet<()>,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    let mut since_snapshot = 0usize;
     loop {
         let first = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -197,13 +192,6 @@ async fn batch_loop(
             let Ok(p) = rx.try_recv() else { break };
             bytes += p.bytes;
             batch.push(p);
-        }
-        since_snapshot += bytes;
-        if since_snapshot >= SNAPSHOT_EVERY_BYTES {
-            since_snapshot = 0;
-            if let Err(e) = raft.trigger().snapshot().await {
-                tracing::warn!(error = %e, "requesting a snapshot");
-            }
         }
         let (cmds, replies): (Vec<Command>, Vec<_>) =
             batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();

@@ -430,3 +430,48 @@ async fn refuses_to_start_when_nothing_covers_the_purged_wal() {
         "{err}"
     );
 }
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+/// After churn and a compaction the WAL shrinks to about the store's live size (it is
+/// snapshotted and purged when it outgrows the store), not to whatever was written since the
+/// last entry-count snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wal_is_bounded_by_the_live_data_after_churn() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+    let value = "x".repeat(4096);
+    let mut last = 0;
+    for i in 0..3000 {
+        last = write_put(&node, &format!("k{}", i % 10), &value).await;
+    }
+    let wal_after_churn = dir_bytes(&dir.path().join("wal"));
+    assert!(wal_after_churn > 10 << 20, "{wal_after_churn}");
+    node.write(Command::Compact { revision: last })
+        .await
+        .unwrap()
+        .result
+        .unwrap();
+    let started = std::time::Instant::now();
+    let bounded = 3 << 20;
+    while dir_bytes(&dir.path().join("wal")) > bounded {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "WAL still {} bytes",
+            dir_bytes(&dir.path().join("wal"))
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "WAL: {wal_after_churn} bytes after churn, {} bytes {:?} after compaction",
+        dir_bytes(&dir.path().join("wal")),
+        started.elapsed()
+    );
+    assert_eq!(get(&node, "k9").map(|(_, v)| v.len()), Some(4096));
+    node.shutdown().await.unwrap();
+}

@@ -42,8 +42,10 @@ use crate::types::{Entry, LogId, Vote};
 const VOTE_FILE: &str = "vote";
 const PURGED_FILE: &str = "purged";
 
-/// Default size at which a new segment is started.
-pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
+/// Default size at which a new segment is started. Purging deletes whole segments only, so
+/// this is about the least the WAL occupies after a snapshot; small enough not to dominate
+/// a small store's disk use, large enough that rotation (one extra fsync) is rare.
+pub const DEFAULT_SEGMENT_SIZE: u64 = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WalError {
@@ -236,6 +238,11 @@ impl Wal {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Bytes of whole records in all segments: the WAL's disk use.
+    pub fn disk_bytes(&self) -> u64 {
+        self.lock().segments.iter().map(|s| s.len).sum()
     }
 
     /// (last purged log id, last log id) — the last log id is the purged one when empty.
