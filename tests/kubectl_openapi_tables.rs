@@ -1,0 +1,327 @@
+//! End to end: the real `k3rs server` and the real `kubectl` with validation on. OpenAPI v3
+//! (explain, apply -f created/unchanged/configured through client-side apply's strategic merge
+//! patch, create -f rejected for an unknown field with `fieldValidation=Strict`) and server-side
+//! Tables (the column headers kube prints, -o wide, --sort-by, --show-labels, custom-columns,
+//! get -w).
+
+mod common;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::process::run_with_timeout;
+use common::K3rs;
+
+struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+#[derive(Debug)]
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Kubectl {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .arg("--request-timeout=20s")
+            .args(args);
+        cmd
+    }
+
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> Out {
+        let (code, stdout, stderr) = run_with_timeout(
+            self.command(args),
+            stdin.map(str::as_bytes),
+            Duration::from_secs(60),
+        );
+        Out {
+            ok: code == Some(0),
+            stdout,
+            stderr,
+        }
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        self.ok_stdin(args, None)
+    }
+
+    fn ok_stdin(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.run(args, stdin);
+        assert!(out.ok, "kubectl {args:?} failed: {out:?}");
+        out.stdout
+    }
+}
+
+/// The whitespace-separated words of each output line.
+fn table(out: &str) -> Vec<Vec<String>> {
+    out.lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+fn header(out: &str) -> Vec<String> {
+    table(out).into_iter().next().unwrap_or_default()
+}
+
+fn deployment(image: &str) -> String {
+    format!(
+        "\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {{app: web}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: web}}}}
+  strategy: {{type: RollingUpdate, rollingUpdate: {{maxSurge: 1}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers:
+      - name: nginx
+        image: {image}
+        ports: [{{containerPort: 80}}]
+        resources: {{limits: {{cpu: 500m, memory: 64Mi}}}}
+"
+    )
+}
+
+const UNKNOWN_FIELD: &str = "\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: strict}
+data: {a: b}
+bogus: 1
+";
+
+const POD: &str = "\
+apiVersion: v1
+kind: Pod
+metadata: {name: p1, labels: {tier: web}}
+spec:
+  containers: [{name: c, image: nginx}]
+";
+
+fn wait_api(k: &Kubectl, server: &mut K3rs) {
+    common::wait_for("the API", Duration::from_secs(60), || {
+        server.assert_running();
+        k.run(&["get", "namespace", "default", "-o", "name"], None)
+            .ok
+            .then_some(())
+    });
+}
+
+#[test]
+fn openapi_and_tables_with_kubectl() {
+    let mut server = K3rs::start_kubernetes(&["--disable-agent"]);
+    let k = Kubectl {
+        bin: common::require_program("kubectl", "kubectl"),
+        kubeconfig: server.kubeconfig(),
+    };
+    wait_api(&k, &mut server);
+
+    // The OpenAPI v3 index and a document.
+    let index: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "--raw", "/openapi/v3"])).unwrap();
+    let url = index["paths"]["apis/apps/v1"]["serverRelativeURL"]
+        .as_str()
+        .expect("apps/v1 in the index");
+    assert!(url.starts_with("/openapi/v3/apis/apps/v1?hash="), "{url}");
+    let doc: serde_json::Value = serde_json::from_str(&k.ok(&["get", "--raw", url])).unwrap();
+    assert_eq!(doc["openapi"], "3.0.0");
+
+    // explain renders nested fields from v3.
+    let explain = k.ok(&["explain", "pods.spec.containers.image"]);
+    assert!(explain.contains("FIELD: image <string>"), "{explain}");
+    assert!(explain.contains("Container image name"), "{explain}");
+    let explain = k.ok(&["explain", "deployment.spec.strategy"]);
+    assert!(
+        explain.contains("rollingUpdate\t<RollingUpdateDeployment>"),
+        "{explain}"
+    );
+
+    // apply with validation on: created, unchanged, configured.
+    let apply = |image: &str| k.ok_stdin(&["apply", "-f", "-"], Some(&deployment(image)));
+    assert_eq!(apply("nginx:1.27"), "deployment.apps/web created\n");
+    assert_eq!(apply("nginx:1.27"), "deployment.apps/web unchanged\n");
+    assert_eq!(apply("nginx:1.28"), "deployment.apps/web configured\n");
+    let image = k.ok(&[
+        "get",
+        "deploy",
+        "web",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image} {.spec.strategy.rollingUpdate.maxSurge}",
+    ]);
+    assert_eq!(image, "nginx:1.28 1");
+
+    // Strict field validation.
+    let out = k.run(&["create", "-f", "-"], Some(UNKNOWN_FIELD));
+    assert!(!out.ok, "{out:?}");
+    assert!(
+        out.stderr
+            .contains("strict decoding error: unknown field \"bogus\""),
+        "{out:?}"
+    );
+
+    // Tables: the columns kube prints.
+    k.ok_stdin(&["apply", "-f", "-"], Some(POD));
+    let pods = k.ok(&["get", "pods"]);
+    assert_eq!(
+        header(&pods),
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    );
+    assert_eq!(table(&pods)[1][..4], ["p1", "0/1", "Pending", "0"]);
+    let wide = k.ok(&["get", "pods", "-o", "wide"]);
+    assert_eq!(
+        header(&wide),
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED",
+            "NODE",
+            "READINESS",
+            "GATES"
+        ]
+    );
+    let deploy = k.ok(&["get", "deploy", "-o", "wide"]);
+    assert_eq!(
+        header(&deploy),
+        [
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ]
+    );
+    let row = &table(&deploy)[1];
+    assert_eq!(row[..4], ["web", "0/2", "0", "0"]);
+    assert_eq!(row[5..], ["nginx", "nginx:1.28", "app=web"]);
+    let ns = k.ok(&["get", "ns"]);
+    assert_eq!(header(&ns), ["NAME", "STATUS", "AGE"]);
+    assert!(
+        table(&ns).iter().any(|r| r[..2] == ["default", "Active"]),
+        "{ns}"
+    );
+    let svc = k.ok(&["get", "svc", "-o", "wide"]);
+    assert_eq!(
+        header(&svc),
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE",
+            "SELECTOR"
+        ]
+    );
+    assert_eq!(
+        table(&svc)[1][..5],
+        ["kubernetes", "ClusterIP", "10.43.0.1", "<none>", "443/TCP"]
+    );
+
+    // --sort-by needs full objects in the rows; --show-labels reads their metadata.
+    k.ok(&["create", "namespace", "sorting"]);
+    k.ok(&[
+        "create",
+        "configmap",
+        "zz",
+        "-n",
+        "sorting",
+        "--from-literal=rank=1",
+    ]);
+    let aa = ["--from-literal=rank=2", "--from-literal=x=y"];
+    k.ok(&["create", "configmap", "aa", "-n", "sorting", aa[0], aa[1]]);
+    let sorted = k.ok(&["get", "cm", "-n", "sorting", "--sort-by=.data.rank"]);
+    assert_eq!(header(&sorted), ["NAME", "DATA", "AGE"]);
+    let names: Vec<String> = table(&sorted)[1..].iter().map(|r| r[0].clone()).collect();
+    assert_eq!(names, ["zz", "aa"], "{sorted}");
+    assert_eq!(table(&sorted)[2][1], "2");
+    let labels = k.ok(&["get", "pods", "--show-labels"]);
+    assert_eq!(header(&labels).last().map(String::as_str), Some("LABELS"));
+    assert_eq!(
+        table(&labels)[1].last().map(String::as_str),
+        Some("tier=web")
+    );
+    let custom = k.ok(&[
+        "get",
+        "deploy",
+        "-o",
+        "custom-columns=NAME:.metadata.name,IMAGE:.spec.template.spec.containers[0].image",
+    ]);
+    assert_eq!(table(&custom), [["NAME", "IMAGE"], ["web", "nginx:1.28"]]);
+
+    // get -w prints table rows for watch events.
+    let dir = tempfile::tempdir().unwrap();
+    let watch = Watch::start(
+        &k,
+        &["get", "cm", "-w", "-n", "sorting"],
+        &dir.path().join("watch.out"),
+    );
+    watch.wait_for(|rows| {
+        rows.first()
+            .is_some_and(|h| h[..] == ["NAME", "DATA", "AGE"])
+    });
+    k.ok(&[
+        "create",
+        "configmap",
+        "watched",
+        "-n",
+        "sorting",
+        "--from-literal=a=b",
+    ]);
+    watch.wait_for(|rows| rows.iter().any(|r| r[..2] == ["watched", "1"]));
+}
+
+/// `kubectl get -w` writing to a file we poll.
+struct Watch {
+    child: std::process::Child,
+    out: PathBuf,
+}
+
+impl Watch {
+    fn start(k: &Kubectl, args: &[&str], out: &Path) -> Watch {
+        let child = k
+            .command(args)
+            .stdout(Stdio::from(File::create(out).unwrap()))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawning kubectl get -w");
+        Watch {
+            child,
+            out: out.to_path_buf(),
+        }
+    }
+
+    fn wait_for(&self, check: impl Fn(&[Vec<String>]) -> bool) {
+        common::wait_for("the watch output", Duration::from_secs(30), || {
+            let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+            check(&table(&text)).then_some(())
+        });
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
