@@ -4,75 +4,15 @@
 //! replace with optimistic concurrency (409), validation (422 with field paths), missing
 //! namespaces (404), delete, and the anonymous health/metrics endpoints.
 //!
-//! There is no OpenAPI yet, so `create -f` / `replace -f` run with `--validate=false`.
+//! `create -f` / `replace -f` here run with `--validate=false`; validation against the OpenAPI
+//! schemas is covered by `kubectl_openapi_tables.rs`.
 
 mod common;
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::process::run_with_timeout;
+use common::kubectl::{Kubectl, Watch};
 use common::K3rs;
-
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-#[derive(Debug)]
-struct Out {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Kubectl {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(&self.bin);
-        cmd.env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .arg("--request-timeout=20s")
-            .args(args);
-        cmd
-    }
-
-    fn run_stdin(&self, args: &[&str], stdin: Option<&str>) -> Out {
-        let (code, stdout, stderr) = run_with_timeout(
-            self.command(args),
-            stdin.map(str::as_bytes),
-            Duration::from_secs(60),
-        );
-        Out {
-            ok: code == Some(0),
-            stdout,
-            stderr,
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> Out {
-        self.run_stdin(args, None)
-    }
-
-    /// Runs and panics unless it succeeded.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(out.ok, "kubectl {args:?} failed: {out:?}");
-        out.stdout
-    }
-
-    /// Runs and panics unless it failed with `needle` in stderr.
-    fn fails_with(&self, args: &[&str], stdin: Option<&str>, needle: &str) -> String {
-        let out = self.run_stdin(args, stdin);
-        assert!(!out.ok, "kubectl {args:?} should have failed: {out:?}");
-        assert!(
-            out.stderr.contains(needle),
-            "kubectl {args:?}: expected {needle:?} in stderr: {out:?}"
-        );
-        out.stderr
-    }
-}
 
 const DEPLOYMENT: &str = "\
 apiVersion: apps/v1
@@ -123,51 +63,6 @@ fn wait_api(k: &Kubectl, server: &mut K3rs) {
             common::log_tail(&server.log_path(), 40)
         );
         std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// `kubectl get -w` with its output going to a file we can poll.
-struct Watch {
-    child: std::process::Child,
-    out: PathBuf,
-}
-
-impl Watch {
-    fn start(k: &Kubectl, args: &[&str], out: &Path) -> Watch {
-        let file = File::create(out).unwrap();
-        let child = k
-            .command(args)
-            .stdout(Stdio::from(file))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawning kubectl get -w");
-        Watch {
-            child,
-            out: out.to_path_buf(),
-        }
-    }
-
-    fn wait_for(&self, needle: &str, count: usize) {
-        common::wait_for(
-            &format!("{count}× {needle} in the watch"),
-            Duration::from_secs(30),
-            || {
-                // kubectl prints the events compact or indented depending on its version.
-                let text: String = std::fs::read_to_string(&self.out)
-                    .unwrap_or_default()
-                    .chars()
-                    .filter(|c| !c.is_whitespace())
-                    .collect();
-                (text.matches(needle).count() >= count).then_some(())
-            },
-        );
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

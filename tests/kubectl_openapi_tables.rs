@@ -6,59 +6,10 @@
 
 mod common;
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::process::run_with_timeout;
+use common::kubectl::{Kubectl, Watch};
 use common::K3rs;
-
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-#[derive(Debug)]
-struct Out {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Kubectl {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(&self.bin);
-        cmd.env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .arg("--request-timeout=20s")
-            .args(args);
-        cmd
-    }
-
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> Out {
-        let (code, stdout, stderr) = run_with_timeout(
-            self.command(args),
-            stdin.map(str::as_bytes),
-            Duration::from_secs(60),
-        );
-        Out {
-            ok: code == Some(0),
-            stdout,
-            stderr,
-        }
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        self.ok_stdin(args, None)
-    }
-
-    fn ok_stdin(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let out = self.run(args, stdin);
-        assert!(out.ok, "kubectl {args:?} failed: {out:?}");
-        out.stdout
-    }
-}
 
 /// The whitespace-separated words of each output line.
 fn table(out: &str) -> Vec<Vec<String>> {
@@ -114,7 +65,7 @@ spec:
 fn wait_api(k: &Kubectl, server: &mut K3rs) {
     common::wait_for("the API", Duration::from_secs(60), || {
         server.assert_running();
-        k.run(&["get", "namespace", "default", "-o", "name"], None)
+        k.run(&["get", "namespace", "default", "-o", "name"])
             .ok
             .then_some(())
     });
@@ -164,7 +115,7 @@ fn openapi_and_tables_with_kubectl() {
     assert_eq!(image, "nginx:1.28 1");
 
     // Strict field validation.
-    let out = k.run(&["create", "-f", "-"], Some(UNKNOWN_FIELD));
+    let out = k.run_stdin(&["create", "-f", "-"], Some(UNKNOWN_FIELD));
     assert!(!out.ok, "{out:?}");
     assert!(
         out.stderr
@@ -276,10 +227,7 @@ fn openapi_and_tables_with_kubectl() {
         &["get", "cm", "-w", "-n", "sorting"],
         &dir.path().join("watch.out"),
     );
-    watch.wait_for(|rows| {
-        rows.first()
-            .is_some_and(|h| h[..] == ["NAME", "DATA", "AGE"])
-    });
+    watch.wait_until("the table header", |t| header(t) == ["NAME", "DATA", "AGE"]);
     k.ok(&[
         "create",
         "configmap",
@@ -288,40 +236,7 @@ fn openapi_and_tables_with_kubectl() {
         "sorting",
         "--from-literal=a=b",
     ]);
-    watch.wait_for(|rows| rows.iter().any(|r| r[..2] == ["watched", "1"]));
-}
-
-/// `kubectl get -w` writing to a file we poll.
-struct Watch {
-    child: std::process::Child,
-    out: PathBuf,
-}
-
-impl Watch {
-    fn start(k: &Kubectl, args: &[&str], out: &Path) -> Watch {
-        let child = k
-            .command(args)
-            .stdout(Stdio::from(File::create(out).unwrap()))
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawning kubectl get -w");
-        Watch {
-            child,
-            out: out.to_path_buf(),
-        }
-    }
-
-    fn wait_for(&self, check: impl Fn(&[Vec<String>]) -> bool) {
-        common::wait_for("the watch output", Duration::from_secs(30), || {
-            let text = std::fs::read_to_string(&self.out).unwrap_or_default();
-            check(&table(&text)).then_some(())
-        });
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    watch.wait_until("the new row", |t| {
+        table(t).iter().any(|r| r[..2] == ["watched", "1"])
+    });
 }

@@ -11,6 +11,7 @@ pub mod client;
 pub mod etcd;
 pub mod etcdctl;
 pub mod k3rs;
+pub mod kubectl;
 pub mod process;
 
 use std::collections::HashSet;

@@ -1,0 +1,123 @@
+//! Driving the real `kubectl` (v1.32 on PATH) against a test server's kubeconfig.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::process::run_with_timeout;
+
+/// `kubectl` with a kubeconfig; every call has a 20 s request timeout and 60 s in all.
+pub struct Kubectl {
+    pub bin: PathBuf,
+    pub kubeconfig: PathBuf,
+}
+
+/// The outcome of one `kubectl` run.
+#[derive(Debug)]
+pub struct Out {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Kubectl {
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .arg("--request-timeout=20s")
+            .args(args);
+        cmd
+    }
+
+    pub fn run_stdin(&self, args: &[&str], stdin: Option<&str>) -> Out {
+        let (code, stdout, stderr) = run_with_timeout(
+            self.command(args),
+            stdin.map(str::as_bytes),
+            Duration::from_secs(60),
+        );
+        Out {
+            ok: code == Some(0),
+            stdout,
+            stderr,
+        }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Out {
+        self.run_stdin(args, None)
+    }
+
+    /// Runs and panics unless it succeeded; the standard output.
+    pub fn ok(&self, args: &[&str]) -> String {
+        self.ok_stdin(args, None)
+    }
+
+    /// [`Kubectl::ok`] with a standard input.
+    pub fn ok_stdin(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.run_stdin(args, stdin);
+        assert!(out.ok, "kubectl {args:?} failed: {out:?}");
+        out.stdout
+    }
+
+    /// Runs and panics unless it failed with `needle` in stderr.
+    pub fn fails_with(&self, args: &[&str], stdin: Option<&str>, needle: &str) -> String {
+        let out = self.run_stdin(args, stdin);
+        assert!(!out.ok, "kubectl {args:?} should have failed: {out:?}");
+        assert!(
+            out.stderr.contains(needle),
+            "kubectl {args:?}: expected {needle:?} in stderr: {out:?}"
+        );
+        out.stderr
+    }
+}
+
+/// `kubectl get -w` with its output going to a file we can poll; killed on drop.
+pub struct Watch {
+    child: std::process::Child,
+    out: PathBuf,
+}
+
+impl Watch {
+    pub fn start(k: &Kubectl, args: &[&str], out: &Path) -> Watch {
+        let file = File::create(out).unwrap();
+        let child = k
+            .command(args)
+            .stdout(Stdio::from(file))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawning kubectl get -w");
+        Watch {
+            child,
+            out: out.to_path_buf(),
+        }
+    }
+
+    /// The output so far.
+    pub fn text(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// Waits (30 s at most) until `needle` occurs `count` times in the output, whitespace
+    /// ignored (kubectl prints events compact or indented depending on its version).
+    pub fn wait_for(&self, needle: &str, count: usize) {
+        self.wait_until(&format!("{count}× {needle} in the watch"), |text| {
+            let text: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+            text.matches(needle).count() >= count
+        });
+    }
+
+    /// Waits (30 s at most) until `check` holds for the output.
+    pub fn wait_until(&self, what: &str, check: impl Fn(&str) -> bool) {
+        super::wait_for(what, Duration::from_secs(30), || {
+            check(&self.text()).then_some(())
+        });
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
