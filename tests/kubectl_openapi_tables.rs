@@ -114,7 +114,14 @@ fn openapi_and_tables_with_kubectl() {
     ]);
     assert_eq!(image, "nginx:1.28 1");
 
-    // Strict field validation.
+    // Strict field validation, on create (POST) and on apply to an existing object (PATCH).
+    let typo = deployment("nginx:1.28").replace("  replicas: 2", "  replicaz: 2");
+    let out = k.run_stdin(&["apply", "-f", "-"], Some(&typo));
+    assert!(!out.ok, "{out:?}");
+    assert!(
+        out.stderr.contains("unknown field \"spec.replicaz\""),
+        "{out:?}"
+    );
     let out = k.run_stdin(&["create", "-f", "-"], Some(UNKNOWN_FIELD));
     assert!(!out.ok, "{out:?}");
     assert!(

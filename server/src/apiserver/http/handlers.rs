@@ -303,6 +303,7 @@ async fn resource_request(
                 write: write_options(&q)?,
             };
             let bytes = body::read(req.into_body()).await?;
+            openapi::check_patch_body(&q, &rp, kind, &bytes)?;
             let patched = reg.patch(&target, kind, &bytes, &opts).await?;
             Ok(json_response(StatusCode::OK, &patched))
         }

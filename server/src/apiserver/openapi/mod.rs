@@ -195,6 +195,46 @@ pub fn check_body(
     check_fields(query.get("fieldValidation").map(String::as_str), gvk, obj)
 }
 
+/// [`check_body`] for a PATCH body. Merge and strategic merge patches and apply
+/// configurations have the object's shape, so their unknown fields are the object's
+/// (strategic merge directives, `$patch`, `$setElementOrder/…`, are skipped). JSON patches
+/// are not checked; nor are bodies that do not parse (the patch itself reports them).
+pub fn check_patch_body(
+    query: &std::collections::HashMap<String, String>,
+    rp: &super::http::request::ResourcePath,
+    patch_type: crate::patch::PatchType,
+    body: &[u8],
+) -> ApiResult<()> {
+    use crate::patch::PatchType;
+    if query.get("fieldValidation").map(String::as_str) != Some("Strict") {
+        return check_body(query, rp, &Value::Null);
+    }
+    let parsed: Option<Value> = match patch_type {
+        PatchType::Json => None,
+        PatchType::Merge | PatchType::StrategicMerge => serde_json::from_slice(body).ok(),
+        PatchType::Apply => serde_norway::from_slice(body).ok(),
+    };
+    match parsed {
+        Some(mut obj) => {
+            strip_directives(&mut obj);
+            check_body(query, rp, &obj)
+        }
+        None => Ok(()),
+    }
+}
+
+/// Removes strategic merge patch directives (keys starting with `$`).
+fn strip_directives(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|k, _| !k.starts_with('$'));
+            m.values_mut().for_each(strip_directives);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_directives),
+        _ => {}
+    }
+}
+
 fn etag_matches(headers: &HeaderMap, etag: &str) -> bool {
     headers
         .get_all(header::IF_NONE_MATCH)
@@ -272,6 +312,34 @@ mod tests {
         );
         assert!(check_fields(Some("Bogus"), gvk, &cm).is_err());
         assert!(check_fields(Some("Strict"), ("example.com", "v1", "Widget"), &cm).is_ok());
+    }
+
+    #[test]
+    fn strict_patch_bodies_skip_directives() {
+        use crate::apiserver::http::request::{parse, ApiPath};
+        use crate::patch::PatchType;
+        let ApiPath::Resource(rp) = parse("/apis/apps/v1/namespaces/d/deployments/web").unwrap()
+        else {
+            panic!("not a resource path");
+        };
+        let strict = [("fieldValidation".to_string(), "Strict".to_string())].into();
+        let smp = br#"{"spec":{"template":{"spec":{"$setElementOrder/containers":[{"name":"c"}],"containers":[{"name":"c","imagee":"x"}]}}}}"#;
+        let e = check_patch_body(&strict, &rp, PatchType::StrategicMerge, smp).unwrap_err();
+        assert!(
+            e.message
+                .ends_with("unknown field \"spec.template.spec.containers[0].imagee\""),
+            "{}",
+            e.message
+        );
+        let ok = br#"{"spec":{"template":{"spec":{"$setElementOrder/containers":[{"name":"c"}],"containers":[{"name":"c","image":"x","$patch":"delete"}]}}}}"#;
+        assert!(check_patch_body(&strict, &rp, PatchType::StrategicMerge, ok).is_ok());
+        let apply =
+            b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicaz: 2}\n";
+        assert!(check_patch_body(&strict, &rp, PatchType::Apply, apply).is_err());
+        let json_patch = br#"[{"op":"add","path":"/spec/bogus","value":1}]"#;
+        assert!(check_patch_body(&strict, &rp, PatchType::Json, json_patch).is_ok());
+        let lax = Default::default();
+        assert!(check_patch_body(&lax, &rp, PatchType::Apply, apply).is_ok());
     }
 
     #[test]
