@@ -122,6 +122,68 @@ fn scenario(server: &mut K3rs) {
         "e2e",
         "--from-literal=a=b",
     ]);
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "s1",
+        "-n",
+        "e2e",
+        "--from-literal=x=y",
+    ]);
+    k.ok(&["create", "serviceaccount", "robot", "-n", "e2e"]);
+    k.ok(&[
+        "create",
+        "deployment",
+        "gen",
+        "-n",
+        "e2e",
+        "--image=nginx:1.27",
+        "--replicas=2",
+    ]);
+    k.ok(&[
+        "create",
+        "service",
+        "clusterip",
+        "gen",
+        "-n",
+        "e2e",
+        "--tcp=80:8080",
+    ]);
+    let svc = k.ok(&[
+        "get",
+        "service",
+        "gen",
+        "-n",
+        "e2e",
+        "-o",
+        "jsonpath={.spec.ports[0].targetPort} {.spec.selector.app} {.spec.clusterIP}",
+    ]);
+    assert!(svc.starts_with("8080 gen 10.43."), "{svc}");
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "deployment",
+            "gen",
+            "-n",
+            "e2e",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}"
+        ]),
+        "2 nginx:1.27"
+    );
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "secret",
+            "s1",
+            "-n",
+            "e2e",
+            "-o",
+            "jsonpath={.data.x}"
+        ]),
+        "eQ=="
+    );
     let created = k.run_stdin(
         &["create", "-n", "e2e", "--validate=false", "-f", "-"],
         Some(DEPLOYMENT),
@@ -152,7 +214,7 @@ fn scenario(server: &mut K3rs) {
     );
     assert_eq!(
         k.ok(&["get", "deployments", "-n", "e2e", "-o", "name"]),
-        "deployment.apps/web\n"
+        "deployment.apps/gen\ndeployment.apps/web\n"
     );
 
     // Selectors.

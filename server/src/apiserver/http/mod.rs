@@ -3,6 +3,7 @@
 pub mod body;
 pub mod handlers;
 pub mod protobuf;
+mod protobuf_workloads;
 pub mod request;
 pub mod router;
 pub mod tls;

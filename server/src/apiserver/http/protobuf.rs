@@ -1,10 +1,11 @@
 //! Request bodies in Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`),
-//! which kubectl's typed clients send for `kubectl create namespace|configmap|secret`.
+//! which kubectl's typed clients send for `kubectl create namespace|configmap|secret|
+//! deployment|service|serviceaccount`.
 //!
 //! The envelope is `k8s\0` + `runtime.Unknown{typeMeta, raw}`; `raw` is the object in the
 //! field numbering of k8s.io/api's `generated.proto`. Only the kinds listed in [`decode`] are
-//! understood (others are 415, so clients see a clear error); fields not modelled here are
-//! ones those kubectl generators never set.
+//! understood (others are 415, so clients see a clear error). Fields not modelled are dropped
+//! by the decoder: they are ones those kubectl generators never set.
 
 use std::collections::BTreeMap;
 
@@ -33,7 +34,7 @@ struct Unknown {
 }
 
 #[derive(Clone, PartialEq, Message)]
-struct OwnerReference {
+pub struct OwnerReference {
     #[prost(string, optional, tag = "5")]
     api_version: Option<String>,
     #[prost(string, optional, tag = "1")]
@@ -49,25 +50,25 @@ struct OwnerReference {
 }
 
 #[derive(Clone, PartialEq, Message)]
-struct ObjectMeta {
+pub struct ObjectMeta {
     #[prost(string, optional, tag = "1")]
-    name: Option<String>,
+    pub(super) name: Option<String>,
     #[prost(string, optional, tag = "2")]
-    generate_name: Option<String>,
+    pub(super) generate_name: Option<String>,
     #[prost(string, optional, tag = "3")]
-    namespace: Option<String>,
+    pub(super) namespace: Option<String>,
     #[prost(string, optional, tag = "5")]
-    uid: Option<String>,
+    pub(super) uid: Option<String>,
     #[prost(string, optional, tag = "6")]
-    resource_version: Option<String>,
+    pub(super) resource_version: Option<String>,
     #[prost(btree_map = "string, string", tag = "11")]
-    labels: BTreeMap<String, String>,
+    pub(super) labels: BTreeMap<String, String>,
     #[prost(btree_map = "string, string", tag = "12")]
-    annotations: BTreeMap<String, String>,
+    pub(super) annotations: BTreeMap<String, String>,
     #[prost(message, repeated, tag = "13")]
-    owner_references: Vec<OwnerReference>,
+    pub(super) owner_references: Vec<OwnerReference>,
     #[prost(string, repeated, tag = "14")]
-    finalizers: Vec<String>,
+    pub(super) finalizers: Vec<String>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -110,13 +111,13 @@ struct Secret {
     immutable: Option<bool>,
 }
 
-fn insert_opt<T: Into<Value>>(m: &mut Map<String, Value>, k: &str, v: Option<T>) {
+pub(super) fn insert_opt<T: Into<Value>>(m: &mut Map<String, Value>, k: &str, v: Option<T>) {
     if let Some(v) = v {
         m.insert(k.into(), v.into());
     }
 }
 
-fn string_map(m: &BTreeMap<String, String>) -> Option<Value> {
+pub(super) fn string_map(m: &BTreeMap<String, String>) -> Option<Value> {
     (!m.is_empty()).then(|| json!(m))
 }
 
@@ -136,11 +137,11 @@ fn bytes_map(m: &BTreeMap<String, Vec<u8>>) -> Option<Value> {
 }
 
 /// Proto2 optionals arrive present-but-empty from Go's zero values; JSON omits them.
-fn non_empty(s: Option<String>) -> Option<String> {
+pub(super) fn non_empty(s: Option<String>) -> Option<String> {
     s.filter(|s| !s.is_empty())
 }
 
-fn meta(m: Option<ObjectMeta>) -> Value {
+pub(super) fn meta(m: Option<ObjectMeta>) -> Value {
     let m = m.unwrap_or_default();
     let (name, generate_name, namespace, uid, resource_version) = (
         non_empty(m.name),
@@ -224,6 +225,11 @@ pub fn decode(bytes: &[u8]) -> ApiResult<Value> {
             insert_opt(&mut o, "immutable", s.immutable);
             Value::Object(o)
         }
+        ("v1", "Service") => super::protobuf_workloads::service(&raw).map_err(bad)?,
+        ("v1", "ServiceAccount") => {
+            super::protobuf_workloads::service_account(&raw).map_err(bad)?
+        }
+        ("apps/v1", "Deployment") => super::protobuf_workloads::deployment(&raw).map_err(bad)?,
         _ => {
             return Err(ApiError::unsupported_media_type(&format!(
                 "{MEDIA_TYPE} for {api_version} {kind}"
