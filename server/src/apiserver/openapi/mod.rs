@@ -342,6 +342,38 @@ mod tests {
         assert!(check_patch_body(&lax, &rp, PatchType::Apply, apply).is_ok());
     }
 
+    fn get(uri: &str, if_none_match: Option<&str>) -> Request {
+        let mut b = axum::http::Request::builder().uri(uri);
+        if let Some(tag) = if_none_match {
+            b = b.header(header::IF_NONE_MATCH, tag);
+        }
+        b.body(axum::body::Body::empty()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn caching_headers_etag_and_redirects() {
+        let hash = &OpenApiV3::get().documents["api/v1"].hash;
+        let current = format!("/openapi/v3/api/v1?hash={hash}");
+        let resp = group_version(get(&current, None)).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(resp.headers()[header::CACHE_CONTROL], "public, immutable");
+        assert_eq!(resp.headers()[header::ETAG], format!("\"{hash}\"").as_str());
+        assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
+        let plain = group_version(get("/openapi/v3/api/v1", None)).await;
+        assert_eq!(plain.headers()[header::CACHE_CONTROL], "no-cache, private");
+        let stale = group_version(get("/openapi/v3/api/v1?hash=OLD", None)).await;
+        assert_eq!(stale.status(), StatusCode::MOVED_PERMANENTLY);
+        assert_eq!(stale.headers()[header::LOCATION], current.as_str());
+        let tag = format!("\"{hash}\"");
+        let cached = group_version(get(&current, Some(&tag))).await;
+        assert_eq!(cached.status(), StatusCode::NOT_MODIFIED);
+        let missing = group_version(get("/openapi/v3/apis/nope/v1", None)).await;
+        assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+        let idx = index(get("/openapi/v3", None)).await;
+        assert_eq!(idx.status(), StatusCode::OK);
+        assert!(idx.headers().contains_key(header::ETAG));
+    }
+
     #[test]
     fn index_lists_every_group_version_with_its_hash() {
         let docs = OpenApiV3::get();

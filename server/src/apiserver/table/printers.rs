@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::{core, pod, workloads};
+use super::{batch, core, pod, workloads};
 
 /// One `metav1.TableColumnDefinition`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +81,14 @@ pub fn printer_for(group: &str, kind: &str) -> Printer {
         ("", "Pod") => (pod::COLUMNS, pod::cells),
         ("apps", "Deployment") => (workloads::DEPLOYMENT_COLUMNS, workloads::deployment_cells),
         ("apps", "ReplicaSet") => (workloads::REPLICASET_COLUMNS, workloads::replicaset_cells),
+        ("apps", "StatefulSet") => (workloads::STATEFULSET_COLUMNS, workloads::statefulset_cells),
+        ("apps", "DaemonSet") => (workloads::DAEMONSET_COLUMNS, workloads::daemonset_cells),
+        ("", "ReplicationController") => (
+            workloads::REPLICATIONCONTROLLER_COLUMNS,
+            workloads::replicationcontroller_cells,
+        ),
+        ("batch", "Job") => (batch::JOB_COLUMNS, batch::job_cells),
+        ("batch", "CronJob") => (batch::CRONJOB_COLUMNS, batch::cronjob_cells),
         ("", "Service") => (core::SERVICE_COLUMNS, core::service_cells),
         ("", "Node") => (core::NODE_COLUMNS, core::node_cells),
         ("", "Namespace") => (core::NAMESPACE_COLUMNS, core::namespace_cells),
@@ -167,7 +175,7 @@ mod tests {
 
     #[test]
     fn default_table_is_name_and_age() {
-        let p = printer_for("batch", "Job");
+        let p = printer_for("rbac.authorization.k8s.io", "Role");
         let names: Vec<_> = p.columns.iter().map(|c| c.name).collect();
         assert_eq!(names, ["Name", "Age"]);
         assert_eq!(p.columns[0].to_json()["format"], "name");

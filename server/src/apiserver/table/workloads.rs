@@ -1,23 +1,24 @@
-//! Deployments and ReplicaSets as `kubectl get` shows them (kube's `printDeployment`,
-//! `printReplicaSet`), with the pod template's containers, images and the selector.
+//! Pod-template workloads as `kubectl get` shows them (kube's `printDeployment`,
+//! `printReplicaSet`, `printStatefulSet`, `printDaemonSet`, `printReplicationController`),
+//! with the pod template's containers, images and the selector.
 
 use serde_json::{json, Value};
 
 use super::printers::{age, int_of, name, str_of, Column, AGE, NAME};
 
-const CONTAINERS: Column = Column::new(
+pub const CONTAINERS: Column = Column::new(
     "Containers",
     "string",
     "Names of each container in the template.",
 )
 .wide();
-const IMAGES: Column = Column::new(
+pub const IMAGES: Column = Column::new(
     "Images",
     "string",
     "Images referenced by each container in the template.",
 )
 .wide();
-const SELECTOR: Column = Column::new(
+pub const SELECTOR: Column = Column::new(
     "Selector",
     "string",
     "Label selector for the pods this object manages.",
@@ -49,6 +50,30 @@ pub const REPLICASET_COLUMNS: &[Column] = &[
     IMAGES,
     SELECTOR,
 ];
+
+pub const STATEFULSET_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new("Ready", "string", "Number of the pod with ready state"),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+];
+
+pub const DAEMONSET_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new("Desired", "integer", "The total number of nodes that should be running the daemon pod."),
+    Column::new("Current", "integer", "The number of nodes that are running at least one daemon pod and are supposed to."),
+    Column::new("Ready", "integer", "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready."),
+    Column::new("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod."),
+    Column::new("Available", "integer", "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available."),
+    Column::new("Node Selector", "string", "The node selector of the pod template."),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+
+pub const REPLICATIONCONTROLLER_COLUMNS: &[Column] = REPLICASET_COLUMNS;
 
 /// kube's `metav1.LabelSelectorAsSelector(..).String()`: requirements sorted by key
 /// (`app=web,tier in (a,b),!legacy`); `<none>` without a selector, `""` for an empty one.
@@ -87,9 +112,9 @@ pub fn selector_string(sel: &Value) -> String {
         .join(",")
 }
 
-/// CONTAINERS, IMAGES and SELECTOR of a workload with `spec.template` and `spec.selector`.
-fn template_cells(obj: &Value) -> [Value; 3] {
-    let containers = obj["spec"]["template"]["spec"]["containers"]
+/// CONTAINERS and IMAGES of a pod template's spec.
+pub fn containers_images(template_spec: &Value) -> [Value; 2] {
+    let containers = template_spec["containers"]
         .as_array()
         .cloned()
         .unwrap_or_default();
@@ -100,9 +125,15 @@ fn template_cells(obj: &Value) -> [Value; 3] {
             .collect::<Vec<_>>()
             .join(",")
     };
+    [json!(join("name")), json!(join("image"))]
+}
+
+/// CONTAINERS, IMAGES and SELECTOR of a workload with `spec.template` and `spec.selector`.
+fn template_cells(obj: &Value) -> [Value; 3] {
+    let [containers, images] = containers_images(&obj["spec"]["template"]["spec"]);
     [
-        json!(join("name")),
-        json!(join("image")),
+        containers,
+        images,
         json!(selector_string(&obj["spec"]["selector"])),
     ]
 }
@@ -140,6 +171,52 @@ pub fn replicaset_cells(rs: &Value, now: i64) -> Vec<Value> {
         age(rs, now),
     ];
     cells.extend(template_cells(rs));
+    cells
+}
+
+/// The cells of [`STATEFULSET_COLUMNS`].
+pub fn statefulset_cells(ss: &Value, now: i64) -> Vec<Value> {
+    let [containers, images, _] = template_cells(ss);
+    vec![
+        name(ss),
+        json!(format!(
+            "{}/{}",
+            int_of(&ss["status"]["readyReplicas"]),
+            desired(ss)
+        )),
+        age(ss, now),
+        containers,
+        images,
+    ]
+}
+
+/// The cells of [`DAEMONSET_COLUMNS`].
+pub fn daemonset_cells(ds: &Value, now: i64) -> Vec<Value> {
+    let s = &ds["status"];
+    let [containers, images, selector] = template_cells(ds);
+    vec![
+        name(ds),
+        json!(int_of(&s["desiredNumberScheduled"])),
+        json!(int_of(&s["currentNumberScheduled"])),
+        json!(int_of(&s["numberReady"])),
+        json!(int_of(&s["updatedNumberScheduled"])),
+        json!(int_of(&s["numberAvailable"])),
+        json!(super::printers::format_labels(
+            &ds["spec"]["template"]["spec"]["nodeSelector"]
+        )),
+        age(ds, now),
+        containers,
+        images,
+        selector,
+    ]
+}
+
+/// The cells of [`REPLICATIONCONTROLLER_COLUMNS`]: a ReplicaSet's, with a map selector.
+pub fn replicationcontroller_cells(rc: &Value, now: i64) -> Vec<Value> {
+    let mut cells = replicaset_cells(rc, now);
+    if let Some(last) = cells.last_mut() {
+        *last = json!(super::printers::format_labels(&rc["spec"]["selector"]));
+    }
     cells
 }
 
@@ -194,6 +271,48 @@ mod tests {
         assert_eq!(
             replicaset_cells(&rs, now())[..5],
             [json!("web"), json!(3), json!(3), json!(1), json!("4h")]
+        );
+    }
+
+    #[test]
+    fn statefulset_daemonset_and_rc_rows() {
+        let ss = workload(json!({"readyReplicas": 1}));
+        assert_eq!(
+            statefulset_cells(&ss, now()),
+            vec![
+                json!("web"),
+                json!("1/3"),
+                json!("4h"),
+                json!("nginx,side"),
+                json!("nginx:1.27,busybox")
+            ]
+        );
+        let mut ds = workload(
+            json!({"desiredNumberScheduled": 2, "currentNumberScheduled": 2,
+            "numberReady": 1, "updatedNumberScheduled": 2, "numberAvailable": 1}),
+        );
+        ds["spec"]["template"]["spec"]["nodeSelector"] = json!({"kubernetes.io/os": "linux"});
+        assert_eq!(
+            daemonset_cells(&ds, now()),
+            vec![
+                json!("web"),
+                json!(2),
+                json!(2),
+                json!(1),
+                json!(2),
+                json!(1),
+                json!("kubernetes.io/os=linux"),
+                json!("4h"),
+                json!("nginx,side"),
+                json!("nginx:1.27,busybox"),
+                json!("app=web")
+            ]
+        );
+        let mut rc = workload(json!({"replicas": 3, "readyReplicas": 3}));
+        rc["spec"]["selector"] = json!({"app": "web", "tier": "fe"});
+        assert_eq!(
+            replicationcontroller_cells(&rc, now())[7],
+            "app=web,tier=fe"
         );
     }
 
