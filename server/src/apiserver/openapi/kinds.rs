@@ -90,7 +90,13 @@ mod tests {
                 r.version,
                 r.kind
             );
-            for s in r.subresources {
+            // status and scale bodies are objects; connect subresources (exec, log, …) are
+            // described by their query parameters.
+            for s in r
+                .subresources
+                .iter()
+                .filter(|s| matches!(s.name, "status" | "scale"))
+            {
                 assert!(
                     schema_of(s.group, s.version, s.kind).is_some(),
                     "{}",
