@@ -51,16 +51,7 @@ fn service_external_ip(svc: &Value) -> String {
             }
         }
         "LoadBalancer" => {
-            let mut all: Vec<String> = svc["status"]["loadBalancer"]["ingress"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|i| match str_of(&i["ip"]) {
-                    "" => str_of(&i["hostname"]).to_string(),
-                    ip => ip.to_string(),
-                })
-                .filter(|s| !s.is_empty())
-                .collect();
+            let mut all = load_balancer_ingress(&svc["status"]["loadBalancer"]);
             all.extend(external.iter().map(|s| s.to_string()));
             if all.is_empty() {
                 "<pending>".into()
@@ -280,6 +271,20 @@ pub const ENDPOINTS_COLUMNS: &[Column] = &[
     ),
     AGE,
 ];
+
+/// The IP (else hostname) of each load balancer ingress point of a `LoadBalancerStatus`.
+pub fn load_balancer_ingress(lb: &Value) -> Vec<String> {
+    lb["ingress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| match str_of(&i["ip"]) {
+            "" => str_of(&i["hostname"]).to_string(),
+            ip => ip.to_string(),
+        })
+        .filter(|s| !s.is_empty())
+        .collect()
+}
 
 /// kube's `formatEndpoints`: up to three `ip:port`, then ` + N more...`.
 fn format_endpoints(ep: &Value) -> String {

@@ -10,9 +10,11 @@
 
 pub mod age;
 pub mod batch;
+pub mod cluster;
 pub mod core;
 pub mod pod;
 pub mod printers;
+pub mod storage_net;
 pub mod workloads;
 
 use std::collections::HashMap;

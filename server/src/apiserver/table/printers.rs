@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::{batch, core, pod, workloads};
+use super::{batch, cluster, core, pod, storage_net, workloads};
 
 /// One `metav1.TableColumnDefinition`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +27,14 @@ impl Column {
             format: "",
             description,
             priority: 0,
+        }
+    }
+
+    /// Shown without `-o wide` too.
+    pub const fn normal(self) -> Column {
+        Column {
+            priority: 0,
+            ..self
         }
     }
 
@@ -89,6 +97,48 @@ pub fn printer_for(group: &str, kind: &str) -> Printer {
         ),
         ("batch", "Job") => (batch::JOB_COLUMNS, batch::job_cells),
         ("batch", "CronJob") => (batch::CRONJOB_COLUMNS, batch::cronjob_cells),
+        ("", "PersistentVolume") => (storage_net::PV_COLUMNS, storage_net::pv_cells),
+        ("", "PersistentVolumeClaim") => (storage_net::PVC_COLUMNS, storage_net::pvc_cells),
+        ("storage.k8s.io", "StorageClass") => (
+            storage_net::STORAGECLASS_COLUMNS,
+            storage_net::storageclass_cells,
+        ),
+        ("networking.k8s.io", "Ingress") => {
+            (storage_net::INGRESS_COLUMNS, storage_net::ingress_cells)
+        }
+        ("networking.k8s.io", "IngressClass") => (
+            storage_net::INGRESSCLASS_COLUMNS,
+            storage_net::ingressclass_cells,
+        ),
+        ("networking.k8s.io", "NetworkPolicy") => (
+            storage_net::NETWORKPOLICY_COLUMNS,
+            storage_net::networkpolicy_cells,
+        ),
+        ("discovery.k8s.io", "EndpointSlice") => (
+            storage_net::ENDPOINTSLICE_COLUMNS,
+            storage_net::endpointslice_cells,
+        ),
+        ("policy", "PodDisruptionBudget") => (cluster::PDB_COLUMNS, cluster::pdb_cells),
+        ("apps", "ControllerRevision") => (
+            cluster::CONTROLLERREVISION_COLUMNS,
+            cluster::controllerrevision_cells,
+        ),
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole")
+        | ("", "LimitRange")
+        | ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            (cluster::CREATED_AT_COLUMNS, cluster::created_at_cells)
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            (cluster::ROLEBINDING_COLUMNS, cluster::rolebinding_cells)
+        }
+        ("scheduling.k8s.io", "PriorityClass") => {
+            (cluster::PRIORITYCLASS_COLUMNS, cluster::priorityclass_cells)
+        }
+        ("", "ResourceQuota") => (cluster::RESOURCEQUOTA_COLUMNS, cluster::resourcequota_cells),
+        ("", "PodTemplate") => (cluster::PODTEMPLATE_COLUMNS, cluster::podtemplate_cells),
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            (cluster::CSR_COLUMNS, cluster::csr_cells)
+        }
         ("", "Service") => (core::SERVICE_COLUMNS, core::service_cells),
         ("", "Node") => (core::NODE_COLUMNS, core::node_cells),
         ("", "Namespace") => (core::NAMESPACE_COLUMNS, core::namespace_cells),
@@ -175,7 +225,7 @@ mod tests {
 
     #[test]
     fn default_table_is_name_and_age() {
-        let p = printer_for("rbac.authorization.k8s.io", "Role");
+        let p = printer_for("autoscaling", "HorizontalPodAutoscaler");
         let names: Vec<_> = p.columns.iter().map(|c| c.name).collect();
         assert_eq!(names, ["Name", "Age"]);
         assert_eq!(p.columns[0].to_json()["format"], "name");
