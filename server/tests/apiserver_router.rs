@@ -593,5 +593,30 @@ async fn writes_follow_kube_apiserver_semantics() {
         .await
         .json();
     assert_eq!(k["spec"]["clusterIP"], "10.43.0.1");
+
+    // NodePorts: the lowest free one, a requested one checked; a PUT that leaves the
+    // allocated values out keeps them.
+    let svcs = "/api/v1/namespaces/default/services";
+    let np = |name: &str, node_port: Option<u16>| {
+        let mut port = json!({"port": 80});
+        if let Some(n) = node_port {
+            port["nodePort"] = json!(n);
+        }
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"type": "NodePort", "ports": [port]}})
+    };
+    let first = api.post(svcs, np("np1", None)).await.json();
+    assert_eq!(first["spec"]["ports"][0]["nodePort"], 30000);
+    api.post(svcs, np("np2", Some(30000)))
+        .await
+        .status_is(422, "Invalid");
+    let second = api.post(svcs, np("np3", Some(31000))).await.json();
+    assert_eq!(second["spec"]["ports"][0]["nodePort"], 31000);
+    let mut replaced = np("np1", None);
+    replaced["metadata"]["resourceVersion"] = first["metadata"]["resourceVersion"].clone();
+    replaced["metadata"]["labels"] = json!({"changed": "yes"});
+    let replaced = api.put(&format!("{svcs}/np1"), replaced).await.json();
+    assert_eq!(replaced["spec"]["clusterIP"], first["spec"]["clusterIP"]);
+    assert_eq!(replaced["spec"]["ports"][0]["nodePort"], 30000);
     api.node.shutdown().await.unwrap();
 }

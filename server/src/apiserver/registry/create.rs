@@ -1,14 +1,11 @@
 //! POST: metadata stamping, generateName, namespace lifecycle checks, defaulting, validation,
 //! ClusterIP allocation, `Txn(If MOD==0 Then Put)`.
 
-use std::collections::HashSet;
-use std::net::IpAddr;
-
 use serde_json::{json, Value};
 
 use super::{decode, encode, keys, meta, validation, Registry, Target, WriteOptions};
 use crate::apiserver::resources::catalog::{self, Resource};
-use crate::apiserver::resources::{cluster_ip, strategy, typed};
+use crate::apiserver::resources::{strategy, typed};
 use crate::apiserver::status::{ApiError, ApiResult, Cause, Subject};
 use crate::datastore::WriteOutcome;
 
@@ -48,7 +45,7 @@ impl Registry {
 
         let _ip_guard = if r.group.is_empty() && r.kind == "Service" {
             let guard = self.ip_lock.lock().await;
-            self.allocate_cluster_ip(t, &mut obj).await?;
+            self.allocate_service(t, &mut obj, None).await?;
             Some(guard)
         } else {
             None
@@ -120,67 +117,6 @@ impl Registry {
             ));
         }
         Ok(())
-    }
-
-    /// Gives a Service its ClusterIP (unless headless or ExternalName); checks a requested one.
-    async fn allocate_cluster_ip(&self, t: &Target, svc: &mut Value) -> ApiResult<()> {
-        if svc["spec"]["type"] == "ExternalName" || !svc["spec"].is_object() {
-            return Ok(());
-        }
-        let requested = svc["spec"]["clusterIP"].as_str().unwrap_or("").to_string();
-        if requested == "None" {
-            svc["spec"]["clusterIPs"] = json!(["None"]);
-            return Ok(());
-        }
-        let used = self.used_cluster_ips(t.resource).await?;
-        let ip = if requested.is_empty() {
-            cluster_ip::next_free(&self.service_cidr, &used).ok_or_else(|| {
-                ApiError::internal("failed to allocate a serviceIP: range is full")
-            })?
-        } else {
-            let invalid = |why: &str| {
-                ApiError::invalid(
-                    t.kind_subject(meta::name(svc)),
-                    vec![Cause::invalid("spec.clusterIPs[0]", &requested, why)],
-                )
-            };
-            let ip: IpAddr = requested.parse().map_err(|_| {
-                invalid("must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)")
-            })?;
-            if !self.service_cidr.contains(&ip) {
-                return Err(invalid(&format!(
-                    "failed to allocate IP {requested}: the provided IP ({requested}) is not in the valid range. The range of valid IPs is {}",
-                    self.service_cidr
-                )));
-            }
-            if used.contains(&ip) {
-                return Err(invalid(&format!(
-                    "failed to allocate IP {requested}: provided IP is already allocated"
-                )));
-            }
-            ip
-        };
-        svc["spec"]["clusterIP"] = json!(ip.to_string());
-        svc["spec"]["clusterIPs"] = json!([ip.to_string()]);
-        let family = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
-        svc["spec"]["ipFamilies"] = json!([family]);
-        svc["spec"]["ipFamilyPolicy"] = json!("SingleStack");
-        Ok(())
-    }
-
-    async fn used_cluster_ips(&self, services: &Resource) -> ApiResult<HashSet<IpAddr>> {
-        let kvs = self.all_under(keys::list_prefix(services, None)).await?;
-        let mut used = HashSet::new();
-        for kv in &kvs {
-            let svc = decode(kv)?;
-            if let Some(ip) = svc["spec"]["clusterIP"]
-                .as_str()
-                .and_then(|s| s.parse().ok())
-            {
-                used.insert(ip);
-            }
-        }
-        Ok(used)
     }
 }
 

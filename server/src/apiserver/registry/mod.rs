@@ -11,6 +11,7 @@ mod list;
 pub mod meta;
 pub mod patch;
 pub mod selector;
+mod service;
 mod update;
 pub mod validation;
 pub mod watch;

@@ -84,7 +84,18 @@ impl Registry {
                 n
             };
             keep_system_fields(&old, &mut new);
+            let is_service = t.resource.group.is_empty() && t.resource.kind == "Service";
+            if is_service {
+                super::service::keep_allocations(&old, &mut new);
+            }
             strategy::apply_defaults(t.resource, &mut new);
+            let _ip_guard = if is_service && !status_only {
+                let guard = self.ip_lock.lock().await;
+                self.allocate_service(t, &mut new, Some(&old)).await?;
+                Some(guard)
+            } else {
+                None
+            };
             check(t, &new)?;
             if t.resource.has_spec && new.get("spec") != old.get("spec") {
                 let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;

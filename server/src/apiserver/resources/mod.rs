@@ -3,5 +3,6 @@
 
 pub mod catalog;
 pub mod cluster_ip;
+pub mod node_port;
 pub mod strategy;
 pub mod typed;
