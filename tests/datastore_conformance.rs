@@ -177,6 +177,20 @@ async fn conformance(ds: &dyn Datastore) {
     }
     assert_eq!(ds.current_revision().await.unwrap(), rd);
 
+    // Leases: a key written with one carries it.
+    let lease = ds.grant_lease(3600).await.unwrap();
+    assert_ne!(lease, 0);
+    done(
+        ds.create(&key("leased"), b"l".to_vec(), lease)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        ds.get(&key("leased")).await.unwrap().0.unwrap().lease,
+        lease
+    );
+    let rd = ds.current_revision().await.unwrap();
+
     // Compaction: older revisions are gone for reads and watches.
     ds.compact(rd).await.unwrap();
     let old = ds

@@ -537,6 +537,32 @@ async fn writes_follow_kube_apiserver_semantics() {
         .json();
     assert_eq!(orphan["metadata"]["finalizers"], json!(["orphan"]));
 
+    // Events are written with a TTL lease (shared for a minute); other objects without.
+    let event = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+            "reason": "Test", "message": "m", "type": "Normal"})
+    };
+    let events = "/api/v1/namespaces/default/events";
+    assert_eq!(
+        api.post(events, event("e1")).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        api.post(events, event("e2")).await.status,
+        StatusCode::CREATED
+    );
+    let lease_of = |key: &'static str| {
+        let ds = api.ds.clone();
+        async move { ds.get(key.as_bytes()).await.unwrap().0.unwrap().lease }
+    };
+    let (l1, l2) = (
+        lease_of("/registry/events/default/e1").await,
+        lease_of("/registry/events/default/e2").await,
+    );
+    assert!(l1 != 0 && l1 == l2, "{l1} {l2}");
+    assert_eq!(lease_of("/registry/configmaps/default/dup").await, 0);
+
     // deletecollection honours selectors.
     for (n, tier) in [("dc1", "a"), ("dc2", "a"), ("dc3", "b")] {
         api.post(CMS, cm(n, json!({"tier": tier}))).await;

@@ -180,6 +180,24 @@ impl Datastore for Embedded {
         .boxed()
     }
 
+    fn grant_lease(&self, ttl: i64) -> BoxFuture<'_, Result<i64>> {
+        async move {
+            let ttl = ttl.max(self.node.min_lease_ttl());
+            let out = self
+                .node
+                .write(Command::LeaseGrant { id: 0, ttl })
+                .await
+                .map_err(unavailable)?;
+            match out.result.map_err(request_error)? {
+                CommandResponse::LeaseGrant { id, .. } => Ok(id),
+                other => Err(Error::Unavailable(format!(
+                    "unexpected lease grant response {other:?}"
+                ))),
+            }
+        }
+        .boxed()
+    }
+
     fn current_revision(&self) -> BoxFuture<'_, Result<i64>> {
         async move {
             self.node.read_barrier().await.map_err(unavailable)?;

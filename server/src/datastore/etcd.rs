@@ -15,6 +15,7 @@ use super::{
 };
 use crate::etcdpb as pb;
 use crate::etcdpb::kv_client::KvClient;
+use crate::etcdpb::lease_client::LeaseClient;
 use crate::etcdpb::watch_client::WatchClient;
 use crate::mvccpb;
 
@@ -31,6 +32,7 @@ pub struct EtcdTls {
 pub struct EtcdClient {
     kv: KvClient<Channel>,
     watch: WatchClient<Channel>,
+    lease: LeaseClient<Channel>,
 }
 
 /// Largest message we accept (etcd's default request limit is 1.5 MiB; lists are larger).
@@ -63,7 +65,8 @@ impl EtcdClient {
             kv: KvClient::new(channel.clone())
                 .max_decoding_message_size(MAX_MESSAGE)
                 .max_encoding_message_size(MAX_MESSAGE),
-            watch: WatchClient::new(channel).max_decoding_message_size(MAX_MESSAGE),
+            watch: WatchClient::new(channel.clone()).max_decoding_message_size(MAX_MESSAGE),
+            lease: LeaseClient::new(channel),
         })
     }
 
@@ -288,6 +291,20 @@ impl Datastore for EtcdClient {
                 }
             });
             Ok(stream.boxed())
+        }
+        .boxed()
+    }
+
+    fn grant_lease(&self, ttl: i64) -> BoxFuture<'_, Result<i64>> {
+        async move {
+            let resp = self
+                .lease
+                .clone()
+                .lease_grant(pb::LeaseGrantRequest { ttl, id: 0 })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            Ok(resp.id)
         }
         .boxed()
     }

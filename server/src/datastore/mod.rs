@@ -184,6 +184,10 @@ pub trait Datastore: Send + Sync + 'static {
     /// Starts a watch. Errors with `Compacted` when the start revision is gone.
     fn watch(&self, req: WatchRequest) -> BoxFuture<'_, Result<BoxStream<'static, WatchItem>>>;
 
+    /// Grants a lease of `ttl` seconds (raised to the store's minimum) and returns its ID.
+    /// Keys written with it are deleted when it expires (kube-apiserver's event TTL).
+    fn grant_lease(&self, ttl: i64) -> BoxFuture<'_, Result<i64>>;
+
     /// The store's current revision (linearizable).
     fn current_revision(&self) -> BoxFuture<'_, Result<i64>>;
 

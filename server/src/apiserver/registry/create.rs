@@ -64,7 +64,8 @@ impl Registry {
                 return Ok(obj);
             }
             let key = keys::object_key(r, t.namespace.as_deref(), &name);
-            match self.ds.create(&key, encode(&obj)?, 0).await? {
+            let lease = self.lease_for(r).await?;
+            match self.ds.create(&key, encode(&obj)?, lease).await? {
                 WriteOutcome::Done { revision } => {
                     meta::set_resource_version(&mut obj, revision);
                     return Ok(obj);

@@ -6,6 +6,7 @@
 pub mod continue_token;
 mod create;
 mod delete;
+mod event_ttl;
 pub mod keys;
 mod list;
 pub mod meta;
@@ -80,6 +81,7 @@ pub struct Registry {
     pub(crate) service_cidr: IpNet,
     /// Serializes ClusterIP allocation with the create that claims the address.
     pub(crate) ip_lock: tokio::sync::Mutex<()>,
+    event_leases: event_ttl::EventLeases,
 }
 
 impl std::fmt::Debug for Registry {
@@ -96,6 +98,7 @@ impl Registry {
             ds,
             service_cidr,
             ip_lock: tokio::sync::Mutex::new(()),
+            event_leases: event_ttl::EventLeases::default(),
         }
     }
 

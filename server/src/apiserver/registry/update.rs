@@ -112,9 +112,12 @@ impl Registry {
             let outcome = if finished {
                 self.ds.delete(&t.key(), kv.mod_revision).await?
             } else {
-                self.ds
-                    .update(&t.key(), kv.mod_revision, encode(&new)?)
-                    .await?
+                let lease = self.lease_for(t.resource).await?;
+                let put = crate::datastore::GuardedOp::Put {
+                    value: encode(&new)?,
+                    lease,
+                };
+                self.ds.guarded(&t.key(), kv.mod_revision, put).await?
             };
             match outcome {
                 WriteOutcome::Done { revision } => {
