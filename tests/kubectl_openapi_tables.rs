@@ -172,6 +172,9 @@ fn openapi_and_tables_with_kubectl() {
     let row = &table(&deploy)[1];
     assert_eq!(row[..4], ["web", "0/2", "0", "0"]);
     assert_eq!(row[5..], ["nginx", "nginx:1.28", "app=web"]);
+    let scale = k.ok(&["get", "deploy", "web", "--subresource=scale"]);
+    assert_eq!(header(&scale), ["NAME", "DESIRED", "AVAILABLE", "AGE"]);
+    assert_eq!(table(&scale)[1][..3], ["web", "2", "0"]);
     let ns = k.ok(&["get", "ns"]);
     assert_eq!(header(&ns), ["NAME", "STATUS", "AGE"]);
     assert!(

@@ -191,7 +191,7 @@ async fn resource_request(
     let method = req.method().clone();
     let sub = rp.subresource.as_deref();
     let watch = rp.legacy_watch || flag(&q, "watch");
-    let table = table::negotiate(req.headers(), &q)?.filter(|_| sub.is_none());
+    let table = table::negotiate(req.headers(), &q, &rp)?;
     match (method, rp.name.is_some()) {
         (Method::GET, _) if watch => {
             if q.get("sendInitialEvents").is_some_and(|v| !v.is_empty()) {
@@ -222,7 +222,7 @@ async fn resource_request(
             let mut target = target;
             target.name = None;
             let rx = reg.clone().watch(target, opts, st.stop.clone()).await?;
-            let mut tables = table.map(|t| table::WatchTables::new(rp.resource, t));
+            let mut tables = table.map(table::WatchTables::new);
             let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
                 .map(move |ev| match &mut tables {
                     Some(t) => t.transform(ev),
@@ -244,12 +244,12 @@ async fn resource_request(
             } else {
                 reg.get(&target).await?
             };
-            let obj = table::object_or_table(table, rp.resource, obj);
+            let obj = table::object_or_table(table, obj);
             Ok(json_response(StatusCode::OK, &obj))
         }
         (Method::GET, false) => {
             let list = reg.list(&target, list_options(&q, &rp)?).await?;
-            let list = table::list_or_table(table, rp.resource, list);
+            let list = table::list_or_table(table, list);
             Ok(json_response(StatusCode::OK, &list))
         }
         (Method::POST, false) => {

@@ -23,7 +23,7 @@ use axum::body::Bytes;
 use axum::http::{header, HeaderMap};
 use serde_json::{json, Value};
 
-use crate::apiserver::resources::catalog::Resource;
+use crate::apiserver::http::request::ResourcePath;
 use crate::apiserver::status::{ApiError, ApiResult};
 
 /// What each row carries besides its cells.
@@ -40,13 +40,30 @@ pub struct TableRequest {
     /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`, as asked.
     pub api_version: &'static str,
     pub include: IncludeObject,
+    /// The (group, kind) printed: the resource's, or its `status`/`scale` subresource's.
+    pub kind: (&'static str, &'static str),
+}
+
+/// The (group, kind) a request at `rp` answers with, when it can be printed as a Table.
+fn printed_kind(rp: &ResourcePath) -> Option<(&'static str, &'static str)> {
+    let r = rp.resource;
+    match rp.subresource.as_deref() {
+        None => Some((r.group, r.kind)),
+        Some(name @ ("status" | "scale")) => r
+            .subresources
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| (s.group, s.kind)),
+        Some(_) => None,
+    }
 }
 
 /// The Table the client asked for, if the first media type of its Accept header that this
-/// server can produce is a Table.
+/// server can produce is a Table (and the request at `rp` reads something printable).
 pub fn negotiate(
     headers: &HeaderMap,
     query: &HashMap<String, String>,
+    rp: &ResourcePath,
 ) -> ApiResult<Option<TableRequest>> {
     let accept = headers
         .get_all(header::ACCEPT)
@@ -76,7 +93,7 @@ pub fn negotiate(
             break;
         }
     }
-    let Some(api_version) = api_version else {
+    let (Some(api_version), Some(kind)) = (api_version, printed_kind(rp)) else {
         return Ok(None);
     };
     let include = match query.get("includeObject").map(String::as_str) {
@@ -92,6 +109,7 @@ pub fn negotiate(
     Ok(Some(TableRequest {
         api_version,
         include,
+        kind,
     }))
 }
 
@@ -101,10 +119,10 @@ fn now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-fn row(r: &Resource, obj: &Value, req: &TableRequest, now: i64) -> Value {
-    let printer = printers::printer_for(r.group, r.kind);
+fn row(obj: &Value, req: &TableRequest, now: i64) -> Value {
+    let printer = printers::printer_for(req.kind.0, req.kind.1);
     let mut row = json!({ "cells": (printer.cells)(obj, now) });
-    if r.group.is_empty() && r.kind == "Pod" {
+    if req.kind == ("", "Pod") {
         if let Some(c) = pod::row_conditions(obj) {
             row["conditions"] = c;
         }
@@ -123,22 +141,15 @@ fn row(r: &Resource, obj: &Value, req: &TableRequest, now: i64) -> Value {
     row
 }
 
-fn table(
-    r: &Resource,
-    items: &[Value],
-    metadata: Value,
-    req: &TableRequest,
-    headers: bool,
-    now: i64,
-) -> Value {
+fn table(items: &[Value], metadata: Value, req: &TableRequest, headers: bool, now: i64) -> Value {
     let mut t = json!({
         "kind": "Table",
         "apiVersion": req.api_version,
         "metadata": metadata,
-        "rows": items.iter().map(|o| row(r, o, req, now)).collect::<Vec<_>>(),
+        "rows": items.iter().map(|o| row(o, req, now)).collect::<Vec<_>>(),
     });
     if headers {
-        let columns = printers::printer_for(r.group, r.kind).columns;
+        let columns = printers::printer_for(req.kind.0, req.kind.1).columns;
         t["columnDefinitions"] = columns.iter().map(printers::Column::to_json).collect();
     } else {
         t["columnDefinitions"] = Value::Null;
@@ -147,32 +158,32 @@ fn table(
 }
 
 /// The Table of one object (GET).
-pub fn of_object(r: &Resource, obj: &Value, req: &TableRequest) -> Value {
+pub fn of_object(obj: &Value, req: &TableRequest) -> Value {
     let meta = json!({ "resourceVersion": obj["metadata"]["resourceVersion"] });
-    table(r, std::slice::from_ref(obj), meta, req, true, now())
+    table(std::slice::from_ref(obj), meta, req, true, now())
 }
 
 /// The Table of a list (LIST): the list's metadata (resourceVersion, continue) is kept.
-pub fn of_list(r: &Resource, list: &Value, req: &TableRequest) -> Value {
+pub fn of_list(list: &Value, req: &TableRequest) -> Value {
     let items = list["items"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    table(r, items, list["metadata"].clone(), req, true, now())
+    table(items, list["metadata"].clone(), req, true, now())
 }
 
 /// The answer to a GET: `obj`, or its Table when one was asked for.
-pub fn object_or_table(req: Option<TableRequest>, r: &Resource, obj: Value) -> Value {
+pub fn object_or_table(req: Option<TableRequest>, obj: Value) -> Value {
     match req {
-        Some(t) => of_object(r, &obj, &t),
+        Some(t) => of_object(&obj, &t),
         None => obj,
     }
 }
 
 /// The answer to a LIST: `list`, or its Table when one was asked for.
-pub fn list_or_table(req: Option<TableRequest>, r: &Resource, list: Value) -> Value {
+pub fn list_or_table(req: Option<TableRequest>, list: Value) -> Value {
     match req {
-        Some(t) => of_list(r, &list, &t),
+        Some(t) => of_list(&list, &t),
         None => list,
     }
 }
@@ -180,18 +191,13 @@ pub fn list_or_table(req: Option<TableRequest>, r: &Resource, list: Value) -> Va
 /// Rewrites watch events (JSON lines) so their objects are Tables.
 #[derive(Debug)]
 pub struct WatchTables {
-    resource: &'static Resource,
     req: TableRequest,
     first: bool,
 }
 
 impl WatchTables {
-    pub fn new(resource: &'static Resource, req: TableRequest) -> WatchTables {
-        WatchTables {
-            resource,
-            req,
-            first: true,
-        }
+    pub fn new(req: TableRequest) -> WatchTables {
+        WatchTables { req, first: true }
     }
 
     /// One serialized event (or several, one per line) in, the same events with Table
@@ -206,7 +212,6 @@ impl WatchTables {
                     let obj = ev["object"].take();
                     let meta = json!({ "resourceVersion": obj["metadata"]["resourceVersion"] });
                     ev["object"] = table(
-                        self.resource,
                         std::slice::from_ref(&obj),
                         meta,
                         &self.req,
@@ -227,7 +232,7 @@ impl WatchTables {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::catalog::lookup;
+    use crate::apiserver::http::request::{parse, ApiPath};
     use axum::http::HeaderValue;
 
     const KUBECTL_ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
@@ -245,44 +250,61 @@ mod tests {
             .collect()
     }
 
+    fn rp(path: &str) -> ResourcePath {
+        match parse(path).unwrap() {
+            ApiPath::Resource(rp) => rp,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn cms() -> ResourcePath {
+        rp("/api/v1/namespaces/default/configmaps")
+    }
+
+    fn negotiated(accept: &str, query: &[(&str, &str)]) -> Option<TableRequest> {
+        negotiate(&headers(accept), &q(query), &cms()).unwrap()
+    }
+
     #[test]
     fn negotiation() {
-        let t = negotiate(&headers(KUBECTL_ACCEPT), &q(&[]))
-            .unwrap()
-            .unwrap();
         assert_eq!(
-            t,
-            TableRequest {
+            negotiated(KUBECTL_ACCEPT, &[]),
+            Some(TableRequest {
                 api_version: "meta.k8s.io/v1",
-                include: IncludeObject::Metadata
-            }
+                include: IncludeObject::Metadata,
+                kind: ("", "ConfigMap"),
+            })
         );
         let beta = "application/json;as=Table;v=v1beta1;g=meta.k8s.io, application/json";
         assert_eq!(
-            negotiate(&headers(beta), &q(&[]))
-                .unwrap()
-                .unwrap()
-                .api_version,
+            negotiated(beta, &[]).unwrap().api_version,
             "meta.k8s.io/v1beta1"
         );
-        assert_eq!(
-            negotiate(&headers("application/json"), &q(&[])).unwrap(),
-            None
-        );
-        assert_eq!(negotiate(&HeaderMap::new(), &q(&[])).unwrap(), None);
-        assert_eq!(
-            negotiate(
-                &headers("application/json, application/json;as=Table;v=v1;g=meta.k8s.io"),
-                &q(&[])
-            )
-            .unwrap(),
-            None
-        );
-        let o = negotiate(&headers(KUBECTL_ACCEPT), &q(&[("includeObject", "Object")]))
-            .unwrap()
-            .unwrap();
+        assert_eq!(negotiated("application/json", &[]), None);
+        assert_eq!(negotiate(&HeaderMap::new(), &q(&[]), &cms()).unwrap(), None);
+        let json_first = "application/json, application/json;as=Table;v=v1;g=meta.k8s.io";
+        assert_eq!(negotiated(json_first, &[]), None);
+        let o = negotiated(KUBECTL_ACCEPT, &[("includeObject", "Object")]).unwrap();
         assert_eq!(o.include, IncludeObject::Object);
-        assert!(negotiate(&headers(KUBECTL_ACCEPT), &q(&[("includeObject", "All")])).is_err());
+        assert!(negotiate(
+            &headers(KUBECTL_ACCEPT),
+            &q(&[("includeObject", "All")]),
+            &cms()
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn subresources_print_their_kind() {
+        let kind = |path: &str| {
+            negotiate(&headers(KUBECTL_ACCEPT), &q(&[]), &rp(path))
+                .unwrap()
+                .map(|t| t.kind)
+        };
+        let scale = kind("/apis/apps/v1/namespaces/d/deployments/web/scale");
+        assert_eq!(scale, Some(("autoscaling", "Scale")));
+        let status = kind("/apis/apps/v1/namespaces/d/deployments/web/status");
+        assert_eq!(status, Some(("apps", "Deployment")));
     }
 
     fn cm(name: &str) -> Value {
@@ -292,16 +314,19 @@ mod tests {
                "data": {"k": "v"}})
     }
 
+    fn req(include: IncludeObject) -> TableRequest {
+        TableRequest {
+            api_version: "meta.k8s.io/v1",
+            include,
+            kind: ("", "ConfigMap"),
+        }
+    }
+
     #[test]
     fn list_tables_keep_list_metadata_and_partial_objects() {
-        let r = lookup("", "v1", "configmaps").unwrap();
         let list = json!({"kind": "ConfigMapList", "apiVersion": "v1",
                           "metadata": {"resourceVersion": "9", "continue": "c"}, "items": [cm("a"), cm("b")]});
-        let req = TableRequest {
-            api_version: "meta.k8s.io/v1",
-            include: IncludeObject::Metadata,
-        };
-        let t = of_list(r, &list, &req);
+        let t = of_list(&list, &req(IncludeObject::Metadata));
         assert_eq!(t["kind"], "Table");
         assert_eq!(
             t["metadata"],
@@ -314,43 +339,22 @@ mod tests {
             .map(|c| c["name"].clone())
             .collect();
         assert_eq!(names, [json!("Name"), json!("Data"), json!("Age")]);
-        assert_eq!(
-            t["rows"][1]["cells"],
-            json!(["b", 1, t["rows"][1]["cells"][2]])
-        );
+        assert_eq!(t["rows"][1]["cells"][0], "b");
+        assert_eq!(t["rows"][1]["cells"][1], 1);
         assert_eq!(
             t["rows"][0]["object"],
             json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": cm("a")["metadata"]})
         );
-        let full = of_object(
-            r,
-            &cm("a"),
-            &TableRequest {
-                include: IncludeObject::Object,
-                ..req
-            },
-        );
+        let full = of_object(&cm("a"), &req(IncludeObject::Object));
         assert_eq!(full["rows"][0]["object"], cm("a"));
         assert_eq!(full["metadata"]["resourceVersion"], "7");
-        let none = of_object(
-            r,
-            &cm("a"),
-            &TableRequest {
-                include: IncludeObject::None,
-                ..req
-            },
-        );
+        let none = of_object(&cm("a"), &req(IncludeObject::None));
         assert!(none["rows"][0].get("object").is_none());
     }
 
     #[test]
     fn watch_events_become_tables_with_headers_once() {
-        let r = lookup("", "v1", "configmaps").unwrap();
-        let req = TableRequest {
-            api_version: "meta.k8s.io/v1",
-            include: IncludeObject::Metadata,
-        };
-        let mut w = WatchTables::new(r, req);
+        let mut w = WatchTables::new(req(IncludeObject::Metadata));
         let ev = |t: &str, o: Value| format!("{}\n", json!({"type": t, "object": o}));
         let first = w.transform(Bytes::from(ev("ADDED", cm("a")) + &ev("MODIFIED", cm("a"))));
         let lines: Vec<Value> = first

@@ -89,6 +89,7 @@ pub fn printer_for(group: &str, kind: &str) -> Printer {
         ("", "Pod") => (pod::COLUMNS, pod::cells),
         ("apps", "Deployment") => (workloads::DEPLOYMENT_COLUMNS, workloads::deployment_cells),
         ("apps", "ReplicaSet") => (workloads::REPLICASET_COLUMNS, workloads::replicaset_cells),
+        ("autoscaling", "Scale") => (workloads::SCALE_COLUMNS, workloads::scale_cells),
         ("apps", "StatefulSet") => (workloads::STATEFULSET_COLUMNS, workloads::statefulset_cells),
         ("apps", "DaemonSet") => (workloads::DAEMONSET_COLUMNS, workloads::daemonset_cells),
         ("", "ReplicationController") => (

@@ -75,6 +75,21 @@ pub const DAEMONSET_COLUMNS: &[Column] = &[
 
 pub const REPLICATIONCONTROLLER_COLUMNS: &[Column] = REPLICASET_COLUMNS;
 
+pub const SCALE_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new(
+        "Desired",
+        "integer",
+        "Number of desired replicas (spec.replicas).",
+    ),
+    Column::new(
+        "Available",
+        "integer",
+        "Number of actual replicas (status.replicas).",
+    ),
+    AGE,
+];
+
 /// kube's `metav1.LabelSelectorAsSelector(..).String()`: requirements sorted by key
 /// (`app=web,tier in (a,b),!legacy`); `<none>` without a selector, `""` for an empty one.
 pub fn selector_string(sel: &Value) -> String {
@@ -220,6 +235,16 @@ pub fn replicationcontroller_cells(rc: &Value, now: i64) -> Vec<Value> {
     cells
 }
 
+/// The cells of [`SCALE_COLUMNS`] (the `scale` subresource).
+pub fn scale_cells(scale: &Value, now: i64) -> Vec<Value> {
+    vec![
+        name(scale),
+        json!(int_of(&scale["spec"]["replicas"])),
+        json!(int_of(&scale["status"]["replicas"])),
+        age(scale, now),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +338,16 @@ mod tests {
         assert_eq!(
             replicationcontroller_cells(&rc, now())[7],
             "app=web,tier=fe"
+        );
+    }
+
+    #[test]
+    fn scale_row() {
+        let s = json!({"metadata": {"name": "web", "creationTimestamp": T0},
+            "spec": {"replicas": 3}, "status": {"replicas": 2, "selector": "app=web"}});
+        assert_eq!(
+            scale_cells(&s, now()),
+            vec![json!("web"), json!(3), json!(2), json!("4h")]
         );
     }
 
