@@ -130,6 +130,19 @@ fn openapi_and_tables_with_kubectl() {
         "{out:?}"
     );
 
+    // Warn (and Ignore) drop unknown fields; Warn says so.
+    let out = k.run_stdin(
+        &["create", "--validate=warn", "-f", "-"],
+        Some(UNKNOWN_FIELD),
+    );
+    assert!(out.ok, "{out:?}");
+    assert!(
+        out.stderr.contains("Warning: unknown field \"bogus\""),
+        "{out:?}"
+    );
+    let stored = k.ok(&["get", "cm", "strict", "-o", "json"]);
+    assert!(!stored.contains("bogus"), "{stored}");
+
     // Tables: the columns kube prints.
     k.ok_stdin(&["apply", "-f", "-"], Some(POD));
     let pods = k.ok(&["get", "pods"]);

@@ -257,21 +257,23 @@ async fn resource_request(
                 return Err(ApiError::method_not_allowed("POST"));
             }
             let opts = write_options(&q)?;
-            let obj = read_object(req, &rp).await?;
-            openapi::check_body(&q, &rp, &obj)?;
+            let mut obj = read_object(req, &rp).await?;
+            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
             let created = reg.create(&target, obj, opts).await?;
-            Ok(json_response(StatusCode::CREATED, &created))
+            let resp = json_response(StatusCode::CREATED, &created);
+            Ok(openapi::with_warnings(resp, &warnings))
         }
         (Method::PUT, true) => {
             let opts = write_options(&q)?;
-            let obj = read_object(req, &rp).await?;
-            openapi::check_body(&q, &rp, &obj)?;
+            let mut obj = read_object(req, &rp).await?;
+            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
             let updated = if sub == Some("scale") {
                 reg.update_scale(&target, obj, opts).await?
             } else {
                 reg.update(&target, obj, opts).await?
             };
-            Ok(json_response(StatusCode::OK, &updated))
+            let resp = json_response(StatusCode::OK, &updated);
+            Ok(openapi::with_warnings(resp, &warnings))
         }
         (Method::DELETE, true) if sub.is_none() => {
             let b = read_delete_body(req).await?;

@@ -147,28 +147,42 @@ impl OpenApiV3 {
     }
 }
 
-/// `?fieldValidation=` of a create or update of `kind` (group, version, kind): `Strict`
-/// rejects a body with unknown fields (400, kube's message); `Warn` (the default) and
-/// `Ignore` accept it.
+/// `?fieldValidation=` of a create or update of `kind` (group, version, kind), as kube's
+/// decoder applies it: `Strict` rejects a body with unknown fields (400, kube's message);
+/// `Warn` (the default) drops them and returns one warning each; `Ignore` drops them silently.
 pub fn check_fields(
     field_validation: Option<&str>,
     (group, version, kind): (&str, &str, &str),
-    obj: &Value,
-) -> ApiResult<()> {
+    obj: &mut Value,
+) -> ApiResult<Vec<String>> {
+    let docs = OpenApiV3::get();
+    let prune = |obj: &mut Value| {
+        docs.kinds
+            .iter()
+            .find(|k| k.group == group && k.version == version && k.kind == kind)
+            .map(|k| strict::prune_unknown(&docs.schemas, &k.name, obj))
+            .unwrap_or_default()
+    };
+    let warnings = |unknown: Vec<String>| -> Vec<String> {
+        unknown
+            .iter()
+            .map(|f| format!("unknown field {f:?}"))
+            .collect()
+    };
     match field_validation {
-        None | Some("" | "Ignore" | "Warn") => Ok(()),
+        None | Some("" | "Warn") => Ok(warnings(prune(obj))),
+        Some("Ignore") => {
+            prune(obj);
+            Ok(Vec::new())
+        }
         Some("Strict") => {
-            let unknown = OpenApiV3::get().unknown_fields(group, version, kind, obj);
+            let unknown = docs.unknown_fields(group, version, kind, obj);
             if unknown.is_empty() {
-                return Ok(());
+                return Ok(Vec::new());
             }
-            let fields: Vec<String> = unknown
-                .iter()
-                .map(|f| format!("unknown field {f:?}"))
-                .collect();
             Err(ApiError::bad_request(format!(
                 "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
-                fields.join(", ")
+                warnings(unknown).join(", ")
             )))
         }
         Some(other) => Err(ApiError::bad_request(format!(
@@ -177,19 +191,31 @@ pub fn check_fields(
     }
 }
 
+/// Adds one `Warning: 299 - "…"` header per warning, as kube-apiserver does (kubectl prints
+/// them as `Warning: …`).
+pub fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}
+
 /// [`check_fields`] for the body of a create or update at `rp` (the main resource or a
 /// subresource with a schema).
 pub fn check_body(
     query: &std::collections::HashMap<String, String>,
     rp: &super::http::request::ResourcePath,
-    obj: &Value,
-) -> ApiResult<()> {
+    obj: &mut Value,
+) -> ApiResult<Vec<String>> {
     let r = rp.resource;
     let gvk = match rp.subresource.as_deref() {
         None => (r.group, r.version, r.kind),
         Some(name) => match r.subresources.iter().find(|s| s.name == name) {
             Some(s) => (s.group, s.version, s.kind),
-            None => return Ok(()),
+            None => return Ok(Vec::new()),
         },
     };
     check_fields(query.get("fieldValidation").map(String::as_str), gvk, obj)
@@ -207,7 +233,7 @@ pub fn check_patch_body(
 ) -> ApiResult<()> {
     use crate::patch::PatchType;
     if query.get("fieldValidation").map(String::as_str) != Some("Strict") {
-        return check_body(query, rp, &Value::Null);
+        return check_body(query, rp, &mut Value::Null).map(drop);
     }
     let parsed: Option<Value> = match patch_type {
         PatchType::Json => None,
@@ -217,7 +243,7 @@ pub fn check_patch_body(
     match parsed {
         Some(mut obj) => {
             strip_directives(&mut obj);
-            check_body(query, rp, &obj)
+            check_body(query, rp, &mut obj).map(drop)
         }
         None => Ok(()),
     }
@@ -299,19 +325,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn strict_field_validation() {
+    fn field_validation_modes() {
         let cm = serde_json::json!({"metadata": {"name": "x"}, "data": {"a": "b"}, "bogus": 1});
         let gvk = ("", "v1", "ConfigMap");
-        assert!(check_fields(None, gvk, &cm).is_ok());
-        assert!(check_fields(Some("Warn"), gvk, &cm).is_ok());
-        let e = check_fields(Some("Strict"), gvk, &cm).unwrap_err();
+        let mut warned = cm.clone();
+        assert_eq!(
+            check_fields(None, gvk, &mut warned).unwrap(),
+            ["unknown field \"bogus\""]
+        );
+        assert_eq!(
+            warned,
+            serde_json::json!({"metadata": {"name": "x"}, "data": {"a": "b"}})
+        );
+        let mut ignored = cm.clone();
+        assert!(check_fields(Some("Ignore"), gvk, &mut ignored)
+            .unwrap()
+            .is_empty());
+        assert_eq!(ignored, warned);
+        let mut strict = cm.clone();
+        let e = check_fields(Some("Strict"), gvk, &mut strict).unwrap_err();
         assert_eq!(e.code, 400);
         assert_eq!(
             e.message,
             "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"bogus\""
         );
-        assert!(check_fields(Some("Bogus"), gvk, &cm).is_err());
-        assert!(check_fields(Some("Strict"), ("example.com", "v1", "Widget"), &cm).is_ok());
+        assert!(check_fields(Some("Bogus"), gvk, &mut cm.clone()).is_err());
+        let mut custom = cm.clone();
+        assert!(check_fields(Some("Strict"), ("example.com", "v1", "Widget"), &mut custom).is_ok());
+        assert_eq!(custom, cm);
+        let resp = with_warnings(
+            StatusCode::OK.into_response(),
+            &["unknown field \"bogus\"".into()],
+        );
+        assert_eq!(
+            resp.headers()[header::WARNING],
+            "299 - \"unknown field \\\"bogus\\\"\""
+        );
     }
 
     #[test]

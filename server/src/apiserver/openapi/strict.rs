@@ -1,6 +1,6 @@
 //! Server-side field validation (`fieldValidation=Strict|Warn|Ignore`) against the OpenAPI
 //! schemas: the fields of a body that its kind's schema does not declare, as kube names them
-//! (`spec.template.spec.containers[0].imagee`).
+//! (`spec.template.spec.containers[0].imagee`), found or dropped (kube's decoder drops them).
 
 use serde_json::{Map, Value};
 
@@ -8,6 +8,11 @@ use super::schemas::REF_PREFIX;
 
 /// The unknown fields of `obj`, whose definition is `root` in `schemas`, sorted.
 pub fn unknown_fields(schemas: &Map<String, Value>, root: &str, obj: &Value) -> Vec<String> {
+    prune_unknown(schemas, root, &mut obj.clone())
+}
+
+/// Removes the unknown fields of `obj`; returns their paths, sorted.
+pub fn prune_unknown(schemas: &Map<String, Value>, root: &str, obj: &mut Value) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(s) = schemas.get(root) {
         walk(schemas, s, obj, "", &mut out);
@@ -40,19 +45,31 @@ fn join(prefix: &str, field: &str) -> String {
     }
 }
 
-fn walk(schemas: &Map<String, Value>, schema: &Value, v: &Value, at: &str, out: &mut Vec<String>) {
+fn walk(
+    schemas: &Map<String, Value>,
+    schema: &Value,
+    v: &mut Value,
+    at: &str,
+    out: &mut Vec<String>,
+) {
     let schema = resolve(schemas, schema);
     match v {
         Value::Object(fields) => {
             if let Some(Value::Object(props)) = schema.get("properties") {
-                for (k, child) in fields {
-                    match props.get(k) {
-                        Some(p) => walk(schemas, p, child, &join(at, k), out),
-                        None => out.push(join(at, k)),
+                fields.retain(|k, _| {
+                    let known = props.contains_key(k);
+                    if !known {
+                        out.push(join(at, k));
+                    }
+                    known
+                });
+                for (k, child) in fields.iter_mut() {
+                    if let Some(p) = props.get(k) {
+                        walk(schemas, p, child, &join(at, k), out);
                     }
                 }
             } else if let Some(items @ Value::Object(_)) = schema.get("additionalProperties") {
-                for (k, child) in fields {
+                for (k, child) in fields.iter_mut() {
                     walk(schemas, items, child, &join(at, k), out);
                 }
             }
@@ -60,7 +77,7 @@ fn walk(schemas: &Map<String, Value>, schema: &Value, v: &Value, at: &str, out: 
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
-                for (i, child) in items.iter().enumerate() {
+                for (i, child) in items.iter_mut().enumerate() {
                     walk(schemas, item_schema, child, &format!("{at}[{i}]"), out);
                 }
             }
@@ -96,6 +113,18 @@ mod tests {
                 "spec.replicaz",
                 "spec.template.spec.containers[0].imagee"
             ]
+        );
+        let mut pruned = d.clone();
+        prune_unknown(&apps.schemas, "io.k8s.api.apps.v1.Deployment", &mut pruned);
+        assert!(pruned["metadata"].get("bogus").is_none());
+        assert!(pruned["spec"].get("replicaz").is_none());
+        assert_eq!(
+            pruned["spec"]["template"]["spec"]["containers"][0],
+            json!({"name": "c", "resources": {"limits": {"cpu": "1"}}})
+        );
+        assert_eq!(
+            pruned["metadata"]["managedFields"],
+            d["metadata"]["managedFields"]
         );
         let ok = json!({"metadata": {"name": "x"}, "spec": {"replicas": 1, "strategy": {"type": "Recreate"}}});
         assert!(unknown_fields(&apps.schemas, "io.k8s.api.apps.v1.Deployment", &ok).is_empty());
