@@ -176,6 +176,9 @@ impl ApiServer {
         }
         let addr = self.local_addr().ok();
         tracing::info!(?addr, "Kubernetes API listening");
+        // Build the OpenAPI documents (milliseconds) before serving, not in the first request
+        // that validates a body.
+        openapi::OpenApiV3::get();
         let app = http::router::router(self.state.clone());
         http::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
         Ok(())
