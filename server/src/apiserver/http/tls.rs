@@ -16,6 +16,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+/// Concurrent streams per HTTP/2 connection.
+const HTTP2_MAX_STREAMS: u32 = 1000;
+
 /// The verified client certificate chain of the connection (empty when none was presented).
 #[derive(Debug, Clone, Default)]
 pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
@@ -132,7 +135,10 @@ pub async fn serve(
                     app.clone().oneshot(req.map(axum::body::Body::new))
                 },
             );
-            let builder = Builder::new(TokioExecutor::new());
+            let mut builder = Builder::new(TokioExecutor::new());
+            // Clients multiplex their watches on one HTTP/2 connection (kube-apiserver's
+            // --http2-max-streams-per-connection is 1000; hyper's default is 200).
+            builder.http2().max_concurrent_streams(HTTP2_MAX_STREAMS);
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
             if let Err(e) = watcher.watch(conn.into_owned()).await {
                 tracing::debug!(%peer, error = %e, "API connection ended");
