@@ -60,8 +60,8 @@ struct ServerArgs {
     /// client address.
     #[arg(long, default_value_t = 2380, env = "K3RS_ETCD_PEER_PORT")]
     etcd_peer_port: u16,
-    /// Restart this server as a single-member cluster with its data (after losing the
-    /// majority of servers); then add fresh servers to it.
+    /// Rewrite this server's membership to itself alone, keeping its data (after losing the
+    /// majority of servers), and exit; then start it without the flag and add fresh servers.
     #[arg(long, env = "K3RS_CLUSTER_RESET")]
     cluster_reset: bool,
     /// Interim, until servers join by token: peer URL of an existing server (repeatable) to

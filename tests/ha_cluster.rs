@@ -3,7 +3,8 @@
 //! `--etcd-join-peer <first's peer URL>` (interim, until servers join by token; the test copies
 //! the first server's etcd CAs, which the token join will transfer). `etcdctl member list`
 //! then shows three started voters on every member, writes on one are read (linearizably)
-//! on another, and after the leader is killed (SIGKILL) the others elect a new one.
+//! on another, and after the leader is killed (SIGKILL) the others elect a new one. Then the
+//! majority is lost for good and the last server is rebuilt with `--cluster-reset`.
 
 mod common;
 
@@ -20,6 +21,7 @@ struct Joiner {
     proc: Option<ChildGuard>,
     dir: tempfile::TempDir,
     client_port: u16,
+    peer_port: u16,
 }
 
 impl Joiner {
@@ -47,6 +49,26 @@ fn peer_url(port: u16) -> String {
     format!("https://127.0.0.1:{port}")
 }
 
+/// `k3rs server` on `dir` with the given ports and extra flags.
+fn server_command(dir: &Path, client_port: u16, peer_port: u16, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3rs"));
+    cmd.arg("server")
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["--etcd-client-address", "127.0.0.1"])
+        .args(["--etcd-client-port", &client_port.to_string()])
+        .args(["--etcd-peer-port", &peer_port.to_string()])
+        .args([
+            "--etcd-auto-compaction-retention",
+            "0",
+            "--disable-apiserver",
+        ])
+        .args(extra)
+        .env_remove("K3RS_DATA_DIR")
+        .env_remove("K3RS_ETCD_CLIENT_PORT");
+    cmd
+}
+
 /// Starts a server that joins through `join_peer`, with the first server's etcd CAs.
 fn start_joiner(first_tls: &Path, join_peer: &str, peer_port: u16) -> Joiner {
     let dir = tempfile::Builder::new()
@@ -64,40 +86,35 @@ fn start_joiner(first_tls: &Path, join_peer: &str, peer_port: u16) -> Joiner {
         std::fs::copy(first_tls.join(f), tls.join(f)).unwrap();
     }
     let client_port = free_port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3rs"));
-    cmd.arg("server")
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--etcd-client-address", "127.0.0.1"])
-        .args(["--etcd-client-port", &client_port.to_string()])
-        .args(["--etcd-peer-port", &peer_port.to_string()])
-        .args(["--etcd-join-peer", join_peer])
-        .args([
-            "--etcd-auto-compaction-retention",
-            "0",
-            "--disable-apiserver",
-        ])
-        .env_remove("K3RS_DATA_DIR")
-        .env_remove("K3RS_ETCD_CLIENT_PORT");
-    let log = dir.path().join("k3rs.log");
-    let proc = ChildGuard::spawn("k3rs server (joiner)", cmd, &log);
+    let cmd = server_command(
+        dir.path(),
+        client_port,
+        peer_port,
+        &["--etcd-join-peer", join_peer],
+    );
     let mut j = Joiner {
-        proc: Some(proc),
+        proc: None,
         dir,
         client_port,
+        peer_port,
     };
-    let ep = j.endpoint();
-    wait_for(
-        "the joined server to answer",
-        Duration::from_secs(60),
-        || {
-            j.proc.as_mut().unwrap().assert_running();
-            let ready = j.tls_dir().join("client.key").exists()
+    j.spawn(cmd);
+    j
+}
+
+impl Joiner {
+    /// Runs `cmd` for this server's data dir and waits until it answers.
+    fn spawn(&mut self, cmd: Command) {
+        let log = self.dir.path().join("k3rs.log");
+        self.proc = Some(ChildGuard::spawn("k3rs server", cmd, &log));
+        let ep = self.endpoint();
+        wait_for("the server to answer", Duration::from_secs(60), || {
+            self.proc.as_mut().unwrap().assert_running();
+            let ready = self.tls_dir().join("client.key").exists()
                 && etcdctl_with_timeout(&ep, &["get", "x"], None, Duration::from_secs(5)).success();
             ready.then_some(())
-        },
-    );
-    j
+        });
+    }
 }
 
 /// `etcdctl member list` lines: (name, peer URL, started, is learner).
@@ -214,4 +231,37 @@ fn three_servers_join_with_member_add_and_survive_the_leader() {
     for j in &mut joiners {
         j.proc.as_mut().unwrap().assert_running();
     }
+
+    // Lose the majority for good: the last server cannot write; `--cluster-reset` makes it a
+    // cluster of one with its data and exits; started again (without the flag), it serves.
+    let mut last = joiners.pop().unwrap();
+    let mut other = joiners.pop().unwrap();
+    other.proc.take().unwrap().kill();
+    let ep = last.endpoint();
+    let out = etcdctl_with_timeout(&ep, &["put", "lost", "x"], None, Duration::from_secs(10));
+    assert!(!out.success(), "{out:?}");
+    last.proc.take().unwrap().kill();
+    let peer_port = last.peer_port;
+    let reset = server_command(
+        last.dir.path(),
+        last.client_port,
+        peer_port,
+        &["--cluster-reset"],
+    );
+    let log = last.dir.path().join("reset.log");
+    let status = ChildGuard::spawn("k3rs server --cluster-reset", reset, &log)
+        .wait_exit(Duration::from_secs(60));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "k3rs server --cluster-reset: {status:?}\n{}",
+        common::log_tail(&log, 40)
+    );
+    let cmd = server_command(last.dir.path(), last.client_port, peer_port, &[]);
+    last.spawn(cmd);
+    let m = members(&ep).unwrap();
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert!(m[0].2 && !m[0].3, "{m:?}");
+    let out = etcdctl(&ep, &["get", "after", "--print-value-only"], None).expect_ok("get");
+    assert_eq!(out.stdout.trim(), "2");
+    etcdctl(&ep, &["put", "after-reset", "3"], None).expect_ok("put after reset");
 }

@@ -188,6 +188,13 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         snapshot_entries: SNAPSHOT_ENTRIES,
     };
     let node = Node::start_member(node_cfg, peer_config(&cfg, &server_dir, peer_addr)?).await?;
+    if cfg.cluster_reset {
+        // Like k3s: the reset is done; running on with the flag would reset again next time
+        // (and drop the members added meanwhile).
+        node.shutdown().await?;
+        tracing::info!("cluster reset done: this server is a cluster of one with its data; restart it without --cluster-reset");
+        return Ok(());
+    }
     // A member removed from the cluster stops serving.
     let removed = tokio::spawn({
         let (node, shutdown) = (node.clone(), shutdown.clone());
