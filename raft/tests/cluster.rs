@@ -379,6 +379,7 @@ async fn learner_catches_up_by_snapshot_then_is_promoted() {
         "the WAL was purged"
     );
 
+    let term = leader.status().term;
     leader.add_learner(b.id, b.info()).await.unwrap();
     let started = Instant::now();
     let learner = b.start(Bootstrap::Join { peers: vec![] }).await;
@@ -397,6 +398,9 @@ async fn learner_catches_up_by_snapshot_then_is_promoted() {
         })
         .count();
     assert!(snaps >= 1, "the learner installed a snapshot");
+    // Installing it did not stall the Raft core long enough for an election.
+    assert_eq!(leader.status().term, term);
+    assert!(leader.is_leader());
     assert!(learner.members().iter().any(|m| m.id == 2 && m.is_learner));
 
     // A learner's write is forwarded too; then it is promoted.
