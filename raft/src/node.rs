@@ -409,6 +409,21 @@ impl Node {
         }
     }
 
+    /// Reclaims disk space: defragments the store, then rebuilds this member's Raft snapshot
+    /// from the result, so history removed by compaction does not linger in the previous
+    /// snapshot file (the new one replaces it).
+    pub async fn defragment(&self) -> Result<()> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.defragment())
+            .await
+            .map_err(|e| Error::Fatal(format!("defragment task: {e}")))??;
+        self.raft
+            .trigger()
+            .snapshot()
+            .await
+            .map_err(|e| Error::Fatal(format!("triggering a snapshot: {e}")))
+    }
+
     /// The applied state, for reads after `read_barrier` and for watches.
     pub fn store(&self) -> &Arc<Store> {
         &self.store

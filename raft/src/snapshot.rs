@@ -4,7 +4,7 @@
 //! store's `export_snapshot` bytes. The whole file is the Raft `SnapshotData`, so a follower
 //! receives exactly what the leader has on disk. Files are named
 //! `<last index, 20 digits>-<unix nanos>.snap`, written to a temp name, fsync'ed and renamed;
-//! the newest [`KEEP`] are kept.
+//! only the newest is kept ([`KEEP`]).
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, SeekFrom, Write};
@@ -15,8 +15,9 @@ use crate::types::SnapshotMeta;
 
 const MAGIC: &[u8; 8] = b"K3RSSNP1";
 const SUFFIX: &str = ".snap";
-/// Snapshots kept on disk (the newest, and one before it in case the newest is unreadable).
-pub const KEEP: usize = 2;
+/// Snapshots kept on disk. Only the newest can serve recovery: the WAL is purged up to it, so an
+/// older file could not be replayed forward, and keeping it would hold compacted history on disk.
+pub const KEEP: usize = 1;
 
 /// The snapshot directory.
 #[derive(Debug, Clone)]

@@ -164,12 +164,10 @@ pub async fn run(node: Arc<Node>, cfg: CompactorConfig, shutdown: CancellationTo
             )
         {
             last_defrag = Some(now);
-            let node = node.clone();
             let (before, in_use) = (store.db_size(), store.db_size_in_use());
-            match tokio::task::spawn_blocking(move || node.store().defragment()).await {
-                Ok(Ok(())) => tracing::info!(before, in_use, "defragmented the store"),
-                Ok(Err(e)) => tracing::warn!(error = %e, "defragmentation failed"),
-                Err(e) => tracing::warn!(error = %e, "defragmentation task failed"),
+            match node.defragment().await {
+                Ok(()) => tracing::info!(before, in_use, "defragmented the store"),
+                Err(e) => tracing::warn!(error = %e, "defragmentation failed"),
             }
         }
     }

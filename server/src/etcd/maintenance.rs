@@ -91,10 +91,7 @@ impl MaintenanceService {
     }
 
     async fn defragment(&self) -> ApiResult<pb::DefragmentResponse> {
-        let node = self.api.node().clone();
-        tokio::task::spawn_blocking(move || node.store().defragment())
-            .await
-            .map_err(|e| EtcdError::Internal(format!("defragment task: {e}")))??;
+        self.api.node().defragment().await?;
         Ok(pb::DefragmentResponse {
             header: self.api.current_header(),
         })
