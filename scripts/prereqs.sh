@@ -30,6 +30,11 @@ if ! command -v cargo >/dev/null 2>&1; then
     echo "prereqs: cargo not found: install Rust with rustup (https://rustup.rs), then rerun" >&2
     exit 1
 fi
+if [ "$what" = test ] && ! command -v kubectl >/dev/null 2>&1; then
+    # Debian has no current kubectl package; the Kubernetes API tests drive the real one.
+    echo "prereqs: kubectl (1.32) is not on the PATH: install it, then rerun" >&2
+    exit 1
+fi
 if [ "$what" = test ]; then
     for component in rustfmt clippy; do
         if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
