@@ -5,7 +5,8 @@
 #
 # Usage: ./scripts/run.sh [extra `k3rs server` flags]
 # Environment: K3RS_DATA_DIR (default: /var/lib/k3rs as root, else ~/.local/share/k3rs),
-#              K3RS_ETCD_CLIENT_PORT (default 2379).
+#              K3RS_ETCD_CLIENT_PORT (default 2379),
+#              K3RS_KUBECONFIG_OUTPUT (default: /etc/k3rs/k3rs.yaml as root, else <data dir>/k3rs.yaml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,9 +15,12 @@ cargo build --release --bin k3rs
 
 if [ "$(id -u)" -eq 0 ]; then default_dir=/var/lib/k3rs; else default_dir="$HOME/.local/share/k3rs"; fi
 data_dir="${K3RS_DATA_DIR:-$default_dir}"
+if [ "$(id -u)" -eq 0 ]; then default_kc=/etc/k3rs/k3rs.yaml; else default_kc="$data_dir/k3rs.yaml"; fi
+export K3RS_KUBECONFIG_OUTPUT="${K3RS_KUBECONFIG_OUTPUT:-$default_kc}"
 port="${K3RS_ETCD_CLIENT_PORT:-2379}"
 target="${CARGO_TARGET_DIR:-target}"
 
 echo "k3rs: data dir $data_dir, etcd API on https://127.0.0.1:$port" >&2
 echo "k3rs: etcdctl certs in $data_dir/server/tls/etcd/ (see README.md)" >&2
+echo "k3rs: Kubernetes API on https://127.0.0.1:6443, kubeconfig $K3RS_KUBECONFIG_OUTPUT" >&2
 exec "$target/release/k3rs" server --data-dir "$data_dir" --etcd-client-port "$port" "$@"
