@@ -22,5 +22,5 @@ target="${CARGO_TARGET_DIR:-target}"
 
 echo "k3rs: data dir $data_dir, etcd API on https://127.0.0.1:$port" >&2
 echo "k3rs: etcdctl certs in $data_dir/server/tls/etcd/ (see README.md)" >&2
-echo "k3rs: Kubernetes API on https://127.0.0.1:6443, kubeconfig $K3RS_KUBECONFIG_OUTPUT" >&2
+echo "k3rs: Kubernetes API on https://127.0.0.1:${K3RS_HTTPS_LISTEN_PORT:-6443}, kubeconfig $K3RS_KUBECONFIG_OUTPUT" >&2
 exec "$target/release/k3rs" server --data-dir "$data_dir" --etcd-client-port "$port" "$@"
