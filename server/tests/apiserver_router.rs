@@ -205,6 +205,56 @@ async fn bad_input_gets_a_status_with_the_right_code() {
     api.node.shutdown().await.unwrap();
 }
 
+/// Bodies, and patches whose result, are not JSON objects get a 400 Status; the server keeps
+/// serving and the stored object is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_object_bodies_and_patch_results_are_bad_requests() {
+    let api = start().await;
+    for body in ["[1]", "\"x\"", "7", "null"] {
+        api.send(
+            Method::POST,
+            CMS,
+            "application/json",
+            body.as_bytes().to_vec(),
+        )
+        .await
+        .status_is(400, "BadRequest");
+    }
+    api.post(CMS, cm("keep", json!({}))).await;
+    let one = format!("{CMS}/keep");
+    for body in ["[1]", "\"x\"", "null"] {
+        api.send(
+            Method::PUT,
+            &one,
+            "application/json",
+            body.as_bytes().to_vec(),
+        )
+        .await
+        .status_is(400, "BadRequest");
+    }
+    let patches: [(&str, &str); 4] = [
+        ("application/merge-patch+json", "[1]"),
+        ("application/merge-patch+json", "\"x\""),
+        (
+            "application/json-patch+json",
+            r#"[{"op":"replace","path":"","value":"x"}]"#,
+        ),
+        ("application/apply-patch+yaml", "- 1"),
+    ];
+    for (content_type, body) in patches {
+        let r = api
+            .send(Method::PATCH, &one, content_type, body.as_bytes().to_vec())
+            .await;
+        let v = r.json();
+        assert_eq!(v["kind"], "Status", "{content_type} {body}: {v}");
+        let code = v["code"].as_u64().unwrap();
+        assert!((400..500).contains(&code), "{content_type} {body}: {v}");
+    }
+    let live = api.get(&one).await.json();
+    assert_eq!(live["data"], json!({"k": "v"}), "{live}");
+    api.node.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authentication_and_anonymous_endpoints() {
     let api = start().await;

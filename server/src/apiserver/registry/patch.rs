@@ -78,7 +78,15 @@ fn run_patch(
         scope,
         now,
     };
-    apply_patch(kind, live, body, &ctx).map_err(|e| patch_error(t, e))
+    let patched = apply_patch(kind, live, body, &ctx).map_err(|e| patch_error(t, e))?;
+    // A merge or JSON patch may replace the whole document; what is stored is always an object.
+    if !patched.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "the patch turned the {} into a non-object",
+            r.kind
+        )));
+    }
+    Ok(patched)
 }
 
 impl Registry {
