@@ -252,6 +252,39 @@ async fn non_object_bodies_and_patch_results_are_bad_requests() {
     }
     let live = api.get(&one).await.json();
     assert_eq!(live["data"], json!({"k": "v"}), "{live}");
+
+    // Fields of the wrong JSON type where strategies write nested fields: a 4xx Status.
+    let cases = [
+        ("/api/v1/namespaces/default/pods", "v1", "Pod"),
+        ("/api/v1/namespaces/default/services", "v1", "Service"),
+        (
+            "/apis/apps/v1/namespaces/default/deployments",
+            "apps/v1",
+            "Deployment",
+        ),
+        ("/api/v1/namespaces", "v1", "Namespace"),
+    ];
+    for (path, api_version, kind) in cases {
+        for (i, field) in [
+            json!({"spec": "x"}),
+            json!({"spec": [1]}),
+            json!({"status": 5}),
+            json!({"metadata": {"name": format!("w{}", 0), "labels": "x"}}),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut obj = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": format!("w{i}")}});
+            for (k, v) in field.as_object().unwrap() {
+                obj[k] = v.clone();
+            }
+            let r = api.post(path, obj.clone()).await;
+            let v = r.json();
+            assert_eq!(v["kind"], "Status", "{path} {obj}: {v}");
+            let code = v["code"].as_u64().unwrap();
+            assert!((400..500).contains(&code), "{path} {obj}: {v}");
+        }
+    }
     api.node.shutdown().await.unwrap();
 }
 

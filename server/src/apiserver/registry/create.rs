@@ -17,11 +17,7 @@ impl Registry {
     /// stored object with its resourceVersion (none under dry run).
     pub async fn create(&self, t: &Target, mut obj: Value, opts: WriteOptions) -> ApiResult<Value> {
         let r = t.resource;
-        if !obj.is_object() {
-            return Err(ApiError::bad_request(
-                "the body of the request must be an object",
-            ));
-        }
+        check_body(t, &obj)?;
         scope_namespace(t, &mut obj)?;
         if r.namespaced {
             self.check_namespace_accepts(t, meta::name(&obj)).await?;
@@ -164,9 +160,23 @@ fn stamp_new(r: &Resource, obj: &mut Value) {
 }
 
 /// Structure, metadata and kind-specific validation of an object about to be written.
+/// Decoding, as kube-apiserver does before any defaulting: the request body is an object whose
+/// fields have the types of the resource (a `/scale` body is a Scale, checked by its handler).
+pub(super) fn check_body(t: &Target, body: &Value) -> ApiResult<()> {
+    if !body.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be an object",
+        ));
+    }
+    if t.subresource.as_deref() == Some("scale") {
+        return Ok(());
+    }
+    typed::check_structure(t.resource, body).map_err(ApiError::bad_request)
+}
+
+/// Validation of the object about to be stored (after defaulting and merging).
 pub(super) fn check(t: &Target, obj: &Value) -> ApiResult<()> {
     let r = t.resource;
-    typed::check_structure(r, obj).map_err(ApiError::bad_request)?;
     let name = meta::name(obj);
     let mut causes = validation::validate_name(name, r.name_rule, "metadata.name");
     causes.extend(validation::validate_labels_and_annotations(obj));

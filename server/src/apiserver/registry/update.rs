@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::create::{check, scope_namespace};
+use super::create::{check, check_body, scope_namespace};
 use super::{decode, encode, meta, Registry, Target, WriteOptions};
 use crate::apiserver::resources::strategy;
 use crate::apiserver::status::{ApiError, ApiResult};
@@ -32,11 +32,7 @@ impl Registry {
         mut body: Value,
         opts: WriteOptions,
     ) -> ApiResult<Value> {
-        if !body.is_object() {
-            return Err(ApiError::bad_request(
-                "the body of the request must be an object",
-            ));
-        }
+        check_body(t, &body)?;
         let body_name = meta::name(&body).to_string();
         if !body_name.is_empty() && body_name != t.name() {
             return Err(ApiError::bad_request(format!(
