@@ -13,6 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::etcdctl::etcdctl_with_timeout;
+use common::etcdctl::{members, started_voters};
 use common::process::ChildGuard;
 use common::{etcdctl, free_port, wait_for, Endpoint, K3rs, TlsFiles};
 
@@ -117,35 +118,8 @@ impl Joiner {
     }
 }
 
-/// `etcdctl member list` lines: (name, peer URL, started, is learner).
-fn members(ep: &Endpoint) -> Option<Vec<(String, String, bool, bool)>> {
-    let out = etcdctl(ep, &["member", "list"], None);
-    if !out.success() {
-        return None;
-    }
-    Some(
-        out.stdout
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| {
-                let f: Vec<&str> = l.split(", ").collect();
-                (
-                    f[2].to_string(),
-                    f[3].to_string(),
-                    f[1] == "started",
-                    f.last() == Some(&"true"),
-                )
-            })
-            .collect(),
-    )
-}
-
 fn three_started_voters(ep: &Endpoint) -> Option<()> {
-    let m = members(ep)?;
-    (m.len() == 3
-        && m.iter()
-            .all(|(name, _, started, learner)| *started && !learner && !name.is_empty()))
-    .then_some(())
+    started_voters(ep, 3)
 }
 
 #[test]

@@ -113,3 +113,35 @@ pub fn etcdctl_with_timeout(
 pub fn etcdctl_background(ep: &Endpoint, args: &[&str]) -> Background {
     Background::spawn(command(ep, args))
 }
+
+/// `etcdctl member list`: (name, peer URL, started, is learner) per member.
+pub fn members(ep: &Endpoint) -> Option<Vec<(String, String, bool, bool)>> {
+    let out = etcdctl_with_timeout(ep, &["member", "list"], None, Duration::from_secs(10));
+    if !out.success() {
+        return None;
+    }
+    Some(
+        out.stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let f: Vec<&str> = l.split(", ").collect();
+                (
+                    f.get(2).unwrap_or(&"").to_string(),
+                    f.get(3).unwrap_or(&"").to_string(),
+                    f.get(1) == Some(&"started"),
+                    f.last() == Some(&"true"),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// `Some` when `ep` lists exactly `n` started voters.
+pub fn started_voters(ep: &Endpoint, n: usize) -> Option<()> {
+    let m = members(ep)?;
+    (m.len() == n
+        && m.iter()
+            .all(|(name, _, started, learner)| *started && !learner && !name.is_empty()))
+    .then_some(())
+}

@@ -12,6 +12,8 @@ pub mod etcd;
 pub mod etcdctl;
 pub mod k3rs;
 pub mod kubectl;
+pub mod netns;
+pub mod ns_cluster;
 pub mod process;
 
 use std::collections::HashSet;
