@@ -8,19 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::kubectl::{Kubectl, Watch};
+use common::kubectl::{header, table, Kubectl, Watch};
 use common::K3rs;
-
-/// The whitespace-separated words of each output line.
-fn table(out: &str) -> Vec<Vec<String>> {
-    out.lines()
-        .map(|l| l.split_whitespace().map(str::to_string).collect())
-        .collect()
-}
-
-fn header(out: &str) -> Vec<String> {
-    table(out).into_iter().next().unwrap_or_default()
-}
 
 fn deployment(image: &str) -> String {
     format!(

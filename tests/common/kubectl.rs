@@ -72,6 +72,18 @@ impl Kubectl {
     }
 }
 
+/// The whitespace-separated words of each line of `kubectl get` output.
+pub fn table(out: &str) -> Vec<Vec<String>> {
+    out.lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+/// The words of the header line of `kubectl get` output.
+pub fn header(out: &str) -> Vec<String> {
+    table(out).into_iter().next().unwrap_or_default()
+}
+
 /// `kubectl get -w` with its output going to a file we can poll; killed on drop.
 pub struct Watch {
     child: std::process::Child,

@@ -1,10 +1,13 @@
-//! What exists from the first start: the system namespaces and the `kubernetes` service in
-//! `default` (first IP of the service CIDR). Idempotent: existing objects are left alone.
+//! What exists from the first start: the system namespaces, the `kubernetes` service in
+//! `default` (first IP of the service CIDR), the system priority classes and the
+//! `cluster-admin` ClusterRole bound to `system:masters`. Idempotent: existing objects are
+//! left alone.
 
 use serde_json::json;
 
 use super::registry::{Registry, Target, WriteOptions};
 use super::resources::catalog;
+use super::resources::strategy::scheduling;
 use super::status::ApiResult;
 
 pub const SYSTEM_NAMESPACES: &[&str] =
@@ -49,7 +52,72 @@ pub async fn ensure(reg: &Registry, https_port: u16) -> ApiResult<()> {
         });
         ignore_exists(reg.create(&t, svc, WriteOptions::default()).await)?;
     }
+    for pc in scheduling::SYSTEM_PRIORITY_CLASSES {
+        ensure_cluster_object(
+            reg,
+            "scheduling.k8s.io",
+            "priorityclasses",
+            scheduling::system_class_object(pc),
+        )
+        .await?;
+    }
+    let rbac = "rbac.authorization.k8s.io";
+    ensure_cluster_object(reg, rbac, "clusterroles", cluster_admin_role()).await?;
+    ensure_cluster_object(reg, rbac, "clusterrolebindings", cluster_admin_binding()).await?;
     Ok(())
+}
+
+/// Creates the cluster-scoped `obj` of `group/v1/plural` unless an object of its name exists.
+async fn ensure_cluster_object(
+    reg: &Registry,
+    group: &str,
+    plural: &str,
+    obj: serde_json::Value,
+) -> ApiResult<()> {
+    let Some(resource) = catalog::lookup(group, "v1", plural) else {
+        return Ok(());
+    };
+    let t = Target {
+        resource,
+        namespace: None,
+        name: obj["metadata"]["name"].as_str().map(str::to_string),
+        subresource: None,
+    };
+    if reg.get(&t).await.is_err() {
+        ignore_exists(reg.create(&t, obj, WriteOptions::default()).await)?;
+    }
+    Ok(())
+}
+
+/// Labels and annotations of kube's bootstrap RBAC policy.
+fn rbac_defaults_metadata(name: &str) -> serde_json::Value {
+    json!({
+        "name": name,
+        "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+        "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+    })
+}
+
+/// kube's `cluster-admin`: every verb on every resource and non-resource URL.
+fn cluster_admin_role() -> serde_json::Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": rbac_defaults_metadata("cluster-admin"),
+        "rules": [
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+            {"nonResourceURLs": ["*"], "verbs": ["*"]},
+        ],
+    })
+}
+
+/// kube's `cluster-admin` binding of the `system:masters` group (the admin kubeconfig's).
+fn cluster_admin_binding() -> serde_json::Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": rbac_defaults_metadata("cluster-admin"),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}],
+    })
 }
 
 fn ignore_exists<T>(r: ApiResult<T>) -> ApiResult<()> {

@@ -61,6 +61,14 @@ impl Cause {
         }
     }
 
+    pub fn duplicate(field: impl Into<String>, value: &str) -> Cause {
+        Cause {
+            reason: "FieldValueDuplicate",
+            field: field.into(),
+            message: format!("Duplicate value: {}", json!(value)),
+        }
+    }
+
     pub fn forbidden(field: impl Into<String>, detail: &str) -> Cause {
         Cause {
             reason: "FieldValueForbidden",

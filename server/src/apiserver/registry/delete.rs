@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::{decode, encode, keys, meta, ListOptions, Registry, Target, WriteOptions};
 use crate::apiserver::resources::catalog::CATALOG;
+use crate::apiserver::resources::strategy;
 use crate::apiserver::status::{success, ApiError, ApiResult, Subject};
 use crate::datastore::WriteOutcome;
 
@@ -36,6 +37,9 @@ const ATTEMPTS: usize = 16;
 
 impl Registry {
     pub async fn delete(&self, t: &Target, opts: &DeleteOptions) -> ApiResult<Deleted> {
+        if let Some(why) = strategy::delete_refusal(t.resource, t.name()) {
+            return Err(ApiError::forbidden(t.subject(), why));
+        }
         let finalizer = match opts.propagation_policy.as_deref() {
             None | Some("Background") => None,
             Some("Orphan") => Some("orphan"),
@@ -144,6 +148,10 @@ impl Registry {
                 name: Some(meta::name(&item).to_string()),
                 ..t.clone()
             };
+            if strategy::delete_refusal(t.resource, one.name()).is_some() {
+                // Protected objects (system priority classes) stay; the rest goes.
+                continue;
+            }
             match self.delete(&one, opts).await {
                 Ok(Deleted::Pending(obj)) => out.push(obj),
                 Ok(Deleted::Gone(_)) => out.push(item),

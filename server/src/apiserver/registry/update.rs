@@ -93,6 +93,9 @@ impl Registry {
                 None
             };
             check(t, &new)?;
+            if !status_only {
+                check_update(t, &new, &old)?;
+            }
             if t.resource.has_spec && new.get("spec") != old.get("spec") {
                 let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
                 new["metadata"]["generation"] = json!(generation);
@@ -156,6 +159,16 @@ impl Registry {
             meta::metadata_mut(&mut carrier).remove("resourceVersion");
         }
         Ok(to_scale(&self.update(t, carrier, opts).await?))
+    }
+}
+
+/// What the kind forbids an update to change (immutable fields).
+fn check_update(t: &Target, new: &Value, old: &Value) -> ApiResult<()> {
+    let causes = strategy::validate_update(t.resource, new, old);
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(t.kind_subject(t.name()), causes))
     }
 }
 

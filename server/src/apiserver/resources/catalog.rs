@@ -271,6 +271,141 @@ pub static CATALOG: &[Resource] = &[
             true,
         )
     },
+    // Part B: discovery, events.k8s.io, networking, storage, scheduling, RBAC, certificates.
+    Resource {
+        storage_prefix: "/registry/endpointslices",
+        ..row(
+            "discovery.k8s.io",
+            "v1",
+            "EndpointSlice",
+            "endpointslices",
+            "endpointslice",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["ing"],
+        subresources: &[status_of("networking.k8s.io", "v1", "Ingress")],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/ingress",
+        ..row(
+            "networking.k8s.io",
+            "v1",
+            "Ingress",
+            "ingresses",
+            "ingress",
+            true,
+        )
+    },
+    Resource {
+        has_spec: true,
+        storage_prefix: "/registry/ingressclasses",
+        ..row(
+            "networking.k8s.io",
+            "v1",
+            "IngressClass",
+            "ingressclasses",
+            "ingressclass",
+            false,
+        )
+    },
+    Resource {
+        short_names: &["netpol"],
+        has_spec: true,
+        storage_prefix: "/registry/networkpolicies",
+        ..row(
+            "networking.k8s.io",
+            "v1",
+            "NetworkPolicy",
+            "networkpolicies",
+            "networkpolicy",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["sc"],
+        storage_prefix: "/registry/storageclasses",
+        ..row(
+            "storage.k8s.io",
+            "v1",
+            "StorageClass",
+            "storageclasses",
+            "storageclass",
+            false,
+        )
+    },
+    Resource {
+        storage_prefix: "/registry/csidrivers",
+        ..row(
+            "storage.k8s.io",
+            "v1",
+            "CSIDriver",
+            "csidrivers",
+            "csidriver",
+            false,
+        )
+    },
+    Resource {
+        short_names: &["pc"],
+        storage_prefix: "/registry/priorityclasses",
+        ..row(
+            "scheduling.k8s.io",
+            "v1",
+            "PriorityClass",
+            "priorityclasses",
+            "priorityclass",
+            false,
+        )
+    },
+    Resource {
+        storage_prefix: "/registry/roles",
+        name_rule: NameRule::PathSegment,
+        ..row(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "Role",
+            "roles",
+            "role",
+            true,
+        )
+    },
+    Resource {
+        storage_prefix: "/registry/rolebindings",
+        name_rule: NameRule::PathSegment,
+        ..row(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+            "rolebinding",
+            true,
+        )
+    },
+    Resource {
+        storage_prefix: "/registry/clusterroles",
+        name_rule: NameRule::PathSegment,
+        ..row(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+            "clusterrole",
+            false,
+        )
+    },
+    Resource {
+        storage_prefix: "/registry/clusterrolebindings",
+        name_rule: NameRule::PathSegment,
+        ..row(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            "clusterrolebinding",
+            false,
+        )
+    },
 ];
 
 /// The resource served at `group/version/plural`.

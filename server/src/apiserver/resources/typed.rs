@@ -2,7 +2,10 @@
 //! type errors (a string where a number belongs, a map where a list does) as 400s, like
 //! kube-apiserver's decoder does.
 
-use k8s_openapi::api::{apps, coordination, core};
+use k8s_openapi::api::{
+    apps, certificates, coordination, core, discovery, events, networking, rbac, scheduling,
+    storage,
+};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -29,6 +32,24 @@ pub fn check_structure(r: &Resource, obj: &Value) -> Result<(), String> {
         ("apps", "Deployment") => check::<apps::v1::Deployment>(obj),
         ("apps", "ReplicaSet") => check::<apps::v1::ReplicaSet>(obj),
         ("coordination.k8s.io", "Lease") => check::<coordination::v1::Lease>(obj),
+        // Part B.
+        ("discovery.k8s.io", "EndpointSlice") => check::<discovery::v1::EndpointSlice>(obj),
+        ("events.k8s.io", "Event") => check::<events::v1::Event>(obj),
+        ("networking.k8s.io", "Ingress") => check::<networking::v1::Ingress>(obj),
+        ("networking.k8s.io", "IngressClass") => check::<networking::v1::IngressClass>(obj),
+        ("networking.k8s.io", "NetworkPolicy") => check::<networking::v1::NetworkPolicy>(obj),
+        ("storage.k8s.io", "StorageClass") => check::<storage::v1::StorageClass>(obj),
+        ("storage.k8s.io", "CSIDriver") => check::<storage::v1::CSIDriver>(obj),
+        ("scheduling.k8s.io", "PriorityClass") => check::<scheduling::v1::PriorityClass>(obj),
+        ("rbac.authorization.k8s.io", "Role") => check::<rbac::v1::Role>(obj),
+        ("rbac.authorization.k8s.io", "RoleBinding") => check::<rbac::v1::RoleBinding>(obj),
+        ("rbac.authorization.k8s.io", "ClusterRole") => check::<rbac::v1::ClusterRole>(obj),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            check::<rbac::v1::ClusterRoleBinding>(obj)
+        }
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            check::<certificates::v1::CertificateSigningRequest>(obj)
+        }
         _ => Ok(()),
     };
     checked.map_err(|e| {

@@ -104,6 +104,9 @@ pub fn printer_for(group: &str, kind: &str) -> Printer {
             storage_net::STORAGECLASS_COLUMNS,
             storage_net::storageclass_cells,
         ),
+        ("storage.k8s.io", "CSIDriver") => {
+            (storage_net::CSIDRIVER_COLUMNS, storage_net::csidriver_cells)
+        }
         ("networking.k8s.io", "Ingress") => {
             (storage_net::INGRESS_COLUMNS, storage_net::ingress_cells)
         }

@@ -199,6 +199,79 @@ pub fn storageclass_cells(sc: &Value, now: i64) -> Vec<Value> {
     ]
 }
 
+pub const CSIDRIVER_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new(
+        "AttachRequired",
+        "boolean",
+        "attachRequired indicates this CSI volume driver requires an attach operation.",
+    ),
+    Column::new(
+        "PodInfoOnMount",
+        "boolean",
+        "podInfoOnMount indicates this CSI volume driver requires additional pod information during mount operations.",
+    ),
+    Column::new(
+        "StorageCapacity",
+        "boolean",
+        "storageCapacity indicates that the CSI volume driver wants pod scheduling to consider the storage capacity.",
+    ),
+    Column::new(
+        "TokenRequests",
+        "string",
+        "tokenRequests indicates the CSI driver needs pods' service account tokens it is mounting volume for.",
+    ),
+    Column::new(
+        "RequiresRepublish",
+        "boolean",
+        "requiresRepublish indicates the CSI driver wants NodePublishVolume being periodically called.",
+    ),
+    Column::new(
+        "Modes",
+        "string",
+        "volumeLifecycleModes defines what kind of volumes this CSI volume driver supports.",
+    ),
+    AGE,
+];
+
+/// kube's `printCSIDriver` (unset booleans print their defaults).
+pub fn csidriver_cells(d: &Value, now: i64) -> Vec<Value> {
+    let spec = &d["spec"];
+    let flag = |f: &str, default: bool| json!(spec[f].as_bool().unwrap_or(default));
+    let audiences: Vec<&str> = spec["tokenRequests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| str_of(&t["audience"]))
+        .collect();
+    let tokens = if audiences.is_empty() {
+        "<unset>".to_string()
+    } else {
+        audiences.join(",")
+    };
+    let modes: Vec<&str> = spec["volumeLifecycleModes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(str_of)
+        .collect();
+    let modes = if modes.is_empty() {
+        "<none>".to_string()
+    } else {
+        modes.join(",")
+    };
+    vec![
+        name(d),
+        flag("attachRequired", true),
+        flag("podInfoOnMount", false),
+        flag("storageCapacity", false),
+        json!(tokens),
+        flag("requiresRepublish", false),
+        json!(modes),
+        age(d, now),
+    ]
+}
+
 pub const INGRESS_COLUMNS: &[Column] = &[
     NAME,
     Column::new("Class", "string", "The ingress class of the ingress."),

@@ -5,6 +5,12 @@ mod apps;
 mod namespace;
 mod pod;
 mod service;
+// Part B.
+mod endpointslice;
+mod networking;
+mod rbac;
+pub mod scheduling;
+mod storage;
 
 use serde_json::Value;
 
@@ -21,6 +27,16 @@ pub fn apply_defaults(r: &Resource, obj: &mut Value) {
         ("", "Namespace") => namespace::defaults(obj),
         ("apps", "Deployment") => apps::deployment_defaults(obj),
         ("apps", "ReplicaSet") => apps::replicaset_defaults(obj),
+        // Part B.
+        ("discovery.k8s.io", "EndpointSlice") => endpointslice::defaults(obj),
+        ("networking.k8s.io", "IngressClass") => networking::ingressclass_defaults(obj),
+        ("networking.k8s.io", "NetworkPolicy") => networking::networkpolicy_defaults(obj),
+        ("storage.k8s.io", "StorageClass") => storage::storageclass_defaults(obj),
+        ("storage.k8s.io", "CSIDriver") => storage::csidriver_defaults(obj),
+        ("scheduling.k8s.io", "PriorityClass") => scheduling::defaults(obj),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            rbac::binding_defaults(obj)
+        }
         _ => {}
     }
 }
@@ -39,6 +55,8 @@ pub fn prepare_for_create(r: &Resource, obj: &mut Value) {
         ("", "Service") => {
             obj["status"] = serde_json::json!({ "loadBalancer": {} });
         }
+        // Part B.
+        ("networking.k8s.io", "Ingress") => obj["status"] = networking::ingress_initial_status(),
         _ => {}
     }
 }
@@ -51,7 +69,86 @@ pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
         ("", "ConfigMap") => config_keys(obj, &["data", "binaryData"]),
         ("", "Secret") => config_keys(obj, &["data", "stringData"]),
         ("apps", "Deployment") | ("apps", "ReplicaSet") => apps::validate(obj),
+        // Part B.
+        ("discovery.k8s.io", "EndpointSlice") => endpointslice::validate(obj),
+        ("networking.k8s.io", "Ingress") => networking::ingress_validate(obj),
+        ("networking.k8s.io", "IngressClass") => networking::ingressclass_validate(obj),
+        ("networking.k8s.io", "NetworkPolicy") => networking::networkpolicy_validate(obj),
+        ("storage.k8s.io", "StorageClass") => storage::storageclass_validate(obj),
+        ("storage.k8s.io", "CSIDriver") => storage::csidriver_validate(obj),
+        ("scheduling.k8s.io", "PriorityClass") => scheduling::validate(obj),
+        ("rbac.authorization.k8s.io", "Role") => rbac::role_validate(obj),
+        ("rbac.authorization.k8s.io", "ClusterRole") => rbac::clusterrole_validate(obj),
+        ("rbac.authorization.k8s.io", "RoleBinding") => rbac::binding_validate(obj, true),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => rbac::binding_validate(obj, false),
         _ => Vec::new(),
+    }
+}
+
+/// What an update may not change (kube's `ValidateXUpdate`), on top of [`validate`].
+pub fn validate_update(r: &Resource, new: &Value, old: &Value) -> Vec<Cause> {
+    match (r.group, r.kind) {
+        // Part B.
+        ("discovery.k8s.io", "EndpointSlice") => endpointslice::validate_update(new, old),
+        ("networking.k8s.io", "IngressClass") => networking::ingressclass_validate_update(new, old),
+        ("storage.k8s.io", "StorageClass") => storage::storageclass_validate_update(new, old),
+        ("storage.k8s.io", "CSIDriver") => storage::csidriver_validate_update(new, old),
+        ("scheduling.k8s.io", "PriorityClass") => scheduling::validate_update(new, old),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            rbac::binding_validate_update(new, old)
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Why deleting `name` of `r` is forbidden, if it is (system priority classes).
+pub fn delete_refusal(r: &Resource, name: &str) -> Option<&'static str> {
+    match (r.group, r.kind) {
+        ("scheduling.k8s.io", "PriorityClass") => scheduling::delete_refusal(name),
+        _ => None,
+    }
+}
+
+/// The value at a dotted `path` (`spec.attachRequired`).
+fn at_path<'a>(obj: &'a Value, path: &str) -> &'a Value {
+    path.split('.').fold(obj, |v, k| &v[k])
+}
+
+/// kube's `ValidateImmutableField`: `Invalid value: <new>: field is immutable`.
+pub(crate) fn immutable(new: &Value, old: &Value, path: &str) -> Vec<Cause> {
+    let (n, o) = (at_path(new, path), at_path(old, path));
+    if n == o {
+        return Vec::new();
+    }
+    let shown = match n {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    let mut cause = Cause::invalid(path, &shown, "field is immutable");
+    if !n.is_string() {
+        cause.message = format!("Invalid value: {shown}: field is immutable");
+    }
+    vec![cause]
+}
+
+/// `NotSupported` unless the string at the dotted `path`, when set, is one of `supported`.
+pub(crate) fn one_of(obj: &Value, path: &str, supported: &[&str]) -> Option<Cause> {
+    let v = at_path(obj, path).as_str()?;
+    (!supported.contains(&v)).then(|| Cause::not_supported(path, v, supported))
+}
+
+/// The field paths of `causes`, for tests.
+#[cfg(test)]
+pub(crate) fn fields(causes: Vec<Cause>) -> Vec<String> {
+    causes.into_iter().map(|c| c.field).collect()
+}
+
+/// kube's `ValidateQualifiedName` (`[prefix/]name`) at `field`.
+pub(crate) fn qualified_name(value: &str, field: &str) -> Vec<Cause> {
+    match crate::apiserver::registry::validation::label_key_error(value) {
+        Some(e) => vec![Cause::invalid(field, value, &e)],
+        None => Vec::new(),
     }
 }
 

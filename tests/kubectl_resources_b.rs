@@ -1,0 +1,456 @@
+//! End to end: the real `k3rs server` and the real `kubectl` against the built-in resources of
+//! part B (discovery.k8s.io, events.k8s.io, networking.k8s.io, storage.k8s.io,
+//! scheduling.k8s.io, rbac.authorization.k8s.io, certificates.k8s.io). For each kind: a valid
+//! object from YAML, its Table with kube-apiserver's columns, and a 422 naming upstream's field
+//! paths for an invalid one; plus the bootstrap objects (system priority classes, which cannot
+//! be deleted, and `cluster-admin`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::kubectl::{header, table, Kubectl};
+use common::K3rs;
+
+/// One kind: a valid object, the `kubectl get` header and the first cells of its row, and an
+/// invalid object with the field paths its 422 must name.
+struct Case {
+    resource: &'static str,
+    name: &'static str,
+    valid: &'static str,
+    header: &'static [&'static str],
+    cells: &'static [&'static str],
+    invalid: &'static str,
+    fields: &'static [&'static str],
+}
+
+const CASES: &[Case] = &[
+    Case {
+        resource: "endpointslices.discovery.k8s.io",
+        name: "web-abc",
+        valid: "\
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-abc, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+endpoints: [{addresses: [10.42.0.5], conditions: {ready: true}}]
+ports: [{name: http, port: 80}]
+",
+        header: &["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"],
+        cells: &["web-abc", "IPv4", "80", "10.42.0.5"],
+        invalid: "\
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: bad}
+addressType: IPv4
+endpoints: [{addresses: [not-an-ip]}]
+ports: [{name: http, port: 80, protocol: ICMP}]
+",
+        fields: &["endpoints[0].addresses[0]", "ports[0].protocol"],
+    },
+    Case {
+        resource: "ingresses.networking.k8s.io",
+        name: "web",
+        valid: "\
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web}
+spec:
+  ingressClassName: nginx
+  rules:
+  - host: app.example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+",
+        header: &["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"],
+        cells: &["web", "nginx", "app.example.com", "80"],
+        invalid: "\
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: bad}
+spec:
+  rules:
+  - host: 10.0.0.1
+    http:
+      paths:
+      - {path: api, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+",
+        fields: &["spec.rules[0].host", "spec.rules[0].http.paths[0].path"],
+    },
+    Case {
+        resource: "ingressclasses.networking.k8s.io",
+        name: "nginx",
+        valid: "\
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: nginx}
+spec: {controller: k8s.io/ingress-nginx}
+",
+        header: &["NAME", "CONTROLLER", "PARAMETERS", "AGE"],
+        cells: &["nginx", "k8s.io/ingress-nginx", "<none>"],
+        invalid: "\
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: bad}
+spec: {controller: nginx}
+",
+        fields: &["spec.controller"],
+    },
+    Case {
+        resource: "networkpolicies.networking.k8s.io",
+        name: "deny",
+        valid: "\
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  ingress: [{from: [{ipBlock: {cidr: 10.0.0.0/8}}], ports: [{port: 80}]}]
+",
+        header: &["NAME", "POD-SELECTOR", "AGE"],
+        cells: &["deny", "app=web"],
+        invalid: "\
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: bad}
+spec:
+  podSelector: {}
+  policyTypes: [Sideways]
+  ingress: [{from: [{}]}]
+",
+        fields: &["spec.ingress[0].from[0]", "spec.policyTypes[0]"],
+    },
+    Case {
+        resource: "storageclasses.storage.k8s.io",
+        name: "local",
+        valid: "\
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local}
+provisioner: rancher.io/local-path
+",
+        header: &[
+            "NAME",
+            "PROVISIONER",
+            "RECLAIMPOLICY",
+            "VOLUMEBINDINGMODE",
+            "ALLOWVOLUMEEXPANSION",
+            "AGE",
+        ],
+        cells: &[
+            "local",
+            "rancher.io/local-path",
+            "Delete",
+            "Immediate",
+            "false",
+        ],
+        invalid: "\
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: bad}
+provisioner: ''
+reclaimPolicy: Recycle
+",
+        fields: &["provisioner", "reclaimPolicy"],
+    },
+    Case {
+        resource: "csidrivers.storage.k8s.io",
+        name: "hostpath.csi.k8s.io",
+        valid: "\
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: hostpath.csi.k8s.io}
+spec: {podInfoOnMount: true}
+",
+        header: &[
+            "NAME",
+            "ATTACHREQUIRED",
+            "PODINFOONMOUNT",
+            "STORAGECAPACITY",
+            "TOKENREQUESTS",
+            "REQUIRESREPUBLISH",
+            "MODES",
+            "AGE",
+        ],
+        cells: &[
+            "hostpath.csi.k8s.io",
+            "true",
+            "true",
+            "false",
+            "<unset>",
+            "false",
+            "Persistent",
+        ],
+        invalid: "\
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: bad.csi.k8s.io}
+spec: {volumeLifecycleModes: [Forever]}
+",
+        fields: &["spec.volumeLifecycleModes[0]"],
+    },
+    Case {
+        resource: "priorityclasses.scheduling.k8s.io",
+        name: "high",
+        valid: "\
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+",
+        header: &["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"],
+        cells: &["high", "1000", "false"],
+        invalid: "\
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: system-mine}
+value: 5
+",
+        fields: &["metadata.name"],
+    },
+    Case {
+        resource: "roles.rbac.authorization.k8s.io",
+        name: "reader",
+        valid: "\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: reader}
+rules: [{apiGroups: [''], resources: [pods], verbs: [get, list]}]
+",
+        header: &["NAME", "CREATED", "AT"],
+        cells: &["reader"],
+        invalid: "\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: bad}
+rules: [{apiGroups: [''], resources: [pods]}, {nonResourceURLs: [/healthz], verbs: [get]}]
+",
+        fields: &["rules[0].verbs", "rules[1].nonResourceURLs"],
+    },
+    Case {
+        resource: "rolebindings.rbac.authorization.k8s.io",
+        name: "read-pods",
+        valid: "\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: read-pods}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}
+subjects: [{kind: User, name: alice}]
+",
+        header: &["NAME", "ROLE", "AGE"],
+        cells: &["read-pods", "Role/reader"],
+        invalid: "\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: bad}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Secret, name: reader}
+subjects: [{kind: Robot, name: r2d2}]
+",
+        fields: &["roleRef.kind", "subjects[0].kind"],
+    },
+    Case {
+        resource: "clusterroles.rbac.authorization.k8s.io",
+        name: "aggregate-view",
+        valid: "\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: aggregate-view}
+aggregationRule:
+  clusterRoleSelectors: [{matchLabels: {rbac.example.com/aggregate-to-view: 'true'}}]
+rules: []
+",
+        header: &["NAME", "CREATED", "AT"],
+        cells: &["aggregate-view"],
+        invalid: "\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: bad}
+rules: [{apiGroups: [''], verbs: [get]}]
+",
+        fields: &["rules[0].resources"],
+    },
+    Case {
+        resource: "clusterrolebindings.rbac.authorization.k8s.io",
+        name: "view-alice",
+        valid: "\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: view-alice}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: aggregate-view}
+subjects: [{kind: ServiceAccount, name: default, namespace: default}]
+",
+        header: &["NAME", "ROLE", "AGE"],
+        cells: &["view-alice", "ClusterRole/aggregate-view"],
+        invalid: "\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: bad}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}
+subjects: [{kind: ServiceAccount, name: default}]
+",
+        fields: &["roleRef.kind", "subjects[0].namespace"],
+    },
+];
+
+fn start() -> (K3rs, Kubectl) {
+    let mut server = K3rs::start_kubernetes(&["--disable-agent"]);
+    let k = Kubectl {
+        bin: common::require_program("kubectl", "kubectl"),
+        kubeconfig: server.kubeconfig(),
+    };
+    common::wait_for("the API", Duration::from_secs(60), || {
+        server.assert_running();
+        k.run(&["get", "namespace", "default", "-o", "name"])
+            .ok
+            .then_some(())
+    });
+    (server, k)
+}
+
+/// Every kind: create from YAML, read back as a Table, and get a 422 with upstream's field
+/// paths for the invalid object.
+fn check_cases(k: &Kubectl) {
+    for case in CASES {
+        let created = k.ok_stdin(&["create", "-f", "-"], Some(case.valid));
+        assert!(created.contains("created"), "{}: {created}", case.resource);
+        let out = k.ok(&["get", case.resource, case.name]);
+        assert_eq!(header(&out), case.header, "{}: {out}", case.resource);
+        let row = &table(&out)[1];
+        assert_eq!(
+            row[..case.cells.len()],
+            case.cells[..],
+            "{}: {out}",
+            case.resource
+        );
+        let err = k.fails_with(&["create", "-f", "-"], Some(case.invalid), "is invalid");
+        for f in case.fields {
+            assert!(
+                err.contains(&format!("{f}: ")),
+                "{}: expected field {f} in {err}",
+                case.resource
+            );
+        }
+    }
+}
+
+/// Defaults the server applied.
+fn check_defaults(k: &Kubectl) {
+    let sc = k.ok(&[
+        "get",
+        "storageclass",
+        "local",
+        "-o",
+        "jsonpath={.reclaimPolicy} {.volumeBindingMode}",
+    ]);
+    assert_eq!(sc, "Delete Immediate");
+    let np = k.ok(&[
+        "get",
+        "netpol",
+        "deny",
+        "-o",
+        "jsonpath={.spec.policyTypes} {.spec.ingress[0].ports[0].protocol}",
+    ]);
+    assert_eq!(np, "[\"Ingress\"] TCP");
+    let pc = k.ok(&["get", "pc", "high", "-o", "jsonpath={.preemptionPolicy}"]);
+    assert_eq!(pc, "PreemptLowerPriority");
+    // Immutable fields: a StorageClass's provisioner.
+    let err = k.fails_with(
+        &[
+            "patch",
+            "storageclass",
+            "local",
+            "--type=merge",
+            "-p",
+            r#"{"provisioner":"other.io/x"}"#,
+        ],
+        None,
+        "is invalid",
+    );
+    assert!(
+        err.contains("provisioner: Forbidden: updates to provisioner are forbidden."),
+        "{err}"
+    );
+}
+
+/// The system priority classes exist with upstream's values and cannot be deleted; the
+/// `cluster-admin` role and its binding to `system:masters` exist.
+fn check_bootstrap(k: &Kubectl) {
+    let out = k.ok(&["get", "priorityclasses"]);
+    let rows = table(&out);
+    let value_of = |name: &str| {
+        rows.iter()
+            .find(|r| r[0] == name)
+            .map(|r| r[1].clone())
+            .unwrap_or_else(|| panic!("{name} missing: {out}"))
+    };
+    assert_eq!(value_of("system-node-critical"), "2000001000");
+    assert_eq!(value_of("system-cluster-critical"), "2000000000");
+    let err = k.fails_with(
+        &["delete", "priorityclass", "system-node-critical"],
+        None,
+        "Forbidden",
+    );
+    assert!(
+        err.contains("this is a system priority class and cannot be deleted"),
+        "{err}"
+    );
+    // A collection delete (DELETE on the collection) leaves them too.
+    k.ok(&[
+        "delete",
+        "--raw",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+    ]);
+    let left = k.ok(&["get", "pc", "-o", "name"]);
+    assert_eq!(
+        left,
+        "priorityclass.scheduling.k8s.io/system-cluster-critical\npriorityclass.scheduling.k8s.io/system-node-critical\n"
+    );
+    let rules = k.ok(&[
+        "get",
+        "clusterrole",
+        "cluster-admin",
+        "-o",
+        "jsonpath={.rules[0].verbs} {.rules[1].nonResourceURLs}",
+    ]);
+    assert_eq!(rules, "[\"*\"] [\"*\"]");
+    let crb = k.ok(&["get", "clusterrolebinding", "cluster-admin", "-o", "wide"]);
+    assert_eq!(
+        header(&crb),
+        ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"]
+    );
+    let row = &table(&crb)[1];
+    assert_eq!(row[1], "ClusterRole/cluster-admin");
+    assert_eq!(row[3], "system:masters");
+}
+
+#[test]
+fn part_b_resources_with_kubectl() {
+    let (_server, k) = start();
+    // Discovery lists every kind with its short names.
+    let res = k.ok(&["api-resources", "--no-headers"]);
+    for (name, short) in [
+        ("endpointslices", ""),
+        ("ingresses", "ing"),
+        ("ingressclasses", ""),
+        ("networkpolicies", "netpol"),
+        ("storageclasses", "sc"),
+        ("csidrivers", ""),
+        ("priorityclasses", "pc"),
+        ("roles", ""),
+        ("rolebindings", ""),
+        ("clusterroles", ""),
+        ("clusterrolebindings", ""),
+    ] {
+        let line = res
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing from api-resources: {res}"));
+        if !short.is_empty() {
+            assert_eq!(line.split_whitespace().nth(1), Some(short), "{line}");
+        }
+    }
+    check_bootstrap(&k);
+    check_cases(&k);
+    check_defaults(&k);
+}
