@@ -424,6 +424,126 @@ fn check_bootstrap(k: &Kubectl) {
     assert_eq!(row[3], "system:masters");
 }
 
+const CORE_EVENT: &str = "\
+apiVersion: v1
+kind: Event
+metadata: {name: web.1, namespace: default}
+involvedObject: {kind: Pod, name: web, namespace: default}
+reason: Pulled
+message: image pulled
+type: Normal
+source: {component: kubelet, host: n1}
+count: 3
+firstTimestamp: '2026-01-01T00:00:00Z'
+lastTimestamp: '2026-01-01T00:01:00Z'
+";
+
+const EVENTS_V1_EVENT: &str = "\
+apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {name: sched.1, namespace: default}
+eventTime: '2026-01-01T00:00:00.000000Z'
+reportingController: k3rs.io/scheduler
+reportingInstance: s1
+action: Binding
+reason: Scheduled
+note: assigned default/web to n1
+type: Normal
+regarding: {kind: Pod, name: web, namespace: default}
+";
+
+const BAD_EVENTS_V1_EVENT: &str = "\
+apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {name: bad.1, namespace: default}
+eventTime: '2026-01-01T00:00:00.000000Z'
+reason: Scheduled
+type: Sometimes
+deprecatedCount: 2
+regarding: {kind: Pod, name: web, namespace: default}
+";
+
+fn get_json(k: &Kubectl, path: &str) -> serde_json::Value {
+    serde_json::from_str(&k.ok(&["get", "--raw", path])).unwrap()
+}
+
+/// A core Event read through events.k8s.io and an events.k8s.io Event read through core/v1,
+/// converted field by field; events.k8s.io's table, field selectors and strict validation.
+fn check_events(k: &Kubectl) {
+    k.ok_stdin(&["create", "-f", "-"], Some(CORE_EVENT));
+    let e = get_json(k, "/apis/events.k8s.io/v1/namespaces/default/events/web.1");
+    assert_eq!(e["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(e["regarding"]["name"], "web");
+    assert_eq!(e["note"], "image pulled");
+    assert_eq!(e["deprecatedSource"]["component"], "kubelet");
+    assert_eq!(e["deprecatedCount"], 3);
+    assert_eq!(e["deprecatedFirstTimestamp"], "2026-01-01T00:00:00Z");
+    assert!(
+        e.get("message").is_none() && e.get("involvedObject").is_none(),
+        "{e}"
+    );
+
+    k.ok_stdin(&["create", "-f", "-"], Some(EVENTS_V1_EVENT));
+    let c = get_json(k, "/api/v1/namespaces/default/events/sched.1");
+    assert_eq!(c["apiVersion"], "v1");
+    assert_eq!(c["involvedObject"]["kind"], "Pod");
+    assert_eq!(c["message"], "assigned default/web to n1");
+    assert_eq!(c["reportingComponent"], "k3rs.io/scheduler");
+    assert_eq!(c["action"], "Binding");
+    // Both lists show both events, with the same resourceVersions.
+    let core_rv = c["metadata"]["resourceVersion"].clone();
+    let e = get_json(
+        k,
+        "/apis/events.k8s.io/v1/namespaces/default/events/sched.1",
+    );
+    assert_eq!(e["metadata"]["resourceVersion"], core_rv);
+    let names = k.ok(&["get", "events.events.k8s.io", "-o", "name"]);
+    assert_eq!(
+        names,
+        "event.events.k8s.io/sched.1\nevent.events.k8s.io/web.1\n"
+    );
+    let out = k.ok(&["get", "events.events.k8s.io", "sched.1"]);
+    assert_eq!(
+        header(&out),
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    );
+    assert_eq!(table(&out)[1][1..4], ["Normal", "Scheduled", "pod/web"]);
+    let sel = k.ok(&[
+        "get",
+        "events.events.k8s.io",
+        "--field-selector",
+        "reportingController=k3rs.io/scheduler",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(sel, "event.events.k8s.io/sched.1\n");
+    // A patch through events.k8s.io lands in the core object.
+    k.ok(&[
+        "patch",
+        "events.events.k8s.io",
+        "sched.1",
+        "--type=merge",
+        "-p",
+        r#"{"series":{"count":2,"lastObservedTime":"2026-01-01T00:05:00.000000Z"}}"#,
+    ]);
+    let c = get_json(k, "/api/v1/namespaces/default/events/sched.1");
+    assert_eq!(c["series"]["count"], 2);
+    let err = k.fails_with(
+        &["create", "-f", "-"],
+        Some(BAD_EVENTS_V1_EVENT),
+        "is invalid",
+    );
+    for f in [
+        "reportingController",
+        "reportingInstance",
+        "action",
+        "type",
+        "deprecatedCount",
+    ] {
+        assert!(err.contains(&format!("{f}: ")), "{f} in {err}");
+    }
+}
+
 #[test]
 fn part_b_resources_with_kubectl() {
     let (_server, k) = start();
@@ -453,4 +573,5 @@ fn part_b_resources_with_kubectl() {
     check_bootstrap(&k);
     check_cases(&k);
     check_defaults(&k);
+    check_events(&k);
 }

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{decode, encode, keys, meta, validation, Registry, Target, WriteOptions};
+use super::{decode, encode_as, keys, meta, validation, Registry, Target, WriteOptions};
 use crate::apiserver::resources::catalog::{self, Resource};
 use crate::apiserver::resources::{strategy, typed};
 use crate::apiserver::status::{ApiError, ApiResult, Cause, Subject};
@@ -61,7 +61,7 @@ impl Registry {
             }
             let key = keys::object_key(r, t.namespace.as_deref(), &name);
             let lease = self.lease_for(r).await?;
-            match self.ds.create(&key, encode(&obj)?, lease).await? {
+            match self.ds.create(&key, encode_as(r, &obj)?, lease).await? {
                 WriteOutcome::Done { revision } => {
                     meta::set_resource_version(&mut obj, revision);
                     return Ok(obj);

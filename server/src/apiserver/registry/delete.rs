@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::{decode, encode, keys, meta, ListOptions, Registry, Target, WriteOptions};
+use super::{decode_as, encode_as, keys, meta, ListOptions, Registry, Target, WriteOptions};
 use crate::apiserver::resources::catalog::CATALOG;
 use crate::apiserver::resources::strategy;
 use crate::apiserver::status::{success, ApiError, ApiResult, Subject};
@@ -60,7 +60,7 @@ impl Registry {
         for _ in 0..ATTEMPTS {
             let (kv, _) = self.ds.get(&t.key()).await?;
             let kv = kv.ok_or_else(|| ApiError::not_found(t.subject()))?;
-            let old = decode(&kv)?;
+            let old = decode_as(t.resource, &kv)?;
             check_preconditions(t, &old, opts)?;
 
             let mut finalizers = meta::finalizers(&old);
@@ -96,7 +96,7 @@ impl Registry {
                 }
                 match self
                     .ds
-                    .update(&t.key(), kv.mod_revision, encode(&new)?)
+                    .update(&t.key(), kv.mod_revision, encode_as(t.resource, &new)?)
                     .await?
                 {
                     WriteOutcome::Done { revision } => {

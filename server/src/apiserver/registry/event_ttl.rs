@@ -19,8 +19,9 @@ pub struct EventLeases {
     current: tokio::sync::Mutex<Option<(i64, Instant)>>,
 }
 
+/// Core and events.k8s.io Events (the same stored objects).
 fn is_event(r: &Resource) -> bool {
-    r.group.is_empty() && r.kind == "Event"
+    (r.group.is_empty() || r.group == "events.k8s.io") && r.kind == "Event"
 }
 
 impl Registry {

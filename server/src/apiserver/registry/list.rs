@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::selector::{FieldSelector, LabelSelector};
-use super::{continue_token, decode, keys, meta, Registry, Target};
+use super::{continue_token, decode_as, keys, meta, Registry, Target};
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::datastore::{prefix_end, Error as DsError, ListRequest};
 
@@ -123,7 +123,7 @@ impl Registry {
             let page_len = resp.kvs.len();
             let mut cut_at: Option<usize> = None;
             for (i, kv) in resp.kvs.iter().enumerate() {
-                let obj = decode(kv)?;
+                let obj = decode_as(t.resource, kv)?;
                 if !filtered || opts.matches(&obj) {
                     items.push(obj);
                 }

@@ -28,6 +28,7 @@ pub use patch::PatchOptions;
 pub use watch::WatchOptions;
 
 use crate::apiserver::resources::catalog::Resource;
+use crate::apiserver::resources::event_convert;
 use crate::apiserver::status::{ApiError, ApiResult, Subject};
 use crate::datastore::{Datastore, KeyValue};
 
@@ -124,7 +125,7 @@ impl Registry {
     pub async fn get(&self, t: &Target) -> ApiResult<Value> {
         let (kv, _) = self.ds.get(&t.key()).await?;
         let kv = kv.ok_or_else(|| ApiError::not_found(t.subject()))?;
-        decode(&kv)
+        decode_as(t.resource, &kv)
     }
 }
 
@@ -135,6 +136,21 @@ pub fn encode(obj: &Value) -> ApiResult<Vec<u8>> {
         m.remove("resourceVersion");
     }
     rmp_serde::to_vec_named(&obj).map_err(|e| ApiError::internal(format!("encoding object: {e}")))
+}
+
+/// Serializes an object written through `r` in its stored form (events.k8s.io Events are
+/// stored as core/v1 Events).
+pub fn encode_as(r: &Resource, obj: &Value) -> ApiResult<Vec<u8>> {
+    if event_convert::is_events_api(r) {
+        encode(&event_convert::to_core(obj))
+    } else {
+        encode(obj)
+    }
+}
+
+/// Decodes a stored object as `r` serves it, with its resourceVersion.
+pub fn decode_as(r: &Resource, kv: &KeyValue) -> ApiResult<Value> {
+    Ok(event_convert::from_storage(r, decode(kv)?))
 }
 
 /// Decodes a stored object and sets its resourceVersion to the key's `mod_revision`.

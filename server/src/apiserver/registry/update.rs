@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::create::{check, check_body, scope_namespace};
-use super::{decode, encode, meta, Registry, Target, WriteOptions};
+use super::{decode_as, encode_as, meta, Registry, Target, WriteOptions};
 use crate::apiserver::resources::strategy;
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::datastore::WriteOutcome;
@@ -56,7 +56,7 @@ impl Registry {
             if expected.is_some_and(|rv| rv != kv.mod_revision) {
                 return Err(ApiError::conflict(t.subject()));
             }
-            let old = decode(&kv)?;
+            let old = decode_as(t.resource, &kv)?;
             let mut new = if status_only {
                 let mut n = old.clone();
                 n["status"] = body.get("status").cloned().unwrap_or(Value::Null);
@@ -113,7 +113,7 @@ impl Registry {
             } else {
                 let lease = self.lease_for(t.resource).await?;
                 let put = crate::datastore::GuardedOp::Put {
-                    value: encode(&new)?,
+                    value: encode_as(t.resource, &new)?,
                     lease,
                 };
                 self.ds.guarded(&t.key(), kv.mod_revision, put).await?

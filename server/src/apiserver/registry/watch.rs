@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{decode, keys, ListOptions, Registry, Target};
+use super::{decode_as, keys, ListOptions, Registry, Target};
+use crate::apiserver::resources::catalog::Resource;
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::datastore::{prefix_end, Error as DsError, Event, KeyValue, WatchItem, WatchRequest};
 
@@ -46,7 +47,8 @@ impl WatchEvent {
 }
 
 /// Translates one store event for a watcher with `filter` (None = skip it).
-pub fn translate(ev: &Event, filter: &ListOptions) -> ApiResult<Option<WatchEvent>> {
+pub fn translate(r: &Resource, ev: &Event, filter: &ListOptions) -> ApiResult<Option<WatchEvent>> {
+    let decode = |kv: &KeyValue| decode_as(r, kv);
     let decode_at = |kv: &KeyValue, rev: i64| -> ApiResult<Value> {
         let mut obj = decode(kv)?;
         super::meta::set_resource_version(&mut obj, rev);
@@ -210,7 +212,7 @@ impl Registry {
                     Some(WatchItem::Events(events)) => {
                         for ev in &events {
                             last = last.max(ev.revision());
-                            match translate(ev, &opts.filter) {
+                            match translate(r, ev, &opts.filter) {
                                 Ok(Some(out)) => {
                                     if tx.send(out.to_line()).await.is_err() {
                                         return;
@@ -269,6 +271,10 @@ mod tests {
         }
     }
 
+    fn cms() -> &'static Resource {
+        crate::apiserver::resources::catalog::lookup("", "v1", "configmaps").unwrap()
+    }
+
     fn filter(sel: &str) -> ListOptions {
         ListOptions {
             labels: LabelSelector::parse(sel).unwrap(),
@@ -277,7 +283,7 @@ mod tests {
     }
 
     fn kind(ev: &Event, sel: &str) -> Option<&'static str> {
-        translate(ev, &filter(sel)).unwrap().map(|e| e.kind)
+        translate(cms(), ev, &filter(sel)).unwrap().map(|e| e.kind)
     }
 
     #[test]
@@ -302,11 +308,47 @@ mod tests {
             revision: 4,
             prev: Some(kv(b, 3, 2)),
         };
-        let out = translate(&deleted, &filter("app=b")).unwrap().unwrap();
+        let out = translate(cms(), &deleted, &filter("app=b"))
+            .unwrap()
+            .unwrap();
         assert_eq!(out.kind, "DELETED");
         assert_eq!(out.object["metadata"]["resourceVersion"], "4");
         assert_eq!(kind(&deleted, "app=a"), None);
         let line = out.to_line();
         assert!(line.ends_with(b"\n") && !line[..line.len() - 1].contains(&b'\n'));
+    }
+
+    #[test]
+    fn events_api_watchers_see_converted_events() {
+        let r =
+            crate::apiserver::resources::catalog::lookup("events.k8s.io", "v1", "events").unwrap();
+        let obj = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
+            "message": "m", "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "R"});
+        let ev = Event::Put {
+            kv: KeyValue {
+                key: b"/registry/events/default/e".to_vec(),
+                mod_revision: 3,
+                version: 1,
+                value: encode(&obj).unwrap(),
+                ..Default::default()
+            },
+            prev: None,
+        };
+        let f = ListOptions {
+            fields: crate::apiserver::registry::selector::FieldSelector::parse(
+                "regarding.name=p",
+                r,
+            )
+            .unwrap(),
+            ..Default::default()
+        };
+        let out = translate(r, &ev, &f).unwrap().unwrap();
+        assert_eq!(out.kind, "ADDED");
+        assert_eq!(
+            out.object,
+            json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"name": "e", "resourceVersion": "3"},
+                "note": "m", "regarding": {"kind": "Pod", "name": "p"}, "reason": "R"})
+        );
     }
 }

@@ -284,6 +284,24 @@ pub static CATALOG: &[Resource] = &[
         )
     },
     Resource {
+        short_names: &["ev"],
+        // The same objects as core/v1 events, converted (see `event_convert`).
+        storage_prefix: "/registry/events",
+        field_labels: &[
+            ("regarding.kind", "regarding.kind"),
+            ("regarding.namespace", "regarding.namespace"),
+            ("regarding.name", "regarding.name"),
+            ("regarding.uid", "regarding.uid"),
+            ("regarding.apiVersion", "regarding.apiVersion"),
+            ("regarding.resourceVersion", "regarding.resourceVersion"),
+            ("regarding.fieldPath", "regarding.fieldPath"),
+            ("reason", "reason"),
+            ("reportingController", "reportingController"),
+            ("type", "type"),
+        ],
+        ..row("events.k8s.io", "v1", "Event", "events", "event", true)
+    },
+    Resource {
         short_names: &["ing"],
         subresources: &[status_of("networking.k8s.io", "v1", "Ingress")],
         has_status: true,

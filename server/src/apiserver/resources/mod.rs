@@ -3,6 +3,7 @@
 
 pub mod catalog;
 pub mod cluster_ip;
+pub mod event_convert;
 pub mod node_port;
 pub mod strategy;
 pub mod typed;

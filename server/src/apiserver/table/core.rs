@@ -368,6 +368,14 @@ pub const EVENT_COLUMNS: &[Column] = &[
     },
 ];
 
+/// An events.k8s.io/v1 Event prints as the core Event it is (kube prints the internal type).
+pub fn events_v1_cells(ev: &Value, now: i64) -> Vec<Value> {
+    event_cells(
+        &crate::apiserver::resources::event_convert::to_core(ev),
+        now,
+    )
+}
+
 pub fn event_cells(ev: &Value, now: i64) -> Vec<Value> {
     let first = match age::parse_time(&ev["firstTimestamp"]) {
         Some(_) => age::since(&ev["firstTimestamp"], now),

@@ -151,6 +151,7 @@ pub fn printer_for(group: &str, kind: &str) -> Printer {
         ("", "ServiceAccount") => (core::SERVICEACCOUNT_COLUMNS, core::serviceaccount_cells),
         ("", "Endpoints") => (core::ENDPOINTS_COLUMNS, core::endpoints_cells),
         ("", "Event") => (core::EVENT_COLUMNS, core::event_cells),
+        ("events.k8s.io", "Event") => (core::EVENT_COLUMNS, core::events_v1_cells),
         ("coordination.k8s.io", "Lease") => (core::LEASE_COLUMNS, core::lease_cells),
         _ => (DEFAULT_COLUMNS, default_cells),
     };

@@ -7,6 +7,7 @@ mod pod;
 mod service;
 // Part B.
 mod endpointslice;
+mod event;
 mod networking;
 mod rbac;
 pub mod scheduling;
@@ -15,6 +16,7 @@ mod storage;
 use serde_json::Value;
 
 use super::catalog::Resource;
+use super::event_convert::to_core;
 use crate::apiserver::status::Cause;
 
 pub use pod::default_pod_spec;
@@ -71,6 +73,8 @@ pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
         ("apps", "Deployment") | ("apps", "ReplicaSet") => apps::validate(obj),
         // Part B.
         ("discovery.k8s.io", "EndpointSlice") => endpointslice::validate(obj),
+        ("", "Event") => event::validate(obj, false),
+        ("events.k8s.io", "Event") => event::validate(&to_core(obj), true),
         ("networking.k8s.io", "Ingress") => networking::ingress_validate(obj),
         ("networking.k8s.io", "IngressClass") => networking::ingressclass_validate(obj),
         ("networking.k8s.io", "NetworkPolicy") => networking::networkpolicy_validate(obj),
@@ -90,6 +94,8 @@ pub fn validate_update(r: &Resource, new: &Value, old: &Value) -> Vec<Cause> {
     match (r.group, r.kind) {
         // Part B.
         ("discovery.k8s.io", "EndpointSlice") => endpointslice::validate_update(new, old),
+        ("", "Event") => event::validate_update(new, old, false),
+        ("events.k8s.io", "Event") => event::validate_update(&to_core(new), &to_core(old), true),
         ("networking.k8s.io", "IngressClass") => networking::ingressclass_validate_update(new, old),
         ("storage.k8s.io", "StorageClass") => storage::storageclass_validate_update(new, old),
         ("storage.k8s.io", "CSIDriver") => storage::csidriver_validate_update(new, old),
