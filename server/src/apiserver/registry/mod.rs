@@ -3,6 +3,7 @@
 //! MessagePack bytes in the store, without `metadata.resourceVersion` (which is the key's
 //! `mod_revision`, set on every read).
 
+pub mod cache;
 pub mod continue_token;
 mod create;
 mod delete;
@@ -83,6 +84,8 @@ pub struct Registry {
     /// Serializes ClusterIP allocation with the create that claims the address.
     pub(crate) ip_lock: tokio::sync::Mutex<()>,
     event_leases: event_ttl::EventLeases,
+    /// One datastore watch per watched resource, fanned out to its API watchers.
+    pub(crate) watch_caches: cache::WatchCaches,
 }
 
 impl std::fmt::Debug for Registry {
@@ -100,6 +103,11 @@ impl Registry {
             service_cidr,
             ip_lock: tokio::sync::Mutex::new(()),
             event_leases: event_ttl::EventLeases::default(),
+            watch_caches: cache::WatchCaches::new(
+                cache::RING_CAPACITY,
+                cache::BUFFER,
+                watch::BOOKMARK_INTERVAL,
+            ),
         }
     }
 

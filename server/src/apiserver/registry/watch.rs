@@ -1,8 +1,9 @@
 //! WATCH: JSON lines of `{"type","object"}`. Without a resourceVersion (or "0") the current
 //! state is sent first as ADDED events; then store events are translated through the
 //! selectors the way kube-apiserver's watch cache does (an object that starts matching is
-//! ADDED, one that stops matching is DELETED). A start that was compacted away yields an
-//! ERROR event with a 410 Expired Status.
+//! ADDED, one that stops matching is DELETED). Watchers are fed from the resource's watch
+//! cache (`cache/`) when it covers their start, else from their own datastore watch. A
+//! start that was compacted away yields an ERROR event with a 410 Expired Status.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,10 +14,11 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{decode_as, keys, ListOptions, Registry, Target};
+use super::cache::{CachedEvent, Out, WatcherSpec};
+use super::{keys, ListOptions, Registry, Target};
 use crate::apiserver::resources::catalog::Resource;
 use crate::apiserver::status::{ApiError, ApiResult};
-use crate::datastore::{prefix_end, Error as DsError, Event, KeyValue, WatchItem, WatchRequest};
+use crate::datastore::{prefix_end, Error as DsError, WatchItem, WatchRequest};
 
 /// How often a watch that asked for bookmarks gets one.
 pub const BOOKMARK_INTERVAL: Duration = Duration::from_secs(30);
@@ -46,60 +48,20 @@ impl WatchEvent {
     }
 }
 
-/// Translates one store event for a watcher with `filter` (None = skip it).
-pub fn translate(r: &Resource, ev: &Event, filter: &ListOptions) -> ApiResult<Option<WatchEvent>> {
-    let decode = |kv: &KeyValue| decode_as(r, kv);
-    let decode_at = |kv: &KeyValue, rev: i64| -> ApiResult<Value> {
-        let mut obj = decode(kv)?;
-        super::meta::set_resource_version(&mut obj, rev);
-        Ok(obj)
-    };
-    Ok(match ev {
-        Event::Put { kv, prev } => {
-            let cur = decode(kv)?;
-            let now = filter.matches(&cur);
-            let before = match prev {
-                Some(p) => Some(filter.matches(&decode(p)?)),
-                None if kv.version > 1 => Some(now),
-                None => None,
-            };
-            match (before, now) {
-                (Some(true), true) => Some(WatchEvent {
-                    kind: "MODIFIED",
-                    object: cur,
-                }),
-                (None | Some(false), true) => Some(WatchEvent {
-                    kind: "ADDED",
-                    object: cur,
-                }),
-                (Some(true), false) => Some(WatchEvent {
-                    kind: "DELETED",
-                    object: cur,
-                }),
-                (_, false) => None,
-            }
-        }
-        Event::Delete {
-            prev: Some(p),
-            revision,
-            ..
-        } => {
-            let obj = decode_at(p, *revision)?;
-            filter.matches(&obj).then_some(WatchEvent {
-                kind: "DELETED",
-                object: obj,
-            })
-        }
-        // Without the previous version there is nothing to show (never asked that way).
-        Event::Delete { prev: None, .. } => None,
-    })
-}
-
 fn expired_event(message: String) -> WatchEvent {
     WatchEvent {
         kind: "ERROR",
         object: ApiError::expired(message).to_status(),
     }
+}
+
+fn bookmark_line(kind: &str, api_version: &str, revision: i64) -> Bytes {
+    WatchEvent {
+        kind: "BOOKMARK",
+        object: json!({"kind": kind, "apiVersion": api_version,
+            "metadata": {"resourceVersion": revision.to_string()}}),
+    }
+    .to_line()
 }
 
 impl Registry {
@@ -143,10 +105,13 @@ impl Registry {
                             .as_deref()
                             .is_none_or(|n| super::meta::name(item) == n)
                         {
-                            initial.push(WatchEvent {
-                                kind: "ADDED",
-                                object: item.clone(),
-                            });
+                            initial.push(
+                                WatchEvent {
+                                    kind: "ADDED",
+                                    object: item.clone(),
+                                }
+                                .to_line(),
+                            );
                         }
                     }
                     listed["metadata"]["resourceVersion"]
@@ -158,7 +123,30 @@ impl Registry {
                     ApiError::bad_request(format!("invalid resource version {v:?}"))
                 })?,
             };
+        let spec = WatcherSpec {
+            key: key.clone(),
+            range_end: range_end.clone(),
+            filter: opts.filter.clone(),
+            after: start,
+            bookmarks: opts.bookmarks,
+        };
         let (tx, rx) = mpsc::channel::<Bytes>(64);
+        let (kind, api_version) = (r.kind, r.group_version());
+        if let Some(events) = self
+            .watch_caches
+            .subscribe(&self.ds, r, spec, &stop)
+            .await?
+        {
+            tokio::spawn(serve_from_cache(
+                initial,
+                events,
+                tx,
+                opts.timeout,
+                stop,
+                (kind, api_version),
+            ));
+            return Ok(rx);
+        }
         let stream = self
             .ds
             .watch(WatchRequest {
@@ -169,7 +157,7 @@ impl Registry {
                 progress_notify: opts.bookmarks,
             })
             .await;
-        let mut stream = match stream {
+        let stream = match stream {
             Ok(s) => s,
             Err(DsError::Compacted { compact_revision }) => {
                 let ev = expired_event(format!(
@@ -180,175 +168,143 @@ impl Registry {
             }
             Err(e) => return Err(e.into()),
         };
-        let (kind, api_version) = (r.kind, r.group_version());
-        tokio::spawn(async move {
-            for ev in initial {
-                if tx.send(ev.to_line()).await.is_err() {
-                    return;
-                }
-            }
-            let mut last = start;
-            let deadline = tokio::time::sleep(opts.timeout);
-            tokio::pin!(deadline);
-            let mut bookmarks = tokio::time::interval(BOOKMARK_INTERVAL);
-            bookmarks.tick().await;
-            loop {
-                let item = tokio::select! {
-                    _ = &mut deadline => return,
-                    _ = stop.cancelled() => return,
-                    _ = tx.closed() => return,
-                    _ = bookmarks.tick(), if opts.bookmarks => {
-                        let ev = WatchEvent {
-                            kind: "BOOKMARK",
-                            object: json!({"kind": kind, "apiVersion": api_version,
-                                "metadata": {"resourceVersion": last.to_string()}}),
-                        };
-                        if tx.send(ev.to_line()).await.is_err() { return; }
-                        continue;
-                    }
-                    item = stream.next() => item,
-                };
-                match item {
-                    Some(WatchItem::Events(events)) => {
-                        for ev in &events {
-                            last = last.max(ev.revision());
-                            match translate(r, ev, &opts.filter) {
-                                Ok(Some(out)) => {
-                                    if tx.send(out.to_line()).await.is_err() {
-                                        return;
-                                    }
-                                }
-                                Ok(None) => {}
-                                Err(e) => {
-                                    let ev = WatchEvent {
-                                        kind: "ERROR",
-                                        object: e.to_status(),
-                                    };
-                                    let _ = tx.send(ev.to_line()).await;
-                                    return;
-                                }
-                            }
-                        }
-                    }
-                    Some(WatchItem::Progress { revision }) => last = last.max(revision),
-                    Some(WatchItem::Compacted { compact_revision }) => {
-                        let ev = expired_event(format!(
-                            "too old resource version: {last} ({compact_revision})"
-                        ));
-                        let _ = tx.send(ev.to_line()).await;
-                        return;
-                    }
-                    Some(WatchItem::Failed(why)) => {
-                        let ev = WatchEvent {
-                            kind: "ERROR",
-                            object: ApiError::internal(why).to_status(),
-                        };
-                        let _ = tx.send(ev.to_line()).await;
-                        return;
-                    }
-                    None => return,
-                }
-            }
-        });
+        tokio::spawn(serve_from_store(
+            r,
+            initial,
+            stream,
+            start,
+            opts,
+            tx,
+            stop,
+            (kind, api_version),
+        ));
         Ok(rx)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::apiserver::registry::encode;
-    use crate::apiserver::registry::selector::LabelSelector;
+/// Sends `line`; false when the client is gone.
+async fn send(tx: &mpsc::Sender<Bytes>, line: Bytes) -> bool {
+    tx.send(line).await.is_ok()
+}
 
-    fn kv(labels: Value, rev: i64, version: i64) -> KeyValue {
-        let obj = json!({"metadata": {"name": "x", "labels": labels}});
-        KeyValue {
-            key: b"/registry/configmaps/default/x".to_vec(),
-            mod_revision: rev,
-            version,
-            value: encode(&obj).unwrap(),
-            ..Default::default()
+/// A watcher fed by the watch cache.
+async fn serve_from_cache(
+    initial: Vec<Bytes>,
+    mut events: mpsc::Receiver<Out>,
+    tx: mpsc::Sender<Bytes>,
+    timeout: Duration,
+    stop: CancellationToken,
+    (kind, api_version): (&'static str, String),
+) {
+    for line in initial {
+        if !send(&tx, line).await {
+            return;
         }
     }
-
-    fn cms() -> &'static Resource {
-        crate::apiserver::resources::catalog::lookup("", "v1", "configmaps").unwrap()
-    }
-
-    fn filter(sel: &str) -> ListOptions {
-        ListOptions {
-            labels: LabelSelector::parse(sel).unwrap(),
-            ..Default::default()
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    loop {
+        let out = tokio::select! {
+            _ = &mut deadline => return,
+            _ = stop.cancelled() => return,
+            _ = tx.closed() => return,
+            out = events.recv() => out,
+        };
+        let line = match out {
+            Some(Out::Event { kind, event }) => event.line(kind),
+            Some(Out::Bookmark { revision }) => bookmark_line(kind, &api_version, revision),
+            Some(Out::Error(status)) => {
+                let ev = WatchEvent {
+                    kind: "ERROR",
+                    object: status,
+                };
+                let _ = send(&tx, ev.to_line()).await;
+                return;
+            }
+            // Dropped by the cache for falling behind: the client watches again.
+            None => return,
+        };
+        if !send(&tx, line).await {
+            return;
         }
     }
+}
 
-    fn kind(ev: &Event, sel: &str) -> Option<&'static str> {
-        translate(cms(), ev, &filter(sel)).unwrap().map(|e| e.kind)
+/// A watcher with its own datastore watch (its start is older than the cache's window).
+async fn serve_from_store(
+    r: &'static Resource,
+    initial: Vec<Bytes>,
+    mut stream: futures::stream::BoxStream<'static, WatchItem>,
+    start: i64,
+    opts: WatchOptions,
+    tx: mpsc::Sender<Bytes>,
+    stop: CancellationToken,
+    (kind, api_version): (&'static str, String),
+) {
+    for line in initial {
+        if !send(&tx, line).await {
+            return;
+        }
     }
-
-    #[test]
-    fn selector_transitions_like_the_watch_cache() {
-        let a = json!({"app": "a"});
-        let b = json!({"app": "b"});
-        let created = Event::Put {
-            kv: kv(a.clone(), 2, 1),
-            prev: None,
+    let mut last = start;
+    let deadline = tokio::time::sleep(opts.timeout);
+    tokio::pin!(deadline);
+    let mut bookmarks = tokio::time::interval(BOOKMARK_INTERVAL);
+    bookmarks.tick().await;
+    loop {
+        let item = tokio::select! {
+            _ = &mut deadline => return,
+            _ = stop.cancelled() => return,
+            _ = tx.closed() => return,
+            _ = bookmarks.tick(), if opts.bookmarks => {
+                if !send(&tx, bookmark_line(kind, &api_version, last)).await {
+                    return;
+                }
+                continue;
+            }
+            item = stream.next() => item,
         };
-        assert_eq!(kind(&created, ""), Some("ADDED"));
-        assert_eq!(kind(&created, "app=b"), None);
-        let relabeled = Event::Put {
-            kv: kv(b.clone(), 3, 2),
-            prev: Some(kv(a.clone(), 2, 1)),
-        };
-        assert_eq!(kind(&relabeled, ""), Some("MODIFIED"));
-        assert_eq!(kind(&relabeled, "app=a"), Some("DELETED"));
-        assert_eq!(kind(&relabeled, "app=b"), Some("ADDED"));
-        let deleted = Event::Delete {
-            key: b"k".to_vec(),
-            revision: 4,
-            prev: Some(kv(b, 3, 2)),
-        };
-        let out = translate(cms(), &deleted, &filter("app=b"))
-            .unwrap()
-            .unwrap();
-        assert_eq!(out.kind, "DELETED");
-        assert_eq!(out.object["metadata"]["resourceVersion"], "4");
-        assert_eq!(kind(&deleted, "app=a"), None);
-        let line = out.to_line();
-        assert!(line.ends_with(b"\n") && !line[..line.len() - 1].contains(&b'\n'));
-    }
-
-    #[test]
-    fn events_api_watchers_see_converted_events() {
-        let r =
-            crate::apiserver::resources::catalog::lookup("events.k8s.io", "v1", "events").unwrap();
-        let obj = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
-            "message": "m", "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "R"});
-        let ev = Event::Put {
-            kv: KeyValue {
-                key: b"/registry/events/default/e".to_vec(),
-                mod_revision: 3,
-                version: 1,
-                value: encode(&obj).unwrap(),
-                ..Default::default()
-            },
-            prev: None,
-        };
-        let f = ListOptions {
-            fields: crate::apiserver::registry::selector::FieldSelector::parse(
-                "regarding.name=p",
-                r,
-            )
-            .unwrap(),
-            ..Default::default()
-        };
-        let out = translate(r, &ev, &f).unwrap().unwrap();
-        assert_eq!(out.kind, "ADDED");
-        assert_eq!(
-            out.object,
-            json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
-                "metadata": {"name": "e", "resourceVersion": "3"},
-                "note": "m", "regarding": {"kind": "Pod", "name": "p"}, "reason": "R"})
-        );
+        match item {
+            Some(WatchItem::Events(events)) => {
+                for ev in &events {
+                    last = last.max(ev.revision());
+                    let line = match CachedEvent::decode(r, ev) {
+                        Ok(Some(c)) => match c.kind_for(&opts.filter) {
+                            Some(k) => c.line(k),
+                            None => continue,
+                        },
+                        Ok(None) => continue,
+                        Err(e) => {
+                            let ev = WatchEvent {
+                                kind: "ERROR",
+                                object: e.to_status(),
+                            };
+                            let _ = send(&tx, ev.to_line()).await;
+                            return;
+                        }
+                    };
+                    if !send(&tx, line).await {
+                        return;
+                    }
+                }
+            }
+            Some(WatchItem::Progress { revision }) => last = last.max(revision),
+            Some(WatchItem::Compacted { compact_revision }) => {
+                let ev = expired_event(format!(
+                    "too old resource version: {last} ({compact_revision})"
+                ));
+                let _ = send(&tx, ev.to_line()).await;
+                return;
+            }
+            Some(WatchItem::Failed(why)) => {
+                let ev = WatchEvent {
+                    kind: "ERROR",
+                    object: ApiError::internal(why).to_status(),
+                };
+                let _ = send(&tx, ev.to_line()).await;
+                return;
+            }
+            None => return,
+        }
     }
 }
