@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::client::{channel, open_watch, Clients};
+use common::stats::Load;
 use common::{Endpoint, Etcd, K3rs};
 use k3rs_server::etcdpb::kv_client::KvClient;
 use k3rs_server::etcdpb::{
@@ -39,29 +40,6 @@ struct Report {
     disk_after_compact: u64,
     /// Where the bytes are after compaction: (path below the data dir, bytes), largest first.
     disk_breakdown: Vec<(String, u64)>,
-}
-
-/// Operations done in a time window, with per-operation latencies.
-#[derive(Debug, Default)]
-struct Load {
-    ops: usize,
-    secs: f64,
-    lat: Vec<Duration>,
-}
-
-impl Load {
-    fn rate(&self) -> f64 {
-        self.ops as f64 / self.secs.max(1e-9)
-    }
-
-    fn pct(&self, p: usize) -> f64 {
-        if self.lat.is_empty() {
-            return f64::NAN;
-        }
-        let mut v = self.lat.clone();
-        v.sort();
-        v[(v.len() * p / 100).min(v.len() - 1)].as_secs_f64() * 1000.0
-    }
 }
 
 fn key(i: usize) -> Vec<u8> {

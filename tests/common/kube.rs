@@ -173,10 +173,17 @@ pub struct WatchLines {
 impl WatchLines {
     /// The next event; `None` when the server ended the stream.
     pub async fn next(&mut self) -> anyhow::Result<Option<Value>> {
+        match self.next_line().await? {
+            Some(line) => Ok(Some(serde_json::from_slice(&line)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The next event's raw JSON line (with its newline); `None` when the stream ended.
+    pub async fn next_line(&mut self) -> anyhow::Result<Option<Vec<u8>>> {
         loop {
             if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.buf.drain(..=i).collect();
-                return Ok(Some(serde_json::from_slice(&line)?));
+                return Ok(Some(self.buf.drain(..=i).collect()));
             }
             match self.recv.data().await {
                 Some(chunk) => {

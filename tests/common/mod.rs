@@ -16,6 +16,7 @@ pub mod kubectl;
 pub mod netns;
 pub mod ns_cluster;
 pub mod process;
+pub mod stats;
 
 use std::collections::HashSet;
 use std::net::TcpListener;

@@ -1,0 +1,67 @@
+//! Latency samples of a benchmark phase: throughput and percentiles.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Operations done in a time window, with per-operation latencies.
+#[derive(Debug, Default, Clone)]
+pub struct Load {
+    pub ops: usize,
+    pub secs: f64,
+    pub lat: Vec<Duration>,
+}
+
+impl Load {
+    /// Operations per second.
+    pub fn rate(&self) -> f64 {
+        self.ops as f64 / self.secs.max(1e-9)
+    }
+
+    /// The `p`th percentile latency in milliseconds (NaN without samples).
+    pub fn pct(&self, p: usize) -> f64 {
+        if self.lat.is_empty() {
+            return f64::NAN;
+        }
+        let mut v = self.lat.clone();
+        v.sort();
+        v[(v.len() * p / 100).min(v.len() - 1)].as_secs_f64() * 1000.0
+    }
+}
+
+/// Runs `op(0..total)` with `concurrency` tasks pulling the next index; times each call.
+pub async fn run<F, Fut>(concurrency: usize, total: usize, op: F) -> Load
+where
+    F: Fn(usize) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..concurrency.max(1))
+        .map(|_| {
+            let (op, next) = (op.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= total {
+                        return lat;
+                    }
+                    let t = Instant::now();
+                    op(n).await;
+                    lat.push(t.elapsed());
+                }
+            })
+        })
+        .collect();
+    let mut lat = Vec::with_capacity(total);
+    for t in tasks {
+        lat.extend(t.await.expect("load task"));
+    }
+    Load {
+        ops: lat.len(),
+        secs: start.elapsed().as_secs_f64(),
+        lat,
+    }
+}
