@@ -13,6 +13,7 @@
 //! resources.
 
 pub mod bootstrap;
+pub mod crd;
 pub mod discovery;
 pub mod health;
 pub mod http;

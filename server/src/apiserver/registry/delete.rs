@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Value};
 
 use super::{decode_as, encode_as, keys, meta, ListOptions, Registry, Target, WriteOptions};
-use crate::apiserver::resources::catalog::CATALOG;
+use crate::apiserver::resources::catalog;
 use crate::apiserver::resources::strategy;
 use crate::apiserver::status::{success, ApiError, ApiResult, Subject};
 use crate::datastore::WriteOutcome;
@@ -167,7 +167,7 @@ impl Registry {
     /// every object in the namespace, then the namespace (unless metadata finalizers remain).
     async fn terminate_namespace(&self, t: &Target, ns: Value) -> ApiResult<Deleted> {
         let name = t.name();
-        for r in CATALOG.iter().filter(|r| r.namespaced) {
+        for r in catalog::all().into_iter().filter(|r| r.namespaced) {
             let kvs = self.all_under(keys::list_prefix(r, Some(name))).await?;
             for kv in kvs {
                 // A concurrent change makes this a conflict; the object is left for a retry.

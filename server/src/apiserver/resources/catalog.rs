@@ -17,7 +17,7 @@ pub const ALL_VERBS: &[&str] = &[
 pub const SUB_VERBS: &[&str] = &["get", "patch", "update"];
 
 /// A subresource served under `<resource>/<name>/<subresource>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Subresource {
     pub name: &'static str,
     /// Response kind (group, version, kind); the parent's for `status`.
@@ -28,7 +28,7 @@ pub struct Subresource {
 }
 
 /// How names of a resource are validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NameRule {
     /// RFC 1123 subdomain (most resources).
     Subdomain,
@@ -41,7 +41,7 @@ pub enum NameRule {
 }
 
 /// One served resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Resource {
     /// "" for the core group.
     pub group: &'static str,
@@ -424,24 +424,58 @@ pub static CATALOG: &[Resource] = &[
             false,
         )
     },
+    Resource {
+        short_names: &["crd", "crds"],
+        categories: &["api-extensions"],
+        subresources: &[status_of(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+        )],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/apiextensions.k8s.io/customresourcedefinitions",
+        ..row(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            "customresourcedefinition",
+            false,
+        )
+    },
 ];
 
-/// The resource served at `group/version/plural`.
-pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
+/// Every served resource: the built-in rows, then the custom resources of the current
+/// CustomResourceDefinitions (see [`super::custom`]).
+pub fn all() -> Vec<&'static Resource> {
+    let custom = super::custom::snapshot();
     CATALOG
         .iter()
-        .find(|r| r.group == group && r.version == version && r.plural == plural)
+        .chain(custom.served.iter().map(|s| s.row))
+        .collect()
+}
+
+/// The resource served at `group/version/plural`. Built-in rows win over custom ones.
+pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
+    let hit = |r: &&Resource| r.group == group && r.version == version && r.plural == plural;
+    CATALOG.iter().find(hit).or_else(|| {
+        let custom = super::custom::snapshot();
+        custom.served.iter().map(|s| s.row).find(hit)
+    })
 }
 
 /// The resource of a kind in a group.
 pub fn by_kind(group: &str, kind: &str) -> Option<&'static Resource> {
-    CATALOG.iter().find(|r| r.group == group && r.kind == kind)
+    all()
+        .into_iter()
+        .find(|r| r.group == group && r.kind == kind)
 }
 
 /// Served groups (non-core) with their versions, in catalog order.
 pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for r in CATALOG.iter().filter(|r| !r.group.is_empty()) {
+    for r in all().into_iter().filter(|r| !r.group.is_empty()) {
         match out.iter_mut().find(|(g, _)| *g == r.group) {
             Some((_, versions)) if !versions.contains(&r.version) => versions.push(r.version),
             Some(_) => {}
@@ -456,8 +490,8 @@ pub fn in_group_version<'a>(
     group: &'a str,
     version: &'a str,
 ) -> impl Iterator<Item = &'static Resource> + 'a {
-    CATALOG
-        .iter()
+    all()
+        .into_iter()
         .filter(move |r| r.group == group && r.version == version)
 }
 

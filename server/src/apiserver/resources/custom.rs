@@ -1,0 +1,60 @@
+//! The served custom resources: an immutable snapshot, swapped whole when the set of
+//! CustomResourceDefinitions changes (the CRD controller builds it from the datastore, so
+//! every server of a cluster serves the same set). Readers take an `Arc` of the current
+//! snapshot and never block writers for longer than the swap.
+
+use std::sync::{Arc, OnceLock, RwLock};
+
+use super::catalog::Resource;
+use crate::apiserver::crd::model::CustomVersion;
+
+/// One served version of a custom resource.
+#[derive(Debug, Clone)]
+pub struct Served {
+    pub row: &'static Resource,
+    pub version: Arc<CustomVersion>,
+}
+
+/// Every served custom resource version, in discovery order (groups by first appearance,
+/// versions by Kubernetes version priority).
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub served: Vec<Served>,
+}
+
+impl Snapshot {
+    /// The served version behind a row.
+    pub fn of(&self, r: &Resource) -> Option<&Served> {
+        self.served.iter().find(|s| {
+            s.row.group == r.group && s.row.version == r.version && s.row.plural == r.plural
+        })
+    }
+}
+
+fn cell() -> &'static RwLock<Arc<Snapshot>> {
+    static S: OnceLock<RwLock<Arc<Snapshot>>> = OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+/// The current snapshot.
+pub fn snapshot() -> Arc<Snapshot> {
+    cell().read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// Replaces the snapshot; returns whether anything served changed.
+pub fn replace(next: Snapshot) -> bool {
+    let mut slot = cell().write().unwrap_or_else(|p| p.into_inner());
+    let same = slot.served.len() == next.served.len()
+        && slot
+            .served
+            .iter()
+            .zip(&next.served)
+            .all(|(a, b)| std::ptr::eq(a.row, b.row) && a.version == b.version);
+    *slot = Arc::new(next);
+    !same
+}
+
+/// The custom version served at a row, if the row is a custom resource's.
+pub fn version_of(r: &Resource) -> Option<Arc<CustomVersion>> {
+    snapshot().of(r).map(|s| s.version.clone())
+}
