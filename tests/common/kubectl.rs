@@ -22,6 +22,23 @@ pub struct Out {
 }
 
 impl Kubectl {
+    /// Starts `k3rs server` with the Kubernetes API (and `extra_args`), and waits until
+    /// kubectl can read the `default` namespace.
+    pub fn start_server(extra_args: &[&str]) -> (super::K3rs, Kubectl) {
+        let mut server = super::K3rs::start_kubernetes(extra_args);
+        let k = Kubectl {
+            bin: super::require_program("kubectl", "kubectl"),
+            kubeconfig: server.kubeconfig(),
+        };
+        super::wait_for("the API", Duration::from_secs(60), || {
+            server.assert_running();
+            k.run(&["get", "namespace", "default", "-o", "name"])
+                .ok
+                .then_some(())
+        });
+        (server, k)
+    }
+
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(&self.bin);
         cmd.env("KUBECONFIG", &self.kubeconfig)

@@ -8,9 +8,8 @@
 //! - Shuts down with the server's cancellation token: stops accepting, ends watches, drains.
 //!
 //! # Not yet
-//! PATCH, server-side apply, CRDs, authorization, admission beyond namespace lifecycle, a
-//! watch cache (each watch is its own datastore watch); OpenAPI and Table columns of custom
-//! resources.
+//! PATCH, server-side apply, authorization, admission beyond namespace lifecycle, a
+//! watch cache (each watch is its own datastore watch).
 
 pub mod bootstrap;
 pub mod crd;
@@ -180,8 +179,19 @@ impl ApiServer {
         // Build the OpenAPI documents (milliseconds) before serving, not in the first request
         // that validates a body.
         openapi::OpenApiV3::get();
+        // Serve the custom resources the datastore already defines from the first request on,
+        // then follow the CRDs.
+        if let Ok((crds, _)) = crd::controller::list(&self.state.registry).await {
+            crd::controller::sync(&self.state.registry, &crds).await;
+        }
+        let crds = tokio::spawn(crd::controller::run(
+            self.state.registry.clone(),
+            stop.clone(),
+        ));
         let app = http::router::router(self.state.clone());
         http::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
+        crds.abort();
+        let _ = crds.await;
         Ok(())
     }
 }

@@ -13,4 +13,13 @@
 //! Conversion webhooks (only strategy `None`), CEL validation rules, `x-kubernetes-list-type`
 //! and `x-kubernetes-map-type` semantics, defaults applied when reading from storage.
 
+pub mod controller;
+pub mod definition;
+pub mod jsonpath;
 pub mod model;
+pub mod openapi;
+pub mod printer;
+pub mod read;
+pub mod schema;
+pub mod served;
+pub mod status;

@@ -21,7 +21,7 @@ use crate::apiserver::registry::{
     DeleteOptions, Deleted, ListOptions, RvMatch, Target, WatchOptions, WriteOptions,
 };
 use crate::apiserver::status::{ApiError, ApiResult};
-use crate::apiserver::{openapi, table, ApiState};
+use crate::apiserver::{crd, openapi, table, ApiState};
 
 /// Default watch length when the client sets no `timeoutSeconds` (kube: 30–60 min).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -223,7 +223,9 @@ async fn resource_request(
             target.name = None;
             let rx = reg.clone().watch(target, opts, st.stop.clone()).await?;
             let mut tables = table.map(table::WatchTables::new);
+            let resource = rp.resource;
             let stream = tokio_stream::wrappers::ReceiverStream::new(rx)
+                .map(move |ev| crd::read::watch_lines(resource, ev))
                 .map(move |ev| match &mut tables {
                     Some(t) => t.transform(ev),
                     None => ev,
@@ -242,13 +244,16 @@ async fn resource_request(
             let obj = if sub == Some("scale") {
                 reg.get_scale(&target).await?
             } else {
-                reg.get(&target).await?
+                let mut obj = reg.get(&target).await?;
+                crd::read::object(rp.resource, &mut obj);
+                obj
             };
             let obj = table::object_or_table(table, obj);
             Ok(json_response(StatusCode::OK, &obj))
         }
         (Method::GET, false) => {
-            let list = reg.list(&target, list_options(&q, &rp)?).await?;
+            let mut list = reg.list(&target, list_options(&q, &rp)?).await?;
+            crd::read::list(rp.resource, &mut list);
             let list = table::list_or_table(table, list);
             Ok(json_response(StatusCode::OK, &list))
         }

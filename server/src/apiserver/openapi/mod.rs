@@ -140,6 +140,34 @@ impl OpenApiV3 {
             .unwrap_or_default()
     }
 
+    /// The definition `name` and every definition it references, transitively.
+    pub fn closure(&self, name: &str) -> Map<String, Value> {
+        fn refs(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(r) = m.get("$ref").and_then(Value::as_str) {
+                        out.push(r.trim_start_matches(schemas::REF_PREFIX).to_string());
+                    }
+                    m.values().for_each(|x| refs(x, out));
+                }
+                Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+                _ => {}
+            }
+        }
+        let mut out = Map::new();
+        let mut todo = vec![name.to_string()];
+        while let Some(n) = todo.pop() {
+            if out.contains_key(&n) {
+                continue;
+            }
+            if let Some(def) = self.schemas.get(&n) {
+                refs(def, &mut todo);
+                out.insert(n, def.clone());
+            }
+        }
+        out
+    }
+
     /// The documents, built on first use.
     pub fn get() -> &'static OpenApiV3 {
         static DOCS: OnceLock<OpenApiV3> = OnceLock::new();
@@ -156,7 +184,15 @@ pub fn check_fields(
     obj: &mut Value,
 ) -> ApiResult<Vec<String>> {
     let docs = OpenApiV3::get();
+    let custom = super::resources::custom::by_gvk(group, version, kind);
     let prune = |obj: &mut Value| {
+        if let Some(cv) = &custom {
+            return cv
+                .schema
+                .as_ref()
+                .map(|s| super::crd::schema::prune::prune(s, obj))
+                .unwrap_or_default();
+        }
         docs.kinds
             .iter()
             .find(|k| k.group == group && k.version == version && k.kind == kind)
@@ -176,7 +212,11 @@ pub fn check_fields(
             Ok(Vec::new())
         }
         Some("Strict") => {
-            let unknown = docs.unknown_fields(group, version, kind, obj);
+            let unknown = if custom.is_some() {
+                prune(&mut obj.clone())
+            } else {
+                docs.unknown_fields(group, version, kind, obj)
+            };
             if unknown.is_empty() {
                 return Ok(Vec::new());
             }
@@ -290,17 +330,37 @@ fn json_with_etag(headers: &HeaderMap, body: &str, etag: &str, cache: &'static s
     resp
 }
 
-/// `GET /openapi/v3`.
+/// `GET /openapi/v3`: the built-in documents and those of the served custom resources.
 pub async fn index(req: Request) -> Response {
     let docs = OpenApiV3::get();
-    let hash = hex::encode_upper(sha2::Sha512::digest(docs.index.as_bytes()));
-    json_with_etag(req.headers(), &docs.index, &hash, "no-cache, private")
+    let custom = super::resources::custom::snapshot();
+    let index = if custom.openapi.is_empty() {
+        docs.index.clone()
+    } else {
+        let paths: Map<String, Value> = docs
+            .documents
+            .iter()
+            .chain(custom.openapi.iter())
+            .map(|(p, d)| {
+                let url = format!("/openapi/v3/{p}?hash={}", d.hash);
+                (p.clone(), json!({ "serverRelativeURL": url }))
+            })
+            .collect();
+        json!({ "paths": paths }).to_string()
+    };
+    let hash = hex::encode_upper(sha2::Sha512::digest(index.as_bytes()));
+    json_with_etag(req.headers(), &index, &hash, "no-cache, private")
 }
 
 /// `GET /openapi/v3/<path>[?hash=…]`.
 pub async fn group_version(req: Request) -> Response {
     let path = req.uri().path().trim_start_matches("/openapi/v3/");
-    let Some(doc) = OpenApiV3::get().documents.get(path) else {
+    let custom = super::resources::custom::snapshot();
+    let Some(doc) = OpenApiV3::get()
+        .documents
+        .get(path)
+        .or_else(|| custom.openapi.get(path))
+    else {
         return ApiError::path_not_found().into_response();
     };
     let query = super::http::request::query(req.uri().query());

@@ -64,6 +64,14 @@ impl Registry {
             check_preconditions(t, &old, opts)?;
 
             let mut finalizers = meta::finalizers(&old);
+            // A CRD's deletion waits for its custom resources (the CRD controller deletes
+            // them, then removes the finalizer).
+            let is_crd = t.resource.group == "apiextensions.k8s.io"
+                && t.resource.kind == "CustomResourceDefinition";
+            let cleanup = crate::apiserver::crd::controller::CLEANUP_FINALIZER;
+            if is_crd && !meta::is_deleting(&old) && !finalizers.iter().any(|f| f == cleanup) {
+                finalizers.push(cleanup.to_string());
+            }
             if let Some(f) = finalizer {
                 if !finalizers.iter().any(|x| x == f) {
                     finalizers.push(f.to_string());

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::update::to_scale;
+use super::update::scale_of;
 use super::{meta, Registry, Target, WriteOptions};
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::patch::{
@@ -109,7 +109,11 @@ impl Registry {
                 }
                 Err(e) => return Err(e),
             };
-            let live_view = if scale { to_scale(&live) } else { live.clone() };
+            let live_view = if scale {
+                scale_of(t.resource, &live)
+            } else {
+                live.clone()
+            };
             let live_rv = meta::resource_version(&live).to_string();
             let mut patched = run(&live_view)?;
             let pinned = meta::resource_version(&patched) != live_rv;

@@ -63,7 +63,17 @@ impl Registry {
                 n
             } else if scale {
                 let mut n = old.clone();
-                n["spec"]["replicas"] = body["spec"]["replicas"].clone();
+                let replicas = body["spec"]["replicas"].clone();
+                match custom_scale(t.resource) {
+                    Some(sc) => {
+                        crate::apiserver::crd::jsonpath::set(
+                            &sc.spec_replicas_path,
+                            &mut n,
+                            replicas,
+                        );
+                    }
+                    None => n["spec"]["replicas"] = replicas,
+                }
                 n
             } else {
                 let mut n = body.clone();
@@ -132,7 +142,7 @@ impl Registry {
 
     /// GET of `<resource>/<name>/scale` as an `autoscaling/v1 Scale`.
     pub async fn get_scale(&self, t: &Target) -> ApiResult<Value> {
-        Ok(to_scale(&self.get(t).await?))
+        Ok(scale_of(t.resource, &self.get(t).await?))
     }
 
     /// PUT of `<resource>/<name>/scale`: sets `spec.replicas`.
@@ -158,7 +168,7 @@ impl Registry {
         if rv.is_empty() {
             meta::metadata_mut(&mut carrier).remove("resourceVersion");
         }
-        Ok(to_scale(&self.update(t, carrier, opts).await?))
+        Ok(scale_of(t.resource, &self.update(t, carrier, opts).await?))
     }
 }
 
@@ -192,6 +202,38 @@ fn keep_system_fields(old: &Value, new: &mut Value) {
             }
         }
     }
+}
+
+/// The scale subresource's paths of a custom resource.
+fn custom_scale(
+    r: &crate::apiserver::resources::catalog::Resource,
+) -> Option<crate::apiserver::crd::model::ScaleSpec> {
+    crate::apiserver::resources::custom::version_of(r).and_then(|cv| cv.scale.clone())
+}
+
+/// The `autoscaling/v1 Scale` view of an object of `r`: a custom resource's through its
+/// CRD's scale paths, a workload's from `spec.replicas`.
+pub fn scale_of(r: &crate::apiserver::resources::catalog::Resource, obj: &Value) -> Value {
+    let Some(sc) = custom_scale(r) else {
+        return to_scale(obj);
+    };
+    let at = |p: &str| crate::apiserver::crd::jsonpath::first(p, obj).cloned();
+    let mut s = to_scale(&Value::Null);
+    s["metadata"] = to_scale(obj)["metadata"].clone();
+    s["spec"]["replicas"] = json!(at(&sc.spec_replicas_path)
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0));
+    s["status"]["replicas"] = json!(at(&sc.status_replicas_path)
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0));
+    let selector = sc
+        .label_selector_path
+        .as_deref()
+        .and_then(at)
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    s["status"]["selector"] = json!(selector);
+    s
 }
 
 /// An `autoscaling/v1 Scale` view of a workload.

@@ -92,7 +92,8 @@ const fn status_of(group: &'static str, version: &'static str, kind: &'static st
     }
 }
 
-const SCALE: Subresource = Subresource {
+/// The `scale` subresource (an `autoscaling/v1 Scale`).
+pub const SCALE: Subresource = Subresource {
     name: "scale",
     group: "autoscaling",
     version: "v1",

@@ -20,6 +20,9 @@ pub struct Served {
 #[derive(Debug, Default)]
 pub struct Snapshot {
     pub served: Vec<Served>,
+    /// OpenAPI v3 documents of the custom group-versions, keyed like the built-in ones
+    /// (`apis/<group>/<version>`).
+    pub openapi: std::collections::BTreeMap<String, crate::apiserver::openapi::Document>,
 }
 
 impl Snapshot {
@@ -41,17 +44,18 @@ pub fn snapshot() -> Arc<Snapshot> {
     cell().read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-/// Replaces the snapshot; returns whether anything served changed.
-pub fn replace(next: Snapshot) -> bool {
-    let mut slot = cell().write().unwrap_or_else(|p| p.into_inner());
-    let same = slot.served.len() == next.served.len()
-        && slot
-            .served
-            .iter()
-            .zip(&next.served)
-            .all(|(a, b)| std::ptr::eq(a.row, b.row) && a.version == b.version);
-    *slot = Arc::new(next);
-    !same
+/// Replaces the snapshot.
+pub fn replace(next: Snapshot) {
+    *cell().write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
+}
+
+/// The custom version of a (group, version, kind), if one is served.
+pub fn by_gvk(group: &str, version: &str, kind: &str) -> Option<Arc<CustomVersion>> {
+    snapshot()
+        .served
+        .iter()
+        .find(|s| s.row.group == group && s.row.version == version && s.row.kind == kind)
+        .map(|s| s.version.clone())
 }
 
 /// The custom version served at a row, if the row is a custom resource's.

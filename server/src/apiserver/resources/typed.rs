@@ -50,6 +50,9 @@ pub fn check_structure(r: &Resource, obj: &Value) -> Result<(), String> {
         ("certificates.k8s.io", "CertificateSigningRequest") => {
             check::<certificates::v1::CertificateSigningRequest>(obj)
         }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => check::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >(obj),
         _ => Ok(()),
     };
     checked.map_err(|e| {

@@ -42,6 +42,8 @@ pub struct TableRequest {
     pub include: IncludeObject,
     /// The (group, kind) printed: the resource's, or its `status`/`scale` subresource's.
     pub kind: (&'static str, &'static str),
+    /// The custom resource printed (its version's printer columns), if it is one.
+    pub custom: Option<&'static crate::apiserver::resources::catalog::Resource>,
 }
 
 /// The (group, kind) a request at `rp` answers with, when it can be printed as a Table.
@@ -106,10 +108,17 @@ pub fn negotiate(
             )))
         }
     };
+    let custom = match rp.subresource.as_deref() {
+        None | Some("status") => {
+            crate::apiserver::resources::custom::version_of(rp.resource).map(|_| rp.resource)
+        }
+        _ => None,
+    };
     Ok(Some(TableRequest {
         api_version,
         include,
         kind,
+        custom,
     }))
 }
 
@@ -120,8 +129,14 @@ fn now() -> i64 {
 }
 
 fn row(obj: &Value, req: &TableRequest, now: i64) -> Value {
-    let printer = printers::printer_for(req.kind.0, req.kind.1);
-    let mut row = json!({ "cells": (printer.cells)(obj, now) });
+    let cells = match req
+        .custom
+        .and_then(crate::apiserver::resources::custom::version_of)
+    {
+        Some(cv) => crate::apiserver::crd::printer::cells(&cv, obj, now),
+        None => (printers::printer_for(req.kind.0, req.kind.1).cells)(obj, now),
+    };
+    let mut row = json!({ "cells": cells });
     if req.kind == ("", "Pod") {
         if let Some(c) = pod::row_conditions(obj) {
             row["conditions"] = c;
@@ -149,8 +164,16 @@ fn table(items: &[Value], metadata: Value, req: &TableRequest, headers: bool, no
         "rows": items.iter().map(|o| row(o, req, now)).collect::<Vec<_>>(),
     });
     if headers {
-        let columns = printers::printer_for(req.kind.0, req.kind.1).columns;
-        t["columnDefinitions"] = columns.iter().map(printers::Column::to_json).collect();
+        t["columnDefinitions"] = match req
+            .custom
+            .and_then(crate::apiserver::resources::custom::version_of)
+        {
+            Some(cv) => crate::apiserver::crd::printer::columns(&cv).into(),
+            None => {
+                let columns = printers::printer_for(req.kind.0, req.kind.1).columns;
+                columns.iter().map(printers::Column::to_json).collect()
+            }
+        };
     } else {
         t["columnDefinitions"] = Value::Null;
     }
@@ -273,6 +296,7 @@ mod tests {
                 api_version: "meta.k8s.io/v1",
                 include: IncludeObject::Metadata,
                 kind: ("", "ConfigMap"),
+                custom: None,
             })
         );
         let beta = "application/json;as=Table;v=v1beta1;g=meta.k8s.io, application/json";
@@ -319,6 +343,7 @@ mod tests {
             api_version: "meta.k8s.io/v1",
             include,
             kind: ("", "ConfigMap"),
+            custom: None,
         }
     }
 

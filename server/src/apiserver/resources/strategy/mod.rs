@@ -39,7 +39,14 @@ pub fn apply_defaults(r: &Resource, obj: &mut Value) {
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             rbac::binding_defaults(obj)
         }
-        _ => {}
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            crate::apiserver::crd::definition::defaults(obj)
+        }
+        _ => {
+            if let Some(s) = super::custom::version_of(r).and_then(|cv| cv.schema.clone()) {
+                crate::apiserver::crd::schema::default::apply(&s, obj);
+            }
+        }
     }
 }
 
@@ -85,7 +92,13 @@ pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
         ("rbac.authorization.k8s.io", "ClusterRole") => rbac::clusterrole_validate(obj),
         ("rbac.authorization.k8s.io", "RoleBinding") => rbac::binding_validate(obj, true),
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => rbac::binding_validate(obj, false),
-        _ => Vec::new(),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            crate::apiserver::crd::definition::validate(obj)
+        }
+        _ => match super::custom::version_of(r).and_then(|cv| cv.schema.clone()) {
+            Some(s) => crate::apiserver::crd::schema::validate::validate(&s, obj),
+            None => Vec::new(),
+        },
     }
 }
 
@@ -102,6 +115,9 @@ pub fn validate_update(r: &Resource, new: &Value, old: &Value) -> Vec<Cause> {
         ("scheduling.k8s.io", "PriorityClass") => scheduling::validate_update(new, old),
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             rbac::binding_validate_update(new, old)
+        }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            crate::apiserver::crd::definition::validate_update(old, new)
         }
         _ => Vec::new(),
     }

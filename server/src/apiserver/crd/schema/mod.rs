@@ -1,0 +1,41 @@
+//! Structural `openAPIV3Schema`s of custom resources: validation, pruning and defaulting,
+//! pure functions over `serde_json::Value`s, with kube-apiserver's field paths
+//! (`spec.items[0].name`).
+
+pub mod default;
+pub mod prune;
+pub mod validate;
+
+use serde_json::Value;
+
+/// `a.b` (or `b` at the root).
+pub(crate) fn child(at: &str, field: &str) -> String {
+    if at.is_empty() {
+        field.to_string()
+    } else {
+        format!("{at}.{field}")
+    }
+}
+
+/// `a[3]`.
+pub(crate) fn index(at: &str, i: usize) -> String {
+    format!("{at}[{i}]")
+}
+
+/// Whether a schema keeps fields it does not declare.
+pub(crate) fn preserves_unknown(schema: &Value) -> bool {
+    schema["x-kubernetes-preserve-unknown-fields"] == true
+}
+
+/// Whether a schema describes an embedded object (`apiVersion`, `kind`, `metadata`).
+pub(crate) fn embedded(schema: &Value) -> bool {
+    schema["x-kubernetes-embedded-resource"] == true
+}
+
+/// The schema of the value under `key` of an object: its property, else
+/// `additionalProperties` when that is a schema.
+pub(crate) fn field_schema<'a>(schema: &'a Value, key: &str) -> Option<&'a Value> {
+    schema["properties"]
+        .get(key)
+        .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()))
+}
