@@ -328,3 +328,37 @@ fn custom_resources_with_kubectl() {
         .ok(&["get", "gadgets", "-o", "name"])
         .contains("gadget.example.com/g1"));
 }
+
+/// Two API servers on one etcd: each learns the CRDs from the datastore (its own watch), not
+/// from the memory of the server that took the create.
+#[test]
+fn every_server_learns_crds_from_the_datastore() {
+    let etcd = common::Etcd::start();
+    let url = etcd.endpoint().url;
+    let (_a, ka) = Kubectl::start_server(&["--disable-agent", "--datastore-endpoint", &url]);
+    let (_b, kb) = Kubectl::start_server(&["--disable-agent", "--datastore-endpoint", &url]);
+
+    ka.ok_stdin(&["apply", "-f", "-"], Some(WIDGETS));
+    established(&kb, "widgets.example.com");
+    let path = "/apis/example.com/v1/namespaces/default/widgets";
+    common::wait_for(
+        "server b to serve widgets",
+        std::time::Duration::from_secs(10),
+        || kb.run(&["get", "--raw", path]).ok.then_some(()),
+    );
+    kb.ok_stdin(&["create", "-f", "-"], Some(&widget("w1", "{size: 2}")));
+    assert_eq!(jsonpath(&ka, &["widget", "w1"], "{.spec.color}"), "red");
+
+    kb.ok(&[
+        "delete",
+        "crd",
+        "widgets.example.com",
+        "--wait=true",
+        "--timeout=30s",
+    ]);
+    common::wait_for(
+        "server a to stop serving widgets",
+        std::time::Duration::from_secs(10),
+        || (!ka.run(&["get", "--raw", path]).ok).then_some(()),
+    );
+}

@@ -47,6 +47,8 @@ pub struct CustomVersion {
     /// conversion strategy None only `apiVersion` differs).
     pub storage_version: String,
     pub deprecation_warning: Option<String>,
+    /// The CRD is being deleted: its custom resources can be read and deleted, not created.
+    pub terminating: bool,
 }
 
 fn s(v: &Value) -> String {
@@ -166,6 +168,9 @@ pub fn served_versions(crd: &Value) -> Vec<CustomVersion> {
                         str::to_string,
                     )
                 }),
+                terminating: crd["metadata"]
+                    .get("deletionTimestamp")
+                    .is_some_and(|d| !d.is_null()),
             }
         })
         .collect();
@@ -212,5 +217,9 @@ mod tests {
         assert_eq!(vs[0].columns[0].json_path, ".spec.size");
         assert_eq!(vs[1].storage_version, "v1");
         assert!(vs[0].namespaced);
+        assert!(!vs[0].terminating);
+        let mut deleting = crd.clone();
+        deleting["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        assert!(served_versions(&deleting).iter().all(|v| v.terminating));
     }
 }

@@ -136,4 +136,36 @@ mod tests {
                 .is_object()
         );
     }
+
+    /// The only test that swaps the process-wide snapshot (others must not rely on it).
+    #[test]
+    fn discovery_and_lookups_follow_the_snapshot() {
+        use crate::apiserver::discovery;
+        use crate::apiserver::resources::{catalog, custom};
+        let mut crd = json!({"metadata": {"name": "gizmos.snapshot.example.org"}, "spec": {
+            "group": "snapshot.example.org", "scope": "Cluster",
+            "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "shortNames": ["gz"]},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}}}]}});
+        crd["status"] = status::desired(&crd, &[], "T");
+        let before = discovery::aggregated(false);
+        custom::replace(snapshot(std::slice::from_ref(&crd)));
+        let r = catalog::lookup("snapshot.example.org", "v1", "gizmos").expect("served");
+        assert!(!r.namespaced && r.has_status);
+        let after = discovery::aggregated(false);
+        assert_ne!(before, after);
+        let group = after["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["metadata"]["name"] == "snapshot.example.org")
+            .expect("the group is discovered");
+        let res = &group["versions"][0]["resources"][0];
+        assert_eq!(res["resource"], "gizmos");
+        assert_eq!(res["scope"], "Cluster");
+        assert_eq!(res["shortNames"], json!(["gz"]));
+        assert_eq!(res["subresources"][0]["subresource"], "status");
+        custom::replace(Snapshot::default());
+        assert!(catalog::lookup("snapshot.example.org", "v1", "gizmos").is_none());
+        assert_eq!(discovery::aggregated(false), before);
+    }
 }

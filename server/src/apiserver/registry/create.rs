@@ -17,6 +17,18 @@ impl Registry {
     /// stored object with its resourceVersion (none under dry run).
     pub async fn create(&self, t: &Target, mut obj: Value, opts: WriteOptions) -> ApiResult<Value> {
         let r = t.resource;
+        if crate::apiserver::resources::custom::version_of(r).is_some_and(|cv| cv.terminating) {
+            // kube-apiserver: MethodNotSupported while the CRD's resources are being deleted.
+            return Err(ApiError {
+                code: 405,
+                reason: "MethodNotAllowed",
+                message: format!(
+                    "create is not supported on resources of kind \"{}.{}\"",
+                    r.plural, r.group
+                ),
+                details: None,
+            });
+        }
         check_body(t, &obj)?;
         scope_namespace(t, &mut obj)?;
         if r.namespaced {
