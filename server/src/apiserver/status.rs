@@ -27,6 +27,20 @@ impl Cause {
         }
     }
 
+    /// [`Cause::invalid`] for a value that is not a string, printed as given (JSON for
+    /// numbers and booleans: `-1`, `true`; Go syntax for maps: `map[string]string{…}`).
+    pub fn invalid_value(
+        field: impl Into<String>,
+        value: impl std::fmt::Display,
+        detail: &str,
+    ) -> Cause {
+        Cause {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {value}: {detail}"),
+        }
+    }
+
     pub fn required(field: impl Into<String>, detail: &str) -> Cause {
         let message = if detail.is_empty() {
             "Required value".to_string()
@@ -252,6 +266,27 @@ impl ApiError {
         e
     }
 
+    /// 429 TooManyRequests with a retry hint (omitted when 0) and causes of `type` `reason`.
+    pub fn too_many_requests(
+        message: impl Into<String>,
+        retry_after_seconds: u32,
+        causes: &[(&str, String)],
+    ) -> ApiError {
+        let mut e = ApiError::new(429, "TooManyRequests", message);
+        let mut d = json!({});
+        if retry_after_seconds > 0 {
+            d["retryAfterSeconds"] = json!(retry_after_seconds);
+        }
+        if !causes.is_empty() {
+            d["causes"] = causes
+                .iter()
+                .map(|(reason, message)| json!({"reason": reason, "message": message}))
+                .collect();
+        }
+        e.details = Some(d);
+        e
+    }
+
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(500, "InternalError", message)
     }
@@ -299,12 +334,20 @@ impl From<crate::datastore::Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (
+        let retry_after = self
+            .details
+            .as_ref()
+            .and_then(|d| d["retryAfterSeconds"].as_u64());
+        let mut resp = (
             code,
             [(header::CONTENT_TYPE, "application/json")],
             self.to_status().to_string(),
         )
-            .into_response()
+            .into_response();
+        if let Some(s) = retry_after {
+            resp.headers_mut().insert(header::RETRY_AFTER, s.into());
+        }
+        resp
     }
 }
 

@@ -192,6 +192,25 @@ async fn resource_request(
     let sub = rp.subresource.as_deref();
     let watch = rp.legacy_watch || flag(&q, "watch");
     let table = table::negotiate(req.headers(), &q, &rp)?;
+    if let Some(s) = rp
+        .subresource
+        .as_deref()
+        .and_then(|s| rp.resource.subresources.iter().find(|x| x.name == s))
+    {
+        let verb = match method.as_str() {
+            "GET" => "get",
+            "PUT" => "update",
+            "PATCH" => "patch",
+            "POST" => "create",
+            _ => "",
+        };
+        if !s.verbs.contains(&verb) {
+            return Err(ApiError::method_not_allowed(method.as_str()));
+        }
+    }
+    if let Some(s @ ("log" | "exec" | "attach" | "portforward")) = sub {
+        return Err(super::connect::unavailable(reg, &target, s, &method).await);
+    }
     match (method, rp.name.is_some()) {
         (Method::GET, _) if watch => {
             if q.get("sendInitialEvents").is_some_and(|v| !v.is_empty()) {
@@ -266,6 +285,23 @@ async fn resource_request(
             let warnings = openapi::check_body(&q, &rp, &mut obj)?;
             let created = reg.create(&target, obj, opts).await?;
             let resp = json_response(StatusCode::CREATED, &created);
+            Ok(openapi::with_warnings(resp, &warnings))
+        }
+        (Method::POST, true) if sub == Some("binding") => {
+            let opts = write_options(&q)?;
+            let mut obj = read_object(req, &rp).await?;
+            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
+            let status = reg.bind_pod(&target, obj, opts).await?;
+            let resp = json_response(StatusCode::CREATED, &status);
+            Ok(openapi::with_warnings(resp, &warnings))
+        }
+        (Method::POST, true) if sub == Some("eviction") => {
+            let mut obj = read_object(req, &rp).await?;
+            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
+            let delete_body = obj.get("deleteOptions").filter(|d| d.is_object());
+            let opts = delete_options(&q, delete_body)?;
+            let status = reg.evict_pod(&target, &obj, opts).await?;
+            let resp = json_response(StatusCode::CREATED, &status);
             Ok(openapi::with_warnings(resp, &warnings))
         }
         (Method::PUT, true) => {

@@ -1,6 +1,7 @@
 //! The HTTP edge: TLS accept loop, router, request parsing, body decoding, handlers.
 
 pub mod body;
+mod connect;
 pub mod handlers;
 pub mod protobuf;
 mod protobuf_workloads;

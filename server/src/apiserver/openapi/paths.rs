@@ -438,6 +438,16 @@ pub fn resource_paths(r: &Resource, schema_name: SchemaName<'_>) -> Vec<(String,
             p["get"] = sub_op("read", "get", vec![], None, &["200"])
                 .render(&format!("read {} of the specified {kind}", s.name));
         }
+        if verb_has("create") {
+            p["post"] = sub_op(
+                "create",
+                "post",
+                write_params(false),
+                Some(body(&sub_schema, &["*/*"])),
+                &["200", "201", "202"],
+            )
+            .render(&format!("create {} of a {kind}", s.name));
+        }
         if verb_has("update") {
             p["put"] = sub_op(
                 "replace",

@@ -49,7 +49,6 @@ impl Registry {
             ));
         }
         stamp_new(r, &mut obj);
-        strategy::prepare_for_create(r, &mut obj);
 
         let _ip_guard = if r.group.is_empty() && r.kind == "Service" {
             let guard = self.ip_lock.lock().await;
@@ -59,13 +58,17 @@ impl Registry {
             None
         };
 
+        let body = obj;
         for _ in 0..GENERATE_ATTEMPTS {
             let name = if given_name.is_empty() {
                 format!("{generate_name}{}", meta::random_suffix())
             } else {
                 given_name.clone()
             };
+            let mut obj = body.clone();
             meta::metadata_mut(&mut obj).insert("name".into(), json!(name));
+            // After naming: a Job's generated labels carry its name.
+            strategy::prepare_for_create(r, &mut obj);
             strategy::apply_defaults(r, &mut obj);
             check(t, &obj)?;
             if opts.dry_run {

@@ -3,15 +3,18 @@
 //! MessagePack bytes in the store, without `metadata.resourceVersion` (which is the key's
 //! `mod_revision`, set on every read).
 
+pub mod binding;
 pub mod cache;
 pub mod continue_token;
 mod create;
 mod delete;
 mod event_ttl;
+pub mod eviction;
 pub mod keys;
 mod list;
 pub mod meta;
 pub mod patch;
+mod replace;
 pub mod selector;
 mod service;
 mod update;

@@ -50,6 +50,7 @@ impl Registry {
         };
         let status_only = t.subresource.as_deref() == Some("status");
         let scale = t.subresource.as_deref() == Some("scale");
+        let ephemeral = t.subresource.as_deref() == Some("ephemeralcontainers");
         for _ in 0..UNCONDITIONAL_ATTEMPTS {
             let (kv, _) = self.ds.get(&t.key()).await?;
             let kv = kv.ok_or_else(|| ApiError::not_found(t.subject()))?;
@@ -74,6 +75,10 @@ impl Registry {
                     }
                     None => n["spec"]["replicas"] = replicas,
                 }
+                n
+            } else if ephemeral {
+                let mut n = old.clone();
+                n["spec"]["ephemeralContainers"] = body["spec"]["ephemeralContainers"].clone();
                 n
             } else {
                 let mut n = body.clone();
@@ -103,7 +108,12 @@ impl Registry {
                 None
             };
             check(t, &new)?;
-            if !status_only {
+            if ephemeral {
+                let causes = strategy::validate_ephemeral_update(&old, &new);
+                if !causes.is_empty() {
+                    return Err(ApiError::invalid(t.kind_subject(t.name()), causes));
+                }
+            } else if !status_only {
                 check_update(t, &new, &old)?;
             }
             if t.resource.has_spec && new.get("spec") != old.get("spec") {
@@ -238,7 +248,15 @@ pub fn scale_of(r: &crate::apiserver::resources::catalog::Resource, obj: &Value)
 
 /// An `autoscaling/v1 Scale` view of a workload.
 pub fn to_scale(obj: &Value) -> Value {
-    let selector = obj["spec"]["selector"]["matchLabels"]
+    // A ReplicationController's selector is a plain map; the others' a LabelSelector.
+    let sel = &obj["spec"]["selector"];
+    let label_selector = sel.get("matchLabels").is_some() || sel.get("matchExpressions").is_some();
+    let match_labels = if label_selector {
+        &sel["matchLabels"]
+    } else {
+        sel
+    };
+    let selector = match_labels
         .as_object()
         .map(|m| {
             m.iter()
@@ -282,5 +300,8 @@ mod tests {
         let s = to_scale(&d);
         assert_eq!(s["spec"]["replicas"], 3);
         assert_eq!(s["status"], json!({"replicas": 2, "selector": "app=a"}));
+        let rc = json!({"metadata": {"name": "r"},
+            "spec": {"replicas": 1, "selector": {"app": "a", "tier": "b"}}});
+        assert_eq!(to_scale(&rc)["status"]["selector"], "app=a,tier=b");
     }
 }

@@ -101,6 +101,36 @@ pub const SCALE: Subresource = Subresource {
     verbs: SUB_VERBS,
 };
 
+const fn sub(
+    name: &'static str,
+    group: &'static str,
+    kind: &'static str,
+    verbs: &'static [&'static str],
+) -> Subresource {
+    Subresource {
+        name,
+        group,
+        version: "v1",
+        kind,
+        verbs,
+    }
+}
+
+/// Verbs of the streaming subresources that need a kubelet (`exec`, `attach`, `portforward`).
+const CONNECT_VERBS: &[&str] = &["create", "get"];
+
+/// The pod's subresources, as kube-apiserver lists them.
+const POD_SUBRESOURCES: &[Subresource] = &[
+    sub("attach", "", "PodAttachOptions", CONNECT_VERBS),
+    sub("binding", "", "Binding", &["create"]),
+    sub("ephemeralcontainers", "", "Pod", SUB_VERBS),
+    sub("eviction", "policy", "Eviction", &["create"]),
+    sub("exec", "", "PodExecOptions", CONNECT_VERBS),
+    sub("log", "", "Pod", &["get"]),
+    sub("portforward", "", "PodPortForwardOptions", CONNECT_VERBS),
+    status_of("", "v1", "Pod"),
+];
+
 const fn row(
     group: &'static str,
     version: &'static str,
@@ -146,7 +176,7 @@ pub static CATALOG: &[Resource] = &[
     Resource {
         short_names: &["po"],
         categories: &["all"],
-        subresources: &[status_of("", "v1", "Pod")],
+        subresources: POD_SUBRESOURCES,
         has_status: true,
         has_spec: false,
         storage_prefix: "/registry/pods",
@@ -229,6 +259,74 @@ pub static CATALOG: &[Resource] = &[
         ..row("", "v1", "Endpoints", "endpoints", "endpoints", true)
     },
     Resource {
+        short_names: &["pv"],
+        subresources: &[status_of("", "v1", "PersistentVolume")],
+        has_status: true,
+        storage_prefix: "/registry/persistentvolumes",
+        ..row(
+            "",
+            "v1",
+            "PersistentVolume",
+            "persistentvolumes",
+            "persistentvolume",
+            false,
+        )
+    },
+    Resource {
+        short_names: &["pvc"],
+        subresources: &[status_of("", "v1", "PersistentVolumeClaim")],
+        has_status: true,
+        storage_prefix: "/registry/persistentvolumeclaims",
+        ..row(
+            "",
+            "v1",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            "persistentvolumeclaim",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["quota"],
+        subresources: &[status_of("", "v1", "ResourceQuota")],
+        has_status: true,
+        storage_prefix: "/registry/resourcequotas",
+        ..row(
+            "",
+            "v1",
+            "ResourceQuota",
+            "resourcequotas",
+            "resourcequota",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["limits"],
+        storage_prefix: "/registry/limitranges",
+        ..row("", "v1", "LimitRange", "limitranges", "limitrange", true)
+    },
+    Resource {
+        short_names: &["rc"],
+        categories: &["all"],
+        subresources: &[status_of("", "v1", "ReplicationController"), SCALE],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/controllers",
+        field_labels: &[("status.replicas", "status.replicas")],
+        ..row(
+            "",
+            "v1",
+            "ReplicationController",
+            "replicationcontrollers",
+            "replicationcontroller",
+            true,
+        )
+    },
+    Resource {
+        storage_prefix: "/registry/podtemplates",
+        ..row("", "v1", "PodTemplate", "podtemplates", "podtemplate", true)
+    },
+    Resource {
         short_names: &["deploy"],
         categories: &["all"],
         subresources: &[status_of("apps", "v1", "Deployment"), SCALE],
@@ -258,6 +356,91 @@ pub static CATALOG: &[Resource] = &[
             "ReplicaSet",
             "replicasets",
             "replicaset",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["sts"],
+        categories: &["all"],
+        subresources: &[status_of("apps", "v1", "StatefulSet"), SCALE],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/statefulsets",
+        ..row(
+            "apps",
+            "v1",
+            "StatefulSet",
+            "statefulsets",
+            "statefulset",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["ds"],
+        categories: &["all"],
+        subresources: &[status_of("apps", "v1", "DaemonSet")],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/daemonsets",
+        ..row("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true)
+    },
+    Resource {
+        storage_prefix: "/registry/controllerrevisions",
+        ..row(
+            "apps",
+            "v1",
+            "ControllerRevision",
+            "controllerrevisions",
+            "controllerrevision",
+            true,
+        )
+    },
+    Resource {
+        categories: &["all"],
+        subresources: &[status_of("batch", "v1", "Job")],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/jobs",
+        field_labels: &[("status.successful", "status.successful")],
+        ..row("batch", "v1", "Job", "jobs", "job", true)
+    },
+    Resource {
+        short_names: &["cj"],
+        categories: &["all"],
+        subresources: &[status_of("batch", "v1", "CronJob")],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/cronjobs",
+        ..row("batch", "v1", "CronJob", "cronjobs", "cronjob", true)
+    },
+    Resource {
+        short_names: &["hpa"],
+        categories: &["all"],
+        subresources: &[status_of("autoscaling", "v2", "HorizontalPodAutoscaler")],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/horizontalpodautoscalers",
+        ..row(
+            "autoscaling",
+            "v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            "horizontalpodautoscaler",
+            true,
+        )
+    },
+    Resource {
+        short_names: &["pdb"],
+        subresources: &[status_of("policy", "v1", "PodDisruptionBudget")],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/poddisruptionbudgets",
+        ..row(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            "poddisruptionbudget",
             true,
         )
     },

@@ -3,8 +3,8 @@
 //! kube-apiserver's decoder does.
 
 use k8s_openapi::api::{
-    apps, certificates, coordination, core, discovery, events, networking, rbac, scheduling,
-    storage,
+    apps, autoscaling, batch, certificates, coordination, core, discovery, events, networking,
+    policy, rbac, scheduling, storage,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -29,8 +29,23 @@ pub fn check_structure(r: &Resource, obj: &Value) -> Result<(), String> {
         ("", "Event") => check::<core::v1::Event>(obj),
         ("", "Node") => check::<core::v1::Node>(obj),
         ("", "Endpoints") => check::<core::v1::Endpoints>(obj),
+        ("", "PersistentVolume") => check::<core::v1::PersistentVolume>(obj),
+        ("", "PersistentVolumeClaim") => check::<core::v1::PersistentVolumeClaim>(obj),
+        ("", "ResourceQuota") => check::<core::v1::ResourceQuota>(obj),
+        ("", "LimitRange") => check::<core::v1::LimitRange>(obj),
+        ("", "ReplicationController") => check::<core::v1::ReplicationController>(obj),
+        ("", "PodTemplate") => check::<core::v1::PodTemplate>(obj),
         ("apps", "Deployment") => check::<apps::v1::Deployment>(obj),
         ("apps", "ReplicaSet") => check::<apps::v1::ReplicaSet>(obj),
+        ("apps", "StatefulSet") => check::<apps::v1::StatefulSet>(obj),
+        ("apps", "DaemonSet") => check::<apps::v1::DaemonSet>(obj),
+        ("apps", "ControllerRevision") => check::<apps::v1::ControllerRevision>(obj),
+        ("batch", "Job") => check::<batch::v1::Job>(obj),
+        ("batch", "CronJob") => check::<batch::v1::CronJob>(obj),
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            check::<autoscaling::v2::HorizontalPodAutoscaler>(obj)
+        }
+        ("policy", "PodDisruptionBudget") => check::<policy::v1::PodDisruptionBudget>(obj),
         ("coordination.k8s.io", "Lease") => check::<coordination::v1::Lease>(obj),
         // Part B.
         ("discovery.k8s.io", "EndpointSlice") => check::<discovery::v1::EndpointSlice>(obj),

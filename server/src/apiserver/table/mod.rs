@@ -9,6 +9,7 @@
 //! - A request that does not ask for a Table first gets the object or list unchanged.
 
 pub mod age;
+pub mod autoscaling;
 pub mod batch;
 pub mod cluster;
 pub mod core;

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::{batch, cluster, core, pod, storage_net, workloads};
+use super::{autoscaling, batch, cluster, core, pod, storage_net, workloads};
 
 /// One `metav1.TableColumnDefinition`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +97,9 @@ pub fn printer_for(group: &str, kind: &str) -> Printer {
             workloads::replicationcontroller_cells,
         ),
         ("batch", "Job") => (batch::JOB_COLUMNS, batch::job_cells),
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            (autoscaling::HPA_COLUMNS, autoscaling::hpa_cells)
+        }
         ("batch", "CronJob") => (batch::CRONJOB_COLUMNS, batch::cronjob_cells),
         ("", "PersistentVolume") => (storage_net::PV_COLUMNS, storage_net::pv_cells),
         ("", "PersistentVolumeClaim") => (storage_net::PVC_COLUMNS, storage_net::pvc_cells),
@@ -230,7 +233,7 @@ mod tests {
 
     #[test]
     fn default_table_is_name_and_age() {
-        let p = printer_for("autoscaling", "HorizontalPodAutoscaler");
+        let p = printer_for("example.com", "Widget");
         let names: Vec<_> = p.columns.iter().map(|c| c.name).collect();
         assert_eq!(names, ["Name", "Age"]);
         assert_eq!(p.columns[0].to_json()["format"], "name");

@@ -92,8 +92,10 @@ pub fn field_value(obj: &Value, path: &str) -> String {
             None => {
                 return match path {
                     "spec.hostNetwork" | "spec.unschedulable" => "false".into(),
+                    // Integers of a status that is not written yet read as 0.
+                    "status.replicas" | "status.successful" => "0".into(),
                     _ => String::new(),
-                }
+                };
             }
         }
     }

@@ -122,6 +122,57 @@ impl LabelSelector {
         Ok(LabelSelector { requirements })
     }
 
+    /// A `metav1.LabelSelector` object (`matchLabels` + `matchExpressions`), as
+    /// `metav1.LabelSelectorAsSelector` reads it: `{}` selects everything. The error is the
+    /// reason the selector is invalid (an unknown operator, values on `Exists`, a bad key).
+    pub fn from_object(sel: &serde_json::Value) -> Result<LabelSelector, String> {
+        let mut requirements = Vec::new();
+        if let Some(m) = sel["matchLabels"].as_object() {
+            for (k, v) in m {
+                let v = v.as_str().unwrap_or("").to_string();
+                if let Some(e) = label_key_error(k) {
+                    return Err(format!("invalid label key {k:?}: {e}"));
+                }
+                if let Some(e) = label_value_error(&v) {
+                    return Err(format!("invalid label value {v:?}: {e}"));
+                }
+                requirements.push(Requirement {
+                    key: k.clone(),
+                    op: Op::In(vec![v]),
+                });
+            }
+        }
+        for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+            let key = e["key"].as_str().unwrap_or("").to_string();
+            if let Some(err) = label_key_error(&key) {
+                return Err(format!("invalid label key {key:?}: {err}"));
+            }
+            let values: Vec<String> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|v| v.as_str().unwrap_or("").to_string())
+                .collect();
+            let op = match (e["operator"].as_str().unwrap_or(""), values.is_empty()) {
+                ("In", false) => Op::In(values),
+                ("NotIn", false) => Op::NotIn(values),
+                ("Exists", true) => Op::Exists,
+                ("DoesNotExist", true) => Op::DoesNotExist,
+                ("In" | "NotIn", true) => {
+                    return Err("for 'in', 'notin' operators, values set can't be empty".into())
+                }
+                ("Exists" | "DoesNotExist", false) => {
+                    return Err("values set must be empty for exists and does not exist".into())
+                }
+                (other, _) => {
+                    return Err(format!("{other:?} is not a valid label selector operator"))
+                }
+            };
+            requirements.push(Requirement { key, op });
+        }
+        Ok(LabelSelector { requirements })
+    }
+
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
@@ -186,6 +237,27 @@ mod tests {
         assert!(m("f"));
         assert!(!m("!f"));
         assert!(m("!g,a==1"));
+    }
+
+    #[test]
+    fn label_selector_objects() {
+        let sel = serde_json::json!({"matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]},
+                                 {"key": "canary", "operator": "DoesNotExist"}]});
+        let s = LabelSelector::from_object(&sel).unwrap();
+        assert!(s.matches(&labels(&[("app", "web"), ("tier", "b")])));
+        assert!(!s.matches(&labels(&[("app", "web"), ("tier", "c")])));
+        assert!(!s.matches(&labels(&[("app", "web"), ("tier", "a"), ("canary", "")])));
+        assert!(LabelSelector::from_object(&serde_json::json!({}))
+            .unwrap()
+            .is_empty());
+        let bad = serde_json::json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]});
+        assert!(LabelSelector::from_object(&bad).is_err());
+        let bad = serde_json::json!({"matchExpressions": [{"key": "a", "operator": "Near"}]});
+        assert_eq!(
+            LabelSelector::from_object(&bad).unwrap_err(),
+            "\"Near\" is not a valid label selector operator"
+        );
     }
 
     #[test]

@@ -1,11 +1,10 @@
 //! Deployment and ReplicaSet defaulting and the selector/template checks.
 
-use std::collections::BTreeMap;
-
 use serde_json::{json, Value};
 
 use super::default_field;
 use super::pod::{default_pod_spec, validate_spec};
+use super::workload::string_map;
 use crate::apiserver::registry::selector::LabelSelector;
 use crate::apiserver::status::Cause;
 
@@ -40,16 +39,6 @@ pub fn replicaset_defaults(rs: &mut Value) {
     template_defaults(rs);
 }
 
-fn string_map(v: &Value) -> BTreeMap<String, String> {
-    v.as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// A selector, template labels it matches, a valid pod template, non-negative replicas.
 pub fn validate(obj: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
@@ -71,9 +60,9 @@ pub fn validate(obj: &Value) -> Vec<Cause> {
             .join(","),
     );
     if !match_labels.is_empty() && !sel.is_ok_and(|s| s.matches(&template_labels)) {
-        causes.push(Cause::invalid(
+        causes.push(Cause::invalid_value(
             "spec.template.metadata.labels",
-            &format!("{template_labels:?}"),
+            super::workload::go_string_map(&template_labels),
             "`selector` does not match template `labels`",
         ));
     }

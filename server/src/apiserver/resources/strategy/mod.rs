@@ -2,8 +2,15 @@
 //! what a create resets. Pure functions over the JSON object; unit-tested with exact values.
 
 mod apps;
+mod autoscaling;
+mod batch;
+mod ephemeral;
 mod namespace;
 mod pod;
+mod policy;
+mod quantity;
+mod quota;
+mod replication;
 mod service;
 // Part B.
 mod endpointslice;
@@ -11,7 +18,10 @@ mod event;
 mod networking;
 mod rbac;
 pub mod scheduling;
+mod sets;
 mod storage;
+mod volume;
+mod workload;
 
 use serde_json::Value;
 
@@ -29,6 +39,16 @@ pub fn apply_defaults(r: &Resource, obj: &mut Value) {
         ("", "Namespace") => namespace::defaults(obj),
         ("apps", "Deployment") => apps::deployment_defaults(obj),
         ("apps", "ReplicaSet") => apps::replicaset_defaults(obj),
+        ("", "PersistentVolume") => volume::pv_defaults(obj),
+        ("", "PersistentVolumeClaim") => volume::claim_defaults(obj),
+        ("", "LimitRange") => quota::limitrange_defaults(obj),
+        ("", "ReplicationController") => replication::rc_defaults(obj),
+        ("", "PodTemplate") => replication::podtemplate_defaults(obj),
+        ("apps", "StatefulSet") => sets::statefulset_defaults(obj),
+        ("apps", "DaemonSet") => sets::daemonset_defaults(obj),
+        ("batch", "Job") => batch::job_defaults(obj),
+        ("batch", "CronJob") => batch::cronjob_defaults(obj),
+        ("autoscaling", "HorizontalPodAutoscaler") => autoscaling::hpa_defaults(obj),
         // Part B.
         ("discovery.k8s.io", "EndpointSlice") => endpointslice::defaults(obj),
         ("networking.k8s.io", "IngressClass") => networking::ingressclass_defaults(obj),
@@ -64,6 +84,27 @@ pub fn prepare_for_create(r: &Resource, obj: &mut Value) {
         ("", "Service") => {
             obj["status"] = serde_json::json!({ "loadBalancer": {} });
         }
+        ("", "PersistentVolume") => {
+            obj["status"] = serde_json::json!({
+                "phase": "Pending",
+                "lastPhaseTransitionTime": crate::apiserver::registry::meta::now_rfc3339(),
+            });
+        }
+        ("", "ReplicationController") | ("apps", "StatefulSet") => {
+            obj["status"] = serde_json::json!({ "replicas": 0 });
+            if r.kind == "StatefulSet" {
+                obj["status"]["availableReplicas"] = serde_json::json!(0);
+            }
+        }
+        ("apps", "DaemonSet") => {
+            obj["status"] = serde_json::json!({"currentNumberScheduled": 0, "numberMisscheduled": 0,
+                "desiredNumberScheduled": 0, "numberReady": 0});
+        }
+        ("autoscaling", "HorizontalPodAutoscaler") => {
+            obj["status"] = serde_json::json!({ "desiredReplicas": 0 });
+        }
+        ("policy", "PodDisruptionBudget") => obj["status"] = policy::initial_status(),
+        ("batch", "Job") => batch::generate_selector(obj),
         // Part B.
         ("networking.k8s.io", "Ingress") => obj["status"] = networking::ingress_initial_status(),
         _ => {}
@@ -92,6 +133,20 @@ pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
         ("rbac.authorization.k8s.io", "ClusterRole") => rbac::clusterrole_validate(obj),
         ("rbac.authorization.k8s.io", "RoleBinding") => rbac::binding_validate(obj, true),
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => rbac::binding_validate(obj, false),
+        // Part A.
+        ("", "PersistentVolume") => volume::validate_pv(obj),
+        ("", "PersistentVolumeClaim") => volume::validate_pvc(obj),
+        ("", "ResourceQuota") => quota::validate_quota(obj),
+        ("", "LimitRange") => quota::validate_limitrange(obj),
+        ("", "ReplicationController") => replication::validate_rc(obj),
+        ("", "PodTemplate") => replication::validate_podtemplate(obj),
+        ("apps", "StatefulSet") => sets::validate_statefulset(obj),
+        ("apps", "DaemonSet") => sets::validate_daemonset(obj),
+        ("apps", "ControllerRevision") => sets::validate_controllerrevision(obj),
+        ("batch", "Job") => batch::validate_job(obj),
+        ("batch", "CronJob") => batch::validate_cronjob(obj),
+        ("autoscaling", "HorizontalPodAutoscaler") => autoscaling::validate_hpa(obj),
+        ("policy", "PodDisruptionBudget") => policy::validate_pdb(obj),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             crate::apiserver::crd::definition::validate(obj)
         }
@@ -100,6 +155,11 @@ pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
             None => Vec::new(),
         },
     }
+}
+
+/// The `ephemeralcontainers` subresource's rules: containers may be added, not changed.
+pub fn validate_ephemeral_update(old: &Value, new: &Value) -> Vec<Cause> {
+    ephemeral::validate_update(old, new)
 }
 
 /// What an update may not change (kube's `ValidateXUpdate`), on top of [`validate`].
@@ -116,6 +176,10 @@ pub fn validate_update(r: &Resource, new: &Value, old: &Value) -> Vec<Cause> {
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
             rbac::binding_validate_update(new, old)
         }
+        // Part A.
+        ("", "PersistentVolumeClaim") => volume::validate_pvc_update(old, new),
+        ("apps", "StatefulSet") => sets::validate_statefulset_update(old, new),
+        ("batch", "Job") => batch::validate_job_update(old, new),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             crate::apiserver::crd::definition::validate_update(old, new)
         }

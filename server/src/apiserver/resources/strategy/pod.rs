@@ -24,7 +24,7 @@ pub fn default_pod_spec(spec: &mut Value) {
     default_field(spec, "terminationGracePeriodSeconds", json!(30));
     default_field(spec, "schedulerName", json!("default-scheduler"));
     default_field(spec, "securityContext", json!({}));
-    for list in ["containers", "initContainers"] {
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
         if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for c in cs {
                 default_container(c);
@@ -61,6 +61,9 @@ fn default_container(c: &mut Value) {
     }
 }
 
+/// kube's message for a name that is not a DNS-1123 label.
+pub const DNS1123_LABEL_ERROR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
 /// Containers present, each with a DNS-label name (unique) and an image.
 pub fn validate_spec(spec: &Value, path: &str) -> Vec<Cause> {
     let mut causes = Vec::new();
@@ -82,11 +85,9 @@ pub fn validate_spec(spec: &Value, path: &str) -> Vec<Cause> {
             let at = format!("{path}.{list}[{i}]");
             match c["name"].as_str() {
                 None | Some("") => causes.push(Cause::required(format!("{at}.name"), "")),
-                Some(n) if !is_dns1123_label(n) => causes.push(Cause::invalid(
-                    format!("{at}.name"),
-                    n,
-                    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
-                )),
+                Some(n) if !is_dns1123_label(n) => {
+                    causes.push(Cause::invalid(format!("{at}.name"), n, DNS1123_LABEL_ERROR))
+                }
                 Some(n) if names.contains(&n) => causes.push(Cause {
                     reason: "FieldValueDuplicate",
                     field: format!("{at}.name"),
