@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, with apt-get and only when missing, what building and testing k3rs needs:
 # a C toolchain (for crates that build C), and for the tests the reference etcd 3.4
-# (etcd-server), etcdctl (etcd-client) and openssl. Rust itself comes from rustup.
+# (etcd-server), etcdctl (etcd-client), openssl and ip (iproute2). Rust itself comes from rustup.
 #
 # Usage: scripts/prereqs.sh [build|test]   (default: test)
 set -euo pipefail
@@ -14,6 +14,8 @@ if [ "$what" = test ]; then
     command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
     command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
     command -v openssl >/dev/null 2>&1 || need+=(openssl)
+    # `ip` makes the network namespaces of the HA tests (ha_netns, ha_faults).
+    command -v ip >/dev/null 2>&1 || need+=(iproute2)
 fi
 
 if [ "${#need[@]}" -gt 0 ]; then

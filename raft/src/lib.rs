@@ -20,8 +20,10 @@
 //! - **Two leaders in one term**: openraft 0.9 allows it by default; the `single-term-leader`
 //!   feature (standard Raft) is on in the workspace (see [`types::TypeConfig`]).
 //! - **Stale reads**: the state machine is read only after [`Node::read_barrier`] (ReadIndex:
-//!   `ensure_linearizable` on the leader, the leader's read index on a follower), except for
-//!   etcd's `serializable` reads, which are local by definition.
+//!   the leader's read index, on the leader or asked by a follower), except for etcd's
+//!   `serializable` reads, which are local by definition. openraft restores a restarted
+//!   leader in its old term without a blank entry, so its read index can lag behind writes
+//!   acknowledged before the crash: `read_index` raises it to the log's tail at startup.
 //! - **Snapshot install blocking the core**: snapshots stream in 1 MiB chunks into a file;
 //!   the import runs on a blocking thread (`StateMachine::install_snapshot`) while the Raft
 //!   core keeps handling heartbeats and votes; `peer_server` logs how long it took.
@@ -39,6 +41,7 @@ mod node;
 pub mod peer;
 mod peer_server;
 mod proposer;
+mod read_index;
 mod snapshot;
 mod state_machine;
 pub mod types;

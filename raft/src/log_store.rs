@@ -87,7 +87,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     /// Kept in memory only (for `Node::status`). Not persisting it is safe: on restart the
     /// entries past the state machine's applied index are applied once the leader commits its
-    /// first entry of the new term (the WAL replay); `Node::start` waits for that.
+    /// first entry of the new term (the WAL replay), or, for a leader openraft restores in
+    /// its old term, once its log's tail at startup is committed; reads wait for both (see
+    /// `read_index`).
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
         *self.committed.lock().unwrap_or_else(|e| e.into_inner()) = committed;
         Ok(())

@@ -20,6 +20,7 @@ use crate::peer::{
 };
 use crate::peer_server::{self, NodeSlot};
 use crate::proposer::{remote_error, Proposer};
+use crate::read_index::{self, StartupFloor};
 use crate::snapshot::SnapshotDir;
 use crate::state_machine::{self, StateMachine};
 use crate::types::{LogId, NodeInfo, Raft};
@@ -62,6 +63,8 @@ pub struct Node {
     peer: Option<PeerConfig>,
     peer_service: tokio::sync::Mutex<Option<std::net::SocketAddr>>,
     node_slot: NodeSlot,
+    /// The log at startup: a leader restored in its term reads no earlier (see `read_index`).
+    startup: StartupFloor,
 }
 
 fn raft_config(cfg: &NodeConfig) -> Result<Config> {
@@ -163,6 +166,10 @@ impl Node {
             crate::cluster_reset::reset(&wal, cfg.node_id, me.clone()).map_err(Error::Fatal)?;
         }
 
+        let startup = StartupFloor {
+            term: wal.read_vote().map_or(0, |v| v.leader_id().term),
+            last_index: wal.log_state().1.map_or(0, |l| l.index),
+        };
         let lessor = Arc::new(Lessor::new(cfg.election_timeout));
         let wal = Arc::new(wal);
         let log_store = LogStore::new(wal.clone());
@@ -226,6 +233,7 @@ impl Node {
             peer: peer.clone(),
             peer_service: tokio::sync::Mutex::new(None),
             node_slot: slot.clone(),
+            startup,
             cfg,
         });
         let _ = slot.set(Arc::downgrade(&node));
@@ -385,6 +393,36 @@ impl Node {
             }
             Err(e) => return Err(remote_error(e)),
         };
+        self.wait_applied(index).await
+    }
+
+    async fn read_barrier_local(&self) -> Result<()> {
+        let index = match self.leader_read_index().await {
+            Ok(index) => index,
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_))) => {
+                return Err(Error::NoLeader)
+            }
+            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_))) => {
+                return Err(Error::NoLeader)
+            }
+            Err(RaftError::Fatal(e)) => return Err(fatal(e)),
+        };
+        self.wait_applied(index).await
+    }
+
+    /// ReadIndex on the leader: confirms leadership with a quorum and returns the index the
+    /// state machine must reach (openraft's `get_read_log_id`, raised to the startup log for
+    /// a leader restored in its term, see `read_index`).
+    async fn leader_read_index(
+        &self,
+    ) -> std::result::Result<u64, RaftError<NodeId, CheckIsLeaderError<NodeId, NodeInfo>>> {
+        let (read, _) = self.raft.get_read_log_id().await?;
+        let term = self.raft.metrics().borrow().current_term;
+        Ok(read_index::read_index(read, term, self.startup))
+    }
+
+    /// Waits until the state machine has applied `index` (bounded by the forwarding timeout).
+    async fn wait_applied(&self, index: u64) -> Result<()> {
         self.raft
             .wait(Some(crate::forward::FORWARD_TIMEOUT))
             .applied_index_at_least(Some(index), "read index")
@@ -394,19 +432,6 @@ impl Node {
                 openraft::metrics::WaitError::Timeout(..) => Error::Timeout,
                 openraft::metrics::WaitError::ShuttingDown => Error::Stopped,
             })
-    }
-
-    async fn read_barrier_local(&self) -> Result<()> {
-        match self.raft.ensure_linearizable().await {
-            Ok(_) => Ok(()),
-            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_))) => {
-                Err(Error::NoLeader)
-            }
-            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_))) => {
-                Err(Error::NoLeader)
-            }
-            Err(RaftError::Fatal(e)) => Err(fatal(e)),
-        }
     }
 
     /// Reclaims disk space: defragments the store, then rebuilds this member's Raft snapshot
@@ -695,8 +720,8 @@ impl Node {
                 }
                 Err(e) => Err(RemoteError::Fatal(e.to_string())),
             },
-            ForwardRequest::ReadIndex => match self.raft.get_read_log_id().await {
-                Ok((read, _)) => Ok(ForwardResponse::ReadIndex(read.map_or(0, |l| l.index))),
+            ForwardRequest::ReadIndex => match self.leader_read_index().await {
+                Ok(index) => Ok(ForwardResponse::ReadIndex(index)),
                 Err(RaftError::APIError(_)) => Err(RemoteError::NotLeader),
                 Err(RaftError::Fatal(e)) => Err(local(fatal(e))),
             },

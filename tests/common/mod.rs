@@ -17,6 +17,7 @@ pub mod netns;
 pub mod ns_cluster;
 pub mod process;
 pub mod stats;
+pub mod workload;
 
 use std::collections::HashSet;
 use std::net::TcpListener;
