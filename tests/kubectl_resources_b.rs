@@ -7,22 +7,12 @@
 
 mod common;
 
-use std::time::Duration;
-
+use common::kinds::{round_trip, start, RoundTrip};
 use common::kubectl::{header, table, Kubectl};
-use common::K3rs;
 
 /// One kind: a valid object, the `kubectl get` header and the first cells of its row, and an
 /// invalid object with the field paths its 422 must name.
-struct Case {
-    resource: &'static str,
-    name: &'static str,
-    valid: &'static str,
-    header: &'static [&'static str],
-    cells: &'static [&'static str],
-    invalid: &'static str,
-    fields: &'static [&'static str],
-}
+type Case = RoundTrip<'static>;
 
 const CASES: &[Case] = &[
     Case {
@@ -293,44 +283,11 @@ subjects: [{kind: ServiceAccount, name: default}]
     },
 ];
 
-fn start() -> (K3rs, Kubectl) {
-    let mut server = K3rs::start_kubernetes(&["--disable-agent"]);
-    let k = Kubectl {
-        bin: common::require_program("kubectl", "kubectl"),
-        kubeconfig: server.kubeconfig(),
-    };
-    common::wait_for("the API", Duration::from_secs(60), || {
-        server.assert_running();
-        k.run(&["get", "namespace", "default", "-o", "name"])
-            .ok
-            .then_some(())
-    });
-    (server, k)
-}
-
 /// Every kind: create from YAML, read back as a Table, and get a 422 with upstream's field
 /// paths for the invalid object.
 fn check_cases(k: &Kubectl) {
     for case in CASES {
-        let created = k.ok_stdin(&["create", "-f", "-"], Some(case.valid));
-        assert!(created.contains("created"), "{}: {created}", case.resource);
-        let out = k.ok(&["get", case.resource, case.name]);
-        assert_eq!(header(&out), case.header, "{}: {out}", case.resource);
-        let row = &table(&out)[1];
-        assert_eq!(
-            row[..case.cells.len()],
-            case.cells[..],
-            "{}: {out}",
-            case.resource
-        );
-        let err = k.fails_with(&["create", "-f", "-"], Some(case.invalid), "is invalid");
-        for f in case.fields {
-            assert!(
-                err.contains(&format!("{f}: ")),
-                "{}: expected field {f} in {err}",
-                case.resource
-            );
-        }
+        round_trip(k, case);
     }
 }
 
