@@ -771,6 +771,51 @@ fn check_eviction(k: &Kubectl) {
     assert!(missing.stderr.contains("NotFound"), "{missing:?}");
 }
 
+/// `kubectl drain` goes through the eviction subresource: a free pod is evicted, a pod whose
+/// budget (`pdb1`, spent by [`check_eviction`]) allows no disruption is refused with the 429's
+/// message until drain gives up.
+fn check_drain(k: &Kubectl) {
+    k.ok_stdin(
+        &["create", "-f", "-"],
+        Some("apiVersion: v1\nkind: Node\nmetadata: {name: node-b}\n"),
+    );
+    let bound = |name: &str, app: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{app: {app}}}}}\n\
+             spec:\n  nodeName: node-b\n  containers: [{{name: app, image: nginx:1.27}}]\n"
+        )
+    };
+    k.ok_stdin(&["create", "-f", "-"], Some(&bound("free", "free")));
+    let drain = [
+        "drain",
+        "node-b",
+        "--ignore-daemonsets",
+        "--force",
+        "--grace-period=0",
+        "--timeout=8s",
+    ];
+    let out = k.ok(&drain);
+    assert!(out.contains("pod/free evicted"), "{out}");
+    k.fails_with(&["get", "pod", "free"], None, "NotFound");
+    k.ok_stdin(&["create", "-f", "-"], Some(&bound("held", "guarded")));
+    k.ok(&[
+        "patch",
+        "pod",
+        "held",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#,
+    ]);
+    let err = k.fails_with(
+        &drain,
+        None,
+        "Cannot evict pod as it would violate the pod's disruption budget.",
+    );
+    assert!(err.contains("held"), "{err}");
+    assert_eq!(json(k, &["get", "pod", "held"])["metadata"]["name"], "held");
+}
+
 #[test]
 fn part_a_resources_with_kubectl() {
     let (_server, k) = start();
@@ -780,4 +825,5 @@ fn part_a_resources_with_kubectl() {
     check_scale(&k);
     check_binding(&k);
     check_eviction(&k);
+    check_drain(&k);
 }
