@@ -64,10 +64,20 @@ struct ServerArgs {
     /// majority of servers), and exit; then start it without the flag and add fresh servers.
     #[arg(long, env = "K3RS_CLUSTER_RESET")]
     cluster_reset: bool,
-    /// Interim, until servers join by token: peer URL of an existing server (repeatable) to
-    /// join after `etcdctl member add <this server's peer URL>`; keep it on restarts.
-    #[arg(long, env = "K3RS_ETCD_JOIN_PEER", value_delimiter = ',')]
-    etcd_join_peer: Vec<String>,
+    /// Join the cluster of this server (https://<server>:6443) on first start; needs --token.
+    #[arg(long, short = 's', env = "K3RS_URL", requires = "token")]
+    server: Option<String>,
+    /// The cluster's server token (K10<CA hash>::server:<secret>, or the bare secret). Without
+    /// --server: the secret of a new cluster's token.
+    #[arg(long, short = 't', env = "K3RS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Address other servers reach this one at (peer URL); default: the address of the
+    /// default route's interface.
+    #[arg(long, env = "K3RS_NODE_IP")]
+    node_ip: Option<IpAddr>,
+    /// Address advertised to other servers when --node-ip is not given.
+    #[arg(long, env = "K3RS_ADVERTISE_ADDRESS")]
+    advertise_address: Option<IpAddr>,
     /// Address the etcd client port listens on.
     #[arg(long, default_value = "127.0.0.1", env = "K3RS_ETCD_CLIENT_ADDRESS")]
     etcd_client_address: IpAddr,
@@ -191,9 +201,14 @@ async fn main() -> anyhow::Result<()> {
                 watch_progress_notify_interval: args.etcd_watch_progress_notify_interval,
                 etcd_peer_port: args.etcd_peer_port,
                 cluster_reset: args.cluster_reset,
-                join_peers: args.etcd_join_peer,
+                https_listen: SocketAddr::new(args.bind_address, args.https_listen_port),
+                node_ip: args.node_ip.or(args.advertise_address),
+                join: args.server.map(|server| k3rs_server::join::JoinConfig {
+                    server,
+                    token: args.token.clone().unwrap_or_default(),
+                }),
+                token: args.token,
                 api: (!args.disable_apiserver).then(|| k3rs_server::ApiSettings {
-                    listen: SocketAddr::new(args.bind_address, args.https_listen_port),
                     tls_sans: args.tls_san,
                     write_kubeconfig: Some(args.write_kubeconfig),
                     write_kubeconfig_mode: args.write_kubeconfig_mode,

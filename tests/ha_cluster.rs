@@ -1,175 +1,66 @@
-//! End-to-end: three real `k3rs server` processes on 127.0.0.1 form one cluster the etcd way:
-//! `etcdctl member add <peer URL>` on the first, then the new server starts with
-//! `--etcd-join-peer <first's peer URL>` (interim, until servers join by token; the test copies
-//! the first server's etcd CAs, which the token join will transfer). `etcdctl member list`
-//! then shows three started voters on every member, writes on one are read (linearizably)
-//! on another, and after the leader is killed (SIGKILL) the others elect a new one. Then the
-//! majority is lost for good and the last server is rebuilt with `--cluster-reset`.
+//! End-to-end: real `k3rs server` processes on 127.0.0.1 form one cluster by token, as k3s
+//! servers do: `k3rs server --server https://<existing>:<https port> --token <token>` on a
+//! fresh data dir (the HTTPS port serves only the supervisor routes: `--disable-apiserver`).
+//! `etcdctl member list` then shows three started voters on every member, writes on one are
+//! read (linearizably) on another, and after the leader is killed (SIGKILL) the others elect
+//! a new one. Then the majority is lost for good and the last server is rebuilt with
+//! `--cluster-reset`. Also: tokens that must be refused, and a removed member.
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::etcdctl::etcdctl_with_timeout;
-use common::etcdctl::{members, started_voters};
-use common::process::ChildGuard;
-use common::{etcdctl, free_port, wait_for, Endpoint, K3rs, TlsFiles};
+use common::etcdctl::{etcdctl_with_timeout, member_id, members, started_voters};
+use common::{etcdctl, free_port, wait_for, Endpoint, K3rs};
 
-/// A joined server: its process, data dir and ports.
-struct Joiner {
-    proc: Option<ChildGuard>,
-    dir: tempfile::TempDir,
-    client_port: u16,
-    peer_port: u16,
-}
-
-impl Joiner {
-    fn tls_dir(&self) -> PathBuf {
-        self.dir.path().join("server/tls/etcd")
-    }
-
-    fn endpoint(&self) -> Endpoint {
-        endpoint(&self.tls_dir(), self.client_port)
-    }
-}
-
-fn endpoint(tls: &Path, port: u16) -> Endpoint {
-    Endpoint {
-        url: format!("https://127.0.0.1:{port}"),
-        tls: Some(TlsFiles {
-            ca: tls.join("server-ca.crt"),
-            cert: Some(tls.join("client.crt")),
-            key: Some(tls.join("client.key")),
-        }),
-    }
-}
-
-fn peer_url(port: u16) -> String {
-    format!("https://127.0.0.1:{port}")
-}
-
-/// `k3rs server` on `dir` with the given ports and extra flags.
-fn server_command(dir: &Path, client_port: u16, peer_port: u16, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3rs"));
-    cmd.arg("server")
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["--etcd-client-address", "127.0.0.1"])
-        .args(["--etcd-client-port", &client_port.to_string()])
-        .args(["--etcd-peer-port", &peer_port.to_string()])
-        .args([
-            "--etcd-auto-compaction-retention",
-            "0",
-            "--disable-apiserver",
-        ])
-        .args(extra)
-        .env_remove("K3RS_DATA_DIR")
-        .env_remove("K3RS_ETCD_CLIENT_PORT");
-    cmd
-}
-
-/// Starts a server that joins through `join_peer`, with the first server's etcd CAs.
-fn start_joiner(first_tls: &Path, join_peer: &str, peer_port: u16) -> Joiner {
-    let dir = tempfile::Builder::new()
-        .prefix("k3rs-ha-")
-        .tempdir()
-        .unwrap();
-    let tls = dir.path().join("server/tls/etcd");
-    std::fs::create_dir_all(&tls).unwrap();
-    for f in [
-        "server-ca.crt",
-        "server-ca.key",
-        "peer-ca.crt",
-        "peer-ca.key",
-    ] {
-        std::fs::copy(first_tls.join(f), tls.join(f)).unwrap();
-    }
-    let client_port = free_port();
-    let cmd = server_command(
-        dir.path(),
-        client_port,
-        peer_port,
-        &["--etcd-join-peer", join_peer],
-    );
-    let mut j = Joiner {
-        proc: None,
-        dir,
-        client_port,
-        peer_port,
-    };
-    j.spawn(cmd);
-    j
-}
-
-impl Joiner {
-    /// Runs `cmd` for this server's data dir and waits until it answers.
-    fn spawn(&mut self, cmd: Command) {
-        let log = self.dir.path().join("k3rs.log");
-        self.proc = Some(ChildGuard::spawn("k3rs server", cmd, &log));
-        let ep = self.endpoint();
-        wait_for("the server to answer", Duration::from_secs(60), || {
-            self.proc.as_mut().unwrap().assert_running();
-            let ready = self.tls_dir().join("client.key").exists()
-                && etcdctl_with_timeout(&ep, &["get", "x"], None, Duration::from_secs(5)).success();
-            ready.then_some(())
-        });
-    }
-}
-
-fn three_started_voters(ep: &Endpoint) -> Option<()> {
-    started_voters(ep, 3)
-}
-
-#[test]
-fn three_servers_join_with_member_add_and_survive_the_leader() {
-    let p1 = free_port();
-    let mut first = K3rs::start_with(&[
+/// A server with its own peer port (and compaction off).
+fn server_args(peer_port: &str) -> Vec<&str> {
+    vec![
         "--etcd-auto-compaction-retention",
         "0",
         "--etcd-peer-port",
-        &p1.to_string(),
-    ]);
-    let ep1 = first.endpoint();
-    let first_tls = first.etcd_tls_dir();
-    etcdctl(&ep1, &["put", "before", "1"], None).expect_ok("put before joining");
+        peer_port,
+    ]
+}
 
-    let mut joiners = Vec::new();
-    for i in 2..=3 {
-        let peer_port = free_port();
-        let out = etcdctl(
-            &ep1,
-            &[
-                "member",
-                "add",
-                &format!("s{i}"),
-                &format!("--peer-urls={}", peer_url(peer_port)),
-            ],
-            None,
-        )
-        .expect_ok("member add");
-        assert!(out.stdout.contains("Member"), "{out:?}");
-        let j = start_joiner(&first_tls, &peer_url(p1), peer_port);
-        // Promoted once caught up.
-        wait_for(
-            "the new member to be a voter",
-            Duration::from_secs(30),
-            || {
-                let m = members(&ep1)?;
-                (m.len() == i
-                    && m.iter()
-                        .all(|(_, _, started, learner)| *started && !learner))
-                .then_some(())
-            },
-        );
-        joiners.push(j);
-    }
-    let eps = [ep1.clone(), joiners[0].endpoint(), joiners[1].endpoint()];
+#[test]
+fn three_servers_join_by_token_and_survive_the_leader() {
+    let p1 = free_port().to_string();
+    let first = K3rs::start_with(&server_args(&p1));
+    let ep1 = first.endpoint();
+    etcdctl(&ep1, &["put", "before", "1"], None).expect_ok("put before joining");
+    let token = first.token();
+    assert!(token.starts_with("K10"), "{token}");
+
+    // The second joins with the full token; the third through the second, with the bare
+    // secret (no CA pinning, as in k3s).
+    let p2 = free_port().to_string();
+    let second = K3rs::join(&first, &token, &server_args(&p2));
+    assert_eq!(
+        second.token(),
+        token,
+        "joined servers hand out the same token"
+    );
+    wait_for("two started voters", Duration::from_secs(30), || {
+        started_voters(&ep1, 2)
+    });
+    let secret = token.rsplit(':').next().unwrap().to_string();
+    let p3 = free_port().to_string();
+    let mut third = K3rs::join(&second, &secret, &server_args(&p3));
+    let mut servers = [first, second];
+
+    let mut eps: Vec<Endpoint> = servers.iter().map(K3rs::endpoint).collect();
+    eps.push(third.endpoint());
     for ep in &eps {
         wait_for("three started voters", Duration::from_secs(30), || {
-            three_started_voters(ep)
+            started_voters(ep, 3)
         });
+    }
+    // Peer URLs are the --node-ip addresses with each server's peer port.
+    let m = members(&ep1).unwrap();
+    for p in [&p1, &p2, &p3] {
+        let url = format!("https://127.0.0.1:{p}");
+        assert!(m.iter().any(|m| m.1 == url), "{m:?}");
     }
     // Written on one member, read (linearizably) on the others.
     etcdctl(&eps[2], &["put", "k", "from-s3"], None).expect_ok("put on s3");
@@ -179,10 +70,18 @@ fn three_servers_join_with_member_add_and_survive_the_leader() {
         let out = etcdctl(ep, &["get", "before", "--print-value-only"], None).expect_ok("get");
         assert_eq!(out.stdout.trim(), "1");
     }
+    // A restarted joined server does not join again (its data dir has the membership).
+    third.restart();
+    wait_for(
+        "three started voters after a restart",
+        Duration::from_secs(30),
+        || started_voters(&eps[0], 3),
+    );
+    assert!(third.log().contains("not joining again"), "{}", third.log());
 
     // Kill the first server (SIGKILL); the others elect a leader and take writes.
     let killed = Instant::now();
-    first.kill();
+    servers[0].kill();
     wait_for(
         "a write after the first server died",
         Duration::from_secs(20),
@@ -202,40 +101,115 @@ fn three_servers_join_with_member_add_and_survive_the_leader() {
     );
     let out = etcdctl(&eps[2], &["get", "after", "--print-value-only"], None).expect_ok("get");
     assert_eq!(out.stdout.trim(), "2");
-    for j in &mut joiners {
-        j.proc.as_mut().unwrap().assert_running();
-    }
+    servers[1].assert_running();
+    third.assert_running();
 
     // Lose the majority for good: the last server cannot write; `--cluster-reset` makes it a
     // cluster of one with its data and exits; started again (without the flag), it serves.
-    let mut last = joiners.pop().unwrap();
-    let mut other = joiners.pop().unwrap();
-    other.proc.take().unwrap().kill();
-    let ep = last.endpoint();
+    servers[1].kill();
+    let ep = third.endpoint();
     let out = etcdctl_with_timeout(&ep, &["put", "lost", "x"], None, Duration::from_secs(10));
     assert!(!out.success(), "{out:?}");
-    last.proc.take().unwrap().kill();
-    let peer_port = last.peer_port;
-    let reset = server_command(
-        last.dir.path(),
-        last.client_port,
-        peer_port,
-        &["--cluster-reset"],
-    );
-    let log = last.dir.path().join("reset.log");
-    let status = ChildGuard::spawn("k3rs server --cluster-reset", reset, &log)
-        .wait_exit(Duration::from_secs(60));
+    let status = third.run_once_with(&["--cluster-reset"], Duration::from_secs(60));
     assert!(
         status.is_some_and(|s| s.success()),
         "k3rs server --cluster-reset: {status:?}\n{}",
-        common::log_tail(&log, 40)
+        third.log()
     );
-    let cmd = server_command(last.dir.path(), last.client_port, peer_port, &[]);
-    last.spawn(cmd);
+    third.restart();
     let m = members(&ep).unwrap();
     assert_eq!(m.len(), 1, "{m:?}");
     assert!(m[0].2 && !m[0].3, "{m:?}");
     let out = etcdctl(&ep, &["get", "after", "--print-value-only"], None).expect_ok("get");
     assert_eq!(out.stdout.trim(), "2");
     etcdctl(&ep, &["put", "after-reset", "3"], None).expect_ok("put after reset");
+}
+
+#[test]
+fn tokens_with_a_wrong_ca_hash_or_secret_are_refused_and_change_nothing() {
+    let p1 = free_port().to_string();
+    let first = K3rs::start_with(&server_args(&p1));
+    let ep = first.endpoint();
+    let before = members(&ep).unwrap();
+    assert_eq!(before.len(), 1);
+    let token = first.token();
+    let (hash, creds) = token
+        .strip_prefix("K10")
+        .and_then(|t| t.split_once("::"))
+        .unwrap();
+    let url = first.server_url();
+
+    // A token pinning another CA: refused before the secret is sent.
+    let other_ca = format!("K10{}::{creds}", "0".repeat(64));
+    let log = refused_join(&url, &other_ca);
+    assert!(
+        log.contains("token CA hash does not match the Cluster CA certificate hash")
+            && log.contains(hash),
+        "{log}"
+    );
+    // The right CA, a wrong secret: 401.
+    let log = refused_join(&url, &format!("K10{hash}::server:not-the-secret"));
+    assert!(log.contains("401 Unauthorized (wrong secret)"), "{log}");
+
+    // Neither changed the cluster.
+    assert_eq!(members(&ep).unwrap(), before);
+    etcdctl(&ep, &["put", "still", "writable"], None).expect_ok("put");
+}
+
+/// Starts a server joining `url` with `token`, which must exit with an error without having
+/// received anything of the cluster; returns its log.
+fn refused_join(url: &str, token: &str) -> String {
+    let p = free_port().to_string();
+    let mut args = vec!["--server", url, "--token", token];
+    args.extend(server_args(&p));
+    let (status, log, dir) = K3rs::run_to_exit(&args, Duration::from_secs(60));
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}\n{log}");
+    assert!(
+        !dir.path().join("data/server/tls/etcd/peer-ca.key").exists(),
+        "nothing of the cluster was received"
+    );
+    log
+}
+
+#[test]
+fn a_removed_server_stops_and_rejoins_with_a_fresh_data_dir() {
+    let p1 = free_port().to_string();
+    let first = K3rs::start_with(&server_args(&p1));
+    let ep = first.endpoint();
+    let token = first.token();
+    let p2 = free_port().to_string();
+    let mut second = K3rs::join(&first, &token, &server_args(&p2));
+    wait_for("two started voters", Duration::from_secs(30), || {
+        started_voters(&ep, 2)
+    });
+    let peer2 = format!("https://127.0.0.1:{p2}");
+    let id = member_id(&ep, &peer2).unwrap();
+    etcdctl(&ep, &["member", "remove", &id], None).expect_ok("member remove");
+
+    // Like etcd, the removed member stops (with an error naming the removal).
+    let status = second.wait_exit(Duration::from_secs(30));
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}");
+    assert!(
+        second.log().contains("removed from the cluster"),
+        "{}",
+        second.log()
+    );
+    let m = members(&ep).unwrap();
+    assert_eq!(m.len(), 1, "{m:?}");
+    etcdctl(&ep, &["put", "after-remove", "1"], None).expect_ok("put");
+
+    // A fresh data dir joins again by token (same peer URL, new member ID).
+    let again = K3rs::join(&first, &token, &server_args(&p2));
+    wait_for("two started voters again", Duration::from_secs(30), || {
+        started_voters(&ep, 2)
+    });
+    let rejoined = member_id(&ep, &peer2).unwrap();
+    assert_ne!(rejoined, id, "a new member ID");
+    let out = etcdctl(
+        &again.endpoint(),
+        &["get", "after-remove", "--print-value-only"],
+        None,
+    )
+    .expect_ok("get on the rejoined server");
+    assert_eq!(out.stdout.trim(), "1");
 }

@@ -14,8 +14,10 @@ pub mod compactor;
 pub mod datastore;
 pub mod etcd;
 pub mod identity;
+pub mod join;
 pub mod patch;
 pub mod pki;
+pub mod supervisor;
 
 /// etcd v3 `mvccpb` messages (KeyValue, Event), generated from `proto/mvccpb/kv.proto`.
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
@@ -51,23 +53,29 @@ pub struct ServerConfig {
     pub auto_compaction_retention: Duration,
     /// Interval of watch progress notifications for watchers that ask for them (etcd: 10 min).
     pub watch_progress_notify_interval: Duration,
+    /// `--bind-address` and `--https-listen-port`: the HTTPS port of the API server and of
+    /// the supervisor (what joining servers ask for), served also with `--disable-apiserver`.
+    pub https_listen: SocketAddr,
     /// The Kubernetes API server; `None` serves the datastore only (`--disable-apiserver`).
     pub api: Option<ApiSettings>,
-    /// `--etcd-peer-port`: the Raft peer service listens on the etcd client address at this
-    /// port (mutual TLS with the etcd peer CA).
+    /// `--etcd-peer-port`: the Raft peer service listens on the node IP at this port (mutual
+    /// TLS with the etcd peer CA).
     pub etcd_peer_port: u16,
+    /// `--node-ip` (else `--advertise-address`): the address other servers reach this one
+    /// at (its peer URL). `None`: the address of the default route's interface, as k3s.
+    pub node_ip: Option<IpAddr>,
     /// `--cluster-reset`: restart this member as a cluster of one, keeping its data.
     pub cluster_reset: bool,
-    /// `--etcd-join-peer` (interim, until servers join by token): peer URLs of existing
-    /// members; this server was added with `etcdctl member add <its peer URL>` and joins.
-    pub join_peers: Vec<String>,
+    /// `--server` and `--token`: join the cluster of that server (on first start only).
+    pub join: Option<join::JoinConfig>,
+    /// `--token` without `--server`: the secret of a new cluster's server token (kept in
+    /// `<data-dir>/server/token`; ignored once that exists).
+    pub token: Option<String>,
 }
 
 /// `k3rs server`'s Kubernetes API settings.
 #[derive(Debug, Clone)]
 pub struct ApiSettings {
-    /// `--bind-address` and `--https-listen-port`.
-    pub listen: SocketAddr,
     /// `--tls-san`: extra names and addresses for the serving certificate.
     pub tls_sans: Vec<String>,
     /// `--write-kubeconfig` (None: not written).
@@ -97,10 +105,13 @@ impl ServerConfig {
             etcd_client_addr,
             auto_compaction_retention: Duration::from_secs(300),
             watch_progress_notify_interval: Duration::from_secs(600),
+            https_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 6443),
             api: None,
             etcd_peer_port: DEFAULT_ETCD_PEER_PORT,
+            node_ip: None,
             cluster_reset: false,
-            join_peers: Vec::new(),
+            join: None,
+            token: None,
         }
     }
 }
@@ -113,6 +124,8 @@ pub enum Error {
     Datastore(#[from] k3rs_raft::Error),
     #[error("api server: {0}")]
     Api(#[from] apiserver::Error),
+    #[error("joining the cluster: {0}")]
+    Join(#[from] join::Error),
     #[error("serving etcd api: {0}")]
     Serve(String),
     #[error("i/o on {path}: {source}")]
@@ -136,14 +149,34 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     pki::files::create_dir(&server_dir)?;
     let hostname = identity::hostname();
     let etcd_ip = cfg.etcd_client_addr.ip();
+    let node_ip = cfg.node_ip.unwrap_or_else(identity::default_ip);
+    // A data dir with a datastore is a member already: restarts never join again.
+    let joining = match &cfg.join {
+        Some(j) if !cfg.cluster_reset && !server_dir.join("db").exists() => {
+            tracing::info!(server = %j.server, "joining the cluster");
+            let (cluster, data) = join::Cluster::bootstrap(j).await?;
+            join::install(&server_dir, &data)?;
+            Some(cluster)
+        }
+        Some(_) => {
+            tracing::info!("this server is a member already; not joining again");
+            None
+        }
+        None => {
+            if let Some(secret) = &cfg.token {
+                seed_token(&server_dir, secret)?;
+            }
+            None
+        }
+    };
     let pki = {
         let (dir, opts) = (
             server_dir.clone(),
             pki::PkiOptions {
                 hostname: hostname.clone(),
-                etcd_ips: vec![etcd_ip],
+                etcd_ips: vec![etcd_ip, node_ip],
                 apiserver_dns_names: api_dns_names(cfg.api.as_ref()),
-                apiserver_ips: api_ips(cfg.api.as_ref()),
+                apiserver_ips: api_ips(&cfg, node_ip),
             },
         );
         tokio::task::spawn_blocking(move || pki::Pki::ensure(&dir, &opts))
@@ -159,30 +192,47 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
                 datastore::EtcdClient::connect(&ext.endpoint, &ext.tls)
                     .map_err(|e| Error::Serve(format!("datastore endpoint: {e}")))?,
             );
-            let server = apiserver::ApiServer::bind(&api_config(api), &pki, ds, shutdown).await?;
+            let sup = supervisor_state(&pki, ids, None)?;
+            let server = apiserver::ApiServer::bind(&api_config(&cfg), &pki, ds, shutdown)
+                .await?
+                .with_supervisor(supervisor::router(sup), None);
             server.run().await?;
             return Ok(());
         }
     }
 
     let advertise_ip = if etcd_ip.is_unspecified() {
-        IpAddr::V4(Ipv4Addr::LOCALHOST)
+        node_ip
     } else {
         etcd_ip
     };
-    let peer_addr = SocketAddr::new(etcd_ip, cfg.etcd_peer_port);
+    let peer_addr = SocketAddr::new(node_ip, cfg.etcd_peer_port);
+    let peer_urls = vec![format!("https://{peer_addr}")];
+    let client_urls = vec![format!(
+        "https://{}",
+        SocketAddr::new(advertise_ip, cfg.etcd_client_addr.port())
+    )];
+    if let Some(cluster) = &joining {
+        let added = cluster
+            .add_member(&supervisor::JoinRequest {
+                id: ids.member_id,
+                name: hostname.clone(),
+                peer_urls: peer_urls.clone(),
+                client_urls: client_urls.clone(),
+            })
+            .await?;
+        tracing::info!(
+            member_id = ids.member_id,
+            members = added.members.len(),
+            "added to the cluster as a learner; the leader promotes this server once caught up"
+        );
+    }
     let node_cfg = NodeConfig {
         data_dir: server_dir.join("db"),
         node_id: ids.member_id,
         name: hostname,
-        peer_urls: vec![format!(
-            "https://{}",
-            SocketAddr::new(advertise_ip, cfg.etcd_peer_port)
-        )],
-        client_urls: vec![format!(
-            "https://{}",
-            SocketAddr::new(advertise_ip, cfg.etcd_client_addr.port())
-        )],
+        peer_urls,
+        client_urls,
         heartbeat_interval: HEARTBEAT,
         election_timeout: ELECTION_TIMEOUT,
         snapshot_entries: SNAPSHOT_ENTRIES,
@@ -210,40 +260,41 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         }
     });
 
-    let api_server = match &cfg.api {
-        Some(api) => {
+    let sup = supervisor_state(&pki, ids, Some(node.clone()))?;
+    let https_server = match &cfg.api {
+        Some(_) => {
             let ds = Arc::new(datastore::Embedded::new(node.clone()));
-            match apiserver::ApiServer::bind(&api_config(api), &pki, ds, shutdown.clone()).await {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    let _ = node.shutdown().await;
-                    return Err(e.into());
-                }
-            }
+            apiserver::ApiServer::bind(&api_config(&cfg), &pki, ds, shutdown.clone())
+                .await
+                .map(|s| HttpsServer::Api(s.with_supervisor(supervisor::router(sup), None)))
+                .map_err(Error::from)
         }
-        None => None,
+        None => bind_supervisor(&cfg, &pki, sup, shutdown.clone()).await,
     };
-    let api_task = api_server.map(|s| {
+    let https_server = match https_server {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = node.shutdown().await;
+            return Err(e);
+        }
+    };
+    let api_task = {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let r = s.run().await;
+            let r = https_server.run().await;
             if let Err(e) = &r {
-                tracing::error!(error = %e, "api server stopped; shutting down");
+                tracing::error!(error = %e, "https server stopped; shutting down");
                 shutdown.cancel();
             }
             r
         })
-    });
-    let served = serve(&cfg, &server_dir, &pki, ids, node.clone(), shutdown.clone()).await;
-    let api_result = match api_task {
-        Some(t) => {
-            shutdown.cancel();
-            t.await
-                .map_err(|e| Error::Serve(format!("api server task: {e}")))
-                .and_then(|r| r.map_err(Error::from))
-        }
-        None => Ok(()),
     };
+    let served = serve(&cfg, &server_dir, &pki, ids, node.clone(), shutdown.clone()).await;
+    shutdown.cancel();
+    let api_result = api_task
+        .await
+        .map_err(|e| Error::Serve(format!("https server task: {e}")))
+        .and_then(|r| r);
     if let Err(e) = &served {
         tracing::error!(error = %e, "etcd api stopped");
     }
@@ -261,6 +312,90 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     Ok(())
 }
 
+/// What serves the HTTPS port: the API server (with the supervisor routes) or, with
+/// `--disable-apiserver`, the supervisor alone.
+enum HttpsServer {
+    Api(apiserver::ApiServer),
+    Supervisor {
+        listener: tokio::net::TcpListener,
+        tls: rustls::ServerConfig,
+        app: axum::Router,
+        stop: CancellationToken,
+    },
+}
+
+impl HttpsServer {
+    async fn run(self) -> Result<()> {
+        match self {
+            HttpsServer::Api(s) => Ok(s.run().await?),
+            HttpsServer::Supervisor {
+                listener,
+                tls,
+                app,
+                stop,
+            } => {
+                tracing::info!(addr = ?listener.local_addr().ok(), "supervisor listening (API server disabled)");
+                apiserver::http::tls::serve(listener, tls, app, stop, DRAIN_GRACE).await;
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn bind_supervisor(
+    cfg: &ServerConfig,
+    pki: &pki::Pki,
+    sup: Arc<supervisor::Supervisor>,
+    stop: CancellationToken,
+) -> Result<HttpsServer> {
+    let (cert, key) = pki.apiserver_serving_cert();
+    let tls = apiserver::http::tls::server_config(&cert, &key, &pki.client_ca_cert())
+        .map_err(|e| Error::Api(e.into()))?;
+    let listener = tokio::net::TcpListener::bind(cfg.https_listen)
+        .await
+        .map_err(|source| {
+            Error::Api(apiserver::Error::Bind {
+                addr: cfg.https_listen,
+                source,
+            })
+        })?;
+    Ok(HttpsServer::Supervisor {
+        listener,
+        tls,
+        app: supervisor::standalone_router(sup),
+        stop,
+    })
+}
+
+fn supervisor_state(
+    pki: &pki::Pki,
+    ids: identity::Identity,
+    node: Option<Arc<Node>>,
+) -> Result<Arc<supervisor::Supervisor>> {
+    let path = pki.server_ca_cert();
+    let server_ca_pem = std::fs::read(&path).map_err(|source| Error::Io { path, source })?;
+    Ok(Arc::new(supervisor::Supervisor {
+        server_ca_pem,
+        tls_dir: pki.tls_dir().to_path_buf(),
+        token: pki.server_token.clone(),
+        cluster_id: ids.cluster_id,
+        node,
+        metrics: None,
+    }))
+}
+
+/// `--token` on a new cluster: the server token's secret, unless the token file exists.
+fn seed_token(server_dir: &std::path::Path, secret: &str) -> Result<()> {
+    let path = server_dir.join("token");
+    if path.exists() {
+        return Ok(());
+    }
+    let token = join::parse_token(secret);
+    let text = format!("server:{}\n", token.password);
+    pki::files::write_atomic(&path, text.as_bytes(), pki::files::PRIVATE)?;
+    Ok(())
+}
+
 /// The Raft peer service: mutual TLS with the etcd peer CA; how this member starts.
 fn peer_config(
     cfg: &ServerConfig,
@@ -274,10 +409,9 @@ fn peer_config(
     };
     let bootstrap = if cfg.cluster_reset {
         Bootstrap::ClusterReset
-    } else if !cfg.join_peers.is_empty() {
-        Bootstrap::Join {
-            peers: cfg.join_peers.clone(),
-        }
+    } else if cfg.join.is_some() {
+        // Added through the supervisor (or a member already): never initialize a cluster.
+        Bootstrap::Join { peers: Vec::new() }
     } else {
         Bootstrap::NewCluster
     };
@@ -292,9 +426,10 @@ fn peer_config(
     })
 }
 
-fn api_config(api: &ApiSettings) -> apiserver::ApiServerConfig {
+fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
+    let api = cfg.api.as_ref().expect("api settings");
     apiserver::ApiServerConfig {
-        listen: api.listen,
+        listen: cfg.https_listen,
         service_cidr: api.service_cidr,
         kubeconfig_path: api.write_kubeconfig.clone(),
         kubeconfig_mode: api.write_kubeconfig_mode,
@@ -323,14 +458,15 @@ fn api_dns_names(api: Option<&ApiSettings>) -> Vec<String> {
     names
 }
 
-/// The serving certificate's extra IPs: the bind address, the `kubernetes` service IP and
-/// `--tls-san` addresses.
-fn api_ips(api: Option<&ApiSettings>) -> Vec<IpAddr> {
-    let Some(api) = api else { return Vec::new() };
-    let mut ips: Vec<IpAddr> = api.tls_sans.iter().filter_map(|s| s.parse().ok()).collect();
-    if !api.listen.ip().is_unspecified() {
-        ips.push(api.listen.ip());
+/// The serving certificate's extra IPs: the bind address, the node IP, the `kubernetes`
+/// service IP and `--tls-san` addresses (joining servers reach the supervisor on them).
+fn api_ips(cfg: &ServerConfig, node_ip: IpAddr) -> Vec<IpAddr> {
+    let mut ips = vec![node_ip];
+    if !cfg.https_listen.ip().is_unspecified() {
+        ips.push(cfg.https_listen.ip());
     }
+    let Some(api) = &cfg.api else { return ips };
+    ips.extend(api.tls_sans.iter().filter_map(|s| s.parse::<IpAddr>().ok()));
     ips.extend(apiserver::resources::cluster_ip::first_ip(
         &api.service_cidr,
     ));

@@ -145,3 +145,12 @@ pub fn started_voters(ep: &Endpoint, n: usize) -> Option<()> {
             .all(|(name, _, started, learner)| *started && !learner && !name.is_empty()))
     .then_some(())
 }
+
+/// The ID (hex, as etcdctl prints it) of the member with `peer_url`, from `etcdctl member list`.
+pub fn member_id(ep: &Endpoint, peer_url: &str) -> Option<String> {
+    let out = etcdctl_with_timeout(ep, &["member", "list"], None, Duration::from_secs(10));
+    out.stdout.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(", ").collect();
+        (f.get(3) == Some(&peer_url)).then(|| f[0].to_string())
+    })
+}

@@ -20,6 +20,8 @@ pub struct K3rs {
     extra_args: Vec<String>,
     /// The Kubernetes API port; `None` runs with `--disable-apiserver` (datastore only).
     api_port: Option<u16>,
+    /// The HTTPS port (the API's when it runs; else the supervisor's alone).
+    https_port: u16,
 }
 
 impl K3rs {
@@ -50,6 +52,7 @@ impl K3rs {
             dir,
             port: super::free_port(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            https_port: api_port.unwrap_or_else(super::free_port),
             api_port,
         };
         // A port picked free can be taken by someone else before the server binds it: then
@@ -62,7 +65,8 @@ impl K3rs {
                     k.kill();
                     let _ = std::fs::remove_dir_all(k.data_dir());
                     k.port = super::free_port();
-                    k.api_port = k.api_port.map(|_| super::free_port());
+                    k.https_port = super::free_port();
+                    k.api_port = k.api_port.map(|_| k.https_port);
                 }
                 Err(e) => panic!("{e}"),
             }
@@ -77,6 +81,80 @@ impl K3rs {
 
     pub fn api_port(&self) -> Option<u16> {
         self.api_port
+    }
+
+    /// The HTTPS port: the API server's, or the supervisor's alone with `--disable-apiserver`.
+    pub fn https_port(&self) -> u16 {
+        self.https_port
+    }
+
+    /// What other servers pass as `--server` to join this one.
+    pub fn server_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.https_port)
+    }
+
+    /// The server token (`K10<CA hash>::server:<secret>`).
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.data_dir().join("server/token"))
+            .expect("server token")
+            .trim()
+            .to_string()
+    }
+
+    /// Starts a server that joins `cluster` with `token` (and `extra_args`), and waits until
+    /// it answers etcdctl.
+    pub fn join(cluster: &K3rs, token: &str, extra_args: &[&str]) -> K3rs {
+        let url = cluster.server_url();
+        let mut args = vec!["--server", url.as_str(), "--token", token];
+        args.extend_from_slice(extra_args);
+        K3rs::start_with(&args)
+    }
+
+    /// Runs `k3rs server` with `extra_args` on a fresh data dir and waits (up to `timeout`)
+    /// for it to exit by itself, for servers that must refuse to start. Returns the exit
+    /// status (`None`: still running after `timeout`, then killed) and the log.
+    pub fn run_to_exit(
+        extra_args: &[&str],
+        timeout: Duration,
+    ) -> (Option<std::process::ExitStatus>, String, tempfile::TempDir) {
+        let mut k = K3rs {
+            proc: None,
+            dir: tempfile::Builder::new()
+                .prefix("k3rs-test-")
+                .tempdir()
+                .expect("tempdir"),
+            port: super::free_port(),
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            api_port: None,
+            https_port: super::free_port(),
+        };
+        k.spawn();
+        let status = k.proc.take().and_then(|mut p| p.wait_exit(timeout));
+        let log = k.log();
+        let K3rs { dir, .. } = k;
+        (status, log, dir)
+    }
+
+    /// Stops the server and runs it once more with `extra_args` added (e.g.
+    /// `--cluster-reset`), waiting up to `timeout` for it to exit by itself.
+    pub fn run_once_with(
+        &mut self,
+        extra_args: &[&str],
+        timeout: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        self.kill();
+        let kept = self.extra_args.clone();
+        self.extra_args
+            .extend(extra_args.iter().map(|s| s.to_string()));
+        self.spawn();
+        self.extra_args = kept;
+        self.proc.take().and_then(|mut p| p.wait_exit(timeout))
+    }
+
+    /// Waits up to `timeout` for the server to exit by itself (e.g. after it was removed
+    /// from its cluster).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        self.proc.take().and_then(|mut p| p.wait_exit(timeout))
     }
 
     /// `--data-dir` of this server.
@@ -132,23 +210,26 @@ impl K3rs {
             .arg("127.0.0.1")
             .args(&self.extra_args)
             .args(self.api_args())
+            .args(["--https-listen-port", &self.https_port.to_string()])
+            .args(["--bind-address", "127.0.0.1"])
             .env_remove("K3RS_DATA_DIR")
             .env_remove("K3RS_ETCD_CLIENT_PORT");
         self.proc = Some(ChildGuard::spawn("k3rs server", cmd, &self.log_path()));
     }
 
     fn api_args(&self) -> Vec<String> {
-        match self.api_port {
+        let mut args = match self.api_port {
             None => vec!["--disable-apiserver".into()],
-            Some(port) => vec![
-                "--https-listen-port".into(),
-                port.to_string(),
-                "--bind-address".into(),
-                "127.0.0.1".into(),
+            Some(_) => vec![
                 "--write-kubeconfig".into(),
                 self.kubeconfig().display().to_string(),
             ],
+        };
+        // Loopback only: peers reach each other at 127.0.0.1.
+        if !self.extra_args.iter().any(|a| a == "--node-ip") {
+            args.extend(["--node-ip".into(), "127.0.0.1".into()]);
         }
+        args
     }
 
     /// With `--datastore-endpoint` the server serves no etcd API: waits for the kubeconfig.

@@ -1,12 +1,13 @@
 //! A k3rs cluster of real `k3rs server` processes, each in its own network namespace of a
-//! [`Lab`]: server `i` listens on `10.213.0.(10+i)` (etcd client port 2379, peers 2380).
+//! [`Lab`]: server `i` listens on `10.213.0.(10+i)` (etcd client port 2379, peers 2380, HTTPS
+//! 6443); servers 2.. join server 1 by token.
 //!
 //! Guarantees:
 //! - Every method that talks to a server must run on a thread inside the lab's hub namespace
 //!   (see [`Lab::in_hub`]); the servers are reachable only from there.
 //! - Dropping the cluster kills every server (SIGKILL, by PID) before the namespaces go.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -51,6 +52,19 @@ impl NsServer {
         format!("https://{}:{PEER_PORT}", self.addr)
     }
 
+    /// What joining servers pass as `--server` (the supervisor on the default HTTPS port).
+    pub fn server_url(&self) -> String {
+        format!("https://{}:6443", self.addr)
+    }
+
+    /// The server token (`K10<CA hash>::server:<secret>`).
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.data_dir().join("server/token"))
+            .expect("server token")
+            .trim()
+            .to_string()
+    }
+
     /// The etcd endpoint with the client certificate this server wrote.
     pub fn endpoint(&self) -> Endpoint {
         let tls = self.tls_dir();
@@ -82,6 +96,7 @@ impl NsServer {
             .args(["--etcd-client-address", &self.addr.to_string()])
             .args(["--etcd-client-port", &CLIENT_PORT.to_string()])
             .args(["--etcd-peer-port", &PEER_PORT.to_string()])
+            .args(["--node-ip", &self.addr.to_string()])
             .args([
                 "--etcd-auto-compaction-retention",
                 "0",
@@ -161,18 +176,6 @@ fn new_server(lab: &Lab, index: usize) -> NsServer {
     }
 }
 
-fn copy_cas(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for f in [
-        "server-ca.crt",
-        "server-ca.key",
-        "peer-ca.crt",
-        "peer-ca.key",
-    ] {
-        std::fs::copy(from.join(f), to.join(f)).unwrap();
-    }
-}
-
 impl NsCluster {
     /// Starts server 1, then joins servers 2..=n one at a time (each promoted to voter before
     /// the next joins). Must run inside the hub namespace.
@@ -184,20 +187,12 @@ impl NsCluster {
         for i in 2..=n {
             let mut s = new_server(lab, i);
             let ep1 = servers[0].endpoint();
-            let add = etcdctl_with_timeout(
-                &ep1,
-                &[
-                    "member",
-                    "add",
-                    &format!("s{i}"),
-                    &format!("--peer-urls={}", s.peer_url()),
-                ],
-                None,
-                Duration::from_secs(30),
-            );
-            assert!(add.success(), "member add s{i}: {add:?}");
-            copy_cas(&servers[0].tls_dir(), &s.tls_dir());
-            s.join_args = vec!["--etcd-join-peer".into(), servers[0].peer_url()];
+            s.join_args = vec![
+                "--server".into(),
+                servers[0].server_url(),
+                "--token".into(),
+                servers[0].token(),
+            ];
             s.spawn();
             s.wait_ready();
             wait_for(

@@ -107,6 +107,28 @@ impl Metrics {
     }
 }
 
+/// Appends `extra` (the datastore's metrics) to a successful `GET /metrics`.
+pub async fn append(
+    extra: crate::supervisor::MetricsSource,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let is_metrics = req.uri().path() == "/metrics";
+    let resp = next.run(req).await;
+    if !is_metrics || resp.status() != axum::http::StatusCode::OK {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    text.push_str(&(extra.0)());
+    axum::response::Response::from_parts(parts, axum::body::Body::from(text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,6 +94,10 @@ pub struct ApiServer {
     tls: rustls::ServerConfig,
     state: Arc<ApiState>,
     bootstrap_port: u16,
+    /// Routes served next to the API (the supervisor's), with their own authentication.
+    extra_routes: Option<axum::Router>,
+    /// Appended to `/metrics` (the datastore's metrics).
+    extra_metrics: Option<crate::supervisor::MetricsSource>,
 }
 
 impl ApiServer {
@@ -150,7 +154,21 @@ impl ApiServer {
             tls,
             state,
             bootstrap_port: port,
+            extra_routes: None,
+            extra_metrics: None,
         })
+    }
+
+    /// Serves `routes` on the same port (they must not overlap the API's paths) and appends
+    /// `metrics` to `/metrics`.
+    pub fn with_supervisor(
+        mut self,
+        routes: axum::Router,
+        metrics: Option<crate::supervisor::MetricsSource>,
+    ) -> ApiServer {
+        self.extra_routes = Some(routes);
+        self.extra_metrics = metrics;
+        self
     }
 
     /// The bound address.
@@ -188,7 +206,15 @@ impl ApiServer {
             self.state.registry.clone(),
             stop.clone(),
         ));
-        let app = http::router::router(self.state.clone());
+        let mut app = http::router::router(self.state.clone());
+        if let Some(extra) = self.extra_metrics {
+            app = app.layer(axum::middleware::from_fn(move |req, next| {
+                metrics::append(extra.clone(), req, next)
+            }));
+        }
+        if let Some(routes) = self.extra_routes {
+            app = app.merge(routes);
+        }
         http::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
         crds.abort();
         let _ = crds.await;

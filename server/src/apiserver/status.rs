@@ -129,7 +129,7 @@ fn qualified(group: &str, resource: &str) -> String {
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
-    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
         ApiError {
             code,
             reason,

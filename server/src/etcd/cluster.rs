@@ -61,7 +61,7 @@ fn membership_status(e: MembershipError) -> Status {
 }
 
 /// etcd checks peer URLs with `types.NewURLs`: absolute `http(s)://host:port`, no path.
-fn check_peer_urls(urls: &[String]) -> Result<(), Status> {
+pub(crate) fn check_peer_urls(urls: &[String]) -> Result<(), Status> {
     let valid = |u: &str| {
         let Some(rest) = u
             .strip_prefix("http://")

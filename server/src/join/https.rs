@@ -1,0 +1,239 @@
+//! A minimal HTTPS client for the join: one request per connection (HTTP/1.1 over rustls),
+//! trusting either a given CA or, only to download `/cacerts` before the token's hash is
+//! checked, any certificate.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+/// How long one request may take, connection included.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whom to trust.
+#[derive(Debug, Clone)]
+pub enum Trust {
+    /// Any certificate: only for `/cacerts`, whose content the caller checks against the token.
+    Any,
+    /// Certificates signed by this CA (PEM).
+    Ca(Vec<u8>),
+}
+
+/// `https://host[:port][/]`, split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerUrl {
+    pub host: String,
+    pub port: u16,
+}
+
+impl ServerUrl {
+    /// Parses the `--server` URL (port 6443 when none is given).
+    pub fn parse(url: &str) -> Result<ServerUrl, String> {
+        let rest = url
+            .strip_prefix("https://")
+            .ok_or_else(|| format!("--server {url:?}: expected https://host:port"))?;
+        let authority = rest.trim_end_matches('/');
+        if authority.is_empty() || authority.contains('/') {
+            return Err(format!("--server {url:?}: expected https://host:port"));
+        }
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (h, after) = v6
+                .split_once(']')
+                .ok_or_else(|| format!("--server {url:?}: unclosed '['"))?;
+            (h.to_string(), after.strip_prefix(':'))
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), Some(p)),
+                None => (authority.to_string(), None),
+            }
+        };
+        let port = match port {
+            Some(p) => p
+                .parse()
+                .map_err(|_| format!("--server {url:?}: invalid port {p:?}"))?,
+            None => 6443,
+        };
+        if host.is_empty() {
+            return Err(format!("--server {url:?}: no host"));
+        }
+        Ok(ServerUrl { host, port })
+    }
+}
+
+/// A response: status and body.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// Sends one request. `Err` is a transport failure (connect, TLS, timeout), with the reason.
+pub async fn request(
+    server: &ServerUrl,
+    trust: &Trust,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+    body: Option<Vec<u8>>,
+) -> Result<Reply, String> {
+    tokio::time::timeout(
+        REQUEST_TIMEOUT,
+        send(server, trust, method, path, authorization, body),
+    )
+    .await
+    .map_err(|_| format!("no answer in {REQUEST_TIMEOUT:?}"))?
+}
+
+async fn send(
+    server: &ServerUrl,
+    trust: &Trust,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+    body: Option<Vec<u8>>,
+) -> Result<Reply, String> {
+    let config = client_config(trust)?;
+    let name = ServerName::try_from(server.host.clone())
+        .map_err(|e| format!("server name {:?}: {e}", server.host))?;
+    let tcp = tokio::net::TcpStream::connect((server.host.as_str(), server.port))
+        .await
+        .map_err(|e| format!("connecting: {e}"))?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS: {e}"))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| format!("HTTP: {e}"))?;
+    let conn = tokio::spawn(conn);
+    let mut req = hyper::Request::builder().method(method).uri(path).header(
+        hyper::header::HOST,
+        format!("{}:{}", server.host, server.port),
+    );
+    if let Some(a) = authorization {
+        req = req.header(hyper::header::AUTHORIZATION, a);
+    }
+    if body.is_some() {
+        req = req.header(hyper::header::CONTENT_TYPE, "application/json");
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .map_err(|e| format!("building the request: {e}"))?;
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| format!("HTTP: {e}"))?;
+    let status = resp.status().as_u16();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("reading the answer: {e}"))?
+        .to_bytes()
+        .to_vec();
+    conn.abort();
+    Ok(Reply { status, body })
+}
+
+fn client_config(trust: &Trust) -> Result<rustls::ClientConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let config = match trust {
+        Trust::Any => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+            .with_no_client_auth(),
+        Trust::Ca(pem) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|e| format!("the cluster CA: {e}"))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("the cluster CA: {e}"))?;
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+    };
+    Ok(config)
+}
+
+/// Accepts any server certificate (signatures are still checked, so the handshake is sound).
+#[derive(Debug)]
+struct AcceptAny(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_server_urls() {
+        let u = |s: &str| ServerUrl::parse(s);
+        assert_eq!(
+            u("https://10.0.0.1:6443").unwrap(),
+            ServerUrl {
+                host: "10.0.0.1".into(),
+                port: 6443
+            }
+        );
+        assert_eq!(u("https://k3rs.example/").unwrap().port, 6443);
+        assert_eq!(u("https://[::1]:7443").unwrap().host, "::1");
+        assert!(u("http://10.0.0.1:6443").is_err());
+        assert!(u("https://10.0.0.1:x").is_err());
+        assert!(u("https://h:1/path").is_err());
+        assert!(u("https://").is_err());
+    }
+}
