@@ -179,6 +179,7 @@ pub fn validate_update(r: &Resource, new: &Value, old: &Value) -> Vec<Cause> {
         // Part A.
         ("", "PersistentVolumeClaim") => volume::validate_pvc_update(old, new),
         ("apps", "StatefulSet") => sets::validate_statefulset_update(old, new),
+        ("apps", "DaemonSet") => immutable(new, old, "spec.selector"),
         ("batch", "Job") => batch::validate_job_update(old, new),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             crate::apiserver::crd::definition::validate_update(old, new)

@@ -312,6 +312,23 @@ mod tests {
     }
 
     #[test]
+    fn daemonset_selector_is_immutable() {
+        let r = crate::apiserver::resources::catalog::lookup("apps", "v1", "daemonsets").unwrap();
+        let old = workload(json!({"app": "a"}));
+        let mut new = old.clone();
+        new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:2");
+        assert!(super::super::validate_update(r, &new, &old).is_empty());
+        new["spec"]["selector"] = json!({"matchLabels": {"app": "b"}});
+        let causes = super::super::validate_update(r, &new, &old);
+        assert_eq!(causes[0].field, "spec.selector");
+        assert!(
+            causes[0].message.ends_with("field is immutable"),
+            "{}",
+            causes[0].message
+        );
+    }
+
+    #[test]
     fn controller_revision_needs_data() {
         let causes = validate_controllerrevision(&json!({"revision": -1}));
         assert_eq!(causes[0].field, "data");
