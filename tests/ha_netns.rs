@@ -1,6 +1,7 @@
 //! End-to-end: three real `k3rs server` processes, each in its own network namespace made by
 //! the test (joined by a bridge in a hub namespace the test also made; nothing is routed out
-//! of the machine), form one cluster. `etcdctl member list`, run from the hub namespace
+//! of the machine), form one cluster: the second and third join the first by token
+//! (`--server https://10.213.0.11:6443 --token …`, `--node-ip` their namespace address). `etcdctl member list`, run from the hub namespace
 //! against every member, shows three started voters with their namespace addresses; a write
 //! on one member is read linearizably on the others; a member cut off the bridge cannot
 //! serve a linearizable read, and serves again once reconnected.
