@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::kubectl::Kubectl;
+use common::kubectl::{Kubectl, Watch};
 
 const WIDGETS: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
@@ -260,6 +260,39 @@ fn custom_resources_with_kubectl() {
         None,
         "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1",
     );
+
+    // Client-side apply of a changed custom resource (a merge patch: custom resources take no
+    // strategic merge patch) and a watch seeing it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let watch = Watch::start(
+        &k,
+        &["get", "widgets", "-w", "-o", "name"],
+        &dir.path().join("w"),
+    );
+    watch.wait_for("widget.example.com/w1", 1);
+    let applied = k.ok_stdin(
+        &["apply", "--validate=false", "-f", "-"],
+        Some(&widget("w1", "{size: 5}")),
+    );
+    assert!(applied.contains("configured"), "{applied}");
+    assert_eq!(
+        jsonpath(&k, &w1, "{.spec.size}/{.metadata.generation}"),
+        "5/3"
+    );
+    watch.wait_for("widget.example.com/w1", 2);
+    k.fails_with(
+        &[
+            "patch",
+            "widget",
+            "w1",
+            "--type=strategic",
+            "-p",
+            r#"{"spec":{"size":6}}"#,
+        ],
+        None,
+        "the body of the request was in an unknown format",
+    );
+    drop(watch);
 
     // Scale subresource.
     k.ok(&["scale", "widget", "w1", "--replicas=3"]);

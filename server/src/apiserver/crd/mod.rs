@@ -15,6 +15,7 @@
 
 pub mod controller;
 pub mod definition;
+pub mod generation;
 pub mod jsonpath;
 pub mod model;
 pub mod openapi;

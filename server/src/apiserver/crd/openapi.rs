@@ -10,6 +10,7 @@ use crate::apiserver::openapi::schemas::{self, KindSchema, REF_PREFIX};
 use crate::apiserver::resources::catalog::Resource;
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+const STRATEGIC_MERGE: &str = "application/strategic-merge-patch+json";
 const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
 
 /// `com.example.v1.Widget` for group `example.com`.
@@ -71,5 +72,16 @@ pub fn document(rows: &[(&'static Resource, &CustomVersion)]) -> Value {
             name,
         });
     }
-    crate::apiserver::openapi::document(&c, &resources)
+    let mut doc = crate::apiserver::openapi::document(&c, &resources);
+    // Custom resources take no strategic merge patch (kubectl then sends merge patches).
+    for item in doc["paths"]
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|p| p.values_mut())
+    {
+        if let Some(content) = item["patch"]["requestBody"]["content"].as_object_mut() {
+            content.remove(STRATEGIC_MERGE);
+        }
+    }
+    doc
 }

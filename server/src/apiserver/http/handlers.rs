@@ -340,6 +340,16 @@ async fn resource_request(
                     message: e.to_string(),
                     details: None,
                 })?;
+            if kind == crate::patch::PatchType::StrategicMerge
+                && crate::apiserver::resources::custom::version_of(rp.resource).is_some()
+            {
+                return Err(ApiError {
+                    code: 415,
+                    reason: "UnsupportedMediaType",
+                    message: "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into(),
+                    details: None,
+                });
+            }
             let opts = crate::apiserver::registry::PatchOptions {
                 field_manager: q.get("fieldManager").cloned(),
                 force: flag(&q, "force"),

@@ -116,7 +116,12 @@ impl Registry {
             } else if !status_only {
                 check_update(t, &new, &old)?;
             }
-            if t.resource.has_spec && new.get("spec") != old.get("spec") {
+            let changed = if crate::apiserver::resources::custom::version_of(t.resource).is_some() {
+                crate::apiserver::crd::generation::bumps(t.resource.has_status, &old, &new)
+            } else {
+                t.resource.has_spec && new.get("spec") != old.get("spec")
+            };
+            if changed {
                 let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
                 new["metadata"]["generation"] = json!(generation);
             }
