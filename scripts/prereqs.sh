@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs, with apt-get and only when missing, what building and testing k3rs needs:
 # a C toolchain (for crates that build C), and for the tests the reference etcd 3.4
-# (etcd-server), etcdctl (etcd-client), openssl and ip (iproute2). Rust itself comes from rustup.
+# (etcd-server), etcdctl (etcd-client), openssl and ip (iproute2), and the Python `kubernetes`
+# client (pip, in a venv: /var/cache/k3rs-venv, or ~/.cache/k3rs-venv when /var/cache is not
+# writable; the python_client test looks there). Rust itself comes from rustup.
 #
 # Usage: scripts/prereqs.sh [build|test]   (default: test)
 set -euo pipefail
@@ -16,6 +18,8 @@ if [ "$what" = test ]; then
     command -v openssl >/dev/null 2>&1 || need+=(openssl)
     # `ip` makes the network namespaces of the HA tests (ha_netns, ha_faults).
     command -v ip >/dev/null 2>&1 || need+=(iproute2)
+    command -v python3 >/dev/null 2>&1 || need+=(python3)
+    python3 -m venv --help >/dev/null 2>&1 || need+=(python3-venv)
 fi
 
 if [ "${#need[@]}" -gt 0 ]; then
@@ -44,4 +48,16 @@ if [ "$what" = test ]; then
             rustup component add "$component"
         fi
     done
+fi
+
+if [ "$what" = test ]; then
+    venv="${K3RS_VENV:-/var/cache/k3rs-venv}"
+    if ! { mkdir -p "$venv" && [ -w "$venv" ]; } 2>/dev/null; then
+        venv="$HOME/.cache/k3rs-venv"
+    fi
+    if ! "$venv/bin/python3" -c 'import kubernetes' >/dev/null 2>&1; then
+        echo "prereqs: installing the Python kubernetes client into $venv" >&2
+        python3 -m venv "$venv"
+        "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check kubernetes
+    fi
 fi

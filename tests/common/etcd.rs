@@ -1,11 +1,12 @@
-//! A real etcd 3.4 (Debian `etcd-server`) as the reference: plain http on loopback, durable
-//! (default fsync behaviour, no unsafe flags), in its own temp dir.
+//! A real etcd 3.4 (Debian `etcd-server`) as the reference: on loopback, durable (default fsync
+//! behaviour, no unsafe flags), in its own temp dir; plain http, or https with client
+//! certificates required ([`Etcd::start_tls`]).
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::etcdctl::{etcdctl_with_timeout, Endpoint};
+use super::etcdctl::{etcdctl_with_timeout, Endpoint, TlsFiles};
 use super::process::ChildGuard;
 
 /// A running single-member etcd. Killed (SIGKILL) when dropped; its temp dir is removed then.
@@ -15,10 +16,31 @@ pub struct Etcd {
     dir: tempfile::TempDir,
     client_port: u16,
     peer_port: u16,
+    /// `Some` serves the client port over https and requires a client certificate.
+    tls: Option<EtcdPki>,
+}
+
+/// The certificates of a TLS etcd: a serving certificate for 127.0.0.1 and a client
+/// certificate, both from one CA (made with k3rs' own PKI code in the etcd's temp dir).
+#[derive(Debug, Clone)]
+struct EtcdPki {
+    ca: PathBuf,
+    serving: (PathBuf, PathBuf),
+    client: (PathBuf, PathBuf),
 }
 
 impl Etcd {
+    /// Plain http on loopback.
     pub fn start() -> Etcd {
+        Etcd::launch(false)
+    }
+
+    /// https on loopback with `--client-cert-auth`: clients need [`Etcd::client_tls`].
+    pub fn start_tls() -> Etcd {
+        Etcd::launch(true)
+    }
+
+    fn launch(tls: bool) -> Etcd {
         let dir = tempfile::Builder::new()
             .prefix("etcd-ref-")
             .tempdir()
@@ -28,7 +50,18 @@ impl Etcd {
             dir,
             client_port: super::free_port(),
             peer_port: super::free_port(),
+            tls: None,
         };
+        if tls {
+            let pki_dir = e.dir.path().join("pki");
+            let pki = k3rs_server::pki::Pki::ensure(&pki_dir, &Default::default())
+                .expect("generating etcd test certificates");
+            e.tls = Some(EtcdPki {
+                ca: pki.etcd_server_ca_cert(),
+                serving: pki.etcd_serving_cert(),
+                client: pki.etcd_client_cert(),
+            });
+        }
         // A port picked free can be taken by someone else before etcd binds it: then pick new
         // ones and start again.
         for attempt in 1.. {
@@ -58,15 +91,25 @@ impl Etcd {
     }
 
     pub fn endpoint(&self) -> Endpoint {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         Endpoint {
-            url: format!("http://127.0.0.1:{}", self.client_port),
-            tls: None,
+            url: format!("{scheme}://127.0.0.1:{}", self.client_port),
+            tls: self.client_tls(),
         }
+    }
+
+    /// The CA and client certificate a client of a [`Etcd::start_tls`] etcd needs.
+    pub fn client_tls(&self) -> Option<TlsFiles> {
+        self.tls.as_ref().map(|t| TlsFiles {
+            ca: t.ca.clone(),
+            cert: Some(t.client.0.clone()),
+            key: Some(t.client.1.clone()),
+        })
     }
 
     fn spawn(&mut self) {
         let bin = super::require_program("etcd", "etcd-server");
-        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let client = self.endpoint().url;
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let mut cmd = Command::new(bin);
         for (var, _) in std::env::vars() {
@@ -94,6 +137,15 @@ impl Etcd {
             .arg("zap")
             .arg("--log-outputs")
             .arg("stderr");
+        if let Some(t) = &self.tls {
+            cmd.arg("--cert-file")
+                .arg(&t.serving.0)
+                .arg("--key-file")
+                .arg(&t.serving.1)
+                .arg("--trusted-ca-file")
+                .arg(&t.ca)
+                .arg("--client-cert-auth");
+        }
         self.proc = Some(ChildGuard::spawn("etcd", cmd, &self.log_path()));
     }
 

@@ -49,11 +49,15 @@ impl Kubectl {
     }
 
     pub fn run_stdin(&self, args: &[&str], stdin: Option<&str>) -> Out {
-        let (code, stdout, stderr) = run_with_timeout(
-            self.command(args),
-            stdin.map(str::as_bytes),
-            Duration::from_secs(60),
-        );
+        self.run_env(args, stdin, &[])
+    }
+
+    /// Runs with extra environment variables (e.g. `EDITOR` for `kubectl edit`).
+    pub fn run_env(&self, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Out {
+        let mut cmd = self.command(args);
+        cmd.envs(env.iter().copied());
+        let (code, stdout, stderr) =
+            run_with_timeout(cmd, stdin.map(str::as_bytes), Duration::from_secs(60));
         Out {
             ok: code == Some(0),
             stdout,

@@ -18,7 +18,8 @@ use crate::apiserver::discovery;
 use crate::apiserver::metrics::RequestLabels;
 use crate::apiserver::registry::selector::{FieldSelector, LabelSelector};
 use crate::apiserver::registry::{
-    DeleteOptions, Deleted, ListOptions, RvMatch, Target, WatchOptions, WriteOptions,
+    managed_fields, DeleteOptions, Deleted, ListOptions, RvMatch, Target, WatchOptions,
+    WriteOptions,
 };
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::{crd, openapi, table, ApiState};
@@ -77,13 +78,34 @@ fn verb_of(method: &Method, rp: &ResourcePath, query: Option<&str>) -> &'static 
 }
 
 fn write_options(q: &HashMap<String, String>) -> ApiResult<WriteOptions> {
-    match q.get("dryRun").map(String::as_str) {
-        None | Some("") => Ok(WriteOptions { dry_run: false }),
-        Some("All") => Ok(WriteOptions { dry_run: true }),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "Invalid dryRun value {other:?}: supported values: \"All\""
-        ))),
-    }
+    let dry_run = match q.get("dryRun").map(String::as_str) {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "Invalid dryRun value {other:?}: supported values: \"All\""
+            )))
+        }
+    };
+    Ok(WriteOptions {
+        dry_run,
+        field_manager: None,
+    })
+}
+
+/// [`write_options`] of a create, update or patch, which records its field manager.
+fn managed_write_options(q: &HashMap<String, String>, req: &Request) -> ApiResult<WriteOptions> {
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    Ok(WriteOptions {
+        field_manager: Some(managed_fields::manager_of(
+            q.get("fieldManager").map(String::as_str),
+            user_agent,
+        )),
+        ..write_options(q)?
+    })
 }
 
 fn list_options(q: &HashMap<String, String>, rp: &ResourcePath) -> ApiResult<ListOptions> {
@@ -280,7 +302,7 @@ async fn resource_request(
             if rp.resource.namespaced && rp.namespace.is_none() {
                 return Err(ApiError::method_not_allowed("POST"));
             }
-            let opts = write_options(&q)?;
+            let opts = managed_write_options(&q, &req)?;
             let mut obj = read_object(req, &rp).await?;
             let warnings = openapi::check_body(&q, &rp, &mut obj)?;
             let created = reg.create(&target, obj, opts).await?;
@@ -305,7 +327,7 @@ async fn resource_request(
             Ok(openapi::with_warnings(resp, &warnings))
         }
         (Method::PUT, true) => {
-            let opts = write_options(&q)?;
+            let opts = managed_write_options(&q, &req)?;
             let mut obj = read_object(req, &rp).await?;
             let warnings = openapi::check_body(&q, &rp, &mut obj)?;
             let updated = if sub == Some("scale") {
@@ -353,7 +375,7 @@ async fn resource_request(
             let opts = crate::apiserver::registry::PatchOptions {
                 field_manager: q.get("fieldManager").cloned(),
                 force: flag(&q, "force"),
-                write: write_options(&q)?,
+                write: managed_write_options(&q, &req)?,
             };
             let bytes = body::read(req.into_body()).await?;
             openapi::check_patch_body(&q, &rp, kind, &bytes)?;

@@ -25,6 +25,9 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .route("/livez", get(health::livez))
         .route("/readyz", get(health::readyz))
         .route("/version", get(version::version))
+        // kube-apiserver's go-restful service answers `/version/` too (the Python client's
+        // VersionApi asks for that).
+        .route("/version/", get(version::version))
         .route("/cacerts", get(cacerts))
         .route("/metrics", get(metrics))
         .route("/openapi/v3", get(openapi::index))

@@ -3,7 +3,9 @@
 
 use serde_json::{json, Value};
 
-use super::{decode, encode_as, keys, meta, validation, Registry, Target, WriteOptions};
+use super::{
+    decode, encode_as, keys, managed_fields, meta, validation, Registry, Target, WriteOptions,
+};
 use crate::apiserver::resources::catalog::{self, Resource};
 use crate::apiserver::resources::{strategy, typed};
 use crate::apiserver::status::{ApiError, ApiResult, Cause, Subject};
@@ -70,7 +72,15 @@ impl Registry {
             // After naming: a Job's generated labels carry its name.
             strategy::prepare_for_create(r, &mut obj);
             strategy::apply_defaults(r, &mut obj);
+            meta::drop_empty_collections(&mut obj);
             check(t, &obj)?;
+            let mut obj = managed_fields::track(
+                t,
+                None,
+                obj.clone(),
+                opts.field_manager.as_deref(),
+                &meta::now_rfc3339(),
+            );
             if opts.dry_run {
                 return Ok(obj);
             }

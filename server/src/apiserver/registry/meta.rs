@@ -63,6 +63,30 @@ pub fn set_resource_version(obj: &mut Value, rev: i64) {
     }
 }
 
+/// ObjectMeta's `omitempty` collections, which Go drops when they are empty or null.
+const OMIT_EMPTY: &[&str] = &[
+    "labels",
+    "annotations",
+    "finalizers",
+    "ownerReferences",
+    "managedFields",
+];
+
+/// Drops empty or null `labels`, `annotations`, `finalizers`, `ownerReferences` and
+/// `managedFields` from the metadata, as kube-apiserver's decoding does (`omitempty`): a
+/// client-side apply or `kubectl diff` sending `annotations: {}` leaves no trace.
+pub fn drop_empty_collections(obj: &mut Value) {
+    let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    m.retain(|k, v| {
+        let empty = v.is_null()
+            || v.as_object().is_some_and(|o| o.is_empty())
+            || v.as_array().is_some_and(|a| a.is_empty());
+        !(empty && OMIT_EMPTY.contains(&k.as_str()))
+    });
+}
+
 /// RFC 3339 UTC with second precision, as metav1.Time marshals (`2026-11-21T10:55:03Z`).
 pub fn now_rfc3339() -> String {
     rfc3339(std::time::SystemTime::now())
@@ -106,5 +130,21 @@ mod tests {
             .bytes()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
         assert_eq!(new_uid().len(), 36);
+    }
+
+    #[test]
+    fn empty_metadata_collections_are_dropped() {
+        let mut obj = json!({"metadata": {"name": "a", "labels": {}, "annotations": null,
+            "finalizers": [], "ownerReferences": [], "managedFields": [],
+            "generateName": ""}, "data": {}});
+        drop_empty_collections(&mut obj);
+        assert_eq!(
+            obj,
+            json!({"metadata": {"name": "a", "generateName": ""}, "data": {}})
+        );
+        let mut kept = json!({"metadata": {"labels": {"a": "b"}, "finalizers": ["f"]}});
+        let before = kept.clone();
+        drop_empty_collections(&mut kept);
+        assert_eq!(kept, before);
     }
 }

@@ -12,6 +12,7 @@ mod event_ttl;
 pub mod eviction;
 pub mod keys;
 mod list;
+pub mod managed_fields;
 pub mod meta;
 pub mod patch;
 mod replace;
@@ -74,10 +75,15 @@ impl Target {
     }
 }
 
-/// Whether a write is persisted (`dryRun=All` validates and answers, but stores nothing).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Whether a write is persisted (`dryRun=All` validates and answers, but stores nothing), and
+/// who makes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteOptions {
     pub dry_run: bool,
+    /// The field manager recorded in managedFields as an `Update` (see
+    /// [`managed_fields::manager_of`]); `None` leaves managedFields alone (server-side apply
+    /// computes its own, bootstrap objects have none).
+    pub field_manager: Option<String>,
 }
 
 /// The registry, shared by every request.

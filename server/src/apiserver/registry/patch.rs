@@ -7,11 +7,10 @@
 use serde_json::Value;
 
 use super::update::scale_of;
-use super::{meta, Registry, Target, WriteOptions};
+use super::{managed_fields, meta, Registry, Target, WriteOptions};
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::patch::{
-    apply::Scope, apply_patch, BuiltinPatchMeta, NoPatchMeta, PatchContext, PatchError, PatchMeta,
-    PatchType,
+    apply_patch, BuiltinPatchMeta, NoPatchMeta, PatchContext, PatchError, PatchMeta, PatchType,
 };
 
 const ATTEMPTS: usize = 16;
@@ -66,16 +65,15 @@ fn run_patch(
         Some(m) => m,
         None => &NoPatchMeta,
     };
-    let scope = match t.subresource.as_deref() {
-        Some("status") => Scope::Status,
-        _ if r.has_status => Scope::Main,
-        _ => Scope::Whole,
-    };
+    // Other patches are tracked as updates by the update path, on the defaulted object.
     let ctx = PatchContext {
         meta: patch_meta,
-        field_manager: opts.field_manager.as_deref(),
+        field_manager: opts
+            .field_manager
+            .as_deref()
+            .filter(|_| kind == PatchType::Apply),
         force: opts.force,
-        scope,
+        scope: managed_fields::scope_of(t),
         now,
     };
     let patched = apply_patch(kind, live, body, &ctx).map_err(|e| patch_error(t, e))?;
@@ -100,12 +98,21 @@ impl Registry {
         let scale = t.subresource.as_deref() == Some("scale");
         let now = meta::now_rfc3339();
         let run = |live: &Value| run_patch(t, kind, live, body, opts, &now);
+        // An apply computes its own managedFields; the update path must not add an Update.
+        let write = WriteOptions {
+            field_manager: opts
+                .write
+                .field_manager
+                .clone()
+                .filter(|_| kind != PatchType::Apply),
+            ..opts.write.clone()
+        };
         for _ in 0..ATTEMPTS {
             let live = match self.get(t).await {
                 Ok(v) => v,
                 Err(e) if e.code == 404 && kind == PatchType::Apply && t.subresource.is_none() => {
                     let created = run(&Value::Null)?;
-                    return self.create(t, created, opts.write).await;
+                    return self.create(t, created, write).await;
                 }
                 Err(e) => return Err(e),
             };
@@ -123,9 +130,9 @@ impl Registry {
             meta::metadata_mut(&mut patched)
                 .insert("resourceVersion".into(), Value::from(live_rv.clone()));
             let result = if scale {
-                self.update_scale(t, patched, opts.write).await
+                self.update_scale(t, patched, write.clone()).await
             } else {
-                self.update(t, patched, opts.write).await
+                self.update(t, patched, write.clone()).await
             };
             match result {
                 Err(e) if e.code == 409 && e.reason == "Conflict" => continue,

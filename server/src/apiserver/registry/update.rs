@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::create::{check, check_body, scope_namespace};
-use super::{decode_as, encode_as, meta, Registry, Target, WriteOptions};
+use super::{decode_as, encode_as, managed_fields, meta, Registry, Target, WriteOptions};
 use crate::apiserver::resources::strategy;
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::datastore::WriteOutcome;
@@ -100,6 +100,7 @@ impl Registry {
                 super::service::keep_allocations(&old, &mut new);
             }
             strategy::apply_defaults(t.resource, &mut new);
+            meta::drop_empty_collections(&mut new);
             let _ip_guard = if is_service && !status_only {
                 let guard = self.ip_lock.lock().await;
                 self.allocate_service(t, &mut new, Some(&old)).await?;
@@ -129,6 +130,13 @@ impl Registry {
             if new == old {
                 return Ok(old);
             }
+            let mut new = managed_fields::track(
+                t,
+                Some(&old),
+                new,
+                opts.field_manager.as_deref(),
+                &meta::now_rfc3339(),
+            );
             if opts.dry_run {
                 return Ok(new);
             }

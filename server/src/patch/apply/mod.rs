@@ -222,10 +222,16 @@ pub fn apply(
     }
 
     let applied_set = walker.field_set(applied);
-    let last_applied = match entries.iter().position(me) {
-        Some(i) => entries.remove(i).fields,
-        None => FieldSet::new(),
+    let (last_applied, last_time) = match entries.iter().position(me) {
+        Some(i) => {
+            let e = entries.remove(i);
+            (e.fields, e.time)
+        }
+        None => (FieldSet::new(), None),
     };
+    // An apply that changes neither the object nor the applier's fields is a no-op: the entry
+    // keeps its time, so nothing is written (kube's managedFieldsUpdater does the same).
+    let same_fields = last_time.is_some() && applied_set == last_applied;
     entries.push(Entry {
         manager: manager.to_string(),
         operation: Operation::Apply,
@@ -241,9 +247,18 @@ pub fn apply(
         .fold(FieldSet::new(), |acc, e| acc.union(&e.fields));
     let mut result = merged;
     walker.prune(&mut result, &last_applied.difference(&keep), &keep);
-    let removed = walker.compare(&live, &result).removed;
+    let diff = walker.compare(&live, &result);
     for e in &mut entries {
-        e.fields = e.fields.difference(&removed);
+        e.fields = e.fields.difference(&diff.removed);
+    }
+    if same_fields && conflicts.is_empty() && diff.changed.is_empty() && diff.removed.is_empty() {
+        // The applier's entry is the one just pushed with `now`.
+        if let Some(e) = entries
+            .iter_mut()
+            .find(|e| e.manager == manager && e.operation == Operation::Apply)
+        {
+            e.time = last_time;
+        }
     }
     managed::write(&mut result, entries);
     Ok(result)

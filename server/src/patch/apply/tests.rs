@@ -594,3 +594,17 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn reapplying_the_same_configuration_is_a_no_op() {
+    let first = run(None, &config(2, "nginx:1"), "alice", false, T0).unwrap();
+    let again = run(Some(&first), &config(2, "nginx:1"), "alice", false, T1).unwrap();
+    assert_eq!(again, first, "same object, same managedFields time");
+    // A change of value, or of the applied fields, is a new apply with a new time.
+    let changed = run(Some(&first), &config(3, "nginx:1"), "alice", false, T1).unwrap();
+    assert_eq!(changed["metadata"]["managedFields"][0]["time"], T1);
+    let mut more = config(2, "nginx:1");
+    more["spec"]["minReadySeconds"] = json!(0);
+    let fewer_fields = run(Some(&first), &more, "alice", false, T2).unwrap();
+    assert_eq!(fewer_fields["metadata"]["managedFields"][0]["time"], T2);
+}

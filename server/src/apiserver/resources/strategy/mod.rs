@@ -11,6 +11,7 @@ mod policy;
 mod quantity;
 mod quota;
 mod replication;
+mod secret;
 mod service;
 // Part B.
 mod endpointslice;
@@ -36,6 +37,7 @@ pub fn apply_defaults(r: &Resource, obj: &mut Value) {
     match (r.group, r.kind) {
         ("", "Pod") => pod::defaults(obj),
         ("", "Service") => service::defaults(obj),
+        ("", "Secret") => secret::defaults(obj),
         ("", "Namespace") => namespace::defaults(obj),
         ("apps", "Deployment") => apps::deployment_defaults(obj),
         ("apps", "ReplicaSet") => apps::replicaset_defaults(obj),
