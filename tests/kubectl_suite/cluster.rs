@@ -18,6 +18,71 @@ const RESOURCES: &[(&str, &str, &str, &str, &str)] = &[
     ("deployments", "deploy", "apps/v1", "true", "Deployment"),
     ("replicasets", "rs", "apps/v1", "true", "ReplicaSet"),
     ("leases", "", "coordination.k8s.io/v1", "true", "Lease"),
+    (
+        "endpointslices",
+        "",
+        "discovery.k8s.io/v1",
+        "true",
+        "EndpointSlice",
+    ),
+    (
+        "ingressclasses",
+        "",
+        "networking.k8s.io/v1",
+        "false",
+        "IngressClass",
+    ),
+    (
+        "ingresses",
+        "ing",
+        "networking.k8s.io/v1",
+        "true",
+        "Ingress",
+    ),
+    (
+        "networkpolicies",
+        "netpol",
+        "networking.k8s.io/v1",
+        "true",
+        "NetworkPolicy",
+    ),
+    (
+        "clusterrolebindings",
+        "",
+        "rbac.authorization.k8s.io/v1",
+        "false",
+        "ClusterRoleBinding",
+    ),
+    (
+        "clusterroles",
+        "",
+        "rbac.authorization.k8s.io/v1",
+        "false",
+        "ClusterRole",
+    ),
+    (
+        "rolebindings",
+        "",
+        "rbac.authorization.k8s.io/v1",
+        "true",
+        "RoleBinding",
+    ),
+    ("roles", "", "rbac.authorization.k8s.io/v1", "true", "Role"),
+    (
+        "priorityclasses",
+        "pc",
+        "scheduling.k8s.io/v1",
+        "false",
+        "PriorityClass",
+    ),
+    ("csidrivers", "", "storage.k8s.io/v1", "false", "CSIDriver"),
+    (
+        "storageclasses",
+        "sc",
+        "storage.k8s.io/v1",
+        "false",
+        "StorageClass",
+    ),
 ];
 
 pub fn discovery_version_explain(c: &Ctx) {
@@ -86,7 +151,8 @@ pub fn discovery_version_explain(c: &Ctx) {
     }
 
     let versions = c.ok(&["api-versions"]);
-    for gv in ["v1", "apps/v1", "coordination.k8s.io/v1"] {
+    let groups = RESOURCES.iter().map(|r| r.2);
+    for gv in groups {
         assert!(
             versions.lines().any(|l| l == gv),
             "{gv} not in:\n{versions}"

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+pub use crate::common::kubectl::{header, table};
 use crate::common::kubectl::{Kubectl, Out};
 use crate::common::{self, Etcd, K3rs};
 
@@ -179,18 +180,6 @@ pub fn fixture(name: &str) -> String {
         .join(name);
     assert!(p.exists(), "missing fixture {}", p.display());
     p.display().to_string()
-}
-
-/// The whitespace-separated words of each output line.
-pub fn table(out: &str) -> Vec<Vec<String>> {
-    out.lines()
-        .map(|l| l.split_whitespace().map(str::to_string).collect())
-        .collect()
-}
-
-/// The first line's words (a table header).
-pub fn header(out: &str) -> Vec<String> {
-    table(out).into_iter().next().unwrap_or_default()
 }
 
 /// A running server on `backend`, with what it depends on.
