@@ -501,6 +501,164 @@ fn check_events(k: &Kubectl) {
     }
 }
 
+/// A fresh PEM certificate signing request for `cn`, base64-encoded as `spec.request` wants.
+fn csr_request(cn: &str) -> String {
+    use base64::Engine;
+    let openssl = common::require_program("openssl", "openssl");
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(openssl)
+        .args([
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-subj",
+            &format!("/CN={cn}/O=dev"),
+            "-keyout",
+        ])
+        .arg(dir.path().join("key.pem"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    base64::engine::general_purpose::STANDARD.encode(out.stdout)
+}
+
+fn csr_yaml(name: &str, request: &str) -> String {
+    format!(
+        "\
+apiVersion: certificates.k8s.io/v1
+kind: CertificateSigningRequest
+metadata: {{name: {name}}}
+spec:
+  request: {request}
+  signerName: kubernetes.io/kube-apiserver-client
+  expirationSeconds: 86400
+  usages: [client auth]
+"
+    )
+}
+
+fn csr_condition(k: &Kubectl, name: &str) -> String {
+    let out = k.ok(&["get", "csr", name]);
+    table(&out)[1].last().cloned().unwrap_or_default()
+}
+
+/// CSRs: the request is parsed and checked, the requester recorded, `kubectl certificate
+/// approve|deny` work, Approved and Denied exclude each other, `status` cannot approve.
+fn check_csrs(k: &Kubectl) {
+    k.ok_stdin(
+        &["create", "-f", "-"],
+        Some(&csr_yaml("alice", &csr_request("alice"))),
+    );
+    let out = k.ok(&["get", "csr", "alice"]);
+    assert_eq!(
+        header(&out),
+        [
+            "NAME",
+            "AGE",
+            "SIGNERNAME",
+            "REQUESTOR",
+            "REQUESTEDDURATION",
+            "CONDITION"
+        ]
+    );
+    let row = &table(&out)[1];
+    assert_eq!(row[0], "alice");
+    assert_eq!(
+        row[2..],
+        [
+            "kubernetes.io/kube-apiserver-client",
+            "system:admin",
+            "24h",
+            "Pending"
+        ]
+    );
+    let groups = k.ok(&["get", "csr", "alice", "-o", "jsonpath={.spec.groups}"]);
+    assert_eq!(groups, r#"["system:masters","system:authenticated"]"#);
+
+    let approved = k.ok(&["certificate", "approve", "alice"]);
+    assert_eq!(
+        approved,
+        "certificatesigningrequest.certificates.k8s.io/alice approved\n"
+    );
+    assert_eq!(csr_condition(k, "alice"), "Approved");
+    let reason = k.ok(&[
+        "get",
+        "csr",
+        "alice",
+        "-o",
+        "jsonpath={.status.conditions[0].reason} {.status.conditions[0].status}",
+    ]);
+    assert_eq!(reason, "KubectlApprove True");
+    // Denying an approved request: kubectl refuses even with --force; the server refuses a
+    // PUT to /approval with both conditions.
+    k.fails_with(
+        &["certificate", "deny", "--force", "alice"],
+        None,
+        "is already Approved",
+    );
+    let mut both = get_json(
+        k,
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests/alice",
+    );
+    both["status"]["conditions"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"type": "Denied", "status": "True", "reason": "Nope"}));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("both.json");
+    std::fs::write(&file, both.to_string()).unwrap();
+    let err = k.fails_with(
+        &[
+            "replace",
+            "--raw",
+            "/apis/certificates.k8s.io/v1/certificatesigningrequests/alice/approval",
+            "-f",
+            file.to_str().unwrap(),
+        ],
+        None,
+        "Approved and Denied conditions are mutually exclusive",
+    );
+    assert!(err.contains("status.conditions"), "{err}");
+    assert_eq!(csr_condition(k, "alice"), "Approved");
+
+    k.ok_stdin(
+        &["create", "-f", "-"],
+        Some(&csr_yaml("bob", &csr_request("bob"))),
+    );
+    let denied = k.ok(&["certificate", "deny", "bob"]);
+    assert_eq!(
+        denied,
+        "certificatesigningrequest.certificates.k8s.io/bob denied\n"
+    );
+    assert_eq!(csr_condition(k, "bob"), "Denied");
+    // The status subresource cannot approve (nor drop the denial).
+    k.ok(&[
+        "patch",
+        "csr",
+        "bob",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"Approved","status":"True"}]}}"#,
+    ]);
+    assert_eq!(csr_condition(k, "bob"), "Denied");
+
+    // Not a CSR, no usages: 422 with upstream's paths.
+    let bad = csr_yaml("bad", "bm90IGEgY3Ny").replace("  usages: [client auth]\n", "");
+    let err = k.fails_with(&["create", "-f", "-"], Some(&bad), "is invalid");
+    assert!(
+        err.contains(
+            "spec.request: Invalid value: \"\": PEM block type must be CERTIFICATE REQUEST"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("spec.usages: Required value"), "{err}");
+}
+
 #[test]
 fn part_b_resources_with_kubectl() {
     let (_server, k) = start();
@@ -518,6 +676,7 @@ fn part_b_resources_with_kubectl() {
         ("rolebindings", ""),
         ("clusterroles", ""),
         ("clusterrolebindings", ""),
+        ("certificatesigningrequests", "csr"),
     ] {
         let line = res
             .lines()
@@ -531,4 +690,5 @@ fn part_b_resources_with_kubectl() {
     check_cases(&k);
     check_defaults(&k);
     check_events(&k);
+    check_csrs(&k);
 }

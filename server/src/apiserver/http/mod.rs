@@ -4,6 +4,7 @@ pub mod body;
 mod connect;
 pub mod handlers;
 pub mod protobuf;
+mod protobuf_certificates;
 mod protobuf_workloads;
 pub mod request;
 pub mod router;

@@ -2,6 +2,8 @@
 //! which kubectl's typed clients send for `kubectl create namespace|configmap|secret|
 //! deployment|service|serviceaccount`.
 //!
+//! `kubectl certificate approve|deny` send CertificateSigningRequests too.
+//!
 //! The envelope is `k8s\0` + `runtime.Unknown{typeMeta, raw}`; `raw` is the object in the
 //! field numbering of k8s.io/api's `generated.proto`. Only the kinds listed in [`decode`] are
 //! understood (others are 415, so clients see a clear error). Fields not modelled are dropped
@@ -230,6 +232,9 @@ pub fn decode(bytes: &[u8]) -> ApiResult<Value> {
             super::protobuf_workloads::service_account(&raw).map_err(bad)?
         }
         ("apps/v1", "Deployment") => super::protobuf_workloads::deployment(&raw).map_err(bad)?,
+        ("certificates.k8s.io/v1", "CertificateSigningRequest") => {
+            super::protobuf_certificates::csr(&raw).map_err(bad)?
+        }
         _ => {
             return Err(ApiError::unsupported_media_type(&format!(
                 "{MEDIA_TYPE} for {api_version} {kind}"

@@ -48,7 +48,8 @@ impl Registry {
                 ApiError::bad_request(format!("invalid resourceVersion {rv:?} in the object"))
             })?),
         };
-        let status_only = t.subresource.as_deref() == Some("status");
+        // `approval` (CSRs) is a status-only write whose strategy narrows it further.
+        let status_only = matches!(t.subresource.as_deref(), Some("status" | "approval"));
         let scale = t.subresource.as_deref() == Some("scale");
         let ephemeral = t.subresource.as_deref() == Some("ephemeralcontainers");
         for _ in 0..UNCONDITIONAL_ATTEMPTS {
@@ -95,6 +96,13 @@ impl Registry {
                 n
             };
             keep_system_fields(&old, &mut new);
+            strategy::prepare_for_update(
+                t.resource,
+                t.subresource.as_deref(),
+                &mut new,
+                &old,
+                &meta::now_rfc3339(),
+            );
             let is_service = t.resource.group.is_empty() && t.resource.kind == "Service";
             if is_service {
                 super::service::keep_allocations(&old, &mut new);
@@ -114,7 +122,8 @@ impl Registry {
                 if !causes.is_empty() {
                     return Err(ApiError::invalid(t.kind_subject(t.name()), causes));
                 }
-            } else if !status_only {
+            } else if !status_only || t.subresource.as_deref() == Some("approval") {
+                // A status write keeps the spec; an approval may not drop conditions.
                 check_update(t, &new, &old)?;
             }
             let changed = if crate::apiserver::resources::custom::version_of(t.resource).is_some() {

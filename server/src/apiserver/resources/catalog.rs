@@ -628,6 +628,30 @@ pub static CATALOG: &[Resource] = &[
             false,
         )
     },
+    Resource {
+        short_names: &["csr"],
+        subresources: &[
+            status_of("certificates.k8s.io", "v1", "CertificateSigningRequest"),
+            Subresource {
+                name: "approval",
+                group: "certificates.k8s.io",
+                version: "v1",
+                kind: "CertificateSigningRequest",
+                verbs: SUB_VERBS,
+            },
+        ],
+        has_status: true,
+        storage_prefix: "/registry/certificatesigningrequests",
+        field_labels: &[("spec.signerName", "spec.signerName")],
+        ..row(
+            "certificates.k8s.io",
+            "v1",
+            "CertificateSigningRequest",
+            "certificatesigningrequests",
+            "certificatesigningrequest",
+            false,
+        )
+    },
 ];
 
 /// Every served resource: the built-in rows, then the custom resources of the current

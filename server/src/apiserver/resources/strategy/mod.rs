@@ -14,6 +14,7 @@ mod replication;
 mod secret;
 mod service;
 // Part B.
+pub mod csr;
 mod endpointslice;
 mod event;
 mod networking;
@@ -109,6 +110,9 @@ pub fn prepare_for_create(r: &Resource, obj: &mut Value) {
         ("batch", "Job") => batch::generate_selector(obj),
         // Part B.
         ("networking.k8s.io", "Ingress") => obj["status"] = networking::ingress_initial_status(),
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            csr::prepare_for_create(obj, &csr::Requester::admin())
+        }
         _ => {}
     }
 }
@@ -149,6 +153,7 @@ pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
         ("batch", "CronJob") => batch::validate_cronjob(obj),
         ("autoscaling", "HorizontalPodAutoscaler") => autoscaling::validate_hpa(obj),
         ("policy", "PodDisruptionBudget") => policy::validate_pdb(obj),
+        ("certificates.k8s.io", "CertificateSigningRequest") => csr::validate(obj),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             crate::apiserver::crd::definition::validate(obj)
         }
@@ -183,10 +188,25 @@ pub fn validate_update(r: &Resource, new: &Value, old: &Value) -> Vec<Cause> {
         ("apps", "StatefulSet") => sets::validate_statefulset_update(old, new),
         ("apps", "DaemonSet") => immutable(new, old, "spec.selector"),
         ("batch", "Job") => batch::validate_job_update(old, new),
+        ("certificates.k8s.io", "CertificateSigningRequest") => csr::validate_update(new, old),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             crate::apiserver::crd::definition::validate_update(old, new)
         }
         _ => Vec::new(),
+    }
+}
+
+/// What an update of the object or of its `subresource` may change, applied to the merged
+/// object `new` given the stored `old` (kube's `PrepareForUpdate`); `now` stamps conditions.
+pub fn prepare_for_update(
+    r: &Resource,
+    subresource: Option<&str>,
+    new: &mut Value,
+    old: &Value,
+    now: &str,
+) {
+    if let ("certificates.k8s.io", "CertificateSigningRequest") = (r.group, r.kind) {
+        csr::prepare_for_update(subresource, new, old, now)
     }
 }
 
