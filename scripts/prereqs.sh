@@ -16,6 +16,8 @@ if [ "$what" = test ]; then
     command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
     command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
     command -v openssl >/dev/null 2>&1 || need+=(openssl)
+    # `curl` scrapes /metrics in the HA test.
+    command -v curl >/dev/null 2>&1 || need+=(curl)
     # `ip` makes the network namespaces of the HA tests (ha_netns, ha_faults).
     command -v ip >/dev/null 2>&1 || need+=(iproute2)
     command -v python3 >/dev/null 2>&1 || need+=(python3)

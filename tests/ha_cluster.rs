@@ -13,6 +13,39 @@ use std::time::{Duration, Instant};
 use common::etcdctl::{etcdctl_with_timeout, member_id, members, started_voters};
 use common::{etcdctl, free_port, wait_for, Endpoint, K3rs};
 
+/// `curl` of the server's HTTPS `/metrics`, with the admin client certificate when `authn`.
+fn scrape(server: &K3rs, authn: bool) -> std::process::Output {
+    let tls = server.data_dir().join("server/tls");
+    let mut cmd = std::process::Command::new(common::require_program("curl", "curl"));
+    cmd.args([
+        "-sS",
+        "--max-time",
+        "10",
+        "-w",
+        "\n%{http_code}",
+        "--cacert",
+    ])
+    .arg(tls.join("server-ca.crt"));
+    if authn {
+        cmd.arg("--cert")
+            .arg(tls.join("client-admin.crt"))
+            .arg("--key")
+            .arg(tls.join("client-admin.key"));
+    }
+    cmd.arg(format!("{}/metrics", server.server_url()))
+        .output()
+        .expect("curl")
+}
+
+/// The value of the etcd metric `name` (without labels) on `server`.
+fn metric(server: &K3rs, name: &str) -> u64 {
+    let out = scrape(server, true);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics: {text}"))
+}
+
 /// A server with its own peer port (and compaction off).
 fn server_args(peer_port: &str) -> Vec<&str> {
     vec![
@@ -79,6 +112,21 @@ fn three_servers_join_by_token_and_survive_the_leader() {
     );
     assert!(third.log().contains("not joining again"), "{}", third.log());
 
+    // Metrics in etcd's names on the HTTPS port (client certificate required).
+    let unauthenticated = String::from_utf8_lossy(&scrape(&servers[1], false).stdout).into_owned();
+    assert!(unauthenticated.ends_with("\n401"), "{unauthenticated}");
+    assert_eq!(metric(&servers[1], "etcd_server_has_leader"), 1);
+    let committed = metric(&servers[0], "etcd_server_proposals_committed_total");
+    for i in 0..3 {
+        etcdctl(&eps[0], &["put", &format!("m{i}"), "v"], None).expect_ok("put");
+    }
+    assert!(metric(&servers[0], "etcd_server_proposals_committed_total") >= committed + 3);
+    assert!(metric(&servers[0], "etcd_server_proposals_applied_total") >= committed + 3);
+    assert!(metric(&servers[0], "etcd_mvcc_db_total_size_in_bytes") > 0);
+    let changes = metric(&servers[1], "etcd_server_leader_changes_seen_total");
+    assert!(changes >= 1);
+    let first_led = metric(&servers[0], "etcd_server_is_leader") == 1;
+
     // Kill the first server (SIGKILL); the others elect a leader and take writes.
     let killed = Instant::now();
     servers[0].kill();
@@ -103,6 +151,9 @@ fn three_servers_join_by_token_and_survive_the_leader() {
     assert_eq!(out.stdout.trim(), "2");
     servers[1].assert_running();
     third.assert_running();
+    if first_led {
+        assert!(metric(&servers[1], "etcd_server_leader_changes_seen_total") > changes);
+    }
 
     // Lose the majority for good: the last server cannot write; `--cluster-reset` makes it a
     // cluster of one with its data and exits; started again (without the flag), it serves.

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 mod cluster_reset;
 mod forward;
+mod leader_changes;
 mod lessor;
 mod log_store;
 pub mod membership;

@@ -65,6 +65,8 @@ pub struct Node {
     node_slot: NodeSlot,
     /// The log at startup: a leader restored in its term reads no earlier (see `read_index`).
     startup: StartupFloor,
+    /// Leader changes seen (see `leader_changes`).
+    leader_changes: Arc<std::sync::atomic::AtomicU64>,
 }
 
 fn raft_config(cfg: &NodeConfig) -> Result<Config> {
@@ -207,6 +209,12 @@ impl Node {
         let (proposer, proposer_task) =
             Proposer::spawn(raft.clone(), forwarder.clone(), cancel.child_token());
         tasks.push(proposer_task);
+        let leader_changes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        tasks.push(tokio::spawn(crate::leader_changes::run(
+            raft.clone(),
+            leader_changes.clone(),
+            cancel.child_token(),
+        )));
         tasks.push(tokio::spawn(bound_wal(
             raft.clone(),
             wal,
@@ -235,6 +243,7 @@ impl Node {
             node_slot: slot.clone(),
             startup,
             cfg,
+            leader_changes,
         });
         let _ = slot.set(Arc::downgrade(&node));
         // A cluster of one needs no peer port until a member is added (like k3s, which opens
@@ -469,6 +478,13 @@ impl Node {
             commit_index: commit_index.max(applied_index),
             applied_index,
         }
+    }
+
+    /// Leader changes this member has seen since it started (etcd's
+    /// `etcd_server_leader_changes_seen_total`).
+    pub fn leader_changes_seen(&self) -> u64 {
+        self.leader_changes
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether this node is the leader right now (it may be deposed the next moment).

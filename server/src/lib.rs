@@ -266,7 +266,10 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
             let ds = Arc::new(datastore::Embedded::new(node.clone()));
             apiserver::ApiServer::bind(&api_config(&cfg), &pki, ds, shutdown.clone())
                 .await
-                .map(|s| HttpsServer::Api(s.with_supervisor(supervisor::router(sup), None)))
+                .map(|s| {
+                    let metrics = sup.metrics.clone();
+                    HttpsServer::Api(s.with_supervisor(supervisor::router(sup), metrics))
+                })
                 .map_err(Error::from)
         }
         None => bind_supervisor(&cfg, &pki, sup, shutdown.clone()).await,
@@ -379,8 +382,12 @@ fn supervisor_state(
         tls_dir: pki.tls_dir().to_path_buf(),
         token: pki.server_token.clone(),
         cluster_id: ids.cluster_id,
+        metrics: node.clone().map(|n| {
+            supervisor::MetricsSource(Arc::new(move || {
+                etcd::metrics::render(&etcd::metrics::Sample::of(&n))
+            }))
+        }),
         node,
-        metrics: None,
     }))
 }
 

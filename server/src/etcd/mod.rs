@@ -14,6 +14,7 @@ pub mod error;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
+pub mod metrics;
 pub mod watch;
 
 use std::path::PathBuf;
