@@ -37,8 +37,9 @@ use crate::apiserver::resources::catalog::Resource;
 use crate::apiserver::status::ApiResult;
 use crate::datastore::{prefix_end, Datastore, Error as DsError, WatchRequest};
 
-/// Events kept per resource for watchers that start in the past.
-pub const RING_CAPACITY: usize = 4096;
+/// Events kept per resource for watchers that start in the past (each holds the decoded
+/// object, its previous version and its JSON: a few KiB for a typical pod).
+pub const RING_CAPACITY: usize = 1024;
 /// Events a watcher may have queued before it is dropped as too slow.
 pub const BUFFER: usize = 4096;
 
