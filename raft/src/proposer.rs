@@ -148,24 +148,33 @@ async fn propose_batch(
     forwarder: Option<&Forwarder>,
     cmds: Vec<Command>,
 ) -> Result<Vec<Output>> {
-    let leader_here = forwarder.is_none_or(|f| {
-        let m = raft.metrics();
-        let m = m.borrow();
-        m.current_leader == Some(f.id)
-    });
-    if leader_here {
-        return match raft.client_write(cmds).await {
-            Ok(resp) => Ok(resp.data),
-            Err(e) => Err(write_error(&e)),
-        };
-    }
-    let f = forwarder.expect("checked");
-    match f.forward(&ForwardRequest::Propose(cmds), false).await {
+    let leads = |f: &Forwarder| raft.metrics().borrow().current_leader == Some(f.id);
+    let Some(f) = forwarder.filter(|f| !leads(f)) else {
+        return propose_here(raft, cmds).await;
+    };
+    let req = ForwardRequest::Propose(cmds);
+    match f.forward(&req, false).await {
         Ok(ForwardResponse::Outputs(out)) => Ok(out),
         Ok(other) => Err(Error::Fatal(format!(
             "unexpected answer to a proposal: {other:?}"
         ))),
+        // This node won an election while the batch waited for a leader: the batch was not
+        // carried out anywhere (`forward` retries only what certainly was not), so it is
+        // proposed here instead of failing with "no leader".
+        Err(RemoteError::NotLeader) if leads(f) => {
+            let ForwardRequest::Propose(cmds) = req else {
+                unreachable!("built above")
+            };
+            propose_here(raft, cmds).await
+        }
         Err(e) => Err(remote_error(e)),
+    }
+}
+
+async fn propose_here(raft: &Raft, cmds: Vec<Command>) -> Result<Vec<Output>> {
+    match raft.client_write(cmds).await {
+        Ok(resp) => Ok(resp.data),
+        Err(e) => Err(write_error(&e)),
     }
 }
 
