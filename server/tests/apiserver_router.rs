@@ -456,6 +456,11 @@ fn events(body: &[u8]) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_streams_end_with_timeout_and_report_expired_versions() {
     let api = start().await;
+    // A revision from before the first watch, i.e. before the watch cache's window.
+    let early = api.get(CMS).await.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let created = api.post(CMS, cm("w1", json!({"app": "a"}))).await.json();
     let rv = created["metadata"]["resourceVersion"]
         .as_str()
@@ -507,13 +512,29 @@ async fn watch_streams_end_with_timeout_and_report_expired_versions() {
         [("MODIFIED".to_string(), "w1".to_string())]
     );
 
-    // Too old: 200, then one ERROR event with a 410 Status.
+    // Compaction does not cut the watch cache's window (as with kube-apiserver's cacher): a
+    // start inside it is still served from the cache.
     let now = api.ds.current_revision().await.unwrap();
     api.post(CMS, cm("w2", json!({}))).await;
     api.ds.compact(now + 1).await.unwrap();
+    let inside = api
+        .get(&format!(
+            "{CMS}?watch=1&resourceVersion={rv}&timeoutSeconds=1"
+        ))
+        .await;
+    assert_eq!(
+        events(&inside.body),
+        [
+            ("MODIFIED".to_string(), "w1".to_string()),
+            ("ADDED".to_string(), "w2".to_string())
+        ]
+    );
+
+    // Too old (before the cache's window, and compacted in the store): 200, then one ERROR
+    // event with a 410 Status.
     let old = api
         .get(&format!(
-            "{CMS}?watch=1&resourceVersion={rv}&timeoutSeconds=5"
+            "{CMS}?watch=1&resourceVersion={early}&timeoutSeconds=5"
         ))
         .await;
     assert_eq!(old.status, StatusCode::OK);

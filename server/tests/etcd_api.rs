@@ -44,6 +44,9 @@ impl Server {
         let addr = free_addr();
         let mut cfg = ServerConfig::new(dir.path().to_path_buf(), addr);
         cfg.watch_progress_notify_interval = Duration::from_millis(300);
+        // The HTTPS port (supervisor) is bound even without the API server: one per server,
+        // not the shared default 6443, since these tests run servers in parallel.
+        cfg.https_listen = free_addr();
         tweak(&mut cfg);
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(run(cfg, shutdown.clone()));
