@@ -117,12 +117,15 @@ fn three_servers_join_by_token_and_survive_the_leader() {
     assert!(unauthenticated.ends_with("\n401"), "{unauthenticated}");
     assert_eq!(metric(&servers[1], "etcd_server_has_leader"), 1);
     let committed = metric(&servers[0], "etcd_server_proposals_committed_total");
+    let fsyncs = metric(&servers[0], "etcd_disk_wal_fsync_duration_seconds_count");
     for i in 0..3 {
         etcdctl(&eps[0], &["put", &format!("m{i}"), "v"], None).expect_ok("put");
     }
     assert!(metric(&servers[0], "etcd_server_proposals_committed_total") >= committed + 3);
     assert!(metric(&servers[0], "etcd_server_proposals_applied_total") >= committed + 3);
     assert!(metric(&servers[0], "etcd_mvcc_db_total_size_in_bytes") > 0);
+    // Every member fsyncs the entries it appends to its WAL.
+    assert!(metric(&servers[0], "etcd_disk_wal_fsync_duration_seconds_count") > fsyncs);
     let changes = metric(&servers[1], "etcd_server_leader_changes_seen_total");
     assert!(changes >= 1);
     let first_led = metric(&servers[0], "etcd_server_is_leader") == 1;

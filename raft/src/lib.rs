@@ -51,6 +51,7 @@ mod wal;
 pub use membership::MembershipError;
 pub use node::Node;
 pub use peer::{Bootstrap, PeerConfig, PeerTls};
+pub use wal::FsyncSnapshot;
 
 /// Raft node identity.
 pub type NodeId = u64;

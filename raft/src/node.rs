@@ -67,6 +67,8 @@ pub struct Node {
     startup: StartupFloor,
     /// Leader changes seen (see `leader_changes`).
     leader_changes: Arc<std::sync::atomic::AtomicU64>,
+    /// The WAL's `fdatasync` durations.
+    wal_fsync: Arc<crate::wal::FsyncHistogram>,
 }
 
 fn raft_config(cfg: &NodeConfig) -> Result<Config> {
@@ -174,6 +176,7 @@ impl Node {
         };
         let lessor = Arc::new(Lessor::new(cfg.election_timeout));
         let wal = Arc::new(wal);
+        let wal_fsync = wal.fsync_stats();
         let log_store = LogStore::new(wal.clone());
         let committed = log_store.committed_handle();
         let sm =
@@ -244,6 +247,7 @@ impl Node {
             startup,
             cfg,
             leader_changes,
+            wal_fsync,
         });
         let _ = slot.set(Arc::downgrade(&node));
         // A cluster of one needs no peer port until a member is added (like k3s, which opens
@@ -485,6 +489,12 @@ impl Node {
     pub fn leader_changes_seen(&self) -> u64 {
         self.leader_changes
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Durations of the WAL's `fdatasync` calls since start (etcd's
+    /// `etcd_disk_wal_fsync_duration_seconds`).
+    pub fn wal_fsync_histogram(&self) -> crate::FsyncSnapshot {
+        self.wal_fsync.snapshot()
     }
 
     /// Whether this node is the leader right now (it may be deposed the next moment).

@@ -22,6 +22,7 @@
 //! as etcd's WAL assumes too.
 
 mod durable_file;
+mod fsync_stats;
 mod record;
 mod segment;
 mod writer;
@@ -31,8 +32,9 @@ use std::fs;
 use std::io;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+pub use fsync_stats::{FsyncHistogram, FsyncSnapshot};
 use segment::{Segment, Tail};
 pub use writer::Callback;
 use writer::SyncWriter;
@@ -115,6 +117,8 @@ pub struct Wal {
     segment_size: u64,
     inner: Mutex<Inner>,
     syncer: SyncWriter,
+    /// Durations of the sync thread's `fdatasync` calls.
+    fsync_stats: Arc<FsyncHistogram>,
 }
 
 fn encode_vote(v: &Vote) -> Vec<u8> {
@@ -213,7 +217,8 @@ impl Wal {
             segments.push(seg);
         }
         let base = locs.front().map_or(next, |l| l.log_id.index);
-        let syncer = SyncWriter::spawn().map_err(open_err)?;
+        let fsync_stats = Arc::new(FsyncHistogram::default());
+        let syncer = SyncWriter::spawn(fsync_stats.clone()).map_err(open_err)?;
         let inner = Inner {
             segments,
             locs,
@@ -233,11 +238,17 @@ impl Wal {
             segment_size,
             inner: Mutex::new(inner),
             syncer,
+            fsync_stats,
         })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The histogram the sync thread times its `fdatasync` calls into.
+    pub fn fsync_stats(&self) -> Arc<FsyncHistogram> {
+        self.fsync_stats.clone()
     }
 
     /// Bytes of whole records in all segments: the WAL's disk use.

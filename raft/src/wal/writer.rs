@@ -16,6 +16,9 @@ use std::io;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
+use std::time::Instant;
+
+use super::FsyncHistogram;
 
 /// Called once the data written before the request was enqueued is durable (or failed to be).
 pub type Callback = Box<dyn FnOnce(io::Result<()>) + Send>;
@@ -33,11 +36,12 @@ pub struct SyncWriter {
 }
 
 impl SyncWriter {
-    pub fn spawn() -> io::Result<SyncWriter> {
+    /// Starts the sync thread; every `fdatasync` it issues is timed into `stats`.
+    pub fn spawn(stats: Arc<FsyncHistogram>) -> io::Result<SyncWriter> {
         let (tx, rx) = mpsc::channel::<SyncRequest>();
         let thread = thread::Builder::new()
             .name("k3rs-wal-sync".into())
-            .spawn(move || run(rx))?;
+            .spawn(move || run(rx, &stats))?;
         Ok(SyncWriter {
             tx: Some(tx),
             thread: Some(thread),
@@ -65,7 +69,7 @@ impl Drop for SyncWriter {
     }
 }
 
-fn run(rx: mpsc::Receiver<SyncRequest>) {
+fn run(rx: mpsc::Receiver<SyncRequest>, stats: &FsyncHistogram) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
@@ -77,7 +81,10 @@ fn run(rx: mpsc::Receiver<SyncRequest>) {
         }
         let mut result: Result<(), (io::ErrorKind, String)> = Ok(());
         for f in files {
-            if let Err(e) = f.sync_data() {
+            let started = Instant::now();
+            let synced = f.sync_data();
+            stats.observe(started.elapsed());
+            if let Err(e) = synced {
                 tracing::error!(error = %e, "WAL fdatasync failed");
                 result = Err((e.kind(), e.to_string()));
                 break;
@@ -104,7 +111,7 @@ mod tests {
         let mut f = File::create(dir.path().join("f")).unwrap();
         f.write_all(b"x").unwrap();
         let f = Arc::new(f);
-        let w = SyncWriter::spawn().unwrap();
+        let w = SyncWriter::spawn(Arc::default()).unwrap();
         let (tx, rx) = mpsc::channel();
         for i in 0..100 {
             let tx = tx.clone();

@@ -1,11 +1,11 @@
 //! The datastore's Prometheus metrics, in etcd's names: leader, leader changes, proposals
 //! committed and applied (etcd reports the commit and applied indexes under these names) and
-//! the database size. Served on the HTTPS port's `/metrics`.
+//! the database size, and the WAL's fsync durations. Served on the HTTPS port's `/metrics`.
 
 use std::fmt::Write;
 
 /// What is reported, read from the node at scrape time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sample {
     pub has_leader: bool,
     pub is_leader: bool,
@@ -14,6 +14,7 @@ pub struct Sample {
     pub applied_index: u64,
     pub db_size_bytes: u64,
     pub db_size_in_use_bytes: u64,
+    pub wal_fsync: k3rs_raft::FsyncSnapshot,
 }
 
 impl Sample {
@@ -27,6 +28,7 @@ impl Sample {
             applied_index: status.applied_index,
             db_size_bytes: node.store().db_size(),
             db_size_in_use_bytes: node.store().db_size_in_use(),
+            wal_fsync: node.wal_fsync_histogram(),
         }
     }
 }
@@ -84,7 +86,24 @@ pub fn render(s: &Sample) -> String {
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
         );
     }
+    histogram(
+        &mut out,
+        "etcd_disk_wal_fsync_duration_seconds",
+        "The latency distributions of fsync called by WAL.",
+        &s.wal_fsync,
+    );
     out
+}
+
+/// Prometheus text of one histogram (cumulative `le` buckets, `+Inf`, sum, count).
+fn histogram(out: &mut String, name: &str, help: &str, h: &k3rs_raft::FsyncSnapshot) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+    for (le, n) in &h.buckets {
+        let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {n}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", h.count);
+    let _ = writeln!(out, "{name}_sum {}", h.sum_seconds);
+    let _ = writeln!(out, "{name}_count {}", h.count);
 }
 
 #[cfg(test)]
@@ -101,12 +120,23 @@ mod tests {
             applied_index: 9,
             db_size_bytes: 4096,
             db_size_in_use_bytes: 1024,
+            wal_fsync: k3rs_raft::FsyncSnapshot {
+                buckets: vec![(0.001, 2), (0.002, 3)],
+                count: 4,
+                sum_seconds: 0.5,
+            },
         });
         assert!(text.contains("\netcd_server_has_leader 1\n"), "{text}");
         assert!(text.contains("# TYPE etcd_server_leader_changes_seen_total counter\netcd_server_leader_changes_seen_total 2\n"));
         assert!(text.contains("etcd_server_proposals_committed_total 10\n"));
         assert!(text.contains("etcd_server_proposals_applied_total 9\n"));
         assert!(text.contains("etcd_mvcc_db_total_size_in_bytes 4096\n"));
+        assert!(text.contains("# TYPE etcd_disk_wal_fsync_duration_seconds histogram\n"));
+        assert!(text.contains("etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.001\"} 2\n"));
+        assert!(text.contains("etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.002\"} 3\n"));
+        assert!(text.contains("etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"} 4\n"));
+        assert!(text.contains("etcd_disk_wal_fsync_duration_seconds_sum 0.5\n"));
+        assert!(text.contains("etcd_disk_wal_fsync_duration_seconds_count 4\n"));
         assert!(render(&Sample::default()).contains("etcd_server_has_leader 0\n"));
     }
 }
