@@ -10,6 +10,7 @@ use k3rs_raft::{Bootstrap, Node, NodeConfig, PeerConfig, PeerTls};
 use tokio_util::sync::CancellationToken;
 
 pub mod apiserver;
+pub mod auth;
 pub mod compactor;
 pub mod datastore;
 pub mod etcd;

@@ -82,6 +82,10 @@ pub struct ApiState {
     pub advertise_address: String,
     /// Cancelled on shutdown: ends watches.
     pub stop: CancellationToken,
+    /// Who is asking (x509 client certificates, tokens…).
+    pub authn: crate::auth::authn::Chain,
+    /// May they (`--authorization-mode`, after `system:masters`).
+    pub authz: crate::auth::authz::Chain,
 }
 
 /// How long open requests get to finish after shutdown is requested.
@@ -148,6 +152,12 @@ impl ApiServer {
             server_ca_pem: String::from_utf8_lossy(&ca_pem).into_owned(),
             advertise_address: advertise,
             stop,
+            authn: crate::auth::authn::Chain::new(vec![Arc::new(crate::auth::authn::X509)]),
+            // Until RBAC and the Node authorizer exist every authenticated user is allowed.
+            authz: crate::auth::authz::Chain::new(vec![
+                Arc::new(crate::auth::authz::SystemMasters),
+                Arc::new(crate::auth::authz::AlwaysAllow),
+            ]),
         });
         Ok(ApiServer {
             listener,

@@ -160,6 +160,24 @@ impl ApiError {
         e
     }
 
+    /// An authorization denial, in kube-apiserver's words
+    /// ([`forbidden_message`](crate::auth::authz::forbidden_message)).
+    pub fn forbidden_request(a: &crate::auth::Attributes, reason: &str) -> ApiError {
+        let mut e = ApiError::new(
+            403,
+            "Forbidden",
+            crate::auth::authz::forbidden_message(a, reason),
+        );
+        if a.resource_request {
+            e.details = Some(details(Subject {
+                group: &a.api_group,
+                kind: &a.resource,
+                name: &a.name,
+            }));
+        }
+        e
+    }
+
     /// `<resource> "<name>" not found`.
     pub fn not_found(s: Subject<'_>) -> ApiError {
         let mut e = ApiError::new(

@@ -23,6 +23,7 @@ use crate::apiserver::registry::{
 };
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::{crd, openapi, table, ApiState};
+use crate::auth::UserInfo;
 
 /// Default watch length when the client sets no `timeoutSeconds` (kube: 30–60 min).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -77,7 +78,7 @@ fn verb_of(method: &Method, rp: &ResourcePath, query: Option<&str>) -> &'static 
     }
 }
 
-fn write_options(q: &HashMap<String, String>) -> ApiResult<WriteOptions> {
+fn write_options(q: &HashMap<String, String>, user: &User) -> ApiResult<WriteOptions> {
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
@@ -90,11 +91,16 @@ fn write_options(q: &HashMap<String, String>) -> ApiResult<WriteOptions> {
     Ok(WriteOptions {
         dry_run,
         field_manager: None,
+        user: user.clone(),
     })
 }
 
 /// [`write_options`] of a create, update or patch, which records its field manager.
-fn managed_write_options(q: &HashMap<String, String>, req: &Request) -> ApiResult<WriteOptions> {
+fn managed_write_options(
+    q: &HashMap<String, String>,
+    req: &Request,
+    user: &User,
+) -> ApiResult<WriteOptions> {
     let user_agent = req
         .headers()
         .get(header::USER_AGENT)
@@ -104,7 +110,7 @@ fn managed_write_options(q: &HashMap<String, String>, req: &Request) -> ApiResul
             q.get("fieldManager").map(String::as_str),
             user_agent,
         )),
-        ..write_options(q)?
+        ..write_options(q, user)?
     })
 }
 
@@ -163,9 +169,13 @@ async fn read_object(req: Request, rp: &ResourcePath) -> ApiResult<Value> {
     Ok(obj)
 }
 
-fn delete_options(q: &HashMap<String, String>, body: Option<&Value>) -> ApiResult<DeleteOptions> {
+fn delete_options(
+    q: &HashMap<String, String>,
+    body: Option<&Value>,
+    user: &User,
+) -> ApiResult<DeleteOptions> {
     let mut o = DeleteOptions {
-        write: write_options(q)?,
+        write: write_options(q, user)?,
         ..Default::default()
     };
     if let Some(b) = body {
@@ -197,12 +207,16 @@ fn delete_options(q: &HashMap<String, String>, body: Option<&Value>) -> ApiResul
     Ok(o)
 }
 
+/// The authenticated user (absent only in unit tests that call handlers directly).
+type User = Option<Arc<UserInfo>>;
+
 async fn resource_request(
     st: &Arc<ApiState>,
     rp: ResourcePath,
     req: Request,
 ) -> ApiResult<Response> {
     let q = request::query(req.uri().query());
+    let user: User = req.extensions().get::<Arc<UserInfo>>().cloned();
     let target = Target {
         resource: rp.resource,
         namespace: rp.namespace.clone(),
@@ -302,7 +316,7 @@ async fn resource_request(
             if rp.resource.namespaced && rp.namespace.is_none() {
                 return Err(ApiError::method_not_allowed("POST"));
             }
-            let opts = managed_write_options(&q, &req)?;
+            let opts = managed_write_options(&q, &req, &user)?;
             let mut obj = read_object(req, &rp).await?;
             let warnings = openapi::check_body(&q, &rp, &mut obj)?;
             let created = reg.create(&target, obj, opts).await?;
@@ -310,7 +324,7 @@ async fn resource_request(
             Ok(openapi::with_warnings(resp, &warnings))
         }
         (Method::POST, true) if sub == Some("binding") => {
-            let opts = write_options(&q)?;
+            let opts = write_options(&q, &user)?;
             let mut obj = read_object(req, &rp).await?;
             let warnings = openapi::check_body(&q, &rp, &mut obj)?;
             let status = reg.bind_pod(&target, obj, opts).await?;
@@ -321,13 +335,13 @@ async fn resource_request(
             let mut obj = read_object(req, &rp).await?;
             let warnings = openapi::check_body(&q, &rp, &mut obj)?;
             let delete_body = obj.get("deleteOptions").filter(|d| d.is_object());
-            let opts = delete_options(&q, delete_body)?;
+            let opts = delete_options(&q, delete_body, &user)?;
             let status = reg.evict_pod(&target, &obj, opts).await?;
             let resp = json_response(StatusCode::CREATED, &status);
             Ok(openapi::with_warnings(resp, &warnings))
         }
         (Method::PUT, true) => {
-            let opts = managed_write_options(&q, &req)?;
+            let opts = managed_write_options(&q, &req, &user)?;
             let mut obj = read_object(req, &rp).await?;
             let warnings = openapi::check_body(&q, &rp, &mut obj)?;
             let updated = if sub == Some("scale") {
@@ -340,7 +354,7 @@ async fn resource_request(
         }
         (Method::DELETE, true) if sub.is_none() => {
             let b = read_delete_body(req).await?;
-            let opts = delete_options(&q, b.as_ref())?;
+            let opts = delete_options(&q, b.as_ref(), &user)?;
             match reg.delete(&target, &opts).await? {
                 Deleted::Gone(v) => Ok(json_response(StatusCode::OK, &v)),
                 Deleted::Pending(v) => Ok(json_response(StatusCode::OK, &v)),
@@ -349,7 +363,7 @@ async fn resource_request(
         (Method::DELETE, false) => {
             let list = list_options(&q, &rp)?;
             let b = read_delete_body(req).await?;
-            let opts = delete_options(&q, b.as_ref())?;
+            let opts = delete_options(&q, b.as_ref(), &user)?;
             let out = reg.delete_collection(&target, list, &opts).await?;
             Ok(json_response(StatusCode::OK, &out))
         }
@@ -375,7 +389,7 @@ async fn resource_request(
             let opts = crate::apiserver::registry::PatchOptions {
                 field_manager: q.get("fieldManager").cloned(),
                 force: flag(&q, "force"),
-                write: managed_write_options(&q, &req)?,
+                write: managed_write_options(&q, &req, &user)?,
             };
             let bytes = body::read(req.into_body()).await?;
             openapi::check_patch_body(&q, &rp, kind, &bytes)?;

@@ -15,9 +15,9 @@ use super::tls::PeerCertificates;
 use crate::apiserver::metrics::RequestLabels;
 use crate::apiserver::status::ApiError;
 use crate::apiserver::{health, openapi, version, ApiState};
-
-/// Paths served without authentication (like k3s: health, version and the CA bundle).
-const ANONYMOUS: &[&str] = &["/healthz", "/livez", "/readyz", "/version", "/cacerts"];
+use crate::auth::authn::{AuthnRequest, Outcome};
+use crate::auth::authz::Decision;
+use crate::auth::{self, Attributes, InProcessUser, UserInfo};
 
 pub fn router(st: Arc<ApiState>) -> Router {
     Router::new()
@@ -37,27 +37,63 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .route("/apis", axum::routing::any(handlers::api))
         .route("/apis/{*rest}", axum::routing::any(handlers::api))
         .fallback(|| async { ApiError::path_not_found().into_response() })
-        .layer(middleware::from_fn(authenticate))
+        .layer(middleware::from_fn_with_state(st.clone(), authenticate))
         .layer(middleware::from_fn_with_state(st.clone(), record))
         .with_state(st)
 }
 
-/// For now: any client certificate verified against the client CA (the TLS handshake
-/// already checked the chain) authenticates; anything else is 401 outside [`ANONYMOUS`].
-async fn authenticate(req: Request, next: Next) -> Response {
-    let path = req.uri().path();
-    let anonymous = ANONYMOUS
-        .iter()
-        .any(|p| path == *p || path.starts_with(&format!("{p}/")));
-    let has_cert = req
-        .extensions()
-        .get::<PeerCertificates>()
-        .is_some_and(|c| !c.0.is_empty());
-    if anonymous || has_cert {
-        next.run(req).await
-    } else {
-        ApiError::unauthorized().into_response()
+/// Authentication, then authorization, before any handler. In-process clients carry their
+/// identity ([`InProcessUser`]); network clients are authenticated by the chain. Public paths
+/// are served to anyone; everything else needs an identity (401) and an `Allow` (403).
+async fn authenticate(State(st): State<Arc<ApiState>>, mut req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    let user = match req.extensions().get::<InProcessUser>() {
+        Some(InProcessUser(u)) => Some(u.clone()),
+        None => {
+            let certs = req
+                .extensions()
+                .get::<PeerCertificates>()
+                .map(|c| c.0.clone())
+                .unwrap_or_default();
+            let areq = AuthnRequest {
+                headers: req.headers(),
+                peer_certs: &certs,
+                path: &path,
+            };
+            match st.authn.authenticate(&areq).await {
+                Outcome::Authenticated(u) => Some(Arc::new(u)),
+                Outcome::NotApplicable => None,
+                Outcome::Rejected(why) => {
+                    tracing::debug!(%path, reason = %why, "authentication failed");
+                    if auth::is_public(&path) {
+                        None
+                    } else {
+                        return ApiError::unauthorized().into_response();
+                    }
+                }
+            }
+        }
+    };
+    let Some(user) = user else {
+        if auth::is_public(&path) {
+            req.extensions_mut().insert(Arc::new(UserInfo::anonymous()));
+            return next.run(req).await;
+        }
+        return ApiError::unauthorized().into_response();
+    };
+    let attrs = Attributes::of_request(
+        user.clone(),
+        req.method().as_str(),
+        &path,
+        req.uri().query(),
+    );
+    if !auth::is_public(&path) {
+        if let Decision::Deny(reason) = st.authz.authorize(&attrs).await {
+            return ApiError::forbidden_request(&attrs, &reason).into_response();
+        }
     }
+    req.extensions_mut().insert(user);
+    next.run(req).await
 }
 
 async fn record(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {

@@ -84,6 +84,9 @@ pub struct WriteOptions {
     /// [`managed_fields::manager_of`]); `None` leaves managedFields alone (server-side apply
     /// computes its own, bootstrap objects have none).
     pub field_manager: Option<String>,
+    /// Who writes (admission and strategies that record the requester, e.g. a CSR's
+    /// `spec.username`); `None` for the server's own bootstrap writes.
+    pub user: Option<Arc<crate::auth::UserInfo>>,
 }
 
 /// The registry, shared by every request.
