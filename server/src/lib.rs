@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 pub mod apiserver;
 pub mod auth;
 pub mod compactor;
+pub mod components;
 pub mod datastore;
 pub mod etcd;
 pub mod identity;

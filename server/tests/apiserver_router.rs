@@ -755,3 +755,53 @@ async fn writes_follow_kube_apiserver_semantics() {
     assert_eq!(replaced["spec"]["ports"][0]["nodePort"], 30000);
     api.node.shutdown().await.unwrap();
 }
+
+/// Components inside the server use kube-rs through the router: list, create, get and
+/// watch work, and the request carries the component's identity (a write stamps it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_kube_client_goes_through_the_router() {
+    use futures::{StreamExt, TryStreamExt};
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use kube::api::{Api as KApi, ListParams, PostParams, WatchEvent, WatchParams};
+    let api = start().await;
+    let client = k3rs_server::apiserver::in_process::client(
+        api.app.clone(),
+        UserInfo::authenticated("system:admin", vec!["system:masters".into()]),
+        "default",
+    );
+    let namespaces: KApi<Namespace> = KApi::all(client.clone());
+    let names: Vec<String> = namespaces
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert!(names.contains(&"kube-system".to_string()), "{names:?}");
+    let cms: KApi<ConfigMap> = KApi::default_namespaced(client);
+    let list = cms.list(&ListParams::default()).await.unwrap();
+    let rv = list.metadata.resource_version.unwrap();
+    let mut watch = cms
+        .watch(&WatchParams::default().timeout(10), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "in-process"}, "data": {"k": "v"}
+    }))
+    .unwrap();
+    let created = cms.create(&PostParams::default(), &cm).await.unwrap();
+    assert_eq!(created.data.unwrap()["k"], "v");
+    let got = cms.get("in-process").await.unwrap();
+    assert_eq!(got.metadata.uid, created.metadata.uid);
+    match watch.try_next().await.unwrap() {
+        Some(WatchEvent::Added(c)) => assert_eq!(c.metadata.name.as_deref(), Some("in-process")),
+        other => panic!("{other:?}"),
+    }
+    let err = cms.get("missing").await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 404),
+        "{err:?}"
+    );
+}

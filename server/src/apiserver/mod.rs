@@ -16,6 +16,7 @@ pub mod crd;
 pub mod discovery;
 pub mod health;
 pub mod http;
+pub mod in_process;
 pub mod kubeconfig;
 pub mod metrics;
 pub mod openapi;
@@ -225,9 +226,16 @@ impl ApiServer {
         if let Some(routes) = self.extra_routes {
             app = app.merge(routes);
         }
+        // The components that use the API from inside the server (controllers, scheduler),
+        // each with its own in-process client.
+        let components = crate::components::spawn(&app, &stop);
         http::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
         crds.abort();
         let _ = crds.await;
+        for c in components {
+            c.abort();
+            let _ = c.await;
+        }
         Ok(())
     }
 }
