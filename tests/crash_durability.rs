@@ -44,7 +44,7 @@ async fn writer(ep: Endpoint, round: usize, client: usize, max: usize) -> Vec<Ac
             value: value.clone(),
             ..Default::default()
         };
-        let header = if client % 2 == 0 {
+        let header = if client.is_multiple_of(2) {
             c.kv.put(put).await.map(|r| r.into_inner().header)
         } else {
             let create = TxnRequest {

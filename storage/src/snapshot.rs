@@ -88,7 +88,7 @@ pub(crate) fn defragment(inner: &Inner) -> Result<()> {
             }
             batch.insert(k, v);
             n += 1;
-            if n % 10_000 == 0 {
+            if n.is_multiple_of(10_000) {
                 db.apply_batch(std::mem::take(&mut batch))?;
             }
         }
@@ -160,7 +160,7 @@ fn read_into(db: &sled::Db, r: &mut dyn Read) -> Result<()> {
         let value = input.bytes(vlen)?;
         batch.insert(key, value);
         count += 1;
-        if count % 10_000 == 0 {
+        if count.is_multiple_of(10_000) {
             db.apply_batch(std::mem::take(&mut batch))?;
         }
     }
