@@ -18,6 +18,7 @@ pub mod netns;
 pub mod ns_cluster;
 pub mod process;
 pub mod stats;
+pub mod users;
 pub mod workload;
 
 use std::collections::HashSet;

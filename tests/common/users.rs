@@ -1,0 +1,147 @@
+//! Kubeconfigs for identities other than the admin: client certificates signed by a test
+//! server's client CA (`openssl`), bearer tokens, and no credentials at all.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::k3rs::K3rs;
+
+/// The server URL and CA data of the admin kubeconfig.
+fn cluster_of(server: &K3rs) -> (String, String) {
+    let admin = std::fs::read_to_string(server.kubeconfig()).expect("admin kubeconfig");
+    let field = |key: &str| {
+        admin
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(key).map(|v| v.trim().to_string()))
+            .unwrap_or_else(|| panic!("{key} in the admin kubeconfig"))
+    };
+    (field("server:"), field("certificate-authority-data:"))
+}
+
+fn write_kubeconfig(server: &K3rs, name: &str, user_yaml: &str) -> PathBuf {
+    let (url, ca) = cluster_of(server);
+    let path = server.data_dir().join(format!("kubeconfig-{name}.yaml"));
+    let yaml = format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- cluster:
+    certificate-authority-data: {ca}
+    server: {url}
+  name: default
+contexts:
+- context:
+    cluster: default
+    user: u
+  name: default
+current-context: default
+users:
+- name: u
+  user:{user_yaml}
+"
+    );
+    std::fs::write(&path, yaml).expect("writing a kubeconfig");
+    path
+}
+
+fn openssl(args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("running openssl (apt-get install openssl)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A client certificate for `user` in `groups`, signed by the server's client CA; returns
+/// `(cert, key)` paths in the server's data dir.
+pub fn client_cert(server: &K3rs, user: &str, groups: &[&str]) -> (PathBuf, PathBuf) {
+    let tls = server.data_dir().join("server/tls");
+    let stem = user.replace([':', '/'], "_");
+    let dir = server.data_dir().join("test-users");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join(format!("{stem}.key"));
+    let csr = dir.join(format!("{stem}.csr"));
+    let cert = dir.join(format!("{stem}.crt"));
+    let mut subject = format!("/CN={user}");
+    for g in groups {
+        subject.push_str(&format!("/O={g}"));
+    }
+    let p = |p: &Path| p.display().to_string();
+    openssl(&[
+        "ecparam",
+        "-name",
+        "prime256v1",
+        "-genkey",
+        "-noout",
+        "-out",
+        &p(&key),
+    ]);
+    openssl(&[
+        "req",
+        "-new",
+        "-key",
+        &p(&key),
+        "-subj",
+        &subject,
+        "-out",
+        &p(&csr),
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &p(&csr),
+        "-CA",
+        &p(&tls.join("client-ca.crt")),
+        "-CAkey",
+        &p(&tls.join("client-ca.key")),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-out",
+        &p(&cert),
+    ]);
+    (cert, key)
+}
+
+/// A kubeconfig authenticating as `user` in `groups` with a client certificate.
+pub fn cert_kubeconfig(server: &K3rs, user: &str, groups: &[&str]) -> PathBuf {
+    let (cert, key) = client_cert(server, user, groups);
+    let user_yaml = format!(
+        "\n    client-certificate: {}\n    client-key: {}",
+        cert.display(),
+        key.display()
+    );
+    write_kubeconfig(server, &user.replace([':', '/'], "_"), &user_yaml)
+}
+
+/// A kubeconfig presenting `token` as a bearer token.
+pub fn token_kubeconfig(server: &K3rs, name: &str, token: &str) -> PathBuf {
+    write_kubeconfig(server, name, &format!("\n    token: {token}"))
+}
+
+/// An HTTPS request with no credentials (kubectl prompts for a password when its kubeconfig
+/// has none, so anonymous requests go through `curl`): `(status code, body)`.
+pub fn anonymous_request(server: &K3rs, method: &str, path: &str) -> (u16, String) {
+    let (url, ca) = cluster_of(server);
+    use base64::Engine;
+    let ca_path = server.data_dir().join("anonymous-ca.crt");
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(ca)
+        .expect("CA data");
+    std::fs::write(&ca_path, pem).unwrap();
+    let out = Command::new(super::require_program("curl", "curl"))
+        .args(["-sS", "--max-time", "20", "-X", method, "--cacert"])
+        .arg(&ca_path)
+        .args(["-w", "\n%{http_code}"])
+        .arg(format!("{url}{path}"))
+        .output()
+        .expect("running curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
