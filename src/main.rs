@@ -124,6 +124,9 @@ struct ServerArgs {
     /// Serve the datastore (etcd API) only, without the Kubernetes API.
     #[arg(long, env = "K3RS_DISABLE_APISERVER")]
     disable_apiserver: bool,
+    /// Do not run the controller manager (the in-process controllers), as k3s's flag.
+    #[arg(long, env = "K3RS_DISABLE_CONTROLLER_MANAGER")]
+    disable_controller_manager: bool,
     /// Use this etcd (https://host:port) instead of the embedded datastore.
     #[arg(long, env = "K3RS_DATASTORE_ENDPOINT")]
     datastore_endpoint: Option<String>,
@@ -214,6 +217,7 @@ async fn main() -> anyhow::Result<()> {
                     write_kubeconfig_mode: args.write_kubeconfig_mode,
                     service_cidr: args.service_cidr,
                     cluster_cidr: args.cluster_cidr,
+                    disable_controller_manager: args.disable_controller_manager,
                     datastore: args.datastore_endpoint.map(|endpoint| {
                         k3rs_server::ExternalDatastore {
                             endpoint,

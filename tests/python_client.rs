@@ -55,7 +55,8 @@ fn python_kubernetes_client() {
         python.display()
     );
 
-    let mut server = K3rs::start_kubernetes(&["--disable-agent"]);
+    // The script writes a Deployment's status itself: no controller may race it.
+    let mut server = K3rs::start_kubernetes(&["--disable-agent", "--disable-controller-manager"]);
     let k = Kubectl {
         bin: common::require_program("kubectl", "kubectl"),
         kubeconfig: server.kubeconfig(),

@@ -13,10 +13,12 @@ pub mod apiserver;
 pub mod auth;
 pub mod compactor;
 pub mod components;
+pub mod controllers;
 pub mod datastore;
 pub mod etcd;
 pub mod identity;
 pub mod join;
+pub mod leader_election;
 pub mod patch;
 pub mod pki;
 pub mod supervisor;
@@ -90,6 +92,8 @@ pub struct ApiSettings {
     pub cluster_cidr: ipnet::IpNet,
     /// `--datastore-endpoint`: an external etcd instead of the embedded store.
     pub datastore: Option<ExternalDatastore>,
+    /// `--disable-controller-manager`: no in-process controllers.
+    pub disable_controller_manager: bool,
 }
 
 /// An external etcd (`--datastore-endpoint` and its TLS files).
@@ -442,6 +446,9 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
         service_cidr: api.service_cidr,
         kubeconfig_path: api.write_kubeconfig.clone(),
         kubeconfig_mode: api.write_kubeconfig_mode,
+        components: crate::components::Enabled {
+            controller_manager: !api.disable_controller_manager,
+        },
     }
 }
 

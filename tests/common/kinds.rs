@@ -5,9 +5,11 @@
 use super::kubectl::{header, table, Kubectl};
 use super::K3rs;
 
-/// `k3rs server --disable-agent` with kubectl pointed at it, once the API answers.
+/// `k3rs server --disable-agent --disable-controller-manager` with kubectl pointed at it,
+/// once the API answers. Without controllers the suites see the objects exactly as written
+/// (an RC's `status.replicas` of 0, a StatefulSet with no pods).
 pub fn start() -> (K3rs, Kubectl) {
-    Kubectl::start_server(&["--disable-agent"])
+    Kubectl::start_server(&["--disable-agent", "--disable-controller-manager"])
 }
 
 /// One kind's round trip, as the suites describe it.

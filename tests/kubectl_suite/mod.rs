@@ -192,7 +192,8 @@ struct Cluster {
 fn start(backend: Backend) -> Cluster {
     match backend {
         Backend::Embedded => Cluster {
-            server: K3rs::start_kubernetes(&["--disable-agent"]),
+            // The suite plays the controllers itself (status writes, pending deletions).
+            server: K3rs::start_kubernetes(&["--disable-agent", "--disable-controller-manager"]),
             etcd: None,
         },
         Backend::EtcdTls => {
@@ -210,7 +211,7 @@ fn start(backend: Backend) -> Cluster {
                 "--datastore-keyfile".to_string(),
                 key.display().to_string(),
             ];
-            let mut args = vec!["--disable-agent"];
+            let mut args = vec!["--disable-agent", "--disable-controller-manager"];
             args.extend(flags.iter().map(String::as_str));
             Cluster {
                 server: K3rs::start_kubernetes(&args),

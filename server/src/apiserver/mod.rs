@@ -48,6 +48,8 @@ pub struct ApiServerConfig {
     pub kubeconfig_path: Option<PathBuf>,
     /// `--write-kubeconfig-mode`.
     pub kubeconfig_mode: u32,
+    /// The in-process components to run.
+    pub components: crate::components::Enabled,
 }
 
 /// Failures that stop the API server (as opposed to request errors).
@@ -99,6 +101,7 @@ pub struct ApiServer {
     tls: rustls::ServerConfig,
     state: Arc<ApiState>,
     bootstrap_port: u16,
+    components: crate::components::Enabled,
     /// Routes served next to the API (the supervisor's), with their own authentication.
     extra_routes: Option<axum::Router>,
     /// Appended to `/metrics` (the datastore's metrics).
@@ -165,6 +168,7 @@ impl ApiServer {
             tls,
             state,
             bootstrap_port: port,
+            components: cfg.components,
             extra_routes: None,
             extra_metrics: None,
         })
@@ -228,7 +232,7 @@ impl ApiServer {
         }
         // The components that use the API from inside the server (controllers, scheduler),
         // each with its own in-process client.
-        let components = crate::components::spawn(&app, &stop);
+        let components = crate::components::spawn(&app, self.components, &stop);
         http::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
         crds.abort();
         let _ = crds.await;
