@@ -21,6 +21,7 @@ pub mod join;
 pub mod leader_election;
 pub mod patch;
 pub mod pki;
+pub mod scheduler;
 pub mod supervisor;
 
 /// etcd v3 `mvccpb` messages (KeyValue, Event), generated from `proto/mvccpb/kv.proto`.

@@ -8,7 +8,7 @@ mod ephemeral;
 mod namespace;
 mod pod;
 mod policy;
-mod quantity;
+pub mod quantity;
 mod quota;
 mod replication;
 mod secret;

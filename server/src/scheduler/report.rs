@@ -1,0 +1,142 @@
+//! The scheduler's writes: bindings, Events on pods (`Scheduled`, `FailedScheduling`,
+//! `Preempted`), the `PodScheduled=False` condition with `status.nominatedNodeName`, and the
+//! deletion of preemption victims.
+
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::Api;
+use serde_json::json;
+
+use super::SCHEDULER_NAME;
+
+fn now() -> String {
+    crate::apiserver::registry::meta::now_rfc3339()
+}
+
+fn pods(client: &kube::Client, pod: &Pod) -> Api<Pod> {
+    Api::namespaced(
+        client.clone(),
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+    )
+}
+
+/// POST `pods/<name>/binding` to `node`.
+pub async fn bind(client: &kube::Client, pod: &Pod, node: &str) -> kube::Result<()> {
+    let name = pod.metadata.name.as_deref().unwrap_or("");
+    let binding = json!({
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": pod.metadata.namespace, "uid": pod.metadata.uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
+    pods(client, pod)
+        .create_subresource::<_, serde_json::Value>(
+            "binding",
+            name,
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+        .map(|_| ())
+}
+
+/// Records an Event on `pod` from `default-scheduler`.
+pub async fn event(
+    client: &kube::Client,
+    pod: &Pod,
+    type_: &str,
+    reason: &str,
+    message: &str,
+) -> kube::Result<()> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let name = pod.metadata.name.as_deref().unwrap_or("");
+    let t = now();
+    let suffix = format!("{:016x}", rand::random::<u64>());
+    let ev: Event = serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}.{suffix}"), "namespace": ns},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name,
+            "uid": pod.metadata.uid, "resourceVersion": pod.metadata.resource_version},
+        "reason": reason,
+        "message": message,
+        "type": type_,
+        "source": {"component": SCHEDULER_NAME},
+        "reportingComponent": SCHEDULER_NAME,
+        "reportingInstance": SCHEDULER_NAME,
+        "action": if reason == "Preempted" { "Preempting" } else { "Scheduling" },
+        "firstTimestamp": t,
+        "lastTimestamp": t,
+        "count": 1,
+    }))
+    .expect("a valid Event");
+    Api::<Event>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &ev)
+        .await
+        .map(|_| ())
+}
+
+/// Sets `PodScheduled=False` (reason `Unschedulable`, `message`) and, when given,
+/// `status.nominatedNodeName`, unless the pod already shows exactly that.
+pub async fn unschedulable(
+    client: &kube::Client,
+    pod: &Pod,
+    message: &str,
+    nominated: Option<&str>,
+) -> kube::Result<()> {
+    let status = pod.status.as_ref();
+    let current = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"));
+    let same_condition = current.is_some_and(|c| {
+        c.status == "False"
+            && c.reason.as_deref() == Some("Unschedulable")
+            && c.message.as_deref() == Some(message)
+    });
+    let same_nomination =
+        nominated.is_none_or(|n| status.and_then(|s| s.nominated_node_name.as_deref()) == Some(n));
+    if same_condition && same_nomination {
+        return Ok(());
+    }
+    let mut patch = json!({"status": {"conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": message, "lastProbeTime": null, "lastTransitionTime": now(),
+    }]}});
+    if let Some(n) = nominated {
+        patch["status"]["nominatedNodeName"] = json!(n);
+    }
+    let name = pod.metadata.name.as_deref().unwrap_or("");
+    pods(client, pod)
+        .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .map(|_| ())
+}
+
+/// Deletes a preemption victim (with its own grace period) after an Event saying why.
+pub async fn preempt(
+    client: &kube::Client,
+    victim: &Pod,
+    preemptor: &Pod,
+    node: &str,
+) -> kube::Result<()> {
+    let uid = preemptor.metadata.uid.as_deref().unwrap_or("");
+    let msg = format!("Preempted by pod {uid} on node {node}");
+    if let Err(e) = event(client, victim, "Normal", "Preempted", &msg).await {
+        tracing::debug!(error = %e, "preemption event not recorded");
+    }
+    let name = victim.metadata.name.as_deref().unwrap_or("");
+    let dp = DeleteParams {
+        preconditions: victim
+            .metadata
+            .uid
+            .clone()
+            .map(|uid| kube::api::Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+        ..DeleteParams::default()
+    };
+    match pods(client, victim).delete(name, &dp).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}

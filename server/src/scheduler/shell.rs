@@ -1,0 +1,325 @@
+//! The scheduler's event loop: watches pods and nodes into the [`Cache`], pops pods from the
+//! [`SchedulingQueue`], decides with [`algorithm::schedule`] (and [`preemption`]), assumes
+//! and binds in the background, and reports through [`report`].
+//!
+//! Guarantees: a pod is scheduled only after both initial lists are in; at most one decision
+//! runs at a time (each sees the pods assumed by the previous ones); a failed binding puts the
+//! pod back after its backoff; a relist drops what the API no longer has.
+
+use std::collections::{HashMap, HashSet};
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Api;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::algorithm;
+use super::cache::{self, Cache, PodChange};
+use super::filters::PodInfo;
+use super::preemption;
+use super::queue::SchedulingQueue;
+use super::report;
+
+/// How often the unschedulable pool is checked for pods waiting 5 minutes.
+const FLUSH_CHECK: Duration = Duration::from_secs(30);
+/// The same failure message is not recorded again as an Event within this time.
+const EVENT_DEDUPE: Duration = Duration::from_secs(60);
+
+/// The result of a background binding.
+struct Bound {
+    key: String,
+    pod: Arc<Pod>,
+    node: String,
+    result: kube::Result<()>,
+}
+
+/// Relist bookkeeping of one watch: the keys seen since `Init`, until `InitDone`.
+#[derive(Default)]
+struct Relist {
+    seen: Option<HashSet<String>>,
+    synced: bool,
+}
+
+struct Scheduler {
+    client: kube::Client,
+    cache: Cache,
+    queue: SchedulingQueue,
+    pods: Relist,
+    nodes: Relist,
+    tasks: JoinSet<()>,
+    bound: mpsc::UnboundedSender<Bound>,
+    last_failure: HashMap<String, (String, Instant)>,
+    /// Where the next decision starts filtering (upstream's `nextStartNodeIndex`).
+    next_start: usize,
+}
+
+/// Runs the scheduler with `client` (its identity: `system:kube-scheduler`) until `stop`.
+pub async fn run(client: kube::Client, stop: CancellationToken) {
+    let pods =
+        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let nodes =
+        watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut s = Scheduler {
+        client,
+        cache: Cache::default(),
+        queue: SchedulingQueue::default(),
+        pods: Relist::default(),
+        nodes: Relist::default(),
+        tasks: JoinSet::new(),
+        bound: tx,
+        last_failure: HashMap::new(),
+        next_start: 0,
+    };
+    let mut pods = pin!(pods);
+    let mut nodes = pin!(nodes);
+    let mut flush = tokio::time::interval(FLUSH_CHECK);
+    loop {
+        // Take in everything already delivered before deciding.
+        drain(&mut pods, |e| s.on_pod(e));
+        drain(&mut nodes, |e| s.on_node(e));
+        while let Ok(b) = rx.try_recv() {
+            s.on_bound(b);
+        }
+        while s.tasks.try_join_next().is_some() {}
+        s.queue.flush_backoff(Instant::now());
+        if s.pods.synced && s.nodes.synced && s.queue.has_active() {
+            if let Some(key) = s.queue.pop(Instant::now()) {
+                s.schedule_one(key);
+            }
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let wake = s
+            .queue
+            .next_backoff()
+            .map(tokio::time::Instant::from_std)
+            .unwrap_or_else(|| tokio::time::Instant::now() + FLUSH_CHECK);
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            Some(e) = pods.next() => s.on_pod(e),
+            Some(e) = nodes.next() => s.on_node(e),
+            Some(b) = rx.recv() => s.on_bound(b),
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = flush.tick() => s.queue.flush_unschedulable(Instant::now()),
+        }
+    }
+    s.tasks.abort_all();
+    while s.tasks.join_next().await.is_some() {}
+}
+
+fn drain<S, T>(stream: &mut std::pin::Pin<&mut S>, mut f: impl FnMut(T))
+where
+    S: Stream<Item = T>,
+{
+    while let Some(Some(item)) = stream.next().now_or_never() {
+        f(item);
+    }
+}
+
+/// Whether a pod's placement depends on where other pods are (so an assigned pod may help).
+fn depends_on_other_pods(pod: &Pod) -> bool {
+    pod.spec.as_ref().is_some_and(|s| {
+        s.topology_spread_constraints.is_some()
+            || s.affinity
+                .as_ref()
+                .is_some_and(|a| a.pod_affinity.is_some())
+    })
+}
+
+impl Scheduler {
+    fn on_pod(&mut self, event: Result<watcher::Event<Pod>, watcher::Error>) {
+        let now = Instant::now();
+        match event {
+            Err(e) => tracing::debug!(error = %e, "scheduler: pod watch error (retrying)"),
+            Ok(watcher::Event::Init) => self.pods.seen = Some(HashSet::new()),
+            Ok(watcher::Event::InitApply(pod)) | Ok(watcher::Event::Apply(pod)) => {
+                let key = cache::key(&pod);
+                if let Some(seen) = self.pods.seen.as_mut() {
+                    seen.insert(key.clone());
+                }
+                let priority = preemption::priority(&pod);
+                match self.cache.apply_pod(pod) {
+                    PodChange::Pending { spec_changed } => {
+                        if !self.queue.contains(&key) {
+                            self.queue.add(&key, priority);
+                        } else if spec_changed {
+                            self.queue.update(&key, now);
+                        }
+                    }
+                    PodChange::Assigned => {
+                        self.queue.delete(&key);
+                        let cache = &self.cache;
+                        self.queue.cluster_event_where(now, |k| {
+                            cache.pending(k).is_some_and(|p| depends_on_other_pods(p))
+                        });
+                    }
+                    PodChange::AssignedGone => self.queue.cluster_event(now),
+                    PodChange::PendingGone => self.queue.delete(&key),
+                    PodChange::Ignored => {}
+                }
+            }
+            Ok(watcher::Event::Delete(pod)) => self.on_pod_gone(&pod, now),
+            Ok(watcher::Event::InitDone) => {
+                let seen = self.pods.seen.take().unwrap_or_default();
+                for key in self.cache.pod_keys() {
+                    if !seen.contains(&key) {
+                        if let Some(pod) = self.cache.pod(&key).cloned() {
+                            self.on_pod_gone(&pod, now);
+                        }
+                    }
+                }
+                self.pods.synced = true;
+            }
+        }
+    }
+
+    fn on_pod_gone(&mut self, pod: &Pod, now: Instant) {
+        let key = cache::key(pod);
+        self.last_failure.remove(&key);
+        match self.cache.delete_pod(pod) {
+            PodChange::AssignedGone => self.queue.cluster_event(now),
+            _ => self.queue.delete(&key),
+        }
+    }
+
+    fn on_node(&mut self, event: Result<watcher::Event<Node>, watcher::Error>) {
+        let now = Instant::now();
+        match event {
+            Err(e) => tracing::debug!(error = %e, "scheduler: node watch error (retrying)"),
+            Ok(watcher::Event::Init) => self.nodes.seen = Some(HashSet::new()),
+            Ok(watcher::Event::InitApply(node)) | Ok(watcher::Event::Apply(node)) => {
+                if let Some(seen) = self.nodes.seen.as_mut() {
+                    seen.insert(node.metadata.name.clone().unwrap_or_default());
+                }
+                if self.cache.apply_node(node) {
+                    self.queue.cluster_event(now);
+                }
+            }
+            Ok(watcher::Event::Delete(node)) => {
+                self.cache
+                    .delete_node(node.metadata.name.as_deref().unwrap_or(""));
+            }
+            Ok(watcher::Event::InitDone) => {
+                let seen = self.nodes.seen.take().unwrap_or_default();
+                for name in self.cache.node_names() {
+                    if !seen.contains(&name) {
+                        self.cache.delete_node(&name);
+                    }
+                }
+                self.nodes.synced = true;
+            }
+        }
+    }
+
+    fn schedule_one(&mut self, key: String) {
+        let Some(pod) = self.cache.pending(&key).cloned() else {
+            self.queue.delete(&key);
+            return;
+        };
+        let snapshot = self.cache.snapshot();
+        let info = PodInfo::new(pod.clone());
+        let (decision, processed) = algorithm::schedule_from(&info, snapshot, self.next_start);
+        self.next_start = (self.next_start + processed) % snapshot.nodes.len().max(1);
+        match decision {
+            Ok(node) => {
+                self.cache.assume(&key, &node);
+                let (client, tx) = (self.client.clone(), self.bound.clone());
+                self.tasks.spawn(async move {
+                    let result = report::bind(&client, &pod, &node).await;
+                    let _ = tx.send(Bound {
+                        key,
+                        pod,
+                        node,
+                        result,
+                    });
+                });
+            }
+            Err(mut fit) => {
+                let mut plan = None;
+                if !snapshot.nodes.is_empty() {
+                    match preemption::preempt(&info, snapshot, &fit) {
+                        Ok(p) => plan = Some(p),
+                        Err(msg) => fit.post_filter = Some(msg),
+                    }
+                }
+                self.queue.unschedulable(&key, Instant::now());
+                let message = fit.message();
+                tracing::debug!(pod = %key, %message, "scheduler: unschedulable");
+                let record = self.should_record(&key, &message);
+                let client = self.client.clone();
+                self.tasks.spawn(async move {
+                    // The nomination first: the victims' deletion lets the pod be retried.
+                    let nominated = plan.as_ref().map(|p| p.node.clone());
+                    if record {
+                        if let Err(e) =
+                            report::event(&client, &pod, "Warning", "FailedScheduling", &message).await
+                        {
+                            tracing::debug!(error = %e, "scheduler: event not recorded");
+                        }
+                    }
+                    if let Err(e) =
+                        report::unschedulable(&client, &pod, &message, nominated.as_deref()).await
+                    {
+                        tracing::debug!(error = %e, "scheduler: pod status not updated");
+                    }
+                    if let Some(plan) = &plan {
+                        for victim in &plan.victims {
+                            if let Err(e) = report::preempt(&client, victim, &pod, &plan.node).await {
+                                tracing::warn!(error = %e, "scheduler: deleting a preemption victim");
+                            }
+                        }
+                    }
+                });
+            }
+        }
+    }
+
+    /// Whether a failure message is new for the pod (or was last recorded a while ago).
+    fn should_record(&mut self, key: &str, message: &str) -> bool {
+        let now = Instant::now();
+        match self.last_failure.get(key) {
+            Some((m, at)) if m == message && now.duration_since(*at) < EVENT_DEDUPE => false,
+            _ => {
+                self.last_failure
+                    .insert(key.to_string(), (message.to_string(), now));
+                true
+            }
+        }
+    }
+
+    fn on_bound(&mut self, b: Bound) {
+        let client = self.client.clone();
+        match b.result {
+            Ok(()) => {
+                self.queue.delete(&b.key);
+                self.last_failure.remove(&b.key);
+                let (ns, name) = b.key.split_once('/').unwrap_or(("", &b.key));
+                let msg = format!("Successfully assigned {ns}/{name} to {}", b.node);
+                self.tasks.spawn(async move {
+                    if let Err(e) =
+                        report::event(&client, &b.pod, "Normal", "Scheduled", &msg).await
+                    {
+                        tracing::debug!(error = %e, "scheduler: event not recorded");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::debug!(pod = %b.key, error = %e, "scheduler: binding failed");
+                self.cache.forget(&b.key);
+                self.queue.error(&b.key, Instant::now());
+                let msg = format!("running Bind plugin \"DefaultBinder\": {e}");
+                self.tasks.spawn(async move {
+                    let _ =
+                        report::event(&client, &b.pod, "Warning", "FailedScheduling", &msg).await;
+                });
+            }
+        }
+    }
+}
