@@ -41,6 +41,7 @@ mod network;
 mod node;
 pub mod peer;
 mod peer_server;
+mod proposal_stats;
 mod proposer;
 mod read_index;
 mod snapshot;

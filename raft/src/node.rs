@@ -69,6 +69,10 @@ pub struct Node {
     leader_changes: Arc<std::sync::atomic::AtomicU64>,
     /// The WAL's `fdatasync` durations.
     wal_fsync: Arc<crate::wal::FsyncHistogram>,
+    /// Durations of the state machine's batch commits to sled.
+    backend_commit: Arc<crate::wal::FsyncHistogram>,
+    /// Writes in flight and failed.
+    proposals: Arc<crate::proposal_stats::ProposalStats>,
 }
 
 fn raft_config(cfg: &NodeConfig) -> Result<Config> {
@@ -181,6 +185,7 @@ impl Node {
         let committed = log_store.committed_handle();
         let sm =
             StateMachine::new(store.clone(), lessor.clone(), snapshots).map_err(storage_fatal)?;
+        let backend_commit = sm.commit_stats();
         let config = Arc::new(raft_config(&cfg)?);
         // `told_removed`: a peer said we were removed; `removed`: Raft was stopped because of it.
         let told_removed = CancellationToken::new();
@@ -248,6 +253,8 @@ impl Node {
             cfg,
             leader_changes,
             wal_fsync,
+            backend_commit,
+            proposals: Arc::default(),
         });
         let _ = slot.set(Arc::downgrade(&node));
         // A cluster of one needs no peer port until a member is added (like k3s, which opens
@@ -367,8 +374,15 @@ impl Node {
     /// leader did not answer a forwarded proposal (it may have been applied), `Stopped` after
     /// shutdown, `Fatal` if Raft stopped on a storage error.
     pub async fn write(&self, cmd: Command) -> Result<Output> {
-        self.check_running()?;
-        self.proposer.propose(cmd).await
+        let _pending = self.proposals.track();
+        let out = match self.check_running() {
+            Ok(()) => self.proposer.propose(cmd).await,
+            Err(e) => Err(e),
+        };
+        if out.is_err() {
+            self.proposals.record_failure();
+        }
+        out
     }
 
     /// Linearizable read barrier: returns once the local state machine reflects every write
@@ -495,6 +509,22 @@ impl Node {
     /// `etcd_disk_wal_fsync_duration_seconds`).
     pub fn wal_fsync_histogram(&self) -> crate::FsyncSnapshot {
         self.wal_fsync.snapshot()
+    }
+
+    /// Durations of the state machine's batch commits since start (etcd's
+    /// `etcd_disk_backend_commit_duration_seconds`, same buckets).
+    pub fn backend_commit_histogram(&self) -> crate::FsyncSnapshot {
+        self.backend_commit.snapshot()
+    }
+
+    /// Writes in flight on this member (etcd's `etcd_server_proposals_pending`).
+    pub fn proposals_pending(&self) -> u64 {
+        self.proposals.pending()
+    }
+
+    /// Writes that failed since start (etcd's `etcd_server_proposals_failed_total`).
+    pub fn proposals_failed(&self) -> u64 {
+        self.proposals.failed()
     }
 
     /// Whether this node is the leader right now (it may be deposed the next moment).

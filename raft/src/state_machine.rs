@@ -97,9 +97,16 @@ pub struct StateMachine {
     apply_lock: Arc<Mutex<()>>,
     applied: AppliedMeta,
     receiving: Option<PathBuf>,
+    /// How long each batch's commit to sled takes.
+    commit_stats: Arc<crate::wal::FsyncHistogram>,
 }
 
 impl StateMachine {
+    /// The histogram of batch commit durations (shared; the node reports it).
+    pub fn commit_stats(&self) -> Arc<crate::wal::FsyncHistogram> {
+        self.commit_stats.clone()
+    }
+
     pub fn new(
         store: Arc<Store>,
         lessor: Arc<Lessor>,
@@ -113,6 +120,7 @@ impl StateMachine {
             apply_lock: Arc::new(Mutex::new(())),
             applied,
             receiving: None,
+            commit_stats: Arc::default(),
         })
     }
 }
@@ -220,9 +228,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let meta = (last, membership);
         let outputs = {
             let _applying = self.apply_lock.lock().await;
-            self.store
+            let started = std::time::Instant::now();
+            let outputs = self
+                .store
                 .apply_batch(&cmds, &encode_meta(&meta))
-                .map_err(|e| StorageIOError::apply(last_log_id, &e))?
+                .map_err(|e| StorageIOError::apply(last_log_id, &e))?;
+            self.commit_stats.observe(started.elapsed());
+            outputs
         };
         if outputs.len() != cmds.len() {
             let msg = format!(

@@ -520,6 +520,7 @@ async fn serve(
         stop.clone(),
     );
 
+    let node_for_http = node.clone();
     let compaction = tokio::spawn(compactor::run(
         node,
         compactor::CompactorConfig {
@@ -553,7 +554,13 @@ async fn serve(
         .max_concurrent_streams(u32::MAX)
         // Like grpc-go's BDP estimation: large values and snapshots are not window-bound.
         .http2_adaptive_window(Some(true))
-        .add_routes(api.routes())
+        // etcd serves `/metrics` and `/health` over HTTP on the client port too.
+        .accept_http1(true)
+        .add_routes(tonic::service::Routes::from(
+            api.routes()
+                .into_axum_router()
+                .merge(etcd::http::routes(node_for_http)),
+        ))
         .serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned());
     tokio::pin!(server);
 

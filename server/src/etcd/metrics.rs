@@ -15,6 +15,9 @@ pub struct Sample {
     pub db_size_bytes: u64,
     pub db_size_in_use_bytes: u64,
     pub wal_fsync: k3rs_raft::FsyncSnapshot,
+    pub proposals_pending: u64,
+    pub proposals_failed: u64,
+    pub backend_commit: k3rs_raft::FsyncSnapshot,
 }
 
 impl Sample {
@@ -29,13 +32,16 @@ impl Sample {
             db_size_bytes: node.store().db_size(),
             db_size_in_use_bytes: node.store().db_size_in_use(),
             wal_fsync: node.wal_fsync_histogram(),
+            proposals_pending: node.proposals_pending(),
+            proposals_failed: node.proposals_failed(),
+            backend_commit: node.backend_commit_histogram(),
         }
     }
 }
 
 /// The Prometheus text exposition of `s`.
 pub fn render(s: &Sample) -> String {
-    let rows: [(&str, &str, &str, u64); 7] = [
+    let rows: [(&str, &str, &str, u64); 9] = [
         (
             "etcd_server_has_leader",
             "gauge",
@@ -67,6 +73,18 @@ pub fn render(s: &Sample) -> String {
             s.applied_index,
         ),
         (
+            "etcd_server_proposals_pending",
+            "gauge",
+            "The current number of pending proposals to commit.",
+            s.proposals_pending,
+        ),
+        (
+            "etcd_server_proposals_failed_total",
+            "counter",
+            "The total number of failed proposals seen.",
+            s.proposals_failed,
+        ),
+        (
             "etcd_mvcc_db_total_size_in_bytes",
             "gauge",
             "Total size of the underlying database physically allocated in bytes.",
@@ -91,6 +109,12 @@ pub fn render(s: &Sample) -> String {
         "etcd_disk_wal_fsync_duration_seconds",
         "The latency distributions of fsync called by WAL.",
         &s.wal_fsync,
+    );
+    histogram(
+        &mut out,
+        "etcd_disk_backend_commit_duration_seconds",
+        "The latency distributions of commit called by backend.",
+        &s.backend_commit,
     );
     out
 }
@@ -125,6 +149,13 @@ mod tests {
                 count: 4,
                 sum_seconds: 0.5,
             },
+            proposals_pending: 3,
+            proposals_failed: 7,
+            backend_commit: k3rs_raft::FsyncSnapshot {
+                buckets: vec![(0.001, 5)],
+                count: 6,
+                sum_seconds: 0.25,
+            },
         });
         assert!(text.contains("\netcd_server_has_leader 1\n"), "{text}");
         assert!(text.contains("# TYPE etcd_server_leader_changes_seen_total counter\netcd_server_leader_changes_seen_total 2\n"));
@@ -137,6 +168,13 @@ mod tests {
         assert!(text.contains("etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"} 4\n"));
         assert!(text.contains("etcd_disk_wal_fsync_duration_seconds_sum 0.5\n"));
         assert!(text.contains("etcd_disk_wal_fsync_duration_seconds_count 4\n"));
+        assert!(text.contains(
+            "# TYPE etcd_server_proposals_pending gauge\netcd_server_proposals_pending 3\n"
+        ));
+        assert!(text.contains("# TYPE etcd_server_proposals_failed_total counter\netcd_server_proposals_failed_total 7\n"));
+        assert!(text.contains("etcd_disk_backend_commit_duration_seconds_bucket{le=\"0.001\"} 5\n"));
+        assert!(text.contains("etcd_disk_backend_commit_duration_seconds_bucket{le=\"+Inf\"} 6\n"));
+        assert!(text.contains("etcd_disk_backend_commit_duration_seconds_sum 0.25\n"));
         assert!(render(&Sample::default()).contains("etcd_server_has_leader 0\n"));
     }
 }

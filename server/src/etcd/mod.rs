@@ -11,6 +11,7 @@
 pub mod cluster;
 pub mod convert;
 pub mod error;
+pub mod http;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
