@@ -41,6 +41,61 @@ enum LogFormat {
 enum Command {
     /// Run the control plane (datastore with the etcd v3 API).
     Server(ServerArgs),
+    /// Run a worker node; for now only simulated (hollow) nodes: `--hollow N`.
+    Agent(AgentArgs),
+}
+
+#[derive(Args)]
+struct AgentArgs {
+    /// The API server (https://<server>:6443); overrides the kubeconfig's server.
+    #[arg(long, short = 's', env = "K3RS_URL")]
+    server: Option<String>,
+    /// Bearer token to authenticate with (with --server).
+    #[arg(
+        long,
+        short = 't',
+        env = "K3RS_TOKEN",
+        hide_env_values = true,
+        requires = "server"
+    )]
+    token: Option<String>,
+    /// CA bundle that signed the API server's certificate (with --token).
+    #[arg(long, env = "K3RS_CERTIFICATE_AUTHORITY")]
+    certificate_authority: Option<PathBuf>,
+    /// Kubeconfig to reach the API server with (stands in for the bootstrap-token TLS
+    /// bootstrap for now).
+    #[arg(long, env = "K3RS_AGENT_KUBECONFIG", conflicts_with = "token")]
+    kubeconfig: Option<PathBuf>,
+    /// Run this many simulated nodes (kubemark's hollow nodes) instead of a real kubelet.
+    #[arg(long, env = "K3RS_HOLLOW")]
+    hollow: Option<usize>,
+    /// Name prefix of the hollow nodes (<prefix><index>).
+    #[arg(long, default_value = "hollow-", env = "K3RS_HOLLOW_NAME_PREFIX")]
+    hollow_name_prefix: String,
+    /// CPU capacity of each hollow node.
+    #[arg(long, default_value = "4")]
+    hollow_cpu: String,
+    /// Memory capacity of each hollow node.
+    #[arg(long, default_value = "16Gi")]
+    hollow_memory: String,
+    /// Pod capacity of each hollow node.
+    #[arg(long, default_value = "110")]
+    hollow_pods: String,
+    /// Ephemeral-storage capacity of each hollow node.
+    #[arg(long, default_value = "100Gi")]
+    hollow_ephemeral_storage: String,
+    /// How long the containers of a Job's pod run on a hollow node before they exit.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    hollow_job_duration: Duration,
+    /// How often a hollow node renews its Lease (its leaseDurationSeconds is 4 times this).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    node_lease_renew_interval: Duration,
+    /// How often a hollow node reports its status when nothing changed.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    node_status_report_frequency: Duration,
+    /// Requests the agent has outstanding at most.
+    #[arg(long, default_value_t = 64)]
+    max_requests_in_flight: usize,
 }
 
 #[derive(Args)]
@@ -239,6 +294,47 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .context("k3rs server")?;
         }
+        Command::Agent(args) => run_agent(args).await?,
     }
+    Ok(())
+}
+
+async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
+    let Some(count) = args.hollow else {
+        anyhow::bail!("k3rs agent: only hollow nodes exist yet; pass --hollow N");
+    };
+    let client = match (&args.kubeconfig, &args.token, &args.server) {
+        (Some(path), _, server) => {
+            k3rs_agent::client::from_kubeconfig(path, server.as_deref()).await?
+        }
+        (None, Some(token), Some(server)) => {
+            let ca = match &args.certificate_authority {
+                Some(path) => Some(
+                    std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+                ),
+                None => None,
+            };
+            k3rs_agent::client::from_token(server, token, ca)?
+        }
+        _ => anyhow::bail!("k3rs agent: pass --kubeconfig PATH, or --server URL --token TOKEN"),
+    };
+    let cfg = k3rs_agent::hollow::HollowConfig {
+        count,
+        name_prefix: args.hollow_name_prefix,
+        shape: k3rs_agent::hollow::NodeShape {
+            cpu: args.hollow_cpu,
+            memory: args.hollow_memory,
+            pods: args.hollow_pods,
+            ephemeral_storage: args.hollow_ephemeral_storage,
+        },
+        lease_duration: args.node_lease_renew_interval * 4,
+        lease_renew_interval: args.node_lease_renew_interval,
+        status_report_frequency: args.node_status_report_frequency,
+        job_pod_duration: args.hollow_job_duration,
+        max_in_flight: args.max_requests_in_flight,
+    };
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone())?;
+    k3rs_agent::hollow::run(client, cfg, shutdown).await;
     Ok(())
 }

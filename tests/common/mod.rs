@@ -7,9 +7,11 @@
 //! - A missing `etcd`/`etcdctl`/`openssl` binary is a test failure, never a skip.
 #![allow(dead_code)]
 
+pub mod binder;
 pub mod client;
 pub mod etcd;
 pub mod etcdctl;
+pub mod hollow;
 pub mod k3rs;
 pub mod kinds;
 pub mod kube;

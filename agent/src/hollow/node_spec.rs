@@ -1,0 +1,329 @@
+//! The objects a hollow kubelet writes about its node: the Node it registers, the status it
+//! reports and the Lease it renews; pure builders, no I/O.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{json, Value};
+
+/// The kubelet version hollow nodes report (the server's Kubernetes version).
+pub const KUBELET_VERSION: &str = concat!("v1.33.0-k3rs", env!("CARGO_PKG_VERSION"));
+
+/// Label every hollow node carries (the node's instance type), which the agent's node watch
+/// selects on.
+pub const HOLLOW_LABEL: (&str, &str) = ("node.kubernetes.io/instance-type", "hollow");
+
+/// Namespace of the node heartbeat Leases.
+pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// What every hollow node of one agent reports (its capacity, also its allocatable).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeShape {
+    pub cpu: String,
+    pub memory: String,
+    pub pods: String,
+    pub ephemeral_storage: String,
+}
+
+impl Default for NodeShape {
+    fn default() -> Self {
+        NodeShape {
+            cpu: "4".into(),
+            memory: "16Gi".into(),
+            pods: "110".into(),
+            ephemeral_storage: "100Gi".into(),
+        }
+    }
+}
+
+/// One hollow node: its name, its address and its place among the agent's nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HollowNode {
+    pub name: String,
+    pub index: usize,
+    pub ip: IpAddr,
+}
+
+/// The InternalIP of the node with `index`: the `index+1`-th address of 198.18.0.0/15 (the
+/// benchmarking range, never routed), wrapping after 131,070 nodes.
+pub fn node_ip(index: usize) -> IpAddr {
+    let base = u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0));
+    IpAddr::V4(base.wrapping_add((index as u32 % 131_070) + 1).into())
+}
+
+/// The machine's architecture in Go's (and so Kubernetes') words.
+pub fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "powerpc64" => "ppc64le",
+        other => other,
+    }
+}
+
+fn time(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The Node object to register (metadata, no spec, the initial status).
+pub fn node_object(node: &HollowNode, shape: &NodeShape, now: Timestamp) -> Node {
+    let labels: BTreeMap<&str, &str> = [
+        ("beta.kubernetes.io/arch", go_arch()),
+        ("beta.kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", go_arch()),
+        ("kubernetes.io/hostname", node.name.as_str()),
+        ("kubernetes.io/os", "linux"),
+        HOLLOW_LABEL,
+    ]
+    .into_iter()
+    .collect();
+    let mut obj = json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": node.name,
+            "labels": labels,
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            },
+        },
+        "spec": {},
+    });
+    obj["status"] = node_status(node, shape, now, now)["status"].take();
+    serde_json::from_value(obj).expect("a hollow Node is a valid Node")
+}
+
+/// A merge patch of the node's full status: conditions healthy since `since`, heartbeat at
+/// `now`.
+pub fn node_status(
+    node: &HollowNode,
+    shape: &NodeShape,
+    since: Timestamp,
+    now: Timestamp,
+) -> Value {
+    let resources = json!({
+        "cpu": shape.cpu,
+        "memory": shape.memory,
+        "pods": shape.pods,
+        "ephemeral-storage": shape.ephemeral_storage,
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+    });
+    let cond = |type_: &str, status: &str, reason: &str, message: &str| {
+        json!({
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": time(now),
+            "lastTransitionTime": time(since),
+        })
+    };
+    json!({ "status": {
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": [
+            cond("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available"),
+            cond("DiskPressure", "False", "KubeletHasNoDiskPressure",
+                "kubelet has no disk pressure"),
+            cond("PIDPressure", "False", "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available"),
+            cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+        ],
+        "addresses": [
+            { "type": "InternalIP", "address": node.ip.to_string() },
+            { "type": "Hostname", "address": node.name },
+        ],
+        "daemonEndpoints": { "kubeletEndpoint": { "Port": 10250 } },
+        "nodeInfo": {
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
+            "kernelVersion": "",
+            "osImage": "k3rs hollow node",
+            "containerRuntimeVersion": "hollow://0.1.0",
+            "kubeletVersion": KUBELET_VERSION,
+            "kubeProxyVersion": "",
+            "operatingSystem": "linux",
+            "architecture": go_arch(),
+        },
+    }})
+}
+
+/// Whether the node's status must be reported now: it is due (`every` since the last report),
+/// or the node as stored says something else than the kubelet would (someone marked it not
+/// Ready, e.g. the node lifecycle controller after missed heartbeats).
+pub fn status_due(
+    stored: Option<&Node>,
+    last_report: Timestamp,
+    now: Timestamp,
+    every: Duration,
+) -> bool {
+    let elapsed = now.duration_since(last_report);
+    if elapsed.is_negative() || elapsed.unsigned_abs() >= every {
+        return true;
+    }
+    let Some(node) = stored else { return false };
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.as_str());
+    ready != Some("True")
+}
+
+/// The node's heartbeat Lease (owned by the Node, so it goes with it).
+pub fn lease_object(node: &str, node_uid: &str, duration: Duration, now: Timestamp) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": node,
+            "namespace": LEASE_NAMESPACE,
+            "ownerReferences": [{
+                "apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid,
+            }],
+        },
+        "spec": {
+            "holderIdentity": node,
+            "leaseDurationSeconds": duration.as_secs(),
+            "renewTime": micro_time(now),
+        },
+    })
+}
+
+/// A merge patch renewing the Lease at `now`.
+pub fn lease_renewal(node: &str, duration: Duration, now: Timestamp) -> Value {
+    json!({ "spec": {
+        "holderIdentity": node,
+        "leaseDurationSeconds": duration.as_secs(),
+        "renewTime": micro_time(now),
+    }})
+}
+
+fn micro_time(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hollow(i: usize) -> HollowNode {
+        HollowNode {
+            name: format!("hollow-{i}"),
+            index: i,
+            ip: node_ip(i),
+        }
+    }
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn node_ips_count_up_from_198_18_0_1() {
+        assert_eq!(node_ip(0).to_string(), "198.18.0.1");
+        assert_eq!(node_ip(256).to_string(), "198.18.1.1");
+    }
+
+    #[test]
+    fn the_registered_node_is_ready_with_its_shape() {
+        let n = node_object(
+            &hollow(2),
+            &NodeShape::default(),
+            at("2026-01-01T00:00:00Z"),
+        );
+        let v = serde_json::to_value(&n).unwrap();
+        let arch = go_arch();
+        assert_eq!(
+            v["metadata"]["labels"],
+            json!({
+                "beta.kubernetes.io/arch": arch,
+                "beta.kubernetes.io/os": "linux",
+                "kubernetes.io/arch": arch,
+                "kubernetes.io/hostname": "hollow-2",
+                "kubernetes.io/os": "linux",
+                "node.kubernetes.io/instance-type": "hollow",
+            })
+        );
+        assert_eq!(
+            v["status"]["capacity"],
+            json!({"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi",
+                "hugepages-1Gi": "0", "hugepages-2Mi": "0"})
+        );
+        assert_eq!(v["status"]["allocatable"], v["status"]["capacity"]);
+        assert_eq!(
+            v["status"]["conditions"][3],
+            json!({"type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+                "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        );
+        assert_eq!(
+            v["status"]["addresses"],
+            json!([{"type": "InternalIP", "address": "198.18.0.3"},
+                {"type": "Hostname", "address": "hollow-2"}])
+        );
+        assert_eq!(
+            v["status"]["nodeInfo"]["kubeletVersion"],
+            json!(KUBELET_VERSION)
+        );
+    }
+
+    #[test]
+    fn status_is_due_after_the_period_or_when_not_ready() {
+        let every = Duration::from_secs(300);
+        let last = at("2026-01-01T00:00:00Z");
+        assert!(!status_due(None, last, at("2026-01-01T00:04:59Z"), every));
+        assert!(status_due(None, last, at("2026-01-01T00:05:00Z"), every));
+        let ready = node_object(&hollow(0), &NodeShape::default(), last);
+        assert!(!status_due(
+            Some(&ready),
+            last,
+            at("2026-01-01T00:01:00Z"),
+            every
+        ));
+        let mut unknown = ready.clone();
+        let conds = unknown
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .as_mut()
+            .unwrap();
+        conds[3].status = "Unknown".into();
+        assert!(status_due(
+            Some(&unknown),
+            last,
+            at("2026-01-01T00:01:00Z"),
+            every
+        ));
+    }
+
+    #[test]
+    fn the_lease_is_owned_by_the_node_and_renewed_in_microseconds() {
+        let now = at("2026-01-01T00:00:01.5Z");
+        let lease = lease_object("hollow-0", "nu", Duration::from_secs(40), now);
+        assert_eq!(
+            lease["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "v1", "kind": "Node", "name": "hollow-0", "uid": "nu"}])
+        );
+        assert_eq!(
+            lease["spec"],
+            json!({"holderIdentity": "hollow-0", "leaseDurationSeconds": 40,
+                "renewTime": "2026-01-01T00:00:01.500000Z"})
+        );
+        assert_eq!(
+            lease_renewal("hollow-0", Duration::from_secs(40), now),
+            json!({"spec": lease["spec"]})
+        );
+    }
+}

@@ -1,0 +1,8 @@
+//! The k3rs agent: what runs on a worker node. For now this is the hollow (simulated) kubelet
+//! that registers nodes and runs their pods on paper, for scale tests and for clusters without
+//! a container runtime; the real kubelet and proxy will live here too.
+//!
+//! The agent never depends on the server crate: it talks to the API server like any client.
+
+pub mod client;
+pub mod hollow;
