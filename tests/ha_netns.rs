@@ -45,7 +45,19 @@ fn three_servers_in_their_own_namespaces_form_one_cluster() {
         assert!(!lab.is_connected(1));
         let out = etcdctl_with_timeout(&eps[0], &["get", "k"], None, Duration::from_secs(10));
         assert!(!out.success(), "s1 is unreachable: {out:?}");
-        etcdctl(&eps[1], &["put", "k", "during-partition"], None).expect_ok("put on s2");
+        // If s1 led, a put forwarded to it just before the cut is ambiguous and times out (as
+        // etcd's "request timed out" while the leader changes); a client retries, and the
+        // retry goes to the leader s2 and s3 elect.
+        wait_for("a put on s2 to succeed", Duration::from_secs(30), || {
+            etcdctl_with_timeout(
+                &eps[1],
+                &["put", "k", "during-partition"],
+                None,
+                Duration::from_secs(8),
+            )
+            .success()
+            .then_some(())
+        });
         lab.heal(1);
         wait_for(
             "s1 to serve the newer value",
