@@ -3,7 +3,8 @@
 //! handler (see `apiserver::http::router`): authenticate → (impersonate) → authorize.
 //!
 //! # Guarantees
-//! - A request whose credentials are presented but invalid is 401, never anonymous.
+//! - A request whose credentials are presented but invalid is 401, never anonymous (the
+//!   public paths below answer anyway, like k3s's supervisor endpoints).
 //! - Only the paths in [`PUBLIC_PATHS`] are served to unauthenticated clients.
 //! - An authorizer chain with no `Allow` denies (403 with kube-apiserver's message).
 
