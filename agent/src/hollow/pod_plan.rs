@@ -231,20 +231,12 @@ fn start_patch(pod: &Pod, ctx: &PodContext) -> Value {
     let init: Vec<Value> = init_containers(pod)
         .iter()
         .map(|c| {
-            json!({
-                "name": c.name,
-                "image": c.image.clone().unwrap_or_default(),
-                "imageID": "",
+            let state = json!({ "terminated": {
+                "exitCode": 0, "reason": "Completed",
+                "startedAt": now, "finishedAt": now,
                 "containerID": container_id(pod, &c.name),
-                "ready": true,
-                "started": false,
-                "restartCount": 0,
-                "state": { "terminated": {
-                    "exitCode": 0, "reason": "Completed",
-                    "startedAt": now, "finishedAt": now,
-                    "containerID": container_id(pod, &c.name),
-                }},
-            })
+            }});
+            container_status(pod, c, (true, false), 0, state)
         })
         .collect();
     let running: Vec<Value> = containers(pod)
@@ -270,18 +262,31 @@ fn start_patch(pod: &Pod, ctx: &PodContext) -> Value {
     }})
 }
 
-fn running_status(pod: &Pod, c: &Container, since: &Value, restarts: i32, last: Value) -> Value {
+/// A container status; `(ready, started)` as the kubelet reports them for `state`.
+fn container_status(
+    pod: &Pod,
+    c: &Container,
+    (ready, started): (bool, bool),
+    restarts: i32,
+    state: Value,
+) -> Value {
     json!({
         "name": c.name,
         "image": c.image.clone().unwrap_or_default(),
         "imageID": "",
         "containerID": container_id(pod, &c.name),
-        "ready": true,
-        "started": true,
+        "ready": ready,
+        "started": started,
         "restartCount": restarts,
-        "state": { "running": { "startedAt": since } },
-        "lastState": last,
+        "state": state,
     })
+}
+
+fn running_status(pod: &Pod, c: &Container, since: &Value, restarts: i32, last: Value) -> Value {
+    let state = json!({ "running": { "startedAt": since } });
+    let mut status = container_status(pod, c, (true, true), restarts, state);
+    status["lastState"] = last;
+    status
 }
 
 fn restart_count(pod: &Pod, name: &str) -> i32 {
@@ -329,16 +334,8 @@ fn finish_patch(pod: &Pod, ctx: &PodContext, code: i32) -> Value {
     let statuses: Vec<Value> = containers(pod)
         .iter()
         .map(|c| {
-            json!({
-                "name": c.name,
-                "image": c.image.clone().unwrap_or_default(),
-                "imageID": "",
-                "containerID": container_id(pod, &c.name),
-                "ready": false,
-                "started": false,
-                "restartCount": restart_count(pod, &c.name),
-                "state": { "terminated": terminated(pod, c, code, &started, &now) },
-            })
+            let state = json!({ "terminated": terminated(pod, c, code, &started, &now) });
+            container_status(pod, c, (false, false), restart_count(pod, &c.name), state)
         })
         .collect();
     json!({ "status": {
