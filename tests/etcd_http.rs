@@ -5,31 +5,15 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use common::etcdctl::Endpoint;
 use common::{Etcd, K3rs};
 
-/// `curl` with the endpoint's client certificate: `(status code, body)`.
+/// `GET path` with the endpoint's CA and client certificate: `(status code, body)`.
 fn get(ep: &Endpoint, path: &str) -> (u16, String) {
     let tls = ep.tls.as_ref().expect("a TLS endpoint");
-    let mut cmd = Command::new(common::require_program("curl", "curl"));
-    cmd.args([
-        "-sS",
-        "--max-time",
-        "20",
-        "-w",
-        "\n%{http_code}",
-        "--cacert",
-    ])
-    .arg(&tls.ca);
-    if let (Some(c), Some(k)) = (&tls.cert, &tls.key) {
-        cmd.arg("--cert").arg(c).arg("--key").arg(k);
-    }
-    let out = cmd.arg(format!("{}{path}", ep.url)).output().expect("curl");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
-    (code.trim().parse().unwrap_or(0), body.to_string())
+    let client = tls.cert.as_deref().zip(tls.key.as_deref());
+    common::https::request("GET", &format!("{}{path}", ep.url), &tls.ca, client)
 }
 
 /// `# TYPE <name> <type>` lines.

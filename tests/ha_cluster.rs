@@ -13,34 +13,19 @@ use std::time::{Duration, Instant};
 use common::etcdctl::{etcdctl_with_timeout, member_id, members, started_voters};
 use common::{etcdctl, free_port, wait_for, Endpoint, K3rs};
 
-/// `curl` of the server's HTTPS `/metrics`, with the admin client certificate when `authn`.
-fn scrape(server: &K3rs, authn: bool) -> std::process::Output {
+/// `GET /metrics` on the server's HTTPS port, with the admin client certificate when
+/// `authn`: `(status code, body)`.
+fn scrape(server: &K3rs, authn: bool) -> (u16, String) {
     let tls = server.data_dir().join("server/tls");
-    let mut cmd = std::process::Command::new(common::require_program("curl", "curl"));
-    cmd.args([
-        "-sS",
-        "--max-time",
-        "10",
-        "-w",
-        "\n%{http_code}",
-        "--cacert",
-    ])
-    .arg(tls.join("server-ca.crt"));
-    if authn {
-        cmd.arg("--cert")
-            .arg(tls.join("client-admin.crt"))
-            .arg("--key")
-            .arg(tls.join("client-admin.key"));
-    }
-    cmd.arg(format!("{}/metrics", server.server_url()))
-        .output()
-        .expect("curl")
+    let (cert, key) = (tls.join("client-admin.crt"), tls.join("client-admin.key"));
+    let client = authn.then_some((cert.as_path(), key.as_path()));
+    let url = format!("{}/metrics", server.server_url());
+    common::https::request("GET", &url, &tls.join("server-ca.crt"), client)
 }
 
 /// The value of the etcd metric `name` (without labels) on `server`.
 fn metric(server: &K3rs, name: &str) -> u64 {
-    let out = scrape(server, true);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (_, text) = scrape(server, true);
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("no {name} in /metrics: {text}"))
@@ -113,8 +98,8 @@ fn three_servers_join_by_token_and_survive_the_leader() {
     assert!(third.log().contains("not joining again"), "{}", third.log());
 
     // Metrics in etcd's names on the HTTPS port (client certificate required).
-    let unauthenticated = String::from_utf8_lossy(&scrape(&servers[1], false).stdout).into_owned();
-    assert!(unauthenticated.ends_with("\n401"), "{unauthenticated}");
+    let (code, body) = scrape(&servers[1], false);
+    assert_eq!(code, 401, "{body}");
     assert_eq!(metric(&servers[1], "etcd_server_has_leader"), 1);
     let committed = metric(&servers[0], "etcd_server_proposals_committed_total");
     let fsyncs = metric(&servers[0], "etcd_disk_wal_fsync_duration_seconds_count");

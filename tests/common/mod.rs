@@ -11,6 +11,7 @@ pub mod client;
 pub mod etcd;
 pub mod etcdctl;
 pub mod hollow;
+pub mod https;
 pub mod k3rs;
 pub mod kinds;
 pub mod kube;

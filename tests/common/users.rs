@@ -127,21 +127,7 @@ pub fn token_kubeconfig(server: &K3rs, name: &str, token: &str) -> PathBuf {
 /// An HTTPS request with no credentials (kubectl prompts for a password when its kubeconfig
 /// has none, so anonymous requests go through `curl`): `(status code, body)`.
 pub fn anonymous_request(server: &K3rs, method: &str, path: &str) -> (u16, String) {
-    let (url, ca) = cluster_of(server);
-    use base64::Engine;
-    let ca_path = server.data_dir().join("anonymous-ca.crt");
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(ca)
-        .expect("CA data");
-    std::fs::write(&ca_path, pem).unwrap();
-    let out = Command::new(super::require_program("curl", "curl"))
-        .args(["-sS", "--max-time", "20", "-X", method, "--cacert"])
-        .arg(&ca_path)
-        .args(["-w", "\n%{http_code}"])
-        .arg(format!("{url}{path}"))
-        .output()
-        .expect("running curl");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
-    (code.trim().parse().unwrap_or(0), body.to_string())
+    let (url, _) = cluster_of(server);
+    let ca = server.data_dir().join("server/tls/server-ca.crt");
+    super::https::request(method, &format!("{url}{path}"), &ca, None)
 }
