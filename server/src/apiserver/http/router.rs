@@ -47,6 +47,7 @@ pub fn router(st: Arc<ApiState>) -> Router {
 /// are served to anyone; everything else needs an identity (401) and an `Allow` (403).
 async fn authenticate(State(st): State<Arc<ApiState>>, mut req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
+    let public = auth::is_public(&path);
     let user = match req.extensions().get::<InProcessUser>() {
         Some(InProcessUser(u)) => Some(u.clone()),
         None => {
@@ -65,29 +66,23 @@ async fn authenticate(State(st): State<Arc<ApiState>>, mut req: Request, next: N
                 Outcome::NotApplicable => None,
                 Outcome::Rejected(why) => {
                     tracing::debug!(%path, reason = %why, "authentication failed");
-                    if auth::is_public(&path) {
-                        None
-                    } else {
-                        return ApiError::unauthorized().into_response();
-                    }
+                    None
                 }
             }
         }
     };
-    let Some(user) = user else {
-        if auth::is_public(&path) {
-            req.extensions_mut().insert(Arc::new(UserInfo::anonymous()));
-            return next.run(req).await;
-        }
-        return ApiError::unauthorized().into_response();
+    let user = match user {
+        Some(u) => u,
+        None if public => Arc::new(UserInfo::anonymous()),
+        None => return ApiError::unauthorized().into_response(),
     };
-    let attrs = Attributes::of_request(
-        user.clone(),
-        req.method().as_str(),
-        &path,
-        req.uri().query(),
-    );
-    if !auth::is_public(&path) {
+    if !public {
+        let attrs = Attributes::of_request(
+            user.clone(),
+            req.method().as_str(),
+            &path,
+            req.uri().query(),
+        );
         if let Decision::Deny(reason) = st.authz.authorize(&attrs).await {
             return ApiError::forbidden_request(&attrs, &reason).into_response();
         }
