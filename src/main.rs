@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
@@ -182,6 +182,10 @@ struct ServerArgs {
     /// Do not run the controller manager (the in-process controllers), as k3s's flag.
     #[arg(long, env = "K3RS_DISABLE_CONTROLLER_MANAGER")]
     disable_controller_manager: bool,
+    /// A kube-controller-manager flag as KEY=VALUE (repeatable; today `controllers=…`, e.g.
+    /// `controllers=*,-resourcequota`).
+    #[arg(long = "kube-controller-manager-arg", value_name = "KEY=VALUE")]
+    kube_controller_manager_arg: Vec<String>,
     /// Use this etcd (https://host:port) instead of the embedded datastore.
     #[arg(long, env = "K3RS_DATASTORE_ENDPOINT")]
     datastore_endpoint: Option<String>,
@@ -252,6 +256,13 @@ async fn main() -> anyhow::Result<()> {
     init_logging(cli.debug, cli.log_format);
     match cli.command {
         Command::Server(args) => {
+            let controller_args =
+                k3rs_server::controllers::Args::parse(&args.kube_controller_manager_arg)
+                    .unwrap_or_else(|e| {
+                        Cli::command()
+                            .error(clap::error::ErrorKind::InvalidValue, e)
+                            .exit()
+                    });
             let cfg = k3rs_server::ServerConfig {
                 data_dir: args.data_dir,
                 etcd_client_addr: SocketAddr::new(args.etcd_client_address, args.etcd_client_port),
@@ -273,6 +284,7 @@ async fn main() -> anyhow::Result<()> {
                     service_cidr: args.service_cidr,
                     cluster_cidr: args.cluster_cidr,
                     disable_controller_manager: args.disable_controller_manager,
+                    controller_args,
                     datastore: args.datastore_endpoint.map(|endpoint| {
                         k3rs_server::ExternalDatastore {
                             endpoint,

@@ -56,7 +56,7 @@ fn python_kubernetes_client() {
     );
 
     // The script writes a Deployment's status itself: no controller may race it.
-    let mut server = K3rs::start_kubernetes(&["--disable-agent", "--disable-controller-manager"]);
+    let mut server = K3rs::start_kubernetes(common::k3rs::AS_BARE_API);
     let k = Kubectl {
         bin: common::require_program("kubectl", "kubectl"),
         kubeconfig: server.kubeconfig(),

@@ -10,21 +10,25 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apiserver::in_process;
 use crate::auth::{user, UserInfo};
+use crate::controllers::{Args as ControllerArgs, Selection};
 use crate::leader_election::{holder_identity, LeaderElector, Timing};
 
 /// Lease the controller manager holds while it runs (kube-controller-manager's).
 pub const CONTROLLER_MANAGER_LEASE: &str = "kube-controller-manager";
 
 /// Which in-process components run (k3s's `--disable-controller-manager`, …).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enabled {
     pub controller_manager: bool,
+    /// `--kube-controller-manager-arg`s.
+    pub controller_args: ControllerArgs,
 }
 
 impl Default for Enabled {
     fn default() -> Enabled {
         Enabled {
             controller_manager: true,
+            controller_args: ControllerArgs::default(),
         }
     }
 }
@@ -38,13 +42,17 @@ pub fn spawn(
 ) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
     if enabled.controller_manager {
-        tasks.push(tokio::spawn(controller_manager(app.clone(), stop.clone())));
+        tasks.push(tokio::spawn(controller_manager(
+            app.clone(),
+            enabled.controller_args.controllers,
+            stop.clone(),
+        )));
     }
     tasks
 }
 
 /// Competes for the controller manager's Lease and runs the controllers while holding it.
-async fn controller_manager(app: axum::Router, stop: CancellationToken) {
+async fn controller_manager(app: axum::Router, selected: Selection, stop: CancellationToken) {
     let client = in_process::client(
         app.clone(),
         UserInfo::authenticated(user::CONTROLLER_MANAGER, Vec::new()),
@@ -59,7 +67,12 @@ async fn controller_manager(app: axum::Router, stop: CancellationToken) {
     );
     elector
         .run(stop, move |leading| {
-            crate::controllers::run(app.clone(), crate::controllers::CONTROLLERS, leading)
+            crate::controllers::run(
+                app.clone(),
+                crate::controllers::CONTROLLERS,
+                &selected,
+                leading,
+            )
         })
         .await;
 }

@@ -95,6 +95,8 @@ pub struct ApiSettings {
     pub datastore: Option<ExternalDatastore>,
     /// `--disable-controller-manager`: no in-process controllers.
     pub disable_controller_manager: bool,
+    /// `--kube-controller-manager-arg`s.
+    pub controller_args: controllers::Args,
 }
 
 /// An external etcd (`--datastore-endpoint` and its TLS files).
@@ -449,6 +451,7 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
         kubeconfig_mode: api.write_kubeconfig_mode,
         components: crate::components::Enabled {
             controller_manager: !api.disable_controller_manager,
+            controller_args: api.controller_args.clone(),
         },
     }
 }

@@ -11,7 +11,8 @@ use axum::http::{header, Method, Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
 use k3rs_server::apiserver::http::router::router;
-use k3rs_server::apiserver::registry::Registry;
+use k3rs_server::apiserver::registry::{Registry, Target, WriteOptions};
+use k3rs_server::apiserver::resources::catalog;
 use k3rs_server::apiserver::{bootstrap, metrics::Metrics, ApiState};
 use k3rs_server::auth::{InProcessUser, UserInfo};
 use k3rs_server::datastore::{Datastore, Embedded};
@@ -43,6 +44,18 @@ async fn start() -> Api {
     let ds: Arc<dyn Datastore> = Arc::new(Embedded::new(node.clone()));
     let registry = Arc::new(Registry::new(ds.clone(), "10.43.0.0/16".parse().unwrap()));
     bootstrap::ensure(&registry, 6443).await.unwrap();
+    // What the service-account controller (not running here) would create: pods need it.
+    let accounts = Target {
+        resource: catalog::lookup("", "v1", "serviceaccounts").unwrap(),
+        namespace: Some("default".into()),
+        name: None,
+        subresource: None,
+    };
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    registry
+        .create(&accounts, sa, WriteOptions::default())
+        .await
+        .unwrap();
     let state = Arc::new(ApiState {
         registry,
         metrics: Metrics::default(),

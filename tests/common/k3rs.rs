@@ -8,6 +8,14 @@ use super::etcdctl::{etcdctl_with_timeout, Endpoint, TlsFiles};
 use super::process::ChildGuard;
 
 /// How long a (re)start may take before the test fails.
+/// Server flags for suites that play the workload controllers themselves: no agent, and only
+/// the controllers every API client relies on (default service accounts, the root CA
+/// ConfigMaps, quota usage).
+pub const AS_BARE_API: &[&str] = &[
+    "--disable-agent",
+    "--kube-controller-manager-arg=controllers=serviceaccount,root-ca-cert-publisher,resourcequota",
+];
+
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A running `k3rs server`. Killed (SIGKILL) when dropped; its temp dir is removed then.

@@ -5,11 +5,11 @@
 use super::kubectl::{header, table, Kubectl};
 use super::K3rs;
 
-/// `k3rs server --disable-agent --disable-controller-manager` with kubectl pointed at it,
-/// once the API answers. Without controllers the suites see the objects exactly as written
+/// `k3rs server` with [`AS_BARE_API`](super::k3rs::AS_BARE_API)'s flags and kubectl pointed at
+/// it, once the API answers. Without workload controllers the suites see the objects exactly as written
 /// (an RC's `status.replicas` of 0, a StatefulSet with no pods).
 pub fn start() -> (K3rs, Kubectl) {
-    Kubectl::start_server(&["--disable-agent", "--disable-controller-manager"])
+    Kubectl::start_server(super::k3rs::AS_BARE_API)
 }
 
 /// One kind's round trip, as the suites describe it.

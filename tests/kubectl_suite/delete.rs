@@ -143,7 +143,12 @@ pub fn cascade_and_grace(c: &Ctx) {
     c.ok(&["create", "configmap", "x1"]);
     c.ok(&["create", "configmap", "x2"]);
     c.ok(&["delete", "cm", "--all"]);
-    assert_eq!(c.ok(&["get", "cm", "-o", "name"]), "");
+    // The root-CA publisher puts its ConfigMap back (as kube-controller-manager does).
+    let left = c.ok(&["get", "cm", "-o", "name"]);
+    assert!(
+        left.lines().all(|l| l == "configmap/kube-root-ca.crt"),
+        "{left}"
+    );
     // A deleting namespace refuses new content, then goes once empty.
     c.ok(&["delete", "namespace", &c.ns, "--wait=true", "--timeout=30s"]);
     c.fails_with(&["get", "namespace", &c.ns], None, "not found");

@@ -193,7 +193,7 @@ fn start(backend: Backend) -> Cluster {
     match backend {
         Backend::Embedded => Cluster {
             // The suite plays the controllers itself (status writes, pending deletions).
-            server: K3rs::start_kubernetes(&["--disable-agent", "--disable-controller-manager"]),
+            server: K3rs::start_kubernetes(common::k3rs::AS_BARE_API),
             etcd: None,
         },
         Backend::EtcdTls => {
@@ -211,7 +211,7 @@ fn start(backend: Backend) -> Cluster {
                 "--datastore-keyfile".to_string(),
                 key.display().to_string(),
             ];
-            let mut args = vec!["--disable-agent", "--disable-controller-manager"];
+            let mut args = common::k3rs::AS_BARE_API.to_vec();
             args.extend(flags.iter().map(String::as_str));
             Cluster {
                 server: K3rs::start_kubernetes(&args),

@@ -57,9 +57,10 @@ def main(ns):
     cm("c2", {"app": "b"}, {})
     cm("c3", {"app": "a", "tier": "y"}, {})
 
+    # (The root-CA publisher's kube-root-ca.crt is in every namespace; it has no labels.)
     def names(**kwargs):
         items = core.list_namespaced_config_map(ns, **kwargs).items
-        return sorted(i.metadata.name for i in items)
+        return sorted(i.metadata.name for i in items if i.metadata.name != "kube-root-ca.crt")
 
     assert names() == ["c1", "c2", "c3"], names()
     assert names(label_selector="app=a") == ["c1", "c3"]
@@ -68,10 +69,11 @@ def main(ns):
     assert names(field_selector="metadata.name=c2") == ["c2"]
     assert names(label_selector="app=a", field_selector="metadata.name!=c1") == ["c3"]
     expect_status(400, core.list_namespaced_config_map, ns, label_selector="app=(")
-    page = core.list_namespaced_config_map(ns, limit=2)
+    page = core.list_namespaced_config_map(ns, limit=2, label_selector="app")
     assert [i.metadata.name for i in page.items] == ["c1", "c2"]
     assert page.metadata._continue
-    rest = core.list_namespaced_config_map(ns, limit=2, _continue=page.metadata._continue)
+    rest = core.list_namespaced_config_map(
+        ns, limit=2, label_selector="app", _continue=page.metadata._continue)
     assert [i.metadata.name for i in rest.items] == ["c3"]
     assert not rest.metadata._continue
     everywhere = core.list_config_map_for_all_namespaces(label_selector="app=b")

@@ -8,9 +8,10 @@
 //! - Shuts down with the server's cancellation token: stops accepting, ends watches, drains.
 //!
 //! # Not yet
-//! PATCH, server-side apply, authorization, admission beyond namespace lifecycle, a
-//! watch cache (each watch is its own datastore watch).
+//! Admission webhooks; LimitRanger, Priority, PodSecurity and the other built-in plugins
+//! beyond NamespaceLifecycle, ServiceAccount and ResourceQuota.
 
+pub mod admission;
 pub mod bootstrap;
 pub mod crd;
 pub mod discovery;

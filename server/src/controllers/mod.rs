@@ -5,12 +5,22 @@
 //! [`EventRecorder`] reporting as `<name>`. They run while this server holds the
 //! `kube-system/kube-controller-manager` Lease (see [`crate::components`]).
 
+pub mod args;
 pub mod events;
+pub mod resource_quota;
+pub mod root_ca;
+pub mod selection;
+pub mod service_account;
+
+use std::time::Duration;
 
 use futures::future::BoxFuture;
+use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+pub use args::Args;
 pub use events::{EventRecorder, EventType};
+pub use selection::Selection;
 
 use crate::apiserver::in_process;
 
@@ -25,15 +35,37 @@ pub struct Context {
     pub stop: CancellationToken,
 }
 
-/// A controller the manager starts: upstream's service account name for it and its entry
-/// point, which runs until `Context::stop` is cancelled.
+/// A controller the manager starts: its name in `--controllers`, upstream's service account
+/// name for it and its entry point, which runs until `Context::stop` is cancelled.
 pub struct Descriptor {
+    pub controller: &'static str,
     pub name: &'static str,
     pub start: fn(Context) -> BoxFuture<'static, ()>,
 }
 
-/// Every controller the manager runs (the workload controllers come next).
-pub const CONTROLLERS: &[Descriptor] = &[];
+/// Every controller the manager runs.
+pub const CONTROLLERS: &[Descriptor] = &[
+    Descriptor {
+        controller: "serviceaccount",
+        name: service_account::NAME,
+        start: |cx| service_account::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "root-ca-cert-publisher",
+        name: root_ca::NAME,
+        start: |cx| root_ca::run_published(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "resourcequota",
+        name: resource_quota::NAME,
+        start: |cx| resource_quota::run(cx.client, cx.stop).boxed(),
+    },
+];
+
+/// The `--controllers` names of [`CONTROLLERS`].
+pub fn known() -> Vec<&'static str> {
+    CONTROLLERS.iter().map(|c| c.controller).collect()
+}
 
 /// The context controller `name` starts with: a client through `app` as its identity.
 pub fn context(app: &axum::Router, name: &str, host: &str, stop: CancellationToken) -> Context {
@@ -49,11 +81,18 @@ pub fn context(app: &axum::Router, name: &str, host: &str, stop: CancellationTok
     }
 }
 
-/// Runs `controllers` until `stop`, then waits for all of them to return.
-pub async fn run(app: axum::Router, controllers: &[Descriptor], stop: CancellationToken) {
+/// Runs the `selected` ones of `controllers` until `stop`, then waits for all of them to
+/// return.
+pub async fn run(
+    app: axum::Router,
+    controllers: &[Descriptor],
+    selected: &Selection,
+    stop: CancellationToken,
+) {
     let host = crate::identity::hostname();
     let tasks: Vec<_> = controllers
         .iter()
+        .filter(|c| selected.enables(c.controller))
         .map(|c| {
             tracing::info!(controller = c.name, "starting controller");
             tokio::spawn((c.start)(context(&app, c.name, &host, stop.clone())))
@@ -62,5 +101,40 @@ pub async fn run(app: axum::Router, controllers: &[Descriptor], stop: Cancellati
     stop.cancelled().await;
     for t in tasks {
         let _ = t.await;
+    }
+}
+
+/// How long a failed reconcile waits before it is retried.
+pub(crate) const RETRY: Duration = Duration::from_secs(2);
+
+/// A reconcile that could not talk to the API server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{op}: {source}")]
+    Api {
+        op: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The API's status code of a kube error, if it is an API error.
+pub(crate) fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// Whether an error says the namespace is gone or terminating (creates there are pointless).
+pub(crate) fn namespace_gone(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => {
+            s.code == 404
+                || s.details
+                    .as_ref()
+                    .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
+        }
+        _ => false,
     }
 }

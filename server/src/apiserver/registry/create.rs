@@ -1,12 +1,11 @@
-//! POST: metadata stamping, generateName, namespace lifecycle checks, defaulting, validation,
+//! POST: admission, metadata stamping, generateName, defaulting, validation,
 //! ClusterIP allocation, `Txn(If MOD==0 Then Put)`.
 
 use serde_json::{json, Value};
 
-use super::{
-    decode, encode_as, keys, managed_fields, meta, validation, Registry, Target, WriteOptions,
-};
-use crate::apiserver::resources::catalog::{self, Resource};
+use super::{encode_as, keys, managed_fields, meta, validation, Registry, Target, WriteOptions};
+use crate::apiserver::admission::{Attributes, Operation};
+use crate::apiserver::resources::catalog::Resource;
 use crate::apiserver::resources::{strategy, typed};
 use crate::apiserver::status::{ApiError, ApiResult, Cause, Subject};
 use crate::datastore::WriteOutcome;
@@ -33,9 +32,11 @@ impl Registry {
         }
         check_body(t, &obj)?;
         scope_namespace(t, &mut obj)?;
-        if r.namespaced {
-            self.check_namespace_accepts(t, meta::name(&obj)).await?;
-        }
+        let mut admission = Attributes::of_write(Operation::Create, t, &opts);
+        admission.name = meta::name(&obj).to_string();
+        admission.object = Some(obj);
+        self.admission.admit(&mut admission, self).await?;
+        let obj = admission.object.take().unwrap_or_default();
         let generate_name = obj["metadata"]["generateName"]
             .as_str()
             .unwrap_or("")
@@ -50,6 +51,7 @@ impl Registry {
                 )],
             ));
         }
+        let mut obj = obj;
         stamp_new(r, &mut obj);
 
         let _ip_guard = if r.group.is_empty() && r.kind == "Service" {
@@ -74,6 +76,7 @@ impl Registry {
             strategy::apply_defaults(r, &mut obj);
             meta::drop_empty_collections(&mut obj);
             check(t, &obj)?;
+            let obj = self.validate_admission(&admission, &name, obj).await?;
             let mut obj = managed_fields::track(
                 t,
                 None,
@@ -108,37 +111,15 @@ impl Registry {
         }))
     }
 
-    /// 404 for a missing namespace, 403 for a terminating one.
-    async fn check_namespace_accepts(&self, t: &Target, name: &str) -> ApiResult<()> {
-        let ns_name = t.namespace.as_deref().unwrap_or("");
-        let Some(namespaces) = catalog::lookup("", "v1", "namespaces") else {
-            return Ok(());
+    /// The validating plugins on the object about to be stored as `name`.
+    async fn validate_admission(&self, a: &Attributes, name: &str, obj: Value) -> ApiResult<Value> {
+        let mut a = Attributes {
+            name: name.to_string(),
+            object: Some(obj),
+            ..a.clone()
         };
-        let (kv, _) = self
-            .ds
-            .get(&keys::object_key(namespaces, None, ns_name))
-            .await?;
-        let Some(kv) = kv else {
-            return Err(ApiError::not_found(Subject {
-                group: "",
-                kind: "namespaces",
-                name: ns_name,
-            }));
-        };
-        let ns = decode(&kv)?;
-        if meta::is_deleting(&ns) || ns["status"]["phase"] == "Terminating" {
-            return Err(ApiError::forbidden(
-                Subject {
-                    group: t.resource.group,
-                    kind: t.resource.plural,
-                    name,
-                },
-                &format!(
-                    "unable to create new content in namespace {ns_name} because it is being terminated"
-                ),
-            ));
-        }
-        Ok(())
+        self.admission.validate(&a, self).await?;
+        Ok(a.object.take().unwrap_or_default())
     }
 }
 

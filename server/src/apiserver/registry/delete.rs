@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Value};
 
 use super::{decode_as, encode_as, keys, meta, ListOptions, Registry, Target, WriteOptions};
+use crate::apiserver::admission::{Attributes, Operation};
 use crate::apiserver::resources::catalog;
 use crate::apiserver::resources::strategy;
 use crate::apiserver::status::{success, ApiError, ApiResult, Subject};
@@ -62,6 +63,10 @@ impl Registry {
             let kv = kv.ok_or_else(|| ApiError::not_found(t.subject()))?;
             let old = decode_as(t.resource, &kv)?;
             check_preconditions(t, &old, opts)?;
+            let mut admission = Attributes::of_write(Operation::Delete, t, &opts.write);
+            admission.old_object = Some(old.clone());
+            self.admission.admit(&mut admission, self).await?;
+            self.admission.validate(&admission, self).await?;
 
             let mut finalizers = meta::finalizers(&old);
             // A CRD's deletion waits for its custom resources (the CRD controller deletes

@@ -98,17 +98,22 @@ pub struct Registry {
     event_leases: event_ttl::EventLeases,
     /// One datastore watch per watched resource, fanned out to its API watchers.
     pub(crate) watch_caches: cache::WatchCaches,
+    /// Run on every create, update and delete.
+    pub(crate) admission: crate::apiserver::admission::Chain,
 }
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
             .field("service_cidr", &self.service_cidr)
+            .field("admission", &self.admission)
             .finish_non_exhaustive()
     }
 }
 
 impl Registry {
+    /// A registry with the [standard](crate::apiserver::admission::Chain::standard) admission
+    /// plugins.
     pub fn new(ds: Arc<dyn Datastore>, service_cidr: IpNet) -> Registry {
         Registry {
             ds,
@@ -120,7 +125,19 @@ impl Registry {
                 cache::BUFFER,
                 watch::BOOKMARK_INTERVAL,
             ),
+            admission: crate::apiserver::admission::Chain::standard(),
         }
+    }
+
+    /// Replaces the admission plugins.
+    pub fn with_admission(mut self, chain: crate::apiserver::admission::Chain) -> Registry {
+        self.admission = chain;
+        self
+    }
+
+    /// The admission plugins every write passes.
+    pub fn admission(&self) -> &crate::apiserver::admission::Chain {
+        &self.admission
     }
 
     pub fn datastore(&self) -> &Arc<dyn Datastore> {

@@ -12,7 +12,7 @@ use crate::datastore::{GuardedOp, WriteOutcome};
 impl Registry {
     /// Stores `obj` at `key` if the key is still at `mod_revision`. `Some(stored)` (with its new
     /// resourceVersion) on success, `None` when someone else wrote first.
-    pub(super) async fn replace_at(
+    pub(crate) async fn replace_at(
         &self,
         r: &Resource,
         key: &[u8],

@@ -1,4 +1,4 @@
-//! PUT of an object, its `status` or its `scale`: optimistic concurrency on resourceVersion,
+//! PUT of an object, its `status` or its `scale`: admission, optimistic concurrency on resourceVersion,
 //! the spec/status split, generation bumps on spec changes, and the final delete once a
 //! deleting object's last finalizer is gone.
 
@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::create::{check, check_body, scope_namespace};
 use super::{decode_as, encode_as, managed_fields, meta, Registry, Target, WriteOptions};
+use crate::apiserver::admission::{Attributes, Operation};
 use crate::apiserver::resources::strategy;
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::datastore::WriteOutcome;
@@ -96,6 +97,11 @@ impl Registry {
                 n
             };
             keep_system_fields(&old, &mut new);
+            let mut admission = Attributes::of_write(Operation::Update, t, &opts);
+            admission.object = Some(new);
+            admission.old_object = Some(old.clone());
+            self.admission.admit(&mut admission, self).await?;
+            let mut new = admission.object.take().unwrap_or_default();
             strategy::prepare_for_update(
                 t.resource,
                 t.subresource.as_deref(),
@@ -135,6 +141,9 @@ impl Registry {
                 let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
                 new["metadata"]["generation"] = json!(generation);
             }
+            admission.object = Some(new);
+            self.admission.validate(&admission, self).await?;
+            let mut new = admission.object.take().unwrap_or_default();
             meta::set_resource_version(&mut new, kv.mod_revision);
             if new == old {
                 return Ok(old);

@@ -24,12 +24,27 @@ pub fn default_pod_spec(spec: &mut Value) {
     default_field(spec, "terminationGracePeriodSeconds", json!(30));
     default_field(spec, "schedulerName", json!("default-scheduler"));
     default_field(spec, "securityContext", json!({}));
+    mirror_service_account(spec);
     for list in ["containers", "initContainers", "ephemeralContainers"] {
         if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for c in cs {
                 default_container(c);
             }
         }
+    }
+}
+
+/// v1's deprecated `serviceAccount` and `serviceAccountName` name the same account (the
+/// v1 conversion fills the new field from the old one and always writes the old one back).
+pub fn mirror_service_account(spec: &mut Value) {
+    let name = spec["serviceAccountName"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .or_else(|| spec["serviceAccount"].as_str().filter(|n| !n.is_empty()))
+        .map(str::to_string);
+    if let Some(name) = name {
+        spec["serviceAccountName"] = json!(name);
+        spec["serviceAccount"] = json!(name);
     }
 }
 

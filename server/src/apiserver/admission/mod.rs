@@ -1,0 +1,278 @@
+//! The admission chain (kube-apiserver's `admission.Interface`): after authentication and
+//! authorization, every create, update, delete and connect passes the mutating plugins in
+//! order, then — once the registry has defaulted and validated the object — the validating
+//! plugins in order. The first error ends the request.
+//!
+//! # Guarantees
+//! - Mutating plugins run before the strategy's validation; what they change is validated and
+//!   stored like the client's own fields.
+//! - Validating plugins see the final object (after defaulting and validation) and may not
+//!   change it; they run on every attempt of a write that the registry retries.
+//! - Plugin denials leave as kube-apiserver's: mostly 403 Forbidden with the plugin's message
+//!   (see [`forbidden`]).
+//!
+//! # Adding a plugin
+//! Implement [`Mutating`] and/or [`Validating`] and add it to [`Chain::standard`] at the
+//! position kube-apiserver's recommended plugin order gives it.
+
+pub mod namespace_lifecycle;
+pub mod quota;
+pub mod service_account;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::apiserver::registry::Registry;
+use crate::apiserver::resources::catalog::Resource;
+use crate::apiserver::status::{ApiError, ApiResult, Subject};
+use crate::auth::UserInfo;
+
+/// What a request does (`admission.Operation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+impl Operation {
+    /// The upper-case name kube-apiserver uses (`CREATE`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+/// `admission.Attributes`: everything a plugin decides on.
+#[derive(Debug, Clone)]
+pub struct Attributes {
+    pub operation: Operation,
+    pub resource: &'static Resource,
+    /// `status`, `binding`, `exec`…; `None` for the main resource.
+    pub subresource: Option<String>,
+    /// "" for cluster-scoped resources.
+    pub namespace: String,
+    /// "" on a create whose name is still to be generated.
+    pub name: String,
+    /// The object being written (create, update); mutating plugins change it in place.
+    /// `None` for delete and connect.
+    pub object: Option<Value>,
+    /// The stored object (update, delete).
+    pub old_object: Option<Value>,
+    /// Who asks; `None` for the server's own bootstrap writes.
+    pub user: Option<Arc<UserInfo>>,
+    pub dry_run: bool,
+}
+
+impl Attributes {
+    /// The attributes of a write to `t` (no object yet).
+    pub fn of_write(
+        operation: Operation,
+        t: &crate::apiserver::registry::Target,
+        opts: &crate::apiserver::registry::WriteOptions,
+    ) -> Attributes {
+        Attributes {
+            operation,
+            resource: t.resource,
+            subresource: t.subresource.clone(),
+            namespace: t.namespace.clone().unwrap_or_default(),
+            name: t.name().to_string(),
+            object: None,
+            old_object: None,
+            user: opts.user.clone(),
+            dry_run: opts.dry_run,
+        }
+    }
+
+    /// Whether this is `kind` of the core group (`""`) or of `group`, with no subresource.
+    pub fn is(&self, group: &str, kind: &str) -> bool {
+        self.resource.group == group && self.resource.kind == kind && self.subresource.is_none()
+    }
+
+    /// The name an error is about: the object's name, else its generateName, else `Unknown`
+    /// (kube-apiserver's `extractResourceName`); the request's name when there is no object.
+    pub fn subject_name(&self) -> String {
+        let Some(obj) = &self.object else {
+            return if self.name.is_empty() {
+                "Unknown".into()
+            } else {
+                self.name.clone()
+            };
+        };
+        let m = &obj["metadata"];
+        [&m["name"], &m["generateName"]]
+            .into_iter()
+            .filter_map(Value::as_str)
+            .find(|s| !s.is_empty())
+            .unwrap_or("Unknown")
+            .to_string()
+    }
+}
+
+/// `admission.NewForbidden`: `<resource> "<name>" is forbidden: <why>`.
+pub fn forbidden(a: &Attributes, why: &str) -> ApiError {
+    let name = a.subject_name();
+    ApiError::forbidden(
+        Subject {
+            group: a.resource.group,
+            kind: a.resource.plural,
+            name: &name,
+        },
+        why,
+    )
+}
+
+/// A plugin that may change the object (`admission.MutationInterface`).
+pub trait Mutating: Send + Sync {
+    /// The plugin's name as `--enable-admission-plugins` spells it.
+    fn name(&self) -> &'static str;
+    fn admit<'a>(
+        &'a self,
+        a: &'a mut Attributes,
+        reg: &'a Registry,
+    ) -> BoxFuture<'a, ApiResult<()>>;
+}
+
+/// A plugin that only accepts or rejects (`admission.ValidationInterface`).
+pub trait Validating: Send + Sync {
+    /// The plugin's name as `--enable-admission-plugins` spells it.
+    fn name(&self) -> &'static str;
+    fn validate<'a>(&'a self, a: &'a Attributes, reg: &'a Registry)
+        -> BoxFuture<'a, ApiResult<()>>;
+}
+
+/// The ordered plugins.
+#[derive(Clone, Default)]
+pub struct Chain {
+    mutating: Vec<Arc<dyn Mutating>>,
+    validating: Vec<Arc<dyn Validating>>,
+}
+
+impl std::fmt::Debug for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chain")
+            .field("mutating", &self.mutating_names())
+            .field("validating", &self.validating_names())
+            .finish()
+    }
+}
+
+impl Chain {
+    /// No plugins: every request is admitted.
+    pub fn empty() -> Chain {
+        Chain::default()
+    }
+
+    /// The plugins k3rs enables, in kube-apiserver's recommended order.
+    pub fn standard() -> Chain {
+        let lifecycle = Arc::new(namespace_lifecycle::NamespaceLifecycle);
+        let sa = Arc::new(service_account::ServiceAccount);
+        Chain {
+            mutating: vec![lifecycle, sa.clone()],
+            validating: vec![sa, Arc::new(quota::ResourceQuota)],
+        }
+    }
+
+    /// Appends a mutating plugin (it runs after the ones already there).
+    pub fn push_mutating(&mut self, p: Arc<dyn Mutating>) {
+        self.mutating.push(p);
+    }
+
+    /// Appends a validating plugin (it runs after the ones already there).
+    pub fn push_validating(&mut self, p: Arc<dyn Validating>) {
+        self.validating.push(p);
+    }
+
+    pub fn mutating_names(&self) -> Vec<&'static str> {
+        self.mutating.iter().map(|p| p.name()).collect()
+    }
+
+    pub fn validating_names(&self) -> Vec<&'static str> {
+        self.validating.iter().map(|p| p.name()).collect()
+    }
+
+    /// Runs the mutating plugins in order.
+    pub async fn admit(&self, a: &mut Attributes, reg: &Registry) -> ApiResult<()> {
+        for p in &self.mutating {
+            p.admit(a, reg).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs the validating plugins in order.
+    pub async fn validate(&self, a: &Attributes, reg: &Registry) -> ApiResult<()> {
+        for p in &self.validating {
+            p.validate(a, reg).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::resources::catalog;
+    use serde_json::json;
+
+    pub(crate) fn attrs(op: Operation, plural: &str, ns: &str, obj: Option<Value>) -> Attributes {
+        Attributes {
+            operation: op,
+            resource: catalog::lookup("", "v1", plural).unwrap(),
+            subresource: None,
+            namespace: ns.into(),
+            name: String::new(),
+            object: obj,
+            old_object: None,
+            user: None,
+            dry_run: false,
+        }
+    }
+
+    #[test]
+    fn forbidden_names_the_object_or_its_generate_name() {
+        let a = attrs(
+            Operation::Create,
+            "pods",
+            "n",
+            Some(json!({"metadata": {"name": "p"}})),
+        );
+        assert_eq!(forbidden(&a, "no").message, "pods \"p\" is forbidden: no");
+        let a = attrs(
+            Operation::Create,
+            "pods",
+            "n",
+            Some(json!({"metadata": {"generateName": "web-"}})),
+        );
+        assert_eq!(
+            forbidden(&a, "no").message,
+            "pods \"web-\" is forbidden: no"
+        );
+        let a = attrs(Operation::Create, "pods", "n", Some(json!({})));
+        assert_eq!(
+            forbidden(&a, "no").message,
+            "pods \"Unknown\" is forbidden: no"
+        );
+        let e = forbidden(&a, "no");
+        assert_eq!((e.code, e.reason), (403, "Forbidden"));
+    }
+
+    #[test]
+    fn standard_order() {
+        let c = Chain::standard();
+        assert_eq!(
+            c.mutating_names(),
+            vec!["NamespaceLifecycle", "ServiceAccount"]
+        );
+        assert_eq!(
+            c.validating_names(),
+            vec!["ServiceAccount", "ResourceQuota"]
+        );
+    }
+}

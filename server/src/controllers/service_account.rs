@@ -1,0 +1,107 @@
+//! The service-account controller: every active namespace has a `default` ServiceAccount
+//! (re-created if deleted).
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::ResourceExt;
+use tokio_util::sync::CancellationToken;
+
+use super::{namespace_gone, status_code, Error, RETRY};
+use crate::apiserver::admission::service_account::DEFAULT_SERVICE_ACCOUNT;
+
+/// The controller's identity (`system:serviceaccount:kube-system:service-account-controller`).
+pub const NAME: &str = "service-account-controller";
+
+/// Whether accounts are made in `ns`: only while it is active.
+pub fn wants_accounts(ns: &Namespace) -> bool {
+    ns.metadata.deletion_timestamp.is_none()
+        && ns.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating")
+}
+
+/// The account the controller creates.
+pub fn default_account() -> ServiceAccount {
+    ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(DEFAULT_SERVICE_ACCOUNT.into()),
+            ..ObjectMeta::default()
+        },
+        ..ServiceAccount::default()
+    }
+}
+
+struct Ctx {
+    client: kube::Client,
+}
+
+async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    if !wants_accounts(&ns) {
+        return Ok(Action::await_change());
+    }
+    let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &ns.name_any());
+    let found = api
+        .get_opt(DEFAULT_SERVICE_ACCOUNT)
+        .await
+        .map_err(|source| Error::Api {
+            op: "getting the default service account",
+            source,
+        })?;
+    if found.is_some() {
+        return Ok(Action::await_change());
+    }
+    match api.create(&PostParams::default(), &default_account()).await {
+        Ok(_) => Ok(Action::await_change()),
+        Err(e) if status_code(&e) == Some(409) || namespace_gone(&e) => Ok(Action::await_change()),
+        Err(source) => Err(Error::Api {
+            op: "creating the default service account",
+            source,
+        }),
+    }
+}
+
+fn error_policy(_: Arc<Namespace>, e: &Error, _: Arc<Ctx>) -> Action {
+    tracing::debug!(error = %e, "service account controller: retrying");
+    Action::requeue(RETRY)
+}
+
+/// Runs until `stop`.
+pub async fn run(client: kube::Client, stop: CancellationToken) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let accounts: Api<ServiceAccount> = Api::all(client.clone());
+    let defaults = watcher::Config::default().fields("metadata.name=default");
+    Controller::new(namespaces, watcher::Config::default())
+        .watches(accounts, defaults, |sa| {
+            sa.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns))
+        })
+        .graceful_shutdown_on(stop.cancelled_owned())
+        .run(reconcile, error_policy, Arc::new(Ctx { client }))
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::NamespaceStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    #[test]
+    fn only_active_namespaces_get_accounts() {
+        let mut ns = Namespace::default();
+        assert!(wants_accounts(&ns));
+        ns.status = Some(NamespaceStatus {
+            phase: Some("Terminating".into()),
+            ..NamespaceStatus::default()
+        });
+        assert!(!wants_accounts(&ns));
+        let mut ns = Namespace::default();
+        ns.metadata.deletion_timestamp = Some(Time(Default::default()));
+        assert!(!wants_accounts(&ns));
+        assert_eq!(default_account().metadata.name.as_deref(), Some("default"));
+    }
+}
