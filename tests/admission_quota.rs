@@ -22,6 +22,15 @@ fn wait_used(k: &Kubectl, ns: &str, name: &str, resource: &str, want: &str) {
     );
 }
 
+/// Creates a ResourceQuota from JSON (`kubectl create quota` speaks protobuf).
+fn create_quota(k: &Kubectl, ns: &str, name: &str, hard: &str) {
+    let q = format!(
+        r#"{{"apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": {{"name": "{name}", "namespace": "{ns}"}}, "spec": {{"hard": {hard}}}}}"#
+    );
+    k.ok_stdin(&["create", "-f", "-"], Some(&q));
+}
+
 fn run_pod(k: &Kubectl, ns: &str, name: &str) -> common::kubectl::Out {
     k.run(&["run", name, "-n", ns, "--image=nginx", "--restart=Never"])
 }
@@ -30,14 +39,12 @@ fn run_pod(k: &Kubectl, ns: &str, name: &str) -> common::kubectl::Out {
 fn pods_past_the_quota_are_refused_and_deletions_give_units_back() {
     let (_server, k) = Kubectl::start_server(&[]);
     k.ok(&["create", "namespace", "q"]);
-    k.ok(&[
-        "create",
-        "quota",
-        "two-pods",
-        "-n",
+    create_quota(
+        &k,
         "q",
-        "--hard=pods=2,count/configmaps=10",
-    ]);
+        "two-pods",
+        r#"{"pods": "2", "count/configmaps": "10"}"#,
+    );
     wait_used(&k, "q", "two-pods", "pods", "0");
     let status = quota_status(&k, "q", "two-pods");
     assert_eq!(status["hard"]["pods"], "2", "{status}");
@@ -85,7 +92,7 @@ fn pods_past_the_quota_are_refused_and_deletions_give_units_back() {
 fn compute_quotas_need_requests_and_limit_the_sum() {
     let (_server, k) = Kubectl::start_server(&[]);
     k.ok(&["create", "namespace", "c"]);
-    k.ok(&["create", "quota", "cpu", "-n", "c", "--hard=requests.cpu=1"]);
+    create_quota(&k, "c", "cpu", r#"{"requests.cpu": "1"}"#);
     wait_used(&k, "c", "cpu", "requests.cpu", "0");
     let out = run_pod(&k, "c", "bare");
     assert!(
