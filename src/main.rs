@@ -256,13 +256,17 @@ async fn main() -> anyhow::Result<()> {
     init_logging(cli.debug, cli.log_format);
     match cli.command {
         Command::Server(args) => {
-            let controller_args =
-                k3rs_server::controllers::Args::parse(&args.kube_controller_manager_arg)
-                    .unwrap_or_else(|e| {
-                        Cli::command()
-                            .error(clap::error::ErrorKind::InvalidValue, e)
-                            .exit()
-                    });
+            // The server's own settings first, so that a --kube-controller-manager-arg
+            // overrides them (as in k3s).
+            let controller_args = std::iter::once(format!("cluster-cidr={}", args.cluster_cidr))
+                .chain(args.kube_controller_manager_arg.iter().cloned())
+                .collect::<Vec<_>>();
+            let controller_args = k3rs_server::controllers::Args::parse(&controller_args)
+                .unwrap_or_else(|e| {
+                    Cli::command()
+                        .error(clap::error::ErrorKind::InvalidValue, e)
+                        .exit()
+                });
             let cfg = k3rs_server::ServerConfig {
                 data_dir: args.data_dir,
                 etcd_client_addr: SocketAddr::new(args.etcd_client_address, args.etcd_client_port),

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apiserver::in_process;
 use crate::auth::{user, UserInfo};
-use crate::controllers::{Args as ControllerArgs, Selection};
+use crate::controllers::Args as ControllerArgs;
 use crate::leader_election::{holder_identity, LeaderElector, Timing};
 
 /// Lease the controller manager holds while it runs (kube-controller-manager's).
@@ -44,7 +44,7 @@ pub fn spawn(
     if enabled.controller_manager {
         tasks.push(tokio::spawn(controller_manager(
             app.clone(),
-            enabled.controller_args.controllers,
+            enabled.controller_args,
             stop.clone(),
         )));
     }
@@ -52,7 +52,8 @@ pub fn spawn(
 }
 
 /// Competes for the controller manager's Lease and runs the controllers while holding it.
-async fn controller_manager(app: axum::Router, selected: Selection, stop: CancellationToken) {
+async fn controller_manager(app: axum::Router, args: ControllerArgs, stop: CancellationToken) {
+    let args = std::sync::Arc::new(args);
     let client = in_process::client(
         app.clone(),
         UserInfo::authenticated(user::CONTROLLER_MANAGER, Vec::new()),
@@ -70,7 +71,7 @@ async fn controller_manager(app: axum::Router, selected: Selection, stop: Cancel
             crate::controllers::run(
                 app.clone(),
                 crate::controllers::CONTROLLERS,
-                &selected,
+                args.clone(),
                 leading,
             )
         })

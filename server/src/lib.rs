@@ -16,6 +16,7 @@ pub mod components;
 pub mod controllers;
 pub mod datastore;
 pub mod etcd;
+pub mod go_duration;
 pub mod identity;
 pub mod join;
 pub mod leader_election;
@@ -89,7 +90,7 @@ pub struct ApiSettings {
     pub write_kubeconfig_mode: u32,
     /// `--service-cidr`.
     pub service_cidr: ipnet::IpNet,
-    /// `--cluster-cidr` (pod CIDR; used by the node IPAM controller later).
+    /// `--cluster-cidr` (pod CIDR; the node IPAM controller gives each node a range of it).
     pub cluster_cidr: ipnet::IpNet,
     /// `--datastore-endpoint`: an external etcd instead of the embedded store.
     pub datastore: Option<ExternalDatastore>,

@@ -169,7 +169,7 @@ impl ApiServer {
             tls,
             state,
             bootstrap_port: port,
-            components: cfg.components,
+            components: cfg.components.clone(),
             extra_routes: None,
             extra_metrics: None,
         })

@@ -1,13 +1,31 @@
 //! `--kube-controller-manager-arg KEY=VALUE` (k3s's way to pass kube-controller-manager
 //! flags): the flags the in-process controller manager understands.
 
+use std::time::Duration;
+
 use super::selection::{Selection, UnknownController};
 
 /// The controller manager's settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Args {
     /// `controllers`: which controllers run (default `*`).
     pub controllers: Selection,
+    /// `cluster-cidr`: the node IPAM controller hands out node ranges of it (the server
+    /// passes its own `--cluster-cidr`, as k3s does).
+    pub cluster_cidr: ipnet::IpNet,
+    /// `node-monitor-grace-period`: how long a node may go without a heartbeat before it is
+    /// Unknown (upstream's 40s).
+    pub node_monitor_grace_period: Duration,
+}
+
+impl Default for Args {
+    fn default() -> Args {
+        Args {
+            controllers: Selection::default(),
+            cluster_cidr: "10.42.0.0/16".parse().expect("a CIDR"),
+            node_monitor_grace_period: Duration::from_secs(40),
+        }
+    }
 }
 
 /// A `--kube-controller-manager-arg` that cannot be used.
@@ -15,8 +33,14 @@ pub struct Args {
 pub enum ArgError {
     #[error("--kube-controller-manager-arg {0:?}: expected KEY=VALUE")]
     NotKeyValue(String),
-    #[error("--kube-controller-manager-arg: unsupported kube-controller-manager flag {0:?} (supported: controllers)")]
+    #[error("--kube-controller-manager-arg: unsupported kube-controller-manager flag {0:?} (supported: controllers, cluster-cidr, node-monitor-grace-period)")]
     Unsupported(String),
+    #[error("--kube-controller-manager-arg {key}: {value:?} is not a valid {what}")]
+    Invalid {
+        key: &'static str,
+        value: String,
+        what: &'static str,
+    },
     #[error(transparent)]
     Controllers(#[from] UnknownController),
 }
@@ -33,6 +57,21 @@ impl Args {
             match key.trim_start_matches("--") {
                 "controllers" => {
                     args.controllers = Selection::parse(value, &super::known())?;
+                }
+                "cluster-cidr" => {
+                    args.cluster_cidr = value.parse().map_err(|_| ArgError::Invalid {
+                        key: "cluster-cidr",
+                        value: value.to_string(),
+                        what: "CIDR",
+                    })?;
+                }
+                "node-monitor-grace-period" => {
+                    args.node_monitor_grace_period =
+                        crate::go_duration::parse(value).ok_or_else(|| ArgError::Invalid {
+                            key: "node-monitor-grace-period",
+                            value: value.to_string(),
+                            what: "duration",
+                        })?;
                 }
                 other => return Err(ArgError::Unsupported(other.to_string())),
             }
@@ -72,5 +111,20 @@ mod tests {
             parse(&["controllers=*,-nope"]).unwrap_err(),
             ArgError::Controllers(_)
         ));
+        assert!(matches!(
+            parse(&["node-monitor-grace-period=soon"]).unwrap_err(),
+            ArgError::Invalid { .. }
+        ));
+        assert!(matches!(
+            parse(&["cluster-cidr=10.42.0.0"]).unwrap_err(),
+            ArgError::Invalid { .. }
+        ));
+    }
+
+    #[test]
+    fn durations_and_cidrs_as_upstream_writes_them() {
+        let a = parse(&["cluster-cidr=10.0.0.0/8", "node-monitor-grace-period=1m30s"]).unwrap();
+        assert_eq!(a.cluster_cidr, "10.0.0.0/8".parse().unwrap());
+        assert_eq!(a.node_monitor_grace_period, Duration::from_secs(90));
     }
 }

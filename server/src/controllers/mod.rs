@@ -6,16 +6,31 @@
 //! `kube-system/kube-controller-manager` Lease (see [`crate::components`]).
 
 pub mod args;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod events;
+pub mod garbage_collector;
+pub mod node_ipam;
+pub mod node_lifecycle;
+pub mod pod_gc;
 pub mod resource_quota;
 pub mod root_ca;
 pub mod selection;
 pub mod service_account;
+pub mod taint_eviction;
+pub mod ttl_after_finished;
 
+use std::fmt::Debug;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use args::Args;
@@ -33,6 +48,8 @@ pub struct Context {
     pub events: EventRecorder,
     /// Cancelled when the controller must stop (leadership lost or server stopping).
     pub stop: CancellationToken,
+    /// The controller manager's settings.
+    pub args: Arc<Args>,
 }
 
 /// A controller the manager starts: its name in `--controllers`, upstream's service account
@@ -60,6 +77,48 @@ pub const CONTROLLERS: &[Descriptor] = &[
         name: resource_quota::NAME,
         start: |cx| resource_quota::run(cx.client, cx.stop).boxed(),
     },
+    Descriptor {
+        controller: "garbagecollector",
+        name: garbage_collector::NAME,
+        start: |cx| garbage_collector::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "endpoint",
+        name: endpoints::NAME,
+        start: |cx| endpoints::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "endpointslice",
+        name: endpointslice::NAME,
+        start: |cx| endpointslice::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "nodeipam",
+        name: node_ipam::NAME,
+        start: |cx| node_ipam::run(cx.client, cx.args.cluster_cidr, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "nodelifecycle",
+        name: node_lifecycle::NAME,
+        start: |cx| {
+            node_lifecycle::run(cx.client, cx.args.node_monitor_grace_period, cx.stop).boxed()
+        },
+    },
+    Descriptor {
+        controller: "taint-eviction-controller",
+        name: taint_eviction::NAME,
+        start: |cx| taint_eviction::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "podgc",
+        name: pod_gc::NAME,
+        start: |cx| pod_gc::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "ttl-after-finished",
+        name: ttl_after_finished::NAME,
+        start: |cx| ttl_after_finished::run(cx.client, cx.stop).boxed(),
+    },
 ];
 
 /// The `--controllers` names of [`CONTROLLERS`].
@@ -68,7 +127,13 @@ pub fn known() -> Vec<&'static str> {
 }
 
 /// The context controller `name` starts with: a client through `app` as its identity.
-pub fn context(app: &axum::Router, name: &str, host: &str, stop: CancellationToken) -> Context {
+pub fn context(
+    app: &axum::Router,
+    name: &str,
+    host: &str,
+    args: &Arc<Args>,
+    stop: CancellationToken,
+) -> Context {
     let client = in_process::client(
         app.clone(),
         in_process::controller_identity(name),
@@ -78,24 +143,25 @@ pub fn context(app: &axum::Router, name: &str, host: &str, stop: CancellationTok
         events: EventRecorder::new(client.clone(), name, host),
         client,
         stop,
+        args: args.clone(),
     }
 }
 
-/// Runs the `selected` ones of `controllers` until `stop`, then waits for all of them to
-/// return.
+/// Runs the ones of `controllers` that `args` selects until `stop`, then waits for all of
+/// them to return.
 pub async fn run(
     app: axum::Router,
     controllers: &[Descriptor],
-    selected: &Selection,
+    args: Arc<Args>,
     stop: CancellationToken,
 ) {
     let host = crate::identity::hostname();
     let tasks: Vec<_> = controllers
         .iter()
-        .filter(|c| selected.enables(c.controller))
+        .filter(|c| args.controllers.enables(c.controller))
         .map(|c| {
             tracing::info!(controller = c.name, "starting controller");
-            tokio::spawn((c.start)(context(&app, c.name, &host, stop.clone())))
+            tokio::spawn((c.start)(context(&app, c.name, &host, &args, stop.clone())))
         })
         .collect();
     stop.cancelled().await;
@@ -137,4 +203,20 @@ pub(crate) fn namespace_gone(e: &kube::Error) -> bool {
         }
         _ => false,
     }
+}
+
+/// A cache of every `K` that `api` lists, kept current by a watch in the returned task
+/// (abort it to stop). The store is empty until the first list completes
+/// (`Store::wait_until_ready`).
+pub(crate) fn informer<K>(api: Api<K>) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).default_backoff(),
+    );
+    let task = tokio::spawn(stream.for_each(|_| async {}));
+    (reader, task)
 }

@@ -1,0 +1,336 @@
+//! The garbage collector (kube-controller-manager's `garbagecollector`, identity
+//! `generic-garbage-collector`): an informer on every listable, watchable, deletable resource
+//! (found through discovery, re-run every 30 s so custom resources join), a snapshot of their
+//! owner references after every change, the decisions of [`plan`] and their execution.
+//!
+//! Guarantees (as upstream): dependents whose owners are all gone are deleted (background);
+//! an owner deleted with `propagationPolicy: Foreground` (the API server's
+//! `foregroundDeletion` finalizer) goes once its `blockOwnerDeletion` dependents are gone; an
+//! owner deleted with `Orphan` (the `orphan` finalizer) goes once no dependent references it.
+//! An owner is taken as gone only after a live read confirms it (404 or another uid).
+//!
+//! Upstream keeps an incremental dependency graph; this one recomputes the decisions from the
+//! informers' caches (level-triggered, and so restart-safe), which is linear in the number of
+//! objects per change.
+
+pub mod plan;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::discovery::{verbs, ApiResource, Discovery};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Client;
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use plan::{Action, Item, ObjectKey, OwnerRef};
+
+/// The controller's name (its service account in kube-system).
+pub const NAME: &str = "generic-garbage-collector";
+/// How often discovery runs again (upstream's resync of monitors).
+const DISCOVERY_PERIOD: Duration = Duration::from_secs(30);
+/// How soon a round runs again after one of its actions failed.
+const RETRY: Duration = Duration::from_secs(1);
+/// Resources upstream's collector ignores.
+const IGNORED: &[(&str, &str)] = &[("", "events"), ("events.k8s.io", "events")];
+
+/// One watched resource.
+struct Informer {
+    resource: ApiResource,
+    namespaced: bool,
+    store: Store<DynamicObject>,
+    task: JoinHandle<()>,
+}
+
+/// Runs the collector until `stop`.
+pub async fn run(client: Client, stop: CancellationToken) {
+    let mut gc = Collector {
+        client,
+        informers: Vec::new(),
+        changed: Arc::new(Notify::new()),
+    };
+    let mut discovered: Option<Instant> = None;
+    loop {
+        if discovered.is_none_or(|at| at.elapsed() >= DISCOVERY_PERIOD) {
+            match gc.discover().await {
+                Ok(()) => discovered = Some(Instant::now()),
+                Err(e) => tracing::warn!(error = %e, "garbage collector: discovery failed"),
+            }
+        }
+        let failed = gc.round().await;
+        let wait = if failed || discovered.is_none() {
+            RETRY
+        } else {
+            DISCOVERY_PERIOD
+        };
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = gc.changed.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+    for informer in gc.informers.into_iter().flatten() {
+        informer.task.abort();
+    }
+}
+
+struct Collector {
+    client: Client,
+    /// Indexed by `ObjectKey::resource`; a resource that disappeared leaves `None`.
+    informers: Vec<Option<Informer>>,
+    changed: Arc<Notify>,
+}
+
+impl Collector {
+    /// Starts informers for resources discovery shows that are not watched yet; stops those
+    /// of resources that are gone.
+    async fn discover(&mut self) -> kube::Result<()> {
+        let discovery = Discovery::new(self.client.clone()).run().await?;
+        let mut seen = BTreeSet::new();
+        for group in discovery.groups() {
+            for (ar, caps) in group.recommended_resources() {
+                let usable = [verbs::LIST, verbs::WATCH, verbs::DELETE, verbs::PATCH]
+                    .iter()
+                    .all(|v| caps.supports_operation(v));
+                if !usable || IGNORED.contains(&(ar.group.as_str(), ar.plural.as_str())) {
+                    continue;
+                }
+                seen.insert((ar.group.clone(), ar.plural.clone()));
+                let watched = self.informers.iter().flatten().any(|i| {
+                    i.resource.group == ar.group
+                        && i.resource.plural == ar.plural
+                        && i.resource.version == ar.version
+                });
+                if !watched {
+                    let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
+                    self.informers.push(Some(self.start(ar, namespaced)));
+                }
+            }
+        }
+        for slot in &mut self.informers {
+            let gone = slot.as_ref().is_some_and(|i| {
+                !seen.contains(&(i.resource.group.clone(), i.resource.plural.clone()))
+            });
+            if gone {
+                if let Some(i) = slot.take() {
+                    i.task.abort();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start(&self, resource: ApiResource, namespaced: bool) -> Informer {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let writer = reflector::store::Writer::new(resource.clone());
+        let store = writer.as_reader();
+        let changed = self.changed.clone();
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).default_backoff(),
+        );
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                if event.is_ok() {
+                    changed.notify_one();
+                }
+            }
+        });
+        Informer {
+            resource,
+            namespaced,
+            store,
+            task,
+        }
+    }
+
+    /// One pass: snapshot, verify unseen owners, plan, act. Returns whether an action failed.
+    async fn round(&self) -> bool {
+        let (items, objects) = self.snapshot();
+        let mut absent = BTreeSet::new();
+        for uid in plan::unseen_owners(&items) {
+            if self.verify_absent(&items, &uid).await {
+                absent.insert(uid);
+            }
+        }
+        let mut failed = false;
+        for action in plan::plan(&items, &absent) {
+            if let Err(e) = self.apply(&action, &objects).await {
+                tracing::info!(?action, error = %e, "garbage collector: action failed");
+                failed = true;
+            }
+        }
+        failed
+    }
+
+    fn snapshot(&self) -> (Vec<Item>, HashMap<ObjectKey, Arc<DynamicObject>>) {
+        let mut items = Vec::new();
+        let mut objects = HashMap::new();
+        for (index, informer) in self.informers.iter().enumerate() {
+            let Some(informer) = informer else { continue };
+            for obj in informer.store.state() {
+                let m = &obj.metadata;
+                let key = ObjectKey {
+                    resource: index,
+                    namespace: m.namespace.clone().unwrap_or_default(),
+                    name: m.name.clone().unwrap_or_default(),
+                };
+                items.push(Item {
+                    key: key.clone(),
+                    uid: m.uid.clone().unwrap_or_default(),
+                    owners: m
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .map(|o| OwnerRef {
+                            api_version: o.api_version.clone(),
+                            kind: o.kind.clone(),
+                            name: o.name.clone(),
+                            uid: o.uid.clone(),
+                            block_owner_deletion: o.block_owner_deletion == Some(true),
+                        })
+                        .collect(),
+                    deleting: m.deletion_timestamp.is_some(),
+                    finalizers: m.finalizers.clone().unwrap_or_default(),
+                });
+                objects.insert(key, obj);
+            }
+        }
+        (items, objects)
+    }
+
+    /// Whether the owner with `uid` is confirmed gone: a live read of what a dependent's
+    /// reference names answers 404 or an object with another uid.
+    async fn verify_absent(&self, items: &[Item], uid: &str) -> bool {
+        let Some((dependent, owner)) = items
+            .iter()
+            .find_map(|i| i.owners.iter().find(|o| o.uid == uid).map(|o| (i, o)))
+        else {
+            return false;
+        };
+        let group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let Some(informer) = self
+            .informers
+            .iter()
+            .flatten()
+            .find(|i| i.resource.group == group && i.resource.kind == owner.kind)
+        else {
+            return false;
+        };
+        let api: Api<DynamicObject> = if informer.namespaced {
+            if dependent.key.namespace.is_empty() {
+                return false;
+            }
+            Api::namespaced_with(
+                self.client.clone(),
+                &dependent.key.namespace,
+                &informer.resource,
+            )
+        } else {
+            Api::all_with(self.client.clone(), &informer.resource)
+        };
+        match api.get_opt(&owner.name).await {
+            Ok(None) => true,
+            Ok(Some(found)) => found.metadata.uid.as_deref() != Some(uid),
+            Err(_) => false,
+        }
+    }
+
+    fn api(&self, key: &ObjectKey) -> Option<Api<DynamicObject>> {
+        let informer = self.informers.get(key.resource)?.as_ref()?;
+        Some(if informer.namespaced {
+            Api::namespaced_with(self.client.clone(), &key.namespace, &informer.resource)
+        } else {
+            Api::all_with(self.client.clone(), &informer.resource)
+        })
+    }
+
+    async fn apply(
+        &self,
+        action: &Action,
+        objects: &HashMap<ObjectKey, Arc<DynamicObject>>,
+    ) -> kube::Result<()> {
+        let key = match action {
+            Action::Delete { key, .. }
+            | Action::RemoveOwnerRefs { key, .. }
+            | Action::RemoveFinalizer { key, .. } => key,
+        };
+        let (Some(api), Some(obj)) = (self.api(key), objects.get(key)) else {
+            return Ok(());
+        };
+        let rv = obj.metadata.resource_version.clone();
+        let result = match action {
+            Action::Delete { uid, policy, .. } => {
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid.clone()),
+                        resource_version: None,
+                    }),
+                    propagation_policy: Some(match policy {
+                        plan::Policy::Background => kube::api::PropagationPolicy::Background,
+                        plan::Policy::Foreground => kube::api::PropagationPolicy::Foreground,
+                        plan::Policy::Orphan => kube::api::PropagationPolicy::Orphan,
+                    }),
+                    ..DeleteParams::default()
+                };
+                tracing::info!(resource = %key.resource, namespace = %key.namespace, name = %key.name, policy = policy.as_str(), "garbage collector: deleting a dependent whose owners are gone");
+                api.delete(&key.name, &params).await.map(|_| ())
+            }
+            Action::RemoveOwnerRefs { owners, .. } => {
+                let remaining: Vec<Value> = obj
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .filter(|o| !owners.contains(&o.uid))
+                    .map(|o| serde_json::to_value(o).unwrap_or(Value::Null))
+                    .collect();
+                set_metadata_list(&api, &key.name, rv, "ownerReferences", remaining).await
+            }
+            Action::RemoveFinalizer { finalizer, .. } => {
+                let remaining: Vec<Value> = obj
+                    .metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .filter(|f| f != finalizer)
+                    .map(|f| json!(f))
+                    .collect();
+                set_metadata_list(&api, &key.name, rv, "finalizers", remaining).await
+            }
+        };
+        match result {
+            // Already gone, or changed since the snapshot: the next round decides again.
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            other => other,
+        }
+    }
+}
+
+/// Sets `metadata.<field>` to `items` (removed when empty) with a merge patch that holds the
+/// resourceVersion the decision was made at (409 when the object changed since).
+async fn set_metadata_list(
+    api: &Api<DynamicObject>,
+    name: &str,
+    resource_version: Option<String>,
+    field: &str,
+    items: Vec<Value>,
+) -> kube::Result<()> {
+    let value = if items.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(items)
+    };
+    let patch = json!({"metadata": {"resourceVersion": resource_version, field: value}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(|_| ())
+}

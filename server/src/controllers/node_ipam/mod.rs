@@ -1,0 +1,127 @@
+//! The node IPAM controller (upstream's `RangeAllocator`, identity `node-controller`): every Node
+//! without `spec.podCIDR` gets the next free `/24` (IPv4; `/64` for IPv6) of
+//! `--cluster-cidr` as `spec.podCIDR` and `spec.podCIDRs`. Which ranges are taken is read
+//! from the Nodes, so allocations survive restarts and a deleted Node's range is free again.
+//! When the cluster CIDR is exhausted the Node gets a `CIDRNotAvailable` event and is retried.
+
+pub mod cidr_set;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde_json::json;
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+/// The controller's name (its service account in kube-system).
+pub const NAME: &str = "node-controller";
+/// How soon a node that found no free range is tried again.
+const EXHAUSTED_RETRY: Duration = Duration::from_secs(30);
+
+/// Why a reconcile failed; it is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("setting the pod CIDR of node {0}: {1}")]
+    Patch(String, #[source] kube::Error),
+}
+
+struct Ctx {
+    client: Client,
+    nodes: Store<Node>,
+    cluster: IpNet,
+    mask: u8,
+    recorder: Recorder,
+    /// Ranges given out that the node cache may not show yet (node name → CIDR); one
+    /// allocation at a time.
+    assigned: Mutex<BTreeMap<String, IpNet>>,
+}
+
+/// Runs the controller for `cluster_cidr` until `stop`.
+pub async fn run(client: Client, cluster_cidr: IpNet, stop: CancellationToken) {
+    let controller = Controller::new(Api::<Node>::all(client.clone()), watcher::Config::default());
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "cidrAllocator".into(),
+            instance: None,
+        },
+    );
+    let ctx = Arc::new(Ctx {
+        client,
+        nodes: controller.store(),
+        cluster: cluster_cidr.trunc(),
+        mask: cidr_set::default_mask(cluster_cidr),
+        recorder,
+        assigned: Mutex::default(),
+    });
+    controller
+        .graceful_shutdown_on(stop.cancelled_owned())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+fn pod_cidrs(node: &Node) -> BTreeSet<IpNet> {
+    let spec = node.spec.as_ref();
+    let many = spec.and_then(|s| s.pod_cidrs.clone()).unwrap_or_default();
+    let one = spec.and_then(|s| s.pod_cidr.clone());
+    cidr_set::parse_all(many.iter().chain(one.iter()).map(String::as_str))
+}
+
+async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    if !pod_cidrs(&node).is_empty() || node.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let mut assigned = ctx.assigned.lock().await;
+    let nodes = ctx.nodes.state();
+    // Forget what the cache now shows (or what a deleted node held).
+    assigned.retain(|n, _| {
+        nodes
+            .iter()
+            .any(|x| x.metadata.name.as_deref() == Some(n) && pod_cidrs(x).is_empty())
+    });
+    let mut used: BTreeSet<IpNet> = nodes.iter().flat_map(|n| pod_cidrs(n)).collect();
+    used.extend(assigned.values().copied());
+    // A range given out before but not seen yet is set again.
+    let cidr = match assigned.get(&name).copied() {
+        Some(c) => c,
+        None => match cidr_set::next_free(ctx.cluster, ctx.mask, &used) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "node IPAM: no pod CIDR");
+                let event = Event {
+                    type_: EventType::Normal,
+                    reason: "CIDRNotAvailable".into(),
+                    note: Some(format!("Node {name} status is now: CIDRNotAvailable")),
+                    action: "AllocateCIDR".into(),
+                    secondary: None,
+                };
+                let _ = ctx.recorder.publish(&event, &node.object_ref(&())).await;
+                return Ok(Action::requeue(EXHAUSTED_RETRY));
+            }
+        },
+    };
+    let patch = json!({"spec": {"podCIDR": cidr.to_string(), "podCIDRs": [cidr.to_string()]}});
+    Api::<Node>::all(ctx.client.clone())
+        .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| Error::Patch(name.clone(), e))?;
+    assigned.insert(name, cidr);
+    Ok(Action::await_change())
+}
+
+fn error_policy(_node: Arc<Node>, error: &Error, _ctx: Arc<Ctx>) -> Action {
+    tracing::info!(%error, "node IPAM: will retry");
+    Action::requeue(Duration::from_secs(1))
+}

@@ -1,0 +1,210 @@
+//! The node lifecycle controller (identity `node-controller`, as upstream): every monitor period it checks
+//! each Node's heartbeat — its Lease in `kube-node-lease` or its Ready condition's
+//! `lastHeartbeatTime` — as observed on this server's clock. A Node silent for longer than
+//! `--node-monitor-grace-period` gets all kubelet conditions `Unknown` ([`health`]); the
+//! `not-ready`/`unreachable` taints follow its Ready condition; the pods on a Node that is not
+//! Ready get `Ready=False`. Evicting pods from tainted nodes is the
+//! [taint eviction controller](super::taint_eviction)'s.
+//!
+//! A node first seen (or seen again after a restart of this controller) gets a full grace
+//! period, as upstream.
+
+pub mod health;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::Store;
+use kube::Client;
+use serde_json::json;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::informer;
+
+/// The controller's name (its service account in kube-system).
+pub const NAME: &str = "node-controller";
+/// Upstream's `--node-monitor-grace-period`.
+pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(40);
+/// Upstream's `--node-monitor-period`.
+const MONITOR_PERIOD: Duration = Duration::from_secs(5);
+
+/// The last heartbeat seen per node and when this server saw it change.
+#[derive(Default)]
+struct Probes(HashMap<String, (Option<String>, Instant)>);
+
+impl Probes {
+    /// Records `heartbeat` for `node`; the time it last changed.
+    fn observe(&mut self, node: &str, heartbeat: Option<String>, now: Instant) -> Instant {
+        let entry = self
+            .0
+            .entry(node.to_string())
+            .or_insert_with(|| (heartbeat.clone(), now));
+        if entry.0 != heartbeat {
+            *entry = (heartbeat, now);
+        }
+        entry.1
+    }
+}
+
+/// The node's heartbeat: its Lease's renewTime, else its Ready condition's heartbeat time.
+fn heartbeat(node: &Node, leases: &Store<Lease>) -> Option<String> {
+    let name = node.metadata.name.as_deref()?;
+    let lease = leases.state().into_iter().find(|l| {
+        l.metadata.name.as_deref() == Some(name)
+            && l.metadata.namespace.as_deref() == Some("kube-node-lease")
+    });
+    let renew = lease
+        .and_then(|l| l.spec.clone())
+        .and_then(|s| s.renew_time)
+        .map(|t| t.0.to_string());
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .and_then(|c| c.last_heartbeat_time.as_ref())
+        .map(|t| t.0.to_string());
+    match (renew, ready) {
+        (None, None) => None,
+        (a, b) => Some(format!(
+            "{}|{}",
+            a.unwrap_or_default(),
+            b.unwrap_or_default()
+        )),
+    }
+}
+
+/// Runs the controller until `stop`, with `grace` as the node monitor grace period.
+pub async fn run(client: Client, grace: Duration, stop: CancellationToken) {
+    let (nodes, nodes_task) = informer::<Node>(Api::all(client.clone()));
+    let (leases, leases_task) =
+        informer::<Lease>(Api::namespaced(client.clone(), "kube-node-lease"));
+    let (pods, pods_task) = informer::<Pod>(Api::all(client.clone()));
+    let period = MONITOR_PERIOD
+        .min(grace / 4)
+        .max(Duration::from_millis(200));
+    let mut probes = Probes::default();
+    let _ = nodes.wait_until_ready().await;
+    loop {
+        let now = Instant::now();
+        for node in nodes.state() {
+            let changed = probes.observe(
+                node.metadata.name.as_deref().unwrap_or_default(),
+                heartbeat(&node, &leases),
+                now,
+            );
+            let silent = now.duration_since(changed) > grace;
+            if let Err(error) = monitor(&client, &node, silent, &pods).await {
+                tracing::info!(%error, node = ?node.metadata.name, "node lifecycle: will retry");
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(period) => {}
+        }
+    }
+    for task in [nodes_task, leases_task, pods_task] {
+        task.abort();
+    }
+}
+
+/// One node: conditions, taints, pods.
+async fn monitor(
+    client: &Client,
+    node: &Node,
+    silent: bool,
+    pods: &Store<Pod>,
+) -> kube::Result<()> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let api = Api::<Node>::all(client.clone());
+    let now = Timestamp::now();
+    let mut conditions = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    if silent {
+        if let Some(unknown) = health::unknown_conditions(&conditions, now) {
+            tracing::info!(node = %name, "node lifecycle: kubelet stopped posting node status");
+            let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version},
+                               "status": {"conditions": unknown}});
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await?;
+            conditions = unknown;
+        }
+    }
+    let ready = health::ready_status(&conditions).to_string();
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    if let Some(new) = health::taints_for(&taints, &ready, now) {
+        let patch = json!({"spec": {"taints": new}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+    }
+    if ready != "True" {
+        mark_pods_not_ready(client, &name, pods).await?;
+    }
+    Ok(())
+}
+
+/// `MarkPodsNotReady`: the pods bound to the node whose Ready condition is not `False` get
+/// `Ready=False`.
+async fn mark_pods_not_ready(client: &Client, node: &str, pods: &Store<Pod>) -> kube::Result<()> {
+    for pod in pods.state() {
+        let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node);
+        let conditions = pod.status.as_ref().and_then(|s| s.conditions.clone());
+        let ready = conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.status.clone());
+        if !on_node || ready.as_deref() == Some("False") || ready.is_none() {
+            continue;
+        }
+        let mut conditions = conditions.unwrap_or_default();
+        for c in conditions.iter_mut().filter(|c| c.type_ == "Ready") {
+            c.status = "False".into();
+            c.last_transition_time = Some(Time(Timestamp::now()));
+        }
+        let patch = json!({"metadata": {"resourceVersion": pod.metadata.resource_version},
+                           "status": {"conditions": conditions}});
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let result = Api::<Pod>::namespaced(client.clone(), &ns)
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await;
+        match result {
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            other => {
+                other?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_time_moves_only_when_the_heartbeat_changes() {
+        let mut p = Probes::default();
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(10);
+        let t2 = t0 + Duration::from_secs(20);
+        assert_eq!(p.observe("n", Some("a".into()), t0), t0);
+        assert_eq!(p.observe("n", Some("a".into()), t1), t0);
+        assert_eq!(p.observe("n", Some("b".into()), t2), t2);
+        assert_eq!(p.observe("m", None, t1), t1);
+    }
+}

@@ -1,0 +1,106 @@
+//! The taint eviction controller (`taint-eviction-controller`, upstream's NoExecute taint
+//! manager): a pod bound to a node with `NoExecute` taints is deleted at once when it does not
+//! tolerate one of them, or when the smallest `tolerationSeconds` of the tolerations it uses
+//! has passed ([`tolerations::eviction`]). Each eviction is recorded as a
+//! `TaintManagerEviction` event on the pod.
+
+pub mod tolerations;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource};
+use tokio_util::sync::CancellationToken;
+
+use super::informer;
+use tolerations::Eviction;
+
+/// The controller's name (its service account in kube-system).
+pub const NAME: &str = "taint-eviction-controller";
+/// How often due evictions are looked for.
+const PERIOD: Duration = Duration::from_millis(500);
+
+/// Runs the controller until `stop`.
+pub async fn run(client: Client, stop: CancellationToken) {
+    let (nodes, nodes_task) = informer::<Node>(Api::all(client.clone()));
+    let (pods, pods_task) = informer::<Pod>(Api::all(client.clone()));
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "taint-eviction-controller".into(),
+            instance: None,
+        },
+    );
+    loop {
+        let taints: HashMap<String, Vec<Taint>> = nodes
+            .state()
+            .iter()
+            .map(|n| {
+                let t = n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.clone())
+                    .unwrap_or_default();
+                (n.metadata.name.clone().unwrap_or_default(), t)
+            })
+            .collect();
+        let now = Timestamp::now();
+        for pod in pods.state() {
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+                continue;
+            };
+            let Some(node_taints) = taints.get(node) else {
+                continue;
+            };
+            let tolerations = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.tolerations.clone())
+                .unwrap_or_default();
+            match tolerations::eviction(&tolerations, node_taints, now) {
+                Eviction::At(at) if at <= now => evict(&client, &recorder, &pod).await,
+                _ => {}
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(PERIOD) => {}
+        }
+    }
+    nodes_task.abort();
+    pods_task.abort();
+}
+
+async fn evict(client: &Client, recorder: &Recorder, pod: &Pod) {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: pod.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    tracing::info!(pod = %format!("{ns}/{name}"), "taint eviction: deleting the pod");
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "TaintManagerEviction".into(),
+        note: Some(format!("Marking for deletion Pod {ns}/{name}")),
+        action: "Delete".into(),
+        secondary: None,
+    };
+    let _ = recorder.publish(&event, &pod.object_ref(&())).await;
+    if let Err(error) = Api::<Pod>::namespaced(client.clone(), &ns)
+        .delete(&name, &params)
+        .await
+    {
+        tracing::info!(%error, "taint eviction: deleting {ns}/{name}");
+    }
+}

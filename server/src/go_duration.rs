@@ -1,0 +1,60 @@
+//! Durations written as Go's `time.ParseDuration` reads them (`1m30s`, `500ms`, `1.5h`), the
+//! form upstream components' flags take.
+
+use std::time::Duration;
+
+/// Parses a non-negative Go duration; `None` when `s` is not one.
+pub fn parse(s: &str) -> Option<Duration> {
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut rest = s;
+    let mut total = 0f64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(num_len);
+        let value: f64 = num.parse().ok()?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let scale = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += value * scale;
+        rest = tail;
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_forms() {
+        assert_eq!(parse("40s"), Some(Duration::from_secs(40)));
+        assert_eq!(parse("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse("1.5h"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse("0"), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn not_durations() {
+        for bad in ["", "40", "s", "1x", "-5s", "1..2s", "soon"] {
+            assert_eq!(parse(bad), None, "{bad:?}");
+        }
+    }
+}
