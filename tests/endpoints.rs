@@ -94,7 +94,26 @@ fn slice_endpoints(k: &Kubectl) -> Vec<(String, i64, bool, bool, bool)> {
 
 #[test]
 fn endpoints_and_slices_follow_the_selected_pods() {
-    let (_server, k) = Kubectl::start_server(&[]);
+    // The pods' node exists and stays Ready for the test (no Lease needed within 10 min),
+    // so neither the pod GC nor taint eviction removes the pods.
+    let (_server, k) = Kubectl::start_server(&["--node-monitor-grace-period=10m"]);
+    k.ok_stdin(
+        &["create", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}})
+                .to_string(),
+        ),
+    );
+    let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    k.ok(&[
+        "patch",
+        "node",
+        "node-a",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &ready.to_string(),
+    ]);
     let svc = json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "web", "labels": {"tier": "front"}},

@@ -139,6 +139,11 @@ async fn monitor(
             conditions = unknown;
         }
     }
+    // A node whose kubelet never posted a Ready condition is left alone until the grace
+    // period makes it Unknown (upstream taints only on an observed Ready condition).
+    if !conditions.iter().any(|c| c.type_ == "Ready") {
+        return Ok(());
+    }
     let ready = health::ready_status(&conditions).to_string();
     let taints = node
         .spec
