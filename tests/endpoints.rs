@@ -96,7 +96,8 @@ fn slice_endpoints(k: &Kubectl) -> Vec<(String, i64, bool, bool, bool)> {
 fn endpoints_and_slices_follow_the_selected_pods() {
     // The pods' node exists and stays Ready for the test (no Lease needed within 10 min),
     // so neither the pod GC nor taint eviction removes the pods.
-    let (_server, k) = Kubectl::start_server(&["--node-monitor-grace-period=10m"]);
+    let (_server, k) =
+        Kubectl::start_server(&["--kube-controller-manager-arg=node-monitor-grace-period=10m"]);
     k.ok_stdin(
         &["create", "-f", "-"],
         Some(
