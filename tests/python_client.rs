@@ -87,7 +87,16 @@ fn python_kubernetes_client() {
         "{stdout}\n{stderr}"
     );
     // What the script did is visible to kubectl too.
+    // kube-root-ca.crt is the root CA publisher's, in every namespace.
+    common::wait_for("kube-root-ca.crt", Duration::from_secs(30), || {
+        k.run(&["get", "cm", "kube-root-ca.crt", "-n", "python-client"])
+            .ok
+            .then_some(())
+    });
     let left = k.ok(&["get", "configmaps", "-n", "python-client", "-o", "name"]);
-    assert_eq!(left, "configmap/c2\nconfigmap/c3\n");
+    assert_eq!(
+        left,
+        "configmap/c2\nconfigmap/c3\nconfigmap/kube-root-ca.crt\n"
+    );
     server.assert_running();
 }

@@ -10,7 +10,8 @@ pub fn outputs_and_selectors(c: &Ctx) {
     // -o name, json, yaml, jsonpath, custom-columns.
     assert_eq!(
         c.ok(&["get", "cm", "-o", "name"]),
-        "configmap/dir-a\nconfigmap/dir-c\nconfigmap/multi-config\nconfigmap/plain\n"
+        // kube-root-ca.crt: the root CA publisher's, in every namespace.
+        "configmap/dir-a\nconfigmap/dir-c\nconfigmap/kube-root-ca.crt\nconfigmap/multi-config\nconfigmap/plain\n"
     );
     let json = c.json("cm/plain");
     assert_eq!(json["kind"], "ConfigMap");
@@ -226,11 +227,15 @@ pub fn tables(c: &Ctx) {
     let sorted = c.ok(&["get", "cm", "--sort-by=.data.rank"]);
     assert_eq!(header(&sorted), ["NAME", "DATA", "AGE"]);
     let rows = table(&sorted);
+    // kube-root-ca.crt has no rank: kubectl sorts it first.
     let names: Vec<&str> = rows[1..].iter().map(|r| r[0].as_str()).collect();
-    assert_eq!(names, ["zz", "aa"], "{sorted}");
-    assert_eq!(rows[2][1], "2");
+    assert_eq!(names, ["kube-root-ca.crt", "zz", "aa"], "{sorted}");
+    assert_eq!(rows[3][1], "2");
     let by_name = c.ok(&["get", "cm", "--sort-by=.metadata.name", "-o", "name"]);
-    assert_eq!(by_name, "configmap/aa\nconfigmap/zz\n");
+    assert_eq!(
+        by_name,
+        "configmap/aa\nconfigmap/kube-root-ca.crt\nconfigmap/zz\n"
+    );
     let labels = c.ok(&["get", "pods", "--show-labels"]);
     assert_eq!(header(&labels).last().map(String::as_str), Some("LABELS"));
     assert_eq!(

@@ -252,6 +252,12 @@ pub fn run(backend: Backend) {
                 eprintln!("[{backend:?}] {name}: start");
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     k.ok(&["create", "namespace", name]);
+                    // Scenarios list ConfigMaps: start once the root CA publisher's is there.
+                    common::wait_for("kube-root-ca.crt", Duration::from_secs(30), || {
+                        k.run(&["get", "configmap", "kube-root-ca.crt", "-n", name])
+                            .ok
+                            .then_some(())
+                    });
                     let dir = scratch.path().join(name);
                     std::fs::create_dir_all(&dir).unwrap();
                     body(&Ctx {

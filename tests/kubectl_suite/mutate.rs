@@ -269,14 +269,19 @@ pub fn describe(c: &Ctx) {
     ] {
         assert!(d.contains(line), "{line:?} not in:\n{d}");
     }
+    // Columns widen with the longest label ("Service Account:"): compare words.
     let p = c.ok(&["describe", "pod", "p1"]);
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     for line in [
-        "Name:         p1",
-        "Status:       Pending",
-        "    Image:        nginx:1.27",
-        "QoS Class:        BestEffort",
+        "Name: p1",
+        "Service Account: default",
+        "Status: Pending",
+        "Image: nginx:1.27",
+        "/var/run/secrets/kubernetes.io/serviceaccount from kube-api-access-",
+        "ConfigMapName: kube-root-ca.crt",
+        "QoS Class: BestEffort",
     ] {
-        assert!(p.contains(line), "{line:?} not in:\n{p}");
+        assert!(words(&p).contains(line), "{line:?} not in:\n{p}");
     }
     let cm = c.ok(&["describe", "cm", "multi-config"]);
     assert!(

@@ -80,11 +80,10 @@ pub fn subsets(svc: &Service, selected: &[&Pod]) -> Vec<EndpointSubset> {
     if !has_ports && !is_headless(svc) {
         return Vec::new();
     }
+    // Pods with the same resolved ports (name, number, protocol) share a subset.
+    type PortsKey = Vec<(Option<String>, i32, Option<String>)>;
     type Group = (Vec<EndpointAddress>, Vec<EndpointAddress>);
-    let mut groups: BTreeMap<
-        Vec<(Option<String>, i32, Option<String>)>,
-        (Vec<EndpointPort>, Group),
-    > = BTreeMap::new();
+    let mut groups: BTreeMap<PortsKey, (Vec<EndpointPort>, Group)> = BTreeMap::new();
     for pod in selected {
         if !in_endpoints(pod, publish) {
             continue;
