@@ -150,11 +150,14 @@ fn endpoints_and_slices_follow_the_selected_pods() {
     assert_eq!(a["targetRef"]["kind"], "Pod");
 
     // Slices: one per resolved port set, labelled and owned as upstream.
+    // c resolves no port: it is in no Endpoints subset, but in a slice without ports, as
+    // upstream's EndpointSlice controller groups pods by their (possibly empty) port set.
     common::wait_for("the endpoint slices of web", WAIT, || {
         (slice_endpoints(&k)
             == vec![
                 ("10.42.0.1".into(), 8080, true, true, false),
                 ("10.42.0.2".into(), 9090, false, false, false),
+                ("10.42.0.3".into(), 0, true, true, false),
             ])
         .then_some(())
     });
@@ -188,6 +191,7 @@ fn endpoints_and_slices_follow_the_selected_pods() {
             == vec![
                 ("10.42.0.1".into(), 8080, false, true, true),
                 ("10.42.0.2".into(), 9090, false, false, false),
+                ("10.42.0.3".into(), 0, true, true, false),
             ])
         .then_some(())
     });

@@ -119,10 +119,18 @@ fn hollow_nodes_register_run_pods_and_stop_heartbeating() {
         jsonpath(&k, &["get", "pod", "web"], "{.status.hostIP}"),
         "198.18.0.2"
     );
+    // The node IPAM controller gave hn-1 a /24 of --cluster-cidr; its first pod gets the
+    // range's .2 (as the host-local IPAM of a bridge CNI would).
+    let cidr = jsonpath(&k, &["get", "node", "hn-1"], "{.spec.podCIDR}");
+    let prefix = cidr
+        .strip_prefix("10.42.")
+        .and_then(|r| r.strip_suffix(".0/24"))
+        .unwrap_or_else(|| panic!("hn-1's podCIDR {cidr:?} is not a /24 of 10.42.0.0/16"));
     let pod_ip = jsonpath(&k, &["get", "pod", "web"], "{.status.podIP}");
     assert_eq!(
-        pod_ip, "100.64.0.130",
-        "the first pod address of hn-1's range"
+        pod_ip,
+        format!("10.42.{prefix}.2"),
+        "the first pod address of hn-1's range {cidr}"
     );
     assert_eq!(
         jsonpath(

@@ -27,7 +27,7 @@ pub fn outputs_and_selectors(c: &Ctx) {
     let list: serde_json::Value =
         serde_json::from_str(&c.ok(&["get", "cm", "-o", "json"])).unwrap();
     assert_eq!(list["kind"], "List");
-    assert_eq!(list["items"].as_array().map(Vec::len), Some(4));
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(5)); // with kube-root-ca.crt
     let yaml = c.ok(&["get", "cm", "plain", "-o", "yaml"]);
     assert!(
         yaml.starts_with("apiVersion: v1\ndata:\n  k: v\nkind: ConfigMap\n"),
@@ -69,7 +69,11 @@ pub fn outputs_and_selectors(c: &Ctx) {
         names(&["-l", "bundle in (dir)"]),
         "configmap/dir-a\nconfigmap/dir-c\nserviceaccount/dir-b\n"
     );
-    assert_eq!(names(&["-l", "!bundle"]), "configmap/plain\n");
+    // Unlabelled: plain and what the controllers made (root CA, default account).
+    assert_eq!(
+        names(&["-l", "!bundle"]),
+        "configmap/kube-root-ca.crt\nconfigmap/plain\nserviceaccount/default\n"
+    );
     assert_eq!(
         c.ok(&["get", "cm", "-l", "bundle,bundle notin (dir)", "-o", "name"]),
         "configmap/multi-config\n"
@@ -101,7 +105,7 @@ pub fn outputs_and_selectors(c: &Ctx) {
             "-o",
             "name"
         ]),
-        "configmap/dir-c\nconfigmap/multi-config\n"
+        "configmap/dir-c\nconfigmap/kube-root-ca.crt\nconfigmap/multi-config\n"
     );
     let ns_filter = format!("metadata.namespace={}", c.ns);
     let all = c.ok(&[
@@ -138,7 +142,7 @@ pub fn outputs_and_selectors(c: &Ctx) {
     // Paging: kubectl pages with --chunk-size.
     assert_eq!(
         c.ok(&["get", "cm", "--chunk-size=1", "-o", "name"]),
-        "configmap/dir-a\nconfigmap/dir-c\nconfigmap/multi-config\nconfigmap/plain\n"
+        "configmap/dir-a\nconfigmap/dir-c\nconfigmap/kube-root-ca.crt\nconfigmap/multi-config\nconfigmap/plain\n"
     );
 }
 
