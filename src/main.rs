@@ -182,6 +182,10 @@ struct ServerArgs {
     /// Do not run the controller manager (the in-process controllers), as k3s's flag.
     #[arg(long, env = "K3RS_DISABLE_CONTROLLER_MANAGER")]
     disable_controller_manager: bool,
+    /// Do not run the scheduler, as k3s's flag (pods stay unbound unless something else
+    /// binds them).
+    #[arg(long, env = "K3RS_DISABLE_SCHEDULER")]
+    disable_scheduler: bool,
     /// A kube-controller-manager flag as KEY=VALUE (repeatable; today `controllers=…`, e.g.
     /// `controllers=*,-resourcequota`).
     #[arg(long = "kube-controller-manager-arg", value_name = "KEY=VALUE")]
@@ -288,6 +292,7 @@ async fn main() -> anyhow::Result<()> {
                     service_cidr: args.service_cidr,
                     cluster_cidr: args.cluster_cidr,
                     disable_controller_manager: args.disable_controller_manager,
+                    disable_scheduler: args.disable_scheduler,
                     controller_args,
                     datastore: args.datastore_endpoint.map(|endpoint| {
                         k3rs_server::ExternalDatastore {

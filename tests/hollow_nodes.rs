@@ -85,28 +85,15 @@ fn hollow_nodes_register_run_pods_and_stop_heartbeating() {
         assert_eq!(lease("{.metadata.ownerReferences[0].kind}").stdout, "Node");
     }
 
-    // A pod bound to hn-1 (through pods/binding, as the scheduler would) runs and is Ready.
+    // A pod the scheduler binds to hn-1 (its nodeSelector) runs and is Ready.
     k.ok_stdin(
         &["apply", "-f", "-"],
         Some(
             r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
-                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}"#,
+                "spec": {"nodeSelector": {"kubernetes.io/hostname": "hn-1"},
+                         "containers": [{"name": "c", "image": "nginx"}]}}"#,
         ),
     );
-    let binding = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        binding.path(),
-        r#"{"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web"},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": "hn-1"}}"#,
-    )
-    .unwrap();
-    k.ok(&[
-        "create",
-        "--raw",
-        "/api/v1/namespaces/default/pods/web/binding",
-        "-f",
-        binding.path().to_str().unwrap(),
-    ]);
     wait_for("pod web Running and Ready", Duration::from_secs(30), || {
         let out = jsonpath(
             &k,

@@ -3,7 +3,10 @@
 //! controllers. Each runs until `stop`.
 //!
 //! The controller manager runs only while this server holds the
-//! `kube-system/kube-controller-manager` Lease, so one server of an HA cluster runs it.
+//! `kube-system/kube-controller-manager` Lease, the scheduler only while it holds
+//! `kube-system/kube-scheduler`, so one server of an HA cluster runs each.
+
+use std::future::Future;
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -15,13 +18,17 @@ use crate::leader_election::{holder_identity, LeaderElector, Timing};
 
 /// Lease the controller manager holds while it runs (kube-controller-manager's).
 pub const CONTROLLER_MANAGER_LEASE: &str = "kube-controller-manager";
+/// Lease the scheduler holds while it runs (kube-scheduler's).
+pub const SCHEDULER_LEASE: &str = "kube-scheduler";
 
-/// Which in-process components run (k3s's `--disable-controller-manager`, …).
+/// Which in-process components run (k3s's `--disable-controller-manager`,
+/// `--disable-scheduler`, …).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enabled {
     pub controller_manager: bool,
     /// `--kube-controller-manager-arg`s.
     pub controller_args: ControllerArgs,
+    pub scheduler: bool,
 }
 
 impl Default for Enabled {
@@ -29,6 +36,7 @@ impl Default for Enabled {
         Enabled {
             controller_manager: true,
             controller_args: ControllerArgs::default(),
+            scheduler: true,
         }
     }
 }
@@ -42,38 +50,59 @@ pub fn spawn(
 ) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
     if enabled.controller_manager {
-        tasks.push(tokio::spawn(controller_manager(
+        let args = std::sync::Arc::new(enabled.controller_args);
+        let controllers = app.clone();
+        tasks.push(tokio::spawn(lead_while_holding(
             app.clone(),
-            enabled.controller_args,
+            user::CONTROLLER_MANAGER,
+            CONTROLLER_MANAGER_LEASE,
             stop.clone(),
+            move |leading| {
+                crate::controllers::run(
+                    controllers.clone(),
+                    crate::controllers::CONTROLLERS,
+                    args.clone(),
+                    leading,
+                )
+            },
+        )));
+    }
+    if enabled.scheduler {
+        let scheduler = app.clone();
+        tasks.push(tokio::spawn(lead_while_holding(
+            app.clone(),
+            user::SCHEDULER,
+            SCHEDULER_LEASE,
+            stop.clone(),
+            move |leading| crate::scheduler::run(scheduler.clone(), leading),
         )));
     }
     tasks
 }
 
-/// Competes for the controller manager's Lease and runs the controllers while holding it.
-async fn controller_manager(app: axum::Router, args: ControllerArgs, stop: CancellationToken) {
-    let args = std::sync::Arc::new(args);
+/// Competes, as `username`, for the `kube-system/<lease>` Lease and runs `lead` while holding
+/// it.
+async fn lead_while_holding<F, Fut>(
+    app: axum::Router,
+    username: &str,
+    lease: &str,
+    stop: CancellationToken,
+    lead: F,
+) where
+    F: FnMut(CancellationToken) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let client = in_process::client(
-        app.clone(),
-        UserInfo::authenticated(user::CONTROLLER_MANAGER, Vec::new()),
+        app,
+        UserInfo::authenticated(username, Vec::new()),
         "kube-system",
     );
     let elector = LeaderElector::new(
         client,
         "kube-system",
-        CONTROLLER_MANAGER_LEASE,
+        lease,
         holder_identity(&crate::identity::hostname()),
         Timing::default(),
     );
-    elector
-        .run(stop, move |leading| {
-            crate::controllers::run(
-                app.clone(),
-                crate::controllers::CONTROLLERS,
-                args.clone(),
-                leading,
-            )
-        })
-        .await;
+    elector.run(stop, lead).await;
 }

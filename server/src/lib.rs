@@ -96,6 +96,8 @@ pub struct ApiSettings {
     pub datastore: Option<ExternalDatastore>,
     /// `--disable-controller-manager`: no in-process controllers.
     pub disable_controller_manager: bool,
+    /// `--disable-scheduler`: no in-process scheduler.
+    pub disable_scheduler: bool,
     /// `--kube-controller-manager-arg`s.
     pub controller_args: controllers::Args,
 }
@@ -453,6 +455,7 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
         components: crate::components::Enabled {
             controller_manager: !api.disable_controller_manager,
             controller_args: api.controller_args.clone(),
+            scheduler: !api.disable_scheduler,
         },
     }
 }

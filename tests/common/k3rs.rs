@@ -8,11 +8,13 @@ use super::etcdctl::{etcdctl_with_timeout, Endpoint, TlsFiles};
 use super::process::ChildGuard;
 
 /// How long a (re)start may take before the test fails.
-/// Server flags for suites that play the workload controllers themselves: no agent, and only
-/// the controllers every API client relies on (default service accounts, the root CA
-/// ConfigMaps, quota usage).
+/// Server flags for suites that play the workload controllers themselves: no agent, no
+/// scheduler (they see their pods exactly as written: no `PodScheduled` condition or
+/// `FailedScheduling` event racing their updates), and only the controllers every API client
+/// relies on (default service accounts, the root CA ConfigMaps, quota usage).
 pub const AS_BARE_API: &[&str] = &[
     "--disable-agent",
+    "--disable-scheduler",
     "--kube-controller-manager-arg=controllers=serviceaccount,root-ca-cert-publisher,resourcequota",
 ];
 

@@ -130,25 +130,10 @@ impl PreFilter {
         s
     }
 
-    /// The per-node check, in upstream's order: existing anti-affinity, the pod's
-    /// anti-affinity, the pod's affinity (unresolvable by preemption).
+    /// The per-node check, in upstream's order: the pod's affinity (unresolvable by
+    /// preemption), the pod's anti-affinity, then the placed pods' anti-affinity.
     pub fn filter(&self, pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
-        let hit = |m: &HashMap<TopologyPair, i64>| {
-            node.labels()
-                .iter()
-                .any(|(k, v)| m.get(&(k.clone(), v.clone())).is_some_and(|c| *c > 0))
-        };
-        if !self.existing_anti.is_empty() && hit(&self.existing_anti) {
-            return Err(Rejection::unschedulable(ERR_EXISTING_ANTI_AFFINITY));
-        }
         let me = &pod.pod;
-        for t in anti_affinity_terms(me) {
-            if pair(node, &t.topology_key)
-                .is_some_and(|p| self.anti.get(&p).is_some_and(|c| *c > 0))
-            {
-                return Err(Rejection::unschedulable(ERR_ANTI_AFFINITY));
-            }
-        }
         let aff = affinity_terms(me);
         let mut pods_exist = true;
         for t in aff {
@@ -167,6 +152,21 @@ impl PreFilter {
             if !(self.affinity.is_empty() && self_match) {
                 return Err(Rejection::unresolvable(ERR_AFFINITY));
             }
+        }
+        for t in anti_affinity_terms(me) {
+            if pair(node, &t.topology_key)
+                .is_some_and(|p| self.anti.get(&p).is_some_and(|c| *c > 0))
+            {
+                return Err(Rejection::unschedulable(ERR_ANTI_AFFINITY));
+            }
+        }
+        let hit = |m: &HashMap<TopologyPair, i64>| {
+            node.labels()
+                .iter()
+                .any(|(k, v)| m.get(&(k.clone(), v.clone())).is_some_and(|c| *c > 0))
+        };
+        if !self.existing_anti.is_empty() && hit(&self.existing_anti) {
+            return Err(Rejection::unschedulable(ERR_EXISTING_ANTI_AFFINITY));
         }
         Ok(())
     }
@@ -310,6 +310,23 @@ mod tests {
                 Ok(()),
                 Ok(()),
                 Err(Rejection::unschedulable(ERR_EXISTING_ANTI_AFFINITY))
+            ]
+        );
+    }
+
+    #[test]
+    fn the_pods_own_anti_affinity_is_reported_before_the_placed_pods() {
+        // Both sides' terms reject node a: upstream checks the incoming pod's terms first.
+        let anti = json!({"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term("kubernetes.io/hostname", "web")]}});
+        let s = snapshot(&[pod("web-1", "a", json!({"app": "web"}), anti.clone())]);
+        let web = PodInfo::new(pod("web-2", "", json!({"app": "web"}), anti));
+        assert_eq!(
+            results(&web, &s),
+            vec![
+                Err(Rejection::unschedulable(ERR_ANTI_AFFINITY)),
+                Ok(()),
+                Ok(())
             ]
         );
     }

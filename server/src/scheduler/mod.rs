@@ -1,7 +1,6 @@
-//! The scheduler (upstream kube-scheduler's default profile), to run inside `k3rs server` as
-//! user `system:kube-scheduler` through [`spawn`] (not yet started by
-//! [`components::spawn`](crate::components::spawn): that wiring, with leader election and
-//! `--disable-scheduler`, comes with its end-to-end test).
+//! The scheduler (upstream kube-scheduler's default profile), running inside `k3rs server`
+//! as user `system:kube-scheduler` while this server holds the `kube-system/kube-scheduler`
+//! Lease (see [`components`](crate::components); off with `--disable-scheduler`).
 //!
 //! The decision is pure — [`snapshot`] (nodes with their pods), [`filters`],
 //! [`topology_spread`], [`interpod`], [`scores`], [`algorithm`] (filter, score, pick or
@@ -25,19 +24,10 @@ pub mod topology_spread;
 
 /// The `spec.schedulerName` this scheduler serves (and the Events' source).
 pub const SCHEDULER_NAME: &str = "default-scheduler";
-/// The user the scheduler acts as (bound by the bootstrap RBAC policy to
-/// `system:kube-scheduler`).
-pub const USER: &str = "system:kube-scheduler";
-
-/// Starts the scheduler on `app` (an in-process client as [`USER`]) until `stop`.
-pub fn spawn(
-    app: &axum::Router,
-    stop: &tokio_util::sync::CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    let user = crate::auth::UserInfo {
-        username: USER.into(),
-        ..crate::auth::UserInfo::default()
-    };
-    let client = crate::apiserver::in_process::client(app.clone(), user, "default");
-    tokio::spawn(shell::run(client, stop.clone()))
+/// Runs the scheduler on `app` (an in-process client as `system:kube-scheduler`) until
+/// `stop`.
+pub async fn run(app: axum::Router, stop: tokio_util::sync::CancellationToken) {
+    let user = crate::auth::UserInfo::authenticated(crate::auth::user::SCHEDULER, Vec::new());
+    let client = crate::apiserver::in_process::client(app, user, "default");
+    shell::run(client, stop).await
 }
