@@ -90,9 +90,19 @@ pub fn client_cert(server: &K3rs, user: &str, groups: &[&str]) -> (PathBuf, Path
         "-out",
         &p(&csr),
     ]);
+    // A v3 client certificate (rustls refuses v1 certificates, which `x509 -req` makes
+    // when given no extensions).
+    let ext = dir.join(format!("{stem}.ext"));
+    std::fs::write(
+        &ext,
+        "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
     openssl(&[
         "x509",
         "-req",
+        "-extfile",
+        &p(&ext),
         "-in",
         &p(&csr),
         "-CA",

@@ -1,7 +1,7 @@
 //! What exists from the first start: the system namespaces, the `kubernetes` service in
-//! `default` (first IP of the service CIDR), the system priority classes and the
-//! `cluster-admin` ClusterRole bound to `system:masters`. Idempotent: existing objects are
-//! left alone.
+//! `default` (first IP of the service CIDR) and the system priority classes. Idempotent:
+//! existing objects are left alone. (The RBAC policy is reconciled by
+//! [`crate::auth::rbac::reconcile`].)
 
 use serde_json::json;
 
@@ -61,9 +61,6 @@ pub async fn ensure(reg: &Registry, https_port: u16) -> ApiResult<()> {
         )
         .await?;
     }
-    let rbac = "rbac.authorization.k8s.io";
-    ensure_cluster_object(reg, rbac, "clusterroles", cluster_admin_role()).await?;
-    ensure_cluster_object(reg, rbac, "clusterrolebindings", cluster_admin_binding()).await?;
     Ok(())
 }
 
@@ -87,37 +84,6 @@ async fn ensure_cluster_object(
         ignore_exists(reg.create(&t, obj, WriteOptions::default()).await)?;
     }
     Ok(())
-}
-
-/// Labels and annotations of kube's bootstrap RBAC policy.
-fn rbac_defaults_metadata(name: &str) -> serde_json::Value {
-    json!({
-        "name": name,
-        "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-        "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
-    })
-}
-
-/// kube's `cluster-admin`: every verb on every resource and non-resource URL.
-fn cluster_admin_role() -> serde_json::Value {
-    json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": rbac_defaults_metadata("cluster-admin"),
-        "rules": [
-            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-            {"nonResourceURLs": ["*"], "verbs": ["*"]},
-        ],
-    })
-}
-
-/// kube's `cluster-admin` binding of the `system:masters` group (the admin kubeconfig's).
-fn cluster_admin_binding() -> serde_json::Value {
-    json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": rbac_defaults_metadata("cluster-admin"),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}],
-    })
 }
 
 fn ignore_exists<T>(r: ApiResult<T>) -> ApiResult<()> {

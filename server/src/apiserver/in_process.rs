@@ -24,6 +24,44 @@ pub fn client(app: axum::Router, user: UserInfo, default_namespace: &str) -> kub
     kube::Client::new(service, default_namespace)
 }
 
+/// The client of controller `name`: its lists and watches (what upstream's controllers read
+/// through the shared informers, which kube-controller-manager builds with its own
+/// credentials) run as `system:kube-controller-manager`; every other request as the
+/// controller's service account ([`controller_identity`]).
+pub fn controller_client(app: axum::Router, name: &str) -> kube::Client {
+    let mut own = controller_identity(name);
+    own.add_group(crate::auth::user::ALL_AUTHENTICATED);
+    let own = InProcessUser(Arc::new(own));
+    let informers = InProcessUser(Arc::new(UserInfo::authenticated(
+        crate::auth::user::CONTROLLER_MANAGER,
+        Vec::new(),
+    )));
+    let service = tower::service_fn(move |mut req: axum::http::Request<kube::client::Body>| {
+        let identity = if is_list_or_watch(&req) {
+            informers.clone()
+        } else {
+            own.clone()
+        };
+        req.extensions_mut().insert(identity);
+        app.clone().oneshot(req.map(axum::body::Body::new))
+    });
+    kube::Client::new(service, "default")
+}
+
+/// Whether a request reads a collection (`list` or `watch` in authorization terms).
+fn is_list_or_watch<B>(req: &axum::http::Request<B>) -> bool {
+    if req.method() != axum::http::Method::GET {
+        return false;
+    }
+    let a = crate::auth::Attributes::of_request(
+        Arc::new(UserInfo::default()),
+        "GET",
+        req.uri().path(),
+        req.uri().query(),
+    );
+    a.resource_request && matches!(a.verb.as_str(), "list" | "watch")
+}
+
 /// The identity upstream's kube-controller-manager gives controller `name` with
 /// `--use-service-account-credentials` (`system:serviceaccount:kube-system:<name>`), which the
 /// bootstrap RBAC policy binds its `system:controller:<name>` role to.
@@ -35,5 +73,38 @@ pub fn controller_identity(name: &str) -> UserInfo {
             "system:serviceaccounts:kube-system".into(),
         ],
         ..UserInfo::default()
+    }
+}
+
+/// The API server's own loopback identity (`system:apiserver` in `system:masters`), for the
+/// work kube-apiserver does through its loopback client (bootstrap policy, its informers).
+pub fn apiserver_identity() -> UserInfo {
+    UserInfo {
+        username: "system:apiserver".into(),
+        groups: vec![crate::auth::user::SYSTEM_MASTERS.into()],
+        ..UserInfo::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(uri: &str) -> axum::http::Request<()> {
+        axum::http::Request::get(uri).body(()).unwrap()
+    }
+
+    #[test]
+    fn only_collection_reads_use_the_informer_identity() {
+        assert!(is_list_or_watch(&get("/api/v1/pods")));
+        assert!(is_list_or_watch(&get(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases?watch=1"
+        )));
+        assert!(!is_list_or_watch(&get("/api/v1/namespaces/a/pods/p")));
+        assert!(!is_list_or_watch(&get("/apis")));
+        let post = axum::http::Request::post("/api/v1/namespaces/a/pods")
+            .body(())
+            .unwrap();
+        assert!(!is_list_or_watch(&post));
     }
 }

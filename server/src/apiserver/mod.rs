@@ -74,6 +74,8 @@ pub enum Error {
     },
     #[error("creating the bootstrap objects: {0}")]
     Bootstrap(String),
+    #[error("reconciling the bootstrap RBAC policy: {0}")]
+    RbacBootstrap(#[source] crate::auth::rbac::reconcile::Error),
 }
 
 /// Shared by every request.
@@ -107,6 +109,9 @@ pub struct ApiServer {
     extra_routes: Option<axum::Router>,
     /// Appended to `/metrics` (the datastore's metrics).
     extra_metrics: Option<crate::supervisor::MetricsSource>,
+    /// Fills the RBAC authorizer's cache once the router exists.
+    rbac_feed: Option<Box<crate::auth::rbac::cache::PolicyFeed>>,
+    rbac_cache: crate::auth::rbac::cache::PolicyCache,
 }
 
 impl ApiServer {
@@ -151,18 +156,26 @@ impl ApiServer {
         } else {
             SocketAddr::new(cfg.listen.ip(), port).to_string()
         };
+        let (rbac_cache, rbac_feed) = crate::auth::rbac::cache::policy_cache();
+        let policy: Arc<dyn crate::auth::rbac::resolver::PolicySource> =
+            Arc::new(rbac_cache.clone());
+        let authz = crate::auth::authz::Chain::new(vec![
+            Arc::new(crate::auth::authz::SystemMasters),
+            Arc::new(crate::auth::rbac::Rbac::new(policy.clone())),
+        ]);
+        let registry = Registry::new(ds, cfg.service_cidr);
+        registry.set_write_check(Arc::new(registry::rbac_escalation::RbacEscalation {
+            source: policy,
+            authz: authz.clone(),
+        }));
         let state = Arc::new(ApiState {
-            registry: Arc::new(Registry::new(ds, cfg.service_cidr)),
+            registry: Arc::new(registry),
             metrics: metrics::Metrics::default(),
             server_ca_pem: String::from_utf8_lossy(&ca_pem).into_owned(),
             advertise_address: advertise,
             stop,
             authn: crate::auth::authn::Chain::new(vec![Arc::new(crate::auth::authn::X509)]),
-            // Until RBAC and the Node authorizer exist every authenticated user is allowed.
-            authz: crate::auth::authz::Chain::new(vec![
-                Arc::new(crate::auth::authz::SystemMasters),
-                Arc::new(crate::auth::authz::AlwaysAllow),
-            ]),
+            authz,
         });
         Ok(ApiServer {
             listener,
@@ -172,6 +185,8 @@ impl ApiServer {
             components: cfg.components.clone(),
             extra_routes: None,
             extra_metrics: None,
+            rbac_feed: Some(Box::new(rbac_feed)),
+            rbac_cache,
         })
     }
 
@@ -200,7 +215,7 @@ impl ApiServer {
         loop {
             match bootstrap::ensure(&self.state.registry, self.bootstrap_port).await {
                 Ok(()) => break,
-                Err(e) if attempt < 50 && !stop.is_cancelled() => {
+                Err(e) if attempt < 300 && !stop.is_cancelled() => {
                     attempt += 1;
                     tracing::debug!(error = %e.message, "bootstrap objects not created yet; retrying");
                     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -231,16 +246,55 @@ impl ApiServer {
         if let Some(routes) = self.extra_routes {
             app = app.merge(routes);
         }
+        // The RBAC policy: bootstrap roles reconciled, then the authorizer's informers filled
+        // before the first network request.
+        let loopback = in_process::client(app.clone(), in_process::apiserver_identity(), "default");
+        let rbac_feed = self
+            .rbac_feed
+            .map(|feed| tokio::spawn(feed.run(loopback.clone(), stop.clone())));
+        rbac_bootstrap(loopback, &self.rbac_cache, &stop).await?;
         // The components that use the API from inside the server (controllers, scheduler),
         // each with its own in-process client.
         let components = crate::components::spawn(&app, self.components, &stop);
         http::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
         crds.abort();
         let _ = crds.await;
+        if let Some(feed) = rbac_feed {
+            feed.abort();
+            let _ = feed.await;
+        }
         for c in components {
             c.abort();
             let _ = c.await;
         }
         Ok(())
     }
+}
+
+/// Reconciles the bootstrap RBAC policy (retried while the datastore settles), then waits
+/// (bounded) for the authorizer's cache to hold its first lists.
+async fn rbac_bootstrap(
+    client: kube::Client,
+    cache: &crate::auth::rbac::cache::PolicyCache,
+    stop: &CancellationToken,
+) -> Result<(), Error> {
+    let mut attempt = 0;
+    loop {
+        match crate::auth::rbac::reconcile::bootstrap_policy(client.clone()).await {
+            Ok(()) => break,
+            Err(e) if attempt < 300 && !stop.is_cancelled() => {
+                attempt += 1;
+                tracing::debug!(error = %e, "bootstrap RBAC policy not reconciled yet; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(Error::RbacBootstrap(e)),
+        }
+    }
+    if tokio::time::timeout(Duration::from_secs(30), cache.wait_until_ready())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the RBAC cache is not filled after 30 s; serving anyway");
+    }
+    Ok(())
 }

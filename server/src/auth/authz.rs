@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
+pub use super::access_review::Rules;
 use super::attributes::Attributes;
+use super::UserInfo;
 
 /// One authorizer's verdict; the string is the reason shown after the forbidden message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +22,12 @@ pub enum Decision {
 /// One authorization mode (Node, RBAC, ABAC, Webhook, AlwaysAllow, AlwaysDeny).
 pub trait Authorizer: Send + Sync + Debug {
     fn authorize<'a>(&'a self, attrs: &'a Attributes) -> BoxFuture<'a, Decision>;
+
+    /// The rules this authorizer grants `user` in `namespace`, as far as it can tell
+    /// (upstream's `RuleResolver`; nothing by default).
+    fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> Rules {
+        Rules::default()
+    }
 }
 
 /// The ordered chain.
@@ -40,6 +48,27 @@ impl Chain {
     /// `Allow`, or the `Deny` with the reasons gathered (kube-apiserver joins the
     /// no-opinion reasons with ", ").
     pub async fn authorize(&self, attrs: &Attributes) -> Decision {
+        match self.evaluate(attrs).await {
+            Decision::NoOpinion(r) => Decision::Deny(r),
+            d => d,
+        }
+    }
+
+    /// The union of the authorizers' rules for `user` in `namespace`.
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
+        let mut out = Rules::default();
+        for a in &self.authorizers {
+            let r = a.rules_for(user, namespace);
+            out.rules.extend(r.rules);
+            out.incomplete |= r.incomplete;
+            out.errors.extend(r.errors);
+        }
+        out
+    }
+
+    /// As [`Chain::authorize`], but a chain without any opinion answers `NoOpinion` (what
+    /// a SubjectAccessReview reports as neither allowed nor denied).
+    pub async fn evaluate(&self, attrs: &Attributes) -> Decision {
         let mut reasons = Vec::new();
         for a in &self.authorizers {
             match a.authorize(attrs).await {
@@ -57,7 +86,7 @@ impl Chain {
                 }
             }
         }
-        Decision::Deny(reasons.join(", "))
+        Decision::NoOpinion(reasons.join(", "))
     }
 }
 
@@ -69,6 +98,16 @@ impl Authorizer for AlwaysAllow {
     fn authorize<'a>(&'a self, _: &'a Attributes) -> BoxFuture<'a, Decision> {
         Box::pin(async { Decision::Allow })
     }
+
+    fn rules_for(&self, _: &UserInfo, _: &str) -> Rules {
+        Rules {
+            rules: vec![
+                super::rbac::rules::rule(&["*"], &["*"], &["*"]),
+                super::rbac::rules::url_rule(&["*"], &["*"]),
+            ],
+            ..Rules::default()
+        }
+    }
 }
 
 /// `AlwaysDeny`.
@@ -77,7 +116,8 @@ pub struct AlwaysDeny;
 
 impl Authorizer for AlwaysDeny {
     fn authorize<'a>(&'a self, _: &'a Attributes) -> BoxFuture<'a, Decision> {
-        Box::pin(async { Decision::Deny("Everything is forbidden.".into()) })
+        // No opinion, as upstream's: a later mode may still allow.
+        Box::pin(async { Decision::NoOpinion("Everything is forbidden.".into()) })
     }
 }
 
@@ -173,11 +213,13 @@ mod tests {
             Arc::new(AlwaysDeny),
         ]);
         assert_eq!(decide(&chain, &a), Decision::Allow);
-        let chain = Chain::new(vec![noop, Arc::new(AlwaysDeny), Arc::new(AlwaysAllow)]);
+        let chain = Chain::new(vec![noop.clone(), Arc::new(AlwaysDeny)]);
         assert_eq!(
             decide(&chain, &a),
             Decision::Deny("no rbac, Everything is forbidden.".into())
         );
+        let chain = Chain::new(vec![noop, Arc::new(AlwaysDeny), Arc::new(AlwaysAllow)]);
+        assert_eq!(decide(&chain, &a), Decision::Allow);
     }
 
     #[test]

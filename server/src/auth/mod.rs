@@ -8,9 +8,12 @@
 //! - Only the paths in [`PUBLIC_PATHS`] are served to unauthenticated clients.
 //! - An authorizer chain with no `Allow` denies (403 with kube-apiserver's message).
 
+pub mod access_review;
 pub mod attributes;
 pub mod authn;
 pub mod authz;
+pub mod impersonation;
+pub mod rbac;
 pub mod user;
 
 pub use attributes::Attributes;

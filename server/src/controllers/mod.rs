@@ -115,6 +115,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         start: |cx| pod_gc::run(cx.client, cx.stop).boxed(),
     },
     Descriptor {
+        controller: "clusterrole-aggregation",
+        name: crate::auth::rbac::aggregation::CONTROLLER_NAME,
+        start: |cx| crate::auth::rbac::aggregation::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
         controller: "ttl-after-finished",
         name: ttl_after_finished::NAME,
         start: |cx| ttl_after_finished::run(cx.client, cx.stop).boxed(),
@@ -134,11 +139,7 @@ pub fn context(
     args: &Arc<Args>,
     stop: CancellationToken,
 ) -> Context {
-    let client = in_process::client(
-        app.clone(),
-        in_process::controller_identity(name),
-        "default",
-    );
+    let client = in_process::controller_client(app.clone(), name);
     Context {
         events: EventRecorder::new(client.clone(), name, host),
         client,

@@ -9,8 +9,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
@@ -62,6 +62,8 @@ pub fn desired(existing: Option<&ConfigMap>, ca: &str) -> Option<ConfigMap> {
 struct Ctx {
     client: kube::Client,
     ca: String,
+    /// The published config maps, by namespace.
+    published: Store<ConfigMap>,
 }
 
 async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {
@@ -69,13 +71,12 @@ async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {
         return Ok(Action::await_change());
     }
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns.name_any());
-    let existing = api
-        .get_opt(ROOT_CA_CONFIGMAP)
-        .await
-        .map_err(|source| Error::Api {
-            op: "getting the root CA config map",
-            source,
-        })?;
+    // Read from the informer's cache, as upstream (the role has no `get`); a create that
+    // meets an object the cache has not seen yet fails and is retried.
+    let existing = ctx
+        .published
+        .get(&ObjectRef::new(ROOT_CA_CONFIGMAP).within(&ns.name_any()))
+        .map(|cm| (*cm).clone());
     let Some(cm) = desired(existing.as_ref(), &ctx.ca) else {
         return Ok(Action::await_change());
     };
@@ -137,14 +138,30 @@ pub async fn run(client: kube::Client, ca: String, stop: CancellationToken) {
     let maps: Api<ConfigMap> = Api::all(client.clone());
     let published =
         watcher::Config::default().fields(&format!("metadata.name={ROOT_CA_CONFIGMAP}"));
+    let (store, writer) = reflector::store();
+    let cache = reflector::reflector(
+        writer,
+        watcher(maps.clone(), published.clone()).default_backoff(),
+    )
+    .for_each(|_| async {});
+    let cache = tokio::spawn(cache);
     Controller::new(namespaces, watcher::Config::default())
         .watches(maps, published, |cm| {
             cm.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns))
         })
         .graceful_shutdown_on(stop.cancelled_owned())
-        .run(reconcile, error_policy, Arc::new(Ctx { client, ca }))
+        .run(
+            reconcile,
+            error_policy,
+            Arc::new(Ctx {
+                client,
+                ca,
+                published: store,
+            }),
+        )
         .for_each(|_| async {})
         .await;
+    cache.abort();
 }
 
 #[cfg(test)]

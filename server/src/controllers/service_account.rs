@@ -43,17 +43,9 @@ async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     if !wants_accounts(&ns) {
         return Ok(Action::await_change());
     }
+    // Upstream checks its informer's cache first; the controller's role allows only
+    // `create`, so an existing account is recognised by the AlreadyExists answer.
     let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &ns.name_any());
-    let found = api
-        .get_opt(DEFAULT_SERVICE_ACCOUNT)
-        .await
-        .map_err(|source| Error::Api {
-            op: "getting the default service account",
-            source,
-        })?;
-    if found.is_some() {
-        return Ok(Action::await_change());
-    }
     match api.create(&PostParams::default(), &default_account()).await {
         Ok(_) => Ok(Action::await_change()),
         Err(e) if status_code(&e) == Some(409) || namespace_gone(&e) => Ok(Action::await_change()),

@@ -312,6 +312,23 @@ async fn resource_request(
             let list = table::list_or_table(table, list);
             Ok(json_response(StatusCode::OK, &list))
         }
+        (Method::POST, false) if rp.resource.group == "authorization.k8s.io" => {
+            if rp.resource.namespaced && rp.namespace.is_none() {
+                return Err(ApiError::method_not_allowed("POST"));
+            }
+            let mut obj = read_object(req, &rp).await?;
+            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
+            let out = crate::auth::access_review::create(
+                &st.authz,
+                rp.resource.kind,
+                rp.namespace.as_deref(),
+                obj,
+                user.as_deref(),
+            )
+            .await?;
+            let resp = json_response(StatusCode::CREATED, &out);
+            Ok(openapi::with_warnings(resp, &warnings))
+        }
         (Method::POST, false) => {
             if rp.resource.namespaced && rp.namespace.is_none() {
                 return Err(ApiError::method_not_allowed("POST"));

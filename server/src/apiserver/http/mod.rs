@@ -5,6 +5,7 @@ mod connect;
 pub mod handlers;
 pub mod protobuf;
 mod protobuf_certificates;
+mod protobuf_rbac;
 mod protobuf_workloads;
 pub mod request;
 pub mod router;

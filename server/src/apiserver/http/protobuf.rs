@@ -232,6 +232,19 @@ pub fn decode(bytes: &[u8]) -> ApiResult<Value> {
             super::protobuf_workloads::service_account(&raw).map_err(bad)?
         }
         ("apps/v1", "Deployment") => super::protobuf_workloads::deployment(&raw).map_err(bad)?,
+        ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => {
+            super::protobuf_rbac::role(&raw).map_err(bad)?
+        }
+        ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => {
+            super::protobuf_rbac::binding(&raw).map_err(bad)?
+        }
+        (
+            "authorization.k8s.io/v1",
+            "SubjectAccessReview" | "LocalSubjectAccessReview" | "SelfSubjectAccessReview",
+        ) => super::protobuf_rbac::access_review(&raw).map_err(bad)?,
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => {
+            super::protobuf_rbac::rules_review(&raw).map_err(bad)?
+        }
         ("certificates.k8s.io/v1", "CertificateSigningRequest") => {
             super::protobuf_certificates::csr(&raw).map_err(bad)?
         }

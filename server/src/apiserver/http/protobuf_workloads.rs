@@ -203,7 +203,7 @@ pub struct ServiceAccount {
     automount_service_account_token: Option<bool>,
 }
 
-fn selector(s: LabelSelector) -> Value {
+pub(super) fn selector(s: LabelSelector) -> Value {
     let mut o = Map::new();
     insert_opt(&mut o, "matchLabels", string_map(&s.match_labels));
     if !s.match_expressions.is_empty() {

@@ -17,7 +17,7 @@ use crate::apiserver::status::ApiError;
 use crate::apiserver::{health, openapi, version, ApiState};
 use crate::auth::authn::{AuthnRequest, Outcome};
 use crate::auth::authz::Decision;
-use crate::auth::{self, Attributes, InProcessUser, UserInfo};
+use crate::auth::{self, impersonation, Attributes, InProcessUser, UserInfo};
 
 pub fn router(st: Arc<ApiState>) -> Router {
     Router::new()
@@ -76,6 +76,14 @@ async fn authenticate(State(st): State<Arc<ApiState>>, mut req: Request, next: N
         None if public => Arc::new(UserInfo::anonymous()),
         None => return ApiError::unauthorized().into_response(),
     };
+    let user = if public || req.extensions().get::<InProcessUser>().is_some() {
+        user
+    } else {
+        match impersonate(&st, user, req.headers()).await {
+            Ok(u) => u,
+            Err(e) => return e.into_response(),
+        }
+    };
     if !public {
         let attrs = Attributes::of_request(
             user.clone(),
@@ -89,6 +97,26 @@ async fn authenticate(State(st): State<Arc<ApiState>>, mut req: Request, next: N
     }
     req.extensions_mut().insert(user);
     next.run(req).await
+}
+
+/// The identity the request runs as once its impersonation headers (if any) are allowed:
+/// each requested attribute needs the `impersonate` verb on it (403 otherwise).
+async fn impersonate(
+    st: &ApiState,
+    user: Arc<UserInfo>,
+    headers: &axum::http::HeaderMap,
+) -> Result<Arc<UserInfo>, ApiError> {
+    let requested = match impersonation::requested(headers) {
+        Ok(None) => return Ok(user),
+        Ok(Some(r)) => r,
+        Err(msg) => return Err(ApiError::bad_request(msg)),
+    };
+    for a in impersonation::checks(&user, &requested) {
+        if let Decision::Deny(reason) = st.authz.authorize(&a).await {
+            return Err(ApiError::forbidden_request(&a, &reason));
+        }
+    }
+    Ok(Arc::new(impersonation::impersonated(&requested)))
 }
 
 async fn record(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {

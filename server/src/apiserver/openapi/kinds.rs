@@ -2,8 +2,8 @@
 //! catalog's (group, version, kind) to a Rust type for OpenAPI.
 
 use k8s_openapi::api::{
-    apps, autoscaling, batch, certificates, coordination, core, discovery, events, networking,
-    policy, rbac, scheduling, storage,
+    apps, authorization, autoscaling, batch, certificates, coordination, core, discovery, events,
+    networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator};
@@ -63,6 +63,18 @@ pub fn schema_of(group: &str, version: &str, kind: &str) -> Option<AddSchema> {
         ("rbac.authorization.k8s.io", "v1", "RoleBinding") => add::<rbac::v1::RoleBinding>,
         ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
             add::<rbac::v1::ClusterRoleBinding>
+        }
+        ("authorization.k8s.io", "v1", "SelfSubjectAccessReview") => {
+            add::<authorization::v1::SelfSubjectAccessReview>
+        }
+        ("authorization.k8s.io", "v1", "SelfSubjectRulesReview") => {
+            add::<authorization::v1::SelfSubjectRulesReview>
+        }
+        ("authorization.k8s.io", "v1", "SubjectAccessReview") => {
+            add::<authorization::v1::SubjectAccessReview>
+        }
+        ("authorization.k8s.io", "v1", "LocalSubjectAccessReview") => {
+            add::<authorization::v1::LocalSubjectAccessReview>
         }
         ("certificates.k8s.io", "v1", "CertificateSigningRequest") => {
             add::<certificates::v1::CertificateSigningRequest>

@@ -76,6 +76,7 @@ impl Registry {
             strategy::apply_defaults(r, &mut obj);
             meta::drop_empty_collections(&mut obj);
             check(t, &obj)?;
+            self.check_write(t, &obj, None, &opts).await?;
             let obj = self.validate_admission(&admission, &name, obj).await?;
             let mut obj = managed_fields::track(
                 t,

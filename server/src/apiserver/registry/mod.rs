@@ -15,6 +15,7 @@ mod list;
 pub mod managed_fields;
 pub mod meta;
 pub mod patch;
+pub mod rbac_escalation;
 mod replace;
 pub mod selector;
 mod service;
@@ -100,6 +101,20 @@ pub struct Registry {
     pub(crate) watch_caches: cache::WatchCaches,
     /// Run on every create, update and delete.
     pub(crate) admission: crate::apiserver::admission::Chain,
+    /// Run on every user's create and update before the write (RBAC escalation prevention).
+    write_check: std::sync::OnceLock<Arc<dyn WriteCheck>>,
+}
+
+/// A check on the final object of a user's create or update, before it is written; its error
+/// is the request's answer. Writes without a user (the server's own) are not checked.
+pub trait WriteCheck: Send + Sync {
+    fn check<'a>(
+        &'a self,
+        t: &'a Target,
+        new: &'a Value,
+        old: Option<&'a Value>,
+        user: &'a Arc<crate::auth::UserInfo>,
+    ) -> futures::future::BoxFuture<'a, ApiResult<()>>;
 }
 
 impl std::fmt::Debug for Registry {
@@ -126,6 +141,26 @@ impl Registry {
                 watch::BOOKMARK_INTERVAL,
             ),
             admission: crate::apiserver::admission::Chain::standard(),
+            write_check: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Installs the write check (once; later calls are ignored).
+    pub fn set_write_check(&self, check: Arc<dyn WriteCheck>) {
+        let _ = self.write_check.set(check);
+    }
+
+    /// Runs the write check for a user's write.
+    pub(crate) async fn check_write(
+        &self,
+        t: &Target,
+        new: &Value,
+        old: Option<&Value>,
+        opts: &WriteOptions,
+    ) -> ApiResult<()> {
+        match (self.write_check.get(), &opts.user) {
+            (Some(c), Some(user)) => c.check(t, new, old, user).await,
+            _ => Ok(()),
         }
     }
 

@@ -132,6 +132,7 @@ impl Registry {
                 // A status write keeps the spec; an approval may not drop conditions.
                 check_update(t, &new, &old)?;
             }
+            self.check_write(t, &new, Some(&old), &opts).await?;
             let changed = if crate::apiserver::resources::custom::version_of(t.resource).is_some() {
                 crate::apiserver::crd::generation::bumps(t.resource.has_status, &old, &new)
             } else {

@@ -652,6 +652,55 @@ pub static CATALOG: &[Resource] = &[
             false,
         )
     },
+    // Access reviews: created and answered, never stored (the prefix is never written).
+    Resource {
+        verbs: &["create"],
+        storage_prefix: "/registry/selfsubjectaccessreviews",
+        ..row(
+            "authorization.k8s.io",
+            "v1",
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+            "selfsubjectaccessreview",
+            false,
+        )
+    },
+    Resource {
+        verbs: &["create"],
+        storage_prefix: "/registry/selfsubjectrulesreviews",
+        ..row(
+            "authorization.k8s.io",
+            "v1",
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+            "selfsubjectrulesreview",
+            false,
+        )
+    },
+    Resource {
+        verbs: &["create"],
+        storage_prefix: "/registry/subjectaccessreviews",
+        ..row(
+            "authorization.k8s.io",
+            "v1",
+            "SubjectAccessReview",
+            "subjectaccessreviews",
+            "subjectaccessreview",
+            false,
+        )
+    },
+    Resource {
+        verbs: &["create"],
+        storage_prefix: "/registry/localsubjectaccessreviews",
+        ..row(
+            "authorization.k8s.io",
+            "v1",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+            "localsubjectaccessreview",
+            true,
+        )
+    },
 ];
 
 /// Every served resource: the built-in rows, then the custom resources of the current

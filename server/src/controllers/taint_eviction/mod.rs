@@ -19,8 +19,10 @@ use tokio_util::sync::CancellationToken;
 use super::informer;
 use tolerations::Eviction;
 
-/// The controller's name (its service account in kube-system).
-pub const NAME: &str = "taint-eviction-controller";
+/// The service account (in kube-system) the controller runs as: upstream's taint eviction
+/// controller uses the node controller's identity and role (its events still report as
+/// `taint-eviction-controller`).
+pub const NAME: &str = "node-controller";
 /// How often due evictions are looked for.
 const PERIOD: Duration = Duration::from_millis(500);
 
