@@ -818,3 +818,72 @@ async fn in_process_kube_client_goes_through_the_router() {
         "{err:?}"
     );
 }
+
+/// Leader election through the API: one elector leads, a second waits while the Lease is
+/// held, and takes over as soon as the first stops and releases it (long before the 30 s
+/// lease duration would let it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_election_hands_over_on_release() {
+    use k3rs_server::leader_election::{LeaderElector, Record, Timing};
+    use k8s_openapi::api::coordination::v1::Lease;
+    let api = start().await;
+    let client = k3rs_server::apiserver::in_process::client(
+        api.app.clone(),
+        UserInfo::authenticated("system:kube-controller-manager", vec![]),
+        "kube-system",
+    );
+    let timing = Timing {
+        lease_duration: Duration::from_secs(30),
+        renew_deadline: Duration::from_secs(20),
+        retry_period: Duration::from_millis(100),
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(&'static str, bool)>();
+    let spawn = |who: &'static str, stop: CancellationToken| {
+        let elector = LeaderElector::new(client.clone(), "kube-system", "test", who.into(), timing);
+        let tx = tx.clone();
+        tokio::spawn(elector.run(stop, move |leading| {
+            let tx = tx.clone();
+            async move {
+                tx.send((who, true)).unwrap();
+                leading.cancelled().await;
+                tx.send((who, false)).unwrap();
+            }
+        }))
+    };
+    async fn next(
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<(&'static str, bool)>,
+    ) -> (&'static str, bool) {
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("no leadership change within 10 s")
+            .unwrap()
+    }
+    let stop_a = CancellationToken::new();
+    let a = spawn("a", stop_a.clone());
+    assert_eq!(next(&mut rx).await, ("a", true));
+    let stop_b = CancellationToken::new();
+    let b = spawn("b", stop_b.clone());
+    // b retries ten times meanwhile; the Lease stays a's.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        rx.try_recv().is_err(),
+        "b must not lead while a holds the lease"
+    );
+    let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), "kube-system");
+    let held = Record::of(&leases.get("test").await.unwrap());
+    assert_eq!((held.holder.as_str(), held.lease_transitions), ("a", 0));
+    stop_a.cancel();
+    assert_eq!(next(&mut rx).await, ("a", false));
+    a.await.unwrap();
+    assert_eq!(next(&mut rx).await, ("b", true));
+    let held = Record::of(&leases.get("test").await.unwrap());
+    assert_eq!((held.holder.as_str(), held.lease_transitions), ("b", 1));
+    assert_eq!(held.lease_duration_seconds, 30);
+    stop_b.cancel();
+    b.await.unwrap();
+    let released = Record::of(&leases.get("test").await.unwrap());
+    assert_eq!(
+        (released.holder.as_str(), released.lease_duration_seconds),
+        ("", 1)
+    );
+}

@@ -6,17 +6,24 @@
 //! `kube-system/kube-controller-manager` Lease (see [`crate::components`]).
 
 pub mod args;
+pub mod deployment;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod events;
+pub mod expectations;
 pub mod garbage_collector;
 pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod pod_gc;
+pub mod pod_template;
+pub mod pods;
+pub mod ref_manager;
+pub mod replicaset;
 pub mod resource_quota;
 pub mod root_ca;
 pub mod selection;
 pub mod service_account;
+pub mod statefulset;
 pub mod taint_eviction;
 pub mod ttl_after_finished;
 
@@ -123,6 +130,26 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: "ttl-after-finished",
         name: ttl_after_finished::NAME,
         start: |cx| ttl_after_finished::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "replicaset",
+        name: "replicaset-controller",
+        start: replicaset::start_replicaset,
+    },
+    Descriptor {
+        controller: "replicationcontroller",
+        name: "replication-controller",
+        start: replicaset::start_replication,
+    },
+    Descriptor {
+        controller: "deployment",
+        name: "deployment-controller",
+        start: deployment::start,
+    },
+    Descriptor {
+        controller: "statefulset",
+        name: "statefulset-controller",
+        start: statefulset::start,
     },
 ];
 

@@ -1,0 +1,384 @@
+//! The ReplicaSet and ReplicationController controllers: keep `spec.replicas` pods of the
+//! template running, owned through a controller reference, and report their counts in status.
+//!
+//! # Guarantees
+//! - Acts only once the pod cache is synced and holds every pod this controller created or
+//!   deleted before ([`Expectations`]), so a slow watch never causes double creation.
+//! - Creates in slow-start batches (1, 2, 4, …) and stops at the first failing batch; the
+//!   failure becomes the `ReplicaFailure` condition and a `FailedCreate` event, and the sync
+//!   is retried.
+//! - Deletes surplus pods in upstream's order (unscheduled, pending, not ready, ready).
+//! - Adopts matching orphans and releases owned pods that stopped matching.
+//! - Level-triggered: a restart rebuilds everything from the API.
+
+pub mod kinds;
+pub mod plan;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::{join_all, BoxFuture};
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::core::SelectorExt;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, Controller, WatchStreamExt};
+use kube::ResourceExt;
+
+use super::expectations::{Expectations, Seen};
+use super::ref_manager::{self, Claim};
+use super::{pod_template, pods, Context, EventRecorder, EventType};
+use kinds::Replicated;
+use plan::{Manage, ManageError};
+
+/// Errors of one sync; the sync is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("pod cache not ready")]
+    CacheNotReady,
+    #[error("updating status of {key}: {source}")]
+    UpdateStatus {
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("claiming pod {pod}: {source}")]
+    Claim {
+        pod: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Starts the ReplicaSet controller.
+pub fn start_replicaset(ctx: Context) -> BoxFuture<'static, ()> {
+    run::<k8s_openapi::api::apps::v1::ReplicaSet>(ctx).boxed()
+}
+
+/// Starts the ReplicationController controller.
+pub fn start_replication(ctx: Context) -> BoxFuture<'static, ()> {
+    run::<k8s_openapi::api::core::v1::ReplicationController>(ctx).boxed()
+}
+
+struct Shared {
+    client: kube::Client,
+    events: EventRecorder,
+    pods: Store<Pod>,
+    expectations: Mutex<Expectations>,
+}
+
+/// Runs the controller for kind `K` until `ctx.stop`.
+pub async fn run<K: Replicated>(ctx: Context) {
+    let (pod_store, writer) = reflector::store();
+    let pod_events = reflector::reflector(
+        writer,
+        watcher(
+            Api::<Pod>::all(ctx.client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let controller = Controller::new(
+        Api::<K>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    );
+    let owners = controller.store();
+    let shared = Arc::new(Shared {
+        client: ctx.client.clone(),
+        events: ctx.events.clone(),
+        pods: pod_store,
+        expectations: Mutex::new(Expectations::default()),
+    });
+    controller
+        .watches_stream(pod_events, move |pod| owners_of::<K>(&owners, &pod))
+        .graceful_shutdown_on(ctx.stop.cancelled_owned())
+        .run(reconcile::<K>, error_policy::<K>, shared)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+}
+
+/// The controllers a pod event concerns: its controller of kind `K`, or, for an orphan,
+/// every one whose selector matches it (it may be adopted).
+fn owners_of<K: Replicated>(owners: &Store<K>, pod: &Pod) -> Vec<ObjectRef<K>> {
+    let ns = pod.namespace().unwrap_or_default();
+    if let Some(r) = ref_manager::controller_of(&pod.metadata) {
+        return if r.kind == K::kind(&()) {
+            vec![ObjectRef::new(&r.name).within(&ns)]
+        } else {
+            Vec::new()
+        };
+    }
+    let labels = pod.labels();
+    owners
+        .state()
+        .iter()
+        .filter(|o| o.namespace().as_deref() == Some(ns.as_str()))
+        .filter(|o| o.view().is_some_and(|v| v.selector.matches(labels)))
+        .map(|o| ObjectRef::from_obj(o.as_ref()))
+        .collect()
+}
+
+fn error_policy<K: Replicated>(obj: Arc<K>, err: &Error, _: Arc<Shared>) -> Action {
+    tracing::debug!(controller = K::CONTROLLER, name = %obj.name_any(), error = %err, "sync failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
+
+async fn reconcile<K: Replicated>(obj: Arc<K>, ctx: Arc<Shared>) -> Result<Action, Error> {
+    ctx.pods
+        .wait_until_ready()
+        .await
+        .map_err(|_| Error::CacheNotReady)?;
+    let Some(view) = obj.view() else {
+        return Ok(Action::await_change());
+    };
+    let ns = obj.namespace().unwrap_or_default();
+    let key = format!("{ns}/{}", obj.name_any());
+    let uid = obj.uid().unwrap_or_default();
+    let deleting = obj.meta().deletion_timestamp.is_some();
+    let now = Timestamp::now();
+
+    // Claim the active pods of the namespace.
+    let owner_ref = ref_manager::controller_ref(&K::api_version(&()), &K::kind(&()), obj.meta());
+    let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut owned: Vec<Arc<Pod>> = Vec::new();
+    let candidates = ctx
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| p.namespace().as_deref() == Some(ns.as_str()) && pods::is_active(p));
+    for pod in candidates {
+        let matches = view.selector.matches(pod.labels());
+        match ref_manager::claim(&uid, deleting, &pod.metadata, matches) {
+            Claim::Own => owned.push(pod),
+            Claim::Ignore => {}
+            Claim::Adopt => {
+                let patch = ref_manager::adopt_patch(&pod.metadata, &owner_ref);
+                match patch_pod(&pod_api, &pod, patch).await {
+                    Ok(adopted) => owned.push(Arc::new(adopted)),
+                    Err(e) if gone(&e) => {}
+                    Err(source) => {
+                        return Err(Error::Claim {
+                            pod: pod.name_any(),
+                            source,
+                        })
+                    }
+                }
+            }
+            Claim::Release => {
+                let patch = ref_manager::release_patch(&pod.metadata, &uid);
+                match patch_pod(&pod_api, &pod, patch).await {
+                    Ok(_) => {}
+                    Err(e) if gone(&e) => {}
+                    Err(source) => {
+                        return Err(Error::Claim {
+                            pod: pod.name_any(),
+                            source,
+                        })
+                    }
+                }
+            }
+        }
+    }
+
+    let satisfied = ctx
+        .expectations
+        .lock()
+        .expect("expectations lock")
+        .satisfied(&key, Instant::now(), |uid| seen(&ctx.pods, uid));
+    let mut error = None;
+    if satisfied && !deleting {
+        let active: Vec<&Pod> = owned.iter().map(|p| p.as_ref()).collect();
+        let diff = plan::manage(view.replicas, &active, &active, now);
+        error = apply(&ctx, obj.as_ref(), &key, &view, &owner_ref, diff)
+            .await
+            .map(|message| ManageError {
+                reason: plan::failure_reason(active.len(), view.replicas),
+                message,
+            });
+    }
+
+    let old = obj.rs_status();
+    let owned_refs: Vec<&Pod> = owned.iter().map(|p| p.as_ref()).collect();
+    let template_labels = view
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let status = plan::status(
+        &plan::StatusInput {
+            old: &old,
+            generation: obj.meta().generation,
+            replicas: view.replicas,
+            min_ready_seconds: view.min_ready_seconds,
+            template_labels: &template_labels,
+            pods: &owned_refs,
+            error: error.as_ref(),
+        },
+        now,
+    );
+    if status != old {
+        let mut updated = (*obj).clone();
+        updated.set_rs_status(status.clone());
+        let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+        api.replace_status(&obj.name_any(), &PostParams::default(), &updated)
+            .await
+            .map_err(|source| Error::UpdateStatus {
+                key: key.clone(),
+                source,
+            })?;
+    }
+    if error.is_some() {
+        return Ok(Action::requeue(Duration::from_secs(10)));
+    }
+    // Pods that are ready but not yet available become so after minReadySeconds.
+    let wait = owned_refs
+        .iter()
+        .map(|p| pods::seconds_until_available(p, view.min_ready_seconds, now))
+        .max()
+        .unwrap_or(0);
+    if wait > 0 {
+        return Ok(Action::requeue(Duration::from_secs(wait as u64)));
+    }
+    Ok(Action::await_change())
+}
+
+/// Carries out `diff`; the message of the first failure, if any.
+async fn apply<K: Replicated>(
+    ctx: &Shared,
+    obj: &K,
+    key: &str,
+    view: &kinds::View,
+    owner_ref: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    diff: Manage,
+) -> Option<String> {
+    let ns = obj.namespace().unwrap_or_default();
+    let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let regarding = obj.object_ref(&());
+    match diff {
+        Manage::Nothing => None,
+        Manage::Create(n) => {
+            let pod = pod_template::pod_from_template(
+                &view.template,
+                &ns,
+                &pod_template::pods_prefix(&obj.name_any()),
+                owner_ref.clone(),
+            );
+            let pp = PostParams::default();
+            for batch in plan::slow_start_batches(n) {
+                let results = join_all((0..batch).map(|_| pod_api.create(&pp, &pod))).await;
+                let mut failure = None;
+                for r in results {
+                    match r {
+                        Ok(created) => {
+                            ctx.expectations.lock().expect("expectations lock").created(
+                                key,
+                                created.uid().unwrap_or_default(),
+                                Instant::now(),
+                            );
+                            let msg = format!("Created pod: {}", created.name_any());
+                            ctx.events
+                                .publish(&regarding, EventType::Normal, "SuccessfulCreate", &msg)
+                                .await;
+                        }
+                        Err(e) => {
+                            let msg = api_message(&e);
+                            ctx.events
+                                .publish(
+                                    &regarding,
+                                    EventType::Warning,
+                                    "FailedCreate",
+                                    &format!("Error creating: {msg}"),
+                                )
+                                .await;
+                            failure.get_or_insert(msg);
+                        }
+                    }
+                }
+                if failure.is_some() {
+                    return failure;
+                }
+            }
+            None
+        }
+        Manage::Delete(names) => {
+            let uids: Vec<Option<String>> = names
+                .iter()
+                .map(|n| {
+                    ctx.pods
+                        .get(&ObjectRef::new(n).within(&ns))
+                        .and_then(|p| p.uid())
+                })
+                .collect();
+            let dp = DeleteParams::default();
+            let results = join_all(names.iter().map(|n| pod_api.delete(n, &dp))).await;
+            let mut failure = None;
+            for ((name, uid), r) in names.iter().zip(uids).zip(results) {
+                match r {
+                    Ok(_) => {
+                        if let Some(uid) = uid {
+                            ctx.expectations.lock().expect("expectations lock").deleted(
+                                key,
+                                uid,
+                                Instant::now(),
+                            );
+                        }
+                        let msg = format!("Deleted pod: {name}");
+                        ctx.events
+                            .publish(&regarding, EventType::Normal, "SuccessfulDelete", &msg)
+                            .await;
+                    }
+                    Err(e) if gone(&e) => {}
+                    Err(e) => {
+                        let msg = api_message(&e);
+                        ctx.events
+                            .publish(
+                                &regarding,
+                                EventType::Warning,
+                                "FailedDelete",
+                                &format!("Error deleting: {msg}"),
+                            )
+                            .await;
+                        failure.get_or_insert(msg);
+                    }
+                }
+            }
+            failure
+        }
+    }
+}
+
+async fn patch_pod(api: &Api<Pod>, pod: &Pod, patch: serde_json::Value) -> kube::Result<Pod> {
+    api.patch(
+        &pod.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+}
+
+/// What the pod cache shows of the pod with `uid`.
+fn seen(pods: &Store<Pod>, uid: &str) -> Seen {
+    match pods.find(|p| p.uid().as_deref() == Some(uid)) {
+        None => Seen::Absent,
+        Some(p) if p.metadata.deletion_timestamp.is_some() => Seen::Terminating,
+        Some(_) => Seen::Present,
+    }
+}
+
+/// 404: deleted meanwhile.
+fn gone(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// The API's message for a failed request (the Status message, as upstream's events quote).
+pub fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}

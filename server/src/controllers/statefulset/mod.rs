@@ -1,0 +1,622 @@
+//! The StatefulSet controller: pods `<set>-<ordinal>` with stable names, labels and claims
+//! (`<template>-<set>-<ordinal>`, created before the pod, kept on scale-down unless
+//! `persistentVolumeClaimRetentionPolicy.whenScaled` is Delete), OrderedReady or Parallel pod
+//! management, RollingUpdate with partition (highest ordinal first) or OnDelete, and the
+//! template history in ControllerRevisions `<set>-<hash>` (status `currentRevision` /
+//! `updateRevision`).
+//!
+//! # Guarantees
+//! - OrderedReady: a pod is created only when every lower ordinal is Running and Ready, and
+//!   removed only when it is the highest and every other pod is; one step per sync.
+//! - Level-triggered: each sync starts from the API's pods, claims and revisions.
+
+pub mod identity;
+pub mod plan;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{Selector, SelectorExt};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, Controller, WatchStreamExt};
+use kube::{Resource, ResourceExt};
+use serde_json::{json, Value};
+
+use super::deployment::hash;
+use super::replicaset::api_message;
+use super::{pods, ref_manager, Context, EventRecorder, EventType};
+use plan::{Member, Revision, Step};
+
+/// Errors of one sync; the sync is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("pod cache not ready")]
+    CacheNotReady,
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Api { what, source }
+}
+
+struct Shared {
+    client: kube::Client,
+    events: EventRecorder,
+    pods: Store<Pod>,
+}
+
+/// Starts the StatefulSet controller.
+pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
+    run(ctx).boxed()
+}
+
+async fn run(ctx: Context) {
+    let (pod_store, writer) = reflector::store();
+    let pod_events = reflector::reflector(
+        writer,
+        watcher(
+            Api::<Pod>::all(ctx.client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let controller = Controller::new(
+        Api::<StatefulSet>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    );
+    let sets = controller.store();
+    let shared = Arc::new(Shared {
+        client: ctx.client.clone(),
+        events: ctx.events.clone(),
+        pods: pod_store,
+    });
+    controller
+        .watches_stream(pod_events, move |pod| sets_of(&sets, &pod))
+        .graceful_shutdown_on(ctx.stop.cancelled_owned())
+        .run(reconcile, error_policy, shared)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+}
+
+fn selector(set: &StatefulSet) -> Option<Selector> {
+    let s = Selector::try_from(set.spec.as_ref()?.selector.clone()).ok()?;
+    (!s.selects_all()).then_some(s)
+}
+
+fn sets_of(sets: &Store<StatefulSet>, pod: &Pod) -> Vec<ObjectRef<StatefulSet>> {
+    let ns = pod.namespace().unwrap_or_default();
+    if let Some(r) = ref_manager::controller_of(&pod.metadata) {
+        return if r.kind == "StatefulSet" {
+            vec![ObjectRef::new(&r.name).within(&ns)]
+        } else {
+            Vec::new()
+        };
+    }
+    sets.state()
+        .iter()
+        .filter(|s| s.namespace().as_deref() == Some(ns.as_str()))
+        .filter(|s| selector(s).is_some_and(|sel| sel.matches(pod.labels())))
+        .map(|s| ObjectRef::from_obj(s.as_ref()))
+        .collect()
+}
+
+fn error_policy(set: Arc<StatefulSet>, err: &Error, _: Arc<Shared>) -> Action {
+    tracing::debug!(name = %set.name_any(), error = %err, "statefulset sync failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// The revision data of `template` (upstream's `getPatch`: the template, replacing).
+fn revision_data(template: &PodTemplateSpec) -> Value {
+    let mut t = serde_json::to_value(template).unwrap_or_default();
+    if let Some(o) = t.as_object_mut() {
+        o.insert("$patch".into(), json!("replace"));
+    }
+    json!({"spec": {"template": t}})
+}
+
+/// The template a revision holds.
+fn revision_template(cr: &ControllerRevision) -> Option<PodTemplateSpec> {
+    let mut t = cr.data.as_ref()?.0.get("spec")?.get("template")?.clone();
+    t.as_object_mut()?.remove("$patch");
+    serde_json::from_value(t).ok()
+}
+
+/// `<set>-<hash>` of a revision's data (FNV-32a of its JSON and the collision count,
+/// safe-encoded, as upstream's `HashControllerRevision`).
+fn revision_name(set: &str, data: &Value, collision_count: Option<i32>) -> String {
+    let mut bytes = data.to_string().into_bytes();
+    if let Some(c) = collision_count {
+        bytes.extend_from_slice(&c.to_le_bytes());
+    }
+    format!(
+        "{set}-{}",
+        hash::safe_encode(&hash::fnv32a_str(&bytes).to_string())
+    )
+}
+
+struct Sync<'a> {
+    ctx: &'a Shared,
+    set: &'a StatefulSet,
+    name: String,
+    ns: String,
+    pods: Api<Pod>,
+    regarding: k8s_openapi::api::core::v1::ObjectReference,
+}
+
+async fn reconcile(set: Arc<StatefulSet>, ctx: Arc<Shared>) -> Result<Action, Error> {
+    ctx.pods
+        .wait_until_ready()
+        .await
+        .map_err(|_| Error::CacheNotReady)?;
+    let Some(sel) = selector(&set) else {
+        return Ok(Action::await_change());
+    };
+    let ns = set.namespace().unwrap_or_default();
+    let s = Sync {
+        ctx: &ctx,
+        set: &set,
+        name: set.name_any(),
+        pods: Api::namespaced(ctx.client.clone(), &ns),
+        regarding: set.object_ref(&()),
+        ns,
+    };
+    let spec = set.spec.clone().unwrap_or_default();
+    let old_status = set.status.clone().unwrap_or_default();
+    let (current, update, revisions) = s.revisions(&spec.template, &old_status).await?;
+    let owned = s.claim_pods(&sel).await?;
+    let now = Timestamp::now();
+    let min_ready = spec.min_ready_seconds.unwrap_or(0);
+    let members: Vec<Member> = owned
+        .iter()
+        .filter_map(|p| {
+            let ordinal = identity::ordinal_of(&s.name, &p.name_any())?;
+            let phase = p
+                .status
+                .as_ref()
+                .and_then(|st| st.phase.as_deref())
+                .unwrap_or("");
+            Some(Member {
+                name: p.name_any(),
+                ordinal,
+                revision: p
+                    .labels()
+                    .get(identity::REVISION_LABEL)
+                    .cloned()
+                    .unwrap_or_default(),
+                running_ready: phase == "Running" && pods::is_ready(p),
+                available: phase == "Running" && pods::is_available(p, min_ready, now),
+                terminating: p.metadata.deletion_timestamp.is_some(),
+                finished: phase == "Succeeded" || phase == "Failed",
+            })
+        })
+        .collect();
+    let strategy = spec.update_strategy.clone().unwrap_or_default();
+    let rolling = strategy.type_.as_deref() != Some("OnDelete");
+    let plan_spec = plan::Spec {
+        replicas: spec.replicas.unwrap_or(1),
+        start: spec.ordinals.as_ref().and_then(|o| o.start).unwrap_or(0),
+        parallel: spec.pod_management_policy.as_deref() == Some("Parallel"),
+        rolling_partition: rolling.then(|| {
+            strategy
+                .rolling_update
+                .as_ref()
+                .and_then(|r| r.partition)
+                .unwrap_or(0)
+        }),
+    };
+    let steps = if set.meta().deletion_timestamp.is_some() {
+        Vec::new()
+    } else {
+        plan::plan(&plan_spec, &members, &update.name_any())
+    };
+    for step in steps {
+        match step {
+            Step::Create { ordinal, revision } => {
+                let cr = match revision {
+                    Revision::Current => &current,
+                    Revision::Update => &update,
+                };
+                let template = revision_template(cr).unwrap_or_else(|| spec.template.clone());
+                s.create_pod(ordinal, &template, &cr.name_any()).await?;
+            }
+            Step::Delete { name } => {
+                let ordinal = identity::ordinal_of(&s.name, &name).unwrap_or(-1);
+                let scaled_away =
+                    ordinal >= plan_spec.start + plan_spec.replicas || ordinal < plan_spec.start;
+                s.delete_pod(&name).await?;
+                if scaled_away {
+                    s.release_claims(ordinal).await;
+                }
+            }
+        }
+    }
+    let mut st = plan::status(
+        &old_status,
+        set.meta().generation,
+        rolling,
+        &members,
+        &current.name_any(),
+        &update.name_any(),
+    );
+    st.collision_count = old_status.collision_count;
+    s.clean_up_revisions(
+        &revisions,
+        &st,
+        &members,
+        spec.revision_history_limit.unwrap_or(10),
+    )
+    .await;
+    s.write_status(st).await?;
+    Ok(Action::await_change())
+}
+
+impl Sync<'_> {
+    /// The current and update revisions (creating the update revision for a new template)
+    /// and every revision the set owns.
+    async fn revisions(
+        &self,
+        template: &PodTemplateSpec,
+        status: &k8s_openapi::api::apps::v1::StatefulSetStatus,
+    ) -> Result<
+        (
+            ControllerRevision,
+            ControllerRevision,
+            Vec<ControllerRevision>,
+        ),
+        Error,
+    > {
+        let api: Api<ControllerRevision> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        let uid = self.set.uid().unwrap_or_default();
+        let mut owned: Vec<ControllerRevision> = api
+            .list(&ListParams::default())
+            .await
+            .map_err(api_err("listing controller revisions"))?
+            .items
+            .into_iter()
+            .filter(|cr| ref_manager::controller_of(&cr.metadata).is_some_and(|r| r.uid == uid))
+            .collect();
+        owned.sort_by_key(|cr| cr.revision);
+        let max = owned.last().map_or(0, |cr| cr.revision);
+        let data = revision_data(template);
+        let update = match owned
+            .iter()
+            .find(|cr| cr.data.as_ref().map(|d| &d.0) == Some(&data))
+        {
+            Some(cr) if cr.revision == max => cr.clone(),
+            Some(cr) => {
+                // A template that came back (rollback): its revision becomes the newest.
+                let patch = json!({"revision": max + 1});
+                api.patch(
+                    &cr.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .map_err(api_err("bumping controller revision"))?
+            }
+            None => {
+                let name = revision_name(&self.name, &data, status.collision_count);
+                let mut labels = self
+                    .set
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.selector.match_labels.clone())
+                    .unwrap_or_default();
+                labels.insert(
+                    identity::REVISION_LABEL.into(),
+                    name.trim_start_matches(&format!("{}-", self.name))
+                        .to_string(),
+                );
+                let cr = ControllerRevision {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        namespace: Some(self.ns.clone()),
+                        labels: Some(labels),
+                        owner_references: Some(vec![ref_manager::controller_ref(
+                            "apps/v1",
+                            "StatefulSet",
+                            &self.set.metadata,
+                        )]),
+                        ..ObjectMeta::default()
+                    },
+                    data: Some(RawExtension(data.clone())),
+                    revision: max + 1,
+                };
+                match api.create(&PostParams::default(), &cr).await {
+                    Ok(created) => created,
+                    Err(kube::Error::Api(e)) if e.code == 409 => {
+                        // Someone else's revision has the name: count the collision.
+                        let patch = json!({"status": {"collisionCount": status.collision_count.unwrap_or(0) + 1}});
+                        let sets: Api<StatefulSet> =
+                            Api::namespaced(self.ctx.client.clone(), &self.ns);
+                        sets.patch_status(
+                            &self.name,
+                            &PatchParams::default(),
+                            &Patch::Merge(&patch),
+                        )
+                        .await
+                        .map_err(api_err("counting a revision collision"))?;
+                        return Err(Error::Api {
+                            what: format!("controller revision {name} exists"),
+                            source: kube::Error::Api(e),
+                        });
+                    }
+                    Err(e) => return Err(api_err("creating controller revision")(e)),
+                }
+            }
+        };
+        let current = status
+            .current_revision
+            .as_ref()
+            .and_then(|n| owned.iter().find(|cr| cr.metadata.name.as_ref() == Some(n)))
+            .cloned()
+            .unwrap_or_else(|| update.clone());
+        Ok((current, update, owned))
+    }
+
+    /// The set's pods after adopting matching orphans and releasing non-matching ones.
+    async fn claim_pods(&self, sel: &Selector) -> Result<Vec<Arc<Pod>>, Error> {
+        let uid = self.set.uid().unwrap_or_default();
+        let deleting = self.set.meta().deletion_timestamp.is_some();
+        let owner = ref_manager::controller_ref("apps/v1", "StatefulSet", &self.set.metadata);
+        let mut owned = Vec::new();
+        for pod in self.ctx.pods.state() {
+            if pod.namespace().as_deref() != Some(self.ns.as_str()) {
+                continue;
+            }
+            // Upstream also requires the pod's name to carry the set's name and an ordinal.
+            let matches = sel.matches(pod.labels())
+                && identity::ordinal_of(&self.name, &pod.name_any()).is_some();
+            let patch = match ref_manager::claim(&uid, deleting, &pod.metadata, matches) {
+                ref_manager::Claim::Own => {
+                    owned.push(pod);
+                    continue;
+                }
+                ref_manager::Claim::Ignore => continue,
+                ref_manager::Claim::Adopt => ref_manager::adopt_patch(&pod.metadata, &owner),
+                ref_manager::Claim::Release => ref_manager::release_patch(&pod.metadata, &uid),
+            };
+            let adopting = ref_manager::controller_of(&pod.metadata).is_none();
+            match self
+                .pods
+                .patch(
+                    &pod.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
+                Ok(p) if adopting => owned.push(Arc::new(p)),
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(api_err(format!("claiming pod {}", pod.name_any()))(e)),
+            }
+        }
+        Ok(owned)
+    }
+
+    /// Creates the pod's missing claims, then the pod.
+    async fn create_pod(
+        &self,
+        ordinal: i32,
+        template: &PodTemplateSpec,
+        revision: &str,
+    ) -> Result<(), Error> {
+        let pod_name = identity::pod_name(&self.name, ordinal);
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        for claim in identity::claims(self.set, ordinal) {
+            let claim_name = claim.name_any();
+            match pvcs.create(&PostParams::default(), &claim).await {
+                Ok(_) => {
+                    let msg = format!(
+                        "create Claim {claim_name} Pod {pod_name} in StatefulSet {} success",
+                        self.name
+                    );
+                    self.ctx
+                        .events
+                        .publish(&self.regarding, EventType::Normal, "SuccessfulCreate", &msg)
+                        .await;
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => {
+                    let msg = format!(
+                        "create Claim {claim_name} for Pod {pod_name} in StatefulSet {} failed error: {}",
+                        self.name,
+                        api_message(&e)
+                    );
+                    self.ctx
+                        .events
+                        .publish(&self.regarding, EventType::Warning, "FailedCreate", &msg)
+                        .await;
+                    return Err(api_err(format!("creating claim {claim_name}"))(e));
+                }
+            }
+        }
+        let pod = identity::new_pod(self.set, template, ordinal, revision);
+        match self.pods.create(&PostParams::default(), &pod).await {
+            Ok(_) => {
+                let msg = format!(
+                    "create Pod {pod_name} in StatefulSet {} successful",
+                    self.name
+                );
+                self.ctx
+                    .events
+                    .publish(&self.regarding, EventType::Normal, "SuccessfulCreate", &msg)
+                    .await;
+                Ok(())
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(e) => {
+                let msg = format!(
+                    "create Pod {pod_name} in StatefulSet {} failed error: {}",
+                    self.name,
+                    api_message(&e)
+                );
+                self.ctx
+                    .events
+                    .publish(&self.regarding, EventType::Warning, "FailedCreate", &msg)
+                    .await;
+                Err(api_err(format!("creating pod {pod_name}"))(e))
+            }
+        }
+    }
+
+    async fn delete_pod(&self, name: &str) -> Result<(), Error> {
+        match self.pods.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {
+                let msg = format!("delete Pod {name} in StatefulSet {} successful", self.name);
+                self.ctx
+                    .events
+                    .publish(&self.regarding, EventType::Normal, "SuccessfulDelete", &msg)
+                    .await;
+                Ok(())
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => {
+                let msg = format!(
+                    "delete Pod {name} in StatefulSet {} failed error: {}",
+                    self.name,
+                    api_message(&e)
+                );
+                self.ctx
+                    .events
+                    .publish(&self.regarding, EventType::Warning, "FailedDelete", &msg)
+                    .await;
+                Err(api_err(format!("deleting pod {name}"))(e))
+            }
+        }
+    }
+
+    /// With `whenScaled: Delete`, the claims of a scaled-away ordinal are deleted (upstream
+    /// hands them to the garbage collector through an owner reference to the pod).
+    async fn release_claims(&self, ordinal: i32) {
+        let policy = self
+            .set
+            .spec
+            .as_ref()
+            .and_then(|s| s.persistent_volume_claim_retention_policy.as_ref())
+            .and_then(|p| p.when_scaled.clone());
+        if policy.as_deref() != Some("Delete") {
+            return;
+        }
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        for claim in identity::claims(self.set, ordinal) {
+            if let Err(e) = pvcs
+                .delete(&claim.name_any(), &DeleteParams::default())
+                .await
+            {
+                tracing::debug!(error = %e, claim = %claim.name_any(), "deleting claim failed");
+            }
+        }
+    }
+
+    /// Deletes the oldest revisions past the history limit that neither the status nor a
+    /// live pod uses.
+    async fn clean_up_revisions(
+        &self,
+        revisions: &[ControllerRevision],
+        st: &k8s_openapi::api::apps::v1::StatefulSetStatus,
+        members: &[Member],
+        limit: i32,
+    ) {
+        let live: Vec<&str> = members.iter().map(|m| m.revision.as_str()).collect();
+        let hash_of = |cr: &ControllerRevision| {
+            cr.labels()
+                .get(identity::REVISION_LABEL)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let removable: Vec<&ControllerRevision> = revisions
+            .iter()
+            .filter(|cr| {
+                let name = cr.metadata.name.as_ref();
+                name != st.current_revision.as_ref()
+                    && name != st.update_revision.as_ref()
+                    && !live.contains(&hash_of(cr).as_str())
+                    && !live.contains(&cr.name_any().as_str())
+            })
+            .collect();
+        let excess = removable.len() as i64 - i64::from(limit.max(0));
+        if excess <= 0 {
+            return;
+        }
+        let api: Api<ControllerRevision> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        for cr in removable.into_iter().take(excess as usize) {
+            let _ = api.delete(&cr.name_any(), &DeleteParams::default()).await;
+        }
+    }
+
+    async fn write_status(
+        &self,
+        st: k8s_openapi::api::apps::v1::StatefulSetStatus,
+    ) -> Result<(), Error> {
+        if self.set.status.as_ref() == Some(&st) {
+            return Ok(());
+        }
+        let mut value = serde_json::to_value(&st).unwrap_or_default();
+        if let Some(o) = value.as_object_mut() {
+            for f in [
+                "readyReplicas",
+                "currentReplicas",
+                "updatedReplicas",
+                "conditions",
+                "collisionCount",
+            ] {
+                o.entry(f).or_insert(Value::Null);
+            }
+        }
+        let sets: Api<StatefulSet> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        sets.patch_status(
+            &self.name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": value})),
+        )
+        .await
+        .map_err(api_err(format!(
+            "updating status of statefulset {}",
+            self.name
+        )))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_hold_the_template_and_are_named_by_its_hash() {
+        let t: PodTemplateSpec = serde_json::from_value(json!({
+            "metadata": {"labels": {"app": "db"}},
+            "spec": {"containers": [{"name": "c", "image": "pg:16"}]}
+        }))
+        .unwrap();
+        let data = revision_data(&t);
+        assert_eq!(data["spec"]["template"]["$patch"], "replace");
+        let cr = ControllerRevision {
+            data: Some(RawExtension(data.clone())),
+            ..ControllerRevision::default()
+        };
+        assert_eq!(revision_template(&cr), Some(t.clone()));
+        let name = revision_name("db", &data, None);
+        assert!(name.starts_with("db-"), "{name}");
+        assert_eq!(name, revision_name("db", &data, None));
+        assert_ne!(name, revision_name("db", &data, Some(1)));
+    }
+}
