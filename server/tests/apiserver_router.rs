@@ -826,10 +826,13 @@ async fn in_process_kube_client_goes_through_the_router() {
 async fn leader_election_hands_over_on_release() {
     use k3rs_server::leader_election::{LeaderElector, Record, Timing};
     use k8s_openapi::api::coordination::v1::Lease;
+    // The elector's protocol only: an admin client (this router has no bootstrap RBAC roles
+    // for the controller manager's user), a Lease nobody else uses.
+    const LEASE: &str = "test-election";
     let api = start().await;
     let client = k3rs_server::apiserver::in_process::client(
         api.app.clone(),
-        UserInfo::authenticated("system:kube-controller-manager", vec![]),
+        UserInfo::authenticated("admin-test", vec!["system:masters".into()]),
         "kube-system",
     );
     let timing = Timing {
@@ -839,7 +842,7 @@ async fn leader_election_hands_over_on_release() {
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(&'static str, bool)>();
     let spawn = |who: &'static str, stop: CancellationToken| {
-        let elector = LeaderElector::new(client.clone(), "kube-system", "test", who.into(), timing);
+        let elector = LeaderElector::new(client.clone(), "kube-system", LEASE, who.into(), timing);
         let tx = tx.clone();
         tokio::spawn(elector.run(stop, move |leading| {
             let tx = tx.clone();
@@ -870,18 +873,18 @@ async fn leader_election_hands_over_on_release() {
         "b must not lead while a holds the lease"
     );
     let leases: kube::Api<Lease> = kube::Api::namespaced(client.clone(), "kube-system");
-    let held = Record::of(&leases.get("test").await.unwrap());
+    let held = Record::of(&leases.get(LEASE).await.unwrap());
     assert_eq!((held.holder.as_str(), held.lease_transitions), ("a", 0));
     stop_a.cancel();
     assert_eq!(next(&mut rx).await, ("a", false));
     a.await.unwrap();
     assert_eq!(next(&mut rx).await, ("b", true));
-    let held = Record::of(&leases.get("test").await.unwrap());
+    let held = Record::of(&leases.get(LEASE).await.unwrap());
     assert_eq!((held.holder.as_str(), held.lease_transitions), ("b", 1));
     assert_eq!(held.lease_duration_seconds, 30);
     stop_b.cancel();
     b.await.unwrap();
-    let released = Record::of(&leases.get("test").await.unwrap());
+    let released = Record::of(&leases.get(LEASE).await.unwrap());
     assert_eq!(
         (released.holder.as_str(), released.lease_duration_seconds),
         ("", 1)
