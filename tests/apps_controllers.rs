@@ -4,23 +4,21 @@
 //! (checked on every pod event of a watch), and kubectl's rollout status/history/undo/pause/
 //! resume/restart work; a StatefulSet scales up in order and down in reverse; deleting a
 //! Deployment with each propagation policy leaves what it should. Pods run on hollow nodes
-//! (`k3rs agent --hollow`); a test-side binder stands in for the scheduler.
+//! (`k3rs agent --hollow`), placed there by the server's scheduler.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::binder::Binder;
 use common::hollow::HollowAgent;
 use common::kube::{KubeClient, Kubeconfig};
 use common::kubectl::Kubectl;
 use serde_json::Value;
 
-/// A server with two Ready hollow nodes and a binder; everything stops when dropped.
+/// A server with two Ready hollow nodes; both stop when dropped.
 struct Cluster {
-    // Dropped in this order: the binder and the nodes stop before the server.
-    _binder: Binder,
+    // Dropped in this order: the nodes stop before the server.
     _agent: HollowAgent,
     server: common::K3rs,
 }
@@ -39,9 +37,7 @@ fn cluster() -> (Cluster, Kubectl) {
             .all(|n| rows.iter().any(|r| r[0] == *n && r[1] == "Ready"));
         ready.then_some(())
     });
-    let binder = Binder::start(&k.kubeconfig, &NODES);
     let cluster = Cluster {
-        _binder: binder,
         _agent: agent,
         server,
     };

@@ -7,7 +7,6 @@
 //! - A missing `etcd`/`etcdctl`/`openssl` binary is a test failure, never a skip.
 #![allow(dead_code)]
 
-pub mod binder;
 pub mod client;
 pub mod etcd;
 pub mod etcdctl;
