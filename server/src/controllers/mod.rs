@@ -233,6 +233,29 @@ pub(crate) fn namespace_gone(e: &kube::Error) -> bool {
     }
 }
 
+/// Reads `name` afresh, applies `edit` and writes it back with a PUT, to the status
+/// subresource for `status`. Upstream's controllers write their objects with update (their
+/// RBAC roles grant `update`, not `patch`, on e.g. `deployments` and `statefulsets/status`);
+/// a concurrent write makes this fail with 409 Conflict, and the reconcile is retried.
+pub(crate) async fn update_fresh<K>(
+    api: &Api<K>,
+    name: &str,
+    status: bool,
+    edit: impl FnOnce(&mut K),
+) -> kube::Result<K>
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + Debug,
+{
+    let mut obj = api.get(name).await?;
+    edit(&mut obj);
+    let pp = kube::api::PostParams::default();
+    if status {
+        api.replace_status(name, &pp, &obj).await
+    } else {
+        api.replace(name, &pp, &obj).await
+    }
+}
+
 /// A cache of every `K` that `api` lists, kept current by a watch in the returned task
 /// (abort it to stop). The store is empty until the first list completes
 /// (`Store::wait_until_ready`).

@@ -410,19 +410,6 @@ fn rs_counts(rs: &ReplicaSet) -> status::RsCounts {
     }
 }
 
-/// Every field of DeploymentStatus (zero values are omitted, as upstream's `omitempty`).
-const STATUS_FIELDS: &[&str] = &[
-    "observedGeneration",
-    "replicas",
-    "updatedReplicas",
-    "readyReplicas",
-    "availableReplicas",
-    "unavailableReplicas",
-    "terminatingReplicas",
-    "conditions",
-    "collisionCount",
-];
-
 enum Created {
     Set(Box<ReplicaSet>),
     Retry,
@@ -690,13 +677,10 @@ impl Sync<'_> {
         if cur == Some(&rev) {
             return Ok(());
         }
-        let patch = serde_json::json!({"metadata": {"annotations": {revision::REVISION: rev}}});
         let api: Api<Deployment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        api.patch(
-            &self.d.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
+        super::update_fresh(&api, &self.d.name_any(), false, |d| {
+            d.annotations_mut().insert(revision::REVISION.into(), rev);
+        })
         .await
         .map_err(write_err("annotating deployment", &self.d.name_any()))?;
         Ok(())
@@ -758,26 +742,14 @@ impl Sync<'_> {
         if self.d.status.as_ref() == Some(&st) {
             return Ok(());
         }
-        // A merge patch (the revision annotation may have changed the resourceVersion); the
-        // fields that went to zero are removed explicitly.
-        let mut value = serde_json::to_value(&st).unwrap_or_default();
-        if let Some(obj) = value.as_object_mut() {
-            for f in STATUS_FIELDS {
-                obj.entry(*f).or_insert(serde_json::Value::Null);
-            }
-        }
-        let patch = serde_json::json!({ "status": value });
+        // Read afresh: the revision annotation may have changed the resourceVersion.
         let api: Api<Deployment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        api.patch_status(
-            &self.d.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map_err(write_err(
-            "updating status of deployment",
-            &self.d.name_any(),
-        ))?;
+        super::update_fresh(&api, &self.d.name_any(), true, |d| d.status = Some(st))
+            .await
+            .map_err(write_err(
+                "updating status of deployment",
+                &self.d.name_any(),
+            ))?;
         Ok(())
     }
 }

@@ -342,14 +342,14 @@ impl Sync<'_> {
                     Ok(created) => created,
                     Err(kube::Error::Api(e)) if e.code == 409 => {
                         // Someone else's revision has the name: count the collision.
-                        let patch = json!({"status": {"collisionCount": status.collision_count.unwrap_or(0) + 1}});
+                        let count = status.collision_count.unwrap_or(0) + 1;
                         let sets: Api<StatefulSet> =
                             Api::namespaced(self.ctx.client.clone(), &self.ns);
-                        sets.patch_status(
-                            &self.name,
-                            &PatchParams::default(),
-                            &Patch::Merge(&patch),
-                        )
+                        super::update_fresh(&sets, &self.name, true, |s| {
+                            s.status
+                                .get_or_insert_with(Default::default)
+                                .collision_count = Some(count);
+                        })
                         .await
                         .map_err(api_err("counting a revision collision"))?;
                         return Err(Error::Api {
@@ -569,29 +569,13 @@ impl Sync<'_> {
         if self.set.status.as_ref() == Some(&st) {
             return Ok(());
         }
-        let mut value = serde_json::to_value(&st).unwrap_or_default();
-        if let Some(o) = value.as_object_mut() {
-            for f in [
-                "readyReplicas",
-                "currentReplicas",
-                "updatedReplicas",
-                "conditions",
-                "collisionCount",
-            ] {
-                o.entry(f).or_insert(Value::Null);
-            }
-        }
         let sets: Api<StatefulSet> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        sets.patch_status(
-            &self.name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"status": value})),
-        )
-        .await
-        .map_err(api_err(format!(
-            "updating status of statefulset {}",
-            self.name
-        )))?;
+        super::update_fresh(&sets, &self.name, true, |s| s.status = Some(st))
+            .await
+            .map_err(api_err(format!(
+                "updating status of statefulset {}",
+                self.name
+            )))?;
         Ok(())
     }
 }
