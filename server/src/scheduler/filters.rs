@@ -230,15 +230,27 @@ fn disk_conflict(a: &Volume, b: &Volume) -> bool {
     false
 }
 
-/// No volume of the pod conflicts with a volume of a pod on the node.
+/// Whether `v` is a disk [`disk_conflict`] looks at (others never conflict).
+fn is_disk(v: &Volume) -> bool {
+    v.gce_persistent_disk.is_some()
+        || v.aws_elastic_block_store.is_some()
+        || v.iscsi.is_some()
+        || v.rbd.is_some()
+}
+
+/// A pod's volumes, borrowed.
+fn volumes(p: &Pod) -> &[Volume] {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_deref())
+        .unwrap_or(&[])
+}
+
+/// No volume of the pod conflicts with a volume of a pod on the node (skipped, as upstream's
+/// PreFilter does, for a pod without such disks: most pods carry only their service-account
+/// token volume).
 pub fn volume_restrictions(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
-    let volumes = |p: &Pod| -> Vec<Volume> {
-        p.spec
-            .as_ref()
-            .and_then(|s| s.volumes.clone())
-            .unwrap_or_default()
-    };
-    let mine = volumes(&pod.pod);
+    let mine: Vec<&Volume> = volumes(&pod.pod).iter().filter(|v| is_disk(v)).collect();
     if mine.is_empty() {
         return Ok(());
     }

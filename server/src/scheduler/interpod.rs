@@ -7,6 +7,7 @@
 //! evaluated (the scheduler does not watch namespaces) and select none beyond `namespaces`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, WeightedPodAffinityTerm};
 
@@ -59,7 +60,8 @@ fn affinity_terms(pod: &Pod) -> &[PodAffinityTerm] {
         .unwrap_or_default()
 }
 
-fn anti_affinity_terms(pod: &Pod) -> &[PodAffinityTerm] {
+/// The required anti-affinity terms of `pod`.
+pub fn anti_affinity_terms(pod: &Pod) -> &[PodAffinityTerm] {
     pod.spec
         .as_ref()
         .and_then(|s| s.affinity.as_ref())
@@ -104,7 +106,7 @@ impl PreFilter {
         let me = &pod.pod;
         let (aff, anti) = (affinity_terms(me), anti_affinity_terms(me));
         let mut s = PreFilter::default();
-        for (node, other) in snapshot.pods() {
+        for (node, other) in snapshot.pods_with_required_anti_affinity() {
             for t in anti_affinity_terms(other) {
                 if term_matches(t, pod_ns(other), me) {
                     if let Some(p) = pair(node, &t.topology_key) {
@@ -112,6 +114,11 @@ impl PreFilter {
                     }
                 }
             }
+        }
+        if aff.is_empty() && anti.is_empty() {
+            return s;
+        }
+        for (node, other) in snapshot.pods() {
             for t in anti {
                 if term_matches(t, pod.namespace(), other) {
                     if let Some(p) = pair(node, &t.topology_key) {
@@ -181,7 +188,14 @@ pub fn preferred_scores(pod: &PodInfo, snapshot: &Snapshot) -> Vec<i64> {
     let me = &pod.pod;
     let (aff, anti) = preferred(me);
     let mut by_pair: HashMap<TopologyPair, i64> = HashMap::new();
-    for (node, other) in snapshot.pods() {
+    // Without preferred terms of its own, only the placed pods with terms can score.
+    let every_pod = !aff.is_empty() || !anti.is_empty();
+    let others: Box<dyn Iterator<Item = (&NodeInfo, &Arc<Pod>)>> = if every_pod {
+        Box::new(snapshot.pods())
+    } else {
+        Box::new(snapshot.pods_with_affinity())
+    };
+    for (node, other) in others {
         let mut add = |key: &str, w: i64| {
             if let Some(p) = pair(node, key) {
                 *by_pair.entry(p).or_default() += w;

@@ -191,12 +191,7 @@ pub fn total(pod: &PodInfo, snapshot: &Snapshot, feasible: &[usize]) -> Vec<i64>
         .as_ref()
         .and_then(|s| s.affinity.as_ref())
         .is_some()
-        || snapshot.pods().any(|(_, p)| {
-            p.spec
-                .as_ref()
-                .and_then(|s| s.affinity.as_ref())
-                .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
-        });
+        || snapshot.pods_with_affinity().next().is_some();
     let inter_pod = if has_pod_affinity {
         let all = interpod::preferred_scores(pod, snapshot);
         let mut mine: Vec<i64> = feasible.iter().map(|i| all[*i]).collect();

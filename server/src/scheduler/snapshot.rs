@@ -17,6 +17,11 @@ pub type HostPort = (String, String, i32);
 pub struct NodeInfo {
     pub node: Arc<Node>,
     pub pods: Vec<Arc<Pod>>,
+    /// The `pods` with pod affinity or anti-affinity (upstream's `PodsWithAffinity`): the
+    /// only ones whose terms a decision for a pod without terms of its own must look at.
+    pub with_affinity: Vec<Arc<Pod>>,
+    /// The `pods` with required anti-affinity (`PodsWithRequiredAntiAffinity`).
+    pub with_required_anti_affinity: Vec<Arc<Pod>>,
     pub allocatable: Resources,
     /// Requests as written, summed over `pods`.
     pub requested: Resources,
@@ -41,6 +46,8 @@ impl NodeInfo {
         NodeInfo {
             node,
             pods: Vec::new(),
+            with_affinity: Vec::new(),
+            with_required_anti_affinity: Vec::new(),
             allocatable,
             requested: Resources::default(),
             non_zero_requested: Resources::default(),
@@ -66,6 +73,12 @@ impl NodeInfo {
         self.non_zero_requested
             .add(&pod_requests(&pod, Counting::NonZero));
         self.used_ports.extend(host_ports(&pod));
+        if has_pod_affinity(&pod) {
+            self.with_affinity.push(pod.clone());
+        }
+        if !super::interpod::anti_affinity_terms(&pod).is_empty() {
+            self.with_required_anti_affinity.push(pod.clone());
+        }
         self.pods.push(pod);
     }
 
@@ -77,12 +90,23 @@ impl NodeInfo {
             .position(|p| p.metadata.uid.as_deref() == Some(uid))
         {
             let pod = self.pods.remove(i);
+            let other = |p: &Arc<Pod>| !Arc::ptr_eq(p, &pod);
+            self.with_affinity.retain(other);
+            self.with_required_anti_affinity.retain(other);
             self.requested.sub(&pod_requests(&pod, Counting::Requested));
             self.non_zero_requested
                 .sub(&pod_requests(&pod, Counting::NonZero));
             self.used_ports = self.pods.iter().flat_map(|p| host_ports(p)).collect();
         }
     }
+}
+
+/// Whether `pod` has pod affinity or anti-affinity terms (required or preferred).
+pub fn has_pod_affinity(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
 }
 
 /// The host ports a pod's containers ask for (`hostPort` > 0).
@@ -135,5 +159,60 @@ impl Snapshot {
         self.nodes
             .iter()
             .flat_map(|n| n.pods.iter().map(move |p| (n, p)))
+    }
+
+    /// The assigned pods with pod affinity or anti-affinity, with their nodes.
+    pub fn pods_with_affinity(&self) -> impl Iterator<Item = (&NodeInfo, &Arc<Pod>)> {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.with_affinity.iter().map(move |p| (n, p)))
+    }
+
+    /// The assigned pods with required anti-affinity, with their nodes.
+    pub fn pods_with_required_anti_affinity(&self) -> impl Iterator<Item = (&NodeInfo, &Arc<Pod>)> {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.with_required_anti_affinity.iter().map(move |p| (n, p)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(uid: &str, affinity: serde_json::Value) -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": uid, "uid": uid},
+                "spec": {"containers": [], "affinity": affinity}}))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn pods_with_affinity_are_kept_apart_and_forgotten_on_removal() {
+        let node = Arc::new(serde_json::from_value(json!({"metadata": {"name": "n"}})).unwrap());
+        let mut info = NodeInfo::new(node);
+        let term = json!([{"topologyKey": "zone", "labelSelector": {}}]);
+        info.add_pod(pod("plain", json!(null)));
+        info.add_pod(pod(
+            "anti",
+            json!({"podAntiAffinity":
+            {"requiredDuringSchedulingIgnoredDuringExecution": term}}),
+        ));
+        info.add_pod(pod(
+            "aff",
+            json!({"podAffinity":
+            {"requiredDuringSchedulingIgnoredDuringExecution": term}}),
+        ));
+        let uids = |v: &[Arc<Pod>]| -> Vec<String> {
+            v.iter().map(|p| p.metadata.uid.clone().unwrap()).collect()
+        };
+        assert_eq!(uids(&info.with_affinity), ["anti", "aff"]);
+        assert_eq!(uids(&info.with_required_anti_affinity), ["anti"]);
+        info.remove_pod("anti");
+        assert_eq!(uids(&info.with_affinity), ["aff"]);
+        assert!(info.with_required_anti_affinity.is_empty());
+        assert_eq!(uids(&info.pods), ["plain", "aff"]);
     }
 }
