@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::kube::{KubeClient, Kubeconfig};
-use common::stats::{self, Load};
+use common::stats::{self, env_usize, Load};
 use common::K3rs;
 use serde_json::{json, Value};
 
@@ -28,13 +28,6 @@ const GROUPS: usize = 100;
 /// Client connections for requests (HTTP/2, multiplexed) and for watches (500 streams each).
 const REQUEST_CONNS: usize = 4;
 const WATCHES_PER_CONN: usize = 500;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn ns(i: usize) -> String {
     format!("bench-{}", i % NAMESPACES)
