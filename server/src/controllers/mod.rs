@@ -12,6 +12,7 @@ pub mod endpointslice;
 pub mod events;
 pub mod expectations;
 pub mod garbage_collector;
+pub mod job;
 pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod pod_gc;
@@ -145,6 +146,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: "deployment",
         name: "deployment-controller",
         start: deployment::start,
+    },
+    Descriptor {
+        controller: "job",
+        name: job::NAME,
+        start: |cx| job::run(cx.client, cx.stop).boxed(),
     },
     Descriptor {
         controller: "statefulset",
