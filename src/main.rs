@@ -43,6 +43,8 @@ enum Command {
     Server(ServerArgs),
     /// Run a worker node; for now only simulated (hollow) nodes: `--hollow N`.
     Agent(AgentArgs),
+    /// Manage bootstrap tokens (agents join with them); run on a server.
+    Token(TokenArgs),
 }
 
 #[derive(Args)]
@@ -96,6 +98,56 @@ struct AgentArgs {
     /// Requests the agent has outstanding at most.
     #[arg(long, default_value_t = 64)]
     max_requests_in_flight: usize,
+}
+
+#[derive(Args)]
+struct TokenArgs {
+    #[command(subcommand)]
+    command: TokenCommand,
+    /// The server's data dir (its admin credentials are in <data-dir>/server/cred).
+    #[arg(
+        long,
+        short = 'd',
+        global = true,
+        default_value = "/var/lib/k3rs",
+        env = "K3RS_DATA_DIR"
+    )]
+    data_dir: PathBuf,
+    /// Use this kubeconfig instead of the server's admin credentials.
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a bootstrap token and print it as K10<CA hash>::<id>.<secret>.
+    Create {
+        /// The token (<id>.<secret>, [a-z0-9]{6}.[a-z0-9]{16}); default: a random one.
+        token: Option<String>,
+        /// Lifetime (e.g. 30m, 24h); 0 never expires.
+        #[arg(long, default_value = "24h", value_parser = parse_duration)]
+        ttl: Duration,
+        /// A human-friendly description.
+        #[arg(long, default_value = "")]
+        description: String,
+        /// Extra groups the token authenticates as (system:bootstrappers:...).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = k3rs_server::tokens::DEFAULT_GROUP
+        )]
+        groups: Vec<String>,
+        /// What the token may be used for (authentication, signing).
+        #[arg(long, value_delimiter = ',', default_value = "signing,authentication")]
+        usages: Vec<String>,
+    },
+    /// List the bootstrap tokens.
+    List,
+    /// Delete bootstrap tokens (by id or whole token).
+    Delete {
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
 }
 
 #[derive(Args)]
@@ -316,6 +368,32 @@ async fn main() -> anyhow::Result<()> {
                 .context("k3rs server")?;
         }
         Command::Agent(args) => run_agent(args).await?,
+        Command::Token(args) => {
+            use k3rs_server::tokens::{client, TokenSpec};
+            let cmd = match args.command {
+                TokenCommand::Create {
+                    token,
+                    ttl,
+                    description,
+                    groups,
+                    usages,
+                } => client::Command::Create {
+                    token,
+                    spec: TokenSpec {
+                        ttl: (!ttl.is_zero()).then_some(ttl),
+                        description,
+                        usages,
+                        groups: groups.into_iter().filter(|g| !g.is_empty()).collect(),
+                    },
+                },
+                TokenCommand::List => client::Command::List,
+                TokenCommand::Delete { ids } => client::Command::Delete { ids },
+            };
+            let out = client::run(&args.data_dir, args.kubeconfig.as_deref(), cmd)
+                .await
+                .context("k3rs token")?;
+            print!("{out}");
+        }
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 pub mod apiserver;
 pub mod auth;
+pub mod certificates;
 pub mod compactor;
 pub mod components;
 pub mod controllers;
@@ -24,6 +25,7 @@ pub mod patch;
 pub mod pki;
 pub mod scheduler;
 pub mod supervisor;
+pub mod tokens;
 
 /// etcd v3 `mvccpb` messages (KeyValue, Event), generated from `proto/mvccpb/kv.proto`.
 #[allow(clippy::all, clippy::pedantic, missing_docs)]

@@ -129,6 +129,47 @@ pub fn cert_kubeconfig(server: &K3rs, user: &str, groups: &[&str]) -> PathBuf {
     write_kubeconfig(server, &user.replace([':', '/'], "_"), &user_yaml)
 }
 
+/// A kubeconfig presenting the client certificate and key files `cert`, `key` (e.g. one the
+/// cluster signed through the Certificates API).
+pub fn cert_files_kubeconfig(server: &K3rs, name: &str, cert: &Path, key: &Path) -> PathBuf {
+    let user_yaml = format!(
+        "\n    client-certificate: {}\n    client-key: {}",
+        cert.display(),
+        key.display()
+    );
+    write_kubeconfig(server, name, &user_yaml)
+}
+
+/// A PEM certificate request for `subject` (e.g. `/O=system:nodes/CN=system:node:n1`) with a
+/// new P-256 key; returns `(request PEM, key path)`, the key in the server's data dir.
+pub fn certificate_request(server: &K3rs, name: &str, subject: &str) -> (String, PathBuf) {
+    let dir = server.data_dir().join("test-users");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join(format!("{name}.key"));
+    let csr = dir.join(format!("{name}.csr"));
+    let p = |p: &Path| p.display().to_string();
+    openssl(&[
+        "ecparam",
+        "-name",
+        "prime256v1",
+        "-genkey",
+        "-noout",
+        "-out",
+        &p(&key),
+    ]);
+    openssl(&[
+        "req",
+        "-new",
+        "-key",
+        &p(&key),
+        "-subj",
+        subject,
+        "-out",
+        &p(&csr),
+    ]);
+    (std::fs::read_to_string(&csr).unwrap(), key)
+}
+
 /// A kubeconfig presenting `token` as a bearer token.
 pub fn token_kubeconfig(server: &K3rs, name: &str, token: &str) -> PathBuf {
     write_kubeconfig(server, name, &format!("\n    token: {token}"))

@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod registry;
 pub mod resources;
+mod secret_source;
 pub mod status;
 pub mod table;
 pub mod version;
@@ -66,6 +67,10 @@ pub enum Error {
     Tls(#[from] http::tls::TlsError),
     #[error("writing the kubeconfig: {0}")]
     Kubeconfig(#[source] crate::pki::Error),
+    #[error("loading the signers' CAs: {0}")]
+    Signers(#[source] crate::pki::Error),
+    #[error("the default agent token: {0}")]
+    AgentToken(#[source] crate::pki::Error),
     #[error("reading {path}: {source}")]
     Read {
         path: PathBuf,
@@ -94,6 +99,14 @@ pub struct ApiState {
     pub authz: crate::auth::authz::Chain,
 }
 
+/// The API server's identity towards itself (kube-apiserver's loopback client).
+fn loopback_user() -> crate::auth::UserInfo {
+    crate::auth::UserInfo::authenticated(
+        "system:apiserver",
+        vec![crate::auth::user::SYSTEM_MASTERS.into()],
+    )
+}
+
 /// How long open requests get to finish after shutdown is requested.
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
@@ -105,6 +118,12 @@ pub struct ApiServer {
     state: Arc<ApiState>,
     bootstrap_port: u16,
     components: crate::components::Enabled,
+    /// The default agent token, whose Secret is made at start.
+    agent_token: crate::tokens::Token,
+    /// The Node authorizer's graph, fed from watches once the router serves.
+    node_graph: Arc<std::sync::RwLock<crate::auth::node::graph::Graph>>,
+    /// The CAs of the Certificates API's signers.
+    signers: crate::certificates::Signers,
     /// Routes served next to the API (the supervisor's), with their own authentication.
     extra_routes: Option<axum::Router>,
     /// Appended to `/metrics` (the datastore's metrics).
@@ -151,6 +170,29 @@ impl ApiServer {
             kubeconfig::write(path, &yaml, cfg.kubeconfig_mode).map_err(Error::Kubeconfig)?;
             tracing::info!(path = %path.display(), "wrote the admin kubeconfig");
         }
+        // The server's own admin credentials (`k3rs token` finds the server through them) and
+        // the default agent token, under `<data-dir>/server` as k3s keeps them.
+        let server_dir = pki
+            .tls_dir()
+            .parent()
+            .unwrap_or(pki.tls_dir())
+            .to_path_buf();
+        {
+            let (admin_cert, admin_key) = pki.admin_client_cert();
+            let yaml = kubeconfig::render(
+                &format!("https://127.0.0.1:{port}"),
+                &ca_pem,
+                &read(admin_cert)?,
+                &read(admin_key)?,
+            );
+            let path =
+                crate::tokens::client::admin_kubeconfig(server_dir.parent().unwrap_or(&server_dir));
+            kubeconfig::write(&path, &yaml, 0o600).map_err(Error::Kubeconfig)?;
+        }
+        let signers = crate::certificates::Signers::load(pki.tls_dir()).map_err(Error::Signers)?;
+        let agent_token =
+            crate::tokens::agent::ensure_file(&server_dir.join("agent-token"), &ca_pem)
+                .map_err(Error::AgentToken)?;
         let advertise = if cfg.listen.ip().is_unspecified() {
             format!("127.0.0.1:{port}")
         } else {
@@ -159,8 +201,11 @@ impl ApiServer {
         let (rbac_cache, rbac_feed) = crate::auth::rbac::cache::policy_cache();
         let policy: Arc<dyn crate::auth::rbac::resolver::PolicySource> =
             Arc::new(rbac_cache.clone());
+        let node_authorizer = crate::auth::node::NodeAuthorizer::new();
+        // k3s's `--authorization-mode=Node,RBAC`, after system:masters.
         let authz = crate::auth::authz::Chain::new(vec![
             Arc::new(crate::auth::authz::SystemMasters),
+            Arc::new(node_authorizer.clone()),
             Arc::new(crate::auth::rbac::Rbac::new(policy.clone())),
         ]);
         let registry = Registry::new(ds, cfg.service_cidr);
@@ -168,13 +213,19 @@ impl ApiServer {
             source: policy,
             authz: authz.clone(),
         }));
+        let registry = Arc::new(registry);
         let state = Arc::new(ApiState {
-            registry: Arc::new(registry),
+            authn: crate::auth::authn::Chain::new(vec![
+                Arc::new(crate::auth::authn::X509),
+                Arc::new(crate::auth::bootstrap_token::BootstrapTokens::new(
+                    registry.clone(),
+                )),
+            ]),
+            registry,
             metrics: metrics::Metrics::default(),
             server_ca_pem: String::from_utf8_lossy(&ca_pem).into_owned(),
             advertise_address: advertise,
             stop,
-            authn: crate::auth::authn::Chain::new(vec![Arc::new(crate::auth::authn::X509)]),
             authz,
         });
         Ok(ApiServer {
@@ -183,6 +234,9 @@ impl ApiServer {
             state,
             bootstrap_port: port,
             components: cfg.components.clone(),
+            agent_token,
+            node_graph: node_authorizer.graph(),
+            signers,
             extra_routes: None,
             extra_metrics: None,
             rbac_feed: Some(Box::new(rbac_feed)),
@@ -223,6 +277,11 @@ impl ApiServer {
                 Err(e) => return Err(Error::Bootstrap(e.message)),
             }
         }
+        if let Err(e) =
+            crate::tokens::agent::ensure_secret(&self.state.registry, &self.agent_token).await
+        {
+            tracing::warn!(error = %e.message, "creating the default agent token's secret");
+        }
         let addr = self.local_addr().ok();
         tracing::info!(?addr, "Kubernetes API listening");
         // Build the OpenAPI documents (milliseconds) before serving, not in the first request
@@ -256,6 +315,13 @@ impl ApiServer {
         // The components that use the API from inside the server (controllers, scheduler),
         // each with its own in-process client.
         let components = crate::components::spawn(&app, self.components, &stop);
+        let certificates =
+            crate::certificates::spawn(&app, self.state.authz.clone(), self.signers, &stop);
+        let node_graph = tokio::spawn(crate::auth::node::populator::run(
+            in_process::client(app.clone(), loopback_user(), "default"),
+            self.node_graph.clone(),
+            stop.clone(),
+        ));
         http::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
         crds.abort();
         let _ = crds.await;
@@ -263,7 +329,9 @@ impl ApiServer {
             feed.abort();
             let _ = feed.await;
         }
-        for c in components {
+        node_graph.abort();
+        let _ = node_graph.await;
+        for c in components.into_iter().chain(certificates) {
             c.abort();
             let _ = c.await;
         }

@@ -12,7 +12,9 @@ pub mod access_review;
 pub mod attributes;
 pub mod authn;
 pub mod authz;
+pub mod bootstrap_token;
 pub mod impersonation;
+pub mod node;
 pub mod rbac;
 pub mod user;
 

@@ -22,6 +22,32 @@ pub struct Authority {
     issuer: Issuer<'static, KeyPair>,
 }
 
+impl Authority {
+    /// Loads the existing CA `<stem>.crt`/`<stem>.key` under `dir` (never creates one).
+    pub fn load(dir: &Path, stem: &str) -> Result<Authority, Error> {
+        let crt = dir.join(format!("{stem}.crt"));
+        let key = dir.join(format!("{stem}.key"));
+        let missing = |path: &Path| Error::Incomplete {
+            present: dir.to_path_buf(),
+            missing: path.to_path_buf(),
+        };
+        let cert_pem = read_optional(&crt)?.ok_or_else(|| missing(&crt))?;
+        let key_pem = read_optional(&key)?.ok_or_else(|| missing(&key))?;
+        let signing_key = KeyPair::from_pem(&key_pem).map_err(|source| Error::Load {
+            path: key.clone(),
+            source,
+        })?;
+        let issuer = Issuer::from_ca_cert_pem(&cert_pem, signing_key)
+            .map_err(|source| Error::Load { path: crt, source })?;
+        Ok(Authority { cert_pem, issuer })
+    }
+
+    /// What signs certificates in this CA's name.
+    pub fn issuer(&self) -> &Issuer<'static, KeyPair> {
+        &self.issuer
+    }
+}
+
 impl std::fmt::Debug for Authority {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Authority").finish_non_exhaustive()

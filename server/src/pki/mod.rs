@@ -10,7 +10,7 @@
 //! A certificate without its key (or the reverse) is an error, not a reason to regenerate:
 //! replacing a CA would lock every existing client out.
 
-mod ca;
+pub mod ca;
 pub(crate) mod files;
 mod renew;
 pub mod token;

@@ -73,6 +73,12 @@ impl Registry {
             meta::metadata_mut(&mut obj).insert("name".into(), json!(name));
             // After naming: a Job's generated labels carry its name.
             strategy::prepare_for_create(r, &mut obj);
+            if let (Some(u), ("certificates.k8s.io", "CertificateSigningRequest")) =
+                (&opts.user, (r.group, r.kind))
+            {
+                // The requester is whoever authenticated, never what the body claims.
+                strategy::csr::prepare_for_create(&mut obj, &strategy::csr::Requester::from(&**u));
+            }
             strategy::apply_defaults(r, &mut obj);
             meta::drop_empty_collections(&mut obj);
             check(t, &obj)?;

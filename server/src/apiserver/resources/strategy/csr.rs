@@ -41,12 +41,24 @@ const USAGES: &[&str] = &[
     "timestamping",
 ];
 
-/// Who sent the request, as recorded in `spec.username/uid/groups`.
+/// Who sent the request, as recorded in `spec.username/uid/groups/extra`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Requester {
     pub username: String,
     pub uid: String,
     pub groups: Vec<String>,
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl From<&crate::auth::UserInfo> for Requester {
+    fn from(u: &crate::auth::UserInfo) -> Requester {
+        Requester {
+            username: u.username.clone(),
+            uid: u.uid.clone(),
+            groups: u.groups.clone(),
+            extra: u.extra.clone(),
+        }
+    }
 }
 
 impl Requester {
@@ -57,6 +69,7 @@ impl Requester {
             username: "system:admin".into(),
             uid: String::new(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
+            extra: Default::default(),
         }
     }
 }
@@ -74,6 +87,9 @@ pub fn prepare_for_create(csr: &mut Value, who: &Requester) {
     spec["groups"] = json!(who.groups);
     if let Some(s) = spec.as_object_mut() {
         s.remove("extra");
+        if !who.extra.is_empty() {
+            s.insert("extra".into(), json!(who.extra));
+        }
         if who.uid.is_empty() {
             s.remove("uid");
         } else {
@@ -355,6 +371,20 @@ mod tests {
         );
         assert!(c["spec"].get("uid").is_none() && c["spec"].get("extra").is_none());
         assert!(validate(&c).is_empty(), "{:?}", validate(&c));
+        let mut user = crate::auth::UserInfo::authenticated(
+            "system:bootstrap:abcdef",
+            vec!["system:bootstrappers".into()],
+        );
+        user.uid = "u1".into();
+        user.extra.insert("scopes".into(), vec!["a".into()]);
+        prepare_for_create(&mut c, &Requester::from(&user));
+        assert_eq!(c["spec"]["username"], "system:bootstrap:abcdef");
+        assert_eq!(
+            c["spec"]["groups"],
+            json!(["system:bootstrappers", "system:authenticated"])
+        );
+        assert_eq!(c["spec"]["uid"], "u1");
+        assert_eq!(c["spec"]["extra"], json!({"scopes": ["a"]}));
     }
 
     #[test]

@@ -1,0 +1,252 @@
+//! Auto-approval of kubelet client certificates (upstream's csrapproving controller): a
+//! request for the kubelet client signer whose subject is a node's is approved when its
+//! requester may `create` `certificatesigningrequests/nodeclient` (new nodes, e.g. bootstrap
+//! tokens), or `…/selfnodeclient` when the requester renews its own identity.
+//!
+//! # Guarantees
+//! - Only pending requests (no Approved/Denied condition, no certificate) are considered.
+//! - The permission is asked of the server's authorizer chain for the user recorded in the
+//!   request's spec (a SubjectAccessReview in all but name); without `Allow` nothing happens.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::certificates::v1::{
+    CertificateSigningRequest, CertificateSigningRequestCondition,
+};
+use kube::api::PostParams;
+use kube::runtime::controller::{Action, Controller};
+use kube::Api;
+use tokio_util::sync::CancellationToken;
+
+use super::request::{self, Request, KUBELET_CLIENT};
+use crate::auth::authz::{Chain, Decision};
+use crate::auth::{Attributes, UserInfo};
+
+/// One way a request can qualify, and the permission it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recognizer {
+    /// The subresource of `certificatesigningrequests` whose `create` is checked.
+    pub subresource: &'static str,
+    pub message: &'static str,
+}
+
+const SELF_NODE_CLIENT: Recognizer = Recognizer {
+    subresource: "selfnodeclient",
+    message: "Auto approving self kubelet client certificate after SubjectAccessReview.",
+};
+const NODE_CLIENT: Recognizer = Recognizer {
+    subresource: "nodeclient",
+    message: "Auto approving kubelet client certificate after SubjectAccessReview.",
+};
+
+/// Whether the request is still undecided and unsigned.
+pub fn pending(csr: &CertificateSigningRequest) -> bool {
+    let Some(status) = &csr.status else {
+        return true;
+    };
+    status.certificate.is_none()
+        && !status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Approved" || c.type_ == "Denied")
+}
+
+/// The recognizers that match, in upstream's order (self renewal first).
+pub fn recognize(csr: &CertificateSigningRequest, req: &Request) -> Vec<Recognizer> {
+    let spec = &csr.spec;
+    let usages = spec.usages.clone().unwrap_or_default();
+    if spec.signer_name != KUBELET_CLIENT || request::kubelet_client(req, &usages).is_err() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if spec.username.as_deref() == Some(req.common_name.as_str()) {
+        out.push(SELF_NODE_CLIENT);
+    }
+    out.push(NODE_CLIENT);
+    out
+}
+
+/// The requester recorded in the spec.
+pub fn requester(csr: &CertificateSigningRequest) -> UserInfo {
+    let spec = &csr.spec;
+    UserInfo {
+        username: spec.username.clone().unwrap_or_default(),
+        uid: spec.uid.clone().unwrap_or_default(),
+        groups: spec.groups.clone().unwrap_or_default(),
+        extra: spec.extra.clone().unwrap_or_default().into_iter().collect(),
+    }
+}
+
+/// The attributes of "may `user` create `certificatesigningrequests/<subresource>`".
+pub fn permission(user: UserInfo, subresource: &str) -> Attributes {
+    let mut a = Attributes::of_request(
+        Arc::new(user),
+        "POST",
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+        None,
+    );
+    a.subresource = subresource.to_string();
+    a
+}
+
+/// The Approved condition the approver adds.
+pub fn approved(message: &str, now: &str) -> CertificateSigningRequestCondition {
+    let t = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        now.parse()
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    );
+    CertificateSigningRequestCondition {
+        type_: "Approved".into(),
+        status: "True".into(),
+        reason: Some("AutoApproved".into()),
+        message: Some(message.into()),
+        last_update_time: Some(t.clone()),
+        last_transition_time: Some(t),
+    }
+}
+
+/// What the approver needs.
+pub struct Context {
+    pub client: kube::Client,
+    pub authz: Chain,
+}
+
+/// Errors of one reconcile (retried).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("approving {name}: {source}")]
+    Approve {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+async fn reconcile(
+    csr: Arc<CertificateSigningRequest>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    if !pending(&csr) {
+        return Ok(Action::await_change());
+    }
+    let Ok(req) = request::parse_pem(&csr.spec.request.0) else {
+        return Ok(Action::await_change());
+    };
+    for r in recognize(&csr, &req) {
+        let attrs = permission(requester(&csr), r.subresource);
+        if ctx.authz.authorize(&attrs).await != Decision::Allow {
+            continue;
+        }
+        let name = csr.metadata.name.clone().unwrap_or_default();
+        let mut new = (*csr).clone();
+        let status = new.status.get_or_insert_with(Default::default);
+        status
+            .conditions
+            .get_or_insert_with(Vec::new)
+            .push(approved(
+                r.message,
+                &crate::apiserver::registry::meta::now_rfc3339(),
+            ));
+        Api::<CertificateSigningRequest>::all(ctx.client.clone())
+            .replace_subresource("approval", &name, &PostParams::default(), &new)
+            .await
+            .map_err(|source| Error::Approve { name, source })?;
+        return Ok(Action::await_change());
+    }
+    Ok(Action::await_change())
+}
+
+fn error_policy(_: Arc<CertificateSigningRequest>, e: &Error, _: Arc<Context>) -> Action {
+    tracing::debug!(error = %e, "csr approver");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// Runs the approver until `stop`.
+pub async fn run(ctx: Context, stop: CancellationToken) {
+    let api = Api::<CertificateSigningRequest>::all(ctx.client.clone());
+    Controller::new(api, kube::runtime::watcher::Config::default())
+        .graceful_shutdown_on(async move { stop.cancelled().await })
+        .run(reconcile, error_policy, Arc::new(ctx))
+        .for_each(|_| futures::future::ready(()))
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn csr(username: &str, signer: &str, usages: &[&str]) -> CertificateSigningRequest {
+        serde_json::from_value(json!({
+            "metadata": {"name": "c"},
+            "spec": {"request": "", "signerName": signer, "usages": usages,
+                "username": username, "groups": ["system:bootstrappers", "system:authenticated"]}
+        }))
+        .unwrap()
+    }
+
+    fn node_req(cn: &str) -> Request {
+        Request {
+            common_name: cn.into(),
+            organizations: vec!["system:nodes".into()],
+            ..Request::default()
+        }
+    }
+
+    const USAGES: &[&str] = &["digital signature", "key encipherment", "client auth"];
+
+    #[test]
+    fn recognizers() {
+        let bootstrap = csr("system:bootstrap:abcdef", KUBELET_CLIENT, USAGES);
+        assert_eq!(
+            recognize(&bootstrap, &node_req("system:node:n1")),
+            vec![NODE_CLIENT]
+        );
+        let renewal = csr("system:node:n1", KUBELET_CLIENT, USAGES);
+        assert_eq!(
+            recognize(&renewal, &node_req("system:node:n1")),
+            vec![SELF_NODE_CLIENT, NODE_CLIENT]
+        );
+        let other_signer = csr("system:node:n1", request::KUBE_APISERVER_CLIENT, USAGES);
+        assert!(recognize(&other_signer, &node_req("system:node:n1")).is_empty());
+        let bad_usage = csr("system:node:n1", KUBELET_CLIENT, &["client auth"]);
+        assert!(recognize(&bad_usage, &node_req("system:node:n1")).is_empty());
+        assert!(recognize(&bootstrap, &node_req("alice")).is_empty());
+    }
+
+    #[test]
+    fn pending_and_permission() {
+        let mut c = csr("u", KUBELET_CLIENT, USAGES);
+        assert!(pending(&c));
+        c.status = Some(Default::default());
+        c.status.as_mut().unwrap().conditions = Some(vec![approved("ok", "2026-11-21T12:00:00Z")]);
+        assert!(!pending(&c));
+        let a = permission(
+            requester(&csr("system:bootstrap:x", KUBELET_CLIENT, USAGES)),
+            "nodeclient",
+        );
+        assert_eq!(
+            (
+                a.verb.as_str(),
+                a.api_group.as_str(),
+                a.resource.as_str(),
+                a.subresource.as_str(),
+                a.user.username.as_str()
+            ),
+            (
+                "create",
+                "certificates.k8s.io",
+                "certificatesigningrequests",
+                "nodeclient",
+                "system:bootstrap:x"
+            )
+        );
+        assert_eq!(
+            a.user.groups,
+            vec!["system:bootstrappers", "system:authenticated"]
+        );
+    }
+}

@@ -1,0 +1,71 @@
+//! The Certificates API's in-process controllers: the approver (kubelet client certificates
+//! for bootstrapping and renewing nodes) and the signers of the built-in signer names, both
+//! clients of the API like kube-controller-manager's (identity
+//! `system:serviceaccount:kube-system:certificate-controller`).
+
+pub mod approver;
+pub mod request;
+pub mod sign;
+pub mod signer;
+
+use std::path::Path;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::apiserver::in_process;
+
+/// The CAs the signers use, loaded from the server's TLS dir.
+pub struct Signers {
+    client_ca: signer::SigningCa,
+    server_ca: signer::SigningCa,
+}
+
+impl std::fmt::Debug for Signers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signers").finish_non_exhaustive()
+    }
+}
+
+impl Signers {
+    /// Loads `client-ca` and `server-ca` from `tls_dir`.
+    pub fn load(tls_dir: &Path) -> Result<Signers, crate::pki::Error> {
+        Ok(Signers {
+            client_ca: signer::SigningCa::load(tls_dir, "client-ca")?,
+            server_ca: signer::SigningCa::load(tls_dir, "server-ca")?,
+        })
+    }
+}
+
+/// Starts the approver and the signers on `app` until `stop`.
+pub fn spawn(
+    app: &axum::Router,
+    authz: crate::auth::authz::Chain,
+    signers: Signers,
+    stop: &CancellationToken,
+) -> Vec<JoinHandle<()>> {
+    let client = || {
+        in_process::client(
+            app.clone(),
+            in_process::controller_identity("certificate-controller"),
+            "default",
+        )
+    };
+    vec![
+        tokio::spawn(approver::run(
+            approver::Context {
+                client: client(),
+                authz,
+            },
+            stop.clone(),
+        )),
+        tokio::spawn(signer::run(
+            signer::Context {
+                client: client(),
+                client_ca: signers.client_ca,
+                server_ca: signers.server_ca,
+            },
+            stop.clone(),
+        )),
+    ]
+}
