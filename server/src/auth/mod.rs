@@ -15,6 +15,7 @@ pub mod authz;
 pub mod bootstrap_token;
 pub mod impersonation;
 pub mod node;
+pub mod node_restriction;
 pub mod rbac;
 pub mod user;
 

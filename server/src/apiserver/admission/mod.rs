@@ -16,6 +16,7 @@
 //! position kube-apiserver's recommended plugin order gives it.
 
 pub mod namespace_lifecycle;
+pub mod node_restriction;
 pub mod quota;
 pub mod service_account;
 
@@ -176,7 +177,11 @@ impl Chain {
         let sa = Arc::new(service_account::ServiceAccount);
         Chain {
             mutating: vec![lifecycle, sa.clone()],
-            validating: vec![sa, Arc::new(quota::ResourceQuota)],
+            validating: vec![
+                sa,
+                Arc::new(node_restriction::NodeRestriction),
+                Arc::new(quota::ResourceQuota),
+            ],
         }
     }
 
@@ -272,7 +277,7 @@ mod tests {
         );
         assert_eq!(
             c.validating_names(),
-            vec!["ServiceAccount", "ResourceQuota"]
+            vec!["ServiceAccount", "NodeRestriction", "ResourceQuota"]
         );
     }
 }

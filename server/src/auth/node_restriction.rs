@@ -1,0 +1,402 @@
+//! NodeRestriction (upstream's admission plugin of that name), as a pure check: what a kubelet
+//! (`system:node:<name>`) may write, given the object and the stored one.
+//!
+//! # Guarantees
+//! - Users that are not nodes are never refused here.
+//! - A node may create/update/delete only its own Node, never setting labels in the
+//!   `node-restriction.kubernetes.io` domain or unknown `kubernetes.io`/`k8s.io` labels, never
+//!   changing its taints on update; create only mirror pods bound to itself that reference no
+//!   secrets, configmaps, claims or service accounts; update the status of, evict and delete
+//!   only pods bound to itself; create only its own Lease in `kube-node-lease`.
+//! - Refusals are upstream's messages; the caller renders them as 403 `Forbidden`.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::node::refs::pod_refs;
+use super::UserInfo;
+
+/// The write being admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+/// The request, as admission sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub operation: Operation,
+    pub group: &'a str,
+    /// Plural resource name.
+    pub resource: &'a str,
+    pub subresource: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    /// The object written (create/update).
+    pub object: Option<&'a Value>,
+    /// The stored object (update/delete).
+    pub old: Option<&'a Value>,
+}
+
+const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// Labels kubelets set themselves (`kubeletapis.IsKubeletLabel`).
+const KUBELET_LABELS: &[&str] = &[
+    "kubernetes.io/hostname",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "failure-domain.beta.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+];
+const KUBELET_LABEL_NAMESPACES: &[&str] = &["kubelet.kubernetes.io", "node.kubernetes.io"];
+
+fn label_namespace(label: &str) -> &str {
+    label.split_once('/').map_or("", |(ns, _)| ns)
+}
+
+fn in_domain(ns: &str, domain: &str) -> bool {
+    ns == domain || ns.ends_with(&format!(".{domain}"))
+}
+
+fn forbidden_label(label: &str) -> bool {
+    let ns = label_namespace(label);
+    if in_domain(ns, "node-restriction.kubernetes.io") {
+        return true;
+    }
+    let kubernetes = in_domain(ns, "kubernetes.io") || in_domain(ns, "k8s.io");
+    let kubelet = KUBELET_LABELS.contains(&label)
+        || KUBELET_LABEL_NAMESPACES.iter().any(|d| in_domain(ns, d));
+    kubernetes && !kubelet
+}
+
+fn labels(obj: Option<&Value>) -> Vec<(String, Value)> {
+    obj.and_then(|o| o["metadata"]["labels"].as_object())
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default()
+}
+
+/// Labels added, changed or removed from `old` to `new` that a node may not touch.
+fn forbidden_changes(new: Option<&Value>, old: Option<&Value>) -> BTreeSet<String> {
+    let (n, o) = (labels(new), labels(old));
+    let changed = n
+        .iter()
+        .filter(|kv| !o.contains(kv))
+        .chain(o.iter().filter(|kv| !n.contains(kv)))
+        .map(|(k, _)| k.clone());
+    changed.filter(|k| forbidden_label(k)).collect()
+}
+
+fn node_of(pod: Option<&Value>) -> &str {
+    pod.and_then(|p| p["spec"]["nodeName"].as_str())
+        .unwrap_or_default()
+}
+
+/// `Err(message)` when `user`, a node, may not make this write.
+pub fn admit(user: &UserInfo, r: &Request<'_>) -> Result<(), String> {
+    if !user.in_group(super::user::NODES_GROUP)
+        || !user.username.starts_with(super::user::NODE_USER_PREFIX)
+    {
+        return Ok(());
+    }
+    let Some(node) = user.node_name() else {
+        return Err(format!(
+            "could not determine node from user {:?}",
+            user.username
+        ));
+    };
+    match (r.group, r.resource) {
+        ("", "pods") => admit_pod(node, r),
+        ("", "nodes") => admit_node(node, r),
+        ("coordination.k8s.io", "leases") => admit_lease(node, r),
+        _ => Ok(()),
+    }
+}
+
+fn admit_pod(node: &str, r: &Request<'_>) -> Result<(), String> {
+    match (r.operation, r.subresource) {
+        (Operation::Create, "") => {
+            let pod = r.object.cloned().unwrap_or(Value::Null);
+            if pod["metadata"]["annotations"][MIRROR_ANNOTATION].is_null() {
+                return Err(format!(
+                    "pod does not have \"{MIRROR_ANNOTATION}\" annotation, node {node:?} can only create mirror pods"
+                ));
+            }
+            if node_of(Some(&pod)) != node {
+                return Err(format!(
+                    "node {node:?} can only create pods with spec.nodeName set to itself"
+                ));
+            }
+            let typed: Option<k8s_openapi::api::core::v1::Pod> =
+                serde_json::from_value(pod.clone()).ok();
+            if let Some(refs) = typed.as_ref().and_then(pod_refs) {
+                if !refs.service_account.is_empty() {
+                    return Err(format!(
+                        "node {node:?} can not create pods that reference a service account"
+                    ));
+                }
+                for (what, set) in [
+                    ("secrets", &refs.secrets),
+                    ("configmaps", &refs.configmaps),
+                    ("persistentvolumeclaims", &refs.pvcs),
+                ] {
+                    if !set.is_empty() {
+                        return Err(format!(
+                            "node {node:?} can not create pods that reference {what}"
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
+        (Operation::Update, "status") => {
+            if node_of(r.old) != node {
+                return Err(format!(
+                    "node {node:?} can only update pod status for pods with spec.nodeName set to itself"
+                ));
+            }
+            Ok(())
+        }
+        (Operation::Delete, "") => {
+            if node_of(r.old) != node {
+                return Err(format!(
+                    "node {node:?} can only delete pods with spec.nodeName set to itself"
+                ));
+            }
+            Ok(())
+        }
+        (Operation::Create, "eviction") => {
+            if node_of(r.old) != node {
+                return Err(format!(
+                    "node {node:?} can only evict pods with spec.nodeName set to itself"
+                ));
+            }
+            Ok(())
+        }
+        _ => Err(format!("unexpected operation {:?}", r.operation)),
+    }
+}
+
+fn admit_node(node: &str, r: &Request<'_>) -> Result<(), String> {
+    if r.name != node {
+        return Err(format!(
+            "node {node:?} is not allowed to modify node {:?}",
+            r.name
+        ));
+    }
+    match r.operation {
+        Operation::Create => {
+            let bad = forbidden_changes(r.object, None);
+            if !bad.is_empty() {
+                return Err(format!(
+                    "node {node:?} is not allowed to set the following labels: {}",
+                    bad.into_iter().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        Operation::Update if r.subresource.is_empty() => {
+            let taints = |o: Option<&Value>| o.map(|o| o["spec"]["taints"].clone());
+            let none = |t: Option<Value>| {
+                t.filter(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty()))
+            };
+            if none(taints(r.object)) != none(taints(r.old)) {
+                return Err(format!("node {node:?} is not allowed to modify taints"));
+            }
+            let bad = forbidden_changes(r.object, r.old);
+            if !bad.is_empty() {
+                return Err(format!(
+                    "node {node:?} is not allowed to modify labels: {}",
+                    bad.into_iter().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn admit_lease(node: &str, r: &Request<'_>) -> Result<(), String> {
+    if r.namespace != "kube-node-lease" {
+        return Err("can only access leases in the \"kube-node-lease\" system namespace".into());
+    }
+    if r.operation == Operation::Create && r.name != node {
+        return Err("can only access node lease with the same name as the requesting node".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn n1() -> UserInfo {
+        UserInfo::authenticated("system:node:n1", vec!["system:nodes".into()])
+    }
+
+    fn req<'a>(
+        op: Operation,
+        resource: &'a str,
+        sub: &'a str,
+        name: &'a str,
+        object: Option<&'a Value>,
+        old: Option<&'a Value>,
+    ) -> Request<'a> {
+        Request {
+            operation: op,
+            group: "",
+            resource,
+            subresource: sub,
+            namespace: "default",
+            name,
+            object,
+            old,
+        }
+    }
+
+    #[test]
+    fn non_nodes_pass() {
+        let alice = UserInfo::authenticated("alice", vec![]);
+        let r = req(Operation::Delete, "nodes", "", "n2", None, None);
+        assert_eq!(admit(&alice, &r), Ok(()));
+    }
+
+    #[test]
+    fn own_node_only_without_restricted_labels_or_taints() {
+        let old = json!({"metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+            "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}});
+        let other = req(Operation::Update, "nodes", "", "n2", Some(&old), Some(&old));
+        assert_eq!(
+            admit(&n1(), &other),
+            Err("node \"n1\" is not allowed to modify node \"n2\"".into())
+        );
+        let same = req(Operation::Update, "nodes", "", "n1", Some(&old), Some(&old));
+        assert_eq!(admit(&n1(), &same), Ok(()));
+        let mut relabel = old.clone();
+        relabel["metadata"]["labels"]["node-restriction.kubernetes.io/secure"] = json!("x");
+        relabel["metadata"]["labels"]["example.com/mine"] = json!("ok");
+        relabel["metadata"]["labels"]["node.kubernetes.io/exclude"] = json!("ok");
+        let r = req(
+            Operation::Update,
+            "nodes",
+            "",
+            "n1",
+            Some(&relabel),
+            Some(&old),
+        );
+        assert_eq!(
+            admit(&n1(), &r),
+            Err("node \"n1\" is not allowed to modify labels: node-restriction.kubernetes.io/secure".into())
+        );
+        let mut untaint = old.clone();
+        untaint["spec"]["taints"] = json!([]);
+        let r = req(
+            Operation::Update,
+            "nodes",
+            "",
+            "n1",
+            Some(&untaint),
+            Some(&old),
+        );
+        assert_eq!(
+            admit(&n1(), &r),
+            Err("node \"n1\" is not allowed to modify taints".into())
+        );
+        let status = req(
+            Operation::Update,
+            "nodes",
+            "status",
+            "n1",
+            Some(&untaint),
+            Some(&old),
+        );
+        assert_eq!(admit(&n1(), &status), Ok(()));
+        let created =
+            json!({"metadata": {"name": "n1", "labels": {"kubernetes.io/role": "master"}}});
+        let r = req(Operation::Create, "nodes", "", "n1", Some(&created), None);
+        assert_eq!(
+            admit(&n1(), &r),
+            Err(
+                "node \"n1\" is not allowed to set the following labels: kubernetes.io/role".into()
+            )
+        );
+        let r = req(Operation::Delete, "nodes", "", "n2", None, Some(&old));
+        assert!(admit(&n1(), &r).is_err());
+    }
+
+    #[test]
+    fn pods_bound_to_the_node_only() {
+        let mine = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}});
+        let theirs = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n2", "containers": [{"name": "c"}]}});
+        let r = req(
+            Operation::Update,
+            "pods",
+            "status",
+            "p",
+            Some(&theirs),
+            Some(&theirs),
+        );
+        assert_eq!(
+            admit(&n1(), &r),
+            Err(
+                "node \"n1\" can only update pod status for pods with spec.nodeName set to itself"
+                    .into()
+            )
+        );
+        let r = req(
+            Operation::Update,
+            "pods",
+            "status",
+            "p",
+            Some(&mine),
+            Some(&mine),
+        );
+        assert_eq!(admit(&n1(), &r), Ok(()));
+        let r = req(Operation::Delete, "pods", "", "p", None, Some(&theirs));
+        assert_eq!(
+            admit(&n1(), &r),
+            Err("node \"n1\" can only delete pods with spec.nodeName set to itself".into())
+        );
+        let r = req(Operation::Create, "pods", "", "p", Some(&mine), None);
+        assert_eq!(
+            admit(&n1(), &r),
+            Err("pod does not have \"kubernetes.io/config.mirror\" annotation, node \"n1\" can only create mirror pods".into())
+        );
+        let mut mirror = mine.clone();
+        mirror["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "hash"});
+        let r = req(Operation::Create, "pods", "", "p", Some(&mirror), None);
+        assert_eq!(admit(&n1(), &r), Ok(()));
+        let mut with_secret = mirror.clone();
+        with_secret["spec"]["volumes"] = json!([{"name": "s", "secret": {"secretName": "x"}}]);
+        let r = req(Operation::Create, "pods", "", "p", Some(&with_secret), None);
+        assert_eq!(
+            admit(&n1(), &r),
+            Err("node \"n1\" can not create pods that reference secrets".into())
+        );
+        let mut elsewhere = mirror.clone();
+        elsewhere["spec"]["nodeName"] = json!("n2");
+        let r = req(Operation::Create, "pods", "", "p", Some(&elsewhere), None);
+        assert!(admit(&n1(), &r).is_err());
+    }
+
+    #[test]
+    fn own_lease_only() {
+        let mut r = req(Operation::Create, "leases", "", "n2", None, None);
+        r.group = "coordination.k8s.io";
+        r.namespace = "kube-node-lease";
+        assert_eq!(
+            admit(&n1(), &r),
+            Err("can only access node lease with the same name as the requesting node".into())
+        );
+        r.name = "n1";
+        assert_eq!(admit(&n1(), &r), Ok(()));
+    }
+}

@@ -1,0 +1,142 @@
+//! Node isolation end to end, with a kubelet's client certificate (`system:node:<name>` in
+//! `system:nodes`): NodeRestriction keeps a node to its own Node and the pods bound to it.
+
+mod common;
+
+use common::kubectl::Kubectl;
+use common::users;
+
+fn node_kubectl(server: &common::k3rs::K3rs, admin: &Kubectl, name: &str) -> Kubectl {
+    Kubectl {
+        bin: admin.bin.clone(),
+        kubeconfig: users::cert_kubeconfig(
+            server,
+            &format!("system:node:{name}"),
+            &["system:nodes"],
+        ),
+    }
+}
+
+const NODES: &str = "apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+  labels: {kubernetes.io/hostname: n1}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: n2
+";
+
+const PODS: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: p1}
+spec:
+  nodeName: n1
+  containers: [{name: c, image: busybox}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p2}
+spec:
+  nodeName: n2
+  containers: [{name: c, image: busybox}]
+";
+
+#[test]
+fn node_restriction_keeps_a_node_to_itself() {
+    let (server, admin) = Kubectl::start_server(&[]);
+    admin.ok_stdin(&["create", "-f", "-"], Some(NODES));
+    admin.ok_stdin(&["create", "-f", "-"], Some(PODS));
+    let n1 = node_kubectl(&server, &admin, "n1");
+
+    // Its own Node: labels of its own are fine, restricted ones are not.
+    n1.ok(&["label", "node", "n1", "example.com/rack=r1"]);
+    n1.fails_with(
+        &["label", "node", "n1", "node-restriction.kubernetes.io/secure=true"],
+        None,
+        "nodes \"n1\" is forbidden: node \"n1\" is not allowed to modify labels: node-restriction.kubernetes.io/secure",
+    );
+    n1.fails_with(
+        &["taint", "node", "n1", "k=v:NoSchedule"],
+        None,
+        "node \"n1\" is not allowed to modify taints",
+    );
+    // Another node: 403.
+    n1.fails_with(
+        &["label", "node", "n2", "example.com/rack=r1"],
+        None,
+        "nodes \"n2\" is forbidden: node \"n1\" is not allowed to modify node \"n2\"",
+    );
+    n1.fails_with(
+        &[
+            "patch",
+            "node",
+            "n2",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Running"}}"#,
+        ],
+        None,
+        "node \"n1\" is not allowed to modify node \"n2\"",
+    );
+    assert_eq!(
+        admin.ok(&["get", "node", "n2", "-o", "jsonpath={.metadata.labels}"]),
+        ""
+    );
+
+    // Pods: status and deletion only of its own.
+    n1.ok(&[
+        "patch",
+        "pod",
+        "p1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"message":"from n1"}}"#,
+    ]);
+    n1.fails_with(
+        &[
+            "patch",
+            "pod",
+            "p2",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"message":"from n1"}}"#,
+        ],
+        None,
+        "node \"n1\" can only update pod status for pods with spec.nodeName set to itself",
+    );
+    n1.fails_with(
+        &["delete", "pod", "p2", "--wait=false"],
+        None,
+        "node \"n1\" can only delete pods with spec.nodeName set to itself",
+    );
+    // Only mirror pods bound to itself.
+    n1.fails_with(
+        &[
+            "run",
+            "x",
+            "--image=busybox",
+            "--overrides",
+            r#"{"spec":{"nodeName":"n1"}}"#,
+        ],
+        None,
+        "node \"n1\" can only create mirror pods",
+    );
+    let mirror = "apiVersion: v1
+kind: Pod
+metadata:
+  name: static-n1
+  annotations: {kubernetes.io/config.mirror: abc}
+spec:
+  nodeName: n1
+  containers: [{name: c, image: busybox}]
+";
+    n1.ok_stdin(&["create", "-f", "-"], Some(mirror));
+    n1.ok(&["delete", "pod", "p1", "--wait=false"]);
+    assert!(admin.run(&["get", "pod", "p2"]).ok, "p2 is still there");
+}
