@@ -331,6 +331,8 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
 
 /// What serves the HTTPS port: the API server (with the supervisor routes) or, with
 /// `--disable-apiserver`, the supervisor alone.
+// One value per process, moved once into its task: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 enum HttpsServer {
     Api(apiserver::ApiServer),
     Supervisor {
