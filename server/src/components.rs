@@ -106,3 +106,21 @@ async fn lead_while_holding<F, Fut>(
     );
     elector.run(stop, lead).await;
 }
+
+/// The tokens controller (legacy service-account token Secrets), as the controller manager.
+pub fn spawn_tokens_controller(
+    app: &axum::Router,
+    sa: &crate::auth::serviceaccount::ServiceAccounts,
+    ca_pem: &str,
+) -> JoinHandle<()> {
+    let client = crate::apiserver::in_process::client(
+        app.clone(),
+        crate::auth::UserInfo::authenticated(crate::auth::user::CONTROLLER_MANAGER, vec![]),
+        "default",
+    );
+    tokio::spawn(crate::auth::serviceaccount::tokens_controller::run(
+        client,
+        sa.key.clone(),
+        ca_pem.to_string(),
+    ))
+}

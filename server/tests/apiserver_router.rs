@@ -66,6 +66,7 @@ async fn start() -> Api {
         authz: k3rs_server::auth::authz::Chain::new(vec![Arc::new(
             k3rs_server::auth::authz::SystemMasters,
         )]),
+        service_accounts: None,
     });
     Api {
         app: router(state),

@@ -12,6 +12,7 @@ pub mod etcd;
 pub mod etcdctl;
 pub mod hollow;
 pub mod https;
+pub mod jwt;
 pub mod k3rs;
 pub mod kinds;
 pub mod kube;

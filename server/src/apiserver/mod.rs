@@ -77,6 +77,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("{0}")]
+    ServiceAccountKey(#[from] crate::auth::serviceaccount::jwt::JwtError),
     #[error("creating the bootstrap objects: {0}")]
     Bootstrap(String),
     #[error("reconciling the bootstrap RBAC policy: {0}")]
@@ -97,6 +99,9 @@ pub struct ApiState {
     pub authn: crate::auth::authn::Chain,
     /// May they (`--authorization-mode`, after `system:masters`).
     pub authz: crate::auth::authz::Chain,
+    /// The service-account token signer (TokenRequest, issuer discovery); `None` serves
+    /// neither (in-process test servers without a PKI).
+    pub service_accounts: Option<Arc<crate::auth::serviceaccount::ServiceAccounts>>,
 }
 
 /// The API server's identity towards itself (kube-apiserver's loopback client).
@@ -214,12 +219,19 @@ impl ApiServer {
             authz: authz.clone(),
         }));
         let registry = Arc::new(registry);
+        let service_accounts = Arc::new(crate::auth::serviceaccount::ServiceAccounts::load(
+            &pki.service_account_key(),
+            Arc::new(crate::auth::serviceaccount::lookup::RegistryLookup(
+                registry.clone(),
+            )),
+        )?);
         let state = Arc::new(ApiState {
             authn: crate::auth::authn::Chain::new(vec![
                 Arc::new(crate::auth::authn::X509),
                 Arc::new(crate::auth::bootstrap_token::BootstrapTokens::new(
                     registry.clone(),
                 )),
+                Arc::new(service_accounts.tokens.clone()),
             ]),
             registry,
             metrics: metrics::Metrics::default(),
@@ -227,6 +239,7 @@ impl ApiServer {
             advertise_address: advertise,
             stop,
             authz,
+            service_accounts: Some(service_accounts),
         });
         Ok(ApiServer {
             listener,
@@ -314,7 +327,14 @@ impl ApiServer {
         rbac_bootstrap(loopback, &self.rbac_cache, &stop).await?;
         // The components that use the API from inside the server (controllers, scheduler),
         // each with its own in-process client.
-        let components = crate::components::spawn(&app, self.components, &stop);
+        let mut components = crate::components::spawn(&app, self.components, &stop);
+        if let Some(sa) = &self.state.service_accounts {
+            components.push(crate::components::spawn_tokens_controller(
+                &app,
+                sa,
+                &self.state.server_ca_pem,
+            ));
+        }
         let certificates =
             crate::certificates::spawn(&app, self.state.authz.clone(), self.signers, &stop);
         let node_graph = tokio::spawn(crate::auth::node::populator::run(

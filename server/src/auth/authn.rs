@@ -71,7 +71,9 @@ impl Chain {
     }
 
     /// The first authenticator's verdict that is not [`Outcome::NotApplicable`];
-    /// `NotApplicable` when none recognised the request (the caller decides on anonymous).
+    /// `NotApplicable` when none recognised the request (the caller decides on anonymous),
+    /// except that a bearer token no authenticator recognised is `Rejected` (as
+    /// kube-apiserver's bearer-token authenticator: a presented token never means anonymous).
     pub async fn authenticate(&self, req: &AuthnRequest<'_>) -> Outcome {
         for a in &self.authenticators {
             match a.authenticate(req).await {
@@ -82,6 +84,9 @@ impl Chain {
                 }
                 rejected => return rejected,
             }
+        }
+        if req.bearer_token().is_some() {
+            return Outcome::Rejected("invalid bearer token".into());
         }
         Outcome::NotApplicable
     }

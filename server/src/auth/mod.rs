@@ -17,6 +17,8 @@ pub mod impersonation;
 pub mod node;
 pub mod node_restriction;
 pub mod rbac;
+pub mod reviews;
+pub mod serviceaccount;
 pub mod user;
 
 pub use attributes::Attributes;
@@ -34,6 +36,9 @@ pub fn is_public(path: &str) -> bool {
                 .is_some_and(|rest| rest.starts_with('/'))
     })
 }
+
+#[cfg(test)]
+mod fuzz_tests;
 
 #[cfg(test)]
 mod tests {

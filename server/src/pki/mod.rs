@@ -1,4 +1,5 @@
-//! Cluster PKI: the CAs, the etcd serving/peer/client certificates and the server token, kept
+//! Cluster PKI: the CAs, the etcd serving/peer/client certificates, the service-account
+//! signing key and the server token, kept
 //! under `<data-dir>/server/tls/` and `<data-dir>/server/token` (the k3s layout).
 //!
 //! # Guarantees
@@ -13,6 +14,7 @@
 pub mod ca;
 pub(crate) mod files;
 mod renew;
+pub mod service_key;
 pub mod token;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -147,6 +149,7 @@ impl Pki {
         };
         ensure_leaf(&tls, "client-admin", &admin, &client_ca)?;
 
+        service_key::ensure(&tls)?;
         let server_token =
             token::ensure_server_token(&server_dir.join("token"), server_ca.cert_pem.as_bytes())?;
         Ok(Pki {
@@ -189,6 +192,11 @@ impl Pki {
             self.tls_dir.join("serving-kube-apiserver.crt"),
             self.tls_dir.join("serving-kube-apiserver.key"),
         )
+    }
+
+    /// The service-account signing key (PKCS#8 PEM, shared by the cluster's servers).
+    pub fn service_account_key(&self) -> PathBuf {
+        self.tls_dir.join(service_key::FILE)
     }
 
     /// The admin client certificate (CN=system:admin, O=system:masters) and key.

@@ -1,6 +1,6 @@
 //! What servers of one cluster share, and what `/v1-k3rs/server-bootstrap` hands a joining
-//! server: the CAs with their keys (never a server's own serving or client certificates), the
-//! server token's secret and the etcd cluster ID.
+//! server: the CAs with their keys and the service-account signing key (never a server's own
+//! serving or client certificates), the server token's secret and the etcd cluster ID.
 //!
 //! # Guarantees
 //! - [`install`] writes keys mode 0600 and certificates 0644, atomically, and only files named
@@ -27,6 +27,7 @@ pub const SHARED: &[&str] = &[
     "etcd/server-ca.key",
     "etcd/peer-ca.crt",
     "etcd/peer-ca.key",
+    "service.key",
 ];
 
 /// The body of `/v1-k3rs/server-bootstrap`.
@@ -140,6 +141,11 @@ mod tests {
         assert_eq!(
             std::fs::read(joined.server_ca_cert()).unwrap(),
             std::fs::read(pki.server_ca_cert()).unwrap()
+        );
+        // … and its service-account tokens verify on every server.
+        assert_eq!(
+            std::fs::read(joined.service_account_key()).unwrap(),
+            std::fs::read(pki.service_account_key()).unwrap()
         );
     }
 

@@ -329,6 +329,14 @@ async fn resource_request(
             let resp = json_response(StatusCode::CREATED, &out);
             Ok(openapi::with_warnings(resp, &warnings))
         }
+        (Method::POST, false) if rp.resource.group == "authentication.k8s.io" => {
+            let mut obj = read_object(req, &rp).await?;
+            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
+            let out =
+                crate::auth::reviews::create(st, rp.resource.kind, obj, user.as_deref()).await?;
+            let resp = json_response(StatusCode::CREATED, &out);
+            Ok(openapi::with_warnings(resp, &warnings))
+        }
         (Method::POST, false) => {
             if rp.resource.namespaced && rp.namespace.is_none() {
                 return Err(ApiError::method_not_allowed("POST"));
@@ -346,6 +354,24 @@ async fn resource_request(
             let warnings = openapi::check_body(&q, &rp, &mut obj)?;
             let status = reg.bind_pod(&target, obj, opts).await?;
             let resp = json_response(StatusCode::CREATED, &status);
+            Ok(openapi::with_warnings(resp, &warnings))
+        }
+        (Method::POST, true) if sub == Some("token") => {
+            let sa = st
+                .service_accounts
+                .as_ref()
+                .ok_or_else(|| ApiError::unavailable("service-account tokens are not served"))?;
+            let mut obj = read_object(req, &rp).await?;
+            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
+            let out = crate::auth::serviceaccount::token_request::create(
+                sa,
+                rp.namespace.as_deref().unwrap_or_default(),
+                target.name(),
+                obj,
+                crate::auth::serviceaccount::authenticator::unix_now(),
+            )
+            .await?;
+            let resp = json_response(StatusCode::CREATED, &out);
             Ok(openapi::with_warnings(resp, &warnings))
         }
         (Method::POST, true) if sub == Some("eviction") => {

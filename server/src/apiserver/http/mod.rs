@@ -4,6 +4,7 @@ pub mod body;
 mod connect;
 pub mod handlers;
 pub mod protobuf;
+mod protobuf_authentication;
 mod protobuf_certificates;
 mod protobuf_rbac;
 mod protobuf_workloads;

@@ -2,7 +2,8 @@
 //! which kubectl's typed clients send for `kubectl create namespace|configmap|secret|
 //! deployment|service|serviceaccount`.
 //!
-//! `kubectl certificate approve|deny` send CertificateSigningRequests too.
+//! `kubectl certificate approve|deny` send CertificateSigningRequests too, `kubectl create
+//! token` TokenRequests and `kubectl auth whoami` SelfSubjectReviews.
 //!
 //! The envelope is `k8s\0` + `runtime.Unknown{typeMeta, raw}`; `raw` is the object in the
 //! field numbering of k8s.io/api's `generated.proto`. Only the kinds listed in [`decode`] are
@@ -244,6 +245,15 @@ pub fn decode(bytes: &[u8]) -> ApiResult<Value> {
         ) => super::protobuf_rbac::access_review(&raw).map_err(bad)?,
         ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => {
             super::protobuf_rbac::rules_review(&raw).map_err(bad)?
+        }
+        ("authentication.k8s.io/v1", "TokenRequest") => {
+            super::protobuf_authentication::token_request(&raw).map_err(bad)?
+        }
+        ("authentication.k8s.io/v1", "TokenReview") => {
+            super::protobuf_authentication::token_review(&raw).map_err(bad)?
+        }
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => {
+            super::protobuf_authentication::self_subject_review(&raw).map_err(bad)?
         }
         ("certificates.k8s.io/v1", "CertificateSigningRequest") => {
             super::protobuf_certificates::csr(&raw).map_err(bad)?

@@ -17,6 +17,7 @@ use crate::apiserver::status::ApiError;
 use crate::apiserver::{health, openapi, version, ApiState};
 use crate::auth::authn::{AuthnRequest, Outcome};
 use crate::auth::authz::Decision;
+use crate::auth::serviceaccount::discovery as sa_discovery;
 use crate::auth::{self, impersonation, Attributes, InProcessUser, UserInfo};
 
 pub fn router(st: Arc<ApiState>) -> Router {
@@ -30,6 +31,8 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .route("/version/", get(version::version))
         .route("/cacerts", get(cacerts))
         .route("/metrics", get(metrics))
+        .route(sa_discovery::CONFIGURATION_PATH, get(openid_configuration))
+        .route(sa_discovery::JWKS_PATH, get(jwks))
         .route("/openapi/v3", get(openapi::index))
         .route("/openapi/v3/{*path}", get(openapi::group_version))
         .route("/api", axum::routing::any(handlers::api))
@@ -150,4 +153,27 @@ async fn metrics(State(st): State<Arc<ApiState>>) -> Response {
         st.metrics.render(),
     )
         .into_response()
+}
+
+/// The service-account issuer's discovery document (authenticated users only for now;
+/// upstream grants it to everyone through `system:service-account-issuer-discovery`).
+async fn openid_configuration(State(st): State<Arc<ApiState>>) -> Response {
+    match &st.service_accounts {
+        Some(_) => {
+            handlers::json_response(axum::http::StatusCode::OK, &sa_discovery::configuration())
+        }
+        None => ApiError::path_not_found().into_response(),
+    }
+}
+
+/// The service-account issuer's key set.
+async fn jwks(State(st): State<Arc<ApiState>>) -> Response {
+    match &st.service_accounts {
+        Some(sa) => (
+            [(axum::http::header::CONTENT_TYPE, "application/jwk-set+json")],
+            sa_discovery::jwks(&sa.key).to_string(),
+        )
+            .into_response(),
+        None => ApiError::path_not_found().into_response(),
+    }
 }

@@ -55,19 +55,7 @@ pub fn server_config(
     client_ca: &Path,
 ) -> Result<rustls::ServerConfig, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in certs(client_ca)? {
-        roots
-            .add(ca)
-            .map_err(|e| TlsError::Config(format!("client CA: {e}")))?;
-    }
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        provider.clone(),
-    )
-    .allow_unauthenticated()
-    .build()
-    .map_err(|e| TlsError::Config(e.to_string()))?;
+    let verifier = client_verifier(client_ca, provider.clone())?;
     let key = PrivateKeyDer::from_pem_file(key).map_err(|source| TlsError::Pem {
         path: key.display().to_string(),
         source,
@@ -80,6 +68,24 @@ pub fn server_config(
         .map_err(|e| TlsError::Config(e.to_string()))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
+}
+
+/// The client-certificate verifier of [`server_config`]: a presented certificate must chain
+/// to `client_ca`; none at all is allowed (the request is then anonymous or uses a token).
+pub fn client_verifier(
+    client_ca: &Path,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in certs(client_ca)? {
+        roots
+            .add(ca)
+            .map_err(|e| TlsError::Config(format!("client CA: {e}")))?;
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsError::Config(e.to_string()))
 }
 
 /// Accepts connections until `stop`, then lets open connections finish for `drain` and

@@ -2,7 +2,8 @@
 //! catalog's (group, version, kind) to a Rust type for OpenAPI.
 
 use k8s_openapi::api::{
-    apps, authorization, autoscaling, batch, certificates, coordination, core, discovery, events,
+    apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
+    discovery, events,
     networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
@@ -75,6 +76,11 @@ pub fn schema_of(group: &str, version: &str, kind: &str) -> Option<AddSchema> {
         }
         ("authorization.k8s.io", "v1", "LocalSubjectAccessReview") => {
             add::<authorization::v1::LocalSubjectAccessReview>
+        }
+        ("authentication.k8s.io", "v1", "TokenRequest") => add::<authentication::v1::TokenRequest>,
+        ("authentication.k8s.io", "v1", "TokenReview") => add::<authentication::v1::TokenReview>,
+        ("authentication.k8s.io", "v1", "SelfSubjectReview") => {
+            add::<authentication::v1::SelfSubjectReview>
         }
         ("certificates.k8s.io", "v1", "CertificateSigningRequest") => {
             add::<certificates::v1::CertificateSigningRequest>

@@ -652,6 +652,31 @@ pub static CATALOG: &[Resource] = &[
             false,
         )
     },
+    // Token reviews: created and answered, never stored (the prefix is never written).
+    Resource {
+        verbs: &["create"],
+        storage_prefix: "/registry/tokenreviews",
+        ..row(
+            "authentication.k8s.io",
+            "v1",
+            "TokenReview",
+            "tokenreviews",
+            "tokenreview",
+            false,
+        )
+    },
+    Resource {
+        verbs: &["create"],
+        storage_prefix: "/registry/selfsubjectreviews",
+        ..row(
+            "authentication.k8s.io",
+            "v1",
+            "SelfSubjectReview",
+            "selfsubjectreviews",
+            "selfsubjectreview",
+            false,
+        )
+    },
     // Access reviews: created and answered, never stored (the prefix is never written).
     Resource {
         verbs: &["create"],

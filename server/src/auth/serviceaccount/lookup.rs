@@ -1,0 +1,45 @@
+//! The objects tokens refer to, read through the registry.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::authenticator::{Kind, Lookup};
+use crate::apiserver::registry::{Registry, Target};
+use crate::apiserver::resources::catalog;
+
+/// [`Lookup`] over the API server's registry.
+#[derive(Debug, Clone)]
+pub struct RegistryLookup(pub Arc<Registry>);
+
+impl Lookup for RegistryLookup {
+    fn object<'a>(
+        &'a self,
+        kind: Kind,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Value>, String>> {
+        Box::pin(async move {
+            let plural = match kind {
+                Kind::ServiceAccount => "serviceaccounts",
+                Kind::Secret => "secrets",
+                Kind::Pod => "pods",
+                Kind::Node => "nodes",
+            };
+            let resource = catalog::lookup("", "v1", plural)
+                .ok_or_else(|| format!("{plural} are not served"))?;
+            let target = Target {
+                resource,
+                namespace: resource.namespaced.then(|| namespace.to_string()),
+                name: Some(name.to_string()),
+                subresource: None,
+            };
+            match self.0.get(&target).await {
+                Ok(v) => Ok(Some(v)),
+                Err(e) if e.code == 404 => Ok(None),
+                Err(e) => Err(e.message),
+            }
+        })
+    }
+}
