@@ -141,7 +141,8 @@ fn only_the_valid_token_and_the_ca_certificate_authenticate() {
         panic!("the valid token authenticates")
     };
     assert_eq!(u.username, "system:serviceaccount:ns:default");
-    let Outcome::Authenticated(u) = authenticate(&HeaderMap::new(), &[fx.admin_cert.clone()])
+    let Outcome::Authenticated(u) =
+        authenticate(&HeaderMap::new(), std::slice::from_ref(&fx.admin_cert))
     else {
         panic!("the admin certificate authenticates")
     };
