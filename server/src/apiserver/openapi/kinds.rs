@@ -3,8 +3,7 @@
 
 use k8s_openapi::api::{
     apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
-    discovery, events,
-    networking, policy, rbac, scheduling, storage,
+    discovery, events, networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator};

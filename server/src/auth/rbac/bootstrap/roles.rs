@@ -605,5 +605,22 @@ pub(super) fn bindings() -> Vec<ClusterRoleBinding> {
             "system:service-account-issuer-discovery",
             vec![subject("Group", "system:serviceaccounts")],
         ),
+        // TLS bootstrap (kubeadm's bindings, for every bootstrap token): a token may ask for
+        // a node client certificate, which is approved at once; a node may renew its own.
+        binding(
+            "k3rs:kubelet-bootstrap",
+            "system:node-bootstrapper",
+            vec![subject("Group", "system:bootstrappers")],
+        ),
+        binding(
+            "k3rs:node-autoapprove-bootstrap",
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            vec![subject("Group", "system:bootstrappers")],
+        ),
+        binding(
+            "k3rs:node-autoapprove-certificate-rotation",
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            vec![subject("Group", "system:nodes")],
+        ),
     ]
 }
