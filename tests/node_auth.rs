@@ -69,15 +69,20 @@ fn node_restriction_keeps_a_node_to_itself() {
         None,
         "nodes \"n2\" is forbidden: node \"n1\" is not allowed to modify node \"n2\"",
     );
+    // Another node's status: the Node authorizer lets a node update node statuses (a PUT;
+    // `kubectl patch` would first GET nodes/status, which no node may), NodeRestriction
+    // refuses it for another node.
+    let n2_status = admin.ok(&["get", "--raw", "/api/v1/nodes/n2/status"]);
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("n2-status.json");
+    std::fs::write(&body, n2_status).unwrap();
     n1.fails_with(
         &[
-            "patch",
-            "node",
-            "n2",
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            r#"{"status":{"phase":"Running"}}"#,
+            "replace",
+            "--raw",
+            "/api/v1/nodes/n2/status",
+            "-f",
+            body.to_str().unwrap(),
         ],
         None,
         "node \"n1\" is not allowed to modify node \"n2\"",

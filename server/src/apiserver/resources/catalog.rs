@@ -213,6 +213,13 @@ pub static CATALOG: &[Resource] = &[
     },
     Resource {
         short_names: &["sa"],
+        subresources: &[Subresource {
+            name: "token",
+            group: "authentication.k8s.io",
+            version: "v1",
+            kind: "TokenRequest",
+            verbs: &["create"],
+        }],
         storage_prefix: "/registry/serviceaccounts",
         ..row(
             "",
