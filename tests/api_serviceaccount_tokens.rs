@@ -115,8 +115,16 @@ fn pod_bound_tokens_authenticate_until_the_pod_is_gone() {
     let review = |audiences: Value| -> Value {
         let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
             "spec": {"token": token, "audiences": audiences}});
+        // --raw: kubectl's client-side validation of TokenReview falls back to
+        // /openapi/v2, which k3rs does not serve.
         let out = admin.ok_stdin(
-            &["create", "-o", "json", "-f", "-"],
+            &[
+                "create",
+                "--raw",
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                "-f",
+                "-",
+            ],
             Some(&body.to_string()),
         );
         serde_json::from_str::<Value>(&out).unwrap()["status"].clone()

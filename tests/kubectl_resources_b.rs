@@ -628,7 +628,10 @@ fn check_csrs(k: &Kubectl) {
         "Approved and Denied conditions are mutually exclusive",
     );
     assert!(err.contains("status.conditions"), "{err}");
-    assert_eq!(csr_condition(k, "alice"), "Approved");
+    assert!(
+        csr_condition(k, "alice").starts_with("Approved"),
+        "the refused approval changed nothing"
+    );
 
     k.ok_stdin(
         &["create", "-f", "-"],
