@@ -11,11 +11,12 @@ use super::process::ChildGuard;
 /// Server flags for suites that play the workload controllers themselves: no agent, no
 /// scheduler (they see their pods exactly as written: no `PodScheduled` condition or
 /// `FailedScheduling` event racing their updates), and only the controllers every API client
-/// relies on (default service accounts, the root CA ConfigMaps, quota usage).
+/// relies on (default service accounts, the root CA ConfigMaps, quota usage, namespace
+/// deletion).
 pub const AS_BARE_API: &[&str] = &[
     "--disable-agent",
     "--disable-scheduler",
-    "--kube-controller-manager-arg=controllers=serviceaccount,root-ca-cert-publisher,resourcequota",
+    "--kube-controller-manager-arg=controllers=serviceaccount,root-ca-cert-publisher,resourcequota,namespace",
 ];
 
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);

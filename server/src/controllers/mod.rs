@@ -13,6 +13,7 @@ pub mod events;
 pub mod expectations;
 pub mod garbage_collector;
 pub mod job;
+pub mod namespace;
 pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod pod_gc;
@@ -84,6 +85,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: "resourcequota",
         name: resource_quota::NAME,
         start: |cx| resource_quota::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "namespace",
+        name: namespace::NAME,
+        start: |cx| namespace::run(cx.client, cx.stop).boxed(),
     },
     Descriptor {
         controller: "garbagecollector",

@@ -1,15 +1,14 @@
 //! DELETE: preconditions, propagation policy (recorded as the `orphan` / `foregroundDeletion`
 //! finalizers, like kube-apiserver; the garbage collector acts on them), finalizers and
 //! graceful deletion (deletionTimestamp + deletionGracePeriodSeconds), deletecollection, and
-//! namespace termination.
+//! namespace termination (Terminating first; gone once the namespace controller finalized it).
 
 use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::{decode_as, encode_as, keys, meta, ListOptions, Registry, Target, WriteOptions};
+use super::{decode_as, encode_as, meta, ListOptions, Registry, Target, WriteOptions};
 use crate::apiserver::admission::{Attributes, Operation};
-use crate::apiserver::resources::catalog;
 use crate::apiserver::resources::strategy;
 use crate::apiserver::status::{success, ApiError, ApiResult, Subject};
 use crate::datastore::WriteOutcome;
@@ -84,7 +83,13 @@ impl Registry {
             }
             let is_namespace = t.resource.group.is_empty() && t.resource.kind == "Namespace";
             let grace = grace_period(t, &old, opts);
-            let pending = !finalizers.is_empty() || grace > 0 || is_namespace;
+            // A namespace goes in two steps: the first delete makes it Terminating; the
+            // namespace controller deletes its content, removes its `kubernetes` finalizer
+            // (`finalize`) and deletes it again, which then removes it.
+            let namespace_pending = is_namespace
+                && (!meta::is_deleting(&old)
+                    || !super::update::namespace_finalizers(t, &old).is_empty());
+            let pending = !finalizers.is_empty() || grace > 0 || namespace_pending;
 
             let outcome = if pending {
                 if meta::is_deleting(&old) && finalizers == meta::finalizers(&old) {
@@ -114,9 +119,6 @@ impl Registry {
                 {
                     WriteOutcome::Done { revision } => {
                         meta::set_resource_version(&mut new, revision);
-                        if is_namespace {
-                            return self.terminate_namespace(t, new).await;
-                        }
                         return Ok(Deleted::Pending(new));
                     }
                     conflict => conflict,
@@ -174,27 +176,6 @@ impl Registry {
         }
         listed["items"] = json!(out);
         Ok(listed)
-    }
-
-    /// The namespace controller's work, done inline until the controllers exist: delete
-    /// every object in the namespace, then the namespace (unless metadata finalizers remain).
-    async fn terminate_namespace(&self, t: &Target, ns: Value) -> ApiResult<Deleted> {
-        let name = t.name();
-        for r in catalog::all().into_iter().filter(|r| r.namespaced) {
-            let kvs = self.all_under(keys::list_prefix(r, Some(name))).await?;
-            for kv in kvs {
-                // A concurrent change makes this a conflict; the object is left for a retry.
-                self.ds.delete(&kv.key, kv.mod_revision).await?;
-            }
-        }
-        if !meta::finalizers(&ns).is_empty() {
-            return Ok(Deleted::Pending(ns));
-        }
-        let (kv, _) = self.ds.get(&t.key()).await?;
-        if let Some(kv) = kv {
-            self.ds.delete(&t.key(), kv.mod_revision).await?;
-        }
-        Ok(Deleted::Pending(ns))
     }
 }
 

@@ -1,4 +1,4 @@
-//! PUT of an object, its `status` or its `scale`: admission, optimistic concurrency on resourceVersion,
+//! PUT of an object, its `status`, its `scale` or a namespace's `finalize`: admission, optimistic concurrency on resourceVersion,
 //! the spec/status split, generation bumps on spec changes, and the final delete once a
 //! deleting object's last finalizer is gone.
 
@@ -53,6 +53,7 @@ impl Registry {
         let status_only = matches!(t.subresource.as_deref(), Some("status" | "approval"));
         let scale = t.subresource.as_deref() == Some("scale");
         let ephemeral = t.subresource.as_deref() == Some("ephemeralcontainers");
+        let finalize = t.subresource.as_deref() == Some("finalize");
         for _ in 0..UNCONDITIONAL_ATTEMPTS {
             let (kv, _) = self.ds.get(&t.key()).await?;
             let kv = kv.ok_or_else(|| ApiError::not_found(t.subject()))?;
@@ -77,6 +78,10 @@ impl Registry {
                     }
                     None => n["spec"]["replicas"] = replicas,
                 }
+                n
+            } else if finalize {
+                let mut n = old.clone();
+                n["spec"]["finalizers"] = body["spec"]["finalizers"].clone();
                 n
             } else if ephemeral {
                 let mut n = old.clone();
@@ -159,7 +164,9 @@ impl Registry {
             if opts.dry_run {
                 return Ok(new);
             }
-            let finished = meta::is_deleting(&new) && meta::finalizers(&new).is_empty();
+            let finished = meta::is_deleting(&new)
+                && meta::finalizers(&new).is_empty()
+                && namespace_finalizers(t, &new).is_empty();
             let outcome = if finished {
                 self.ds.delete(&t.key(), kv.mod_revision).await?
             } else {
@@ -212,6 +219,21 @@ impl Registry {
         }
         Ok(scale_of(t.resource, &self.update(t, carrier, opts).await?))
     }
+}
+
+/// A namespace's `spec.finalizers` (what the namespace controller removes once the content is
+/// gone); empty for every other kind.
+pub(super) fn namespace_finalizers(t: &Target, obj: &Value) -> Vec<String> {
+    let is_namespace = t.resource.group.is_empty() && t.resource.kind == "Namespace";
+    if !is_namespace {
+        return Vec::new();
+    }
+    obj["spec"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect()
 }
 
 /// What the kind forbids an update to change (immutable fields).

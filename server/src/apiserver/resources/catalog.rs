@@ -162,7 +162,11 @@ const fn row(
 pub static CATALOG: &[Resource] = &[
     Resource {
         short_names: &["ns"],
-        subresources: &[status_of("", "v1", "Namespace")],
+        subresources: &[
+            status_of("", "v1", "Namespace"),
+            // The namespace controller's: replaces spec.finalizers only.
+            sub("finalize", "", "Namespace", &["update"]),
+        ],
         has_status: true,
         has_spec: false,
         storage_prefix: "/registry/namespaces",
