@@ -45,6 +45,36 @@ enum Command {
     Agent(AgentArgs),
     /// Manage bootstrap tokens (agents join with them); run on a server.
     Token(TokenArgs),
+    /// Secrets encryption at rest (servers started with --secrets-encryption); run on a server.
+    SecretsEncrypt(SecretsEncryptArgs),
+}
+
+#[derive(Args)]
+struct SecretsEncryptArgs {
+    #[command(subcommand)]
+    command: SecretsEncryptCommand,
+    /// The server's data dir (its admin credentials are in <data-dir>/server/cred).
+    #[arg(
+        long,
+        short = 'd',
+        global = true,
+        default_value = "/var/lib/k3rs",
+        env = "K3RS_DATA_DIR"
+    )]
+    data_dir: PathBuf,
+    /// Use this kubeconfig instead of the server's admin credentials.
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum SecretsEncryptCommand {
+    /// Whether Secrets are encrypted, and the keys.
+    Status,
+    /// Re-encrypt every Secret with the active key.
+    Reencrypt,
+    /// Make a fresh key active, re-encrypt every Secret with it, drop the old keys.
+    RotateKeys,
 }
 
 #[derive(Args)]
@@ -238,6 +268,9 @@ struct ServerArgs {
     /// binds them).
     #[arg(long, env = "K3RS_DISABLE_SCHEDULER")]
     disable_scheduler: bool,
+    /// Encrypt Secrets at rest (AES-GCM; keys in <data-dir>/server/cred/encryption-config.json).
+    #[arg(long, env = "K3RS_SECRETS_ENCRYPTION")]
+    secrets_encryption: bool,
     /// A kube-controller-manager flag as KEY=VALUE (repeatable; today `controllers=…`, e.g.
     /// `controllers=*,-resourcequota`).
     #[arg(long = "kube-controller-manager-arg", value_name = "KEY=VALUE")]
@@ -346,6 +379,7 @@ async fn main() -> anyhow::Result<()> {
                     disable_controller_manager: args.disable_controller_manager,
                     disable_scheduler: args.disable_scheduler,
                     controller_args,
+                    secrets_encryption: args.secrets_encryption,
                     datastore: args.datastore_endpoint.map(|endpoint| {
                         k3rs_server::ExternalDatastore {
                             endpoint,
@@ -392,6 +426,22 @@ async fn main() -> anyhow::Result<()> {
             let out = client::run(&args.data_dir, args.kubeconfig.as_deref(), cmd)
                 .await
                 .context("k3rs token")?;
+            print!("{out}");
+        }
+        Command::SecretsEncrypt(args) => {
+            use k3rs_server::encryption::client::{run, Op};
+            let op = match args.command {
+                SecretsEncryptCommand::Status => Op::Status,
+                SecretsEncryptCommand::Reencrypt => Op::Reencrypt,
+                SecretsEncryptCommand::RotateKeys => Op::RotateKeys,
+            };
+            let kubeconfig = args
+                .kubeconfig
+                .unwrap_or_else(|| k3rs_server::tokens::client::admin_kubeconfig(&args.data_dir));
+            let client = k3rs_server::tokens::client::connect(&kubeconfig)
+                .await
+                .context("k3rs secrets-encrypt")?;
+            let out = run(&client, op).await.context("k3rs secrets-encrypt")?;
             print!("{out}");
         }
     }

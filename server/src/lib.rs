@@ -16,6 +16,7 @@ pub mod compactor;
 pub mod components;
 pub mod controllers;
 pub mod datastore;
+pub mod encryption;
 pub mod etcd;
 pub mod go_duration;
 pub mod identity;
@@ -102,6 +103,8 @@ pub struct ApiSettings {
     pub disable_scheduler: bool,
     /// `--kube-controller-manager-arg`s.
     pub controller_args: controllers::Args,
+    /// `--secrets-encryption`: Secrets encrypted at rest (AES-GCM).
+    pub secrets_encryption: bool,
 }
 
 /// An external etcd (`--datastore-endpoint` and its TLS files).
@@ -207,9 +210,11 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
                     .map_err(|e| Error::Serve(format!("datastore endpoint: {e}")))?,
             );
             let sup = supervisor_state(&pki, ids, None)?;
+            let (ds, encryption) = secrets_encryption(&cfg, ds)?;
             let server = apiserver::ApiServer::bind(&api_config(&cfg), &pki, ds, shutdown)
                 .await?
-                .with_supervisor(supervisor::router(sup), None);
+                .with_supervisor(supervisor::router(sup), None)
+                .with_secrets_encryption(encryption);
             server.run().await?;
             return Ok(());
         }
@@ -278,13 +283,21 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let https_server = match &cfg.api {
         Some(_) => {
             let ds = Arc::new(datastore::Embedded::new(node.clone()));
-            apiserver::ApiServer::bind(&api_config(&cfg), &pki, ds, shutdown.clone())
-                .await
-                .map(|s| {
-                    let metrics = sup.metrics.clone();
-                    HttpsServer::Api(s.with_supervisor(supervisor::router(sup), metrics))
-                })
-                .map_err(Error::from)
+            match secrets_encryption(&cfg, ds) {
+                Ok((ds, encryption)) => {
+                    apiserver::ApiServer::bind(&api_config(&cfg), &pki, ds, shutdown.clone())
+                        .await
+                        .map(|s| {
+                            let metrics = sup.metrics.clone();
+                            HttpsServer::Api(
+                                s.with_supervisor(supervisor::router(sup), metrics)
+                                    .with_secrets_encryption(encryption),
+                            )
+                        })
+                        .map_err(Error::from)
+                }
+                Err(e) => Err(e),
+            }
         }
         None => bind_supervisor(&cfg, &pki, sup, shutdown.clone()).await,
     };
@@ -447,6 +460,28 @@ fn peer_config(
         }),
         bootstrap,
     })
+}
+
+/// With `--secrets-encryption`, `ds` wrapped to encrypt Secrets with the keys of
+/// `<data-dir>/server/cred/encryption-config.json` (created with a fresh key if missing).
+#[allow(clippy::type_complexity)]
+fn secrets_encryption(
+    cfg: &ServerConfig,
+    ds: Arc<dyn datastore::Datastore>,
+) -> Result<(
+    Arc<dyn datastore::Datastore>,
+    Option<Arc<encryption::SecretsEncryption>>,
+)> {
+    if !cfg.api.as_ref().is_some_and(|a| a.secrets_encryption) {
+        return Ok((ds, None));
+    }
+    let cred = cfg.data_dir.join("server").join("cred");
+    std::fs::create_dir_all(&cred)
+        .map_err(|e| Error::Serve(format!("creating {}: {e}", cred.display())))?;
+    let path = cred.join(encryption::config::FILE);
+    let (enc, ds) = encryption::SecretsEncryption::open(path, ds)
+        .map_err(|e| Error::Serve(format!("secrets encryption: {e}")))?;
+    Ok((ds, Some(enc)))
 }
 
 fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {

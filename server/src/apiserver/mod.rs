@@ -136,6 +136,8 @@ pub struct ApiServer {
     /// Fills the RBAC authorizer's cache once the router exists.
     rbac_feed: Option<Box<crate::auth::rbac::cache::PolicyFeed>>,
     rbac_cache: crate::auth::rbac::cache::PolicyCache,
+    /// `--secrets-encryption`'s keys and operations (`/v1-k3rs/encrypt/…`).
+    secrets_encryption: Option<Arc<crate::encryption::SecretsEncryption>>,
 }
 
 impl ApiServer {
@@ -254,6 +256,7 @@ impl ApiServer {
             extra_metrics: None,
             rbac_feed: Some(Box::new(rbac_feed)),
             rbac_cache,
+            secrets_encryption: None,
         })
     }
 
@@ -266,6 +269,15 @@ impl ApiServer {
     ) -> ApiServer {
         self.extra_routes = Some(routes);
         self.extra_metrics = metrics;
+        self
+    }
+
+    /// Serves `/v1-k3rs/encrypt/…` with `encryption` (`None`: encryption is off).
+    pub fn with_secrets_encryption(
+        mut self,
+        encryption: Option<Arc<crate::encryption::SecretsEncryption>>,
+    ) -> ApiServer {
+        self.secrets_encryption = encryption;
         self
     }
 
@@ -310,6 +322,9 @@ impl ApiServer {
             stop.clone(),
         ));
         let mut app = http::router::router(self.state.clone());
+        if let Some(e) = self.secrets_encryption.clone() {
+            app = app.layer(axum::Extension(e));
+        }
         if let Some(extra) = self.extra_metrics {
             app = app.layer(axum::middleware::from_fn(move |req, next| {
                 metrics::append(extra.clone(), req, next)

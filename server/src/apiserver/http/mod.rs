@@ -2,6 +2,7 @@
 
 pub mod body;
 mod connect;
+pub mod encryption;
 pub mod handlers;
 pub mod protobuf;
 mod protobuf_authentication;

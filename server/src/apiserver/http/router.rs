@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use super::handlers;
 use super::tls::PeerCertificates;
+use super::{encryption, handlers};
 use crate::apiserver::metrics::RequestLabels;
 use crate::apiserver::status::ApiError;
 use crate::apiserver::{health, openapi, version, ApiState};
@@ -39,6 +39,7 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .route("/api/{*rest}", axum::routing::any(handlers::api))
         .route("/apis", axum::routing::any(handlers::api))
         .route("/apis/{*rest}", axum::routing::any(handlers::api))
+        .route(encryption::PATH, axum::routing::any(encryption::handle))
         .fallback(|| async { ApiError::path_not_found().into_response() })
         .layer(middleware::from_fn_with_state(st.clone(), authenticate))
         .layer(middleware::from_fn_with_state(st.clone(), record))
