@@ -49,10 +49,9 @@ enum Command {
     SecretsEncrypt(SecretsEncryptArgs),
 }
 
+/// How the commands run on a server machine reach its API server as its admin (like k3s).
 #[derive(Args)]
-struct SecretsEncryptArgs {
-    #[command(subcommand)]
-    command: SecretsEncryptCommand,
+struct ServerAccess {
     /// The server's data dir (its admin credentials are in <data-dir>/server/cred).
     #[arg(
         long,
@@ -65,6 +64,23 @@ struct SecretsEncryptArgs {
     /// Use this kubeconfig instead of the server's admin credentials.
     #[arg(long, global = true)]
     kubeconfig: Option<PathBuf>,
+}
+
+impl ServerAccess {
+    /// The kubeconfig to use: the given one, else the server's admin kubeconfig.
+    fn kubeconfig(&self) -> PathBuf {
+        self.kubeconfig
+            .clone()
+            .unwrap_or_else(|| k3rs_server::tokens::client::admin_kubeconfig(&self.data_dir))
+    }
+}
+
+#[derive(Args)]
+struct SecretsEncryptArgs {
+    #[command(subcommand)]
+    command: SecretsEncryptCommand,
+    #[command(flatten)]
+    access: ServerAccess,
 }
 
 #[derive(Subcommand)]
@@ -134,18 +150,8 @@ struct AgentArgs {
 struct TokenArgs {
     #[command(subcommand)]
     command: TokenCommand,
-    /// The server's data dir (its admin credentials are in <data-dir>/server/cred).
-    #[arg(
-        long,
-        short = 'd',
-        global = true,
-        default_value = "/var/lib/k3rs",
-        env = "K3RS_DATA_DIR"
-    )]
-    data_dir: PathBuf,
-    /// Use this kubeconfig instead of the server's admin credentials.
-    #[arg(long, global = true)]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    access: ServerAccess,
 }
 
 #[derive(Subcommand)]
@@ -423,9 +429,13 @@ async fn main() -> anyhow::Result<()> {
                 TokenCommand::List => client::Command::List,
                 TokenCommand::Delete { ids } => client::Command::Delete { ids },
             };
-            let out = client::run(&args.data_dir, args.kubeconfig.as_deref(), cmd)
-                .await
-                .context("k3rs token")?;
+            let out = client::run(
+                &args.access.data_dir,
+                args.access.kubeconfig.as_deref(),
+                cmd,
+            )
+            .await
+            .context("k3rs token")?;
             print!("{out}");
         }
         Command::SecretsEncrypt(args) => {
@@ -435,10 +445,7 @@ async fn main() -> anyhow::Result<()> {
                 SecretsEncryptCommand::Reencrypt => Op::Reencrypt,
                 SecretsEncryptCommand::RotateKeys => Op::RotateKeys,
             };
-            let kubeconfig = args
-                .kubeconfig
-                .unwrap_or_else(|| k3rs_server::tokens::client::admin_kubeconfig(&args.data_dir));
-            let client = k3rs_server::tokens::client::connect(&kubeconfig)
+            let client = k3rs_server::tokens::client::connect(&args.access.kubeconfig())
                 .await
                 .context("k3rs secrets-encrypt")?;
             let out = run(&client, op).await.context("k3rs secrets-encrypt")?;
