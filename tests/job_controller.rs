@@ -1,5 +1,8 @@
-//! The Job controller on hollow nodes: parallel completions, Indexed Jobs, and the backoff
-//! limit, with the tracking finalizer released from every finished pod.
+//! The Job and CronJob controllers on hollow nodes (pods placed by the server's scheduler):
+//! parallel completions, Indexed Jobs, and the backoff limit, with the tracking finalizer
+//! released from every finished pod; a `* * * * *` CronJob starts a Job within about a minute
+//! and records it, a suspended one starts nothing, and `kubectl create job --from=cronjob/…`
+//! makes a Job from the template.
 
 mod common;
 
@@ -150,4 +153,113 @@ fn jobs_run_to_completion_on_hollow_nodes() {
         ),
         "2 0"
     );
+}
+
+fn cronjob(name: &str, suspend: bool) -> String {
+    format!(
+        r#"{{"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {{"name": "{name}"}},
+        "spec": {{"schedule": "* * * * *", "suspend": {suspend},
+            "jobTemplate": {{"metadata": {{"labels": {{"cron": "{name}"}}}},
+            "spec": {{"template": {{"spec": {{
+                "restartPolicy": "Never", "containers": [{{"name": "c", "image": "busybox"}}]}}}}}}}}}}}}"#
+    )
+}
+
+#[test]
+fn a_cronjob_fires_every_minute_and_kubectl_creates_jobs_from_it() {
+    let (_server, k) = Kubectl::start_server(&[]);
+    let _agent = HollowAgent::start(&k.kubeconfig, 2, "cj-", &["--hollow-job-duration", "1s"]);
+    k.ok_stdin(&["apply", "-f", "-"], Some(&cronjob("every", false)));
+    k.ok_stdin(&["apply", "-f", "-"], Some(&cronjob("paused", true)));
+    let uid = get(&k, &["cronjob", "every"], "{.metadata.uid}");
+
+    // The next minute boundary starts a Job named for its schedule time.
+    let job = common::wait_for(
+        "a Job of the CronJob (the next minute)",
+        Duration::from_secs(80),
+        || {
+            let names = get(
+                &k,
+                &["jobs", "-l", "cron=every"],
+                "{.items[*].metadata.name}",
+            );
+            names.split(' ').find(|n| !n.is_empty()).map(str::to_string)
+        },
+    );
+    let minutes: i64 = job
+        .strip_prefix("every-")
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("job name {job}"));
+    let scheduled = get(
+        &k,
+        &["job", &job],
+        "{.metadata.annotations.batch\\.kubernetes\\.io/cronjob-scheduled-timestamp}",
+    );
+    let expected = std::process::Command::new("date")
+        .args([
+            "-u",
+            "-d",
+            &format!("@{}", minutes * 60),
+            "+%Y-%m-%dT%H:%M:%SZ",
+        ])
+        .output()
+        .expect("date");
+    assert_eq!(
+        scheduled,
+        String::from_utf8_lossy(&expected.stdout).trim(),
+        "the name's minute is the scheduled time"
+    );
+    assert_eq!(
+        get(
+            &k,
+            &["job", &job],
+            "{.metadata.ownerReferences[0].kind} {.metadata.ownerReferences[0].uid} {.metadata.ownerReferences[0].controller}"
+        ),
+        format!("CronJob {uid} true")
+    );
+    wait_condition(&k, &job, "Complete");
+    common::wait_for(
+        "lastSuccessfulTime in the CronJob's status",
+        Duration::from_secs(30),
+        || {
+            let s = get(
+                &k,
+                &["cronjob", "every"],
+                "{.status.lastScheduleTime} {.status.lastSuccessfulTime}",
+            );
+            s.starts_with(&scheduled).then_some(s)
+        },
+    );
+    let describe = k.ok(&["describe", "cronjob", "every"]);
+    assert!(
+        describe.contains(&format!("Created job {job}")),
+        "{describe}"
+    );
+    // The suspended one saw the same minute boundary and started nothing.
+    assert_eq!(
+        get(
+            &k,
+            &["jobs", "-l", "cron=paused"],
+            "{.items[*].metadata.name}"
+        ),
+        ""
+    );
+    assert_eq!(
+        get(&k, &["cronjob", "paused"], "{.status.lastScheduleTime}"),
+        ""
+    );
+
+    // kubectl makes a Job from the template (client-side), owned by the CronJob.
+    let out = k.ok(&["create", "job", "manual", "--from=cronjob/every"]);
+    assert!(out.contains("job.batch/manual created"), "{out}");
+    assert_eq!(
+        get(
+            &k,
+            &["job", "manual"],
+            "{.metadata.annotations.cronjob\\.kubernetes\\.io/instantiate} {.metadata.ownerReferences[0].uid}"
+        ),
+        format!("manual {uid}")
+    );
+    wait_condition(&k, "manual", "Complete");
 }

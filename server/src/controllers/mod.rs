@@ -6,6 +6,7 @@
 //! `kube-system/kube-controller-manager` Lease (see [`crate::components`]).
 
 pub mod args;
+pub mod cronjob;
 pub mod deployment;
 pub mod endpoints;
 pub mod endpointslice;
@@ -152,6 +153,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: "deployment",
         name: "deployment-controller",
         start: deployment::start,
+    },
+    Descriptor {
+        controller: "cronjob",
+        name: cronjob::NAME,
+        start: cronjob::start,
     },
     Descriptor {
         controller: "job",

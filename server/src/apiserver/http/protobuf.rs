@@ -233,6 +233,7 @@ pub fn decode(bytes: &[u8]) -> ApiResult<Value> {
             super::protobuf_workloads::service_account(&raw).map_err(bad)?
         }
         ("apps/v1", "Deployment") => super::protobuf_workloads::deployment(&raw).map_err(bad)?,
+        ("batch/v1", "Job") => super::protobuf_workloads::job(&raw).map_err(bad)?,
         ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => {
             super::protobuf_rbac::role(&raw).map_err(bad)?
         }

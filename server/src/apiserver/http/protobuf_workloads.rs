@@ -1,4 +1,4 @@
-//! Protobuf bodies of `kubectl create deployment|service|serviceaccount` (field numbers of
+//! Protobuf bodies of `kubectl create deployment|job|service|serviceaccount` (field numbers of
 //! k8s.io/api's `generated.proto`). Only what those generators set is modelled; see
 //! [`super::protobuf`] for the envelope and metadata.
 
@@ -159,6 +159,40 @@ pub struct Deployment {
     spec: Option<DeploymentSpec>,
 }
 
+/// batch/v1 JobSpec: the scalar fields and the pod template (what `kubectl create job`, also
+/// `--from=cronjob/…`, sends for the templates this model covers).
+#[derive(Clone, PartialEq, Message)]
+pub struct JobSpec {
+    #[prost(int32, optional, tag = "1")]
+    parallelism: Option<i32>,
+    #[prost(int32, optional, tag = "2")]
+    completions: Option<i32>,
+    #[prost(int64, optional, tag = "3")]
+    active_deadline_seconds: Option<i64>,
+    #[prost(message, optional, tag = "4")]
+    selector: Option<LabelSelector>,
+    #[prost(bool, optional, tag = "5")]
+    manual_selector: Option<bool>,
+    #[prost(message, optional, tag = "6")]
+    template: Option<PodTemplateSpec>,
+    #[prost(int32, optional, tag = "7")]
+    backoff_limit: Option<i32>,
+    #[prost(int32, optional, tag = "8")]
+    ttl_seconds_after_finished: Option<i32>,
+    #[prost(string, optional, tag = "9")]
+    completion_mode: Option<String>,
+    #[prost(bool, optional, tag = "10")]
+    suspend: Option<bool>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Job {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    spec: Option<JobSpec>,
+}
+
 #[derive(Clone, PartialEq, Message)]
 pub struct ServicePort {
     #[prost(string, optional, tag = "1")]
@@ -305,12 +339,7 @@ pub fn deployment(raw: &[u8]) -> Result<Value, prost::DecodeError> {
         let mut o = Map::new();
         insert_opt(&mut o, "replicas", s.replicas);
         insert_opt(&mut o, "selector", s.selector.map(selector));
-        if let Some(t) = s.template {
-            let mut to = Map::new();
-            to.insert("metadata".into(), meta(t.metadata));
-            insert_opt(&mut to, "spec", t.spec.map(pod_spec));
-            o.insert("template".into(), Value::Object(to));
-        }
+        insert_opt(&mut o, "template", s.template.map(template));
         if let Some(st) = s.strategy {
             let mut so = Map::new();
             insert_opt(&mut so, "type", non_empty(st.r#type));
@@ -322,6 +351,37 @@ pub fn deployment(raw: &[u8]) -> Result<Value, prost::DecodeError> {
             }
             o.insert("strategy".into(), Value::Object(so));
         }
+        out["spec"] = Value::Object(o);
+    }
+    Ok(out)
+}
+
+fn template(t: PodTemplateSpec) -> Value {
+    let mut to = Map::new();
+    to.insert("metadata".into(), meta(t.metadata));
+    insert_opt(&mut to, "spec", t.spec.map(pod_spec));
+    Value::Object(to)
+}
+
+pub fn job(raw: &[u8]) -> Result<Value, prost::DecodeError> {
+    let j = Job::decode(raw)?;
+    let mut out = json!({"metadata": meta(j.metadata)});
+    if let Some(s) = j.spec {
+        let mut o = Map::new();
+        insert_opt(&mut o, "parallelism", s.parallelism);
+        insert_opt(&mut o, "completions", s.completions);
+        insert_opt(&mut o, "activeDeadlineSeconds", s.active_deadline_seconds);
+        insert_opt(&mut o, "selector", s.selector.map(selector));
+        insert_opt(&mut o, "manualSelector", s.manual_selector);
+        insert_opt(&mut o, "template", s.template.map(template));
+        insert_opt(&mut o, "backoffLimit", s.backoff_limit);
+        insert_opt(
+            &mut o,
+            "ttlSecondsAfterFinished",
+            s.ttl_seconds_after_finished,
+        );
+        insert_opt(&mut o, "completionMode", non_empty(s.completion_mode));
+        insert_opt(&mut o, "suspend", s.suspend);
         out["spec"] = Value::Object(o);
     }
     Ok(out)
