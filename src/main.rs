@@ -281,6 +281,10 @@ struct ServerArgs {
     /// `controllers=*,-resourcequota`).
     #[arg(long = "kube-controller-manager-arg", value_name = "KEY=VALUE")]
     kube_controller_manager_arg: Vec<String>,
+    /// A kube-apiserver flag as KEY=VALUE (repeatable; today `authorization-mode=…`, e.g.
+    /// `authorization-mode=Node,RBAC`, the default).
+    #[arg(long = "kube-apiserver-arg", value_name = "KEY=VALUE")]
+    kube_apiserver_arg: Vec<String>,
     /// Use this etcd (https://host:port) instead of the embedded datastore.
     #[arg(long, env = "K3RS_DATASTORE_ENDPOINT")]
     datastore_endpoint: Option<String>,
@@ -362,6 +366,14 @@ async fn main() -> anyhow::Result<()> {
                         .error(clap::error::ErrorKind::InvalidValue, e)
                         .exit()
                 });
+            let apiserver_args = k3rs_server::apiserver::args::Args::parse(
+                &args.kube_apiserver_arg,
+            )
+            .unwrap_or_else(|e| {
+                Cli::command()
+                    .error(clap::error::ErrorKind::InvalidValue, e)
+                    .exit()
+            });
             let cfg = k3rs_server::ServerConfig {
                 data_dir: args.data_dir,
                 etcd_client_addr: SocketAddr::new(args.etcd_client_address, args.etcd_client_port),
@@ -386,6 +398,7 @@ async fn main() -> anyhow::Result<()> {
                     disable_scheduler: args.disable_scheduler,
                     controller_args,
                     secrets_encryption: args.secrets_encryption,
+                    apiserver_args,
                     datastore: args.datastore_endpoint.map(|endpoint| {
                         k3rs_server::ExternalDatastore {
                             endpoint,

@@ -105,6 +105,8 @@ pub struct ApiSettings {
     pub controller_args: controllers::Args,
     /// `--secrets-encryption`: Secrets encrypted at rest (AES-GCM).
     pub secrets_encryption: bool,
+    /// `--kube-apiserver-arg`s.
+    pub apiserver_args: apiserver::args::Args,
 }
 
 /// An external etcd (`--datastore-endpoint` and its TLS files).
@@ -496,6 +498,7 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
             controller_args: api.controller_args.clone(),
             scheduler: !api.disable_scheduler,
         },
+        args: api.apiserver_args.clone(),
     }
 }
 

@@ -12,6 +12,7 @@
 //! beyond NamespaceLifecycle, ServiceAccount and ResourceQuota.
 
 pub mod admission;
+pub mod args;
 pub mod bootstrap;
 pub mod crd;
 pub mod discovery;
@@ -52,6 +53,8 @@ pub struct ApiServerConfig {
     pub kubeconfig_mode: u32,
     /// The in-process components to run.
     pub components: crate::components::Enabled,
+    /// `--kube-apiserver-arg`s.
+    pub args: args::Args,
 }
 
 /// Failures that stop the API server (as opposed to request errors).
@@ -209,12 +212,12 @@ impl ApiServer {
         let policy: Arc<dyn crate::auth::rbac::resolver::PolicySource> =
             Arc::new(rbac_cache.clone());
         let node_authorizer = crate::auth::node::NodeAuthorizer::new();
-        // k3s's `--authorization-mode=Node,RBAC`, after system:masters.
-        let authz = crate::auth::authz::Chain::new(vec![
-            Arc::new(crate::auth::authz::SystemMasters),
-            Arc::new(node_authorizer.clone()),
+        // k3s's `--authorization-mode=Node,RBAC` by default, after system:masters.
+        let authz = args::chain(
+            &cfg.args.authorization_modes,
             Arc::new(crate::auth::rbac::Rbac::new(policy.clone())),
-        ]);
+            Some(Arc::new(node_authorizer.clone())),
+        );
         let registry = Registry::new(ds, cfg.service_cidr);
         registry.set_write_check(Arc::new(registry::rbac_escalation::RbacEscalation {
             source: policy,

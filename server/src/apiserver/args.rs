@@ -1,0 +1,230 @@
+//! `--kube-apiserver-arg KEY=VALUE` (k3s's way to pass kube-apiserver flags): the flags the
+//! API server understands. Today: `authorization-mode`.
+
+use std::sync::Arc;
+
+use crate::auth::authz::{self, Authorizer, Chain};
+
+/// One `--authorization-mode` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Node,
+    Rbac,
+    AlwaysAllow,
+    AlwaysDeny,
+}
+
+impl Mode {
+    fn parse(s: &str) -> Option<Mode> {
+        Some(match s {
+            "Node" => Mode::Node,
+            "RBAC" => Mode::Rbac,
+            "AlwaysAllow" => Mode::AlwaysAllow,
+            "AlwaysDeny" => Mode::AlwaysDeny,
+            _ => return None,
+        })
+    }
+}
+
+/// The API server's settings from `--kube-apiserver-arg`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Args {
+    /// `authorization-mode`: the authorizers after `system:masters`, in order (k3s's
+    /// `Node,RBAC` by default).
+    pub authorization_modes: Vec<Mode>,
+}
+
+impl Default for Args {
+    fn default() -> Args {
+        Args {
+            authorization_modes: vec![Mode::Node, Mode::Rbac],
+        }
+    }
+}
+
+/// A `--kube-apiserver-arg` that cannot be used (kube-apiserver's words where it has them).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ArgError {
+    #[error("--kube-apiserver-arg {0:?}: expected KEY=VALUE")]
+    NotKeyValue(String),
+    #[error("--kube-apiserver-arg: unsupported kube-apiserver flag {0:?} (supported: authorization-mode)")]
+    Unsupported(String),
+    #[error("at least one authorization-mode must be passed")]
+    NoModes,
+    #[error("authorization-mode {0:?} is not a valid mode")]
+    UnknownMode(String),
+    #[error("authorization-mode {0:?} is not supported by k3rs yet")]
+    UnsupportedMode(String),
+    #[error("authorization-mode {0:?} has mode specified more than once")]
+    Duplicate(String),
+}
+
+impl Args {
+    /// Parses `KEY=VALUE` items (a leading `--` on the key is allowed, as k3s allows); later
+    /// items override earlier ones.
+    pub fn parse(items: &[String]) -> Result<Args, ArgError> {
+        let mut args = Args::default();
+        for item in items {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| ArgError::NotKeyValue(item.clone()))?;
+            match key.trim_start_matches("--") {
+                "authorization-mode" => args.authorization_modes = parse_modes(value)?,
+                other => return Err(ArgError::Unsupported(other.to_string())),
+            }
+        }
+        Ok(args)
+    }
+}
+
+/// `Node,RBAC,…`: known modes, each once.
+pub fn parse_modes(value: &str) -> Result<Vec<Mode>, ArgError> {
+    let mut modes = Vec::new();
+    for name in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let mode = match Mode::parse(name) {
+            Some(m) => m,
+            None if name == "ABAC" || name == "Webhook" => {
+                return Err(ArgError::UnsupportedMode(name.to_string()))
+            }
+            None => return Err(ArgError::UnknownMode(name.to_string())),
+        };
+        if modes.contains(&mode) {
+            return Err(ArgError::Duplicate(name.to_string()));
+        }
+        modes.push(mode);
+    }
+    if modes.is_empty() {
+        return Err(ArgError::NoModes);
+    }
+    Ok(modes)
+}
+
+/// The authorizers of the chain: `system:masters` first (as kube-apiserver always does), then
+/// `modes` in order. `node` is the Node authorizer, when the server has one.
+pub fn chain(
+    modes: &[Mode],
+    rbac: Arc<dyn Authorizer>,
+    node: Option<Arc<dyn Authorizer>>,
+) -> Chain {
+    let mut c = Chain::new(vec![Arc::new(authz::SystemMasters)]);
+    for m in modes {
+        match m {
+            Mode::Node => match &node {
+                Some(n) => c.push(n.clone()),
+                None => tracing::debug!("authorization-mode Node: no Node authorizer here"),
+            },
+            Mode::Rbac => c.push(rbac.clone()),
+            Mode::AlwaysAllow => c.push(Arc::new(authz::AlwaysAllow)),
+            Mode::AlwaysDeny => c.push(Arc::new(authz::AlwaysDeny)),
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(items: &[&str]) -> Result<Args, ArgError> {
+        Args::parse(&items.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn modes_in_order() {
+        assert_eq!(
+            parse(&[]).unwrap().authorization_modes,
+            [Mode::Node, Mode::Rbac]
+        );
+        assert_eq!(
+            parse(&["authorization-mode=AlwaysDeny,RBAC"])
+                .unwrap()
+                .authorization_modes,
+            [Mode::AlwaysDeny, Mode::Rbac]
+        );
+        assert_eq!(
+            parse(&[
+                "--authorization-mode=Node,RBAC",
+                "authorization-mode=AlwaysAllow"
+            ])
+            .unwrap()
+            .authorization_modes,
+            [Mode::AlwaysAllow]
+        );
+    }
+
+    #[test]
+    fn bad_values_in_kube_apiserver_words() {
+        let err = |items: &[&str]| parse(items).unwrap_err().to_string();
+        assert_eq!(
+            err(&["authorization-mode=RBAC,Magic"]),
+            r#"authorization-mode "Magic" is not a valid mode"#
+        );
+        assert_eq!(
+            err(&["authorization-mode=RBAC,RBAC"]),
+            r#"authorization-mode "RBAC" has mode specified more than once"#
+        );
+        assert_eq!(
+            err(&["authorization-mode="]),
+            "at least one authorization-mode must be passed"
+        );
+        assert_eq!(
+            parse(&["authorization-mode=ABAC"]).unwrap_err(),
+            ArgError::UnsupportedMode("ABAC".into())
+        );
+        assert_eq!(
+            parse(&["secure-port=1"]).unwrap_err(),
+            ArgError::Unsupported("secure-port".into())
+        );
+        assert_eq!(
+            parse(&["authorization-mode"]).unwrap_err(),
+            ArgError::NotKeyValue("authorization-mode".into())
+        );
+    }
+
+    #[test]
+    fn chain_puts_masters_first_then_the_modes() {
+        use crate::auth::authz::Decision;
+        use crate::auth::{Attributes, UserInfo};
+        #[derive(Debug)]
+        struct Never;
+        impl Authorizer for Never {
+            fn authorize<'a>(
+                &'a self,
+                _: &'a Attributes,
+            ) -> futures::future::BoxFuture<'a, Decision> {
+                Box::pin(async { Decision::NoOpinion("rbac says no".into()) })
+            }
+        }
+        let at = |groups: Vec<String>| {
+            Attributes::of_request(
+                Arc::new(UserInfo::authenticated("u", groups)),
+                "GET",
+                "/api/v1/pods",
+                None,
+            )
+        };
+        let decide = |modes: &[Mode], a: &Attributes| {
+            futures::executor::block_on(chain(modes, Arc::new(Never), None).evaluate(a))
+        };
+        let user = at(vec![]);
+        assert_eq!(
+            decide(&[Mode::Rbac], &user),
+            Decision::NoOpinion("rbac says no".into())
+        );
+        assert_eq!(
+            decide(&[Mode::Rbac, Mode::AlwaysAllow], &user),
+            Decision::Allow
+        );
+        assert_eq!(
+            decide(&[Mode::AlwaysDeny, Mode::AlwaysAllow], &user),
+            Decision::Allow,
+            "AlwaysDeny has no opinion, as upstream's"
+        );
+        assert_eq!(
+            decide(&[Mode::Node, Mode::AlwaysDeny], &user),
+            Decision::NoOpinion("Everything is forbidden.".into())
+        );
+        let master = at(vec!["system:masters".into()]);
+        assert_eq!(decide(&[Mode::AlwaysDeny], &master), Decision::Allow);
+    }
+}
