@@ -289,3 +289,25 @@ where
     let task = tokio::spawn(stream.for_each(|_| async {}));
     (reader, task)
 }
+
+/// A cache of every `K` the client lists, and the stream of the objects each change touches,
+/// for `Controller::watches_stream`/`owns_stream` (the cache is current once the stream is
+/// polled).
+pub(crate) fn watched<K>(
+    client: &kube::Client,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let events = reflector::reflector(
+        writer,
+        watcher(Api::<K>::all(client.clone()), watcher::Config::default()),
+    )
+    .default_backoff()
+    .touched_objects();
+    (store, events)
+}

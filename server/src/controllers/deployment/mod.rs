@@ -31,8 +31,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, Controller, WatchStreamExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
 use super::ref_manager::{self, Claim};
@@ -72,26 +72,8 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 }
 
 async fn run(ctx: Context) {
-    let (sets, set_writer) = reflector::store();
-    let set_events = reflector::reflector(
-        set_writer,
-        watcher(
-            Api::<ReplicaSet>::all(ctx.client.clone()),
-            watcher::Config::default(),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
-    let (pods, pod_writer) = reflector::store();
-    let pod_events = reflector::reflector(
-        pod_writer,
-        watcher(
-            Api::<Pod>::all(ctx.client.clone()),
-            watcher::Config::default(),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
+    let (sets, set_events) = super::watched::<ReplicaSet>(&ctx.client);
+    let (pods, pod_events) = super::watched::<Pod>(&ctx.client);
     let controller = Controller::new(
         Api::<Deployment>::all(ctx.client.clone()),
         watcher::Config::default(),

@@ -24,8 +24,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::SelectorExt;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, Controller, WatchStreamExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{watcher, Controller};
 use kube::ResourceExt;
 
 use super::expectations::{Expectations, Seen};
@@ -72,16 +72,7 @@ struct Shared {
 
 /// Runs the controller for kind `K` until `ctx.stop`.
 pub async fn run<K: Replicated>(ctx: Context) {
-    let (pod_store, writer) = reflector::store();
-    let pod_events = reflector::reflector(
-        writer,
-        watcher(
-            Api::<Pod>::all(ctx.client.clone()),
-            watcher::Config::default(),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
+    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.client);
     let controller = Controller::new(
         Api::<K>::all(ctx.client.clone()),
         watcher::Config::default(),

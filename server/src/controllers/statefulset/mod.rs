@@ -26,8 +26,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, Controller, WatchStreamExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 use serde_json::{json, Value};
 
@@ -66,16 +66,7 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 }
 
 async fn run(ctx: Context) {
-    let (pod_store, writer) = reflector::store();
-    let pod_events = reflector::reflector(
-        writer,
-        watcher(
-            Api::<Pod>::all(ctx.client.clone()),
-            watcher::Config::default(),
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
+    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.client);
     let controller = Controller::new(
         Api::<StatefulSet>::all(ctx.client.clone()),
         watcher::Config::default(),
