@@ -63,7 +63,6 @@ pub fn client_cert(server: &K3rs, user: &str, groups: &[&str]) -> (PathBuf, Path
     let stem = user.replace([':', '/'], "_");
     let dir = server.data_dir().join("test-users");
     std::fs::create_dir_all(&dir).unwrap();
-    let key = dir.join(format!("{stem}.key"));
     let csr = dir.join(format!("{stem}.csr"));
     let cert = dir.join(format!("{stem}.crt"));
     let mut subject = format!("/CN={user}");
@@ -71,25 +70,7 @@ pub fn client_cert(server: &K3rs, user: &str, groups: &[&str]) -> (PathBuf, Path
         subject.push_str(&format!("/O={g}"));
     }
     let p = |p: &Path| p.display().to_string();
-    openssl(&[
-        "ecparam",
-        "-name",
-        "prime256v1",
-        "-genkey",
-        "-noout",
-        "-out",
-        &p(&key),
-    ]);
-    openssl(&[
-        "req",
-        "-new",
-        "-key",
-        &p(&key),
-        "-subj",
-        &subject,
-        "-out",
-        &p(&csr),
-    ]);
+    let (_, key) = certificate_request(server, &stem, &subject);
     // A v3 client certificate (rustls refuses v1 certificates, which `x509 -req` makes
     // when given no extensions).
     let ext = dir.join(format!("{stem}.ext"));
