@@ -6,3 +6,4 @@
 
 pub mod client;
 pub mod hollow;
+pub mod kubelet;

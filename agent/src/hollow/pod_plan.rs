@@ -19,6 +19,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
+use crate::kubelet::plan::spec::{containers, init_containers};
+
 /// Annotation with the exit code the containers of a Job's pod end with (default 0).
 pub const EXIT_CODE_ANNOTATION: &str = "hollow.k3rs.io/exit-code";
 
@@ -144,20 +146,6 @@ pub fn plan(pod: &Pod, ctx: &PodContext) -> Plan {
 
 fn time(t: Timestamp) -> Value {
     Value::String(t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
-}
-
-fn containers(pod: &Pod) -> &[Container] {
-    pod.spec
-        .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or_default()
-}
-
-fn init_containers(pod: &Pod) -> &[Container] {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.init_containers.as_deref())
-        .unwrap_or_default()
 }
 
 fn container_id(pod: &Pod, name: &str) -> String {
@@ -354,6 +342,7 @@ fn finish_patch(pod: &Pod, ctx: &PodContext, code: i32) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kubelet::plan::spec::tests::merge;
 
     fn pod(extra: Value) -> Pod {
         let mut base = json!({
@@ -372,17 +361,6 @@ mod tests {
         });
         merge(&mut base, extra);
         serde_json::from_value(base).unwrap()
-    }
-
-    fn merge(into: &mut Value, from: Value) {
-        match (into, from) {
-            (Value::Object(a), Value::Object(b)) => {
-                for (k, v) in b {
-                    merge(a.entry(k).or_insert(Value::Null), v);
-                }
-            }
-            (slot, v) => *slot = v,
-        }
     }
 
     fn ctx(now: &str) -> PodContext {

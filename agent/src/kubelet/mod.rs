@@ -1,0 +1,3 @@
+//! The real kubelet: runs the pods bound to this node on a container runtime.
+
+pub mod plan;

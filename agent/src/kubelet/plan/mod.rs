@@ -1,0 +1,52 @@
+//! The kubelet's pod-lifecycle planner: pure functions from a desired pod and the observed
+//! runtime state to the steps that reconcile them ([`compute_pod_actions`]) and to the pod's API
+//! status ([`pod_status`]), with upstream's kubelet semantics. No I/O, no clock, no tokio: the
+//! executor reads the runtime (CRI), calls the planner, and carries the plan out.
+//!
+//! # What the executor does with each [`Action`], in the order given
+//! - [`Action::RunPreStop`]: runs the container's preStop hook (exec or httpGet) for at most
+//!   `timeout`, and remembers how long it took.
+//! - [`Action::KillContainer`]: CRI `StopContainer` with a timeout of `grace` minus the preStop
+//!   time, at least 2 s unless `grace` itself is shorter; records a `Killing` event with
+//!   `message`. Failure: stop carrying out this plan (the next plan retries).
+//! - [`Action::KillSandbox`]: CRI `StopPodSandbox` (CNI teardown happens there).
+//! - [`Action::CreateSandbox`]: CRI `RunPodSandbox` with this attempt (network set up by CNI);
+//!   on failure stop carrying out this plan.
+//! - [`Action::PullImage`]: CRI `PullImage`. On failure: `Backoffs::image_pull.next(key, now,
+//!   now)` with [`image_backoff_key`], record `ErrImagePull` (with the error as message) in the
+//!   [`Reasons`] for the container, and skip its `StartContainer` and `RunPostStart`.
+//! - [`Action::StartContainer`]: builds the container config (command, env, mounts, resources:
+//!   see [`env`] and [`resources`]), stores [`container_hash`] and `attempt` on it, CRI
+//!   `CreateContainer` + `StartContainer`. Success: forget the container's entry in the
+//!   [`Reasons`]. Failure: record `CreateContainerConfigError` / `CreateContainerError` /
+//!   `RunContainerError`. An init container start ends the plan's starts (the next init
+//!   container waits for this one to exit).
+//! - [`Action::RunPostStart`]: runs the hook in the container just started; on failure stops
+//!   it (reason `FailedPostStartHook`) with the pod's grace period.
+//! - [`Action::RemoveContainer`] / [`Action::RemoveSandbox`]: CRI `RemoveContainer` /
+//!   `RemovePodSandbox`.
+//! - [`Action::FinishDeletion`]: writes [`pod_status`] and deletes the pod object with grace
+//!   period 0 and the UID as precondition.
+//!
+//! After carrying out a plan, the executor merges [`PodActions::waiting`] into its [`Reasons`],
+//! writes [`pod_status`] if it changed, and plans again when the runtime, the pod, a probe result
+//! or a back-off deadline changes — never before the previous plan was carried out (planning
+//! records crash-loop back-off).
+
+mod actions;
+mod backoff;
+mod compute;
+mod image;
+mod lifecycle;
+mod observed;
+pub(crate) mod spec;
+
+pub use actions::{Action, KillReason, PodActions};
+pub use backoff::{go_duration, Backoff};
+pub use compute::{compute_pod_actions, Backoffs};
+pub use image::{image_backoff_key, pull_policy, PullPolicy};
+pub use observed::{
+    ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, ProbeResult, ProbeResults,
+    Reasons, SandboxState, Waiting,
+};
+pub use spec::{container_hash, format_pod};
