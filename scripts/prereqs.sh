@@ -3,7 +3,9 @@
 # a C toolchain (for crates that build C), and for the tests the reference etcd 3.4
 # (etcd-server), etcdctl (etcd-client), openssl and ip (iproute2), and the Python `kubernetes`
 # client (pip, in a venv: /var/cache/k3rs-venv, or ~/.cache/k3rs-venv when /var/cache is not
-# writable; the python_client test looks there). Rust itself comes from rustup.
+# writable; the python_client test looks there), and for the agent's container tests containerd
+# (with ctr), runc, the CNI plugins (/usr/lib/cni), busybox-static (scripts/build-images.sh builds
+# the pause and busybox images from it) and iptables. Rust itself comes from rustup.
 #
 # Usage: scripts/prereqs.sh [build|test]   (default: test)
 set -euo pipefail
@@ -22,6 +24,16 @@ if [ "$what" = test ]; then
     command -v ip >/dev/null 2>&1 || need+=(iproute2)
     command -v python3 >/dev/null 2>&1 || need+=(python3)
     python3 -m venv --help >/dev/null 2>&1 || need+=(python3-venv)
+    # The agent's container runtime tests (agent/tests/cri_containerd.rs).
+    command -v containerd >/dev/null 2>&1 || need+=(containerd)
+    command -v runc >/dev/null 2>&1 || need+=(runc)
+    [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+    # busybox-static, not the dynamically linked busybox: the images have no libc.
+    if ! [ -x /bin/busybox ] || ldd /bin/busybox >/dev/null 2>&1; then
+        need+=(busybox-static)
+    fi
+    command -v iptables >/dev/null 2>&1 || need+=(iptables)
+    command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 fi
 
 if [ "${#need[@]}" -gt 0 ]; then
