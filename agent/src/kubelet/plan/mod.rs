@@ -36,17 +36,27 @@
 mod actions;
 mod backoff;
 mod compute;
+mod conditions;
+mod container_status;
 mod image;
 mod lifecycle;
 mod observed;
+mod phase;
+mod pod_status;
+mod qos;
+mod quantity;
 pub(crate) mod spec;
 
 pub use actions::{Action, KillReason, PodActions};
 pub use backoff::{go_duration, Backoff};
 pub use compute::{compute_pod_actions, Backoffs};
+pub use container_status::{container_id, StatusInputs};
 pub use image::{image_backoff_key, pull_policy, PullPolicy};
 pub use observed::{
     ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, ProbeResult, ProbeResults,
     Reasons, SandboxState, Waiting,
 };
+pub use pod_status::pod_status;
+pub use qos::{compute_qos, qos_class, QosClass};
+pub use quantity::Quantity;
 pub use spec::{container_hash, format_pod};
