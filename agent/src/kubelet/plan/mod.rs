@@ -38,6 +38,8 @@ mod backoff;
 mod compute;
 mod conditions;
 mod container_status;
+mod downward;
+mod expand;
 mod image;
 mod lifecycle;
 mod observed;
@@ -45,12 +47,16 @@ mod phase;
 mod pod_status;
 mod qos;
 mod quantity;
+mod resources;
+mod service_env;
 pub(crate) mod spec;
 
 pub use actions::{Action, KillReason, PodActions};
 pub use backoff::{go_duration, Backoff};
 pub use compute::{compute_pod_actions, Backoffs};
 pub use container_status::{container_id, StatusInputs};
+pub use downward::{field_value, resource_value, Allocatable};
+pub use expand::expand;
 pub use image::{image_backoff_key, pull_policy, PullPolicy};
 pub use observed::{
     ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, ProbeResult, ProbeResults,
@@ -59,4 +65,6 @@ pub use observed::{
 pub use pod_status::pod_status;
 pub use qos::{compute_qos, qos_class, QosClass};
 pub use quantity::Quantity;
+pub use resources::{linux_resources, oom_score_adj, LinuxResources};
+pub use service_env::{service_env, service_vars};
 pub use spec::{container_hash, format_pod};
