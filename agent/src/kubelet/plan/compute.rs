@@ -24,7 +24,7 @@ use super::spec::{
 /// The back-off tables the kubelet keeps across plans (one each for the whole node).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Backoffs {
-    /// Crash-loop back-off, keyed by [`super::spec::backoff_key`].
+    /// Crash-loop back-off, keyed by `name_namespace_uid_container_hash` (upstream's `getStableKey`).
     pub crash_loop: Backoff,
     /// Image-pull back-off, keyed by [`super::image::image_backoff_key`]; the executor calls
     /// `next` on it when a pull fails.

@@ -96,7 +96,7 @@ fn convert(c: &ObservedContainer, old: Option<&ContainerStatus>) -> ContainerSta
     status
 }
 
-/// What [`container_statuses`] needs besides the containers.
+/// What the status builders read besides the pod spec.
 #[derive(Debug, Clone, Copy)]
 pub struct StatusInputs<'a> {
     pub pod: &'a Pod,

@@ -1,6 +1,6 @@
 //! The kubelet's pod-lifecycle planner: pure functions from a desired pod and the observed
 //! runtime state to the steps that reconcile them ([`compute_pod_actions`]) and to the pod's API
-//! status ([`pod_status`]), with upstream's kubelet semantics. No I/O, no clock, no tokio: the
+//! status ([`pod_status()`]), with upstream's kubelet semantics. No I/O, no clock, no tokio: the
 //! executor reads the runtime (CRI), calls the planner, and carries the plan out.
 //!
 //! # What the executor does with each [`Action`], in the order given
@@ -16,7 +16,7 @@
 //!   now)` with [`image_backoff_key`], record `ErrImagePull` (with the error as message) in the
 //!   [`Reasons`] for the container, and skip its `StartContainer` and `RunPostStart`.
 //! - [`Action::StartContainer`]: builds the container config (command, env, mounts, resources:
-//!   see [`env`] and [`resources`]), stores [`container_hash`] and `attempt` on it, CRI
+//!   see [`container_env`], [`expand_command`] and [`linux_resources`]), stores [`container_hash`] and `attempt` on it, CRI
 //!   `CreateContainer` + `StartContainer`. Success: forget the container's entry in the
 //!   [`Reasons`]. Failure: record `CreateContainerConfigError` / `CreateContainerError` /
 //!   `RunContainerError`. An init container start ends the plan's starts (the next init
@@ -25,11 +25,11 @@
 //!   it (reason `FailedPostStartHook`) with the pod's grace period.
 //! - [`Action::RemoveContainer`] / [`Action::RemoveSandbox`]: CRI `RemoveContainer` /
 //!   `RemovePodSandbox`.
-//! - [`Action::FinishDeletion`]: writes [`pod_status`] and deletes the pod object with grace
+//! - [`Action::FinishDeletion`]: writes [`pod_status()`] and deletes the pod object with grace
 //!   period 0 and the UID as precondition.
 //!
 //! After carrying out a plan, the executor merges [`PodActions::waiting`] into its [`Reasons`],
-//! writes [`pod_status`] if it changed, and plans again when the runtime, the pod, a probe result
+//! writes [`pod_status()`] if it changed, and plans again when the runtime, the pod, a probe result
 //! or a back-off deadline changes — never before the previous plan was carried out (planning
 //! records crash-loop back-off).
 
@@ -39,6 +39,7 @@ mod compute;
 mod conditions;
 mod container_status;
 mod downward;
+mod env;
 mod expand;
 mod image;
 mod lifecycle;
@@ -56,6 +57,9 @@ pub use backoff::{go_duration, Backoff};
 pub use compute::{compute_pod_actions, Backoffs};
 pub use container_status::{container_id, StatusInputs};
 pub use downward::{field_value, resource_value, Allocatable};
+pub use env::{
+    container_env, expand_command, is_env_var_name, ContainerEnv, EnvError, EnvInputs, SourceKind,
+};
 pub use expand::expand;
 pub use image::{image_backoff_key, pull_policy, PullPolicy};
 pub use observed::{
