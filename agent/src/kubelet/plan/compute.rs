@@ -10,6 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::actions::{Action, KillReason, PodActions};
 use super::backoff::{go_duration, Backoff};
 use super::image::{image_step, ImageStep};
+use super::init_containers::{init_actions, is_restartable, ToKill};
 use super::lifecycle::{next_init_container, sandbox_changed, should_restart, succeeded};
 use super::observed::{
     ContainerState, ObservedContainer, ObservedPod, ProbeResult, ProbeResults, SandboxState,
@@ -36,8 +37,8 @@ pub struct Backoffs {
 struct Decision<'a> {
     kill_pod: bool,
     create_sandbox: Option<u32>,
-    kill: Vec<(&'a ObservedContainer, &'a Container, KillReason, String)>,
-    next_init: Option<&'a Container>,
+    kill: Vec<ToKill<'a>>,
+    init_start: Vec<&'a Container>,
     start: Vec<&'a Container>,
 }
 
@@ -67,30 +68,61 @@ pub fn compute_pod_actions(
     if d.kill_pod {
         stop_pod(pod, observed, None, &mut out);
     } else {
-        for (s, spec, reason, message) in &d.kill {
-            let grace = kill_grace(pod, spec, *reason);
-            kill(s, Some(spec), grace, *reason, message.clone(), &mut out);
+        for k in &d.kill {
+            let grace = kill_grace(pod, k.spec, k.reason);
+            kill(
+                k.status,
+                Some(k.spec),
+                grace,
+                k.reason,
+                k.message.clone(),
+                &mut out,
+            );
         }
     }
-    if let Some(attempt) = d.create_sandbox {
-        // Init containers run again in a new sandbox: forget the old ones.
-        for c in init_containers(pod) {
-            for s in observed.containers.iter().filter(|s| s.name == c.name) {
-                if s.state != ContainerState::Running {
-                    out.actions
-                        .push(Action::RemoveContainer { id: s.id.clone() });
+    match d.create_sandbox {
+        Some(attempt) => {
+            // Init containers run again in a new sandbox: forget the old ones.
+            for c in init_containers(pod) {
+                for s in observed.containers.iter().filter(|s| s.name == c.name) {
+                    if s.state != ContainerState::Running {
+                        out.actions
+                            .push(Action::RemoveContainer { id: s.id.clone() });
+                    }
                 }
             }
+            out.actions.push(Action::CreateSandbox { attempt });
         }
-        out.actions.push(Action::CreateSandbox { attempt });
+        None => prune_init_containers(pod, observed, &mut out),
     }
-    if let Some(c) = d.next_init {
-        start(pod, c, true, observed, backoffs, now, &mut out);
+    for c in d.init_start {
+        let started = start(pod, c, true, observed, backoffs, now, &mut out);
+        if !started && !is_restartable(c) {
+            // Initialization cannot go on before this one ran.
+            return out;
+        }
     }
     for c in d.start {
         start(pod, c, false, observed, backoffs, now, &mut out);
     }
     out
+}
+
+/// Upstream's `pruneInitContainersBeforeStart`: of each init container only the newest
+/// exited instance stays; older ones and ones in unknown state (stopped first) are removed.
+fn prune_init_containers(pod: &Pod, observed: &ObservedPod, out: &mut PodActions) {
+    for c in init_containers(pod) {
+        let dead = observed.containers_newest_first().into_iter().filter(|s| {
+            s.name == c.name && matches!(s.state, ContainerState::Exited | ContainerState::Unknown)
+        });
+        for (n, s) in dead.enumerate() {
+            if n == 0 && s.state == ContainerState::Exited {
+                continue;
+            }
+            out.actions
+                .push(Action::RemoveContainer { id: s.id.clone() });
+        }
+    }
 }
 
 fn decide<'a>(pod: &'a Pod, observed: &'a ObservedPod, probes: &ProbeResults) -> Decision<'a> {
@@ -112,32 +144,31 @@ fn decide<'a>(pod: &'a Pod, observed: &'a ObservedPod, probes: &ProbeResults) ->
                 !(restart_policy(pod) == RestartPolicy::OnFailure && succeeded(c, observed))
             })
             .collect();
-        if to_start.is_empty() && next_init_container(pod, observed).done {
+        let initialized = if init_containers(pod).iter().any(is_restartable) {
+            containers(pod).iter().any(|c| {
+                observed
+                    .latest(&c.name)
+                    .is_some_and(|s| s.state != ContainerState::Unknown)
+            })
+        } else {
+            next_init_container(pod, observed).done
+        };
+        if to_start.is_empty() && initialized {
             d.create_sandbox = None;
             return d;
         }
         match init_containers(pod).first() {
-            Some(first) => d.next_init = Some(first),
+            Some(first) => d.init_start = vec![first],
             None => d.start = to_start,
         }
         return d;
     }
 
-    let init = next_init_container(pod, observed);
-    if !init.done {
-        if let Some(next) = init.next {
-            let failed = init.failed.is_some();
-            if failed && !restarts_on_failure(pod) {
-                d.kill_pod = true;
-            } else {
-                if let Some(s) = init.failed.filter(|s| s.state == ContainerState::Unknown) {
-                    let message =
-                        "Init container is in \"unknown\" state, try killing it before restart";
-                    d.kill.push((s, next, KillReason::Unknown, message.into()));
-                }
-                d.next_init = Some(next);
-            }
-        }
+    let init = init_actions(pod, observed, probes);
+    d.kill = init.kill;
+    d.init_start = init.start;
+    if init.kill_pod || !init.initialized {
+        d.kill_pod = init.kill_pod;
         return d;
     }
 
@@ -151,7 +182,12 @@ fn decide<'a>(pod: &'a Pod, observed: &'a ObservedPod, probes: &ProbeResults) ->
                 if let Some(s) = status.filter(|s| s.state == ContainerState::Unknown) {
                     let message =
                         "Container is in \"unknown\" state, try killing it before restart";
-                    d.kill.push((s, c, KillReason::Unknown, message.into()));
+                    d.kill.push(ToKill {
+                        status: s,
+                        spec: c,
+                        reason: KillReason::Unknown,
+                        message: message.into(),
+                    });
                 }
             }
             continue;
@@ -183,10 +219,17 @@ fn decide<'a>(pod: &'a Pod, observed: &'a ObservedPod, probes: &ProbeResults) ->
         } else {
             message
         };
-        d.kill.push((s, c, reason, message));
+        d.kill.push(ToKill {
+            status: s,
+            spec: c,
+            reason,
+            message,
+        });
     }
     if keep == 0 && d.start.is_empty() {
+        // Nothing to run any more: stop, and do not let sidecars keep the pod alive.
         d.kill_pod = true;
+        d.init_start.clear();
     }
     d
 }
@@ -245,14 +288,28 @@ fn kill(
 }
 
 /// Stops every running container (`grace`: the deletion's, or per container) and every ready
-/// sandbox; exited containers stay for their logs.
+/// sandbox; exited containers stay for their logs. Sidecars (restartable init containers) stop
+/// last, in reverse spec order, after the containers they serve.
 fn stop_pod(pod: &Pod, observed: &ObservedPod, grace: Option<Duration>, out: &mut PodActions) {
-    let specs: Vec<&Container> = init_containers(pod).iter().chain(containers(pod)).collect();
-    for s in observed.containers_newest_first() {
-        if s.state != ContainerState::Running {
-            continue;
-        }
-        let spec = specs.iter().find(|c| c.name == s.name).copied();
+    let inits = init_containers(pod);
+    let sidecar_rank = |name: &str| {
+        inits
+            .iter()
+            .rposition(|c| c.name == name && is_restartable(c))
+            .map(|i| inits.len() - i)
+    };
+    let mut running: Vec<&ObservedContainer> = observed
+        .containers_newest_first()
+        .into_iter()
+        .filter(|s| s.state == ContainerState::Running)
+        .collect();
+    // Stable: regular containers first (newest first), then sidecars from the last.
+    running.sort_by_key(|s| sidecar_rank(&s.name));
+    for s in running {
+        let spec = inits
+            .iter()
+            .chain(containers(pod))
+            .find(|c| c.name == s.name);
         let grace = match (grace, spec) {
             (Some(g), _) => g,
             (None, Some(c)) => kill_grace(pod, c, KillReason::PodStopping),
@@ -291,7 +348,7 @@ fn finish_deletion(pod: &Pod, observed: &ObservedPod, out: &mut PodActions) {
     }
 }
 
-/// Starts `c` unless it is in crash-loop back-off or its image cannot be had now.
+/// Starts `c` unless it is in crash-loop back-off or its image cannot be had now (`false`).
 fn start(
     pod: &Pod,
     c: &Container,
@@ -300,7 +357,7 @@ fn start(
     backoffs: &mut Backoffs,
     now: Timestamp,
     out: &mut PodActions,
-) {
+) -> bool {
     if let Some(exited) = observed.latest_exited(&c.name) {
         let key = backoff_key(pod, c);
         let finished = exited.finished_at.unwrap_or(exited.created_at);
@@ -313,14 +370,14 @@ fn start(
             );
             out.waiting
                 .insert(c.name.clone(), Waiting::new("CrashLoopBackOff", message));
-            return;
+            return false;
         }
         backoffs.crash_loop.next(&key, finished, now);
     }
     match image_step(pod, c, observed, &backoffs.image_pull, now) {
         ImageStep::Wait(w) => {
             out.waiting.insert(c.name.clone(), w);
-            return;
+            return false;
         }
         ImageStep::Pull => out.actions.push(Action::PullImage {
             container: c.name.clone(),
@@ -342,6 +399,7 @@ fn start(
             name: c.name.clone(),
         });
     }
+    true
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use super::init_containers::is_restartable;
 use super::spec::{containers, init_containers};
 
 /// The condition types the kubelet sets; the pod's other conditions are kept as they are.
@@ -43,7 +44,11 @@ pub fn initialized(pod: &Pod, all: &[ContainerStatus], phase: &str) -> PodCondit
     for c in init_containers(pod) {
         match find(all, &c.name) {
             None => unknown.push(c.name.as_str()),
-            Some(s) if !s.ready => incomplete.push(c.name.as_str()),
+            // A sidecar counts once started, a regular init container once it succeeded.
+            Some(s) if is_restartable(c) && s.started != Some(true) => {
+                incomplete.push(c.name.as_str())
+            }
+            Some(s) if !is_restartable(c) && !s.ready => incomplete.push(c.name.as_str()),
             Some(_) => {}
         }
     }
@@ -82,11 +87,12 @@ pub fn initialized(pod: &Pod, all: &[ContainerStatus], phase: &str) -> PodCondit
     )
 }
 
-/// `ContainersReady`: every regular container is ready.
+/// `ContainersReady`: every sidecar and regular container is ready.
 pub fn containers_ready(pod: &Pod, all: &[ContainerStatus], phase: &str) -> PodCondition {
     let mut unknown = vec![];
     let mut unready = vec![];
-    for c in containers(pod) {
+    let sidecars = init_containers(pod).iter().filter(|c| is_restartable(c));
+    for c in sidecars.chain(containers(pod)) {
         match find(all, &c.name) {
             None => unknown.push(c.name.as_str()),
             Some(s) if !s.ready => unready.push(c.name.as_str()),

@@ -251,7 +251,9 @@ pub fn container_statuses(
     out
 }
 
-/// `started` and `ready` as the probe manager sets them.
+/// `started` and `ready` as the probe manager sets them: a regular init container is ready once
+/// it succeeded; other containers once started (startup probe passed) and ready by their
+/// readiness probe (or without one).
 fn set_readiness(s: &mut ContainerStatus, spec: &Container, init: bool, probes: &ProbeResults) {
     let state = s.state.clone().unwrap_or_default();
     let id = s
@@ -266,7 +268,7 @@ fn set_readiness(s: &mut ContainerStatus, spec: &Container, init: bool, probes: 
             None => spec.startup_probe.is_none(),
         };
     s.started = Some(started);
-    s.ready = if init {
+    s.ready = if init && !super::init_containers::is_restartable(spec) {
         state.terminated.as_ref().is_some_and(|t| t.exit_code == 0)
     } else {
         started

@@ -125,7 +125,8 @@ pub fn next_init_container<'a>(pod: &'a Pod, observed: &'a ObservedPod) -> InitP
 
 /// Whether a container that is not running should be (re)started: never for a pod being
 /// deleted; always when it never ran, or its last instance is `created` or `unknown`; for an
-/// exited one, per `restartPolicy` (`OnFailure`: only after a non-zero exit).
+/// exited one, always for a sidecar, else per `restartPolicy` (`OnFailure`: only after a
+/// non-zero exit).
 pub fn should_restart(c: &Container, pod: &Pod, observed: &ObservedPod) -> bool {
     if is_deleting(pod) {
         return false;
@@ -136,6 +137,7 @@ pub fn should_restart(c: &Container, pod: &Pod, observed: &ObservedPod) -> bool 
     match s.state {
         ContainerState::Running => false,
         ContainerState::Unknown | ContainerState::Created => true,
+        ContainerState::Exited if super::init_containers::is_restartable(c) => true,
         ContainerState::Exited => match restart_policy(pod) {
             RestartPolicy::Never => false,
             RestartPolicy::OnFailure => s.exit_code != 0,

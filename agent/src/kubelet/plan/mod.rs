@@ -8,7 +8,9 @@
 //!   `timeout`, and remembers how long it took.
 //! - [`Action::KillContainer`]: CRI `StopContainer` with a timeout of `grace` minus the preStop
 //!   time, at least 2 s unless `grace` itself is shorter; records a `Killing` event with
-//!   `message`. Failure: stop carrying out this plan (the next plan retries).
+//!   `message`. Failure: stop carrying out this plan (the next plan retries). Kills of a
+//!   stopping pod come regular containers first, then sidecars from the last: the executor may
+//!   stop the regular ones at once but a sidecar only after everything before it exited.
 //! - [`Action::KillSandbox`]: CRI `StopPodSandbox` (CNI teardown happens there).
 //! - [`Action::CreateSandbox`]: CRI `RunPodSandbox` with this attempt (network set up by CNI);
 //!   on failure stop carrying out this plan.
@@ -19,8 +21,8 @@
 //!   see [`container_env`], [`expand_command`] and [`linux_resources`]), stores [`container_hash`] and `attempt` on it, CRI
 //!   `CreateContainer` + `StartContainer`. Success: forget the container's entry in the
 //!   [`Reasons`]. Failure: record `CreateContainerConfigError` / `CreateContainerError` /
-//!   `RunContainerError`. An init container start ends the plan's starts (the next init
-//!   container waits for this one to exit).
+//!   `RunContainerError`; if it was a regular (not restartable) init container, stop carrying
+//!   out the plan's starts.
 //! - [`Action::RunPostStart`]: runs the hook in the container just started; on failure stops
 //!   it (reason `FailedPostStartHook`) with the pod's grace period.
 //! - [`Action::RemoveContainer`] / [`Action::RemoveSandbox`]: CRI `RemoveContainer` /
@@ -42,6 +44,7 @@ mod downward;
 mod env;
 mod expand;
 mod image;
+mod init_containers;
 mod lifecycle;
 mod observed;
 mod phase;

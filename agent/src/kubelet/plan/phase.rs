@@ -3,6 +3,7 @@
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
+use super::init_containers::is_restartable;
 use super::spec::{containers, init_containers, restart_policy, RestartPolicy};
 
 fn find<'a>(statuses: &'a [ContainerStatus], name: &str) -> Option<&'a ContainerStatus> {
@@ -17,7 +18,7 @@ fn last_terminated_code(s: &ContainerStatus) -> Option<i32> {
 }
 
 /// The phase: `Failed` when an init container failed under `restartPolicy: Never`; `Pending`
-/// while init containers are pending or a container waits for its first start; `Running`
+/// while init containers are pending (sidecars: not started, before any container ran) or a container waits for its first start; `Running`
 /// while a container runs (or all stopped under `Always`, or `OnFailure` restarting a failure);
 /// `Succeeded`/`Failed` when all stopped for good (`terminal`: the pod was stopped, e.g.
 /// deleted, and nothing will restart).
@@ -28,8 +29,16 @@ pub fn phase(
     terminal: bool,
 ) -> &'static str {
     let mut pending_init = 0;
+    let mut pending_sidecars = 0;
     let mut failed_init = 0;
     for c in init_containers(pod) {
+        if is_restartable(c) {
+            // A sidecar is pending until it started.
+            if find(init, &c.name).is_none_or(|s| s.started != Some(true)) {
+                pending_sidecars += 1;
+            }
+            continue;
+        }
         let Some(s) = find(init, &c.name) else {
             pending_init += 1;
             continue;
@@ -81,7 +90,12 @@ pub fn phase(
     if failed_init > 0 && policy == RestartPolicy::Never {
         return "Failed";
     }
-    if pending_init > 0 || waiting > 0 {
+    let regular_started = containers(pod).iter().any(|c| {
+        find(regular, &c.name)
+            .and_then(|s| s.state.as_ref())
+            .is_some_and(|st| st.running.is_some() || st.terminated.is_some())
+    });
+    if pending_init > 0 || (pending_sidecars > 0 && !regular_started) || waiting > 0 {
         return "Pending";
     }
     if running > 0 && unknown == 0 {

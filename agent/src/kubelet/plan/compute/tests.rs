@@ -184,6 +184,7 @@ fn an_init_container_in_unknown_state_is_killed_before_it_runs_again() {
                 KillReason::Unknown,
                 "Init container is in \"unknown\" state, try killing it before restart"
             ),
+            Action::RemoveContainer { id: "i1-0".into() },
             start("i1", true, 1)
         ]
     );
@@ -273,7 +274,11 @@ fn init_containers_crash_loop_too() {
         3,
     );
     let out = plan_at(&p, &o, &mut b, &none, 6);
-    assert_eq!(out.actions, vec![]);
+    // Only the newest exited instance of an init container is kept.
+    assert_eq!(
+        out.actions,
+        vec![Action::RemoveContainer { id: "i1-0".into() }]
+    );
     assert_eq!(
         out.waiting["i1"],
         Waiting::new(
@@ -480,86 +485,6 @@ fn a_never_pod_whose_sandbox_died_after_running_is_not_recreated() {
 }
 
 #[test]
-fn a_deleted_pod_stops_with_its_grace_period_then_is_cleaned_up() {
-    let p = pod(json!({
-        "metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z", "deletionGracePeriodSeconds": 10},
-        "spec": {"containers": [{"name": "c", "image": "busybox:1.35",
-            "lifecycle": {"preStop": {"exec": {"command": ["sleep", "1"]}}}}]}}));
-    let o = observed(
-        ready(),
-        vec![ctr("c", Exited, 1, 0, 1), ctr("c", Running, 0, 1, 5)],
-    );
-    assert_eq!(
-        actions(&p, &o),
-        vec![
-            Action::RunPreStop {
-                id: "c-1".into(),
-                name: "c".into(),
-                timeout: Duration::from_secs(10)
-            },
-            kill("c-1", 10, KillReason::PodStopping, "Stopping container c"),
-            kill_sandbox("s1")
-        ]
-    );
-    let o = observed(
-        dead(),
-        vec![ctr("c", Exited, 1, 0, 1), ctr("c", Exited, 143, 1, 5)],
-    );
-    assert_eq!(
-        actions(&p, &o),
-        vec![
-            Action::FinishDeletion { uid: "u1".into() },
-            Action::RemoveContainer { id: "c-1".into() },
-            Action::RemoveContainer { id: "c-0".into() },
-            Action::RemoveSandbox { id: "s1".into() }
-        ]
-    );
-    // A container whose state is not known yet holds the deletion back.
-    let o = observed(dead(), vec![ctr("c", Unknown, 0, 0, 1)]);
-    assert_eq!(actions(&p, &o), vec![]);
-}
-
-#[test]
-fn a_zero_grace_deletion_skips_the_pre_stop_hook() {
-    let p = pod(json!({
-        "metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z", "deletionGracePeriodSeconds": 0},
-        "spec": {"containers": [{"name": "c", "image": "busybox:1.35",
-            "lifecycle": {"preStop": {"exec": {"command": ["sleep", "1"]}}}}]}}));
-    let o = observed(ready(), vec![ctr("c", Running, 0, 0, 1)]);
-    assert_eq!(
-        actions(&p, &o),
-        vec![
-            kill("c-0", 0, KillReason::PodStopping, "Stopping container c"),
-            kill_sandbox("s1")
-        ]
-    );
-}
-
-#[test]
-fn a_deleted_pod_never_starts_anything() {
-    let p = pod(json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}));
-    assert_eq!(
-        actions(&p, &observed(vec![], vec![])),
-        vec![Action::FinishDeletion { uid: "u1".into() }]
-    );
-}
-
-#[test]
-fn a_terminal_pod_only_stops() {
-    let p = pod(json!({"status": {"phase": "Failed"}}));
-    let o = observed(ready(), vec![ctr("c", Running, 0, 0, 1)]);
-    assert_eq!(
-        actions(&p, &o),
-        vec![
-            kill("c-0", 30, KillReason::PodStopping, "Stopping container c"),
-            kill_sandbox("s1")
-        ]
-    );
-    let o = observed(dead(), vec![ctr("c", Exited, 1, 0, 1)]);
-    assert_eq!(actions(&p, &o), vec![]);
-}
-
-#[test]
 fn without_a_grace_period_in_the_spec_kills_get_the_minimum() {
     let p = base_pod(json!({}));
     let o = observed(ready(), vec![ctr("c", Unknown, 0, 0, 1)]);
@@ -643,3 +568,6 @@ fn a_post_start_hook_follows_the_start() {
         ]
     );
 }
+
+mod sidecars;
+mod stopping;

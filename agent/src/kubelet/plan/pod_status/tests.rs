@@ -487,3 +487,83 @@ fn regular_statuses_are_sorted_by_name_and_qos_is_reported() {
         json!("containers with unready status: [z a]")
     );
 }
+
+#[test]
+fn a_sidecar_is_initialized_once_started_and_counts_for_readiness() {
+    let p = pod(
+        json!({"spec": {"initContainers": [{"name": "sc", "image": "busybox:1.35",
+        "restartPolicy": "Always", "readinessProbe": {"exec": {"command": ["true"]}}}]}}),
+    );
+    let now = t(100);
+    let mut w = world(
+        vec![sandbox("s1", true, 0, 0)],
+        vec![ctr("sc", Running, 0, 0, 1)],
+    );
+    let s = status(&p, &w, 100);
+    assert_eq!(s["phase"], json!("Pending"));
+    assert_eq!(s["conditions"][1], cond("Initialized", true, &now));
+    let unready = "containers with unready status: [sc c]";
+    assert_eq!(
+        s["conditions"][3],
+        cond_r(
+            "ContainersReady",
+            false,
+            &now,
+            "ContainersNotReady",
+            unready
+        )
+    );
+    assert_eq!(s["initContainerStatuses"][0]["started"], json!(true));
+    assert_eq!(s["initContainerStatuses"][0]["ready"], json!(false));
+
+    w.observed.containers.push(ctr("c", Running, 0, 0, 5));
+    w.probes
+        .readiness
+        .insert("sc-0".into(), ProbeResult::Success);
+    let s = status(&p, &w, 100);
+    assert_eq!(s["phase"], json!("Running"));
+    assert_eq!(s["conditions"][2], cond("Ready", true, &now));
+    assert_eq!(s["initContainerStatuses"][0]["ready"], json!(true));
+
+    // The sidecar crashed after the pod ran: still Running, not ready.
+    let w = world(
+        vec![sandbox("s1", true, 0, 0)],
+        vec![ctr("sc", Exited, 1, 0, 1), ctr("c", Running, 0, 0, 5)],
+    );
+    let s = status(&p, &w, 100);
+    assert_eq!(s["phase"], json!("Running"));
+    assert_eq!(
+        s["conditions"][3],
+        cond_r(
+            "ContainersReady",
+            false,
+            &now,
+            "ContainersNotReady",
+            "containers with unready status: [sc]"
+        )
+    );
+}
+
+#[test]
+fn a_sidecar_not_yet_started_keeps_the_pod_pending() {
+    let p = pod(
+        json!({"spec": {"initContainers": [{"name": "sc", "image": "busybox:1.35",
+        "restartPolicy": "Always", "startupProbe": {"exec": {"command": ["true"]}}}]}}),
+    );
+    let w = world(
+        vec![sandbox("s1", true, 0, 0)],
+        vec![ctr("sc", Running, 0, 0, 1)],
+    );
+    let s = status(&p, &w, 100);
+    assert_eq!(s["phase"], json!("Pending"));
+    assert_eq!(
+        s["conditions"][1],
+        cond_r(
+            "Initialized",
+            false,
+            &t(100),
+            "ContainersNotInitialized",
+            "containers with incomplete status: [sc]"
+        )
+    );
+}
