@@ -27,8 +27,11 @@
 //!   it (reason `FailedPostStartHook`) with the pod's grace period.
 //! - [`Action::RemoveContainer`] / [`Action::RemoveSandbox`]: CRI `RemoveContainer` /
 //!   `RemovePodSandbox`.
-//! - [`Action::FinishDeletion`]: writes [`pod_status()`] and deletes the pod object with grace
-//!   period 0 and the UID as precondition.
+//! - [`Action::FinishDeletion`]: writes the final status ([`pod_status()`] passed through
+//!   [`terminated_status`]) and deletes the pod object with grace period 0 and the UID as
+//!   precondition.
+//!
+//! Every minute or so the executor also removes what [`garbage`] names (old dead containers).
 //!
 //! After carrying out a plan, the executor merges [`PodActions::waiting`] into its [`Reasons`],
 //! writes [`pod_status()`] if it changed, and plans again when the runtime, the pod, a probe result
@@ -43,6 +46,7 @@ mod container_status;
 mod downward;
 mod env;
 mod expand;
+mod gc;
 mod image;
 mod init_containers;
 mod lifecycle;
@@ -54,6 +58,7 @@ mod quantity;
 mod resources;
 mod service_env;
 pub(crate) mod spec;
+mod terminate;
 
 pub use actions::{Action, KillReason, PodActions};
 pub use backoff::{go_duration, Backoff};
@@ -64,6 +69,7 @@ pub use env::{
     container_env, expand_command, is_env_var_name, ContainerEnv, EnvError, EnvInputs, SourceKind,
 };
 pub use expand::expand;
+pub use gc::garbage;
 pub use image::{image_backoff_key, pull_policy, PullPolicy};
 pub use observed::{
     ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, ProbeResult, ProbeResults,
@@ -75,3 +81,4 @@ pub use quantity::Quantity;
 pub use resources::{linux_resources, oom_score_adj, LinuxResources};
 pub use service_env::{service_env, service_vars};
 pub use spec::{container_hash, format_pod};
+pub use terminate::terminated_status;
