@@ -327,15 +327,8 @@ fn stop_pod(pod: &Pod, observed: &ObservedPod, grace: Option<Duration>, out: &mu
 
 /// A deleted pod whose containers and sandboxes all stopped: report, delete the API object,
 /// then remove what the runtime still has of it.
+/// (Only running containers hold it back, as upstream: created or unknown ones are removed.)
 fn finish_deletion(pod: &Pod, observed: &ObservedPod, out: &mut PodActions) {
-    if observed
-        .containers
-        .iter()
-        .any(|c| matches!(c.state, ContainerState::Created | ContainerState::Unknown))
-    {
-        // Not running, but not known to be stopped either: wait for the runtime to tell.
-        return;
-    }
     out.actions.push(Action::FinishDeletion {
         uid: uid(pod).to_string(),
     });

@@ -37,9 +37,20 @@ fn a_deleted_pod_stops_with_its_grace_period_then_is_cleaned_up() {
             Action::RemoveSandbox { id: "s1".into() }
         ]
     );
-    // A container whose state is not known yet holds the deletion back.
-    let o = observed(dead(), vec![ctr("c", Unknown, 0, 0, 1)]);
-    assert_eq!(actions(&p, &o), vec![]);
+    // Created (never started) and unknown containers do not hold the deletion back.
+    let o = observed(
+        dead(),
+        vec![ctr("c", Unknown, 0, 0, 1), ctr("c", Created, 0, 1, 5)],
+    );
+    assert_eq!(
+        actions(&p, &o),
+        vec![
+            Action::FinishDeletion { uid: "u1".into() },
+            Action::RemoveContainer { id: "c-1".into() },
+            Action::RemoveContainer { id: "c-0".into() },
+            Action::RemoveSandbox { id: "s1".into() }
+        ]
+    );
 }
 
 #[test]
