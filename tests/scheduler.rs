@@ -263,11 +263,16 @@ fn taints_selectors_and_anti_affinity_decide_placement() {
 #[test]
 fn a_high_priority_pod_preempts_a_low_priority_one() {
     let (_server, k) = Kubectl::start_server(NO_HEARTBEAT_NODES);
-    for (name, value) in [("low", 10), ("high", 1000)] {
+    // The Priority admission plugin gives pods their class's value and preemption policy.
+    for (name, value, policy) in [
+        ("low", 10, "PreemptLowerPriority"),
+        ("high", 1000, "PreemptLowerPriority"),
+        ("high-polite", 1000, "Never"),
+    ] {
         k.ok_stdin(
             &["apply", "-f", "-"],
             Some(&format!(
-                "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata:\n  name: {name}\nvalue: {value}\n"
+                "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata:\n  name: {name}\nvalue: {value}\npreemptionPolicy: {policy}\n"
             )),
         );
     }
@@ -278,7 +283,7 @@ fn a_high_priority_pod_preempts_a_low_priority_one() {
             "victim",
             "app: victim",
             "1500m",
-            "  priorityClassName: low\n  priority: 10\n",
+            "  priorityClassName: low\n",
         ),
     );
     assert_eq!(wait_scheduled(&k, "victim"), "only");
@@ -290,7 +295,7 @@ fn a_high_priority_pod_preempts_a_low_priority_one() {
             "polite",
             "app: polite",
             "1500m",
-            "  priorityClassName: high\n  priority: 1000\n  preemptionPolicy: Never\n",
+            "  priorityClassName: high-polite\n",
         ),
     );
     wait_described(
@@ -304,12 +309,7 @@ fn a_high_priority_pod_preempts_a_low_priority_one() {
     let victim_uid = k.ok(&["get", "pod", "victim", "-o", "jsonpath={.metadata.uid}"]);
     create(
         &k,
-        &pod(
-            "vip",
-            "app: vip",
-            "1500m",
-            "  priorityClassName: high\n  priority: 1000\n",
-        ),
+        &pod("vip", "app: vip", "1500m", "  priorityClassName: high\n"),
     );
     let vip_uid = k.ok(&["get", "pod", "vip", "-o", "jsonpath={.metadata.uid}"]);
     // The victim is deleted (gracefully: no kubelet here, so we finish its deletion as the

@@ -1,8 +1,10 @@
 //! `--kube-apiserver-arg KEY=VALUE` (k3s's way to pass kube-apiserver flags): the flags the
-//! API server understands. Today: `authorization-mode`.
+//! API server understands: `authorization-mode`, `default-not-ready-toleration-seconds`,
+//! `default-unreachable-toleration-seconds`.
 
 use std::sync::Arc;
 
+use crate::apiserver::admission::default_toleration_seconds::DefaultTolerationSeconds;
 use crate::auth::authz::{self, Authorizer, Chain};
 
 /// One `--authorization-mode` entry.
@@ -32,12 +34,16 @@ pub struct Args {
     /// `authorization-mode`: the authorizers after `system:masters`, in order (k3s's
     /// `Node,RBAC` by default).
     pub authorization_modes: Vec<Mode>,
+    /// `default-not-ready-toleration-seconds` / `default-unreachable-toleration-seconds`
+    /// (300 each).
+    pub default_tolerations: DefaultTolerationSeconds,
 }
 
 impl Default for Args {
     fn default() -> Args {
         Args {
             authorization_modes: vec![Mode::Node, Mode::Rbac],
+            default_tolerations: DefaultTolerationSeconds::default(),
         }
     }
 }
@@ -47,8 +53,12 @@ impl Default for Args {
 pub enum ArgError {
     #[error("--kube-apiserver-arg {0:?}: expected KEY=VALUE")]
     NotKeyValue(String),
-    #[error("--kube-apiserver-arg: unsupported kube-apiserver flag {0:?} (supported: authorization-mode)")]
+    #[error("--kube-apiserver-arg: unsupported kube-apiserver flag {0:?} (supported: authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds)")]
     Unsupported(String),
+    #[error(
+        "invalid argument {value:?} for \"--{flag}\" flag: expected a whole number of seconds"
+    )]
+    Seconds { flag: String, value: String },
     #[error("at least one authorization-mode must be passed")]
     NoModes,
     #[error("authorization-mode {0:?} is not a valid mode")]
@@ -70,11 +80,29 @@ impl Args {
                 .ok_or_else(|| ArgError::NotKeyValue(item.clone()))?;
             match key.trim_start_matches("--") {
                 "authorization-mode" => args.authorization_modes = parse_modes(value)?,
+                flag @ "default-not-ready-toleration-seconds" => {
+                    args.default_tolerations.not_ready = seconds(flag, value)?
+                }
+                flag @ "default-unreachable-toleration-seconds" => {
+                    args.default_tolerations.unreachable = seconds(flag, value)?
+                }
                 other => return Err(ArgError::Unsupported(other.to_string())),
             }
         }
         Ok(args)
     }
+}
+
+/// A non-negative number of seconds (kube-apiserver's flags are int64).
+fn seconds(flag: &str, value: &str) -> Result<i64, ArgError> {
+    value
+        .parse::<i64>()
+        .ok()
+        .filter(|s| *s >= 0)
+        .ok_or_else(|| ArgError::Seconds {
+            flag: flag.to_string(),
+            value: value.to_string(),
+        })
 }
 
 /// `Node,RBAC,…`: known modes, each once.
@@ -149,6 +177,29 @@ mod tests {
             .unwrap()
             .authorization_modes,
             [Mode::AlwaysAllow]
+        );
+    }
+
+    #[test]
+    fn toleration_seconds() {
+        let a = parse(&[
+            "default-not-ready-toleration-seconds=30",
+            "--default-unreachable-toleration-seconds=0",
+        ])
+        .unwrap();
+        assert_eq!(
+            a.default_tolerations,
+            DefaultTolerationSeconds {
+                not_ready: 30,
+                unreachable: 0
+            }
+        );
+        assert_eq!(parse(&[]).unwrap().default_tolerations.not_ready, 300);
+        assert_eq!(
+            parse(&["default-not-ready-toleration-seconds=5m"])
+                .unwrap_err()
+                .to_string(),
+            r#"invalid argument "5m" for "--default-not-ready-toleration-seconds" flag: expected a whole number of seconds"#
         );
     }
 

@@ -218,7 +218,9 @@ impl ApiServer {
             Arc::new(crate::auth::rbac::Rbac::new(policy.clone())),
             Some(Arc::new(node_authorizer.clone())),
         );
-        let registry = Registry::new(ds, cfg.service_cidr);
+        let registry = Registry::new(ds, cfg.service_cidr).with_admission(
+            admission::Chain::standard_with(cfg.args.default_tolerations),
+        );
         registry.set_write_check(Arc::new(registry::rbac_escalation::RbacEscalation {
             source: policy,
             authz: authz.clone(),

@@ -15,8 +15,11 @@
 //! Implement [`Mutating`] and/or [`Validating`] and add it to [`Chain::standard`] at the
 //! position kube-apiserver's recommended plugin order gives it.
 
+pub mod default_toleration_seconds;
+pub mod limit_ranger;
 pub mod namespace_lifecycle;
 pub mod node_restriction;
+pub mod priority;
 pub mod quota;
 pub mod service_account;
 
@@ -130,6 +133,22 @@ pub fn forbidden(a: &Attributes, why: &str) -> ApiError {
     )
 }
 
+/// Every stored object of `group/v1 plural` (in `namespace`, or all of a cluster-scoped
+/// resource), read for a plugin's decision.
+pub(crate) async fn stored(
+    reg: &Registry,
+    group: &str,
+    plural: &str,
+    namespace: Option<&str>,
+) -> ApiResult<Vec<Value>> {
+    let Some(r) = crate::apiserver::resources::catalog::lookup(group, "v1", plural) else {
+        return Ok(Vec::new());
+    };
+    let prefix = crate::apiserver::registry::keys::list_prefix(r, namespace);
+    let kvs = reg.all_under(prefix).await?;
+    kvs.iter().map(crate::apiserver::registry::decode).collect()
+}
+
 /// A plugin that may change the object (`admission.MutationInterface`).
 pub trait Mutating: Send + Sync {
     /// The plugin's name as `--enable-admission-plugins` spells it.
@@ -171,15 +190,32 @@ impl Chain {
         Chain::default()
     }
 
-    /// The plugins k3rs enables, in kube-apiserver's recommended order.
+    /// The plugins k3rs enables, in kube-apiserver's recommended order, with their defaults.
     pub fn standard() -> Chain {
+        Chain::standard_with(Default::default())
+    }
+
+    /// [`Chain::standard`] with the toleration seconds of `--kube-apiserver-arg`.
+    pub fn standard_with(
+        tolerations: default_toleration_seconds::DefaultTolerationSeconds,
+    ) -> Chain {
         let lifecycle = Arc::new(namespace_lifecycle::NamespaceLifecycle);
         let sa = Arc::new(service_account::ServiceAccount);
+        let priority = Arc::new(priority::Priority);
+        let limits = Arc::new(limit_ranger::LimitRanger);
         Chain {
-            mutating: vec![lifecycle, sa.clone()],
+            mutating: vec![
+                lifecycle,
+                limits.clone(),
+                sa.clone(),
+                priority.clone(),
+                Arc::new(tolerations),
+            ],
             validating: vec![
+                limits,
                 sa,
                 Arc::new(node_restriction::NodeRestriction),
+                priority,
                 Arc::new(quota::ResourceQuota),
             ],
         }
@@ -273,11 +309,23 @@ mod tests {
         let c = Chain::standard();
         assert_eq!(
             c.mutating_names(),
-            vec!["NamespaceLifecycle", "ServiceAccount"]
+            vec![
+                "NamespaceLifecycle",
+                "LimitRanger",
+                "ServiceAccount",
+                "Priority",
+                "DefaultTolerationSeconds"
+            ]
         );
         assert_eq!(
             c.validating_names(),
-            vec!["ServiceAccount", "NodeRestriction", "ResourceQuota"]
+            vec![
+                "LimitRanger",
+                "ServiceAccount",
+                "NodeRestriction",
+                "Priority",
+                "ResourceQuota"
+            ]
         );
     }
 }

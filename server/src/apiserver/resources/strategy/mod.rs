@@ -31,7 +31,7 @@ use super::catalog::Resource;
 use super::event_convert::to_core;
 use crate::apiserver::status::Cause;
 
-pub use pod::{default_pod_spec, mirror_service_account};
+pub use pod::{default_pod_spec, mirror_service_account, requests_from_limits};
 
 /// Applies the kind's defaults (kube-apiserver's `SetDefaults_*`).
 pub fn apply_defaults(r: &Resource, obj: &mut Value) {

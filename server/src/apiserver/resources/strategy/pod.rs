@@ -9,8 +9,28 @@ use crate::apiserver::status::Cause;
 pub fn defaults(pod: &mut Value) {
     if let Some(spec) = pod.get_mut("spec").filter(|s| s.is_object()) {
         default_pod_spec(spec);
-        // SetDefaults_Pod, not the pod spec: templates do not get it.
+        // SetDefaults_Pod, not the pod spec: templates do not get these.
         default_field(spec, "enableServiceLinks", json!(true));
+        for list in ["containers", "initContainers"] {
+            for c in spec[list].as_array_mut().into_iter().flatten() {
+                requests_from_limits(&mut c["resources"]);
+            }
+        }
+    }
+}
+
+/// A container's request for a resource it limits but does not request is the limit.
+pub fn requests_from_limits(resources: &mut Value) {
+    let Some(limits) = resources["limits"].as_object().cloned() else {
+        return;
+    };
+    for (k, v) in limits {
+        if resources["requests"].get(&k).is_none() {
+            if !resources["requests"].is_object() {
+                resources["requests"] = json!({});
+            }
+            resources["requests"][k] = v;
+        }
     }
 }
 
@@ -73,6 +93,32 @@ fn default_container(c: &mut Value) {
         for p in ports {
             default_field(p, "protocol", json!("TCP"));
         }
+    }
+}
+
+#[cfg(test)]
+mod request_defaults {
+    use super::*;
+
+    #[test]
+    fn a_pods_limits_default_its_requests_but_not_a_templates() {
+        let res = json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}});
+        let mut pod = json!({"spec": {"containers": [{"name": "a", "image": "x:1", "resources": res}],
+                                      "initContainers": [{"name": "i", "image": "x:1",
+                                          "resources": {"limits": {"cpu": "2"}}}]}});
+        defaults(&mut pod);
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["requests"],
+            json!({"cpu": "500m", "memory": "1Gi"})
+        );
+        assert_eq!(
+            pod["spec"]["initContainers"][0]["resources"]["requests"],
+            json!({"cpu": "2"})
+        );
+        let mut template = json!({"containers": [{"name": "a", "image": "x:1",
+                                                  "resources": {"limits": {"cpu": "1"}}}]});
+        default_pod_spec(&mut template);
+        assert_eq!(template["containers"][0]["resources"].get("requests"), None);
     }
 }
 
