@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::hollow::HollowAgent;
 use common::kube::{KubeClient, Kubeconfig};
-use common::kubectl::Kubectl;
+use common::kubectl::{json, pod_ready as is_ready, wait_json, Kubectl};
 use serde_json::Value;
 
 /// A server with two Ready hollow nodes; both stop when dropped.
@@ -70,20 +70,6 @@ async fn watch_objects(kubeconfig: &std::path::Path, path: &str) -> Events {
         }
     });
     (task, rx)
-}
-
-fn json(k: &Kubectl, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    serde_json::from_str(&k.ok(&all)).expect("kubectl json")
-}
-
-/// Waits (90 s at most) until `check` holds for `kubectl get <args> -o json`.
-fn wait_json(k: &Kubectl, what: &str, args: &[&str], check: impl Fn(&Value) -> bool) -> Value {
-    common::wait_for(what, Duration::from_secs(90), || {
-        let v = json(k, args);
-        check(&v).then_some(v)
-    })
 }
 
 fn running_pods(k: &Kubectl, selector: &str) -> Vec<Value> {
@@ -531,14 +517,6 @@ spec:
 
 /// Called with each watch event's type, its pod and the pods seen before it.
 type OnPodEvent<'a> = dyn FnMut(&str, &Value, &BTreeMap<String, Value>) + 'a;
-
-fn is_ready(pod: &Value) -> bool {
-    pod["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateful_sets_scale_up_in_order_and_down_in_reverse() {

@@ -100,6 +100,35 @@ pub fn table(out: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Whether a pod (as JSON) has the Ready condition True.
+pub fn pod_ready(pod: &serde_json::Value) -> bool {
+    pod["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+/// `kubectl <args> -o json`, parsed.
+pub fn json(k: &Kubectl, args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&k.ok(&all)).expect("kubectl json")
+}
+
+/// Waits (90 s at most) until `check` holds for `kubectl get <args> -o json`.
+pub fn wait_json(
+    k: &Kubectl,
+    what: &str,
+    args: &[&str],
+    check: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    super::wait_for(what, Duration::from_secs(90), || {
+        let v = json(k, args);
+        check(&v).then_some(v)
+    })
+}
+
 /// The words of the header line of `kubectl get` output.
 pub fn header(out: &str) -> Vec<String> {
     table(out).into_iter().next().unwrap_or_default()

@@ -23,6 +23,18 @@ pub enum Seen {
     Terminating,
 }
 
+/// What the pod cache `pods` shows of the pod with `uid`.
+pub fn seen(
+    pods: &kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Pod>,
+    uid: &str,
+) -> Seen {
+    match pods.find(|p| p.metadata.uid.as_deref() == Some(uid)) {
+        None => Seen::Absent,
+        Some(p) if p.metadata.deletion_timestamp.is_some() => Seen::Terminating,
+        Some(_) => Seen::Present,
+    }
+}
+
 #[derive(Debug, Default)]
 struct Pending {
     creates: HashSet<String>,

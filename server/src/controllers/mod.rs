@@ -6,13 +6,16 @@
 //! `kube-system/kube-controller-manager` Lease (see [`crate::components`]).
 
 pub mod args;
+pub mod claim;
 pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod events;
 pub mod expectations;
 pub mod garbage_collector;
+pub mod history;
 pub mod job;
 pub mod namespace;
 pub mod node_ipam;
@@ -169,6 +172,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         name: "statefulset-controller",
         start: statefulset::start,
     },
+    Descriptor {
+        controller: "daemonset",
+        name: daemonset::NAME,
+        start: daemonset::start,
+    },
 ];
 
 /// The `--controllers` names of [`CONTROLLERS`].
@@ -228,6 +236,25 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+}
+
+/// Errors of one sync of a workload controller; the sync is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("cache not ready")]
+    CacheNotReady,
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Wraps a failed request of a sync as [`SyncError::Api`] saying `what` failed.
+pub(crate) fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> SyncError {
+    let what = what.into();
+    move |source| SyncError::Api { what, source }
 }
 
 /// The API's status code of a kube error, if it is an API error.

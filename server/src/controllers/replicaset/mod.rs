@@ -28,7 +28,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, Controller};
 use kube::ResourceExt;
 
-use super::expectations::{Expectations, Seen};
+use super::expectations::{seen, Expectations};
 use super::ref_manager::{self, Claim};
 use super::{pod_template, pods, Context, EventRecorder, EventType};
 use kinds::Replicated;
@@ -85,32 +85,13 @@ pub async fn run<K: Replicated>(ctx: Context) {
         expectations: Mutex::new(Expectations::default()),
     });
     controller
-        .watches_stream(pod_events, move |pod| owners_of::<K>(&owners, &pod))
+        .watches_stream(pod_events, move |pod| {
+            super::claim::owners_of(&owners, &pod, |o: &K| o.view().map(|v| v.selector))
+        })
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
         .run(reconcile::<K>, error_policy::<K>, shared)
         .for_each(|_| futures::future::ready(()))
         .await;
-}
-
-/// The controllers a pod event concerns: its controller of kind `K`, or, for an orphan,
-/// every one whose selector matches it (it may be adopted).
-fn owners_of<K: Replicated>(owners: &Store<K>, pod: &Pod) -> Vec<ObjectRef<K>> {
-    let ns = pod.namespace().unwrap_or_default();
-    if let Some(r) = ref_manager::controller_of(&pod.metadata) {
-        return if r.kind == K::kind(&()) {
-            vec![ObjectRef::new(&r.name).within(&ns)]
-        } else {
-            Vec::new()
-        };
-    }
-    let labels = pod.labels();
-    owners
-        .state()
-        .iter()
-        .filter(|o| o.namespace().as_deref() == Some(ns.as_str()))
-        .filter(|o| o.view().is_some_and(|v| v.selector.matches(labels)))
-        .map(|o| ObjectRef::from_obj(o.as_ref()))
-        .collect()
 }
 
 fn error_policy<K: Replicated>(obj: Arc<K>, err: &Error, _: Arc<Shared>) -> Action {
@@ -350,15 +331,6 @@ async fn patch_pod(api: &Api<Pod>, pod: &Pod, patch: serde_json::Value) -> kube:
         &Patch::Merge(&patch),
     )
     .await
-}
-
-/// What the pod cache shows of the pod with `uid`.
-fn seen(pods: &Store<Pod>, uid: &str) -> Seen {
-    match pods.find(|p| p.uid().as_deref() == Some(uid)) {
-        None => Seen::Absent,
-        Some(p) if p.metadata.deletion_timestamp.is_some() => Seen::Terminating,
-        Some(_) => Seen::Present,
-    }
 }
 
 /// 404: deleted meanwhile.

@@ -23,36 +23,20 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::deployment::hash;
+use super::history::{renumber, revision_data, revision_template};
 use super::replicaset::api_message;
-use super::{pods, ref_manager, Context, EventRecorder, EventType};
+use super::SyncError as Error;
+use super::{api_err, claim, pods, ref_manager, Context, EventRecorder, EventType};
 use plan::{Member, Revision, Step};
-
-/// Errors of one sync; the sync is retried.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("pod cache not ready")]
-    CacheNotReady,
-    #[error("{what}: {source}")]
-    Api {
-        what: String,
-        #[source]
-        source: kube::Error,
-    },
-}
-
-fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
-    let what = what.into();
-    move |source| Error::Api { what, source }
-}
 
 struct Shared {
     client: kube::Client,
@@ -78,7 +62,9 @@ async fn run(ctx: Context) {
         pods: pod_store,
     });
     controller
-        .watches_stream(pod_events, move |pod| sets_of(&sets, &pod))
+        .watches_stream(pod_events, move |pod| {
+            claim::owners_of(&sets, &pod, selector)
+        })
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
         .run(reconcile, error_policy, shared)
         .for_each(|_| futures::future::ready(()))
@@ -90,42 +76,9 @@ fn selector(set: &StatefulSet) -> Option<Selector> {
     (!s.selects_all()).then_some(s)
 }
 
-fn sets_of(sets: &Store<StatefulSet>, pod: &Pod) -> Vec<ObjectRef<StatefulSet>> {
-    let ns = pod.namespace().unwrap_or_default();
-    if let Some(r) = ref_manager::controller_of(&pod.metadata) {
-        return if r.kind == "StatefulSet" {
-            vec![ObjectRef::new(&r.name).within(&ns)]
-        } else {
-            Vec::new()
-        };
-    }
-    sets.state()
-        .iter()
-        .filter(|s| s.namespace().as_deref() == Some(ns.as_str()))
-        .filter(|s| selector(s).is_some_and(|sel| sel.matches(pod.labels())))
-        .map(|s| ObjectRef::from_obj(s.as_ref()))
-        .collect()
-}
-
 fn error_policy(set: Arc<StatefulSet>, err: &Error, _: Arc<Shared>) -> Action {
     tracing::debug!(name = %set.name_any(), error = %err, "statefulset sync failed; retrying");
     Action::requeue(Duration::from_secs(2))
-}
-
-/// The revision data of `template` (upstream's `getPatch`: the template, replacing).
-fn revision_data(template: &PodTemplateSpec) -> Value {
-    let mut t = serde_json::to_value(template).unwrap_or_default();
-    if let Some(o) = t.as_object_mut() {
-        o.insert("$patch".into(), json!("replace"));
-    }
-    json!({"spec": {"template": t}})
-}
-
-/// The template a revision holds.
-fn revision_template(cr: &ControllerRevision) -> Option<PodTemplateSpec> {
-    let mut t = cr.data.as_ref()?.0.get("spec")?.get("template")?.clone();
-    t.as_object_mut()?.remove("$patch");
-    serde_json::from_value(t).ok()
 }
 
 /// `<set>-<hash>` of a revision's data (FNV-32a of its JSON and the collision count,
@@ -290,17 +243,9 @@ impl Sync<'_> {
             .find(|cr| cr.data.as_ref().map(|d| &d.0) == Some(&data))
         {
             Some(cr) if cr.revision == max => cr.clone(),
-            Some(cr) => {
-                // A template that came back (rollback): its revision becomes the newest.
-                let patch = json!({"revision": max + 1});
-                api.patch(
-                    &cr.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
+            Some(cr) => renumber(&api, cr, max + 1)
                 .await
-                .map_err(api_err("bumping controller revision"))?
-            }
+                .map_err(api_err("bumping controller revision"))?,
             None => {
                 let name = revision_name(&self.name, &data, status.collision_count);
                 let mut labels = self
@@ -361,45 +306,23 @@ impl Sync<'_> {
         Ok((current, update, owned))
     }
 
-    /// The set's pods after adopting matching orphans and releasing non-matching ones.
+    /// The set's pods after adopting matching orphans and releasing non-matching ones
+    /// (upstream also requires the pod's name to carry the set's name and an ordinal).
     async fn claim_pods(&self, sel: &Selector) -> Result<Vec<Arc<Pod>>, Error> {
-        let uid = self.set.uid().unwrap_or_default();
-        let deleting = self.set.meta().deletion_timestamp.is_some();
         let owner = ref_manager::controller_ref("apps/v1", "StatefulSet", &self.set.metadata);
-        let mut owned = Vec::new();
-        for pod in self.ctx.pods.state() {
-            if pod.namespace().as_deref() != Some(self.ns.as_str()) {
-                continue;
-            }
-            // Upstream also requires the pod's name to carry the set's name and an ordinal.
-            let matches = sel.matches(pod.labels())
-                && identity::ordinal_of(&self.name, &pod.name_any()).is_some();
-            let patch = match ref_manager::claim(&uid, deleting, &pod.metadata, matches) {
-                ref_manager::Claim::Own => {
-                    owned.push(pod);
-                    continue;
-                }
-                ref_manager::Claim::Ignore => continue,
-                ref_manager::Claim::Adopt => ref_manager::adopt_patch(&pod.metadata, &owner),
-                ref_manager::Claim::Release => ref_manager::release_patch(&pod.metadata, &uid),
-            };
-            let adopting = ref_manager::controller_of(&pod.metadata).is_none();
-            match self
-                .pods
-                .patch(
-                    &pod.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-            {
-                Ok(p) if adopting => owned.push(Arc::new(p)),
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(api_err(format!("claiming pod {}", pod.name_any()))(e)),
-            }
-        }
-        Ok(owned)
+        let deleting = self.set.meta().deletion_timestamp.is_some();
+        claim::claim_pods(
+            &self.pods,
+            &self.ctx.pods,
+            &self.ns,
+            &owner,
+            deleting,
+            |pod| {
+                sel.matches(pod.labels())
+                    && identity::ordinal_of(&self.name, &pod.name_any()).is_some()
+            },
+        )
+        .await
     }
 
     /// Creates the pod's missing claims, then the pod.
@@ -574,21 +497,16 @@ impl Sync<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
-    fn revisions_hold_the_template_and_are_named_by_its_hash() {
+    fn revisions_are_named_by_the_hash_of_their_data() {
         let t: PodTemplateSpec = serde_json::from_value(json!({
             "metadata": {"labels": {"app": "db"}},
             "spec": {"containers": [{"name": "c", "image": "pg:16"}]}
         }))
         .unwrap();
         let data = revision_data(&t);
-        assert_eq!(data["spec"]["template"]["$patch"], "replace");
-        let cr = ControllerRevision {
-            data: Some(RawExtension(data.clone())),
-            ..ControllerRevision::default()
-        };
-        assert_eq!(revision_template(&cr), Some(t.clone()));
         let name = revision_name("db", &data, None);
         assert!(name.starts_with("db-"), "{name}");
         assert_eq!(name, revision_name("db", &data, None));
