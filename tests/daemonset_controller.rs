@@ -163,6 +163,12 @@ fn daemon_sets_follow_nodes_selectors_and_taints() {
     assert_eq!(owner["kind"], "DaemonSet");
     assert_eq!(owner["uid"], ds["metadata"]["uid"]);
     assert_eq!(owner["controller"], true);
+    // Daemon pods tolerate not-ready/unreachable for good (no DefaultTolerationSeconds).
+    for t in pod["spec"]["tolerations"].as_array().unwrap() {
+        if t["effect"] == "NoExecute" {
+            assert!(t["tolerationSeconds"].is_null(), "{t}");
+        }
+    }
     let tolerations = pod["spec"]["tolerations"].to_string();
     for key in ["not-ready", "unreachable", "unschedulable", "disk-pressure"] {
         assert!(
