@@ -43,12 +43,14 @@ mod backoff;
 mod compute;
 mod conditions;
 mod container_status;
+mod dns;
 mod downward;
 mod env;
 mod expand;
 mod gc;
 mod image;
 mod init_containers;
+mod labels;
 mod lifecycle;
 mod observed;
 mod phase;
@@ -64,6 +66,7 @@ pub use actions::{Action, KillReason, PodActions};
 pub use backoff::{go_duration, Backoff};
 pub use compute::{compute_pod_actions, Backoffs};
 pub use container_status::{container_id, StatusInputs};
+pub use dns::{hostname_and_domain, parse_resolv_conf, pod_dns, DnsConfig, NodeDns};
 pub use downward::{field_value, resource_value, Allocatable};
 pub use env::{
     container_env, expand_command, is_env_var_name, ContainerEnv, EnvError, EnvInputs, SourceKind,
@@ -71,6 +74,10 @@ pub use env::{
 pub use expand::expand;
 pub use gc::garbage;
 pub use image::{image_backoff_key, pull_policy, PullPolicy};
+pub use labels::{
+    container_annotations, container_labels, container_log_path, pod_log_directory,
+    read_container_labels, sandbox_annotations, sandbox_labels, ContainerLabels,
+};
 pub use observed::{
     ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, ProbeResult, ProbeResults,
     Reasons, SandboxState, Waiting,
