@@ -5,5 +5,9 @@
 //! The agent never depends on the server crate: it talks to the API server like any client.
 
 pub mod client;
+pub mod cni;
+pub mod containerd;
+pub mod cri;
 pub mod hollow;
+pub mod images;
 pub mod kubelet;
