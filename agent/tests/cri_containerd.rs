@@ -1,0 +1,574 @@
+//! The container runtime boundary end to end, as root, with the real pieces: the images from
+//! `scripts/build-images.sh`, the system containerd (1.6) under our supervisor, `ctr` imports,
+//! runc, the CNI bridge/host-local/portmap plugins, and our CRI client over the unix socket.
+//!
+//! Everything runs inside a network namespace the test creates (`k3rs-t<pid>-cri`, no route
+//! anywhere): containerd is started with an `nsenter --net=…` prefix (not `ip netns exec`,
+//! which remounts /sys and so hides the cgroup mounts runc needs), so the CNI bridge, the
+//! masquerade rules and the pods' veths live there. Containers run under the cgroup parent
+//! `/k3rs-t<pid>-cri`. Dropping [`Lab`] (also on panic) kills every process in that netns and
+//! cgroup, unmounts what is left under the scratch dir, deletes the pod netns and ours.
+//!
+//! Missing prerequisites (root, containerd, ctr, runc, nsenter, ip, iptables, the CNI plugins,
+//! busybox-static) fail the test: `scripts/prereqs.sh test` installs them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k3rs_agent::cni;
+use k3rs_agent::containerd::{Config, Supervisor, SupervisorOptions};
+use k3rs_agent::cri::grpc::Cri;
+use k3rs_agent::cri::pb;
+use k3rs_agent::cri::{ImageService, RuntimeService};
+use k3rs_agent::images;
+
+const POD_CIDR: &str = "10.244.7.0/24";
+const PAUSE: &str = "docker.io/k3rs/pause:3.6";
+const BUSYBOX: &str = "docker.io/library/busybox:1.35";
+
+/// Panics unless `program` is on the PATH (or is an existing path).
+fn require(program: &str, package: &str) -> PathBuf {
+    if program.starts_with('/') {
+        assert!(
+            Path::new(program).exists(),
+            "{program} is missing: apt-get install {package} (scripts/prereqs.sh test)"
+        );
+        return PathBuf::from(program);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "{program} is not on the PATH: apt-get install {package} (scripts/prereqs.sh test)"
+            )
+        })
+}
+
+/// Runs a command to completion, panicking with its output on failure; returns stdout.
+fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The test's network namespace, cgroup parent and scratch dir; cleans all of them on drop.
+struct Lab {
+    netns: String,
+    cgroup_parent: String,
+    scratch: tempfile::TempDir,
+    /// Pod network namespaces containerd made (`/run/netns/cni-…`), removed on drop if left.
+    pod_netns: Vec<PathBuf>,
+}
+
+impl Lab {
+    fn new() -> Lab {
+        let pid = std::process::id();
+        remove_stale_namespaces();
+        let lab = Lab {
+            netns: format!("k3rs-t{pid}-cri"),
+            cgroup_parent: format!("/k3rs-t{pid}-cri"),
+            scratch: tempfile::Builder::new()
+                .prefix("k3rs-cri")
+                .tempdir()
+                .expect("scratch dir"),
+            pod_netns: Vec::new(),
+        };
+        run(Command::new("ip").args(["netns", "add", &lab.netns]));
+        run(Command::new("ip").args(["-n", &lab.netns, "link", "set", "lo", "up"]));
+        lab
+    }
+
+    fn netns_path(&self) -> String {
+        format!("/run/netns/{}", self.netns)
+    }
+
+    fn agent_dir(&self) -> PathBuf {
+        self.scratch.path().join("agent")
+    }
+
+    /// PIDs of the processes in our netns and in our cgroup subtree.
+    fn processes(&self) -> Vec<i32> {
+        let mut pids = Vec::new();
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.netns])
+            .output()
+        {
+            pids.extend(
+                String::from_utf8_lossy(&out.stdout)
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+        for dir in self.cgroup_dirs() {
+            collect_cgroup_procs(&dir, &mut pids);
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// `<mount>/<cgroup parent>` in every cgroup hierarchy.
+    fn cgroup_dirs(&self) -> Vec<PathBuf> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        mountinfo
+            .lines()
+            .filter_map(|l| {
+                let fields: Vec<&str> = l.split(' ').collect();
+                let sep = fields.iter().position(|f| *f == "-")?;
+                let fstype = fields.get(sep + 1)?;
+                (*fstype == "cgroup" || *fstype == "cgroup2")
+                    .then(|| Path::new(fields[4]).join(self.cgroup_parent.trim_start_matches('/')))
+            })
+            .filter(|p| p.exists())
+            .collect()
+    }
+}
+
+fn collect_cgroup_procs(dir: &Path, pids: &mut Vec<i32>) {
+    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+        pids.extend(procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()));
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                collect_cgroup_procs(&e.path(), pids);
+            }
+        }
+    }
+}
+
+/// Removes a cgroup directory tree, children first (cgroup dirs are removed with rmdir).
+fn remove_cgroup_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroup_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// Deletes `k3rs-t<pid>-cri` namespaces whose test process is gone.
+fn remove_stale_namespaces() {
+    let out = Command::new("ip").args(["netns", "list"]).output();
+    let Ok(out) = out else { return };
+    for name in String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+    {
+        let Some(pid) = name
+            .strip_prefix("k3rs-t")
+            .and_then(|r| r.strip_suffix("-cri"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = self.agent_dir().join("containerd/containerd.log");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(60).collect();
+            eprintln!("--- last lines of {} ---", log.display());
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+        for pid in self.processes() {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+        // Let the killed processes die before their mounts and cgroups go.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.processes().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Mounts left under the scratch dir (rootfs overlays, sandbox shm), deepest first.
+        let scratch = self.scratch.path().to_string_lossy().into_owned();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut mounts: Vec<String> = mountinfo
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4).map(String::from))
+            .filter(|m| m.starts_with(&scratch))
+            .collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in mounts {
+            let _ = Command::new("umount").args(["-l", &m]).status();
+        }
+        for ns in &self.pod_netns {
+            if ns.exists() {
+                let _ = Command::new("umount").arg(ns).status();
+                let _ = std::fs::remove_file(ns);
+            }
+        }
+        for dir in self.cgroup_dirs() {
+            remove_cgroup_tree(&dir);
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// Polls `f` every 100 ms until it returns `Some`, panicking with `what` after `limit`.
+async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn condition(status: &pb::StatusResponse, kind: &str) -> bool {
+    status
+        .status
+        .as_ref()
+        .is_some_and(|s| s.conditions.iter().any(|c| c.r#type == kind && c.status))
+}
+
+async fn container_status(cri: &Cri, id: &str) -> pb::ContainerStatus {
+    cri.container_status(id.to_string(), false)
+        .await
+        .expect("ContainerStatus")
+        .status
+        .expect("container status")
+}
+
+fn sandbox_config(lab: &Lab, uid: &str) -> pb::PodSandboxConfig {
+    pb::PodSandboxConfig {
+        metadata: Some(pb::PodSandboxMetadata {
+            name: "hello".into(),
+            uid: uid.into(),
+            namespace: "default".into(),
+            attempt: 0,
+        }),
+        hostname: "hello-pod".into(),
+        log_directory: lab
+            .scratch
+            .path()
+            .join("pods")
+            .join(uid)
+            .display()
+            .to_string(),
+        labels: [("app".to_string(), "hello".to_string())].into(),
+        linux: Some(pb::LinuxPodSandboxConfig {
+            cgroup_parent: lab.cgroup_parent.clone(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containerd_runs_a_pod_through_cri() {
+    assert!(
+        rustix::process::getuid().is_root(),
+        "this test runs containers: run it as root"
+    );
+    for (program, package) in [
+        ("containerd", "containerd"),
+        ("ctr", "containerd"),
+        ("containerd-shim-runc-v2", "containerd"),
+        ("runc", "runc"),
+        ("nsenter", "util-linux"),
+        ("ip", "iproute2"),
+        ("iptables", "iptables"),
+        ("/usr/lib/cni/bridge", "containernetworking-plugins"),
+        ("/usr/lib/cni/host-local", "containernetworking-plugins"),
+        ("/usr/lib/cni/portmap", "containernetworking-plugins"),
+        ("/usr/lib/cni/loopback", "containernetworking-plugins"),
+        ("/bin/busybox", "busybox-static"),
+    ] {
+        require(program, package);
+    }
+    let mut lab = Lab::new();
+    let agent_dir = lab.agent_dir();
+    let mut config = Config::new(&agent_dir, PAUSE);
+    config.restrict_oom_score_adj = !k3rs_agent::containerd::host::can_lower_oom_score_adj();
+    let images_dir = agent_dir.join("images");
+
+    // The images, built from busybox-static.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-images.sh");
+    run(Command::new("bash").arg(&script).arg(&images_dir));
+
+    // The CNI network for the node's pod CIDR.
+    let cni_config = cni::Config::new(vec![POD_CIDR.parse().unwrap()], &agent_dir);
+    cni::write(&cni_config, &config.layout.cni_conf_dir).expect("writing the conflist");
+
+    // containerd inside our netns, under the supervisor.
+    let options = SupervisorOptions {
+        prefix: vec![
+            "nsenter".into(),
+            format!("--net={}", lab.netns_path()).into(),
+            "--".into(),
+        ],
+        ready_timeout: Duration::from_secs(30),
+        stop_grace: Duration::from_secs(10),
+        ..SupervisorOptions::default()
+    };
+    let supervisor = Supervisor::start(&config, options)
+        .await
+        .unwrap_or_else(|e| panic!("starting containerd: {e:#?}"));
+    let first_pid = supervisor.pid().expect("containerd runs");
+    let in_netns = std::fs::read_link(format!("/proc/{first_pid}/ns/net")).unwrap();
+    let ours = std::fs::metadata(lab.netns_path()).unwrap();
+    assert_eq!(
+        in_netns.to_string_lossy(),
+        format!("net:[{}]", std::os::unix::fs::MetadataExt::ino(&ours)),
+        "containerd runs inside the test's netns"
+    );
+
+    // Import; a second pass skips the unchanged tarballs.
+    let ctr = images::Ctr::new(supervisor.address(), &config.snapshotter);
+    let report = images::import_dir(&ctr, &images_dir)
+        .await
+        .expect("importing");
+    let mut names: Vec<_> = report
+        .imported
+        .iter()
+        .flat_map(|(_, n)| n.clone())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [PAUSE, BUSYBOX, "docker.io/library/busybox:latest"],
+        "{report:?}"
+    );
+    assert!(report.skipped.is_empty());
+    let again = images::import_dir(&ctr, &images_dir)
+        .await
+        .expect("re-importing");
+    assert!(again.imported.is_empty(), "{again:?}");
+    assert_eq!(
+        again.skipped,
+        [images_dir.join("busybox.tar"), images_dir.join("pause.tar")]
+    );
+
+    // CRI: version and status.
+    let cri = Cri::connect(supervisor.address())
+        .await
+        .expect("CRI connect");
+    let version = cri.version().await.expect("Version");
+    assert_eq!(version.runtime_name, "containerd");
+    assert_eq!(version.runtime_api_version, "v1");
+    assert!(version.runtime_version.starts_with("1.6"), "{version:?}");
+    wait_for(
+        "RuntimeReady and NetworkReady",
+        Duration::from_secs(30),
+        || async {
+            let status = cri.status(false).await.expect("Status");
+            (condition(&status, "RuntimeReady") && condition(&status, "NetworkReady")).then_some(())
+        },
+    )
+    .await;
+
+    // CRI images: the imported ones are there.
+    let spec = |image: &str| pb::ImageSpec {
+        image: image.into(),
+        ..Default::default()
+    };
+    let image = wait_for(
+        "busybox in the CRI image store",
+        Duration::from_secs(10),
+        || async {
+            cri.image_status(spec(BUSYBOX), false)
+                .await
+                .expect("ImageStatus")
+        },
+    )
+    .await;
+    assert!(image.repo_tags.contains(&BUSYBOX.to_string()), "{image:?}");
+    let all = cri.list_images(None).await.expect("ListImages");
+    assert!(
+        all.iter().any(|i| i.repo_tags.contains(&PAUSE.to_string())),
+        "{all:?}"
+    );
+
+    // A pod sandbox on the CNI network.
+    let uid = format!("uid-{}", std::process::id());
+    let sandbox = sandbox_config(&lab, &uid);
+    let sandbox_id = cri
+        .run_pod_sandbox(sandbox.clone(), String::new())
+        .await
+        .expect("RunPodSandbox");
+    let status = cri
+        .pod_sandbox_status(sandbox_id.clone(), true)
+        .await
+        .expect("PodSandboxStatus");
+    if let Some(info) = status.info.get("info") {
+        if let Some(path) = serde_json::from_str::<serde_json::Value>(info)
+            .ok()
+            .and_then(|v| v["netNamespacePath"].as_str().map(PathBuf::from))
+        {
+            lab.pod_netns.push(path);
+        }
+    }
+    let sb = status.status.expect("sandbox status");
+    assert_eq!(sb.state, pb::PodSandboxState::SandboxReady as i32);
+    let ip: std::net::Ipv4Addr = sb
+        .network
+        .as_ref()
+        .expect("network status")
+        .ip
+        .parse()
+        .expect("an IPv4 pod IP");
+    let net: ipnet::Ipv4Net = POD_CIDR.parse().unwrap();
+    assert!(net.contains(&ip), "pod IP {ip} is in {POD_CIDR}");
+    assert_ne!(
+        ip,
+        std::net::Ipv4Addr::new(10, 244, 7, 1),
+        "not the gateway"
+    );
+    let bridge = run(Command::new("ip").args(["-n", &lab.netns, "addr", "show", "cni0"]));
+    assert!(
+        bridge.contains("10.244.7.1/24"),
+        "cni0 is the gateway: {bridge}"
+    );
+
+    // A busybox container in it.
+    let container = pb::ContainerConfig {
+        metadata: Some(pb::ContainerMetadata {
+            name: "hello".into(),
+            attempt: 0,
+        }),
+        image: Some(spec(BUSYBOX)),
+        command: vec!["sh".into(), "-c".into(), "echo hello-k3rs; sleep 30".into()],
+        log_path: "hello/0.log".into(),
+        linux: Some(pb::LinuxContainerConfig::default()),
+        ..Default::default()
+    };
+    let container_id = cri
+        .create_container(sandbox_id.clone(), container, sandbox.clone())
+        .await
+        .expect("CreateContainer");
+    cri.start_container(container_id.clone())
+        .await
+        .expect("StartContainer");
+    let cs = container_status(&cri, &container_id).await;
+    assert_eq!(cs.state, pb::ContainerState::ContainerRunning as i32);
+    let log_path = Path::new(&sandbox.log_directory).join("hello/0.log");
+    assert_eq!(cs.log_path, log_path.display().to_string());
+
+    // Its output in the CRI log format: `<RFC 3339 time> stdout F hello-k3rs`.
+    let line = wait_for(
+        "the container's log line",
+        Duration::from_secs(20),
+        || async {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            text.lines().next().map(str::to_string)
+        },
+    )
+    .await;
+    let fields: Vec<&str> = line.splitn(4, ' ').collect();
+    assert_eq!(fields.len(), 4, "{line:?}");
+    assert_eq!(&fields[1..], ["stdout", "F", "hello-k3rs"], "{line:?}");
+    let time = fields[0];
+    assert!(
+        time.len() > 20 && time.as_bytes()[4] == b'-' && time.as_bytes()[10] == b'T',
+        "an RFC 3339 timestamp: {line:?}"
+    );
+
+    // ExecSync.
+    let exec = cri
+        .exec_sync(
+            container_id.clone(),
+            vec!["cat".into(), "/etc/hostname".into()],
+            10,
+        )
+        .await
+        .expect("ExecSync");
+    assert_eq!(exec.exit_code, 0, "{exec:?}");
+    assert_eq!(String::from_utf8_lossy(&exec.stdout), "hello-pod\n");
+
+    // Tear down; the runtime has nothing left.
+    cri.stop_container(container_id.clone(), 2)
+        .await
+        .expect("StopContainer");
+    let cs = container_status(&cri, &container_id).await;
+    assert_eq!(cs.state, pb::ContainerState::ContainerExited as i32);
+    assert!(
+        matches!(cs.exit_code, 137 | 143),
+        "killed by SIGTERM or, after the timeout, SIGKILL: {cs:?}"
+    );
+    cri.remove_container(container_id.clone())
+        .await
+        .expect("RemoveContainer");
+    let err = cri.container_status(container_id, false).await.unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+    cri.stop_pod_sandbox(sandbox_id.clone())
+        .await
+        .expect("StopPodSandbox");
+    cri.remove_pod_sandbox(sandbox_id)
+        .await
+        .expect("RemovePodSandbox");
+    assert!(cri
+        .list_containers(None)
+        .await
+        .expect("ListContainers")
+        .is_empty());
+    assert!(cri
+        .list_pod_sandbox(None)
+        .await
+        .expect("ListPodSandbox")
+        .is_empty());
+    for ns in &lab.pod_netns {
+        assert!(!ns.exists(), "the pod netns {} is gone", ns.display());
+    }
+
+    // A containerd killed behind the supervisor's back is restarted; the client reconnects.
+    let victim = rustix::process::Pid::from_raw(first_pid as i32).unwrap();
+    rustix::process::kill_process(victim, rustix::process::Signal::KILL).unwrap();
+    let second_pid = wait_for("containerd restarted", Duration::from_secs(20), || async {
+        supervisor.pid().filter(|p| *p != first_pid)
+    })
+    .await;
+    let version = wait_for("CRI after the restart", Duration::from_secs(30), || async {
+        cri.version().await.ok()
+    })
+    .await;
+    assert_eq!(version.runtime_name, "containerd");
+
+    // Stop: the process is gone and the socket refuses.
+    let address = supervisor.address().to_path_buf();
+    supervisor.stop().await;
+    assert!(
+        !Path::new(&format!("/proc/{second_pid}")).exists(),
+        "containerd {second_pid} is gone"
+    );
+    assert!(tokio::net::UnixStream::connect(&address).await.is_err());
+
+    // The netns, and the bridge in it, vanish with the lab.
+    let netns_path = PathBuf::from(lab.netns_path());
+    drop(lab);
+    assert!(!netns_path.exists(), "{} removed", netns_path.display());
+}
