@@ -315,6 +315,12 @@ async fn containerd_runs_a_pod_through_cri() {
     let agent_dir = lab.agent_dir();
     let mut config = Config::new(&agent_dir, PAUSE);
     config.restrict_oom_score_adj = !k3rs_agent::containerd::host::can_lower_oom_score_adj();
+    // overlayfs, unless the scratch dir is itself on overlayfs (a test run inside a container).
+    let (snapshotter, why) = k3rs_agent::containerd::host::snapshotter_for(&config.layout.root);
+    if let Some(why) = why {
+        eprintln!("cri_containerd: using the {snapshotter} snapshotter: {why}");
+    }
+    config.snapshotter = snapshotter.to_string();
     let images_dir = agent_dir.join("images");
 
     // The images, built from busybox-static.
@@ -509,6 +515,34 @@ async fn containerd_runs_a_pod_through_cri() {
         .expect("ExecSync");
     assert_eq!(exec.exit_code, 0, "{exec:?}");
     assert_eq!(String::from_utf8_lossy(&exec.stdout), "hello-pod\n");
+
+    // The pause image's entrypoint exits 0 on SIGTERM (PID 1 needs its trap for that).
+    let pause = pb::ContainerConfig {
+        metadata: Some(pb::ContainerMetadata {
+            name: "pause".into(),
+            attempt: 0,
+        }),
+        image: Some(spec(PAUSE)),
+        log_path: "pause/0.log".into(),
+        linux: Some(pb::LinuxContainerConfig::default()),
+        ..Default::default()
+    };
+    let pause_id = cri
+        .create_container(sandbox_id.clone(), pause, sandbox.clone())
+        .await
+        .expect("CreateContainer pause");
+    cri.start_container(pause_id.clone())
+        .await
+        .expect("StartContainer pause");
+    cri.stop_container(pause_id.clone(), 20)
+        .await
+        .expect("StopContainer pause");
+    let cs = container_status(&cri, &pause_id).await;
+    assert_eq!(cs.state, pb::ContainerState::ContainerExited as i32);
+    assert_eq!(cs.exit_code, 0, "pause exits cleanly on SIGTERM: {cs:?}");
+    cri.remove_container(pause_id)
+        .await
+        .expect("RemoveContainer pause");
 
     // Tear down; the runtime has nothing left.
     cri.stop_container(container_id.clone(), 2)

@@ -1,5 +1,7 @@
 //! What the host lets containerd do, read from `/proc`.
 
+use std::path::Path;
+
 /// CAP_SYS_RESOURCE's bit: needed to lower a process's `oom_score_adj`.
 const CAP_SYS_RESOURCE: u32 = 24;
 
@@ -11,6 +13,64 @@ pub fn can_lower_oom_score_adj() -> bool {
         .ok()
         .and_then(|s| effective_capabilities(&s))
         .is_some_and(|caps| caps & (1 << CAP_SYS_RESOURCE) != 0)
+}
+
+/// The snapshotter for a containerd whose root is `root`: `overlayfs` when the kernel has
+/// overlay and `root` is not itself on overlayfs (the kernel refuses an overlay upper dir on
+/// overlayfs, e.g. a root inside a Docker container's filesystem), else `native` (a full copy
+/// per layer and container: slower, works everywhere) with the reason.
+pub fn snapshotter_for(root: &Path) -> (&'static str, Option<String>) {
+    let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    choose_snapshotter(&filesystems, &mountinfo, root)
+}
+
+/// [`snapshotter_for`] on the texts of `/proc/filesystems` and `/proc/self/mountinfo`.
+fn choose_snapshotter(
+    filesystems: &str,
+    mountinfo: &str,
+    root: &Path,
+) -> (&'static str, Option<String>) {
+    let has_overlay = filesystems
+        .lines()
+        .any(|l| l.split_whitespace().last() == Some("overlay"));
+    if !has_overlay {
+        return (
+            "native",
+            Some("the kernel has no overlay filesystem".into()),
+        );
+    }
+    match fs_type_of(mountinfo, root) {
+        Some(fs) if fs == "overlay" => (
+            "native",
+            Some(format!("{} is on overlayfs", root.display())),
+        ),
+        _ => ("overlayfs", None),
+    }
+}
+
+/// The filesystem type of the mount holding `path` (the longest mount point that is a prefix
+/// of it; later mounts over the same point win).
+fn fs_type_of(mountinfo: &str, path: &Path) -> Option<String> {
+    let mut best: Option<(usize, String)> = None;
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (Some(mount_point), Some(sep)) = (fields.get(4), fields.iter().position(|f| *f == "-"))
+        else {
+            continue;
+        };
+        let Some(fstype) = fields.get(sep + 1) else {
+            continue;
+        };
+        let mount_point = Path::new(mount_point);
+        if path.starts_with(mount_point) {
+            let depth = mount_point.components().count();
+            if best.as_ref().is_none_or(|(d, _)| depth >= *d) {
+                best = Some((depth, fstype.to_string()));
+            }
+        }
+    }
+    best.map(|(_, fs)| fs)
 }
 
 /// The `CapEff:` mask of a `/proc/<pid>/status` text.
@@ -37,5 +97,46 @@ mod tests {
         );
         assert_eq!(effective_capabilities("Name:\tx\n"), None);
         assert_eq!(effective_capabilities("CapEff:\tzz\n"), None);
+    }
+
+    const MOUNTINFO: &str = "\
+24 1 0:22 / / rw,relatime - overlay overlay rw,lowerdir=/l,upperdir=/u,workdir=/w
+31 24 8:1 / /var/lib rw,relatime - ext4 /dev/sda1 rw
+32 24 0:29 / /tmp rw,relatime - tmpfs tmpfs rw
+33 31 8:2 / /var/lib/k3rs/agent rw,relatime - xfs /dev/sda2 rw
+";
+
+    #[test]
+    fn finds_the_mount_holding_a_path() {
+        let fs = |p: &str| fs_type_of(MOUNTINFO, Path::new(p));
+        assert_eq!(fs("/var/lib/k3rs/agent/containerd").as_deref(), Some("xfs"));
+        assert_eq!(fs("/var/lib/k3rs").as_deref(), Some("ext4"));
+        assert_eq!(fs("/var/lib-other").as_deref(), Some("overlay"));
+        assert_eq!(fs("/tmp/x").as_deref(), Some("tmpfs"));
+        assert_eq!(fs("/opt").as_deref(), Some("overlay"));
+    }
+
+    #[test]
+    fn overlayfs_unless_missing_or_nested() {
+        let fss = "nodev\tsysfs\nnodev\toverlay\n\text4\n";
+        let pick = |fss: &str, p: &str| choose_snapshotter(fss, MOUNTINFO, Path::new(p));
+        assert_eq!(
+            pick(fss, "/var/lib/k3rs/agent/containerd"),
+            ("overlayfs", None)
+        );
+        assert_eq!(
+            pick(fss, "/opt/k3rs/agent/containerd"),
+            (
+                "native",
+                Some("/opt/k3rs/agent/containerd is on overlayfs".to_string())
+            )
+        );
+        assert_eq!(
+            pick("nodev\tsysfs\n\text4\n", "/var/lib/k3rs/agent/containerd"),
+            (
+                "native",
+                Some("the kernel has no overlay filesystem".to_string())
+            )
+        );
     }
 }
