@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k3rs_agent::cni;
-use k3rs_agent::containerd::{Config, Supervisor, SupervisorOptions};
+use k3rs_agent::containerd::{Config, Endpoint, Runtime, SupervisorOptions};
 use k3rs_agent::cri::grpc::Cri;
 use k3rs_agent::cri::pb;
 use k3rs_agent::cri::{ImageService, RuntimeService};
@@ -314,13 +314,11 @@ async fn containerd_runs_a_pod_through_cri() {
     let mut lab = Lab::new();
     let agent_dir = lab.agent_dir();
     let mut config = Config::new(&agent_dir, PAUSE);
-    config.restrict_oom_score_adj = !k3rs_agent::containerd::host::can_lower_oom_score_adj();
-    // overlayfs, unless the scratch dir is itself on overlayfs (a test run inside a container).
-    let (snapshotter, why) = k3rs_agent::containerd::host::snapshotter_for(&config.layout.root);
-    if let Some(why) = why {
-        eprintln!("cri_containerd: using the {snapshotter} snapshotter: {why}");
+    // No CAP_SYS_RESOURCE, or a scratch dir on overlayfs (a run inside a container), change
+    // the config; say so.
+    for note in k3rs_agent::containerd::host::adapt(&mut config) {
+        eprintln!("cri_containerd: {note}");
     }
-    config.snapshotter = snapshotter.to_string();
     let images_dir = agent_dir.join("images");
 
     // The images, built from busybox-static.
@@ -331,7 +329,7 @@ async fn containerd_runs_a_pod_through_cri() {
     let cni_config = cni::Config::new(vec![POD_CIDR.parse().unwrap()], &agent_dir);
     cni::write(&cni_config, &config.layout.cni_conf_dir).expect("writing the conflist");
 
-    // containerd inside our netns, under the supervisor.
+    // containerd inside our netns, under the supervisor; the images imported.
     let options = SupervisorOptions {
         prefix: vec![
             "nsenter".into(),
@@ -342,9 +340,14 @@ async fn containerd_runs_a_pod_through_cri() {
         stop_grace: Duration::from_secs(10),
         ..SupervisorOptions::default()
     };
-    let supervisor = Supervisor::start(&config, options)
-        .await
-        .unwrap_or_else(|e| panic!("starting containerd: {e:#?}"));
+    let runtime = Runtime::start(Endpoint::Supervised {
+        config: config.clone(),
+        options,
+        images_dir: Some(images_dir.clone()),
+    })
+    .await
+    .unwrap_or_else(|e| panic!("starting containerd: {e:#?}"));
+    let supervisor = runtime.supervisor().expect("a supervised containerd");
     let first_pid = supervisor.pid().expect("containerd runs");
     let in_netns = std::fs::read_link(format!("/proc/{first_pid}/ns/net")).unwrap();
     let ours = std::fs::metadata(lab.netns_path()).unwrap();
@@ -354,11 +357,8 @@ async fn containerd_runs_a_pod_through_cri() {
         "containerd runs inside the test's netns"
     );
 
-    // Import; a second pass skips the unchanged tarballs.
-    let ctr = images::Ctr::new(supervisor.address(), &config.snapshotter);
-    let report = images::import_dir(&ctr, &images_dir)
-        .await
-        .expect("importing");
+    // What the start imported; a second pass skips the unchanged tarballs.
+    let report = &runtime.imported;
     let mut names: Vec<_> = report
         .imported
         .iter()
@@ -371,6 +371,7 @@ async fn containerd_runs_a_pod_through_cri() {
         "{report:?}"
     );
     assert!(report.skipped.is_empty());
+    let ctr = images::Ctr::new(runtime.address(), &config.snapshotter);
     let again = images::import_dir(&ctr, &images_dir)
         .await
         .expect("re-importing");
@@ -381,9 +382,7 @@ async fn containerd_runs_a_pod_through_cri() {
     );
 
     // CRI: version and status.
-    let cri = Cri::connect(supervisor.address())
-        .await
-        .expect("CRI connect");
+    let cri = runtime.cri.clone();
     let version = cri.version().await.expect("Version");
     assert_eq!(version.runtime_name, "containerd");
     assert_eq!(version.runtime_api_version, "v1");
@@ -517,6 +516,8 @@ async fn containerd_runs_a_pod_through_cri() {
     assert_eq!(String::from_utf8_lossy(&exec.stdout), "hello-pod\n");
 
     // The pause image's entrypoint exits 0 on SIGTERM (PID 1 needs its trap for that).
+    // (A SIGTERM within milliseconds of the start, before the shell set its trap, kills it
+    // with 143; containerd stops sandboxes with SIGKILL anyway.)
     let pause = pb::ContainerConfig {
         metadata: Some(pb::ContainerMetadata {
             name: "pause".into(),
@@ -534,6 +535,24 @@ async fn containerd_runs_a_pod_through_cri() {
     cri.start_container(pause_id.clone())
         .await
         .expect("StartContainer pause");
+    // Wait until its PID 1 catches SIGTERM (bit 15 - 1 of SigCgt in /proc/1/status).
+    wait_for("the pause trap", Duration::from_secs(20), || async {
+        let cmd = ["/bin/busybox", "cat", "/proc/1/status"]
+            .map(String::from)
+            .to_vec();
+        let out = cri
+            .exec_sync(pause_id.clone(), cmd, 5)
+            .await
+            .expect("ExecSync cat");
+        let status = String::from_utf8_lossy(&out.stdout).into_owned();
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .unwrap_or(0);
+        (caught & (1 << 14) != 0).then_some(())
+    })
+    .await;
     cri.stop_container(pause_id.clone(), 20)
         .await
         .expect("StopContainer pause");
@@ -593,8 +612,8 @@ async fn containerd_runs_a_pod_through_cri() {
     assert_eq!(version.runtime_name, "containerd");
 
     // Stop: the process is gone and the socket refuses.
-    let address = supervisor.address().to_path_buf();
-    supervisor.stop().await;
+    let address = runtime.address().to_path_buf();
+    runtime.stop().await;
     assert!(
         !Path::new(&format!("/proc/{second_pid}")).exists(),
         "containerd {second_pid} is gone"

@@ -15,6 +15,24 @@ pub fn can_lower_oom_score_adj() -> bool {
         .is_some_and(|caps| caps & (1 << CAP_SYS_RESOURCE) != 0)
 }
 
+/// Adapts `config` to this host: `restrict_oom_score_adj` without CAP_SYS_RESOURCE, and the
+/// snapshotter per [`snapshotter_for`]. Returns a note per change, for the log.
+pub fn adapt(config: &mut super::Config) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !can_lower_oom_score_adj() {
+        config.restrict_oom_score_adj = true;
+        notes.push("no CAP_SYS_RESOURCE: restrict_oom_score_adj = true".to_string());
+    }
+    if config.snapshotter == "overlayfs" {
+        let (snapshotter, why) = snapshotter_for(&config.layout.root);
+        if let Some(why) = why {
+            notes.push(format!("snapshotter {snapshotter}: {why}"));
+        }
+        config.snapshotter = snapshotter.to_string();
+    }
+    notes
+}
+
 /// The snapshotter for a containerd whose root is `root`: `overlayfs` when the kernel has
 /// overlay and `root` is not itself on overlayfs (the kernel refuses an overlay upper dir on
 /// overlayfs, e.g. a root inside a Docker container's filesystem), else `native` (a full copy
