@@ -2,8 +2,13 @@
 //! `crio.sock`).
 //!
 //! The channel reconnects by itself: after the runtime restarts, the next call dials again.
+//!
+//! Timeouts are the kubelet's: every call gets the runtime request timeout (2 minutes by
+//! default, `--runtime-request-timeout`), ExecSync its own timeout plus that, PullImage none
+//! (pulls take as long as they take). A call past its timeout fails with `DeadlineExceeded`.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use hyper_util::rt::TokioIo;
@@ -20,11 +25,15 @@ pub const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
 /// The CRI version the kubelet speaks, sent in `VersionRequest`.
 pub const KUBELET_CRI_VERSION: &str = "v1";
 
+/// The kubelet's default `--runtime-request-timeout`.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// A CRI v1 client for both services on one socket.
 #[derive(Debug, Clone)]
 pub struct Cri {
     runtime: RuntimeServiceClient<Channel>,
     image: ImageServiceClient<Channel>,
+    request_timeout: Duration,
 }
 
 impl Cri {
@@ -55,7 +64,14 @@ impl Cri {
             runtime: RuntimeServiceClient::new(channel.clone())
                 .max_decoding_message_size(MAX_MESSAGE_SIZE),
             image: ImageServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE_SIZE),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
+    }
+
+    /// The same client with another runtime request timeout.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Cri {
+        self.request_timeout = timeout;
+        self
     }
 }
 
@@ -67,19 +83,51 @@ fn socket_path(address: &Path) -> PathBuf {
     }
 }
 
-/// Calls `$method` on a clone of `$client` with `$req`; maps errors to [`Error::Rpc`].
+/// Calls `$method` on a clone of `$client` with `$req` within the request timeout (or the
+/// given `Option<Duration>`); maps errors to [`Error::Rpc`].
 macro_rules! call {
-    ($self:ident . $client:ident . $method:ident ($req:expr), $rpc:literal) => {{
+    ($self:ident . $client:ident . $method:ident ($req:expr), $rpc:literal) => {
+        call!(
+            $self.$client.$method($req),
+            $rpc,
+            Some($self.request_timeout)
+        )
+    };
+    ($self:ident . $client:ident . $method:ident ($req:expr), $rpc:literal, $timeout:expr) => {{
         let mut client = $self.$client.clone();
-        let req = $req;
+        let timeout: Option<Duration> = $timeout;
+        let mut request = tonic::Request::new($req);
+        if let Some(t) = timeout {
+            // Tells the runtime the deadline too (gRPC's grpc-timeout header).
+            request.set_timeout(t);
+        }
         Box::pin(async move {
-            client
-                .$method(req)
-                .await
-                .map(tonic::Response::into_inner)
-                .map_err(|status| Error::rpc($rpc, status))
+            let started = std::time::Instant::now();
+            let reply = client.$method(request);
+            let reply = match timeout {
+                Some(t) => tokio::time::timeout(t, reply)
+                    .await
+                    .unwrap_or_else(|_| Err(deadline_exceeded(t))),
+                None => reply.await,
+            };
+            reply.map(tonic::Response::into_inner).map_err(|status| {
+                // tonic's own enforcement of grpc-timeout reports Cancelled; say what it is.
+                let status = match timeout {
+                    Some(t)
+                        if status.code() == tonic::Code::Cancelled && started.elapsed() >= t =>
+                    {
+                        deadline_exceeded(t)
+                    }
+                    _ => status,
+                };
+                Error::rpc($rpc, status)
+            })
         })
     }};
+}
+
+fn deadline_exceeded(t: Duration) -> tonic::Status {
+    tonic::Status::deadline_exceeded(format!("no reply within {t:?}"))
 }
 
 impl RuntimeService for Cri {
@@ -234,13 +282,19 @@ impl RuntimeService for Cri {
         cmd: Vec<String>,
         timeout_secs: i64,
     ) -> BoxFuture<'_, Result<pb::ExecSyncResponse>> {
+        // Upstream: the command's own timeout plus the request timeout; 0 means none.
+        let timeout = u64::try_from(timeout_secs)
+            .ok()
+            .filter(|s| *s > 0)
+            .map(|s| Duration::from_secs(s) + self.request_timeout);
         call!(
             self.runtime.exec_sync(pb::ExecSyncRequest {
                 container_id,
                 cmd,
                 timeout: timeout_secs,
             }),
-            "ExecSync"
+            "ExecSync",
+            timeout
         )
     }
 }
@@ -284,7 +338,8 @@ impl ImageService for Cri {
                 auth,
                 sandbox_config,
             }),
-            "PullImage"
+            "PullImage",
+            None
         );
         Box::pin(async move { Ok(reply.await?.image_ref) })
     }
@@ -310,6 +365,34 @@ mod tests {
             PathBuf::from("/run/containerd/containerd.sock")
         );
         assert_eq!(socket_path(Path::new("/x.sock")), PathBuf::from("/x.sock"));
+    }
+
+    #[tokio::test]
+    async fn a_runtime_that_never_answers_times_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mute.sock");
+        let listener = tokio::net::UnixListener::bind(&path).unwrap();
+        // Accepts connections, reads nothing, answers nothing.
+        let server = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        let dial = path.clone();
+        let channel = Endpoint::from_static("http://cri.local").connect_with_connector_lazy(
+            tower::service_fn(move |_: http::Uri| {
+                let dial = dial.clone();
+                async move {
+                    let stream = tokio::net::UnixStream::connect(dial).await?;
+                    Ok::<_, std::io::Error>(TokioIo::new(stream))
+                }
+            }),
+        );
+        let cri = Cri::from_channel(channel).with_request_timeout(Duration::from_millis(200));
+        let err = cri.version().await.unwrap_err();
+        assert_eq!(err.code(), Some(tonic::Code::DeadlineExceeded), "{err}");
+        server.abort();
     }
 
     #[tokio::test]
