@@ -4,8 +4,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod config_file;
+
 use anyhow::Context;
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
@@ -27,6 +29,17 @@ struct Cli {
         env = "K3RS_LOG_FORMAT"
     )]
     log_format: LogFormat,
+    /// Config file with the same keys as the flags (flags given here win); its
+    /// `<file>.d/*.yaml` are read after it.
+    #[arg(
+        long,
+        short = 'c',
+        global = true,
+        env = config_file::ENV,
+        default_value = config_file::DEFAULT_PATH,
+        value_name = "FILE"
+    )]
+    config: PathBuf,
     #[command(subcommand)]
     command: Command,
 }
@@ -47,6 +60,16 @@ enum Command {
     Token(TokenArgs),
     /// Secrets encryption at rest (servers started with --secrets-encryption); run on a server.
     SecretsEncrypt(SecretsEncryptArgs),
+    /// Check the kernel and host for what a k3rs node needs (exit status 1 when a check fails).
+    CheckConfig,
+    /// Run the system kubectl as the cluster admin (/etc/k3rs/k3rs.yaml unless KUBECONFIG
+    /// is set).
+    #[command(disable_help_flag = true)]
+    Kubectl {
+        /// kubectl's own arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 /// How the commands run on a server machine reach its API server as its admin (like k3s).
@@ -351,7 +374,12 @@ fn cancel_on_signal(token: CancellationToken) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    // The config file's settings become flags before the command line's own; a flag given
+    // twice keeps its last value (a repeatable one keeps all).
+    let command = Cli::command().mut_subcommands(|s| s.args_override_self(true));
+    let argv = config_file::expand(std::env::args_os().collect(), &command)?;
+    let cli =
+        Cli::from_arg_matches_mut(&mut command.get_matches_from(argv)).unwrap_or_else(|e| e.exit());
     init_logging(cli.debug, cli.log_format);
     match cli.command {
         Command::Server(args) => {
@@ -421,6 +449,8 @@ async fn main() -> anyhow::Result<()> {
                 .context("k3rs server")?;
         }
         Command::Agent(args) => run_agent(args).await?,
+        Command::CheckConfig => check_config(),
+        Command::Kubectl { args } => return Err(kubectl(args)),
         Command::Token(args) => {
             use k3rs_server::tokens::{client, TokenSpec};
             let cmd = match args.command {
@@ -466,6 +496,41 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Prints the host checks and exits 1 when one fails.
+fn check_config() {
+    use k3rs_agent::host_check;
+    let facts = host_check::gather(&std::env::var("PATH").unwrap_or_default());
+    let checks = host_check::evaluate(&facts);
+    for c in &checks {
+        println!("{c}");
+    }
+    println!("\n{}", host_check::summary(&checks));
+    if checks.iter().any(|c| c.status == host_check::Status::Fail) {
+        std::process::exit(1);
+    }
+}
+
+/// The admin kubeconfig `k3rs kubectl` uses when KUBECONFIG is unset (k3s's rule).
+const ADMIN_KUBECONFIG: &str = "/etc/k3rs/k3rs.yaml";
+
+/// Replaces this process with the system kubectl; returns only on failure.
+fn kubectl(args: Vec<std::ffi::OsString>) -> anyhow::Error {
+    use std::os::unix::process::CommandExt;
+    let path = std::env::var("PATH").unwrap_or_default();
+    let Some(bin) = k3rs_agent::host_check::which("kubectl", &path) else {
+        return anyhow::anyhow!(
+            "k3rs kubectl: no kubectl on PATH (k3rs does not bundle it; install kubectl)"
+        );
+    };
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.args(args);
+    if std::env::var_os("KUBECONFIG").is_none_or(|v| v.is_empty()) {
+        cmd.env("KUBECONFIG", ADMIN_KUBECONFIG);
+    }
+    let err = cmd.exec();
+    anyhow::anyhow!("k3rs kubectl: running {}: {err}", bin.display())
 }
 
 async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {

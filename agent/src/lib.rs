@@ -9,5 +9,6 @@ pub mod cni;
 pub mod containerd;
 pub mod cri;
 pub mod hollow;
+pub mod host_check;
 pub mod images;
 pub mod kubelet;

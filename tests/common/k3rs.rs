@@ -224,7 +224,9 @@ impl K3rs {
             .args(["--https-listen-port", &self.https_port.to_string()])
             .args(["--bind-address", "127.0.0.1"])
             .env_remove("K3RS_DATA_DIR")
-            .env_remove("K3RS_ETCD_CLIENT_PORT");
+            .env_remove("K3RS_ETCD_CLIENT_PORT")
+            // Never the machine's /etc/k3rs/config.yaml: only the flags the test gives.
+            .env("K3RS_CONFIG_FILE", "/dev/null");
         self.proc = Some(ChildGuard::spawn("k3rs server", cmd, &self.log_path()));
     }
 
