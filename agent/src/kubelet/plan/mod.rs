@@ -12,14 +12,14 @@
 //!   stopping pod come regular containers first, then sidecars from the last: the executor may
 //!   stop the regular ones at once but a sidecar only after everything before it exited.
 //! - [`Action::KillSandbox`]: CRI `StopPodSandbox` (CNI teardown happens there).
-//! - [`Action::CreateSandbox`]: CRI `RunPodSandbox` with this attempt (network set up by CNI);
-//!   on failure stop carrying out this plan.
+//! - [`Action::CreateSandbox`]: CRI `RunPodSandbox` with [`sandbox_spec()`] for this attempt
+//!   (network set up by CNI); on failure stop carrying out this plan.
 //! - [`Action::PullImage`]: CRI `PullImage`. On failure: `Backoffs::image_pull.next(key, now,
 //!   now)` with [`image_backoff_key`], record `ErrImagePull` (with the error as message) in the
 //!   [`Reasons`] for the container, and skip its `StartContainer` and `RunPostStart`.
 //! - [`Action::StartContainer`]: builds the container config (command, env, mounts, resources:
-//!   see [`container_env`], [`expand_command`] and [`linux_resources`]), stores [`container_hash`] and `attempt` on it, CRI
-//!   `CreateContainer` + `StartContainer`. Success: forget the container's entry in the
+//!   from [`container_env`] and [`container_spec()`], which carries [`container_hash`] and
+//!   `attempt` in its labels), CRI `CreateContainer` + `StartContainer`. Success: forget the container's entry in the
 //!   [`Reasons`]. Failure: record `CreateContainerConfigError` / `CreateContainerError` /
 //!   `RunContainerError`; if it was a regular (not restartable) init container, stop carrying
 //!   out the plan's starts.
@@ -42,6 +42,7 @@ mod actions;
 mod backoff;
 mod compute;
 mod conditions;
+mod container_spec;
 mod container_status;
 mod dns;
 mod downward;
@@ -58,6 +59,7 @@ mod pod_status;
 mod qos;
 mod quantity;
 mod resources;
+mod sandbox_spec;
 mod service_env;
 pub(crate) mod spec;
 mod terminate;
@@ -65,6 +67,7 @@ mod terminate;
 pub use actions::{Action, KillReason, PodActions};
 pub use backoff::{go_duration, Backoff};
 pub use compute::{compute_pod_actions, Backoffs};
+pub use container_spec::{container_spec, security, ContainerSpec, NonRootViolation, Security};
 pub use container_status::{container_id, StatusInputs};
 pub use dns::{hostname_and_domain, parse_resolv_conf, pod_dns, DnsConfig, NodeDns};
 pub use downward::{field_value, resource_value, Allocatable};
@@ -86,6 +89,7 @@ pub use pod_status::pod_status;
 pub use qos::{compute_qos, qos_class, QosClass};
 pub use quantity::Quantity;
 pub use resources::{linux_resources, oom_score_adj, LinuxResources};
+pub use sandbox_spec::{sandbox_spec, PortMapping, SandboxSpec};
 pub use service_env::{service_env, service_vars};
 pub use spec::{container_hash, format_pod};
 pub use terminate::terminated_status;
