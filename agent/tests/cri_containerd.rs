@@ -26,6 +26,9 @@ use k3rs_agent::images;
 const POD_CIDR: &str = "10.244.7.0/24";
 const PAUSE: &str = "docker.io/k3rs/pause:3.6";
 const BUSYBOX: &str = "docker.io/library/busybox:1.35";
+/// The pod's web container listens here; the sandbox maps [`HOST_PORT`] of the node to it.
+const WEB_PORT: i32 = 8080;
+const HOST_PORT: i32 = 30080;
 
 /// Panics unless `program` is on the PATH (or is an existing path).
 fn require(program: &str, package: &str) -> PathBuf {
@@ -256,6 +259,25 @@ fn condition(status: &pb::StatusResponse, kind: &str) -> bool {
         .is_some_and(|s| s.conditions.iter().any(|c| c.r#type == kind && c.status))
 }
 
+/// [`wait_for`] (20 s) on a blocking probe; on timeout shows the netns's NAT rules.
+async fn wait_for_nat<T>(lab: &Lab, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        if Instant::now() >= deadline {
+            let rules = Command::new("ip")
+                .args(["netns", "exec", &lab.netns, "iptables-save", "-t", "nat"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            panic!("timed out after 20s waiting for {what}; NAT rules:\n{rules}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn container_status(cri: &Cri, id: &str) -> pb::ContainerStatus {
     cri.container_status(id.to_string(), false)
         .await
@@ -281,6 +303,12 @@ fn sandbox_config(lab: &Lab, uid: &str) -> pb::PodSandboxConfig {
             .display()
             .to_string(),
         labels: [("app".to_string(), "hello".to_string())].into(),
+        port_mappings: vec![pb::PortMapping {
+            protocol: pb::Protocol::Tcp as i32,
+            container_port: WEB_PORT,
+            host_port: HOST_PORT,
+            host_ip: String::new(),
+        }],
         linux: Some(pb::LinuxPodSandboxConfig {
             cgroup_parent: lab.cgroup_parent.clone(),
             ..Default::default()
@@ -303,6 +331,7 @@ async fn containerd_runs_a_pod_through_cri() {
         ("nsenter", "util-linux"),
         ("ip", "iproute2"),
         ("iptables", "iptables"),
+        ("curl", "curl"),
         ("/usr/lib/cni/bridge", "containernetworking-plugins"),
         ("/usr/lib/cni/host-local", "containernetworking-plugins"),
         ("/usr/lib/cni/portmap", "containernetworking-plugins"),
@@ -502,6 +531,56 @@ async fn containerd_runs_a_pod_through_cri() {
         time.len() > 20 && time.as_bytes()[4] == b'-' && time.as_bytes()[10] == b'T',
         "an RFC 3339 timestamp: {line:?}"
     );
+
+    // A hostPort reaches a second container of the pod (the portmap plugin's DNAT): from the
+    // node's own netns, to the node's bridge address. (The client is the host's curl:
+    // busybox-static's wget segfaults here.)
+    let web = pb::ContainerConfig {
+        metadata: Some(pb::ContainerMetadata {
+            name: "web".into(),
+            attempt: 0,
+        }),
+        image: Some(spec(BUSYBOX)),
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            format!("mkdir -p /www && echo k3rs-web > /www/index.html && exec httpd -f -p {WEB_PORT} -h /www"),
+        ],
+        log_path: "web/0.log".into(),
+        linux: Some(pb::LinuxContainerConfig::default()),
+        ..Default::default()
+    };
+    let web_id = cri
+        .create_container(sandbox_id.clone(), web, sandbox.clone())
+        .await
+        .expect("CreateContainer web");
+    cri.start_container(web_id.clone())
+        .await
+        .expect("StartContainer web");
+    // First straight to the pod (the server is up), then through the hostPort.
+    for url in [
+        format!("http://{ip}:{WEB_PORT}/"),
+        format!("http://10.244.7.1:{HOST_PORT}/"),
+    ] {
+        let page = wait_for_nat(&lab, &format!("GET {url}"), || {
+            let out = Command::new("nsenter")
+                .arg(format!("--net={}", lab.netns_path()))
+                .args(["--", "curl", "-s", "--max-time", "2", &url])
+                .output()
+                .expect("running curl");
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        })
+        .await;
+        assert_eq!(page, "k3rs-web\n", "{url}");
+    }
+    cri.stop_container(web_id.clone(), 2)
+        .await
+        .expect("StopContainer web");
+    cri.remove_container(web_id)
+        .await
+        .expect("RemoveContainer web");
 
     // ExecSync.
     let exec = cri
