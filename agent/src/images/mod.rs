@@ -7,6 +7,9 @@
 //!   if an image it brought is no longer in containerd (e.g. containerd's root was wiped).
 //! - What was imported is recorded in `<images dir>/.k3rs-imported.json`; the record is
 //!   rewritten after every successful import, so a crash loses at most one tarball's entry.
+//! - Only this machine's platform is imported and unpacked (no `--all-platforms`): a
+//!   multi-arch bundle needs just the node's blobs, and the CRI plugin runs only those. Layers
+//!   are unpacked into the CRI plugin's snapshotter, so the first pod start does not unpack.
 //! - A tarball `ctr` cannot import fails the whole step with `ctr`'s message (a broken air-gap
 //!   bundle should stop the agent, not leave it half-provisioned).
 
