@@ -459,14 +459,21 @@ async fn containerd_runs_a_pod_through_cri() {
         .pod_sandbox_status(sandbox_id.clone(), true)
         .await
         .expect("PodSandboxStatus");
-    if let Some(info) = status.info.get("info") {
-        if let Some(path) = serde_json::from_str::<serde_json::Value>(info)
-            .ok()
-            .and_then(|v| v["netNamespacePath"].as_str().map(PathBuf::from))
-        {
-            lab.pod_netns.push(path);
-        }
-    }
+    // The pod's netns (containerd's verbose info carries the sandbox's OCI spec), so the lab
+    // removes it should the test fail before RemovePodSandbox.
+    let info: serde_json::Value =
+        serde_json::from_str(status.info.get("info").expect("verbose sandbox info"))
+            .expect("the sandbox info is JSON");
+    let pod_netns = info["runtimeSpec"]["linux"]["namespaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|ns| ns["type"] == "network")
+        .and_then(|ns| ns["path"].as_str())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no network namespace path in the sandbox info: {info}"));
+    assert!(pod_netns.exists(), "{}", pod_netns.display());
+    lab.pod_netns.push(pod_netns);
     let sb = status.status.expect("sandbox status");
     assert_eq!(sb.state, pb::PodSandboxState::SandboxReady as i32);
     let ip: std::net::Ipv4Addr = sb
