@@ -54,7 +54,7 @@ enum LogFormat {
 enum Command {
     /// Run the control plane (datastore with the etcd v3 API).
     Server(ServerArgs),
-    /// Run a worker node; for now only simulated (hollow) nodes: `--hollow N`.
+    /// Run a worker node: join with --server URL --token TOKEN (or simulated nodes: --hollow N).
     Agent(AgentArgs),
     /// Manage bootstrap tokens (agents join with them); run on a server.
     Token(TokenArgs),
@@ -121,7 +121,8 @@ struct AgentArgs {
     /// The API server (https://<server>:6443); overrides the kubeconfig's server.
     #[arg(long, short = 's', env = "K3RS_URL")]
     server: Option<String>,
-    /// Bearer token to authenticate with (with --server).
+    /// Join token (K10<CA hash>::<id>.<secret>, as in the server's agent-token file); with
+    /// --hollow, a bearer token.
     #[arg(
         long,
         short = 't',
@@ -130,6 +131,43 @@ struct AgentArgs {
         requires = "server"
     )]
     token: Option<String>,
+    /// File holding the join token.
+    #[arg(long, env = "K3RS_TOKEN_FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// Node name (default: the host name, lower case).
+    #[arg(long, env = "K3RS_NODE_NAME")]
+    node_name: Option<String>,
+    /// The node's InternalIP (repeatable; default: the address of the default route).
+    #[arg(long = "node-ip", env = "K3RS_NODE_IP", value_delimiter = ',')]
+    node_ip: Vec<IpAddr>,
+    /// A label registered with the node, key=value (repeatable).
+    #[arg(long = "node-label", value_parser = parse_node_label)]
+    node_label: Vec<(String, String)>,
+    /// A taint registered with the node, key=value:Effect (repeatable).
+    #[arg(long = "node-taint", value_parser = k3rs_agent::kubelet::node_status::node::parse_taint)]
+    node_taint: Vec<k3rs_agent::kubelet::node_status::node::Taint>,
+    /// Directory for state; the agent uses <data-dir>/agent.
+    #[arg(
+        long,
+        short = 'd',
+        default_value = "/var/lib/k3rs",
+        env = "K3RS_DATA_DIR"
+    )]
+    data_dir: PathBuf,
+    /// CRI endpoint of the container runtime.
+    #[arg(
+        long,
+        env = "K3RS_CONTAINER_RUNTIME_ENDPOINT",
+        default_value_t = k3rs_agent::node_agent::default_runtime_endpoint()
+    )]
+    container_runtime_endpoint: String,
+    /// A kubelet flag as KEY=VALUE (repeatable; today max-pods, node-labels,
+    /// node-status-update-frequency, register-with-taints).
+    #[arg(long = "kubelet-arg", value_name = "KEY=VALUE")]
+    kubelet_arg: Vec<String>,
+    /// How long to wait for the node's client certificate to be issued.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    csr_timeout: Duration,
     /// CA bundle that signed the API server's certificate (with --token).
     #[arg(long, env = "K3RS_CERTIFICATE_AUTHORITY")]
     certificate_authority: Option<PathBuf>,
@@ -320,6 +358,10 @@ struct ServerArgs {
     /// Client key for the external datastore.
     #[arg(long, env = "K3RS_DATASTORE_KEYFILE")]
     datastore_keyfile: Option<PathBuf>,
+}
+
+fn parse_node_label(s: &str) -> Result<(String, String), String> {
+    k3rs_agent::kubelet::node_status::node::parse_label(s)
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -533,9 +575,54 @@ fn kubectl(args: Vec<std::ffi::OsString>) -> anyhow::Error {
     anyhow::anyhow!("k3rs kubectl: running {}: {err}", bin.display())
 }
 
+/// `k3rs agent` without `--hollow`: join by token and run the node.
+async fn run_node_agent(args: AgentArgs) -> anyhow::Result<()> {
+    use k3rs_agent::kubelet::node_status::{machine, NodeConfig};
+    use k3rs_agent::node_agent::{self, AgentConfig, KubeletArgs};
+    let Some(server) = args.server else {
+        anyhow::bail!(
+            "k3rs agent: pass --server https://<server>:6443 (and --token on first start)"
+        );
+    };
+    let text = match (&args.token, &args.token_file) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(path)) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading the token file {}", path.display()))?,
+        ),
+        (None, None) => None,
+    };
+    let token = text
+        .map(|t| k3rs_agent::join::token::parse(&t))
+        .transpose()
+        .context("k3rs agent: --token")?;
+    let kubelet = KubeletArgs::parse(&args.kubelet_arg).unwrap_or_else(|e| {
+        Cli::command()
+            .error(clap::error::ErrorKind::InvalidValue, e)
+            .exit()
+    });
+    let name = args.node_name.unwrap_or_else(machine::hostname);
+    let mut node = NodeConfig::new(&name, node_agent::node_ips(&args.node_ip));
+    node.labels.extend(args.node_label);
+    node.taints = args.node_taint;
+    let cfg = AgentConfig {
+        server,
+        token,
+        node,
+        data_dir: args.data_dir,
+        container_runtime_endpoint: args.container_runtime_endpoint,
+        kubelet,
+        csr_timeout: args.csr_timeout,
+    };
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone())?;
+    node_agent::run(cfg, shutdown).await.context("k3rs agent")?;
+    Ok(())
+}
+
 async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     let Some(count) = args.hollow else {
-        anyhow::bail!("k3rs agent: only hollow nodes exist yet; pass --hollow N");
+        return run_node_agent(args).await;
     };
     let client = match (&args.kubeconfig, &args.token, &args.server) {
         (Some(path), _, server) => {

@@ -11,4 +11,6 @@ pub mod cri;
 pub mod hollow;
 pub mod host_check;
 pub mod images;
+pub mod join;
 pub mod kubelet;
+pub mod node_agent;

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -12,8 +11,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
-use super::node_spec::{self, HollowNode, LEASE_NAMESPACE};
+use super::node_spec::{self, HollowNode};
 use super::Shared;
+use crate::kubelet::node_status::lease;
 
 /// Wait before retrying a failed registration or renewal.
 const RETRY: Duration = Duration::from_secs(1);
@@ -91,27 +91,9 @@ async fn register(shared: &Shared, node: &HollowNode, since: Timestamp) -> kube:
 
 /// Renews the node's Lease, creating it if it does not exist.
 async fn renew_lease(shared: &Shared, node: &HollowNode, uid: &str) -> kube::Result<()> {
-    let api: Api<Lease> = Api::namespaced(shared.client.clone(), LEASE_NAMESPACE);
-    let duration = shared.cfg.lease_duration;
-    let now = Timestamp::now();
     let _permit = shared.permits.acquire().await;
-    let renewal = node_spec::lease_renewal(&node.name, duration, now);
-    match api
-        .patch(&node.name, &PatchParams::default(), &Patch::Merge(renewal))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_status(&e, 404) => {
-            let lease = node_spec::lease_object(&node.name, uid, duration, now);
-            let lease: Lease = serde_json::from_value(lease).expect("a valid Lease");
-            match api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(()),
-                Err(e) if is_status(&e, 409) => Ok(()),
-                Err(e) => Err(e),
-            }
-        }
-        Err(e) => Err(e),
-    }
+    let duration = shared.cfg.lease_duration;
+    lease::renew(&shared.client, &node.name, uid, duration, Timestamp::now()).await
 }
 
 async fn report_status(

@@ -1,5 +1,6 @@
-//! The objects a hollow kubelet writes about its node: the Node it registers, the status it
-//! reports and the Lease it renews; pure builders, no I/O.
+//! The objects a hollow kubelet writes about its node: the Node it registers and the status it
+//! reports (its Lease is the real kubelet's, [`crate::kubelet::node_status::lease`]); pure
+//! builders, no I/O.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -9,15 +10,11 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
-/// The kubelet version hollow nodes report (the server's Kubernetes version).
-pub const KUBELET_VERSION: &str = concat!("v1.33.0-k3rs", env!("CARGO_PKG_VERSION"));
+pub use crate::kubelet::node_status::node::{go_arch, KUBELET_VERSION};
 
 /// Label every hollow node carries (the node's instance type), which the agent's node watch
 /// selects on.
 pub const HOLLOW_LABEL: (&str, &str) = ("node.kubernetes.io/instance-type", "hollow");
-
-/// Namespace of the node heartbeat Leases.
-pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 
 /// What every hollow node of one agent reports (its capacity, also its allocatable).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,17 +49,6 @@ pub struct HollowNode {
 pub fn node_ip(index: usize) -> IpAddr {
     let base = u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0));
     IpAddr::V4(base.wrapping_add((index as u32 % 131_070) + 1).into())
-}
-
-/// The machine's architecture in Go's (and so Kubernetes') words.
-pub fn go_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        "x86" => "386",
-        "powerpc64" => "ppc64le",
-        other => other,
-    }
 }
 
 fn time(t: Timestamp) -> String {
@@ -179,39 +165,6 @@ pub fn status_due(
     ready != Some("True")
 }
 
-/// The node's heartbeat Lease (owned by the Node, so it goes with it).
-pub fn lease_object(node: &str, node_uid: &str, duration: Duration, now: Timestamp) -> Value {
-    json!({
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {
-            "name": node,
-            "namespace": LEASE_NAMESPACE,
-            "ownerReferences": [{
-                "apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid,
-            }],
-        },
-        "spec": {
-            "holderIdentity": node,
-            "leaseDurationSeconds": duration.as_secs(),
-            "renewTime": micro_time(now),
-        },
-    })
-}
-
-/// A merge patch renewing the Lease at `now`.
-pub fn lease_renewal(node: &str, duration: Duration, now: Timestamp) -> Value {
-    json!({ "spec": {
-        "holderIdentity": node,
-        "leaseDurationSeconds": duration.as_secs(),
-        "renewTime": micro_time(now),
-    }})
-}
-
-fn micro_time(t: Timestamp) -> String {
-    t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,24 +259,5 @@ mod tests {
             at("2026-01-01T00:01:00Z"),
             every
         ));
-    }
-
-    #[test]
-    fn the_lease_is_owned_by_the_node_and_renewed_in_microseconds() {
-        let now = at("2026-01-01T00:00:01.5Z");
-        let lease = lease_object("hollow-0", "nu", Duration::from_secs(40), now);
-        assert_eq!(
-            lease["metadata"]["ownerReferences"],
-            json!([{"apiVersion": "v1", "kind": "Node", "name": "hollow-0", "uid": "nu"}])
-        );
-        assert_eq!(
-            lease["spec"],
-            json!({"holderIdentity": "hollow-0", "leaseDurationSeconds": 40,
-                "renewTime": "2026-01-01T00:00:01.500000Z"})
-        );
-        assert_eq!(
-            lease_renewal("hollow-0", Duration::from_secs(40), now),
-            json!({"spec": lease["spec"]})
-        );
     }
 }

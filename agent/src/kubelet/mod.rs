@@ -1,3 +1,4 @@
 //! The real kubelet: runs the pods bound to this node on a container runtime.
 
+pub mod node_status;
 pub mod plan;

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeSet;
 
+use k3rs_common::labels::{in_domain, label_domain, restricted_for_kubelet};
 use serde_json::Value;
 
 use super::node::refs::pod_refs;
@@ -43,39 +44,9 @@ pub struct Request<'a> {
 
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
-/// Labels kubelets set themselves (`kubeletapis.IsKubeletLabel`).
-const KUBELET_LABELS: &[&str] = &[
-    "kubernetes.io/hostname",
-    "kubernetes.io/arch",
-    "kubernetes.io/os",
-    "beta.kubernetes.io/arch",
-    "beta.kubernetes.io/os",
-    "beta.kubernetes.io/instance-type",
-    "node.kubernetes.io/instance-type",
-    "failure-domain.beta.kubernetes.io/region",
-    "failure-domain.beta.kubernetes.io/zone",
-    "topology.kubernetes.io/region",
-    "topology.kubernetes.io/zone",
-];
-const KUBELET_LABEL_NAMESPACES: &[&str] = &["kubelet.kubernetes.io", "node.kubernetes.io"];
-
-fn label_namespace(label: &str) -> &str {
-    label.split_once('/').map_or("", |(ns, _)| ns)
-}
-
-fn in_domain(ns: &str, domain: &str) -> bool {
-    ns == domain || ns.ends_with(&format!(".{domain}"))
-}
-
 fn forbidden_label(label: &str) -> bool {
-    let ns = label_namespace(label);
-    if in_domain(ns, "node-restriction.kubernetes.io") {
-        return true;
-    }
-    let kubernetes = in_domain(ns, "kubernetes.io") || in_domain(ns, "k8s.io");
-    let kubelet = KUBELET_LABELS.contains(&label)
-        || KUBELET_LABEL_NAMESPACES.iter().any(|d| in_domain(ns, d));
-    kubernetes && !kubelet
+    in_domain(label_domain(label), "node-restriction.kubernetes.io")
+        || restricted_for_kubelet(label)
 }
 
 fn labels(obj: Option<&Value>) -> Vec<(String, Value)> {

@@ -1,10 +1,8 @@
 //! Writing PKI material to disk: atomically (temp file + rename) and with the final mode set
 //! when the file is created, so a private key is never readable by others, not even briefly.
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::fs;
+use std::path::Path;
 
 use super::Error;
 
@@ -15,41 +13,16 @@ pub const PUBLIC: u32 = 0o644;
 
 /// Writes `contents` to `path` atomically with `mode`, creating parent directories (0700).
 pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), Error> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    create_dir(dir)?;
-    let tmp = temp_path(path);
-    let _ = fs::remove_file(&tmp);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(io)?;
-    f.write_all(contents).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    drop(f);
-    fs::rename(&tmp, path).map_err(io)?;
-    if let Ok(d) = fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    k3rs_common::fs::write_atomic(path, contents, mode)
+        .map_err(|(path, source)| Error::Io { path, source })
 }
 
 /// Creates `dir` and its parents with mode 0700 where missing.
 pub fn create_dir(dir: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|source| Error::Io {
-            path: dir.to_path_buf(),
-            source,
-        })
+    k3rs_common::fs::create_dir(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// Reads a file as UTF-8 text, `None` when it does not exist.
@@ -62,12 +35,6 @@ pub fn read_optional(path: &Path) -> Result<Option<String>, Error> {
             source,
         }),
     }
-}
-
-fn temp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
 }
 
 #[cfg(test)]

@@ -1,0 +1,122 @@
+//! `--kubelet-arg KEY=VALUE` (k3s's form): the kubelet flags k3rs understands, parsed and
+//! kept; an unknown key is refused with the list of known ones (never silently ignored).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Taint;
+
+use crate::kubelet::node_status::node;
+
+/// The keys understood.
+pub const KNOWN: &[&str] = &[
+    "max-pods",
+    "node-labels",
+    "node-status-update-frequency",
+    "register-with-taints",
+];
+
+/// What `--kubelet-arg`s set.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KubeletArgs {
+    pub max_pods: Option<u32>,
+    pub node_labels: Vec<(String, String)>,
+    pub node_status_update_frequency: Option<Duration>,
+    pub register_with_taints: Vec<Taint>,
+}
+
+/// A Go duration of whole seconds, minutes or hours (`10s`, `1m`, `1h`).
+fn duration(key: &str, v: &str) -> Result<Duration, String> {
+    let bad = || format!("--kubelet-arg {key}={v}: expected a duration like 10s, 1m or 1h");
+    let (num, unit) = v.split_at(v.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(bad()),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+impl KubeletArgs {
+    /// Parses `KEY=VALUE`s (a leading `--` on the key is accepted); later ones win, list
+    /// values (`node-labels`, `register-with-taints`, comma separated) accumulate.
+    pub fn parse(args: &[String]) -> Result<KubeletArgs, String> {
+        let mut out = KubeletArgs::default();
+        for a in args {
+            let (k, v) = a
+                .split_once('=')
+                .ok_or_else(|| format!("--kubelet-arg {a:?}: expected KEY=VALUE"))?;
+            let k = k.trim_start_matches("--");
+            match k {
+                "max-pods" => {
+                    out.max_pods = Some(v.parse().map_err(|_| {
+                        format!("--kubelet-arg max-pods={v}: expected a whole number")
+                    })?)
+                }
+                "node-labels" => {
+                    for l in v.split(',').filter(|l| !l.is_empty()) {
+                        out.node_labels.push(node::parse_label(l)?);
+                    }
+                }
+                "node-status-update-frequency" => {
+                    out.node_status_update_frequency = Some(duration(k, v)?)
+                }
+                "register-with-taints" => {
+                    for t in v.split(',').filter(|t| !t.is_empty()) {
+                        out.register_with_taints.push(node::parse_taint(t)?);
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "--kubelet-arg: unknown kubelet flag {k:?} (k3rs understands: {})",
+                        KNOWN.join(", ")
+                    ))
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn known_keys_are_kept() {
+        let a = KubeletArgs::parse(&s(&[
+            "max-pods=50",
+            "--node-labels=a=1,b=2",
+            "node-status-update-frequency=5s",
+            "register-with-taints=k=v:NoSchedule",
+        ]))
+        .unwrap();
+        assert_eq!(a.max_pods, Some(50));
+        assert_eq!(
+            a.node_labels,
+            vec![("a".into(), "1".into()), ("b".into(), "2".into())]
+        );
+        assert_eq!(a.node_status_update_frequency, Some(Duration::from_secs(5)));
+        assert_eq!(a.register_with_taints[0].key, "k");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        assert_eq!(
+            KubeletArgs::parse(&s(&["cgroup-driver=systemd"])),
+            Err(
+                "--kubelet-arg: unknown kubelet flag \"cgroup-driver\" (k3rs understands: \
+                 max-pods, node-labels, node-status-update-frequency, register-with-taints)"
+                    .into()
+            )
+        );
+        assert!(KubeletArgs::parse(&s(&["max-pods"])).is_err());
+        assert!(KubeletArgs::parse(&s(&["max-pods=many"])).is_err());
+        assert!(KubeletArgs::parse(&s(&["node-status-update-frequency=soon"])).is_err());
+    }
+}
