@@ -154,13 +154,10 @@ struct AgentArgs {
         env = "K3RS_DATA_DIR"
     )]
     data_dir: PathBuf,
-    /// CRI endpoint of the container runtime.
-    #[arg(
-        long,
-        env = "K3RS_CONTAINER_RUNTIME_ENDPOINT",
-        default_value_t = k3rs_agent::node_agent::default_runtime_endpoint()
-    )]
-    container_runtime_endpoint: String,
+    /// CRI endpoint of the container runtime (default: the supervised containerd's,
+    /// unix://<data-dir>/agent/containerd/containerd.sock).
+    #[arg(long, env = "K3RS_CONTAINER_RUNTIME_ENDPOINT")]
+    container_runtime_endpoint: Option<String>,
     /// A kubelet flag as KEY=VALUE (repeatable; today max-pods, node-labels,
     /// node-status-update-frequency, register-with-taints).
     #[arg(long = "kubelet-arg", value_name = "KEY=VALUE")]
@@ -609,8 +606,10 @@ async fn run_node_agent(args: AgentArgs) -> anyhow::Result<()> {
         server,
         token,
         node,
+        container_runtime_endpoint: args
+            .container_runtime_endpoint
+            .unwrap_or_else(|| node_agent::default_runtime_endpoint(&args.data_dir)),
         data_dir: args.data_dir,
-        container_runtime_endpoint: args.container_runtime_endpoint,
         kubelet,
         csr_timeout: args.csr_timeout,
     };

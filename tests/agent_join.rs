@@ -105,7 +105,6 @@ fn wait_lease_renewed(k: &Kubectl, node: &str) {
 }
 
 fn start_agent(server_url: &str, token: &str, data_dir: &Path, log: &Path) -> ChildGuard {
-    let runtime = format!("unix://{}", data_dir.join("no-containerd.sock").display());
     let cmd = agent_command(
         server_url,
         token,
@@ -119,8 +118,6 @@ fn start_agent(server_url: &str, token: &str, data_dir: &Path, log: &Path) -> Ch
             "tier=edge",
             "--node-taint",
             "dedicated=edge:NoSchedule",
-            "--container-runtime-endpoint",
-            &runtime,
             "--kubelet-arg",
             "node-status-update-frequency=2s",
         ],
@@ -217,7 +214,8 @@ fn an_agent_joins_by_token_and_registers_its_node() {
         10250
     );
 
-    // No containerd answers: NotReady, with the runtime-down message.
+    // No containerd answers on the default endpoint (<data-dir>/agent/containerd/containerd.sock):
+    // NotReady, with the runtime-down message.
     let ready = node["status"]["conditions"]
         .as_array()
         .unwrap()

@@ -30,10 +30,13 @@ pub struct AgentConfig {
     pub csr_timeout: Duration,
 }
 
-/// The default CRI endpoint (where the supervised containerd listens, like k3s's
-/// `/run/k3s/containerd/containerd.sock`).
-pub fn default_runtime_endpoint() -> String {
-    "unix:///run/k3rs/containerd/containerd.sock".to_string()
+/// The default CRI endpoint: the socket of the containerd the agent supervises,
+/// `<data-dir>/agent/containerd/containerd.sock` ([`crate::containerd::config`]).
+pub fn default_runtime_endpoint(data_dir: &std::path::Path) -> String {
+    format!(
+        "unix://{}",
+        data_dir.join("agent/containerd/containerd.sock").display()
+    )
 }
 
 /// The node's addresses: the given ones, else the default route's.
