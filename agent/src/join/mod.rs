@@ -285,3 +285,47 @@ pub(crate) async fn submit_and_wait(
         })?;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stores a CA and a self-signed client pair for `cn`, valid for an hour from now.
+    fn store(layout: &Layout, cn: &str) {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut p = rcgen::CertificateParams::default();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        let now = time::OffsetDateTime::now_utc();
+        p.not_before = now - time::Duration::minutes(1);
+        p.not_after = now + time::Duration::hours(1);
+        let cert = p.self_signed(&key).unwrap().pem();
+        files::write_atomic(&layout.server_ca(), b"the CA", files::PUBLIC).unwrap();
+        files::write_pair(
+            &layout.client_cert(),
+            cert.as_bytes(),
+            &layout.client_key(),
+            key.serialize_pem().as_bytes(),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_stored_identity_is_reused_only_for_its_node_and_pinned_ca() {
+        let d = tempfile::tempdir().unwrap();
+        let layout = Layout::new(d.path());
+        assert_eq!(stored_validity(&layout, "n1", None), None);
+        store(&layout, "system:node:n1");
+        let v = stored_validity(&layout, "n1", None).unwrap();
+        assert!(matches!(
+            renew::decide(Some(v), unix_now(), 0.0),
+            Decision::Use { .. }
+        ));
+        let pin = cacerts::ca_hash(b"the CA");
+        assert_eq!(stored_validity(&layout, "n1", Some(&pin)), Some(v));
+        assert_eq!(stored_validity(&layout, "n1", Some(&"0".repeat(64))), None);
+        assert_eq!(stored_validity(&layout, "n2", None), None);
+        std::fs::write(layout.client_key(), b"junk").unwrap();
+        assert_eq!(stored_validity(&layout, "n1", None), None);
+    }
+}
