@@ -14,6 +14,8 @@ what="${1:-test}"
 need=()
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+# CronJobs' spec.timeZone is looked up in the system's zoneinfo database (the server needs it).
+[ -d /usr/share/zoneinfo/America ] || need+=(tzdata)
 if [ "$what" = test ]; then
     command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
     command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)

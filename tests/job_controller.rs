@@ -173,6 +173,37 @@ fn a_cronjob_fires_every_minute_and_kubectl_creates_jobs_from_it() {
     k.ok_stdin(&["apply", "-f", "-"], Some(&cronjob("every", false)));
     k.ok_stdin(&["apply", "-f", "-"], Some(&cronjob("paused", true)));
     let uid = get(&k, &["cronjob", "every"], "{.metadata.uid}");
+    // A daily schedule in Asia/Kolkata (UTC+05:30, no daylight saving) at the coming minute:
+    // read as UTC it would be 5.5 hours away.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let due_minute = now / 60 + if now % 60 < 45 { 1 } else { 2 };
+    let local = (due_minute + 330) % (24 * 60);
+    let zoned = cronjob("zoned", false).replace(
+        r#""schedule": "* * * * *""#,
+        &format!(
+            r#""schedule": "{} {} * * *", "timeZone": "Asia/Kolkata""#,
+            local % 60,
+            local / 60
+        ),
+    );
+    k.ok_stdin(&["apply", "-f", "-"], Some(&zoned));
+    let out = k.run_stdin(
+        &["apply", "-f", "-"],
+        Some(&cronjob("lost", false).replace(
+            r#""schedule": "* * * * *""#,
+            r#""schedule": "* * * * *", "timeZone": "Mars/Olympus""#,
+        )),
+    );
+    assert!(
+        !out.ok
+            && out.stderr.contains(
+                "spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus"
+            ),
+        "{out:?}"
+    );
 
     // The next minute boundary starts a Job named for its schedule time.
     let job = common::wait_for(
@@ -249,6 +280,21 @@ fn a_cronjob_fires_every_minute_and_kubectl_creates_jobs_from_it() {
         get(&k, &["cronjob", "paused"], "{.status.lastScheduleTime}"),
         ""
     );
+
+    // The zoned CronJob fired at its local time, named for that instant.
+    let zoned_job = common::wait_for(
+        "the Asia/Kolkata CronJob's Job",
+        Duration::from_secs(150),
+        || {
+            let names = get(
+                &k,
+                &["jobs", "-l", "cron=zoned"],
+                "{.items[*].metadata.name}",
+            );
+            names.split(' ').find(|n| !n.is_empty()).map(str::to_string)
+        },
+    );
+    assert_eq!(zoned_job, format!("zoned-{due_minute}"));
 
     // kubectl makes a Job from the template (client-side), owned by the CronJob.
     let out = k.ok(&["create", "job", "manual", "--from=cronjob/every"]);

@@ -5,9 +5,9 @@
 //! Guarantees: a Job's name is fixed by its schedule time, so a retried or repeated reconcile
 //! never starts the same run twice (409 AlreadyExists counts as started).
 //!
-//! Limitation: schedules run in UTC only. The jiff build the workspace shares has no time
-//! zone database, so any other `spec.timeZone` gets an `UnknownTimeZone` warning event and
-//! the CronJob does not run.
+//! `spec.timeZone` names a zone of the system's zoneinfo database (`/usr/share/zoneinfo`, the
+//! `tzdata` package, as kube-controller-manager's Go runtime reads it); a name it lacks gets an
+//! `UnknownTimeZone` warning event and the CronJob does not run.
 
 pub mod plan;
 pub mod schedule;

@@ -401,5 +401,54 @@ mod tests {
         let p = plan(&cj, &[], ts("2026-11-21T10:16:00Z"));
         assert_eq!(p.events[0].reason, "UnparseableSchedule");
         assert_eq!(p.create, None);
+        let cj = cron(json!({"timeZone": "Mars/Olympus_Mons"}), json!({}));
+        let p = plan(&cj, &[], ts("2026-11-21T10:16:00Z"));
+        assert_eq!(p.events[0].reason, "UnknownTimeZone");
+        assert_eq!(
+            p.events[0].message,
+            "invalid timeZone: \"Mars/Olympus_Mons\""
+        );
+        assert_eq!(p.create, None);
+    }
+
+    /// 09:30 in New York is 14:30 UTC in winter (EST) and 13:30 UTC in summer (EDT).
+    #[test]
+    fn schedules_follow_the_time_zone_and_its_daylight_saving() {
+        let at = |last: &str, now: &str| {
+            let cj = cron(
+                json!({"schedule": "30 9 * * *", "timeZone": "America/New_York"}),
+                json!({"lastScheduleTime": last}),
+            );
+            plan(&cj, &[], ts(now))
+        };
+        let winter = at("2026-11-20T14:30:00Z", "2026-11-21T14:31:00Z");
+        assert_eq!(
+            winter.status.last_schedule_time,
+            Some(Time(ts("2026-11-21T14:30:00Z")))
+        );
+        assert!(winter.create.is_some());
+        // Not yet at 09:30 UTC (04:30 in New York).
+        let early = at("2026-11-20T14:30:00Z", "2026-11-21T09:31:00Z");
+        assert_eq!(early.create, None);
+        // Next: 14:30 UTC, 4 h 59 min later (+100 ms).
+        assert_eq!(
+            early.requeue_after,
+            Some(Duration::from_millis((4 * 3600 + 59 * 60) * 1000 + 100))
+        );
+        let summer = at("2026-07-20T13:30:00Z", "2026-07-21T13:31:00Z");
+        assert_eq!(
+            summer.status.last_schedule_time,
+            Some(Time(ts("2026-07-21T13:30:00Z")))
+        );
+        // A zone that never changes its offset: Kolkata is UTC+05:30.
+        let cj = cron(
+            json!({"schedule": "0 12 * * *", "timeZone": "Asia/Kolkata"}),
+            json!({"lastScheduleTime": "2026-11-20T06:30:00Z"}),
+        );
+        let p = plan(&cj, &[], ts("2026-11-21T06:30:05Z"));
+        assert_eq!(
+            p.status.last_schedule_time,
+            Some(Time(ts("2026-11-21T06:30:00Z")))
+        );
     }
 }

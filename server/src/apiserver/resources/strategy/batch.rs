@@ -269,6 +269,35 @@ pub fn check_schedule(schedule: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Why `tz` cannot be a CronJob's `timeZone` (upstream's `validateTimeZone`): well-formed
+/// path parts, not `Local`, and known to the zoneinfo database.
+fn time_zone_error(tz: &str) -> Option<String> {
+    if tz.is_empty() {
+        return Some("timeZone must be nil or non-empty string".into());
+    }
+    let part_ok = |p: &str| {
+        p != "."
+            && p != ".."
+            && !p.starts_with('-')
+            && !p.is_empty()
+            && p.len() <= 14
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c))
+    };
+    if !tz.split('/').all(part_ok) {
+        return Some(format!("unknown time zone {tz}"));
+    }
+    if tz.eq_ignore_ascii_case("Local") {
+        return Some(
+            "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"
+                .into(),
+        );
+    }
+    k8s_openapi::jiff::tz::TimeZone::get(tz)
+        .is_err()
+        .then(|| format!("unknown time zone {tz}"))
+}
+
 pub fn validate_cronjob(cj: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     let name = cj["metadata"]["name"].as_str().unwrap_or("");
@@ -309,18 +338,8 @@ pub fn validate_cronjob(cj: &Value) -> Vec<Cause> {
         non_negative(spec, f, &format!("spec.{f}"), &mut causes);
     }
     if let Some(tz) = spec["timeZone"].as_str() {
-        let ok = !tz.is_empty()
-            && !tz.starts_with('/')
-            && !tz.contains("..")
-            && tz
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "/_-+".contains(c));
-        if !ok {
-            causes.push(Cause::invalid(
-                "spec.timeZone",
-                tz,
-                &format!("unknown time zone {tz}"),
-            ));
+        if let Some(why) = time_zone_error(tz) {
+            causes.push(Cause::invalid("spec.timeZone", tz, &why));
         }
     }
     let job_spec = &spec["jobTemplate"]["spec"];
@@ -342,6 +361,31 @@ mod tests {
     fn job() -> Value {
         json!({"metadata": {"name": "pi", "uid": "u-1"}, "spec": {"template": {"spec": {
             "restartPolicy": "Never", "containers": [{"name": "c", "image": "perl"}]}}}})
+    }
+
+    #[test]
+    fn time_zones_are_checked_against_the_zoneinfo_database() {
+        assert_eq!(time_zone_error("Europe/Berlin"), None);
+        assert_eq!(time_zone_error("Etc/UTC"), None);
+        assert_eq!(
+            time_zone_error("Mars/Olympus"),
+            Some("unknown time zone Mars/Olympus".into())
+        );
+        assert_eq!(
+            time_zone_error("../etc/passwd"),
+            Some("unknown time zone ../etc/passwd".into())
+        );
+        assert_eq!(
+            time_zone_error("local"),
+            Some(
+                "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"
+                    .into()
+            )
+        );
+        assert_eq!(
+            time_zone_error(""),
+            Some("timeZone must be nil or non-empty string".into())
+        );
     }
 
     #[test]
