@@ -10,6 +10,7 @@ pub mod claim;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod events;
@@ -176,6 +177,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: "daemonset",
         name: daemonset::NAME,
         start: daemonset::start,
+    },
+    Descriptor {
+        controller: "disruption",
+        name: disruption::NAME,
+        start: disruption::start,
     },
 ];
 

@@ -77,6 +77,9 @@ fn controller_rules(name: &str) -> Vec<PolicyRule> {
             rule(&["update"], &["policy"], &["poddisruptionbudgets/status"]),
             rule(&["get"], &["*"], &["*/scale"]),
             rule(&["patch", "update"], &[""], &["pods/status"]),
+            // Upstream reads pods through kube-controller-manager's shared informers; here
+            // each controller watches with its own identity.
+            rule(&["list", "watch"], &[""], &["pods"]),
         ],
         "endpoint-controller" => vec![
             rule(READ, &[""], &["services", "pods"]),
