@@ -49,9 +49,9 @@ fn choose_snapshotter(
     mountinfo: &str,
     root: &Path,
 ) -> (&'static str, Option<String>) {
-    let has_overlay = filesystems
-        .lines()
-        .any(|l| l.split_whitespace().last() == Some("overlay"));
+    let has_overlay = crate::host_check::checks::filesystem_names(filesystems)
+        .iter()
+        .any(|n| n == "overlay");
     if !has_overlay {
         return (
             "native",

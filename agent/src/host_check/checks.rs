@@ -25,6 +25,14 @@ pub struct HostFacts {
     pub cni_plugins: Vec<(String, Option<PathBuf>)>,
 }
 
+/// The filesystem names of a `/proc/filesystems` text (its last column).
+pub fn filesystem_names(proc_filesystems: &str) -> Vec<String> {
+    proc_filesystems
+        .lines()
+        .filter_map(|l| l.split_whitespace().last().map(str::to_string))
+        .collect()
+}
+
 /// The outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {

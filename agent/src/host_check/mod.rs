@@ -49,11 +49,7 @@ pub fn gather(path_var: &str) -> HostFacts {
     let uname = kernel_release();
     let cgroup_v2_controllers = read("/sys/fs/cgroup/cgroup.controllers")
         .map(|s| s.split_whitespace().map(str::to_string).collect());
-    let filesystems = read("/proc/filesystems")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_whitespace().last().map(str::to_string))
-        .collect();
+    let filesystems = checks::filesystem_names(&read("/proc/filesystems").unwrap_or_default());
     HostFacts {
         kernel_release: uname,
         cgroup_v2_controllers,
