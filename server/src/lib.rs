@@ -13,6 +13,7 @@ pub mod apiserver;
 pub mod auth;
 pub mod certificates;
 pub mod compactor;
+pub mod component_args;
 pub mod components;
 pub mod controllers;
 pub mod datastore;

@@ -70,15 +70,13 @@ pub enum ArgError {
 }
 
 impl Args {
-    /// Parses `KEY=VALUE` items (a leading `--` on the key is allowed, as k3s allows); later
-    /// items override earlier ones.
+    /// Parses [`crate::component_args`] items; later items override earlier ones.
     pub fn parse(items: &[String]) -> Result<Args, ArgError> {
         let mut args = Args::default();
         for item in items {
-            let (key, value) = item
-                .split_once('=')
+            let (key, value) = crate::component_args::key_value(item)
                 .ok_or_else(|| ArgError::NotKeyValue(item.clone()))?;
-            match key.trim_start_matches("--") {
+            match key {
                 "authorization-mode" => args.authorization_modes = parse_modes(value)?,
                 flag @ "default-not-ready-toleration-seconds" => {
                     args.default_tolerations.not_ready = seconds(flag, value)?

@@ -179,10 +179,11 @@ impl Validating for Priority {
             let Some(class) = a.object.as_ref() else {
                 return Ok(());
             };
-            if !write || !a.is("scheduling.k8s.io", "PriorityClass") {
-                return Ok(());
-            }
-            if class["globalDefault"] != true {
+            // Only a class claiming to be the default needs the others looked at.
+            if !write
+                || !a.is("scheduling.k8s.io", "PriorityClass")
+                || class["globalDefault"] != true
+            {
                 return Ok(());
             }
             match default_conflict(class, a.operation, &classes(reg).await?) {
