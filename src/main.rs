@@ -339,8 +339,9 @@ struct ServerArgs {
     /// `controllers=*,-resourcequota`).
     #[arg(long = "kube-controller-manager-arg", value_name = "KEY=VALUE")]
     kube_controller_manager_arg: Vec<String>,
-    /// A kube-apiserver flag as KEY=VALUE (repeatable; today `authorization-mode=…`, e.g.
-    /// `authorization-mode=Node,RBAC`, the default).
+    /// A kube-apiserver flag as KEY=VALUE (repeatable): `authorization-mode=Node,RBAC` (the
+    /// default), `default-not-ready-toleration-seconds=300`,
+    /// `default-unreachable-toleration-seconds=300`.
     #[arg(long = "kube-apiserver-arg", value_name = "KEY=VALUE")]
     kube_apiserver_arg: Vec<String>,
     /// Use this etcd (https://host:port) instead of the embedded datastore.
