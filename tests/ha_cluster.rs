@@ -11,7 +11,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::etcdctl::{etcdctl_with_timeout, member_id, members, started_voters};
-use common::{etcdctl, free_port, wait_for, Endpoint, K3rs};
+use common::{etcdctl, free_port, log_tail, wait_for, Endpoint, K3rs};
 
 /// `GET /metrics` on the server's HTTPS port, with the admin client certificate when
 /// `authn`: `(status code, body)`.
@@ -118,18 +118,25 @@ fn three_servers_join_by_token_and_survive_the_leader() {
     // Kill the first server (SIGKILL); the others elect a leader and take writes.
     let killed = Instant::now();
     servers[0].kill();
-    wait_for(
-        "a write after the first server died",
-        Duration::from_secs(20),
-        || {
-            let out = etcdctl_with_timeout(
-                &eps[1],
-                &["put", "after", "2"],
-                None,
-                Duration::from_secs(5),
-            );
-            out.success().then_some(())
-        },
+    let mut last = String::new();
+    let mut written = false;
+    while !written && killed.elapsed() < Duration::from_secs(20) {
+        let out = etcdctl_with_timeout(
+            &eps[1],
+            &["put", "after", "2"],
+            None,
+            Duration::from_secs(5),
+        );
+        written = out.success();
+        last = format!("{out:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        written,
+        "no write within 20 s after the first server died; last: {last}\n\
+         second server:\n{}\nthird server:\n{}",
+        log_tail(&servers[1].log_path(), 60),
+        log_tail(&third.log_path(), 60)
     );
     println!(
         "writes succeed again {:?} after SIGKILL of the first server",
