@@ -13,16 +13,14 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::client::{channel, open_watch, Clients};
-use common::stats::Load;
+use common::kv_load::{key, load, put_op, range_op, KEYS, VALUE_LEN};
+use common::stats::{machine, ratio, write_result, Load};
 use common::{Endpoint, Etcd, K3rs};
 use k3rs_server::etcdpb::kv_client::KvClient;
 use k3rs_server::etcdpb::{
     CompactionRequest, DefragmentRequest, PutRequest, RangeRequest, WatchCreateRequest,
 };
-use tonic::transport::Channel;
 
-const KEYS: usize = 1000;
-const VALUE_LEN: usize = 256;
 const CHURN_UPDATES: usize = 200_000;
 const CHURN_CAP: Duration = Duration::from_secs(150);
 
@@ -40,81 +38,6 @@ struct Report {
     disk_after_compact: u64,
     /// Where the bytes are after compaction: (path below the data dir, bytes), largest first.
     disk_breakdown: Vec<(String, u64)>,
-}
-
-fn key(i: usize) -> Vec<u8> {
-    format!("bench/{:04}", i % KEYS).into_bytes()
-}
-
-/// `conns` connections shared round-robin by the clients.
-async fn kv_clients(ep: &Endpoint, clients: usize, conns: usize) -> Vec<KvClient<Channel>> {
-    let mut chans = Vec::new();
-    for _ in 0..conns {
-        chans.push(channel(ep).await.expect("connect"));
-    }
-    (0..clients)
-        .map(|i| KvClient::new(chans[i % conns].clone()))
-        .collect()
-}
-
-/// `clients` concurrent loops of `op` for `dur` (or until `max_ops` in total).
-async fn load<F, Fut>(ep: &Endpoint, clients: usize, dur: Duration, max_ops: usize, op: F) -> Load
-where
-    F: Fn(KvClient<Channel>, usize) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = KvClient<Channel>> + Send,
-{
-    let conns = clients.clamp(1, 8);
-    let kvs = kv_clients(ep, clients, conns).await;
-    let counter = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let start = Instant::now();
-    let tasks: Vec<_> = kvs
-        .into_iter()
-        .map(|mut kv| {
-            let op = op.clone();
-            let counter = counter.clone();
-            tokio::spawn(async move {
-                let mut lat = Vec::new();
-                loop {
-                    let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if n >= max_ops || start.elapsed() >= dur {
-                        break;
-                    }
-                    let t = Instant::now();
-                    kv = op(kv, n).await;
-                    lat.push(t.elapsed());
-                }
-                lat
-            })
-        })
-        .collect();
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.expect("load task"));
-    }
-    Load {
-        ops: all.len(),
-        secs: start.elapsed().as_secs_f64(),
-        lat: all,
-    }
-}
-
-async fn put_op(mut kv: KvClient<Channel>, n: usize) -> KvClient<Channel> {
-    let req = PutRequest {
-        key: key(n),
-        value: vec![b'v'; VALUE_LEN],
-        ..Default::default()
-    };
-    kv.put(req).await.expect("put");
-    kv
-}
-
-async fn range_op(mut kv: KvClient<Channel>, n: usize) -> KvClient<Channel> {
-    let req = RangeRequest {
-        key: key(n),
-        ..Default::default()
-    };
-    kv.range(req).await.expect("range");
-    kv
 }
 
 /// Put → event latency on one watched key.
@@ -172,19 +95,33 @@ async fn watch_latency(ep: &Endpoint, dur: Duration) -> Load {
 async fn measure(ep: Endpoint, data_dir: PathBuf, secs: Duration) -> Report {
     let mut r = Report::default();
     // Preload every key so reads hit real data.
-    load(&ep, 16, Duration::from_secs(60), KEYS, put_op).await;
+    load(
+        std::slice::from_ref(&ep),
+        16,
+        Duration::from_secs(60),
+        KEYS,
+        put_op,
+    )
+    .await;
     eprintln!("  put, 1 client");
-    r.put1 = load(&ep, 1, secs, usize::MAX, put_op).await;
+    r.put1 = load(std::slice::from_ref(&ep), 1, secs, usize::MAX, put_op).await;
     eprintln!("  put, 64 clients");
-    r.put64 = load(&ep, 64, secs, usize::MAX, put_op).await;
+    r.put64 = load(std::slice::from_ref(&ep), 64, secs, usize::MAX, put_op).await;
     eprintln!("  range, 1 client");
-    r.range1 = load(&ep, 1, secs, usize::MAX, range_op).await;
+    r.range1 = load(std::slice::from_ref(&ep), 1, secs, usize::MAX, range_op).await;
     eprintln!("  range, 64 clients");
-    r.range64 = load(&ep, 64, secs, usize::MAX, range_op).await;
+    r.range64 = load(std::slice::from_ref(&ep), 64, secs, usize::MAX, range_op).await;
     eprintln!("  watch latency");
     r.watch = watch_latency(&ep, secs).await;
     eprintln!("  churn: {CHURN_UPDATES} updates over {KEYS} keys");
-    let churn = load(&ep, 64, CHURN_CAP, CHURN_UPDATES, put_op).await;
+    let churn = load(
+        std::slice::from_ref(&ep),
+        64,
+        CHURN_CAP,
+        CHURN_UPDATES,
+        put_op,
+    )
+    .await;
     r.churn_updates = churn.ops;
     r.churn_secs = churn.secs;
     r.disk_after_churn = common::disk_usage(&data_dir);
@@ -258,14 +195,6 @@ fn breakdown(dir: &std::path::Path, depth: usize) -> Vec<(String, u64)> {
 
 fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
-}
-
-fn ratio(ours: f64, theirs: f64) -> String {
-    if theirs > 0.0 && ours.is_finite() && theirs.is_finite() {
-        format!("{:.2}×", ours / theirs)
-    } else {
-        "–".into()
-    }
 }
 
 fn table(k: &Report, e: &Report, secs: Duration) -> String {
@@ -348,18 +277,6 @@ fn table(k: &Report, e: &Report, secs: Duration) -> String {
     out
 }
 
-fn machine() -> String {
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let etcd = std::process::Command::new("etcd").arg("--version").output();
-    let etcd = etcd
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.lines().next().map(str::to_string))
-        .unwrap_or_default();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!("{cpus} CPUs, Linux {}, {etcd}", kernel.trim())
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo bench -- --list` / `cargo test --benches` probes
@@ -401,14 +318,5 @@ fn main() {
     if !only.is_empty() {
         return;
     }
-    let out = std::env::var_os("BENCH_OUT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/results/etcd_compare.md")
-        });
-    if let Some(dir) = out.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    std::fs::write(&out, &text).expect("writing the result file");
-    eprintln!("written to {}", out.display());
+    write_result("etcd_compare", &text);
 }

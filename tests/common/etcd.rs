@@ -9,13 +9,18 @@ use std::time::{Duration, Instant};
 use super::etcdctl::{etcdctl_with_timeout, Endpoint, TlsFiles};
 use super::process::ChildGuard;
 
-/// A running single-member etcd. Killed (SIGKILL) when dropped; its temp dir is removed then.
+/// A running etcd member (of a cluster of one unless made by [`Etcd::start_cluster`]). Killed
+/// (SIGKILL) when dropped; its temp dir is removed then.
 #[derive(Debug)]
 pub struct Etcd {
     proc: Option<ChildGuard>,
     dir: tempfile::TempDir,
     client_port: u16,
     peer_port: u16,
+    /// `--name`.
+    name: String,
+    /// `--initial-cluster`, when the member is one of several (`None`: itself alone).
+    initial_cluster: Option<String>,
     /// `Some` serves the client port over https and requires a client certificate.
     tls: Option<EtcdPki>,
 }
@@ -40,18 +45,49 @@ impl Etcd {
         Etcd::launch(true)
     }
 
-    fn launch(tls: bool) -> Etcd {
+    /// `n` plain-http members on loopback forming one cluster, each ready to serve.
+    pub fn start_cluster(n: usize) -> Vec<Etcd> {
+        let mut members: Vec<Etcd> = (0..n).map(|i| Etcd::unstarted(format!("m{i}"))).collect();
+        let initial = members
+            .iter()
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        for m in &mut members {
+            m.initial_cluster = Some(initial.clone());
+            m.spawn();
+        }
+        for m in &mut members {
+            m.wait_ready();
+        }
+        members
+    }
+
+    /// SIGKILL, like a power cut for the process.
+    pub fn kill(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill();
+        }
+    }
+
+    fn unstarted(name: String) -> Etcd {
         let dir = tempfile::Builder::new()
             .prefix("etcd-ref-")
             .tempdir()
             .expect("tempdir");
-        let mut e = Etcd {
+        Etcd {
             proc: None,
             dir,
             client_port: super::free_port(),
             peer_port: super::free_port(),
+            name,
+            initial_cluster: None,
             tls: None,
-        };
+        }
+    }
+
+    fn launch(tls: bool) -> Etcd {
+        let mut e = Etcd::unstarted("default".into());
         if tls {
             let pki_dir = e.dir.path().join("pki");
             let pki = k3rs_server::pki::Pki::ensure(&pki_dir, &Default::default())
@@ -69,9 +105,7 @@ impl Etcd {
             match e.try_wait_ready() {
                 Ok(()) => break,
                 Err(err) if attempt < 4 && err.contains("in use") => {
-                    if let Some(mut p) = e.proc.take() {
-                        p.kill();
-                    }
+                    e.kill();
                     e.client_port = super::free_port();
                     e.peer_port = super::free_port();
                     let _ = std::fs::remove_dir_all(e.data_dir());
@@ -117,8 +151,9 @@ impl Etcd {
                 cmd.env_remove(var);
             }
         }
+        let initial = (self.initial_cluster.clone()).unwrap_or(format!("{}={peer}", self.name));
         cmd.arg("--name")
-            .arg("default")
+            .arg(&self.name)
             .arg("--data-dir")
             .arg(self.data_dir())
             .arg("--listen-client-urls")
@@ -130,7 +165,7 @@ impl Etcd {
             .arg("--initial-advertise-peer-urls")
             .arg(&peer)
             .arg("--initial-cluster")
-            .arg(format!("default={peer}"))
+            .arg(initial)
             .arg("--initial-cluster-state")
             .arg("new")
             .arg("--logger")
@@ -186,9 +221,7 @@ impl Etcd {
 
     /// SIGKILLs etcd and starts it again on the same data dir and ports.
     pub fn restart(&mut self) {
-        if let Some(mut p) = self.proc.take() {
-            p.kill();
-        }
+        self.kill();
         self.spawn();
         self.wait_ready();
     }

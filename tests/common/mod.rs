@@ -17,6 +17,7 @@ pub mod k3rs;
 pub mod kinds;
 pub mod kube;
 pub mod kubectl;
+pub mod kv_load;
 pub mod netns;
 pub mod ns_cluster;
 pub mod process;

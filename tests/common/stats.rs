@@ -83,3 +83,40 @@ pub fn rss_mib(pid: u32) -> f64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
+
+/// `ours / theirs` as `1.23×`, or `–` when either is missing.
+pub fn ratio(ours: f64, theirs: f64) -> String {
+    if theirs > 0.0 && ours.is_finite() && theirs.is_finite() {
+        format!("{:.2}×", ours / theirs)
+    } else {
+        "–".into()
+    }
+}
+
+/// CPUs, kernel and etcd version of this machine, for a benchmark table's heading.
+pub fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let etcd = std::process::Command::new("etcd").arg("--version").output();
+    let etcd = etcd
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpus} CPUs, Linux {}, {etcd}", kernel.trim())
+}
+
+/// Writes a benchmark's table to `$BENCH_OUT`, else `benches/results/<name>.md`.
+pub fn write_result(name: &str, text: &str) {
+    let out = std::env::var_os("BENCH_OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/results");
+            dir.join(format!("{name}.md"))
+        });
+    if let Some(dir) = out.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    std::fs::write(&out, text).expect("writing the result file");
+    eprintln!("written to {}", out.display());
+}
