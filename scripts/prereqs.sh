@@ -5,7 +5,8 @@
 # client (pip, in a venv: /var/cache/k3rs-venv, or ~/.cache/k3rs-venv when /var/cache is not
 # writable; the python_client test looks there), and for the agent's container tests containerd
 # (with ctr), runc, the CNI plugins (/usr/lib/cni), busybox-static (scripts/build-images.sh builds
-# the pause and busybox images from it) and iptables. Rust itself comes from rustup.
+# the pause and busybox images from it) and iptables, and for install.sh's test shellcheck and
+# systemd-analyze (systemd). Rust itself comes from rustup.
 #
 # Usage: scripts/prereqs.sh [build|test]   (default: test)
 set -euo pipefail
@@ -36,6 +37,9 @@ if [ "$what" = test ]; then
     fi
     command -v iptables >/dev/null 2>&1 || need+=(iptables)
     command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
+    # install.sh's test: shellcheck on the scripts, systemd-analyze verify on the units.
+    command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+    command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 fi
 
 if [ "${#need[@]}" -gt 0 ]; then

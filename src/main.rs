@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod config_file;
+mod multicall;
 
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -417,7 +418,8 @@ async fn main() -> anyhow::Result<()> {
     // The config file's settings become flags before the command line's own; a flag given
     // twice keeps its last value (a repeatable one keeps all).
     let command = Cli::command().mut_subcommands(|s| s.args_override_self(true));
-    let argv = config_file::expand(std::env::args_os().collect(), &command)?;
+    let argv = multicall::argv(std::env::args_os().collect());
+    let argv = config_file::expand(argv, &command)?;
     let cli =
         Cli::from_arg_matches_mut(&mut command.get_matches_from(argv)).unwrap_or_else(|e| e.exit());
     init_logging(cli.debug, cli.log_format);
@@ -559,7 +561,8 @@ const ADMIN_KUBECONFIG: &str = "/etc/k3rs/k3rs.yaml";
 fn kubectl(args: Vec<std::ffi::OsString>) -> anyhow::Error {
     use std::os::unix::process::CommandExt;
     let path = std::env::var("PATH").unwrap_or_default();
-    let Some(bin) = k3rs_agent::host_check::which("kubectl", &path) else {
+    let me = std::env::current_exe().unwrap_or_default();
+    let Some(bin) = multicall::system_kubectl(&path, &me) else {
         return anyhow::anyhow!(
             "k3rs kubectl: no kubectl on PATH (k3rs does not bundle it; install kubectl)"
         );
