@@ -223,6 +223,7 @@ setup_env() {
     TMP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/k3rs-install.XXXXXXXX")
     trap 'rm -rf "$TMP_DIR"' EXIT
     CHANGED=false
+    RELOAD=false
 }
 
 # --- prerequisites: report, then install the missing packages or say what to install ---
@@ -443,7 +444,10 @@ create_env_file() {
         # shellcheck disable=SC2154 # v is set by the eval
         printf '%s=%s\n' "$n" "$(quote_value "$v")" >>"$TMP_DIR/env"
     done
-    if put_file "$TMP_DIR/env" "$FILE_ENV" 0600; then CHANGED=true; fi
+    if put_file "$TMP_DIR/env" "$FILE_ENV" 0600; then
+        CHANGED=true
+        RELOAD=true
+    fi
 }
 
 systemd_unit() {
@@ -518,7 +522,7 @@ create_service_file() {
         systemd_unit >"$TMP_DIR/service"
         if put_file "$TMP_DIR/service" "$FILE_SERVICE" 0644; then
             CHANGED=true
-            UNIT_CHANGED=true
+            RELOAD=true
         fi
     else
         openrc_script >"$TMP_DIR/service"
@@ -535,7 +539,8 @@ service_enable_and_start() {
         return
     fi
     if [ "$INSTALL_K3RS_INIT" = systemd ]; then
-        [ "${UNIT_CHANGED:-false}" = true ] && on_host systemctl daemon-reload
+        # The unit or its environment file changed: systemd reads both again.
+        if [ "$RELOAD" = true ]; then on_host systemctl daemon-reload; fi
         wants=$SYSTEMD_DIR/multi-user.target.wants
         if [ -n "$R" ]; then
             if [ "$(readlink "$R$wants/$NAME.service" 2>/dev/null || true)" = "$FILE_SERVICE" ]; then
@@ -627,8 +632,9 @@ tree() {
 }
 # k3rs's own processes, its containerd and the shims started by it (their arguments name the
 # data dir's containerd socket, config or state).
-pids=$(ps -e -o pid= -o args= | awk -v d="$K3RS_DATA_DIR/agent/" '
-    index($0, d) > 0 || $2 ~ /(^|\/)k3rs$/ { print $1 }' | grep -vx "$$" || true)
+# (The path goes to awk through its environment: in awk's arguments it would match awk.)
+pids=$(ps -e -o pid= -o args= | DIR="$K3RS_DATA_DIR/agent/" awk '
+    index($0, ENVIRON["DIR"]) > 0 || $2 ~ /(^|\/)k3rs$/ { print $1 }' | grep -vx "$$" || true)
 if [ -n "$pids" ]; then
     # shellcheck disable=SC2086 # one word per pid
     all=$(tree $pids | sort -u | tr '\n' ' ')

@@ -2,11 +2,12 @@
 //! server and agent services (systemd and OpenRC), the files, unit and environment file they
 //! get, `systemd-analyze verify` on the unit, `shellcheck` on every script, idempotence (a second
 //! run changes no file and restarts nothing), the agent's token requirement, the uninstall
-//! scripts (the root is back to what it was), and the download path's sha256 verification
-//! against a loopback HTTP server and a `file://` URL.
+//! scripts (the root is back to what it was), the download path's sha256 verification against
+//! a loopback HTTP server and a `file://` URL, and k3rs-killall.sh run for real in namespaces.
 //!
 //! Nothing here touches the machine's /etc, /usr/local or systemd: every install writes below
-//! a temporary directory, and the script only logs the systemctl calls it skips there.
+//! a temporary directory, and the script only logs the systemctl calls it skips there; the
+//! killall script runs inside its own PID, network and mount namespaces (needs root, as CI).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -304,6 +305,30 @@ fn server_and_agent_systemd_install_rerun_and_uninstall() {
     assert!(log.contains("systemctl restart k3rs"), "{log}");
     assert!(!log.contains("Wrote /usr/local/bin/k3rs\n"), "{log}");
 
+    // A changed K3RS_ variable rewrites only the environment file, reloads and restarts.
+    let changed_env = [
+        ("INSTALL_K3RS_INIT", "systemd"),
+        ("INSTALL_K3RS_BIN", BIN),
+        ("K3RS_NODE_NAME", "edge-2"),
+        ("K3RS_KUBECONFIG_MODE", "0644"),
+    ];
+    let log = ok(install(&root, &changed_env, &["server", "--tls-san=other"]));
+    assert!(
+        log.contains("Wrote /etc/systemd/system/k3rs.service.env"),
+        "{log}"
+    );
+    assert!(
+        log.contains("Unchanged: /etc/systemd/system/k3rs.service\n"),
+        "{log}"
+    );
+    assert!(log.contains("systemctl daemon-reload"), "{log}");
+    assert!(log.contains("systemctl restart k3rs"), "{log}");
+    assert_eq!(
+        read(&root, "/etc/systemd/system/k3rs.service.env"),
+        "K3RS_KUBECONFIG_MODE=0644\nK3RS_NODE_NAME=edge-2\n"
+    );
+    assert_eq!(mode(&root, "/etc/systemd/system/k3rs.service.env"), 0o600);
+
     // Agent mode needs a token: a clear error, and nothing written.
     let before = listing(&root);
     let out = install(
@@ -592,5 +617,56 @@ fn download_verifies_the_sha256() {
         String::from_utf8_lossy(&out.stderr).contains(&format!("has no checksum for {bin_name}")),
         "{}",
         text(&out)
+    );
+}
+
+/// k3rs-killall.sh for real, inside fresh PID, network and mount namespaces (so it sees only
+/// the processes, interfaces, iptables and mounts the scenario made there): it kills k3rs and
+/// the data dir's shims with their children, unmounts the pod's mount, deletes the cni-
+/// network namespace, the bridge and its veth, and the KUBE-/CNI- rules; everything else stays.
+#[test]
+fn killall_cleans_up_what_k3rs_left() {
+    let (dir, root, _) = scratch_root();
+    ok(install(
+        &root,
+        &[
+            ("INSTALL_K3RS_INIT", "systemd"),
+            ("INSTALL_K3RS_BIN", BIN),
+            ("INSTALL_K3RS_SKIP_PREREQS", "true"),
+        ],
+        &[],
+    ));
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let scenario =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/install/killall_scenario.sh");
+    let out = Command::new("unshare")
+        .args([
+            "--pid",
+            "--net",
+            "--mount",
+            "--mount-proc",
+            "--fork",
+            "--kill-child",
+        ])
+        .arg("sh")
+        .arg(scenario)
+        .arg(&data)
+        .arg(root.join("usr/local/bin/k3rs-killall.sh"))
+        .env_remove("INSTALL_K3RS_ROOT")
+        .output()
+        .expect("running unshare (util-linux)");
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let left = &stdout[stdout.find("== processes").expect(&report)..];
+    assert_eq!(
+        left,
+        "== processes\nsleep 1000\n== bystander\nalive\n== mounts\n0\n\
+         == links\nkeep0\nlo\n== netns\nother\n\
+         == iptables\n-A INPUT -s 10.9.9.9/32 -j ACCEPT\n\
+         :PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+         :POSTROUTING ACCEPT [0:0]\n",
+        "{report}"
     );
 }
