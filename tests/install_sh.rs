@@ -220,9 +220,11 @@ fn server_and_agent_systemd_install_rerun_and_uninstall() {
             .output()
             .unwrap()
     };
+    // The link's directory first, then this machine's PATH (where the real kubectl is).
     let system = format!(
-        "{}:/usr/local/bin:/usr/bin:/bin",
-        root.join("usr/local/bin").display()
+        "{}:{}",
+        root.join("usr/local/bin").display(),
+        std::env::var("PATH").unwrap_or_default()
     );
     let out = linked(&system);
     assert!(out.status.success(), "{}", text(&out));
@@ -441,9 +443,11 @@ fn openrc_install_and_uninstall() {
         ("INSTALL_K3RS_INIT", "openrc"),
         ("INSTALL_K3RS_BIN", BIN),
         ("INSTALL_K3RS_SYMLINK", "skip"),
+        // The command from INSTALL_K3RS_EXEC, its flags from the arguments.
+        ("INSTALL_K3RS_EXEC", "server"),
         ("K3RS_TOKEN", "it's \"quoted\" $HOME"),
     ];
-    let log = ok(install(&root, &env, &["server", "--disable-agent"]));
+    let log = ok(install(&root, &env, &["--disable-agent"]));
     assert!(log.contains("skipped (root "), "{log}");
     assert!(log.contains("/etc/init.d/k3rs restart"), "{log}");
     let service = read(&root, "/etc/init.d/k3rs");
@@ -478,7 +482,7 @@ fn openrc_install_and_uninstall() {
     );
 
     let before = listing(&root);
-    let log = ok(install(&root, &env, &["server", "--disable-agent"]));
+    let log = ok(install(&root, &env, &["--disable-agent"]));
     assert_eq!(listing(&root), before, "a second run changed files: {log}");
     assert!(!log.contains("/etc/init.d/k3rs restart"), "{log}");
 
