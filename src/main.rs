@@ -203,6 +203,13 @@ struct AgentArgs {
     /// Requests the agent has outstanding at most.
     #[arg(long, default_value_t = 64)]
     max_requests_in_flight: usize,
+    /// The pod network, as the server's --cluster-cidr: the proxy masquerades traffic from
+    /// outside it to cluster IPs.
+    #[arg(long, default_value = "10.42.0.0/16", env = "K3RS_CLUSTER_CIDR")]
+    cluster_cidr: ipnet::Ipv4Net,
+    /// Do not run the service proxy (no iptables rules are written).
+    #[arg(long, env = "K3RS_DISABLE_KUBE_PROXY")]
+    disable_kube_proxy: bool,
 }
 
 #[derive(Args)]
@@ -606,9 +613,16 @@ async fn run_node_agent(args: AgentArgs) -> anyhow::Result<()> {
     let mut node = NodeConfig::new(&name, node_agent::node_ips(&args.node_ip));
     node.labels.extend(args.node_label);
     node.taints = args.node_taint;
+    let proxy = (!args.disable_kube_proxy).then(|| {
+        k3rs_agent::proxy::ProxyConfig::new(k3rs_agent::proxy::NodeContext {
+            node_name: name.clone(),
+            cluster_cidr: Some(args.cluster_cidr),
+        })
+    });
     let cfg = AgentConfig {
         server,
         token,
+        proxy,
         node,
         container_runtime_endpoint: args
             .container_runtime_endpoint

@@ -31,6 +31,8 @@ fn agent_command(server_url: &str, token: &str, data_dir: &Path, extra: &[&str])
     cmd.arg("agent")
         .args(["--server", server_url, "--token", token, "--data-dir"])
         .arg(data_dir)
+        // This agent runs in the test machine's own network namespace: no iptables rules.
+        .arg("--disable-kube-proxy")
         .args(extra)
         .env_remove("K3RS_TOKEN")
         .env_remove("K3RS_URL")

@@ -14,3 +14,4 @@ pub mod images;
 pub mod join;
 pub mod kubelet;
 pub mod node_agent;
+pub mod proxy;

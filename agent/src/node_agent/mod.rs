@@ -28,6 +28,8 @@ pub struct AgentConfig {
     pub kubelet: KubeletArgs,
     /// How long the client certificate request may take.
     pub csr_timeout: Duration,
+    /// The service proxy's settings; `None`: no proxy.
+    pub proxy: Option<crate::proxy::ProxyConfig>,
 }
 
 /// The default CRI endpoint: the socket of the containerd the agent supervises,
@@ -85,6 +87,10 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
         Duration::from_secs(900),
         stop.clone(),
     ));
+    if let Some(proxy) = cfg.proxy.clone() {
+        let ipt = crate::proxy::iptables::SystemIptables;
+        tasks.spawn(crate::proxy::run(latest.clone(), ipt, proxy, stop.clone()));
+    }
     tasks.spawn(node_status::run(latest, status_cfg, runtime, stop.clone()));
     while tasks.join_next().await.is_some() {}
     tracing::info!("agent stopped");

@@ -617,6 +617,13 @@ pub(super) fn bindings() -> Vec<ClusterRoleBinding> {
             "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
             vec![subject("Group", "system:bootstrappers")],
         ),
+        // The agent runs the service proxy with the node's own certificate (k3s issues a
+        // separate system:kube-proxy one; kubeadm binds a kube-proxy service account).
+        binding(
+            "k3rs:node-proxier",
+            "system:node-proxier",
+            vec![subject("Group", "system:nodes")],
+        ),
         binding(
             "k3rs:node-autoapprove-certificate-rotation",
             "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
