@@ -76,8 +76,16 @@ const RUNNING: i32 = pb::ContainerState::ContainerRunning as i32;
 const EXITED: i32 = pb::ContainerState::ContainerExited as i32;
 
 impl FakeRuntime {
+    /// A fake whose clock starts at the current time (nanoseconds since the epoch, one more
+    /// per call), so its timestamps are recent, like a real runtime's.
     pub fn new() -> FakeRuntime {
-        FakeRuntime::default()
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or_default();
+        let fake = FakeRuntime::default();
+        fake.lock().clock = now;
+        fake
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

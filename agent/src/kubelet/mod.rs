@@ -2,3 +2,4 @@
 
 pub mod node_status;
 pub mod plan;
+pub mod pods;

@@ -15,6 +15,7 @@
 //!   sees the node go silent.
 
 pub mod conditions;
+pub mod cri_health;
 pub mod lease;
 pub mod machine;
 pub mod node;

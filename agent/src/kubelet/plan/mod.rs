@@ -51,7 +51,7 @@ mod expand;
 mod gc;
 mod image;
 mod init_containers;
-mod labels;
+pub(crate) mod labels;
 mod lifecycle;
 mod observed;
 mod phase;

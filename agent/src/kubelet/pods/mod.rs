@@ -1,0 +1,110 @@
+//! The pod executor: runs the pods bound to this node on the container runtime. A thin async
+//! shell around the planner ([`crate::kubelet::plan`]):
+//!
+//! - the pod source: an informer on the pods with `spec.nodeName=<node>` (the Node authorizer
+//!   lets a node list and watch those), and one on Services (for the service environment);
+//! - [`workers`]: one worker per pod, the runtime relist (PLEG) and the periodic resync;
+//! - [`sync`]: one pod's sync — observe ([`observe`]), plan, carry out through CRI
+//!   ([`cri_config`]), set up volumes ([`volumes`]), write the status ([`api`]).
+//!
+//! Not done here: probes (readiness follows the containers running), the kubelet API,
+//! events, pod admission (resources, host ports) and eviction.
+
+pub mod api;
+pub mod cri_config;
+pub mod observe;
+mod start;
+pub mod sync;
+pub mod volumes;
+pub mod workers;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::runtime::{reflector, watcher, WatchStreamExt};
+use kube::Api;
+use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
+
+use crate::cri::{ImageService, RuntimeService};
+pub use sync::{Executor, NodeContext};
+
+/// Drives an informer until `stop`, waking `changed` on every event.
+async fn drive<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    changed: Arc<Notify>,
+    stop: CancellationToken,
+) where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let stream = reflector(writer, watcher(api, config).default_backoff());
+    let mut stream = std::pin::pin!(stream);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            item = stream.next() => match item {
+                Some(Ok(_)) => changed.notify_one(),
+                Some(Err(e)) => tracing::debug!("informer: {e}"),
+                None => return,
+            },
+        }
+    }
+}
+
+/// Runs the executor for node `node_name` until `stop`.
+pub async fn run(
+    client: watch::Receiver<kube::Client>,
+    runtime: Arc<dyn RuntimeService>,
+    images: Arc<dyn ImageService>,
+    node_name: String,
+    node: NodeContext,
+    stop: CancellationToken,
+) {
+    let kube = client.borrow().clone();
+    let changed = Arc::new(Notify::new());
+    let (pods, pod_writer) = reflector::store::<Pod>();
+    let (services, service_writer) = reflector::store::<Service>();
+    let fields = format!("spec.nodeName={node_name}");
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(drive(
+        Api::<Pod>::all(kube.clone()),
+        watcher::Config::default().fields(&fields),
+        pod_writer,
+        changed.clone(),
+        stop.clone(),
+    ));
+    tasks.spawn(drive(
+        Api::<Service>::all(kube),
+        watcher::Config::default(),
+        service_writer,
+        Arc::new(Notify::new()),
+        stop.clone(),
+    ));
+    let ready = pods.clone();
+    tokio::select! {
+        _ = stop.cancelled() => return,
+        r = ready.wait_until_ready() => if r.is_err() { return },
+    }
+    tracing::info!(node = %node_name, "pod executor started");
+    let exec = Arc::new(Executor {
+        runtime,
+        images,
+        api: Arc::new(api::KubeApi { client }),
+        node,
+        backoffs: Default::default(),
+        services: Box::new(move || services.state().iter().map(|s| (**s).clone()).collect()),
+    });
+    let list = Arc::new(move || pods.state());
+    workers::run(exec, list, changed, stop).await;
+    while tasks.join_next().await.is_some() {}
+}

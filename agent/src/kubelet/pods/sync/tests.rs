@@ -1,0 +1,467 @@
+//! The worker's behaviour against the recording fake runtime and a recording fake API.
+
+use std::sync::Mutex;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{ConfigMap, PodStatus, Secret};
+use serde_json::{json, Value};
+
+use super::*;
+use crate::cri::fake::{Call, FakeRuntime};
+
+#[derive(Debug, Clone, PartialEq)]
+enum ApiCall {
+    Status(Value),
+    Delete(String),
+}
+
+#[derive(Default)]
+struct FakeApi {
+    calls: Mutex<Vec<ApiCall>>,
+    config_maps: BTreeMap<String, ConfigMap>,
+}
+
+impl FakeApi {
+    fn take(&self) -> Vec<ApiCall> {
+        std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+}
+
+impl PodApi for FakeApi {
+    fn patch_status(
+        &self,
+        _ns: &str,
+        _name: &str,
+        _uid: &str,
+        patch: Value,
+    ) -> BoxFuture<'_, Result<(), String>> {
+        self.calls.lock().unwrap().push(ApiCall::Status(patch));
+        Box::pin(async { Ok(()) })
+    }
+    fn delete(&self, _ns: &str, name: &str, uid: &str) -> BoxFuture<'_, Result<(), String>> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(ApiCall::Delete(format!("{name}/{uid}")));
+        Box::pin(async { Ok(()) })
+    }
+    fn config_map(
+        &self,
+        _ns: &str,
+        name: &str,
+    ) -> BoxFuture<'_, Result<Option<ConfigMap>, String>> {
+        let m = self.config_maps.get(name).cloned();
+        Box::pin(async move { Ok(m) })
+    }
+    fn secret(&self, _ns: &str, _name: &str) -> BoxFuture<'_, Result<Option<Secret>, String>> {
+        Box::pin(async { Ok(None) })
+    }
+    fn token<'a>(
+        &'a self,
+        _ns: &'a str,
+        _sa: &'a str,
+        _aud: Option<&'a str>,
+        _exp: Option<i64>,
+        _pod: &'a Pod,
+    ) -> BoxFuture<'a, Result<String, String>> {
+        Box::pin(async { Ok("the-token".to_string()) })
+    }
+}
+
+struct Setup {
+    runtime: Arc<FakeRuntime>,
+    api: Arc<FakeApi>,
+    exec: Executor,
+    _dir: tempfile::TempDir,
+}
+
+fn setup_with(api: FakeApi) -> Setup {
+    let runtime = Arc::new(FakeRuntime::new());
+    runtime.add_image("busybox:1.35");
+    let api = Arc::new(api);
+    let dir = tempfile::tempdir().unwrap();
+    let exec = Executor {
+        runtime: runtime.clone(),
+        images: runtime.clone(),
+        api: api.clone(),
+        node: NodeContext {
+            host_ips: vec!["192.168.1.10".parse().unwrap()],
+            dns: NodeDns {
+                cluster_dns: vec!["10.43.0.10".parse().unwrap()],
+                cluster_domain: "cluster.local".into(),
+                host: None,
+                node_ips: vec![],
+            },
+            allocatable: Allocatable::default(),
+            memory_capacity: 1 << 30,
+            cgroup_root: "/test".into(),
+            pods_dir: dir.path().join("pods"),
+            pod_logs_dir: dir.path().join("logs"),
+        },
+        backoffs: Default::default(),
+        services: Box::new(Vec::new),
+    };
+    Setup {
+        runtime,
+        api,
+        exec,
+        _dir: dir,
+    }
+}
+
+fn setup() -> Setup {
+    setup_with(FakeApi::default())
+}
+
+fn pod(spec: Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "default", "uid": "u1",
+            "resourceVersion": "1"},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn c(name: &str, extra: Value) -> Value {
+    let mut v = json!({"name": name, "image": "busybox:1.35"});
+    v.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    v
+}
+
+/// The status of the last patch, applied to `pod` (what the informer would show next).
+fn apply_status(pod: &mut Pod, calls: &[ApiCall]) -> PodStatus {
+    let patch = calls
+        .iter()
+        .rev()
+        .find_map(|c| match c {
+            ApiCall::Status(p) => Some(p["status"].clone()),
+            _ => None,
+        })
+        .expect("a status patch");
+    let status: PodStatus = serde_json::from_value(patch).unwrap();
+    pod.status = Some(status.clone());
+    status
+}
+
+fn mutations(calls: Vec<Call>) -> Vec<Call> {
+    calls
+        .into_iter()
+        .filter(|c| {
+            !matches!(
+                c,
+                Call::ListPodSandbox
+                    | Call::ListContainers
+                    | Call::PodSandboxStatus(_)
+                    | Call::ContainerStatus(_)
+                    | Call::ImageStatus(_)
+            )
+        })
+        .collect()
+}
+
+fn container_ids(rt: &FakeRuntime) -> Vec<String> {
+    rt.calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::StartContainer(id) => Some(id),
+            _ => None,
+        })
+        .collect()
+}
+
+fn waiting_reason(s: &PodStatus, name: &str) -> Option<String> {
+    s.container_statuses
+        .iter()
+        .chain(s.init_container_statuses.iter())
+        .flatten()
+        .find(|c| c.name == name)?
+        .state
+        .as_ref()?
+        .waiting
+        .as_ref()?
+        .reason
+        .clone()
+}
+
+#[tokio::test]
+async fn a_new_pod_gets_a_sandbox_and_its_container_then_nothing_more() {
+    let s = setup();
+    let mut p = pod(json!({"containers": [c("app", json!({}))]}));
+    let mut state = PodState::default();
+    let out = s.exec.sync_pod(&p, &mut state).await.unwrap();
+    assert_eq!(out, Synced::default());
+    let calls = mutations(s.runtime.calls());
+    assert_eq!(
+        calls,
+        vec![
+            Call::RunPodSandbox {
+                namespace: "default".into(),
+                name: "web".into(),
+                attempt: 0
+            },
+            Call::CreateContainer {
+                pod_sandbox_id: "sandbox-1".into(),
+                name: "app".into(),
+                image: "busybox:1.35".into()
+            },
+            Call::StartContainer("container-2".into()),
+        ]
+    );
+    let status = apply_status(&mut p, &s.api.take());
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+    assert_eq!(status.pod_ip.as_deref(), Some("10.244.0.3"));
+    assert_eq!(status.host_ip.as_deref(), Some("192.168.1.10"));
+    let app = &status.container_statuses.as_ref().unwrap()[0];
+    assert_eq!(
+        app.container_id.as_deref(),
+        Some("containerd://container-2")
+    );
+    assert!(app.state.as_ref().unwrap().running.is_some());
+
+    // In sync: no runtime change, no status write.
+    s.runtime.clear_calls();
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    assert_eq!(mutations(s.runtime.calls()), vec![]);
+    assert_eq!(s.api.take(), vec![]);
+}
+
+#[tokio::test]
+async fn init_containers_run_in_order_before_the_app() {
+    let s = setup();
+    let mut p = pod(json!({
+        "initContainers": [c("one", json!({})), c("two", json!({}))],
+        "containers": [c("app", json!({}))]}));
+    let mut state = PodState::default();
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    let status = apply_status(&mut p, &s.api.take());
+    assert_eq!(status.phase.as_deref(), Some("Pending"));
+    let started = container_ids(&s.runtime);
+    assert_eq!(started.len(), 1, "only the first init container");
+    s.runtime.exit_container(&started[0], 0);
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    apply_status(&mut p, &s.api.take());
+    let started = container_ids(&s.runtime);
+    assert_eq!(started.len(), 2, "then the second");
+    s.runtime.exit_container(&started[1], 0);
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    let status = apply_status(&mut p, &s.api.take());
+    let creates: Vec<String> = s
+        .runtime
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::CreateContainer { name, .. } => Some(name),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(creates, vec!["one", "two", "app"]);
+    assert_eq!(status.phase.as_deref(), Some("Running"));
+}
+
+#[tokio::test]
+async fn a_failed_pull_reports_err_image_pull_then_back_off() {
+    let s = setup();
+    let mut p = pod(json!({"containers": [c("app", json!({"image": "nginx:1.0"}))]}));
+    s.runtime
+        .fail_next("PullImage", tonic::Status::unknown("no route to registry"));
+    let mut state = PodState::default();
+    let out = s.exec.sync_pod(&p, &mut state).await.unwrap();
+    assert!(out.waiting);
+    let status = apply_status(&mut p, &s.api.take());
+    assert_eq!(
+        waiting_reason(&status, "app").as_deref(),
+        Some("ErrImagePull")
+    );
+    assert!(!s
+        .runtime
+        .calls()
+        .iter()
+        .any(|c| matches!(c, Call::CreateContainer { .. })));
+    // Within the back-off: no pull, ImagePullBackOff.
+    s.runtime.clear_calls();
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    assert!(!s
+        .runtime
+        .calls()
+        .iter()
+        .any(|c| matches!(c, Call::PullImage(_))));
+    let status = apply_status(&mut p, &s.api.take());
+    assert_eq!(
+        waiting_reason(&status, "app").as_deref(),
+        Some("ImagePullBackOff")
+    );
+}
+
+#[tokio::test]
+async fn a_crashing_container_restarts_then_backs_off() {
+    let s = setup();
+    let mut p = pod(json!({"containers": [c("app", json!({}))]}));
+    let mut state = PodState::default();
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    apply_status(&mut p, &s.api.take());
+    let first = container_ids(&s.runtime)[0].clone();
+    s.runtime.exit_container(&first, 1);
+    // The first restart is immediate.
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    let status = apply_status(&mut p, &s.api.take());
+    let started = container_ids(&s.runtime);
+    assert_eq!(started.len(), 2);
+    let app = &status.container_statuses.as_ref().unwrap()[0];
+    assert_eq!(app.restart_count, 1);
+    assert_eq!(
+        app.last_state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        1
+    );
+    // It crashes again: now it waits in CrashLoopBackOff.
+    s.runtime.exit_container(&started[1], 1);
+    let out = s.exec.sync_pod(&p, &mut state).await.unwrap();
+    assert!(out.waiting);
+    assert_eq!(container_ids(&s.runtime).len(), 2, "no third start yet");
+    let status = apply_status(&mut p, &s.api.take());
+    assert_eq!(
+        waiting_reason(&status, "app").as_deref(),
+        Some("CrashLoopBackOff")
+    );
+    assert_eq!(status.container_statuses.unwrap()[0].restart_count, 1);
+}
+
+#[tokio::test]
+async fn a_missing_config_map_is_a_config_error() {
+    let s = setup();
+    let mut p = pod(json!({"containers": [c("app", json!({"env": [{"name": "A",
+        "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "a"}}}]}))]}));
+    let mut state = PodState::default();
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    let status = apply_status(&mut p, &s.api.take());
+    let w = status.container_statuses.unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap();
+    assert_eq!(w.reason.as_deref(), Some("CreateContainerConfigError"));
+    assert_eq!(
+        w.message.as_deref(),
+        Some("configmap \"settings\" not found")
+    );
+}
+
+#[tokio::test]
+async fn env_from_a_config_map_and_the_downward_api_reaches_the_container() {
+    let mut api = FakeApi::default();
+    let m: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"a": "1"}}))
+            .unwrap();
+    api.config_maps.insert("settings".into(), m);
+    let s = setup_with(api);
+    let p = pod(json!({"containers": [c("app", json!({"env": [
+        {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "a"}}},
+        {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]}))]}));
+    let mut state = PodState::default();
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    assert!(state.reasons.is_empty(), "{:?}", state.reasons);
+    assert_eq!(container_ids(&s.runtime).len(), 1);
+}
+
+#[tokio::test]
+async fn a_deleted_pod_is_stopped_reported_deleted_and_removed() {
+    let s = setup();
+    let mut p = pod(json!({"containers": [c("app", json!({}))]}));
+    let mut state = PodState::default();
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    apply_status(&mut p, &s.api.take());
+    let logs = s.exec.node.pod_logs_dir.join("default_web_u1");
+    assert!(logs.join("app").is_dir(), "the container's log directory");
+    p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        Timestamp::now(),
+    ));
+    p.metadata.deletion_grace_period_seconds = Some(5);
+    s.runtime.clear_calls();
+    // First the kills.
+    let out = s.exec.sync_pod(&p, &mut state).await.unwrap();
+    assert!(!out.deleted);
+    assert_eq!(
+        mutations(s.runtime.calls()),
+        vec![
+            Call::StopContainer {
+                container_id: "container-2".into(),
+                timeout_secs: 5
+            },
+            Call::StopPodSandbox("sandbox-1".into()),
+        ]
+    );
+    // Stopped: the status says so already.
+    let stopped = apply_status(&mut p, &s.api.take());
+    assert_eq!(stopped.phase.as_deref(), Some("Failed"));
+    let app = &stopped.container_statuses.as_ref().unwrap()[0];
+    assert_eq!(
+        app.state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap()
+            .exit_code,
+        143
+    );
+    // Then the final status, the delete, and the removals.
+    s.runtime.clear_calls();
+    let out = s.exec.sync_pod(&p, &mut state).await.unwrap();
+    assert!(out.deleted);
+    // (written already: only the delete)
+    assert_eq!(s.api.take(), vec![ApiCall::Delete("web/u1".into())]);
+    assert_eq!(
+        mutations(s.runtime.calls()),
+        vec![
+            Call::RemoveContainer("container-2".into()),
+            Call::RemovePodSandbox("sandbox-1".into()),
+        ]
+    );
+    assert!(s.runtime.list_containers(None).await.unwrap().is_empty());
+    assert!(!logs.exists(), "the pod's logs go with it");
+}
+
+#[tokio::test]
+async fn orphans_are_torn_down() {
+    let s = setup();
+    let p = pod(json!({"containers": [c("app", json!({}))]}));
+    let mut state = PodState::default();
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    s.runtime.clear_calls();
+    // The API forgot the pod (force-deleted): everything of it goes.
+    assert!(s.exec.clean_up("u1").await.unwrap());
+    assert_eq!(
+        mutations(s.runtime.calls()),
+        vec![
+            Call::StopContainer {
+                container_id: "container-2".into(),
+                timeout_secs: 2
+            },
+            Call::RemoveContainer("container-2".into()),
+            Call::StopPodSandbox("sandbox-1".into()),
+            Call::RemovePodSandbox("sandbox-1".into()),
+        ]
+    );
+    assert!(!s.exec.node.pod_logs_dir.join("default_web_u1").exists());
+    s.runtime.clear_calls();
+    assert!(s.exec.clean_up("u1").await.unwrap(), "nothing is left");
+    assert_eq!(mutations(s.runtime.calls()), vec![]);
+}
+
+#[test]
+fn stop_timeouts() {
+    let s = |n| Duration::from_secs(n);
+    assert_eq!(stop_timeout(s(30), s(0)), 30);
+    assert_eq!(stop_timeout(s(30), s(10)), 20);
+    assert_eq!(stop_timeout(s(30), s(29)), 2);
+    assert_eq!(stop_timeout(s(1), s(5)), 1);
+    assert_eq!(stop_timeout(s(0), s(0)), 0);
+}

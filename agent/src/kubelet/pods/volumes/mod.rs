@@ -1,0 +1,365 @@
+//! Pod volumes on the node: each volume's directory under `<pods dir>/<pod uid>/volumes/`
+//! (upstream's `kubernetes.io~<plugin>/<name>` layout), set up before the pod's containers
+//! start and bind-mounted into them through CRI mounts.
+//!
+//! - emptyDir: a directory (mode 0777); `medium: Memory` mounts a tmpfs there (`sizeLimit` as its
+//!   size).
+//! - hostPath: the host's path itself; `DirectoryOrCreate` / `FileOrCreate` create it, the
+//!   other types must exist.
+//! - configMap, secret, downwardAPI, projected (with service-account tokens from the
+//!   TokenRequest API): files from [`files`], written by [`atomic`]; always mounted read-only.
+//!
+//! Anything else (persistent volumes, CSI, …) fails the container with a message naming the
+//! volume.
+
+pub mod atomic;
+pub mod files;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Container, Pod, Volume};
+
+use super::api::PodApi;
+use super::cri_config::Mount;
+use crate::kubelet::plan::spec::uid;
+use crate::kubelet::plan::Allocatable;
+use files::{volume_files, Sources};
+
+/// The plugin directory of a volume, `None` for hostPath and unsupported kinds.
+fn plugin(v: &Volume) -> Option<&'static str> {
+    if v.empty_dir.is_some() {
+        Some("kubernetes.io~empty-dir")
+    } else if v.config_map.is_some() {
+        Some("kubernetes.io~configmap")
+    } else if v.secret.is_some() {
+        Some("kubernetes.io~secret")
+    } else if v.downward_api.is_some() {
+        Some("kubernetes.io~downward-api")
+    } else if v.projected.is_some() {
+        Some("kubernetes.io~projected")
+    } else {
+        None
+    }
+}
+
+/// `<pods dir>/<uid>`: everything the node keeps of a pod.
+pub fn pod_dir(pods_dir: &Path, pod_uid: &str) -> PathBuf {
+    pods_dir.join(pod_uid)
+}
+
+/// Where `v`'s content is on the host.
+pub fn host_path(pods_dir: &Path, pod_uid: &str, v: &Volume) -> Result<PathBuf, String> {
+    if let Some(h) = &v.host_path {
+        return Ok(PathBuf::from(&h.path));
+    }
+    let plugin = plugin(v).ok_or_else(|| {
+        format!(
+            "volume {:?}: k3rs supports emptyDir, hostPath, configMap, secret, downwardAPI and \
+             projected volumes",
+            v.name
+        )
+    })?;
+    Ok(pod_dir(pods_dir, pod_uid)
+        .join("volumes")
+        .join(plugin)
+        .join(&v.name))
+}
+
+/// Whether `v` is an API-data volume (mounted read-only whatever the mount says).
+fn api_data(v: &Volume) -> bool {
+    v.config_map.is_some()
+        || v.secret.is_some()
+        || v.downward_api.is_some()
+        || v.projected.is_some()
+}
+
+/// The CRI mounts of `c`'s `volumeMounts`.
+pub fn mounts(pods_dir: &Path, pod: &Pod, c: &Container) -> Result<Vec<Mount>, String> {
+    let volumes = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_deref())
+        .unwrap_or_default();
+    let mut out = vec![];
+    for m in c.volume_mounts.iter().flatten() {
+        let v = volumes.iter().find(|v| v.name == m.name).ok_or_else(|| {
+            format!(
+                "cannot find volume {:?} to mount into container {:?}",
+                m.name, c.name
+            )
+        })?;
+        let mut path = host_path(pods_dir, uid(pod), v)?;
+        if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+            if !atomic::valid_path(sub) {
+                return Err(format!("invalid subPath {sub:?}"));
+            }
+            path = path.join(sub);
+            if v.empty_dir.is_some() || v.host_path.is_some() {
+                std::fs::create_dir_all(&path)
+                    .map_err(|e| format!("creating subPath {}: {e}", path.display()))?;
+            }
+        }
+        out.push(Mount {
+            container_path: m.mount_path.clone(),
+            host_path: path.display().to_string(),
+            readonly: m.read_only.unwrap_or(false) || api_data(v),
+        });
+    }
+    Ok(out)
+}
+
+fn is_mount_point(path: &Path) -> bool {
+    let p = path.display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(p.as_str()))
+}
+
+fn run(cmd: &mut std::process::Command) -> Result<(), String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn empty_dir(dir: &Path, v: &Volume) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let e = v.empty_dir.as_ref().expect("an emptyDir volume");
+    if e.medium.as_deref() == Some("Memory") && !is_mount_point(dir) {
+        let mut options = "mode=0777".to_string();
+        if let Some(size) = &e.size_limit {
+            options.push_str(&format!(",size={}", size.0));
+        }
+        run(std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &options, "tmpfs"])
+            .arg(dir))?;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+        .map_err(|e| format!("chmod {}: {e}", dir.display()))
+}
+
+fn host_path_volume(v: &Volume) -> Result<(), String> {
+    let h = v.host_path.as_ref().expect("a hostPath volume");
+    let path = Path::new(&h.path);
+    let kind = h.type_.as_deref().unwrap_or_default();
+    let exists = path.exists();
+    match kind {
+        "DirectoryOrCreate" if !exists => {
+            std::fs::create_dir_all(path).map_err(|e| format!("creating {}: {e}", h.path))
+        }
+        "FileOrCreate" if !exists => {
+            if let Some(parent) = path.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            std::fs::write(path, b"").map_err(|e| format!("creating {}: {e}", h.path))
+        }
+        "Directory" if !path.is_dir() => Err(format!(
+            "hostPath type check failed: {} is not a directory",
+            h.path
+        )),
+        "File" if !path.is_file() => Err(format!(
+            "hostPath type check failed: {} is not a file",
+            h.path
+        )),
+        "Socket" | "CharDevice" | "BlockDevice" if !exists => Err(format!(
+            "hostPath type check failed: {} does not exist",
+            h.path
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// What the node knows that downwardAPI files may show.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeFacts<'a> {
+    pub host_ips: &'a [String],
+    pub pod_ips: &'a [String],
+    pub allocatable: &'a Allocatable,
+}
+
+/// Sets every volume of `pod` up (idempotent: unchanged file volumes are not rewritten).
+pub async fn set_up(
+    api: &dyn PodApi,
+    pods_dir: &Path,
+    pod: &Pod,
+    facts: NodeFacts<'_>,
+) -> Result<(), String> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let volumes = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_deref())
+        .unwrap_or_default();
+    let stamp = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y_%m_%d_%H_%M_%S.%f")
+        .to_string();
+    for v in volumes {
+        let dir = host_path(pods_dir, uid(pod), v)?;
+        if v.empty_dir.is_some() {
+            empty_dir(&dir, v)?;
+            continue;
+        }
+        if v.host_path.is_some() {
+            host_path_volume(v)?;
+            continue;
+        }
+        let (mut maps, mut secrets, mut tokens) =
+            (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+        let mut map_names = vec![];
+        let mut secret_names = vec![];
+        if let Some(c) = &v.config_map {
+            map_names.push(c.name.clone());
+        }
+        if let Some(s) = &v.secret {
+            secret_names.push(s.secret_name.clone().unwrap_or_default());
+        }
+        for (i, s) in v
+            .projected
+            .iter()
+            .flat_map(|p| p.sources.iter().flatten())
+            .enumerate()
+        {
+            if let Some(c) = &s.config_map {
+                map_names.push(c.name.clone());
+            }
+            if let Some(c) = &s.secret {
+                secret_names.push(c.name.clone());
+            }
+            if let Some(t) = &s.service_account_token {
+                let sa = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.service_account_name.clone())
+                    .unwrap_or_else(|| "default".into());
+                let token = api
+                    .token(ns, &sa, t.audience.as_deref(), t.expiration_seconds, pod)
+                    .await
+                    .map_err(|e| format!("requesting a token for service account {sa:?}: {e}"))?;
+                tokens.insert(i, token);
+            }
+        }
+        for name in map_names {
+            if let Some(m) = api.config_map(ns, &name).await? {
+                maps.insert(name, m);
+            }
+        }
+        for name in secret_names {
+            if let Some(s) = api.secret(ns, &name).await? {
+                secrets.insert(name, s);
+            }
+        }
+        let sources = Sources {
+            pod,
+            config_maps: &maps,
+            secrets: &secrets,
+            tokens: &tokens,
+            host_ips: facts.host_ips,
+            pod_ips: facts.pod_ips,
+            allocatable: facts.allocatable,
+        };
+        let Some(files) = volume_files(v, &sources) else {
+            return Err(host_path(pods_dir, uid(pod), v).err().unwrap_or_default());
+        };
+        let files =
+            files.map_err(|e| format!("MountVolume.SetUp failed for volume {:?}: {e}", v.name))?;
+        atomic::write(&dir, &files, &stamp)
+            .map_err(|e| format!("writing volume {:?}: {e}", v.name))?;
+    }
+    Ok(())
+}
+
+/// Removes what the node keeps of a pod (tmpfs volumes unmounted first).
+pub fn remove_pod_dir(pods_dir: &Path, pod_uid: &str) {
+    let dir = pod_dir(pods_dir, pod_uid);
+    if pod_uid.is_empty() || !dir.exists() {
+        return;
+    }
+    let prefix = format!("{}/", dir.display());
+    let mut mounted: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(String::from))
+        .filter(|m| m.starts_with(&prefix))
+        .collect();
+    mounted.sort_by_key(|m| std::cmp::Reverse(m.len()));
+    for m in mounted {
+        if let Err(e) = run(std::process::Command::new("umount").arg(&m)) {
+            tracing::warn!("unmounting a pod volume: {e}");
+            return;
+        }
+    }
+    if let Err(e) = std::fs::remove_dir_all(&dir) {
+        tracing::warn!("removing {}: {e}", dir.display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn volume_mounts_become_cri_mounts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pods = tmp.path();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+            "spec": {
+                "volumes": [
+                    {"name": "work", "emptyDir": {}},
+                    {"name": "cfg", "configMap": {"name": "cfg"}},
+                    {"name": "host", "hostPath": {"path": "/srv/data"}},
+                    {"name": "claim", "persistentVolumeClaim": {"claimName": "c"}}],
+                "containers": [{"name": "app", "image": "i", "volumeMounts": [
+                    {"name": "work", "mountPath": "/work", "subPath": "a/b"},
+                    {"name": "cfg", "mountPath": "/etc/cfg"},
+                    {"name": "host", "mountPath": "/data", "readOnly": true}]},
+                    {"name": "bad", "image": "i", "volumeMounts": [
+                    {"name": "claim", "mountPath": "/c"}]},
+                    {"name": "missing", "image": "i", "volumeMounts": [
+                    {"name": "nope", "mountPath": "/n"}]}]}}))
+        .unwrap();
+        let cs = &pod.spec.as_ref().unwrap().containers;
+        let got = mounts(pods, &pod, &cs[0]).unwrap();
+        let empty = pods.join("u1/volumes/kubernetes.io~empty-dir/work/a/b");
+        assert_eq!(
+            got,
+            vec![
+                Mount {
+                    container_path: "/work".into(),
+                    host_path: empty.display().to_string(),
+                    readonly: false,
+                },
+                Mount {
+                    container_path: "/etc/cfg".into(),
+                    host_path: pods
+                        .join("u1/volumes/kubernetes.io~configmap/cfg")
+                        .display()
+                        .to_string(),
+                    readonly: true,
+                },
+                Mount {
+                    container_path: "/data".into(),
+                    host_path: "/srv/data".into(),
+                    readonly: true,
+                },
+            ]
+        );
+        assert!(empty.is_dir(), "the subPath is created");
+        assert!(mounts(pods, &pod, &cs[1])
+            .unwrap_err()
+            .starts_with("volume \"claim\": k3rs supports emptyDir"));
+        assert_eq!(
+            mounts(pods, &pod, &cs[2]).unwrap_err(),
+            "cannot find volume \"nope\" to mount into container \"missing\""
+        );
+    }
+}
