@@ -624,9 +624,7 @@ async fn run_node_agent(args: AgentArgs) -> anyhow::Result<()> {
         token,
         proxy,
         node,
-        container_runtime_endpoint: args
-            .container_runtime_endpoint
-            .unwrap_or_else(|| node_agent::default_runtime_endpoint(&args.data_dir)),
+        container_runtime_endpoint: args.container_runtime_endpoint,
         data_dir: args.data_dir,
         kubelet,
         csr_timeout: args.csr_timeout,

@@ -122,6 +122,9 @@ fn start_agent(server_url: &str, token: &str, data_dir: &Path, log: &Path) -> Ch
             "dedicated=edge:NoSchedule",
             "--kubelet-arg",
             "node-status-update-frequency=2s",
+            // No runtime answers there.
+            "--container-runtime-endpoint",
+            &format!("unix://{}", data_dir.join("no-runtime.sock").display()),
         ],
     );
     ChildGuard::spawn("k3rs agent", cmd, log)
@@ -216,8 +219,8 @@ fn an_agent_joins_by_token_and_registers_its_node() {
         10250
     );
 
-    // No containerd answers on the default endpoint (<data-dir>/agent/containerd/containerd.sock):
-    // NotReady, with the runtime-down message.
+    // No runtime answers on the --container-runtime-endpoint: NotReady, with the runtime-down
+    // message.
     let ready = node["status"]["conditions"]
         .as_array()
         .unwrap()

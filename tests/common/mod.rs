@@ -19,6 +19,7 @@ pub mod kube;
 pub mod kubectl;
 pub mod kv_load;
 pub mod netns;
+pub mod node_lab;
 pub mod ns_cluster;
 pub mod process;
 pub mod stats;

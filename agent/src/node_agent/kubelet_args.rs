@@ -9,6 +9,9 @@ use crate::kubelet::node_status::node;
 
 /// The keys understood.
 pub const KNOWN: &[&str] = &[
+    "cgroup-root",
+    "cluster-dns",
+    "cluster-domain",
     "max-pods",
     "node-labels",
     "node-status-update-frequency",
@@ -18,6 +21,11 @@ pub const KNOWN: &[&str] = &[
 /// What `--kubelet-arg`s set.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct KubeletArgs {
+    /// The cgroup the pods' cgroups go under (`<root>/kubepods/…`).
+    pub cgroup_root: Option<String>,
+    /// The cluster DNS server(s) pods resolve with.
+    pub cluster_dns: Vec<std::net::IpAddr>,
+    pub cluster_domain: Option<String>,
     pub max_pods: Option<u32>,
     pub node_labels: Vec<(String, String)>,
     pub node_status_update_frequency: Option<Duration>,
@@ -49,6 +57,22 @@ impl KubeletArgs {
                 .ok_or_else(|| format!("--kubelet-arg {a:?}: expected KEY=VALUE"))?;
             let k = k.trim_start_matches("--");
             match k {
+                "cgroup-root" => {
+                    if !v.starts_with('/') {
+                        return Err(format!(
+                            "--kubelet-arg cgroup-root={v}: expected an absolute cgroup path"
+                        ));
+                    }
+                    out.cgroup_root = Some(v.to_string())
+                }
+                "cluster-dns" => {
+                    for ip in v.split(',').filter(|i| !i.is_empty()) {
+                        out.cluster_dns.push(ip.parse().map_err(|_| {
+                            format!("--kubelet-arg cluster-dns={v}: expected IP addresses")
+                        })?);
+                    }
+                }
+                "cluster-domain" => out.cluster_domain = Some(v.to_string()),
                 "max-pods" => {
                     out.max_pods = Some(v.parse().map_err(|_| {
                         format!("--kubelet-arg max-pods={v}: expected a whole number")
@@ -103,6 +127,20 @@ mod tests {
         );
         assert_eq!(a.node_status_update_frequency, Some(Duration::from_secs(5)));
         assert_eq!(a.register_with_taints[0].key, "k");
+        let b = KubeletArgs::parse(&s(&[
+            "cgroup-root=/k3rs",
+            "cluster-dns=10.43.0.10",
+            "cluster-domain=example.local",
+        ]))
+        .unwrap();
+        assert_eq!(b.cgroup_root.as_deref(), Some("/k3rs"));
+        assert_eq!(
+            b.cluster_dns,
+            vec!["10.43.0.10".parse::<std::net::IpAddr>().unwrap()]
+        );
+        assert_eq!(b.cluster_domain.as_deref(), Some("example.local"));
+        assert!(KubeletArgs::parse(&s(&["cgroup-root=k3rs"])).is_err());
+        assert!(KubeletArgs::parse(&s(&["cluster-dns=dns"])).is_err());
     }
 
     #[test]
@@ -111,7 +149,8 @@ mod tests {
             KubeletArgs::parse(&s(&["cgroup-driver=systemd"])),
             Err(
                 "--kubelet-arg: unknown kubelet flag \"cgroup-driver\" (k3rs understands: \
-                 max-pods, node-labels, node-status-update-frequency, register-with-taints)"
+                 cgroup-root, cluster-dns, cluster-domain, max-pods, node-labels, \
+                 node-status-update-frequency, register-with-taints)"
                     .into()
             )
         );

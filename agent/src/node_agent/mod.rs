@@ -1,8 +1,11 @@
-//! A real node (`k3rs agent` without `--hollow`): join the cluster ([`crate::join`]), then keep
-//! the Node, its Lease and status ([`crate::kubelet::node_status`]), the client certificate
-//! rotated and a serving certificate requested, until stopped.
+//! A real node (`k3rs agent` without `--hollow`): join the cluster ([`crate::join`]), bring the
+//! container runtime up, then keep the Node, its Lease and status
+//! ([`crate::kubelet::node_status`], Ready as the runtime reports through CRI), the client
+//! certificate rotated, a serving certificate requested, and the node's pods running
+//! ([`pods`]), until stopped.
 
 pub mod kubelet_args;
+pub mod pods;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -12,7 +15,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::join::{self, JoinConfig, JoinToken};
-use crate::kubelet::node_status::{self, runtime::SocketProbe, NodeConfig, NodeStatusConfig};
+use crate::kubelet::node_status::{self, cri_health::CriHealth, NodeConfig, NodeStatusConfig};
 
 pub use kubelet_args::KubeletArgs;
 
@@ -23,22 +26,14 @@ pub struct AgentConfig {
     pub token: Option<JoinToken>,
     pub node: NodeConfig,
     pub data_dir: PathBuf,
-    /// `unix:///…` of the CRI runtime.
-    pub container_runtime_endpoint: String,
+    /// `--container-runtime-endpoint` (`unix:///…`): someone else's CRI runtime; `None`:
+    /// the agent's own containerd.
+    pub container_runtime_endpoint: Option<String>,
     pub kubelet: KubeletArgs,
     /// How long the client certificate request may take.
     pub csr_timeout: Duration,
     /// The service proxy's settings; `None`: no proxy.
     pub proxy: Option<crate::proxy::ProxyConfig>,
-}
-
-/// The default CRI endpoint: the socket of the containerd the agent supervises,
-/// `<data-dir>/agent/containerd/containerd.sock` ([`crate::containerd::config`]).
-pub fn default_runtime_endpoint(data_dir: &std::path::Path) -> String {
-    format!(
-        "unix://{}",
-        data_dir.join("agent/containerd/containerd.sock").display()
-    )
 }
 
 /// The node's addresses: the given ones, else the default route's.
@@ -73,7 +68,8 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
     if let Some(f) = cfg.kubelet.node_status_update_frequency {
         status_cfg.status_update_frequency = f;
     }
-    let runtime = Arc::new(SocketProbe::new(&cfg.container_runtime_endpoint));
+    let (runtime_tx, runtime_rx) = tokio::sync::watch::channel(None);
+    let health = Arc::new(CriHealth(runtime_rx));
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(join::rotation::run(
         join_cfg.clone(),
@@ -91,7 +87,27 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
         let ipt = crate::proxy::iptables::SystemIptables;
         tasks.spawn(crate::proxy::run(latest.clone(), ipt, proxy, stop.clone()));
     }
-    tasks.spawn(node_status::run(latest, status_cfg, runtime, stop.clone()));
+    tasks.spawn(node_status::run(
+        latest.clone(),
+        status_cfg,
+        health,
+        stop.clone(),
+    ));
+    // The node reports the runtime down until it is up.
+    if let Some(runtime) = pods::start_runtime_retrying(&cfg, &stop).await {
+        runtime_tx.send_replace(Some(Arc::new(runtime.cri.clone())));
+        if cfg.container_runtime_endpoint.is_none() {
+            tasks.spawn(pods::write_cni_config(
+                latest.clone(),
+                cfg.node.name.clone(),
+                cfg.data_dir.clone(),
+                crate::containerd::Layout::new(&pods::agent_dir(&cfg.data_dir)).cni_conf_dir,
+                stop.clone(),
+            ));
+        }
+        pods::run(latest, &runtime, &cfg, stop).await;
+        runtime.stop().await;
+    }
     while tasks.join_next().await.is_some() {}
     tracing::info!("agent stopped");
     Ok(())

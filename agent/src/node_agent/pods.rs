@@ -1,0 +1,217 @@
+//! The node's pods: the container runtime (the agent's own containerd with the air-gap images
+//! of `<data-dir>/agent/images/*.tar` imported, or `--container-runtime-endpoint`), the CNI
+//! conflist once the server assigned the node its `spec.podCIDR`, and the pod executor
+//! ([`crate::kubelet::pods`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::AgentConfig;
+use crate::cni;
+use crate::containerd::{self, host, Config, Endpoint, Runtime, SupervisorOptions};
+use crate::kubelet::node_status::{machine::Machine, node};
+use crate::kubelet::plan::{parse_resolv_conf, Allocatable, NodeDns, Quantity};
+use crate::kubelet::pods::NodeContext;
+
+/// The pod sandbox image (`scripts/build-images.sh` writes it as `pause.tar`).
+pub const SANDBOX_IMAGE: &str = "docker.io/k3rs/pause:3.6";
+/// The cluster DNS address when `--kubelet-arg cluster-dns` is not given (k3s's).
+pub const DEFAULT_CLUSTER_DNS: &str = "10.43.0.10";
+
+/// `<data-dir>/agent`.
+pub fn agent_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("agent")
+}
+
+/// The containerd config for this agent (adapted to the host).
+pub fn containerd_config(data_dir: &Path) -> Config {
+    let mut config = Config::new(&agent_dir(data_dir), SANDBOX_IMAGE);
+    for note in host::adapt(&mut config) {
+        tracing::info!("containerd: {note}");
+    }
+    config
+}
+
+/// Brings the runtime up: `--container-runtime-endpoint` if given, else the agent's own
+/// containerd with the images of `<data-dir>/agent/images` imported.
+pub async fn start_runtime(cfg: &AgentConfig) -> Result<Runtime, containerd::runtime::Error> {
+    let endpoint = match &cfg.container_runtime_endpoint {
+        Some(e) => Endpoint::External(PathBuf::from(e.strip_prefix("unix://").unwrap_or(e))),
+        None => Endpoint::Supervised {
+            config: containerd_config(&cfg.data_dir),
+            options: SupervisorOptions::default(),
+            images_dir: Some(agent_dir(&cfg.data_dir).join("images")),
+        },
+    };
+    let runtime = Runtime::start(endpoint).await?;
+    for (tarball, images) in &runtime.imported.imported {
+        tracing::info!(tarball = %tarball.display(), ?images, "imported");
+    }
+    Ok(runtime)
+}
+
+/// [`start_runtime`], retried every few seconds until it succeeds (`None`: stopped first).
+pub async fn start_runtime_retrying(
+    cfg: &AgentConfig,
+    stop: &CancellationToken,
+) -> Option<Runtime> {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return None,
+            r = start_runtime(cfg) => match r {
+                Ok(runtime) => return Some(runtime),
+                Err(e) => tracing::warn!("the container runtime is down: {}", error_chain(&e)),
+            },
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return None,
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// What the executor knows of the node.
+pub fn node_context(cfg: &AgentConfig) -> NodeContext {
+    let m = Machine::observe(&cfg.data_dir);
+    let (_, allocatable) = node::resources(&m, cfg.node.max_pods);
+    let q = |k: &str| allocatable.get(k).map(Quantity::of).unwrap_or_default();
+    let cluster_dns = if cfg.kubelet.cluster_dns.is_empty() {
+        vec![DEFAULT_CLUSTER_DNS.parse().expect("an IP")]
+    } else {
+        cfg.kubelet.cluster_dns.clone()
+    };
+    let host = std::fs::read_to_string("/etc/resolv.conf")
+        .ok()
+        .map(|t| parse_resolv_conf(&t));
+    NodeContext {
+        host_ips: cfg.node.ips.clone(),
+        dns: NodeDns {
+            cluster_dns,
+            cluster_domain: cfg
+                .kubelet
+                .cluster_domain
+                .clone()
+                .unwrap_or_else(|| "cluster.local".into()),
+            host,
+            node_ips: cfg.node.ips.clone(),
+        },
+        allocatable: Allocatable {
+            cpu: q("cpu"),
+            memory: q("memory"),
+            ephemeral_storage: q("ephemeral-storage"),
+        },
+        memory_capacity: m.memory_bytes as i64,
+        cgroup_root: cfg
+            .kubelet
+            .cgroup_root
+            .clone()
+            .unwrap_or_else(|| "/".into()),
+        pods_dir: agent_dir(&cfg.data_dir).join("pods"),
+        pod_logs_dir: PathBuf::from(crate::kubelet::plan::labels::POD_LOGS_ROOT),
+    }
+}
+
+/// The node's pod CIDRs, once assigned.
+fn pod_cidrs(n: &Node) -> Vec<ipnet::IpNet> {
+    let spec = n.spec.as_ref();
+    let listed = spec.and_then(|s| s.pod_cidrs.clone()).unwrap_or_default();
+    let single = spec.and_then(|s| s.pod_cidr.clone());
+    let all = if listed.is_empty() {
+        single.into_iter().collect()
+    } else {
+        listed
+    };
+    all.iter().filter_map(|c| c.parse().ok()).collect()
+}
+
+/// Waits until the Node has a pod CIDR, then writes the CNI conflist into `conf_dir`
+/// (containerd picks it up and its network becomes ready).
+pub async fn write_cni_config(
+    clients: watch::Receiver<kube::Client>,
+    node_name: String,
+    data_dir: PathBuf,
+    conf_dir: PathBuf,
+    stop: CancellationToken,
+) {
+    loop {
+        let api: Api<Node> = Api::all(clients.borrow().clone());
+        match api.get_opt(&node_name).await {
+            Ok(Some(n)) if !pod_cidrs(&n).is_empty() => {
+                let config = cni::Config::new(pod_cidrs(&n), &agent_dir(&data_dir));
+                match cni::write(&config, &conf_dir) {
+                    Ok(path) => {
+                        tracing::info!(conflist = %path.display(), cidrs = ?config.pod_cidrs, "CNI network configured");
+                        return;
+                    }
+                    Err(e) => tracing::warn!("writing the CNI conflist: {e}"),
+                }
+            }
+            Ok(_) => tracing::debug!(node = %node_name, "no pod CIDR yet"),
+            Err(e) => tracing::warn!(node = %node_name, "reading the node: {e}"),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    }
+}
+
+/// Runs the pods of the node on `runtime` until `stop`.
+pub async fn run(
+    clients: watch::Receiver<kube::Client>,
+    runtime: &Runtime,
+    cfg: &AgentConfig,
+    stop: CancellationToken,
+) {
+    let cri = Arc::new(runtime.cri.clone());
+    crate::kubelet::pods::run(
+        clients,
+        cri.clone(),
+        cri,
+        cfg.node.name.clone(),
+        node_context(cfg),
+        stop,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pod_cidrs_prefer_the_list() {
+        let n: Node = serde_json::from_value(json!({"spec": {
+            "podCIDR": "10.42.1.0/24", "podCIDRs": ["10.42.1.0/24", "fd00:1::/64"]}}))
+        .unwrap();
+        assert_eq!(
+            pod_cidrs(&n),
+            vec![
+                "10.42.1.0/24".parse::<ipnet::IpNet>().unwrap(),
+                "fd00:1::/64".parse().unwrap()
+            ]
+        );
+        let single: Node =
+            serde_json::from_value(json!({"spec": {"podCIDR": "10.42.2.0/24"}})).unwrap();
+        assert_eq!(pod_cidrs(&single).len(), 1);
+        assert!(pod_cidrs(&Node::default()).is_empty());
+    }
+}

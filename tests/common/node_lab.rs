@@ -1,0 +1,211 @@
+//! A network namespace with only loopback, for a test that runs a whole node (server, agent,
+//! containerd, pods) inside it, plus the cgroup root the agent puts its pods under.
+//!
+//! Guarantees:
+//! - The namespace is `k3rs-t<pid>-<name>` (no route anywhere, nothing connected to the root
+//!   namespace); ones left by a test process that is gone are removed by [`NodeLab::new`].
+//! - [`NodeLab::inside`] runs a closure on a thread that entered the namespace (with `setns`,
+//!   which, unlike `ip netns exec`, leaves `/sys` and so the cgroup mounts alone); processes it
+//!   starts inherit the namespace.
+//! - Dropping the lab (also on panic) SIGKILLs, by PID, every process left in the namespace or
+//!   in the cgroup root (containerd, its shims, the pods' processes), removes the pods' network
+//!   namespaces those processes held, unmounts what is left under the scratch dir, removes the
+//!   cgroups and the namespace.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The lab.
+pub struct NodeLab {
+    pub netns: String,
+    /// The agent's `--kubelet-arg cgroup-root`.
+    pub cgroup_root: String,
+    pub scratch: tempfile::TempDir,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new(super::require_program("ip", "iproute2"))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("ip {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn remove_stale(suffix: &str) {
+    let out = Command::new("ip").args(["netns", "list"]).output();
+    let Ok(out) = out else { return };
+    for name in String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+    {
+        let pid = name
+            .strip_prefix("k3rs-t")
+            .and_then(|r| r.strip_suffix(suffix))
+            .and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}
+
+fn collect_procs(dir: &Path, pids: &mut Vec<i32>) {
+    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+        pids.extend(procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()));
+    }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            collect_procs(&e.path(), pids);
+        }
+    }
+}
+
+fn remove_cgroups(dir: &Path) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_cgroups(&e.path());
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+fn net_ns_inode(path: &Path) -> Option<u64> {
+    std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).ok()?).into()
+}
+
+impl NodeLab {
+    pub fn new(name: &str) -> NodeLab {
+        let suffix = format!("-{name}");
+        remove_stale(&suffix);
+        let pid = std::process::id();
+        let lab = NodeLab {
+            netns: format!("k3rs-t{pid}{suffix}"),
+            cgroup_root: format!("/k3rs-t{pid}{suffix}"),
+            scratch: tempfile::Builder::new()
+                .prefix("k3rs-node-")
+                .tempdir()
+                .expect("scratch dir"),
+        };
+        ip(&["netns", "add", &lab.netns]);
+        ip(&["-n", &lab.netns, "link", "set", "lo", "up"]);
+        lab
+    }
+
+    pub fn netns_path(&self) -> PathBuf {
+        PathBuf::from(format!("/run/netns/{}", self.netns))
+    }
+
+    /// Runs `f` on a thread inside the namespace; a panic in `f` is re-raised here.
+    pub fn inside<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        std::thread::scope(|scope| {
+            let handle = scope.spawn(|| {
+                let path = self.netns_path();
+                let ns = std::fs::File::open(&path)
+                    .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+                rustix::thread::move_into_link_name_space(
+                    std::os::fd::AsFd::as_fd(&ns),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                )
+                .unwrap_or_else(|e| panic!("setns {}: {e}", path.display()));
+                f()
+            });
+            match handle.join() {
+                Ok(v) => v,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
+    /// `<mount>/<cgroup root>` in every cgroup hierarchy that has it.
+    pub fn cgroup_dirs(&self) -> Vec<PathBuf> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        mountinfo
+            .lines()
+            .filter_map(|l| {
+                let fields: Vec<&str> = l.split(' ').collect();
+                let sep = fields.iter().position(|f| *f == "-")?;
+                let fstype = fields.get(sep + 1)?;
+                (*fstype == "cgroup" || *fstype == "cgroup2")
+                    .then(|| Path::new(fields[4]).join(self.cgroup_root.trim_start_matches('/')))
+            })
+            .filter(|p| p.exists())
+            .collect()
+    }
+
+    /// PIDs in the namespace or under the cgroup root.
+    pub fn processes(&self) -> Vec<i32> {
+        let mut pids = Vec::new();
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.netns])
+            .output()
+        {
+            pids.extend(
+                String::from_utf8_lossy(&out.stdout)
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+        for dir in self.cgroup_dirs() {
+            collect_procs(&dir, &mut pids);
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        pids.retain(|p| *p != std::process::id() as i32);
+        pids
+    }
+}
+
+impl Drop for NodeLab {
+    fn drop(&mut self) {
+        let pids = self.processes();
+        // The pods' network namespaces, known by the inodes their processes hold.
+        let ours = net_ns_inode(&self.netns_path());
+        let pod_netns: Vec<u64> = pids
+            .iter()
+            .filter_map(|p| net_ns_inode(Path::new(&format!("/proc/{p}/ns/net"))))
+            .filter(|i| Some(*i) != ours)
+            .collect();
+        for pid in &pids {
+            if let Some(pid) = rustix::process::Pid::from_raw(*pid) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.processes().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for e in std::fs::read_dir("/run/netns")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let p = e.path();
+            if net_ns_inode(&p).is_some_and(|i| pod_netns.contains(&i)) {
+                let _ = Command::new("umount").arg(&p).status();
+                let _ = std::fs::remove_file(&p);
+            }
+        }
+        let scratch = self.scratch.path().to_string_lossy().into_owned();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut mounts: Vec<String> = mountinfo
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4).map(String::from))
+            .filter(|m| m.starts_with(&scratch))
+            .collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in mounts {
+            let _ = Command::new("umount").args(["-l", &m]).status();
+        }
+        for dir in self.cgroup_dirs() {
+            remove_cgroups(&dir);
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
