@@ -1,4 +1,4 @@
-//! POST: admission, metadata stamping, generateName, defaulting, validation,
+//! POST: defaulting, admission, metadata stamping, generateName, defaulting, validation,
 //! ClusterIP allocation, `Txn(If MOD==0 Then Put)`.
 
 use serde_json::{json, Value};
@@ -32,6 +32,9 @@ impl Registry {
         }
         check_body(t, &obj)?;
         scope_namespace(t, &mut obj)?;
+        // As kube-apiserver decodes (and so defaults) before admission: the plugins see a
+        // defaulted object. Defaults run again after naming, for what the plugins left unset.
+        strategy::apply_defaults(r, &mut obj);
         let mut admission = Attributes::of_write(Operation::Create, t, &opts);
         admission.name = meta::name(&obj).to_string();
         admission.object = Some(obj);

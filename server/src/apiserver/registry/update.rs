@@ -102,6 +102,10 @@ impl Registry {
                 n
             };
             keep_system_fields(&old, &mut new);
+            // As kube-apiserver decodes (and so defaults) before admission: the plugins see a
+            // defaulted object. Defaults run again below for what the plugins and the strategy
+            // left unset.
+            strategy::apply_defaults(t.resource, &mut new);
             let mut admission = Attributes::of_write(Operation::Update, t, &opts);
             admission.object = Some(new);
             admission.old_object = Some(old.clone());

@@ -6,8 +6,6 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::apiserver::resources::strategy;
-
 /// The annotation that records what LimitRanger set.
 pub const ANNOTATION: &str = "kubernetes.io/limit-ranger";
 
@@ -52,9 +50,8 @@ fn fill(resources: &mut Value, field: &str, defaults: &BTreeMap<String, Value>) 
 }
 
 /// Applies `d` to every container of `pod`, recording what it set in [`ANNOTATION`]
-/// (`LimitRanger plugin set: cpu, memory request for container app; …`). A container's own
-/// limit is its request before defaults apply (kube-apiserver defaults pods before admission;
-/// here the registry defaults after it, so that step is taken first).
+/// (`LimitRanger plugin set: cpu, memory request for container app; …`). The pod arrives
+/// defaulted (a container's own limit is already its request when it set no request).
 pub fn apply(pod: &mut Value, d: &Defaults) {
     if d.limits.is_empty() && d.requests.is_empty() {
         return;
@@ -72,7 +69,6 @@ pub fn apply(pod: &mut Value, d: &Defaults) {
             if !c["resources"].is_object() {
                 c["resources"] = Value::Object(Map::new());
             }
-            strategy::requests_from_limits(&mut c["resources"]);
             let limits = fill(&mut c["resources"], "limits", &d.limits);
             let requests = fill(&mut c["resources"], "requests", &d.requests);
             if !requests.is_empty() {
@@ -125,8 +121,10 @@ mod tests {
 
     #[test]
     fn fills_what_each_container_lacks_and_says_so() {
+        // Defaulted, as pods reach admission: the init container's limit is its request.
         let mut pod = json!({"metadata": {"name": "p"}, "spec": {
-            "initContainers": [{"name": "init", "resources": {"limits": {"cpu": "1"}}}],
+            "initContainers": [{"name": "init", "resources":
+                {"limits": {"cpu": "1"}, "requests": {"cpu": "1"}}}],
             "containers": [{"name": "app"}],
         }});
         apply(&mut pod, &of(&limit_range()));
