@@ -691,6 +691,29 @@ fn check_binding(k: &Kubectl) {
         None,
         "spec.ephemeralContainers[1].name: Duplicate value",
     );
+    check_pod_update(k);
+}
+
+/// A pod's image may change in place; the rest of its spec may not (kube's ValidatePodUpdate).
+fn check_pod_update(k: &Kubectl) {
+    k.ok(&["set", "image", "pod/p1", "app=nginx:1.28"]);
+    let p = json(k, &["get", "pod", "p1"]);
+    assert_eq!(p["spec"]["containers"][0]["image"], "nginx:1.28");
+    let ports = r#"{"spec":{"containers":[{"name":"app","ports":[{"containerPort":81}]}]}}"#;
+    let err = k.fails_with(
+        &["patch", "pod", "p1", "-p", ports],
+        None,
+        "The Pod \"p1\" is invalid: spec: Forbidden: pod updates may not change fields other \
+         than `spec.containers[*].image`",
+    );
+    assert!(err.contains("spec.containers[0].ports"), "{err}");
+    let deadline = |s: &str| format!(r#"{{"spec":{{"activeDeadlineSeconds":{s}}}}}"#);
+    k.ok(&["patch", "pod", "p1", "-p", &deadline("60")]);
+    k.fails_with(
+        &["patch", "pod", "p1", "-p", &deadline("120")],
+        None,
+        "spec.activeDeadlineSeconds: Invalid value: 120: must be less than or equal to previous value",
+    );
 }
 
 /// Eviction honours the PodDisruptionBudget `pdb1` (selector app=guarded): 429 while it

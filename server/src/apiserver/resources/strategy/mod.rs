@@ -7,6 +7,7 @@ mod batch;
 mod ephemeral;
 mod namespace;
 mod pod;
+mod pod_update;
 mod policy;
 pub mod quantity;
 mod quota;
@@ -184,6 +185,7 @@ pub fn validate_update(r: &Resource, new: &Value, old: &Value) -> Vec<Cause> {
             rbac::binding_validate_update(new, old)
         }
         // Part A.
+        ("", "Pod") => pod_update::validate_update(new, old),
         ("", "PersistentVolumeClaim") => volume::validate_pvc_update(old, new),
         ("apps", "StatefulSet") => sets::validate_statefulset_update(old, new),
         ("apps", "DaemonSet") => immutable(new, old, "spec.selector"),
