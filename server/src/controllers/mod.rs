@@ -30,6 +30,7 @@ pub mod resource_quota;
 pub mod root_ca;
 pub mod selection;
 pub mod service_account;
+pub mod servicelb;
 pub mod statefulset;
 pub mod taint_eviction;
 pub mod ttl_after_finished;
@@ -182,6 +183,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: "disruption",
         name: disruption::NAME,
         start: disruption::start,
+    },
+    Descriptor {
+        controller: servicelb::CONTROLLER,
+        name: servicelb::NAME,
+        start: |cx| servicelb::run(cx.client, cx.stop).boxed(),
     },
 ];
 

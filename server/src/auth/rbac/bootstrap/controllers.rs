@@ -177,6 +177,11 @@ fn controller_rules(name: &str) -> Vec<PolicyRule> {
             rule(&["watch"], &[""], &["events"]),
             rule(&["get"], &[""], &["services"]),
         ],
+        "service-controller" => vec![
+            rule(READ, &[""], &["services"]),
+            rule(&["patch", "update"], &[""], &["services/status"]),
+            rule(&["list", "watch"], &[""], &["nodes"]),
+        ],
         "pod-garbage-collector" => vec![
             rule(&["list", "watch", "delete"], &[""], &["pods"]),
             rule(READ, &[""], &["nodes"]),
@@ -313,6 +318,7 @@ pub const CONTROLLERS: &[&str] = &[
     "resourcequota-controller",
     "root-ca-cert-publisher",
     "service-account-controller",
+    "service-controller",
     "statefulset-controller",
     "ttl-after-finished-controller",
     "ttl-controller",
