@@ -117,6 +117,15 @@ fn runtime_objects(socket: &Path, uid: &str) -> Vec<String> {
     .collect()
 }
 
+/// The BestEffort pod's cgroup directories (`<root>/kubepods/besteffort/pod<uid>`).
+fn pod_cgroups(lab: &NodeLab, uid: &str) -> Vec<std::path::PathBuf> {
+    lab.cgroup_dirs()
+        .into_iter()
+        .map(|d| d.join(format!("kubepods/besteffort/pod{uid}")))
+        .filter(|p| p.is_dir())
+        .collect()
+}
+
 /// Waits until the pod's log directory (`/var/log/pods/<ns>_<name>_<uid>`) is gone.
 fn wait_logs_removed(uid: &str) {
     common::wait_for(
@@ -282,6 +291,10 @@ fn scenario(lab: &NodeLab) {
             3,
             "a sandbox, the init container and the web server of {uid}"
         );
+        assert!(
+            !pod_cgroups(lab, uid).is_empty(),
+            "the pod's cgroup is under --kubelet-arg cgroup-root"
+        );
     }
 
     // A Job runs to completion.
@@ -331,6 +344,9 @@ fn scenario(lab: &NodeLab) {
             || runtime_objects(&socket, uid).is_empty().then_some(()),
         );
         wait_logs_removed(uid);
+        common::wait_for("the pod's cgroups to go", Duration::from_secs(30), || {
+            pod_cgroups(lab, uid).is_empty().then_some(())
+        });
     }
 
     // The rest goes too, so no pod network namespace outlives the test.

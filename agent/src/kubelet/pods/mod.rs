@@ -11,6 +11,7 @@
 //! events, pod admission (resources, host ports) and eviction.
 
 pub mod api;
+pub mod cgroups;
 pub mod cri_config;
 pub mod observe;
 mod start;

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, Service};
 use k8s_openapi::jiff::Timestamp;
 
 use super::api::{same_status, status_patch, PodApi};
+use super::cgroups;
 use super::cri_config::{cgroup_parent, sandbox_config};
 use super::observe::observe;
 use super::volumes;
@@ -331,6 +332,7 @@ impl Executor {
         if deleted {
             volumes::remove_pod_dir(&self.node.pods_dir, &pod_uid);
             remove_pod_logs(&self.node.pod_logs_dir, &pod_uid);
+            cgroups::remove_pod_cgroups(&self.node.cgroup_root, &pod_uid);
             return Ok(Synced {
                 waiting: false,
                 deleted: true,
@@ -400,6 +402,7 @@ impl Executor {
         if observed.containers.is_empty() && observed.sandboxes.is_empty() {
             volumes::remove_pod_dir(&self.node.pods_dir, pod_uid);
             remove_pod_logs(&self.node.pod_logs_dir, pod_uid);
+            cgroups::remove_pod_cgroups(&self.node.cgroup_root, pod_uid);
             return Ok(true);
         }
         tracing::info!(pod = %pod_uid, "removing the containers and sandboxes of an orphaned pod");
@@ -420,6 +423,7 @@ impl Executor {
         if gone {
             volumes::remove_pod_dir(&self.node.pods_dir, pod_uid);
             remove_pod_logs(&self.node.pod_logs_dir, pod_uid);
+            cgroups::remove_pod_cgroups(&self.node.cgroup_root, pod_uid);
         }
         Ok(gone)
     }
