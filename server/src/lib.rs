@@ -25,6 +25,7 @@ pub mod join;
 pub mod leader_election;
 pub mod patch;
 pub mod pki;
+pub mod ready_notify;
 pub mod scheduler;
 pub mod supervisor;
 pub mod tokens;
@@ -370,6 +371,10 @@ impl HttpsServer {
                 stop,
             } => {
                 tracing::info!(addr = ?listener.local_addr().ok(), "supervisor listening (API server disabled)");
+                // No /readyz without the API server: ready once the supervisor listens.
+                if let Err(e) = k3rs_common::sd_notify::ready("supervisor serving") {
+                    tracing::warn!(error = %e, "notifying the service manager (NOTIFY_SOCKET)");
+                }
                 apiserver::http::tls::serve(listener, tls, app, stop, DRAIN_GRACE).await;
                 Ok(())
             }

@@ -362,7 +362,9 @@ impl ApiServer {
             self.node_graph.clone(),
             stop.clone(),
         ));
+        let ready = crate::ready_notify::spawn(&app, &stop);
         http::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
+        ready.abort();
         crds.abort();
         let _ = crds.await;
         if let Some(feed) = rbac_feed {

@@ -167,6 +167,15 @@ async fn sleep_or_stop(d: Duration, stop: &CancellationToken) -> bool {
     }
 }
 
+/// `READY=1` to the service manager (systemd `Type=notify`) once the node is registered.
+fn notify_ready(name: &str) {
+    match k3rs_common::sd_notify::ready(&format!("node {name} registered")) {
+        Ok(true) => tracing::info!(node = %name, "notified the service manager: READY=1"),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(error = %e, "notifying the service manager (NOTIFY_SOCKET)"),
+    }
+}
+
 /// Keeps the node object until `stop`, using the latest client of `clients` for each round.
 pub async fn run(
     clients: watch::Receiver<kube::Client>,
@@ -179,7 +188,10 @@ pub async fn run(
     let (uid, first) = loop {
         let client = clients.borrow().clone();
         match register(&client, &cfg, runtime.as_ref()).await {
-            Ok((n, status)) => break (n.metadata.uid.unwrap_or_default(), status),
+            Ok((n, status)) => {
+                notify_ready(&name);
+                break (n.metadata.uid.unwrap_or_default(), status);
+            }
             Err(e) => tracing::warn!(node = %name, error = %e, "registering the node"),
         }
         if sleep_or_stop(RETRY, &stop).await {
