@@ -29,6 +29,8 @@ pub struct Enabled {
     /// `--kube-controller-manager-arg`s.
     pub controller_args: ControllerArgs,
     pub scheduler: bool,
+    /// The manifests dir the controller-manager leader applies ([`crate::deploy`]).
+    pub manifests_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for Enabled {
@@ -37,6 +39,7 @@ impl Default for Enabled {
             controller_manager: true,
             controller_args: ControllerArgs::default(),
             scheduler: true,
+            manifests_dir: None,
         }
     }
 }
@@ -52,18 +55,30 @@ pub fn spawn(
     if enabled.controller_manager {
         let args = std::sync::Arc::new(enabled.controller_args);
         let controllers = app.clone();
+        let manifests = enabled.manifests_dir.clone();
         tasks.push(tokio::spawn(lead_while_holding(
             app.clone(),
             user::CONTROLLER_MANAGER,
             CONTROLLER_MANAGER_LEASE,
             stop.clone(),
             move |leading| {
-                crate::controllers::run(
+                let deploy = manifests
+                    .clone()
+                    .map(|dir| crate::deploy::run(controllers.clone(), dir, leading.clone()));
+                let run = crate::controllers::run(
                     controllers.clone(),
                     crate::controllers::CONTROLLERS,
                     args.clone(),
                     leading,
-                )
+                );
+                async move {
+                    match deploy {
+                        Some(deploy) => {
+                            futures::join!(run, deploy);
+                        }
+                        None => run.await,
+                    }
+                }
             },
         )));
     }

@@ -17,6 +17,7 @@ pub mod component_args;
 pub mod components;
 pub mod controllers;
 pub mod datastore;
+pub mod deploy;
 pub mod encryption;
 pub mod etcd;
 pub mod go_duration;
@@ -503,6 +504,7 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
             controller_manager: !api.disable_controller_manager,
             controller_args: api.controller_args.clone(),
             scheduler: !api.disable_scheduler,
+            manifests_dir: Some(cfg.data_dir.join("server").join("manifests")),
         },
         args: api.apiserver_args.clone(),
     }
