@@ -4,6 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod certificate;
 mod config_file;
 mod multicall;
 
@@ -63,6 +64,8 @@ enum Command {
     SecretsEncrypt(SecretsEncryptArgs),
     /// Check the kernel and host for what a k3rs node needs (exit status 1 when a check fails).
     CheckConfig,
+    /// Check or rotate the node's certificates.
+    Certificate(certificate::CertificateArgs),
     /// Run the system kubectl as the cluster admin (/etc/k3rs/k3rs.yaml unless KUBECONFIG
     /// is set).
     #[command(disable_help_flag = true)]
@@ -502,6 +505,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Agent(args) => run_agent(args).await?,
         Command::CheckConfig => check_config(),
+        Command::Certificate(args) => certificate::run(args)?,
         Command::Kubectl { args } => return Err(kubectl(args)),
         Command::Token(args) => {
             use k3rs_server::tokens::{client, TokenSpec};

@@ -149,7 +149,14 @@ pub fn ensure_leaf_renewing(
     let key = dir.join(format!("{stem}.key"));
     match (read_optional(&crt)?, key.exists()) {
         (Some(pem), true) => {
-            match super::renew::renewal_reason(&ca.cert_pem, pem.as_bytes(), spec, renew_before) {
+            let now = std::time::SystemTime::now();
+            match super::renew::renewal_reason(
+                &ca.cert_pem,
+                pem.as_bytes(),
+                spec,
+                renew_before,
+                now,
+            ) {
                 None => return Ok(()),
                 Some(reason) => {
                     tracing::info!(cert = %crt.display(), %reason, "renewing certificate")

@@ -12,8 +12,10 @@
 //! replacing a CA would lock every existing client out.
 
 pub mod ca;
+pub mod check;
 pub(crate) mod files;
 mod renew;
+pub mod rotate;
 pub mod service_key;
 pub mod token;
 
