@@ -8,15 +8,30 @@
 # the pause and busybox images from it) and iptables, and for install.sh's test shellcheck and
 # systemd-analyze (systemd). Rust itself comes from rustup.
 #
-# Usage: scripts/prereqs.sh [build|test]   (default: test)
+# Usage: scripts/prereqs.sh [build|run|test]   (default: test)
 set -euo pipefail
 
 what="${1:-test}"
 need=()
+
+# What the agent runs pods with: containerd (with ctr), runc, the CNI plugins, busybox-static
+# (scripts/build-images.sh builds the pause and busybox images from it; the images have no libc,
+# so not the dynamically linked busybox) and iptables (the service proxy).
+runtime_needs() {
+    command -v containerd >/dev/null 2>&1 || need+=(containerd)
+    command -v runc >/dev/null 2>&1 || need+=(runc)
+    [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+    if ! [ -x /bin/busybox ] || ldd /bin/busybox >/dev/null 2>&1; then
+        need+=(busybox-static)
+    fi
+    command -v iptables >/dev/null 2>&1 || need+=(iptables)
+}
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 # CronJobs' spec.timeZone is looked up in the system's zoneinfo database (the server needs it).
 [ -d /usr/share/zoneinfo/America ] || need+=(tzdata)
+# `run`: building, plus what the server's embedded agent needs to run pods.
+[ "$what" = run ] && runtime_needs
 if [ "$what" = test ]; then
     command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
     command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
@@ -27,15 +42,8 @@ if [ "$what" = test ]; then
     command -v ip >/dev/null 2>&1 || need+=(iproute2)
     command -v python3 >/dev/null 2>&1 || need+=(python3)
     python3 -m venv --help >/dev/null 2>&1 || need+=(python3-venv)
-    # The agent's container runtime tests (agent/tests/cri_containerd.rs).
-    command -v containerd >/dev/null 2>&1 || need+=(containerd)
-    command -v runc >/dev/null 2>&1 || need+=(runc)
-    [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
-    # busybox-static, not the dynamically linked busybox: the images have no libc.
-    if ! [ -x /bin/busybox ] || ldd /bin/busybox >/dev/null 2>&1; then
-        need+=(busybox-static)
-    fi
-    command -v iptables >/dev/null 2>&1 || need+=(iptables)
+    # The agent's container runtime tests (agent/tests/cri_containerd.rs and the node tests).
+    runtime_needs
     command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
     # install.sh's test: shellcheck on the scripts, systemd-analyze verify on the units.
     command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 mod certificate;
 mod config_file;
+mod embedded_agent;
 mod multicall;
+mod node_flags;
 
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -138,18 +140,11 @@ struct AgentArgs {
     /// File holding the join token.
     #[arg(long, env = "K3RS_TOKEN_FILE", conflicts_with = "token")]
     token_file: Option<PathBuf>,
-    /// Node name (default: the host name, lower case).
-    #[arg(long, env = "K3RS_NODE_NAME")]
-    node_name: Option<String>,
+    #[command(flatten)]
+    node: node_flags::NodeFlags,
     /// The node's InternalIP (repeatable; default: the address of the default route).
     #[arg(long = "node-ip", env = "K3RS_NODE_IP", value_delimiter = ',')]
     node_ip: Vec<IpAddr>,
-    /// A label registered with the node, key=value (repeatable).
-    #[arg(long = "node-label", value_parser = parse_node_label)]
-    node_label: Vec<(String, String)>,
-    /// A taint registered with the node, key=value:Effect (repeatable).
-    #[arg(long = "node-taint", value_parser = k3rs_agent::kubelet::node_status::node::parse_taint)]
-    node_taint: Vec<k3rs_agent::kubelet::node_status::node::Taint>,
     /// Directory for state; the agent uses <data-dir>/agent.
     #[arg(
         long,
@@ -158,14 +153,6 @@ struct AgentArgs {
         env = "K3RS_DATA_DIR"
     )]
     data_dir: PathBuf,
-    /// CRI endpoint of the container runtime (default: the supervised containerd's,
-    /// unix://<data-dir>/agent/containerd/containerd.sock).
-    #[arg(long, env = "K3RS_CONTAINER_RUNTIME_ENDPOINT")]
-    container_runtime_endpoint: Option<String>,
-    /// A kubelet flag as KEY=VALUE (repeatable; today max-pods, node-labels,
-    /// node-status-update-frequency, register-with-taints).
-    #[arg(long = "kubelet-arg", value_name = "KEY=VALUE")]
-    kubelet_arg: Vec<String>,
     /// How long to wait for the node's client certificate to be issued.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     csr_timeout: Duration,
@@ -210,9 +197,6 @@ struct AgentArgs {
     /// outside it to cluster IPs.
     #[arg(long, default_value = "10.42.0.0/16", env = "K3RS_CLUSTER_CIDR")]
     cluster_cidr: ipnet::Ipv4Net,
-    /// Do not run the service proxy (no iptables rules are written).
-    #[arg(long, env = "K3RS_DISABLE_KUBE_PROXY")]
-    disable_kube_proxy: bool,
 }
 
 #[derive(Args)]
@@ -330,9 +314,11 @@ struct ServerArgs {
     /// IPv4 network for pod IPs.
     #[arg(long, default_value = "10.42.0.0/16", env = "K3RS_CLUSTER_CIDR")]
     cluster_cidr: ipnet::IpNet,
-    /// Do not run the embedded agent (accepted; the agent does not exist yet).
+    /// Do not run the embedded agent (the server's own node: kubelet on containerd, proxy).
     #[arg(long, env = "K3RS_DISABLE_AGENT")]
     disable_agent: bool,
+    #[command(flatten)]
+    node: node_flags::NodeFlags,
     /// Serve the datastore (etcd API) only, without the Kubernetes API.
     #[arg(long, env = "K3RS_DISABLE_APISERVER")]
     disable_apiserver: bool,
@@ -367,10 +353,6 @@ struct ServerArgs {
     /// Client key for the external datastore.
     #[arg(long, env = "K3RS_DATASTORE_KEYFILE")]
     datastore_keyfile: Option<PathBuf>,
-}
-
-fn parse_node_label(s: &str) -> Result<(String, String), String> {
-    k3rs_agent::kubelet::node_status::node::parse_label(s)
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -457,6 +439,23 @@ async fn main() -> anyhow::Result<()> {
                     .error(clap::error::ErrorKind::InvalidValue, e)
                     .exit()
             });
+            let agent = (!args.disable_agent && !args.disable_apiserver).then(|| {
+                let join = node_flags::Join {
+                    server: format!("https://127.0.0.1:{}", args.https_listen_port),
+                    token: None,
+                    data_dir: args.data_dir.clone(),
+                    node_ips: args.node_ip.into_iter().collect(),
+                    cluster_cidr: pod_network(args.cluster_cidr),
+                    csr_timeout: Duration::from_secs(60),
+                };
+                // Wrong kubelet flags are refused now, not after the server started.
+                if let Err(e) = args.node.agent_config(join.clone()) {
+                    Cli::command()
+                        .error(clap::error::ErrorKind::InvalidValue, e)
+                        .exit()
+                }
+                (args.node.clone(), join)
+            });
             let cfg = k3rs_server::ServerConfig {
                 data_dir: args.data_dir,
                 etcd_client_addr: SocketAddr::new(args.etcd_client_address, args.etcd_client_port),
@@ -494,14 +493,16 @@ async fn main() -> anyhow::Result<()> {
                     }),
                 }),
             };
-            if args.disable_agent {
-                tracing::debug!("--disable-agent: no agent is started (none exists yet)");
-            }
             let shutdown = CancellationToken::new();
             cancel_on_signal(shutdown.clone())?;
-            k3rs_server::run(cfg, shutdown)
-                .await
-                .context("k3rs server")?;
+            let agent =
+                agent.map(|(flags, join)| embedded_agent::spawn(flags, join, shutdown.clone()));
+            let result = k3rs_server::run(cfg, shutdown.clone()).await;
+            shutdown.cancel();
+            if let Some(agent) = agent {
+                let _ = agent.await;
+            }
+            result.context("k3rs server")?;
         }
         Command::Agent(args) => run_agent(args).await?,
         Command::CheckConfig => check_config(),
@@ -592,8 +593,7 @@ fn kubectl(args: Vec<std::ffi::OsString>) -> anyhow::Error {
 
 /// `k3rs agent` without `--hollow`: join by token and run the node.
 async fn run_node_agent(args: AgentArgs) -> anyhow::Result<()> {
-    use k3rs_agent::kubelet::node_status::{machine, NodeConfig};
-    use k3rs_agent::node_agent::{self, AgentConfig, KubeletArgs};
+    use k3rs_agent::node_agent;
     let Some(server) = args.server else {
         anyhow::bail!(
             "k3rs agent: pass --server https://<server>:6443 (and --token on first start)"
@@ -611,31 +611,19 @@ async fn run_node_agent(args: AgentArgs) -> anyhow::Result<()> {
         .map(|t| k3rs_agent::join::token::parse(&t))
         .transpose()
         .context("k3rs agent: --token")?;
-    let kubelet = KubeletArgs::parse(&args.kubelet_arg).unwrap_or_else(|e| {
+    let join = node_flags::Join {
+        server,
+        token,
+        data_dir: args.data_dir,
+        node_ips: args.node_ip,
+        cluster_cidr: args.cluster_cidr,
+        csr_timeout: args.csr_timeout,
+    };
+    let cfg = args.node.agent_config(join).unwrap_or_else(|e| {
         Cli::command()
             .error(clap::error::ErrorKind::InvalidValue, e)
             .exit()
     });
-    let name = args.node_name.unwrap_or_else(machine::hostname);
-    let mut node = NodeConfig::new(&name, node_agent::node_ips(&args.node_ip));
-    node.labels.extend(args.node_label);
-    node.taints = args.node_taint;
-    let proxy = (!args.disable_kube_proxy).then(|| {
-        k3rs_agent::proxy::ProxyConfig::new(k3rs_agent::proxy::NodeContext {
-            node_name: name.clone(),
-            cluster_cidr: Some(args.cluster_cidr),
-        })
-    });
-    let cfg = AgentConfig {
-        server,
-        token,
-        proxy,
-        node,
-        container_runtime_endpoint: args.container_runtime_endpoint,
-        data_dir: args.data_dir,
-        kubelet,
-        csr_timeout: args.csr_timeout,
-    };
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone())?;
     node_agent::run(cfg, shutdown).await.context("k3rs agent")?;
@@ -680,4 +668,13 @@ async fn run_agent(args: AgentArgs) -> anyhow::Result<()> {
     cancel_on_signal(shutdown.clone())?;
     k3rs_agent::hollow::run(client, cfg, shutdown).await;
     Ok(())
+}
+
+/// The pod network as the agent's proxy takes it (IPv4; an IPv6 --cluster-cidr falls back to
+/// the default, since the proxy programs iptables, not ip6tables).
+fn pod_network(cidr: ipnet::IpNet) -> ipnet::Ipv4Net {
+    match cidr {
+        ipnet::IpNet::V4(v4) => v4,
+        ipnet::IpNet::V6(_) => "10.42.0.0/16".parse().expect("a valid network"),
+    }
 }

@@ -21,6 +21,9 @@ pub const AS_BARE_API: &[&str] = &[
 
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Put among a server's extra args: run it with its embedded agent (no `--disable-agent`).
+pub const WITH_AGENT: &str = "<with the embedded agent>";
+
 /// A running `k3rs server`. Killed (SIGKILL) when dropped; its temp dir is removed then.
 #[derive(Debug)]
 pub struct K3rs {
@@ -219,7 +222,7 @@ impl K3rs {
             .arg(self.port.to_string())
             .arg("--etcd-client-address")
             .arg("127.0.0.1")
-            .args(&self.extra_args)
+            .args(self.extra_args.iter().filter(|a| *a != WITH_AGENT))
             .args(self.api_args())
             .args(["--https-listen-port", &self.https_port.to_string()])
             .args(["--bind-address", "127.0.0.1"])
@@ -227,6 +230,11 @@ impl K3rs {
             .env_remove("K3RS_ETCD_CLIENT_PORT")
             // Never the machine's /etc/k3rs/config.yaml: only the flags the test gives.
             .env("K3RS_CONFIG_FILE", "/dev/null");
+        if !self.extra_args.iter().any(|a| a == WITH_AGENT) {
+            // The embedded agent runs containers and writes iptables rules: only tests in a
+            // network namespace of their own ask for it.
+            cmd.arg("--disable-agent");
+        }
         self.proc = Some(ChildGuard::spawn("k3rs server", cmd, &self.log_path()));
     }
 

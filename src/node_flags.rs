@@ -1,0 +1,76 @@
+//! The node's flags, shared by `k3rs agent` and `k3rs server` (whose embedded agent runs the
+//! server's own node), and the agent configuration they make.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use k3rs_agent::join::JoinToken;
+use k3rs_agent::kubelet::node_status::{machine, node, NodeConfig};
+use k3rs_agent::node_agent::{self, AgentConfig, KubeletArgs};
+use k3rs_agent::proxy::{NodeContext, ProxyConfig};
+
+#[derive(Args, Clone)]
+pub struct NodeFlags {
+    /// Node name (default: the host name, lower case).
+    #[arg(long, env = "K3RS_NODE_NAME")]
+    pub node_name: Option<String>,
+    /// A label registered with the node, key=value (repeatable).
+    #[arg(long = "node-label", value_parser = node::parse_label)]
+    pub node_label: Vec<(String, String)>,
+    /// A taint registered with the node, key=value:Effect (repeatable).
+    #[arg(long = "node-taint", value_parser = node::parse_taint)]
+    pub node_taint: Vec<node::Taint>,
+    /// CRI endpoint of the container runtime (default: the supervised containerd's,
+    /// unix://<data-dir>/agent/containerd/containerd.sock).
+    #[arg(long, env = "K3RS_CONTAINER_RUNTIME_ENDPOINT")]
+    pub container_runtime_endpoint: Option<String>,
+    /// A kubelet flag as KEY=VALUE (repeatable; today max-pods, node-labels,
+    /// node-status-update-frequency, register-with-taints, cgroup-root, cluster-dns,
+    /// cluster-domain).
+    #[arg(long = "kubelet-arg", value_name = "KEY=VALUE")]
+    pub kubelet_arg: Vec<String>,
+    /// Do not run the service proxy (no iptables rules are written).
+    #[arg(long, env = "K3RS_DISABLE_KUBE_PROXY")]
+    pub disable_kube_proxy: bool,
+}
+
+/// Where the node's agent joins, and as what.
+#[derive(Clone)]
+pub struct Join {
+    pub server: String,
+    pub token: Option<JoinToken>,
+    pub data_dir: PathBuf,
+    pub node_ips: Vec<IpAddr>,
+    /// The pod network (the proxy masquerades traffic from outside it to cluster IPs).
+    pub cluster_cidr: ipnet::Ipv4Net,
+    pub csr_timeout: Duration,
+}
+
+impl NodeFlags {
+    /// The agent's configuration, or why the kubelet flags are wrong.
+    pub fn agent_config(&self, join: Join) -> Result<AgentConfig, String> {
+        let kubelet = KubeletArgs::parse(&self.kubelet_arg)?;
+        let name = self.node_name.clone().unwrap_or_else(machine::hostname);
+        let mut node = NodeConfig::new(&name, node_agent::node_ips(&join.node_ips));
+        node.labels.extend(self.node_label.iter().cloned());
+        node.taints = self.node_taint.clone();
+        let proxy = (!self.disable_kube_proxy).then(|| {
+            ProxyConfig::new(NodeContext {
+                node_name: name.clone(),
+                cluster_cidr: Some(join.cluster_cidr),
+            })
+        });
+        Ok(AgentConfig {
+            server: join.server,
+            token: join.token,
+            proxy,
+            node,
+            container_runtime_endpoint: self.container_runtime_endpoint.clone(),
+            data_dir: join.data_dir,
+            kubelet,
+            csr_timeout: join.csr_timeout,
+        })
+    }
+}
