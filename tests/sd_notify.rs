@@ -54,6 +54,8 @@ fn server_notifies_ready_after_readyz_and_stopping_on_sigterm() {
         .args(["--etcd-client-port", &etcd.to_string()])
         .args(["--etcd-peer-port", &peer.to_string()])
         .args(["--https-listen-port", &api.to_string()])
+        // In the machine's own network namespace: no embedded agent (containers, iptables).
+        .arg("--disable-agent")
         .args(["--bind-address", "127.0.0.1", "--write-kubeconfig"])
         .arg(dir.path().join("kubeconfig.yaml"))
         .env_remove("K3RS_DATA_DIR")
