@@ -13,7 +13,8 @@
 //!   peer port; `peer` holds its configuration and the requests followers forward to the
 //!   leader (`forward`): proposals, ReadIndex, lease keep-alives, membership changes.
 //! - `proposer`: batches concurrent clients' commands into one log entry.
-//! - `membership`: etcd's rules for membership changes; `cluster_reset`: quorum-loss recovery.
+//! - `membership`: etcd's rules for membership changes; `cluster_reset`: quorum-loss recovery;
+//!   `restore`: a member directory made from a datastore snapshot.
 //! - [`Node`] ties them together.
 //!
 //! # openraft pitfalls, handled deliberately
@@ -44,6 +45,7 @@ mod peer_server;
 mod proposal_stats;
 mod proposer;
 mod read_index;
+pub mod restore;
 mod snapshot;
 mod state_machine;
 pub mod types;

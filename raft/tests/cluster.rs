@@ -454,3 +454,59 @@ async fn cluster_reset_on_a_survivor_of_a_lost_majority() {
     assert_eq!(get(&again, "after-reset").as_deref(), Some("2"));
     again.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restored_snapshot_becomes_a_one_member_cluster_that_new_members_copy() {
+    let root = tempfile::tempdir().unwrap();
+    let (_specs, nodes) = three_members(root.path(), FAST).await;
+    let leader = &nodes[leader_of(&nodes.iter().collect::<Vec<_>>()).expect("a leader")];
+    let at_snapshot = write_put(leader, "in-snapshot", "1").await;
+    leader.read_barrier().await.unwrap();
+    let mut snap = Vec::new();
+    leader.store().export_snapshot(&mut snap).unwrap();
+    write_put(leader, "after-snapshot", "2").await;
+    for n in &nodes {
+        n.shutdown().await.unwrap();
+    }
+    drop(nodes);
+
+    // A fresh member (another id, another directory) from the snapshot.
+    let restored = Spec::new(root.path(), 7, FAST, 10_000);
+    let last = k3rs_raft::restore::restore(&restored.dir, &mut snap.as_slice())
+        .unwrap()
+        .expect("the snapshot holds applied entries");
+    assert!(
+        k3rs_raft::restore::restore(&restored.dir, &mut snap.as_slice()).is_err(),
+        "a directory holding a member is refused"
+    );
+    let node = restored.start(Bootstrap::ClusterReset).await;
+    assert!(node.is_leader());
+    assert_eq!(voters(&node), [7]);
+    assert!(node.status().applied_index > last.index);
+    node.read_barrier().await.unwrap();
+    assert_eq!(get(&node, "in-snapshot").as_deref(), Some("1"));
+    assert_eq!(get(&node, "after-snapshot"), None);
+    assert_eq!(node.store().current_revision(), at_snapshot);
+    assert_eq!(
+        write_put(&node, "after-restore", "3").await,
+        at_snapshot + 1
+    );
+
+    // The log before the snapshot is gone: a new member gets the restored data by snapshot.
+    let joiner = Spec::new(root.path(), 8, FAST, 10_000);
+    node.add_learner(joiner.id, joiner.info()).await.unwrap();
+    let learner = joiner.start(Bootstrap::Join { peers: vec![] }).await;
+    learner.read_barrier().await.unwrap();
+    assert_eq!(get(&learner, "in-snapshot").as_deref(), Some("1"));
+    assert_eq!(get(&learner, "after-restore").as_deref(), Some("3"));
+    assert_eq!(get(&learner, "after-snapshot"), None);
+    learner.shutdown().await.unwrap();
+    node.shutdown().await.unwrap();
+    drop(node);
+
+    // An ordinary restart keeps it.
+    let again = restored.start(Bootstrap::NewCluster).await;
+    assert_eq!(voters(&again), [7]);
+    assert_eq!(get(&again, "after-restore").as_deref(), Some("3"));
+    again.shutdown().await.unwrap();
+}

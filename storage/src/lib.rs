@@ -42,6 +42,7 @@ mod store;
 mod txn;
 mod writer;
 
+pub use snapshot::SnapshotInfo;
 pub use store::{Error, Result, Store};
 pub use types::*;
 pub use watch::{Event, EventKind, WatchBatch, WatchRequest, Watcher};

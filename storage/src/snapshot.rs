@@ -133,6 +133,60 @@ fn swap(inner: &Inner, fresh: State) -> Result<()> {
 
 /// Reads and verifies a snapshot into `db`.
 fn read_into(db: &sled::Db, r: &mut dyn Read) -> Result<()> {
+    let mut batch = sled::Batch::default();
+    let mut count = 0u64;
+    read_entries(r, |key, value| {
+        batch.insert(key, value);
+        count += 1;
+        if count.is_multiple_of(10_000) {
+            db.apply_batch(std::mem::take(&mut batch))?;
+        }
+        Ok(())
+    })?;
+    db.apply_batch(batch)?;
+    Ok(())
+}
+
+/// What a verified snapshot holds, read from its counters record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// The store's revision at the snapshot.
+    pub revision: i64,
+    /// The compacted revision (`-1`: never compacted).
+    pub compact_revision: i64,
+    /// Records in the snapshot.
+    pub entries: u64,
+    /// The opaque blob of the last applied batch (the Raft layer's applied state).
+    pub meta: Vec<u8>,
+}
+
+/// Reads a whole snapshot and checks it (magic, version, entry sizes, count, checksum, the
+/// counters record) without writing anything.
+pub(crate) fn verify(r: &mut dyn Read) -> Result<SnapshotInfo> {
+    let mut state = None;
+    let mut entries = 0u64;
+    read_entries(r, |key, value| {
+        entries += 1;
+        if key == revision::META_STATE {
+            state = Some(revision::MetaState::decode(&value)?);
+        }
+        Ok(())
+    })?;
+    let state = state.ok_or_else(|| Error::Corrupt("snapshot has no state record".into()))?;
+    Ok(SnapshotInfo {
+        revision: state.rev,
+        compact_revision: state.compact,
+        entries,
+        meta: state.meta,
+    })
+}
+
+/// Reads a snapshot's entries into `each`; errors unless the whole snapshot is intact. The
+/// entries are handed over before the checksum is checked: callers keep them provisional.
+fn read_entries(
+    r: &mut dyn Read,
+    mut each: impl FnMut(Vec<u8>, Vec<u8>) -> Result<()>,
+) -> Result<()> {
     let mut input = CrcReader {
         r,
         crc: crc32fast::Hasher::new(),
@@ -148,7 +202,6 @@ fn read_into(db: &sled::Db, r: &mut dyn Read) -> Result<()> {
             "unsupported snapshot version {version}"
         )));
     }
-    let mut batch = sled::Batch::default();
     let mut count = 0u64;
     loop {
         let klen = input.u32()?;
@@ -158,11 +211,8 @@ fn read_into(db: &sled::Db, r: &mut dyn Read) -> Result<()> {
         let key = input.bytes(klen)?;
         let vlen = input.u32()?;
         let value = input.bytes(vlen)?;
-        batch.insert(key, value);
+        each(key, value)?;
         count += 1;
-        if count.is_multiple_of(10_000) {
-            db.apply_batch(std::mem::take(&mut batch))?;
-        }
     }
     let mut n = [0u8; 8];
     input.read(&mut n)?;
@@ -175,7 +225,6 @@ fn read_into(db: &sled::Db, r: &mut dyn Read) -> Result<()> {
     if u64::from_be_bytes(n) != count {
         return Err(Error::Corrupt("snapshot entry count mismatch".into()));
     }
-    db.apply_batch(batch)?;
     Ok(())
 }
 
