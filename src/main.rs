@@ -7,6 +7,7 @@ use std::time::Duration;
 mod certificate;
 mod config_file;
 mod embedded_agent;
+mod etcd_snapshot_cli;
 mod multicall;
 mod node_flags;
 
@@ -64,6 +65,8 @@ enum Command {
     Token(TokenArgs),
     /// Secrets encryption at rest (servers started with --secrets-encryption); run on a server.
     SecretsEncrypt(SecretsEncryptArgs),
+    /// Datastore snapshots: save, ls, delete, prune; run on a server.
+    EtcdSnapshot(etcd_snapshot_cli::EtcdSnapshotArgs),
     /// Check the kernel and host for what a k3rs node needs (exit status 1 when a check fails).
     CheckConfig,
     /// Check or rotate the node's certificates.
@@ -260,6 +263,8 @@ struct ServerArgs {
     /// majority of servers), and exit; then start it without the flag and add fresh servers.
     #[arg(long, env = "K3RS_CLUSTER_RESET")]
     cluster_reset: bool,
+    #[command(flatten)]
+    snapshots: etcd_snapshot_cli::ServerSnapshotArgs,
     /// Join the cluster of this server (https://<server>:6443) on first start; needs --token.
     #[arg(long, short = 's', env = "K3RS_URL", requires = "token")]
     server: Option<String>,
@@ -463,6 +468,8 @@ async fn main() -> anyhow::Result<()> {
                 watch_progress_notify_interval: args.etcd_watch_progress_notify_interval,
                 etcd_peer_port: args.etcd_peer_port,
                 cluster_reset: args.cluster_reset,
+                cluster_reset_restore_path: args.snapshots.cluster_reset_restore_path.clone(),
+                snapshots: args.snapshots.settings(),
                 https_listen: SocketAddr::new(args.bind_address, args.https_listen_port),
                 node_ip: args.node_ip.or(args.advertise_address),
                 join: args.server.map(|server| k3rs_server::join::JoinConfig {
@@ -505,6 +512,7 @@ async fn main() -> anyhow::Result<()> {
             result.context("k3rs server")?;
         }
         Command::Agent(args) => run_agent(args).await?,
+        Command::EtcdSnapshot(args) => etcd_snapshot_cli::run(args).await?,
         Command::CheckConfig => check_config(),
         Command::Certificate(args) => certificate::run(args)?,
         Command::Kubectl { args } => return Err(kubectl(args)),

@@ -20,6 +20,7 @@ pub mod datastore;
 pub mod deploy;
 pub mod encryption;
 pub mod etcd;
+pub mod etcd_snapshot;
 pub mod go_duration;
 pub mod identity;
 pub mod join;
@@ -78,6 +79,10 @@ pub struct ServerConfig {
     pub node_ip: Option<IpAddr>,
     /// `--cluster-reset`: restart this member as a cluster of one, keeping its data.
     pub cluster_reset: bool,
+    /// `--cluster-reset-restore-path`: with `cluster_reset`, the data is this snapshot's.
+    pub cluster_reset_restore_path: Option<PathBuf>,
+    /// `--etcd-snapshot-*`, `--etcd-disable-snapshots`: scheduled datastore snapshots.
+    pub snapshots: etcd_snapshot::Settings,
     /// `--server` and `--token`: join the cluster of that server (on first start only).
     pub join: Option<join::JoinConfig>,
     /// `--token` without `--server`: the secret of a new cluster's server token (kept in
@@ -132,6 +137,8 @@ impl ServerConfig {
             etcd_peer_port: DEFAULT_ETCD_PEER_PORT,
             node_ip: None,
             cluster_reset: false,
+            cluster_reset_restore_path: None,
+            snapshots: etcd_snapshot::Settings::default(),
             join: None,
             token: None,
         }
@@ -148,6 +155,8 @@ pub enum Error {
     Api(#[from] apiserver::Error),
     #[error("joining the cluster: {0}")]
     Join(#[from] join::Error),
+    #[error("etcd snapshot: {0}")]
+    Snapshot(#[from] etcd_snapshot::Error),
     #[error("serving etcd api: {0}")]
     Serve(String),
     #[error("i/o on {path}: {source}")]
@@ -168,6 +177,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// 5 seconds to finish, then stops Raft.
 pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let server_dir = cfg.data_dir.join("server");
+    // A snapshot to restore is checked before anything is touched.
+    let restore = etcd_snapshot::restore::verify_requested(&cfg)?;
     pki::files::create_dir(&server_dir)?;
     let hostname = identity::hostname();
     let etcd_ip = cfg.etcd_client_addr.ip();
@@ -252,9 +263,9 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         );
     }
     let node_cfg = NodeConfig {
-        data_dir: server_dir.join("db"),
+        data_dir: etcd_snapshot::restore::member_dir(&server_dir, restore.as_ref())?,
         node_id: ids.member_id,
-        name: hostname,
+        name: hostname.clone(),
         peer_urls,
         client_urls,
         heartbeat_interval: HEARTBEAT,
@@ -267,8 +278,13 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         // (and drop the members added meanwhile).
         node.shutdown().await?;
         tracing::info!("cluster reset done: this server is a cluster of one with its data; restart it without --cluster-reset");
+        if let Some(r) = &restore {
+            tracing::info!(snapshot = %r.path.display(), revision = r.found.revision, "restored; restart without --cluster-reset and --cluster-reset-restore-path; on the other servers, back up and delete <data-dir>/server/db, then start them to rejoin");
+        }
         return Ok(());
     }
+    let snapshots =
+        etcd_snapshot::schedule::spawn(&cfg, node.clone(), hostname, shutdown.child_token());
     // A member removed from the cluster stops serving.
     let removed = tokio::spawn({
         let (node, shutdown) = (node.clone(), shutdown.clone());
@@ -332,6 +348,9 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         .and_then(|r| r);
     if let Err(e) = &served {
         tracing::error!(error = %e, "etcd api stopped");
+    }
+    if let Some(task) = snapshots {
+        let _ = task.await;
     }
     let stopped = node.shutdown().await;
     if removed.await.unwrap_or(false) {

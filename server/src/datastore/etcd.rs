@@ -41,26 +41,7 @@ const MAX_MESSAGE: usize = 256 * 1024 * 1024;
 impl EtcdClient {
     /// Connects lazily to `endpoint` (`http://` or `https://host:port`).
     pub fn connect(endpoint: &str, tls: &EtcdTls) -> Result<EtcdClient> {
-        let bad = |e: &dyn std::fmt::Display| Error::Unavailable(format!("{endpoint}: {e}"));
-        let mut ep = tonic::transport::Endpoint::from_shared(endpoint.to_string())
-            .map_err(|e| bad(&e))?
-            .connect_timeout(Duration::from_secs(5))
-            .tcp_nodelay(true)
-            .http2_keep_alive_interval(Duration::from_secs(30))
-            .keep_alive_timeout(Duration::from_secs(10));
-        if endpoint.starts_with("https://") {
-            let read =
-                |p: &PathBuf| std::fs::read(p).map_err(|e| bad(&format!("{}: {e}", p.display())));
-            let mut config = ClientTlsConfig::new();
-            if let Some(ca) = &tls.ca_file {
-                config = config.ca_certificate(Certificate::from_pem(read(ca)?));
-            }
-            if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
-                config = config.identity(Identity::from_pem(read(cert)?, read(key)?));
-            }
-            ep = ep.tls_config(config).map_err(|e| bad(&e))?;
-        }
-        let channel = ep.connect_lazy();
+        let channel = channel(endpoint, tls)?;
         Ok(EtcdClient {
             kv: KvClient::new(channel.clone())
                 .max_decoding_message_size(MAX_MESSAGE)
@@ -104,6 +85,31 @@ impl EtcdClient {
         });
         Ok(WriteOutcome::Conflict { current, revision })
     }
+}
+
+/// A lazily connecting channel to `endpoint` (`http://` or `https://host:port`) with the
+/// client certificate and CA of `tls`.
+pub fn channel(endpoint: &str, tls: &EtcdTls) -> Result<Channel> {
+    let bad = |e: &dyn std::fmt::Display| Error::Unavailable(format!("{endpoint}: {e}"));
+    let mut ep = tonic::transport::Endpoint::from_shared(endpoint.to_string())
+        .map_err(|e| bad(&e))?
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10));
+    if endpoint.starts_with("https://") {
+        let read =
+            |p: &PathBuf| std::fs::read(p).map_err(|e| bad(&format!("{}: {e}", p.display())));
+        let mut config = ClientTlsConfig::new();
+        if let Some(ca) = &tls.ca_file {
+            config = config.ca_certificate(Certificate::from_pem(read(ca)?));
+        }
+        if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
+            config = config.identity(Identity::from_pem(read(cert)?, read(key)?));
+        }
+        ep = ep.tls_config(config).map_err(|e| bad(&e))?;
+    }
+    Ok(ep.connect_lazy())
 }
 
 fn status_error(s: tonic::Status) -> Error {

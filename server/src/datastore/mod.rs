@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 pub use embedded::Embedded;
-pub use etcd::{EtcdClient, EtcdTls};
+pub use etcd::{channel as etcd_channel, EtcdClient, EtcdTls};
 pub use k3rs_storage::KeyValue;
 
 /// Datastore failures that are not an answer about the data itself.

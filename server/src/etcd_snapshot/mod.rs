@@ -1,0 +1,105 @@
+//! Datastore snapshots with k3s's `etcd-snapshot` conventions: on-demand (`k3rs etcd-snapshot
+//! save|ls|delete|prune`), scheduled (`k3rs server --etcd-snapshot-schedule-cron …`), and
+//! restore (`k3rs server --cluster-reset --cluster-reset-restore-path FILE`).
+//!
+//! # Files
+//! - Snapshots live in `--etcd-snapshot-dir` (default `<data-dir>/server/db/snapshots`), named
+//!   `<name>-<node name>-<unix seconds>` (`on-demand-…` for `save`, `etcd-snapshot-…` for
+//!   scheduled ones, as in k3s).
+//! - A snapshot file is exactly what the etcd Maintenance `Snapshot` RPC streams (and so what
+//!   `etcdctl snapshot save` writes): the store's checksummed `K3RSSNAP` export, zero padding
+//!   to a multiple of 512 bytes, and the sha256 of all that (32 bytes). Either check alone
+//!   catches a flipped byte or a truncation; both are checked before a snapshot is declared
+//!   saved and before a restore touches anything.
+//! - Next to each, `.metadata/<file name>` (JSON, [`file::Metadata`]) records what a restore
+//!   checks: the store revision the snapshot holds, its size and the sha256 of the whole file,
+//!   plus the node and creation time. A snapshot copied without it still restores (its own
+//!   checksums are verified); with it, a mismatch is refused.
+//! - Writes are atomic: `<file>.part`, fsync, verify, rename, fsync of the directory.
+//!
+//! # Layout of `<data-dir>/server/db`
+//! `etcd/` holds the member (`sm/`, `wal/`, Raft `snapshots/`; see [`layout`]), `snapshots/`
+//! the datastore snapshots, `etcd-old-<unix seconds>/` the member a restore replaced.
+
+pub mod client;
+pub mod dir;
+pub mod file;
+pub mod layout;
+pub mod restore;
+pub mod retention;
+pub mod schedule;
+
+use std::path::PathBuf;
+
+/// Base name of scheduled snapshots (`--etcd-snapshot-name`).
+pub const SCHEDULED_NAME: &str = "etcd-snapshot";
+/// Base name of `k3rs etcd-snapshot save` snapshots (`--name`).
+pub const ON_DEMAND_NAME: &str = "on-demand";
+/// Snapshots kept per name (`--etcd-snapshot-retention`).
+pub const DEFAULT_RETENTION: usize = 5;
+/// When scheduled snapshots are taken (`--etcd-snapshot-schedule-cron`).
+pub const DEFAULT_SCHEDULE: &str = "0 */12 * * *";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("snapshot {path} is corrupt or incomplete: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("restoring {path}: {reason}")]
+    Restore { path: PathBuf, reason: String },
+    #[error("taking the snapshot: {0}")]
+    Take(String),
+    #[error("{0}")]
+    NotFound(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn io_error(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// `k3rs server`'s snapshot settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `--etcd-disable-snapshots`.
+    pub disabled: bool,
+    /// `--etcd-snapshot-schedule-cron`.
+    pub schedule: crate::controllers::cronjob::schedule::Schedule,
+    /// `--etcd-snapshot-retention`.
+    pub retention: usize,
+    /// `--etcd-snapshot-dir` (`None`: `<data-dir>/server/db/snapshots`).
+    pub dir: Option<PathBuf>,
+    /// `--etcd-snapshot-name`.
+    pub name: String,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            disabled: false,
+            schedule: crate::controllers::cronjob::schedule::Schedule::parse(DEFAULT_SCHEDULE)
+                .expect("the default schedule parses"),
+            retention: DEFAULT_RETENTION,
+            dir: None,
+            name: SCHEDULED_NAME.to_string(),
+        }
+    }
+}
+
+impl Settings {
+    /// The snapshot directory for `data_dir`.
+    pub fn dir(&self, data_dir: &std::path::Path) -> PathBuf {
+        self.dir
+            .clone()
+            .unwrap_or_else(|| layout::default_snapshot_dir(data_dir))
+    }
+}
