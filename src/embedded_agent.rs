@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 use crate::node_flags::{Join, NodeFlags};
 
 const RETRY: Duration = Duration::from_secs(1);
+/// The longest pause between attempts to label the node.
+const LABEL_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// Starts the agent of this server's node; it ends when `stop` is cancelled.
 pub fn spawn(flags: NodeFlags, join: Join, stop: CancellationToken) -> JoinHandle<()> {
@@ -66,7 +68,7 @@ async fn run(flags: NodeFlags, mut join: Join, stop: CancellationToken) {
 }
 
 /// Sets the control-plane (and, as k3s, master) role labels on this server's node once it is
-/// registered, retrying every second until that succeeds.
+/// registered, retrying with a doubling pause (1 s up to 30 s) until that succeeds.
 async fn label_control_plane(data_dir: std::path::PathBuf, node: String) {
     use k8s_openapi::api::core::v1::Node;
     use kube::api::{Api, Patch, PatchParams};
@@ -75,15 +77,29 @@ async fn label_control_plane(data_dir: std::path::PathBuf, node: String) {
         "node-role.kubernetes.io/master": "true",
     }}});
     let kubeconfig = k3rs_server::tokens::client::admin_kubeconfig(&data_dir);
+    let mut delay = RETRY;
     loop {
-        if let Ok(client) = k3rs_server::tokens::client::connect(&kubeconfig).await {
-            let nodes: Api<Node> = Api::all(client);
-            let patch = Patch::Merge(&labels);
-            match nodes.patch(&node, &PatchParams::default(), &patch).await {
-                Ok(_) => return,
-                Err(e) => tracing::debug!(node, "labelling the server's node: {e}"),
+        let result = match k3rs_server::tokens::client::connect(&kubeconfig).await {
+            Ok(client) => {
+                let nodes: Api<Node> = Api::all(client);
+                let patch = Patch::Merge(&labels);
+                nodes
+                    .patch(&node, &PatchParams::default(), &patch)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
             }
+            Err(e) => Err(e.to_string()),
+        };
+        match result {
+            Ok(()) => return,
+            // The node registers a few seconds after the API serves: quiet at first, then loud.
+            Err(e) if delay < LABEL_RETRY_MAX => {
+                tracing::debug!(node, "labelling the server's node: {e}")
+            }
+            Err(e) => tracing::warn!(node, "labelling the server's node: {e}; retrying"),
         }
-        tokio::time::sleep(RETRY).await;
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(LABEL_RETRY_MAX);
     }
 }

@@ -454,13 +454,15 @@ async fn main() -> anyhow::Result<()> {
                     csr_timeout: Duration::from_secs(60),
                 };
                 // Wrong kubelet flags are refused now, not after the server started.
-                if let Err(e) = args.node.agent_config(join.clone()) {
-                    Cli::command()
+                let node = match args.node.agent_config(join.clone()) {
+                    Ok(cfg) => cfg.node.name,
+                    Err(e) => Cli::command()
                         .error(clap::error::ErrorKind::InvalidValue, e)
-                        .exit()
-                }
-                (args.node.clone(), join)
+                        .exit(),
+                };
+                (args.node.clone(), join, node)
             });
+            let embedded_node = agent.as_ref().map(|(_, _, node)| node.clone());
             let cfg = k3rs_server::ServerConfig {
                 data_dir: args.data_dir,
                 etcd_client_addr: SocketAddr::new(args.etcd_client_address, args.etcd_client_port),
@@ -488,6 +490,7 @@ async fn main() -> anyhow::Result<()> {
                     controller_args,
                     secrets_encryption: args.secrets_encryption,
                     apiserver_args,
+                    embedded_node,
                     datastore: args.datastore_endpoint.map(|endpoint| {
                         k3rs_server::ExternalDatastore {
                             endpoint,
@@ -503,7 +506,7 @@ async fn main() -> anyhow::Result<()> {
             let shutdown = CancellationToken::new();
             cancel_on_signal(shutdown.clone())?;
             let agent =
-                agent.map(|(flags, join)| embedded_agent::spawn(flags, join, shutdown.clone()));
+                agent.map(|(flags, join, _)| embedded_agent::spawn(flags, join, shutdown.clone()));
             let result = k3rs_server::run(cfg, shutdown.clone()).await;
             shutdown.cancel();
             if let Some(agent) = agent {

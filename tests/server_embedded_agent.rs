@@ -2,7 +2,8 @@
 //! over loopback, the node (with the control-plane role) becomes Ready on the supervised
 //! containerd, pods run, and a Service's ClusterIP reaches them through the agent's proxy.
 //! As root, inside a network namespace the test makes (loopback only, no route out), with the
-//! images of `scripts/build-images.sh` imported from `<data-dir>/agent/images`.
+//! images of `scripts/build-images.sh` imported from `<data-dir>/agent/images`. The server
+//! tells systemd READY=1 (`NOTIFY_SOCKET`) only once that node is Ready.
 //!
 //! Missing prerequisites fail the test (`scripts/prereqs.sh test` installs them).
 
@@ -75,6 +76,11 @@ fn a_server_alone_runs_pods_on_its_own_node() {
 }
 
 fn scenario(lab: &NodeLab) {
+    // systemd's readiness protocol: the server says READY=1 only once its own node is Ready.
+    // (The test is this file's only one, so the variable reaches just this server.)
+    let notify_dir = tempfile::tempdir().unwrap();
+    let notify_path = notify_dir.path().join("notify.sock");
+    std::env::set_var("NOTIFY_SOCKET", &notify_path);
     let cgroup_root = format!("cgroup-root={}", lab.cgroup_root);
     let (mut server, k) = Kubectl::start_server(&[
         WITH_AGENT,
@@ -93,6 +99,30 @@ fn scenario(lab: &NodeLab) {
     let out = Command::new("bash").arg(&script).arg(&images).output();
     assert!(out.is_ok_and(|o| o.status.success()), "build-images.sh");
     server.restart();
+    // Bound after the first process is gone, long before the new one's node can be Ready.
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    let n = notify.recv(&mut buf).unwrap_or_else(|e| {
+        panic!(
+            "no READY=1 within 120 s: {e}\nserver log:\n{}",
+            common::log_tail(&server.log_path(), 60)
+        )
+    });
+    let message = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(message.starts_with("READY=1\n"), "{message:?}");
+    let at_ready = json(&k, &["get", "node", NODE]);
+    assert!(
+        at_ready["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True"),
+        "READY=1 ({message:?}) came before the node was Ready: {}",
+        at_ready["status"]
+    );
 
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let node = loop {

@@ -115,6 +115,9 @@ pub struct ApiSettings {
     pub secrets_encryption: bool,
     /// `--kube-apiserver-arg`s.
     pub apiserver_args: apiserver::args::Args,
+    /// The embedded agent's node name (`None`: `--disable-agent`): the service manager is told
+    /// READY once that node is Ready too.
+    pub embedded_node: Option<String>,
 }
 
 /// An external etcd (`--datastore-endpoint` and its TLS files).
@@ -526,6 +529,7 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
             manifests_dir: Some(cfg.data_dir.join("server").join("manifests")),
         },
         args: api.apiserver_args.clone(),
+        ready_node: api.embedded_node.clone(),
     }
 }
 

@@ -55,6 +55,8 @@ pub struct ApiServerConfig {
     pub components: crate::components::Enabled,
     /// `--kube-apiserver-arg`s.
     pub args: args::Args,
+    /// The embedded agent's node: `READY=1` waits until it is Ready too.
+    pub ready_node: Option<String>,
 }
 
 /// Failures that stop the API server (as opposed to request errors).
@@ -141,6 +143,8 @@ pub struct ApiServer {
     rbac_cache: crate::auth::rbac::cache::PolicyCache,
     /// `--secrets-encryption`'s keys and operations (`/v1-k3rs/encrypt/…`).
     secrets_encryption: Option<Arc<crate::encryption::SecretsEncryption>>,
+    /// The node whose readiness `READY=1` waits for (the embedded agent's).
+    ready_node: Option<String>,
 }
 
 impl ApiServer {
@@ -262,6 +266,7 @@ impl ApiServer {
             rbac_feed: Some(Box::new(rbac_feed)),
             rbac_cache,
             secrets_encryption: None,
+            ready_node: cfg.ready_node.clone(),
         })
     }
 
@@ -362,7 +367,7 @@ impl ApiServer {
             self.node_graph.clone(),
             stop.clone(),
         ));
-        let ready = crate::ready_notify::spawn(&app, &stop);
+        let ready = crate::ready_notify::spawn(&app, self.ready_node, &stop);
         http::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
         ready.abort();
         crds.abort();
