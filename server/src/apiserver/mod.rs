@@ -8,8 +8,7 @@
 //! - Shuts down with the server's cancellation token: stops accepting, ends watches, drains.
 //!
 //! # Not yet
-//! Admission webhooks; LimitRanger, Priority, PodSecurity and the other built-in plugins
-//! beyond NamespaceLifecycle, ServiceAccount and ResourceQuota.
+//! Admission webhooks; ValidatingAdmissionPolicy.
 
 pub mod admission;
 pub mod args;
@@ -28,6 +27,7 @@ mod secret_source;
 pub mod status;
 pub mod table;
 pub mod version;
+pub mod warning;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

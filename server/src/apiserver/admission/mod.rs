@@ -19,6 +19,7 @@ pub mod default_toleration_seconds;
 pub mod limit_ranger;
 pub mod namespace_lifecycle;
 pub mod node_restriction;
+pub mod pod_security;
 pub mod priority;
 pub mod quota;
 pub mod service_account;
@@ -215,6 +216,7 @@ impl Chain {
                 limits,
                 sa,
                 Arc::new(node_restriction::NodeRestriction),
+                Arc::new(pod_security::PodSecurity),
                 priority,
                 Arc::new(quota::ResourceQuota),
             ],
@@ -323,6 +325,7 @@ mod tests {
                 "LimitRanger",
                 "ServiceAccount",
                 "NodeRestriction",
+                "PodSecurity",
                 "Priority",
                 "ResourceQuota"
             ]

@@ -41,6 +41,7 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .route("/apis/{*rest}", axum::routing::any(handlers::api))
         .route(encryption::PATH, axum::routing::any(encryption::handle))
         .fallback(|| async { ApiError::path_not_found().into_response() })
+        .layer(middleware::from_fn(warnings))
         .layer(middleware::from_fn_with_state(st.clone(), authenticate))
         .layer(middleware::from_fn_with_state(st.clone(), record))
         .with_state(st)
@@ -121,6 +122,12 @@ async fn impersonate(
         }
     }
     Ok(Arc::new(impersonation::impersonated(&requested)))
+}
+
+/// The [warnings](crate::apiserver::warning) the handler added, as `Warning` headers.
+async fn warnings(req: Request, next: Next) -> Response {
+    let (resp, warnings) = crate::apiserver::warning::scope(next.run(req)).await;
+    openapi::with_warnings(resp, &warnings)
 }
 
 async fn record(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
