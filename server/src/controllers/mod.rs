@@ -17,6 +17,7 @@ pub mod events;
 pub mod expectations;
 pub mod garbage_collector;
 pub mod history;
+pub mod hpa;
 pub mod job;
 pub mod namespace;
 pub mod node_ipam;
@@ -183,6 +184,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: "disruption",
         name: disruption::NAME,
         start: disruption::start,
+    },
+    Descriptor {
+        controller: hpa::CONTROLLER,
+        name: hpa::NAME,
+        start: hpa::start,
     },
     Descriptor {
         controller: servicelb::CONTROLLER,
