@@ -3,7 +3,8 @@
 //! short name, the `all` category, defaults and validation; custom resources created, read
 //! through both versions, patched, scaled, listed with their columns, explained, rejected
 //! with upstream field paths (422), pruned, rejected under Strict field validation; a
-//! cluster-scoped CRD; and deleting a CRD deleting its custom resources.
+//! cluster-scoped CRD; deleting a CRD deleting its custom resources; junctors, list types,
+//! int-or-string and formats enforced, and non-structural schemas refused.
 
 mod common;
 
@@ -393,5 +394,132 @@ fn every_server_learns_crds_from_the_datastore() {
         "server a to stop serving widgets",
         std::time::Duration::from_secs(10),
         || (!ka.run(&["get", "--raw", path]).ok).then_some(()),
+    );
+}
+
+const RULES: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: rules.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: rules, kind: Rule}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              a: {type: string}
+              b: {type: string}
+              port: {x-kubernetes-int-or-string: true, anyOf: [{type: integer}, {type: string}]}
+              count: {type: integer, format: int32}
+              tags: {type: array, x-kubernetes-list-type: set, items: {type: string}}
+              ports:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [name]
+                items:
+                  type: object
+                  required: [name]
+                  properties: {name: {type: string}, number: {type: integer}}
+            anyOf: [{required: [a]}, {required: [b]}]
+            not: {required: [a], properties: {a: {enum: [bad]}}}
+"#;
+
+fn rule(name: &str, spec: &str) -> String {
+    format!("apiVersion: example.com/v1\nkind: Rule\nmetadata: {{name: {name}}}\nspec: {spec}\n")
+}
+
+/// Junctors, list types, int-or-string and formats on custom resources, and CRDs whose
+/// schemas are not structural refused with upstream's paths and messages.
+#[test]
+fn structural_schema_rules_and_junctors() {
+    let (_server, k) = Kubectl::start_server(&["--disable-agent"]);
+
+    // A type inside a junctor branch is not structural.
+    let bad = RULES
+        .replace("rules.example.com", "bads.example.com")
+        .replace("{plural: rules, kind: Rule}", "{plural: bads, kind: Bad}")
+        .replace(
+            "anyOf: [{required: [a]}, {required: [b]}]",
+            "anyOf: [{type: object, required: [a]}, {required: [b]}]",
+        )
+        .replace(
+            "x-kubernetes-list-map-keys: [name]",
+            "x-kubernetes-list-map-keys: [name, ghost]",
+        );
+    let out = k.run_stdin(&["create", "-f", "-"], Some(&bad));
+    assert!(!out.ok, "{out:?}");
+    for want in [
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].anyOf[0].type: Forbidden: must be empty to be structural",
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[ports].x-kubernetes-list-map-keys: Invalid value: []string{\"name\", \"ghost\"}: entries must all be names of item properties",
+    ] {
+        assert!(out.stderr.contains(want), "missing {want}\n{out:?}");
+    }
+
+    k.ok_stdin(&["create", "-f", "-"], Some(RULES));
+    established(&k, "rules.example.com");
+    k.ok_stdin(
+        &["create", "-f", "-"],
+        Some(&rule(
+            "ok",
+            "{a: x, port: http, count: 7, tags: [p, q], ports: [{name: web, number: 80}, {name: dns, number: 53}]}",
+        )),
+    );
+    k.ok_stdin(
+        &["create", "-f", "-"],
+        Some(&rule("ok2", "{b: other, port: 8080}")),
+    );
+
+    for (name, spec, wants) in [
+        (
+            "none",
+            "{port: 1}",
+            &[r#"<nil>: Invalid value: "": "spec" must validate at least one schema (anyOf)"#, "spec.a: Required value"][..],
+        ),
+        (
+            "not",
+            "{a: bad}",
+            &[r#"<nil>: Invalid value: "": "spec" must not validate the schema (not)"#][..],
+        ),
+        (
+            "dups",
+            "{a: x, tags: [p, p, p], ports: [{name: web}, {name: web, number: 1}]}",
+            &[
+                r#"spec.tags[1]: Duplicate value: "p""#,
+                r#"spec.ports[1]: Duplicate value: map[string]interface {}{"name":"web"}"#,
+            ][..],
+        ),
+        (
+            "types",
+            "{a: x, port: true, count: 3000000000}",
+            &[
+                r#"spec.port: Invalid value: "boolean": spec.port in body must be of type integer,string: "boolean""#,
+                "spec.count: Invalid value: 3000000000: spec.count in body must be of type int32: 3000000000",
+            ][..],
+        ),
+    ] {
+        let out = k.run_stdin(&["create", "-f", "-"], Some(&rule(name, spec)));
+        assert!(!out.ok, "{name}: {out:?}");
+        assert!(
+            out.stderr
+                .contains(&format!("The Rule \"{name}\" is invalid")),
+            "{name}: {out:?}"
+        );
+        for want in wants {
+            assert!(out.stderr.contains(want), "{name}: missing {want}\n{out:?}");
+        }
+    }
+    let names = k.ok(&["get", "rules", "-o", "name"]);
+    assert_eq!(
+        names.split_whitespace().collect::<Vec<_>>(),
+        ["rule.example.com/ok", "rule.example.com/ok2"]
     );
 }

@@ -172,7 +172,7 @@ fn versions_rules(spec: &Value, out: &mut Vec<Cause>) {
         match v["schema"].get("openAPIV3Schema") {
             Some(s) if s.is_object() => {
                 let sat = format!("{at}.schema.openAPIV3Schema");
-                if s["type"] != "object" {
+                if s["type"].as_str().is_some_and(|t| t != "object") {
                     out.push(Cause::invalid(
                         format!("{sat}.type"),
                         s["type"].as_str().unwrap_or(""),
@@ -241,14 +241,23 @@ fn columns_rules(columns: &Value, at: &str, out: &mut Vec<Cause>) {
 /// preserves unknown fields), patterns compile, defaults validate against their schema, and
 /// `metadata` at the root only restricts `name` and `generateName`.
 fn structural(s: &Value, at: &str, cr_path: &str, out: &mut Vec<Cause>) {
+    use super::schema::structural::{self, Level};
     let root = cr_path.is_empty();
+    let level = if root {
+        Level::Root
+    } else if at.ends_with(".items") {
+        Level::Item
+    } else {
+        Level::Field
+    };
     let typ = s["type"].as_str().unwrap_or("");
     let untyped_ok = s["x-kubernetes-int-or-string"] == true
-        || s["x-kubernetes-preserve-unknown-fields"] == true;
+        || s["x-kubernetes-preserve-unknown-fields"] == true
+        || s["x-kubernetes-embedded-resource"] == true;
     if typ.is_empty() && !untyped_ok {
         out.push(Cause::required(
             format!("{at}.type"),
-            "must not be empty for specified object fields",
+            structural::missing_type_detail(level),
         ));
     } else if !typ.is_empty() && !SCHEMA_TYPES.contains(&typ) {
         out.push(Cause::not_supported(
@@ -257,11 +266,7 @@ fn structural(s: &Value, at: &str, cr_path: &str, out: &mut Vec<Cause>) {
             SCHEMA_TYPES,
         ));
     }
-    if let Some(p) = s["pattern"].as_str() {
-        if let Err(e) = regex::Regex::new(p) {
-            out.push(Cause::invalid(format!("{at}.pattern"), p, &e.to_string()));
-        }
-    }
+    structural::node_rules(s, at, level, out);
     if let Some(d) = s.get("default") {
         if s["nullable"] != true || !d.is_null() {
             for c in schema_validate::validate_at(s, d, cr_path) {

@@ -3,7 +3,9 @@
 //! (`spec.items[0].name`).
 
 pub mod default;
+pub mod list_type;
 pub mod prune;
+pub mod structural;
 pub mod validate;
 
 use serde_json::Value;

@@ -2,7 +2,8 @@
 //! causes and field paths: types, `required`, `enum`, `pattern`, `minimum`/`maximum` (and
 //! exclusive), `multipleOf`, `minLength`/`maxLength`, `minItems`/`maxItems`,
 //! `minProperties`/`maxProperties`, the cheap `format`s (`date`, `date-time`, `uuid`, `byte`,
-//! `int32`, `int64`), `nullable`, `x-kubernetes-int-or-string` and embedded resources.
+//! `int32`, `int64`), `nullable`, `x-kubernetes-int-or-string`, embedded resources and the
+//! junctors `allOf`, `anyOf`, `oneOf` and `not`.
 
 use serde_json::{json, Value};
 
@@ -114,6 +115,7 @@ fn walk(schema: &Value, v: &Value, at: &str, is_root: bool, out: &mut Vec<Cause>
             return;
         }
     }
+    junctors(schema, v, at, is_root, out);
     if let Some(allowed) = schema["enum"].as_array() {
         if !allowed.contains(v) {
             let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
@@ -178,6 +180,73 @@ fn walk(schema: &Value, v: &Value, at: &str, is_root: bool, out: &mut Vec<Cause>
             }
         }
         _ => {}
+    }
+}
+
+/// The causes of `v` against one junctor branch.
+fn branch(schema: &Value, v: &Value, at: &str, is_root: bool) -> Vec<Cause> {
+    let mut out = Vec::new();
+    walk(schema, v, at, is_root, &mut out);
+    out
+}
+
+/// A failed junctor as kube-openapi reports it: a composite error with no field
+/// (`<nil>: Invalid value: "": "spec.x" must …`).
+fn composite(at: &str, what: &str) -> Cause {
+    invalid("<nil>", &json!(""), format!("{} {what}", json!(at)))
+}
+
+/// `allOf`, `anyOf`, `oneOf` and `not` (value validations only, in structural schemas).
+/// Like kube-openapi: allOf reports every branch's errors; anyOf and oneOf with no valid
+/// branch report the errors of the closest one (fewest errors, first on ties).
+fn junctors(schema: &Value, v: &Value, at: &str, is_root: bool, out: &mut Vec<Cause>) {
+    let branches = |k: &str| -> Vec<Vec<Cause>> {
+        schema[k]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|b| branch(b, v, at, is_root))
+            .collect()
+    };
+    let closest = |results: Vec<Vec<Cause>>| results.into_iter().min_by_key(Vec::len);
+    let any_of = branches("anyOf");
+    if !any_of.is_empty() && !any_of.iter().any(Vec::is_empty) {
+        out.push(composite(at, "must validate at least one schema (anyOf)"));
+        out.extend(closest(any_of).unwrap_or_default());
+    }
+    let one_of = branches("oneOf");
+    if !one_of.is_empty() {
+        match one_of.iter().filter(|r| r.is_empty()).count() {
+            1 => {}
+            0 => {
+                out.push(composite(
+                    at,
+                    "must validate one and only one schema (oneOf). Found none valid",
+                ));
+                out.extend(closest(one_of).unwrap_or_default());
+            }
+            n => out.push(composite(
+                at,
+                &format!(
+                    "must validate one and only one schema (oneOf). Found {n} valid alternatives"
+                ),
+            )),
+        }
+    }
+    let all_of = branches("allOf");
+    let valid = all_of.iter().filter(|r| r.is_empty()).count();
+    if valid < all_of.len() {
+        let none = if valid == 0 { ". None validated" } else { "" };
+        out.extend(all_of.into_iter().flatten());
+        out.push(composite(
+            at,
+            &format!("must validate all the schemas (allOf){none}"),
+        ));
+    }
+    if let Some(not) = schema.get("not").filter(|n| n.is_object()) {
+        if branch(not, v, at, is_root).is_empty() {
+            out.push(composite(at, "must not validate the schema (not)"));
+        }
     }
 }
 
@@ -371,6 +440,53 @@ mod tests {
             );
         }
         assert_eq!(got.len(), expect.len(), "{got:#?}");
+    }
+
+    fn junctor_messages(schema: Value, obj: Value) -> Vec<String> {
+        validate(&schema, &obj)
+            .into_iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect()
+    }
+
+    #[test]
+    fn junctors() {
+        let s = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+            "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+            "allOf": [{"properties": {"a": {"minimum": 1}}}, {"properties": {"b": {"maxLength": 3}}}],
+            "not": {"required": ["c"]}}}});
+        assert_eq!(
+            junctor_messages(s.clone(), json!({"spec": {"a": 2}})),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            junctor_messages(s.clone(), json!({"spec": {}})),
+            vec![
+                "<nil>: Invalid value: \"\": \"spec\" must validate at least one schema (anyOf)",
+                "spec.a: Required value",
+                "<nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). Found none valid",
+                "spec.a: Required value",
+            ]
+        );
+        assert_eq!(
+            junctor_messages(s.clone(), json!({"spec": {"a": 0, "b": "long", "c": 1}})),
+            vec![
+                "<nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). Found 2 valid alternatives",
+                "spec.a: Invalid value: 0: spec.a in body should be greater than or equal to 1",
+                "spec.b: Too long: may not be more than 3 bytes",
+                "<nil>: Invalid value: \"\": \"spec\" must validate all the schemas (allOf). None validated",
+                "<nil>: Invalid value: \"\": \"spec\" must not validate the schema (not)",
+            ]
+        );
+        assert_eq!(
+            junctor_messages(s, json!({"spec": {"a": 0}})),
+            vec![
+                "spec.a: Invalid value: 0: spec.a in body should be greater than or equal to 1",
+                "<nil>: Invalid value: \"\": \"spec\" must validate all the schemas (allOf)",
+            ]
+        );
     }
 
     #[test]

@@ -159,7 +159,12 @@ pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
             crate::apiserver::crd::definition::validate(obj)
         }
         _ => match super::custom::version_of(r).and_then(|cv| cv.schema.clone()) {
-            Some(s) => crate::apiserver::crd::schema::validate::validate(&s, obj),
+            Some(s) => {
+                use crate::apiserver::crd::schema::{list_type, validate};
+                let mut causes = validate::validate(&s, obj);
+                causes.extend(list_type::validate(&s, obj));
+                causes
+            }
             None => Vec::new(),
         },
     }
