@@ -54,3 +54,67 @@ fn unknown_modes_stop_the_server() {
         "{log}"
     );
 }
+
+#[test]
+fn abac_policy_file_allows_what_its_policies_match() {
+    let files = tempfile::tempdir().unwrap();
+    let policy = files.path().join("abac.jsonl");
+    std::fs::write(
+        &policy,
+        r#"# alice owns her namespace; readers may read pods anywhere
+{"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": {"user": "alice", "namespace": "alice", "resource": "*", "apiGroup": "*"}}
+{"apiVersion": "abac.authorization.kubernetes.io/v1beta1", "kind": "Policy", "spec": {"group": "readers", "readonly": true, "namespace": "*", "resource": "pods", "apiGroup": ""}}
+"#,
+    )
+    .unwrap();
+    let (server, admin) = Kubectl::start_server(&[
+        "--kube-apiserver-arg=authorization-mode=Node,RBAC,ABAC",
+        &format!(
+            "--kube-apiserver-arg=authorization-policy-file={}",
+            policy.display()
+        ),
+    ]);
+    admin.ok(&["create", "namespace", "alice"]);
+    let alice = as_user(&admin, &server, "alice");
+    let reader = Kubectl {
+        bin: admin.bin.clone(),
+        kubeconfig: users::cert_kubeconfig(&server, "carol", &["readers"]),
+    };
+    let can = |k: &Kubectl, args: &[&str]| {
+        let mut a = vec!["auth", "can-i"];
+        a.extend_from_slice(args);
+        // "yes", or "no" with the authorizers' reason ("no - No policy matched.").
+        let out = k.run(&a).stdout;
+        out.split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(
+        can(&alice, &["create", "deployments.apps", "-n", "alice"]),
+        "yes"
+    );
+    assert_eq!(can(&alice, &["delete", "secrets", "-n", "alice"]), "yes");
+    assert_eq!(can(&alice, &["get", "pods", "-n", "default"]), "no");
+    assert_eq!(can(&reader, &["list", "pods", "-n", "kube-system"]), "yes");
+    assert_eq!(can(&reader, &["create", "pods", "-n", "default"]), "no");
+    assert_eq!(can(&reader, &["list", "secrets", "-n", "default"]), "no");
+    // The real requests agree.
+    alice.ok(&["create", "configmap", "mine", "-n", "alice"]);
+    reader.ok(&["get", "pods", "-A"]);
+    let err = reader.fails_with(&["create", "configmap", "x"], None, "forbidden");
+    assert!(err.contains("No policy matched."), "{err}");
+}
+
+#[test]
+fn abac_without_a_policy_file_stops_the_server() {
+    let (status, log, _dir) = common::K3rs::run_to_exit(
+        &["--kube-apiserver-arg=authorization-mode=RBAC,ABAC"],
+        Duration::from_secs(30),
+    );
+    assert!(status.is_some_and(|s| !s.success()), "{log}");
+    assert!(
+        log.contains("authorization-mode ABAC's authorization policy file not passed"),
+        "{log}"
+    );
+}

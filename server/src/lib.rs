@@ -10,6 +10,7 @@ use k3rs_raft::{Bootstrap, Node, NodeConfig, PeerConfig, PeerTls};
 use tokio_util::sync::CancellationToken;
 
 pub mod apiserver;
+pub mod audit;
 pub mod auth;
 pub mod certificates;
 pub mod compactor;

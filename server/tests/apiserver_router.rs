@@ -67,6 +67,7 @@ async fn start() -> Api {
             k3rs_server::auth::authz::SystemMasters,
         )]),
         service_accounts: None,
+        audit: None,
     });
     Api {
         app: router(state),

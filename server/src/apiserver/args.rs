@@ -1,6 +1,5 @@
 //! `--kube-apiserver-arg KEY=VALUE` (k3s's way to pass kube-apiserver flags): the flags the
-//! API server understands: `authorization-mode`, `default-not-ready-toleration-seconds`,
-//! `default-unreachable-toleration-seconds`.
+//! API server understands (see [`SUPPORTED`]).
 
 use std::sync::Arc;
 
@@ -14,6 +13,7 @@ pub enum Mode {
     Rbac,
     AlwaysAllow,
     AlwaysDeny,
+    Abac,
 }
 
 impl Mode {
@@ -23,6 +23,7 @@ impl Mode {
             "RBAC" => Mode::Rbac,
             "AlwaysAllow" => Mode::AlwaysAllow,
             "AlwaysDeny" => Mode::AlwaysDeny,
+            "ABAC" => Mode::Abac,
             _ => return None,
         })
     }
@@ -37,6 +38,19 @@ pub struct Args {
     /// `default-not-ready-toleration-seconds` / `default-unreachable-toleration-seconds`
     /// (300 each).
     pub default_tolerations: DefaultTolerationSeconds,
+    /// `audit-policy-file`, `audit-log-path`, `audit-log-maxage/-maxbackup/-maxsize`.
+    pub audit: crate::audit::Options,
+    /// `authorization-policy-file`: the ABAC policies (JSON lines).
+    pub authorization_policy_file: Option<std::path::PathBuf>,
+    /// `requestheader-client-ca-file`: enables the authenticating proxy.
+    pub requestheader_client_ca_file: Option<std::path::PathBuf>,
+    /// `requestheader-allowed-names` (empty: any CN the CA signed).
+    pub requestheader_allowed_names: Vec<String>,
+    /// `requestheader-username-headers`, `-group-headers`, `-extra-headers-prefix` (k3s's
+    /// `X-Remote-User`, `X-Remote-Group`, `X-Remote-Extra-` by default).
+    pub requestheader_headers: crate::auth::request_header::Headers,
+    /// `token-auth-file`: static bearer tokens (CSV).
+    pub token_auth_file: Option<std::path::PathBuf>,
 }
 
 impl Default for Args {
@@ -44,21 +58,40 @@ impl Default for Args {
         Args {
             authorization_modes: vec![Mode::Node, Mode::Rbac],
             default_tolerations: DefaultTolerationSeconds::default(),
+            audit: crate::audit::Options::default(),
+            token_auth_file: None,
+            authorization_policy_file: None,
+            requestheader_client_ca_file: None,
+            requestheader_allowed_names: Vec::new(),
+            requestheader_headers: Default::default(),
         }
     }
 }
+
+/// The flags [`Args::parse`] knows.
+const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-group-headers, requestheader-extra-headers-prefix";
 
 /// A `--kube-apiserver-arg` that cannot be used (kube-apiserver's words where it has them).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ArgError {
     #[error("--kube-apiserver-arg {0:?}: expected KEY=VALUE")]
     NotKeyValue(String),
-    #[error("--kube-apiserver-arg: unsupported kube-apiserver flag {0:?} (supported: authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds)")]
+    #[error(
+        "--kube-apiserver-arg: unsupported kube-apiserver flag {0:?} (supported: {SUPPORTED})"
+    )]
     Unsupported(String),
     #[error(
         "invalid argument {value:?} for \"--{flag}\" flag: expected a whole number of seconds"
     )]
     Seconds { flag: String, value: String },
+    #[error("invalid argument {value:?} for \"--{flag}\" flag: expected a non-negative integer")]
+    Count { flag: String, value: String },
+    #[error("{0}")]
+    File(String),
+    #[error("authorization-mode ABAC's authorization policy file not passed")]
+    AbacWithoutFile,
+    #[error("cannot specify --authorization-policy-file without mode ABAC")]
+    FileWithoutAbac,
     #[error("at least one authorization-mode must be passed")]
     NoModes,
     #[error("authorization-mode {0:?} is not a valid mode")]
@@ -84,8 +117,48 @@ impl Args {
                 flag @ "default-unreachable-toleration-seconds" => {
                     args.default_tolerations.unreachable = seconds(flag, value)?
                 }
+                "audit-log-path" => args.audit.log_path = Some(value.to_string()),
+                "audit-policy-file" => args.audit.policy_file = Some(value.into()),
+                flag @ "audit-log-maxage" => args.audit.limits.max_age_days = count(flag, value)?,
+                flag @ "audit-log-maxbackup" => {
+                    args.audit.limits.max_backup = count(flag, value)? as usize
+                }
+                flag @ "audit-log-maxsize" => args.audit.limits.max_size_mb = count(flag, value)?,
+                "audit-log-format" if value == "json" => {}
+                "token-auth-file" => args.token_auth_file = Some(value.into()),
+                "requestheader-client-ca-file" => {
+                    args.requestheader_client_ca_file = Some(value.into())
+                }
+                "requestheader-allowed-names" => args.requestheader_allowed_names = list(value),
+                "requestheader-username-headers" => {
+                    args.requestheader_headers.username = list(value)
+                }
+                "requestheader-group-headers" => args.requestheader_headers.group = list(value),
+                "requestheader-extra-headers-prefix" => {
+                    args.requestheader_headers.extra_prefix = list(value)
+                }
+                "authorization-policy-file" => args.authorization_policy_file = Some(value.into()),
                 other => return Err(ArgError::Unsupported(other.to_string())),
             }
+        }
+        // The files named are read again at start; a broken one is refused now.
+        if let Some(p) = &args.audit.policy_file {
+            crate::audit::load_policy(p).map_err(|e| ArgError::File(e.to_string()))?;
+        }
+        match (
+            args.authorization_modes.contains(&Mode::Abac),
+            &args.authorization_policy_file,
+        ) {
+            (true, None) => return Err(ArgError::AbacWithoutFile),
+            (false, Some(_)) => return Err(ArgError::FileWithoutAbac),
+            (true, Some(p)) => {
+                crate::auth::abac::Abac::load(p).map_err(|e| ArgError::File(e.to_string()))?;
+            }
+            (false, None) => {}
+        }
+        if let Some(p) = &args.token_auth_file {
+            crate::auth::token_file::TokenFile::load(p)
+                .map_err(|e| ArgError::File(e.to_string()))?;
         }
         Ok(args)
     }
@@ -103,15 +176,31 @@ fn seconds(flag: &str, value: &str) -> Result<i64, ArgError> {
         })
 }
 
+/// A comma-separated list flag (empty items dropped).
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A non-negative integer flag.
+fn count(flag: &str, value: &str) -> Result<u64, ArgError> {
+    value.parse::<u64>().map_err(|_| ArgError::Count {
+        flag: flag.to_string(),
+        value: value.to_string(),
+    })
+}
+
 /// `Node,RBAC,…`: known modes, each once.
 pub fn parse_modes(value: &str) -> Result<Vec<Mode>, ArgError> {
     let mut modes = Vec::new();
     for name in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let mode = match Mode::parse(name) {
             Some(m) => m,
-            None if name == "ABAC" || name == "Webhook" => {
-                return Err(ArgError::UnsupportedMode(name.to_string()))
-            }
+            None if name == "Webhook" => return Err(ArgError::UnsupportedMode(name.to_string())),
             None => return Err(ArgError::UnknownMode(name.to_string())),
         };
         if modes.contains(&mode) {
@@ -126,11 +215,13 @@ pub fn parse_modes(value: &str) -> Result<Vec<Mode>, ArgError> {
 }
 
 /// The authorizers of the chain: `system:masters` first (as kube-apiserver always does), then
-/// `modes` in order. `node` is the Node authorizer, when the server has one.
+/// `modes` in order. `node` is the Node authorizer, when the server has one; `abac` the
+/// loaded ABAC policy file.
 pub fn chain(
     modes: &[Mode],
     rbac: Arc<dyn Authorizer>,
     node: Option<Arc<dyn Authorizer>>,
+    abac: Option<Arc<dyn Authorizer>>,
 ) -> Chain {
     let mut c = Chain::new(vec![Arc::new(authz::SystemMasters)]);
     for m in modes {
@@ -142,6 +233,10 @@ pub fn chain(
             Mode::Rbac => c.push(rbac.clone()),
             Mode::AlwaysAllow => c.push(Arc::new(authz::AlwaysAllow)),
             Mode::AlwaysDeny => c.push(Arc::new(authz::AlwaysDeny)),
+            Mode::Abac => match &abac {
+                Some(a) => c.push(a.clone()),
+                None => tracing::warn!("authorization-mode ABAC without a policy file"),
+            },
         }
     }
     c
@@ -202,6 +297,62 @@ mod tests {
     }
 
     #[test]
+    fn requestheader_flags() {
+        let a = parse(&[
+            "requestheader-client-ca-file=/ca.crt",
+            "requestheader-allowed-names=front-proxy, aggregator",
+            "requestheader-group-headers=X-G1,X-G2",
+        ])
+        .unwrap();
+        assert_eq!(a.requestheader_client_ca_file, Some("/ca.crt".into()));
+        assert_eq!(a.requestheader_allowed_names, ["front-proxy", "aggregator"]);
+        assert_eq!(a.requestheader_headers.group, ["X-G1", "X-G2"]);
+        assert_eq!(a.requestheader_headers.username, ["X-Remote-User"]);
+        assert_eq!(a.requestheader_headers.extra_prefix, ["X-Remote-Extra-"]);
+    }
+
+    #[test]
+    fn audit_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = dir.path().join("audit.yaml");
+        std::fs::write(&policy, "apiVersion: audit.k8s.io/v1\nkind: Policy\n").unwrap();
+        let policy_arg = format!("audit-policy-file={}", policy.display());
+        let a = parse(&[
+            "audit-log-path=/var/log/k3rs-audit.log",
+            &policy_arg,
+            "audit-log-maxage=30",
+            "audit-log-maxbackup=10",
+            "audit-log-maxsize=100",
+            "audit-log-format=json",
+        ])
+        .unwrap();
+        assert_eq!(
+            a.audit,
+            crate::audit::Options {
+                log_path: Some("/var/log/k3rs-audit.log".into()),
+                policy_file: Some(policy.clone()),
+                limits: crate::audit::rotation::Limits {
+                    max_size_mb: 100,
+                    max_backup: 10,
+                    max_age_days: 30
+                },
+            }
+        );
+        assert_eq!(
+            parse(&["audit-log-maxsize=-1"]).unwrap_err().to_string(),
+            r#"invalid argument "-1" for "--audit-log-maxsize" flag: expected a non-negative integer"#
+        );
+        assert!(parse(&["audit-policy-file=/nonexistent/audit.yaml"])
+            .unwrap_err()
+            .to_string()
+            .starts_with("reading the audit policy file /nonexistent/audit.yaml"));
+        assert_eq!(
+            parse(&["audit-log-format=legacy"]).unwrap_err(),
+            ArgError::Unsupported("audit-log-format".into())
+        );
+    }
+
+    #[test]
     fn bad_values_in_kube_apiserver_words() {
         let err = |items: &[&str]| parse(items).unwrap_err().to_string();
         assert_eq!(
@@ -217,8 +368,16 @@ mod tests {
             "at least one authorization-mode must be passed"
         );
         assert_eq!(
-            parse(&["authorization-mode=ABAC"]).unwrap_err(),
-            ArgError::UnsupportedMode("ABAC".into())
+            parse(&["authorization-mode=Webhook"]).unwrap_err(),
+            ArgError::UnsupportedMode("Webhook".into())
+        );
+        assert_eq!(
+            err(&["authorization-mode=ABAC"]),
+            "authorization-mode ABAC's authorization policy file not passed"
+        );
+        assert_eq!(
+            err(&["authorization-policy-file=/x.jsonl"]),
+            "cannot specify --authorization-policy-file without mode ABAC"
         );
         assert_eq!(
             parse(&["secure-port=1"]).unwrap_err(),
@@ -253,7 +412,7 @@ mod tests {
             )
         };
         let decide = |modes: &[Mode], a: &Attributes| {
-            futures::executor::block_on(chain(modes, Arc::new(Never), None).evaluate(a))
+            futures::executor::block_on(chain(modes, Arc::new(Never), None, None).evaluate(a))
         };
         let user = at(vec![]);
         assert_eq!(

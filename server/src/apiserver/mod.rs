@@ -86,6 +86,12 @@ pub enum Error {
     ServiceAccountKey(#[from] crate::auth::serviceaccount::jwt::JwtError),
     #[error("creating the bootstrap objects: {0}")]
     Bootstrap(String),
+    #[error("{0}")]
+    Audit(#[from] crate::audit::Error),
+    #[error("{0}")]
+    TokenFile(#[from] crate::auth::token_file::TokenFileError),
+    #[error("{0}")]
+    AbacPolicy(#[from] crate::auth::abac::PolicyFileError),
     #[error("reconciling the bootstrap RBAC policy: {0}")]
     RbacBootstrap(#[source] crate::auth::rbac::reconcile::Error),
 }
@@ -107,6 +113,8 @@ pub struct ApiState {
     /// The service-account token signer (TokenRequest, issuer discovery); `None` serves
     /// neither (in-process test servers without a PKI).
     pub service_accounts: Option<Arc<crate::auth::serviceaccount::ServiceAccounts>>,
+    /// `--audit-policy-file` and `--audit-log-path` (`None`: nothing is audited).
+    pub audit: Option<Arc<crate::audit::Auditor>>,
 }
 
 /// The API server's identity towards itself (kube-apiserver's loopback client).
@@ -158,7 +166,10 @@ impl ApiServer {
         let read =
             |path: PathBuf| std::fs::read(&path).map_err(|source| Error::Read { path, source });
         let (cert, key) = pki.apiserver_serving_cert();
-        let tls = http::tls::server_config(&cert, &key, &pki.client_ca_cert())?;
+        let client_ca = pki.client_ca_cert();
+        let mut client_cas = vec![client_ca.as_path()];
+        client_cas.extend(cfg.args.requestheader_client_ca_file.as_deref());
+        let tls = http::tls::server_config_for(&cert, &key, &client_cas)?;
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
             .map_err(|source| Error::Bind {
@@ -217,10 +228,16 @@ impl ApiServer {
             Arc::new(rbac_cache.clone());
         let node_authorizer = crate::auth::node::NodeAuthorizer::new();
         // k3s's `--authorization-mode=Node,RBAC` by default, after system:masters.
+        let abac = match &cfg.args.authorization_policy_file {
+            Some(path) => Some(Arc::new(crate::auth::abac::Abac::load(path)?)
+                as Arc<dyn crate::auth::authz::Authorizer>),
+            None => None,
+        };
         let authz = args::chain(
             &cfg.args.authorization_modes,
             Arc::new(crate::auth::rbac::Rbac::new(policy.clone())),
             Some(Arc::new(node_authorizer.clone())),
+            abac,
         );
         let registry = Registry::new(ds, cfg.service_cidr).with_admission(
             admission::Chain::standard_with(cfg.args.default_tolerations),
@@ -236,14 +253,34 @@ impl ApiServer {
                 registry.clone(),
             )),
         )?);
+        let audit = crate::audit::Auditor::load(&cfg.args.audit)?.map(Arc::new);
+        // The authenticating proxy, client certificates, then the token file
+        // (kube-apiserver's order), bootstrap and service-account tokens.
+        let mut authn = crate::auth::authn::Chain::default();
+        match &cfg.args.requestheader_client_ca_file {
+            // The handshake accepts both CAs: each authenticator checks its own.
+            Some(ca) => {
+                let provider = Arc::new(rustls::crypto::ring::default_provider());
+                authn.push(Arc::new(crate::auth::request_header::RequestHeader {
+                    verifier: http::tls::client_verifier(ca, provider.clone())?,
+                    allowed_names: cfg.args.requestheader_allowed_names.clone(),
+                    headers: cfg.args.requestheader_headers.clone(),
+                }));
+                authn.push(Arc::new(crate::auth::request_header::VerifiedX509 {
+                    verifier: http::tls::client_verifier(&client_ca, provider)?,
+                }));
+            }
+            None => authn.push(Arc::new(crate::auth::authn::X509)),
+        }
+        if let Some(path) = &cfg.args.token_auth_file {
+            authn.push(Arc::new(crate::auth::token_file::TokenFile::load(path)?));
+        }
+        authn.push(Arc::new(
+            crate::auth::bootstrap_token::BootstrapTokens::new(registry.clone()),
+        ));
+        authn.push(Arc::new(service_accounts.tokens.clone()));
         let state = Arc::new(ApiState {
-            authn: crate::auth::authn::Chain::new(vec![
-                Arc::new(crate::auth::authn::X509),
-                Arc::new(crate::auth::bootstrap_token::BootstrapTokens::new(
-                    registry.clone(),
-                )),
-                Arc::new(service_accounts.tokens.clone()),
-            ]),
+            authn,
             registry,
             metrics: metrics::Metrics::default(),
             server_ca_pem: String::from_utf8_lossy(&ca_pem).into_owned(),
@@ -251,6 +288,7 @@ impl ApiServer {
             stop,
             authz,
             service_accounts: Some(service_accounts),
+            audit,
         });
         Ok(ApiServer {
             listener,

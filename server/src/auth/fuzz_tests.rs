@@ -17,9 +17,14 @@ use rustls::server::danger::ClientCertVerifier;
 use serde_json::{json, Map, Value};
 
 use super::authn::{AuthnRequest, Chain, Outcome, X509};
+use super::request_header::{Headers, RequestHeader};
 use super::serviceaccount::authenticator::{unix_now, Kind, Lookup};
 use super::serviceaccount::claims::{self, Binding, BoundToken, ObjectRef};
 use super::serviceaccount::{ServiceAccountTokens, SigningKey};
+use super::token_file::TokenFile;
+
+/// The token file's one token.
+const STATIC_TOKEN: &str = "static-token-0123456789";
 
 #[derive(Debug, Default)]
 struct Objects(HashMap<String, Value>);
@@ -66,10 +71,21 @@ fn fixture() -> &'static Fixture {
                 "spec": {"serviceAccountName": "default"}}),
         );
         let tokens = ServiceAccountTokens::new(key.clone(), Arc::new(objects));
-        let chain = Chain::new(vec![Arc::new(X509), Arc::new(tokens)]);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier =
             crate::apiserver::http::tls::client_verifier(&pki.client_ca_cert(), provider).unwrap();
+        // kube-apiserver's order: the authenticating proxy (its CA is the client CA here, only
+        // `front-proxy` may assert users), certificates, the token file, service accounts.
+        let chain = Chain::new(vec![
+            Arc::new(RequestHeader {
+                verifier: verifier.clone(),
+                allowed_names: vec!["front-proxy".into()],
+                headers: Headers::default(),
+            }),
+            Arc::new(X509),
+            Arc::new(TokenFile::parse(&format!("{STATIC_TOKEN},static,uid-s,grp"), "f").unwrap()),
+            Arc::new(tokens),
+        ]);
         let claims = claims::bound_claims(&BoundToken {
             namespace: "ns".into(),
             service_account: ObjectRef {
@@ -148,6 +164,19 @@ fn only_the_valid_token_and_the_ca_certificate_authenticate() {
     };
     assert_eq!(u.username, "system:admin");
     assert_eq!(authenticate(&HeaderMap::new(), &[]), Outcome::NotApplicable);
+    let Outcome::Authenticated(u) = authenticate(&bearer(STATIC_TOKEN.as_bytes()).unwrap(), &[])
+    else {
+        panic!("the token file's token authenticates")
+    };
+    assert_eq!((u.username.as_str(), u.uid.as_str()), ("static", "uid-s"));
+    // Request headers from a certificate that is not the proxy's are ignored.
+    let mut h = HeaderMap::new();
+    h.insert("x-remote-user", HeaderValue::from_static("mallory"));
+    let Outcome::Authenticated(u) = authenticate(&h, std::slice::from_ref(&fx.admin_cert)) else {
+        panic!("the admin certificate authenticates")
+    };
+    assert_eq!(u.username, "system:admin");
+    assert_eq!(authenticate(&h, &[]), Outcome::NotApplicable);
 }
 
 type Edit = Box<dyn Fn(&mut Map<String, Value>)>;
@@ -337,7 +366,7 @@ proptest! {
     #[test]
     fn random_headers_never_authenticate(
         headers in prop::collection::vec(
-            ("[a-zA-Z-]{1,20}|authorization", prop::collection::vec(any::<u8>(), 0..512)),
+            ("[a-zA-Z-]{1,20}|authorization|x-remote-user|x-remote-group|x-remote-extra-[a-z]{1,5}", prop::collection::vec(any::<u8>(), 0..512)),
             0..8,
         ),
         huge in any::<bool>(),

@@ -164,10 +164,11 @@ pub fn impersonated(r: &Requested) -> UserInfo {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+    /// A header map of `pairs` (repeats appended).
+    pub(crate) fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
             h.append(

@@ -8,6 +8,7 @@
 //! - Only the paths in [`PUBLIC_PATHS`] are served to unauthenticated clients.
 //! - An authorizer chain with no `Allow` denies (403 with kube-apiserver's message).
 
+pub mod abac;
 pub mod access_review;
 pub mod attributes;
 pub mod authn;
@@ -17,8 +18,10 @@ pub mod impersonation;
 pub mod node;
 pub mod node_restriction;
 pub mod rbac;
+pub mod request_header;
 pub mod reviews;
 pub mod serviceaccount;
+pub mod token_file;
 pub mod user;
 
 pub use attributes::Attributes;

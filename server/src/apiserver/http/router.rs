@@ -11,7 +11,7 @@ use axum::routing::get;
 use axum::Router;
 
 use super::tls::PeerCertificates;
-use super::{encryption, handlers};
+use super::{audit, encryption, handlers};
 use crate::apiserver::metrics::RequestLabels;
 use crate::apiserver::status::ApiError;
 use crate::apiserver::{health, openapi, version, ApiState};
@@ -47,12 +47,14 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .with_state(st)
 }
 
-/// Authentication, then authorization, before any handler. In-process clients carry their
-/// identity ([`InProcessUser`]); network clients are authenticated by the chain. Public paths
-/// are served to anyone; everything else needs an identity (401) and an `Allow` (403).
-async fn authenticate(State(st): State<Arc<ApiState>>, mut req: Request, next: Next) -> Response {
+/// Authentication, then auditing, then authorization, before any handler. In-process
+/// clients carry their identity ([`InProcessUser`]); network clients are authenticated by the
+/// chain. Public paths are served to anyone; everything else needs an identity (401) and an
+/// `Allow` (403).
+async fn authenticate(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let public = auth::is_public(&path);
+    let in_process = req.extensions().get::<InProcessUser>().is_some();
     let user = match req.extensions().get::<InProcessUser>() {
         Some(InProcessUser(u)) => Some(u.clone()),
         None => {
@@ -79,13 +81,46 @@ async fn authenticate(State(st): State<Arc<ApiState>>, mut req: Request, next: N
     let user = match user {
         Some(u) => u,
         None if public => Arc::new(UserInfo::anonymous()),
-        None => return ApiError::unauthorized().into_response(),
+        None => {
+            let resp = ApiError::unauthorized().into_response();
+            if let Some(auditor) = &st.audit {
+                audit::unauthenticated(auditor, &req, &resp);
+            }
+            return resp;
+        }
     };
-    let user = if public || req.extensions().get::<InProcessUser>().is_some() {
+    let Some(auditor) = &st.audit else {
+        return authorize_and_run(&st, user, public || in_process, req, next, None).await;
+    };
+    let mut audit = audit::begin(auditor, &req, user.clone());
+    let resp = authorize_and_run(&st, user, public || in_process, req, next, audit.as_mut()).await;
+    match audit {
+        Some(a) => a.finish(resp).await,
+        None => resp,
+    }
+}
+
+/// Impersonation (unless `trusted`), authorization (unless public), then the handler.
+async fn authorize_and_run(
+    st: &ApiState,
+    user: Arc<UserInfo>,
+    trusted: bool,
+    mut req: Request,
+    next: Next,
+    mut audit: Option<&mut audit::Audit>,
+) -> Response {
+    let path = req.uri().path().to_string();
+    let public = auth::is_public(&path);
+    let user = if trusted {
         user
     } else {
-        match impersonate(&st, user, req.headers()).await {
-            Ok(u) => u,
+        match impersonate(st, user, req.headers()).await {
+            Ok((u, impersonated)) => {
+                if let (Some(a), true) = (audit.as_deref_mut(), impersonated) {
+                    a.impersonated(&u);
+                }
+                u
+            }
             Err(e) => return e.into_response(),
         }
     };
@@ -97,22 +132,38 @@ async fn authenticate(State(st): State<Arc<ApiState>>, mut req: Request, next: N
             req.uri().query(),
         );
         if let Decision::Deny(reason) = st.authz.authorize(&attrs).await {
+            if let Some(a) = audit {
+                a.annotate(DECISION_ANNOTATION, "forbid");
+                a.annotate(REASON_ANNOTATION, reason.clone());
+            }
             return ApiError::forbidden_request(&attrs, &reason).into_response();
         }
+        if let Some(a) = audit.as_deref_mut() {
+            a.annotate(DECISION_ANNOTATION, "allow");
+            a.annotate(REASON_ANNOTATION, "");
+        }
+    }
+    if let Some(a) = audit {
+        req = a.capture_request(req).await;
     }
     req.extensions_mut().insert(user);
     next.run(req).await
 }
 
+/// The audit annotations of the authorization decision (kube-apiserver's keys).
+const DECISION_ANNOTATION: &str = "authorization.k8s.io/decision";
+const REASON_ANNOTATION: &str = "authorization.k8s.io/reason";
+
 /// The identity the request runs as once its impersonation headers (if any) are allowed:
 /// each requested attribute needs the `impersonate` verb on it (403 otherwise).
+/// The flag says whether the request impersonates.
 async fn impersonate(
     st: &ApiState,
     user: Arc<UserInfo>,
     headers: &axum::http::HeaderMap,
-) -> Result<Arc<UserInfo>, ApiError> {
+) -> Result<(Arc<UserInfo>, bool), ApiError> {
     let requested = match impersonation::requested(headers) {
-        Ok(None) => return Ok(user),
+        Ok(None) => return Ok((user, false)),
         Ok(Some(r)) => r,
         Err(msg) => return Err(ApiError::bad_request(msg)),
     };
@@ -121,7 +172,7 @@ async fn impersonate(
             return Err(ApiError::forbidden_request(&a, &reason));
         }
     }
-    Ok(Arc::new(impersonation::impersonated(&requested)))
+    Ok((Arc::new(impersonation::impersonated(&requested)), true))
 }
 
 /// The [warnings](crate::apiserver::warning) the handler added, as `Warning` headers.

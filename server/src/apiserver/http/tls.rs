@@ -23,6 +23,10 @@ const HTTP2_MAX_STREAMS: u32 = 1000;
 #[derive(Debug, Clone, Default)]
 pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
 
+/// The connection's remote address.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub std::net::SocketAddr);
+
 /// TLS setup failures.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -54,8 +58,18 @@ pub fn server_config(
     key: &Path,
     client_ca: &Path,
 ) -> Result<rustls::ServerConfig, TlsError> {
+    server_config_for(cert, key, &[client_ca])
+}
+
+/// [`server_config`] accepting client certificates from any of `client_cas` (the client CA
+/// and the request-header CA; the authenticators tell them apart).
+pub fn server_config_for(
+    cert: &Path,
+    key: &Path,
+    client_cas: &[&Path],
+) -> Result<rustls::ServerConfig, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = client_verifier(client_ca, provider.clone())?;
+    let verifier = client_verifier_for(client_cas, provider.clone())?;
     let key = PrivateKeyDer::from_pem_file(key).map_err(|source| TlsError::Pem {
         path: key.display().to_string(),
         source,
@@ -76,11 +90,21 @@ pub fn client_verifier(
     client_ca: &Path,
     provider: Arc<rustls::crypto::CryptoProvider>,
 ) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    client_verifier_for(&[client_ca], provider)
+}
+
+/// [`client_verifier`] for certificates of any of `cas`.
+pub fn client_verifier_for(
+    cas: &[&Path],
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
     let mut roots = rustls::RootCertStore::empty();
-    for ca in certs(client_ca)? {
-        roots
-            .add(ca)
-            .map_err(|e| TlsError::Config(format!("client CA: {e}")))?;
+    for path in cas {
+        for ca in certs(path)? {
+            roots
+                .add(ca)
+                .map_err(|e| TlsError::Config(format!("client CA {}: {e}", path.display())))?;
+        }
     }
     rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
         .allow_unauthenticated()
@@ -138,6 +162,7 @@ pub async fn serve(
             let service = hyper::service::service_fn(
                 move |mut req: hyper::Request<hyper::body::Incoming>| {
                     req.extensions_mut().insert(chain.clone());
+                    req.extensions_mut().insert(PeerAddr(peer));
                     app.clone().oneshot(req.map(axum::body::Body::new))
                 },
             );
