@@ -7,13 +7,16 @@
 //! - [`sync`]: one pod's sync — observe ([`observe`]), plan, carry out through CRI
 //!   ([`cri_config`]), set up volumes ([`volumes`]), write the status ([`api`]).
 //!
-//! Not done here: probes (readiness follows the containers running), the kubelet API,
-//! events, pod admission (resources, host ports) and eviction.
+//! - probes ([`crate::kubelet::prober`]) and Events ([`crate::kubelet::events`], [`record`]).
+//!
+//! Not done here: the kubelet API, pod admission (resources, host ports) and eviction.
 
 pub mod api;
 pub mod cgroups;
 pub mod cri_config;
+pub mod hooks;
 pub mod observe;
+mod record;
 mod start;
 pub mod sync;
 pub mod volumes;
@@ -73,10 +76,17 @@ pub async fn run(
 ) {
     let kube = client.borrow().clone();
     let changed = Arc::new(Notify::new());
+    let (events, event_rx) = crate::kubelet::events::Recorder::channel();
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(crate::kubelet::events::run(
+        client.clone(),
+        event_rx,
+        node_name.clone(),
+        stop.clone(),
+    ));
     let (pods, pod_writer) = reflector::store::<Pod>();
     let (services, service_writer) = reflector::store::<Service>();
     let fields = format!("spec.nodeName={node_name}");
-    let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(drive(
         Api::<Pod>::all(kube.clone()),
         watcher::Config::default().fields(&fields),
@@ -97,7 +107,11 @@ pub async fn run(
         r = ready.wait_until_ready() => if r.is_err() { return },
     }
     tracing::info!(node = %node_name, "pod executor started");
+    let probes =
+        crate::kubelet::prober::Manager::new(runtime.clone(), events.clone(), changed.clone());
     let exec = Arc::new(Executor {
+        probes: Arc::new(probes),
+        events,
         runtime,
         images,
         api: Arc::new(api::KubeApi { client }),

@@ -1,10 +1,9 @@
 //! Starting one container (upstream's `startContainer`): the objects its environment names,
 //! its environment and CRI config, its volumes and mounts, then CRI `CreateContainer` and
-//! `StartContainer`; and the exec lifecycle hooks.
+//! `StartContainer`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
 
@@ -116,34 +115,5 @@ impl Executor {
             allocatable: &self.node.allocatable,
         };
         volumes::set_up(&*self.api, &self.node.pods_dir, pod, facts).await
-    }
-
-    /// Runs a lifecycle hook's exec action in a container; `Err` with the reason it failed.
-    pub(super) async fn run_hook(
-        &self,
-        container_id: &str,
-        handler: Option<&k8s_openapi::api::core::v1::LifecycleHandler>,
-        timeout: Duration,
-    ) -> Result<(), String> {
-        let Some(h) = handler else { return Ok(()) };
-        let Some(exec) = &h.exec else {
-            tracing::warn!("only exec lifecycle hooks are run; httpGet/sleep are skipped");
-            return Ok(());
-        };
-        let cmd = exec.command.clone().unwrap_or_default();
-        let secs = timeout.as_secs().max(1) as i64;
-        match self
-            .runtime
-            .exec_sync(container_id.to_string(), cmd, secs)
-            .await
-        {
-            Ok(r) if r.exit_code == 0 => Ok(()),
-            Ok(r) => Err(format!(
-                "command exited with {}: {}",
-                r.exit_code,
-                String::from_utf8_lossy(&r.stdout)
-            )),
-            Err(e) => Err(e.to_string()),
-        }
     }
 }

@@ -24,8 +24,8 @@ use crate::kubelet::plan::spec::{
 };
 use crate::kubelet::plan::{
     compute_pod_actions, garbage, image_backoff_key, pod_status, sandbox_spec, terminated_status,
-    Action, Allocatable, Backoffs, NodeDns, ObservedPod, ProbeResults, Reasons, SandboxState,
-    StatusInputs, Waiting,
+    Action, Allocatable, Backoffs, NodeDns, ObservedPod, Reasons, SandboxState, StatusInputs,
+    Waiting,
 };
 
 /// What the executor knows of its node.
@@ -53,6 +53,10 @@ pub struct Executor {
     pub backoffs: Mutex<Backoffs>,
     /// The Services the node knows (for the service environment variables).
     pub services: Box<dyn Fn() -> Vec<Service> + Send + Sync>,
+    /// The probe workers and their results.
+    pub probes: Arc<crate::kubelet::prober::Manager>,
+    /// Where the kubelet's Events go.
+    pub events: crate::kubelet::events::Recorder,
 }
 
 /// What a pod's worker keeps between syncs.
@@ -134,7 +138,7 @@ impl Executor {
     /// Syncs `pod` once.
     pub async fn sync_pod(&self, pod: &Pod, state: &mut PodState) -> Result<Synced, StepError> {
         let pod_uid = uid(pod).to_string();
-        let probes = ProbeResults::default();
+        let probes = self.probes.results();
         let observed = observe(&*self.runtime, &*self.images, &pod_uid, Some(pod))
             .await
             .map_err(|e| e.to_string())?;
@@ -150,6 +154,7 @@ impl Executor {
         let mut deleted = false;
         let mut volumes_ready = false;
         let mut mount_failed = false;
+        let mut pulled: BTreeSet<String> = BTreeSet::new();
         for action in &plan.actions {
             match action {
                 Action::RunPreStop { id, name, timeout } => {
@@ -158,8 +163,11 @@ impl Executor {
                         .or_else(|| find_container(pod, name, true))
                         .and_then(|c| c.lifecycle.as_ref())
                         .and_then(|l| l.pre_stop.as_ref());
-                    if let Err(e) = self.run_hook(id, handler, *timeout).await {
+                    let ip = pod_ip(pod, sandbox.as_ref());
+                    if let Err(e) = self.hook(pod, name, id, &ip, handler, *timeout).await {
                         tracing::warn!(pod = %pod_uid, container = %name, "preStop hook: {e}");
+                        // Upstream keeps the message out of the event (it may hold secrets).
+                        self.warn(pod, name, "FailedPreStopHook", "PreStopHook failed".into());
                     }
                     pre_stop_took.insert(id.clone(), started.elapsed());
                 }
@@ -173,6 +181,7 @@ impl Executor {
                     let took = pre_stop_took.get(id).copied().unwrap_or_default();
                     let timeout = stop_timeout(*grace, took);
                     tracing::info!(pod = %pod_uid, container = %name, "Killing: {message}");
+                    self.killing(pod, name, message);
                     if let Err(e) = self.runtime.stop_container(id.clone(), timeout).await {
                         if !e.is_not_found() {
                             return Err(format!("stopping container {name}: {e}"));
@@ -188,6 +197,7 @@ impl Executor {
                     }
                 }
                 Action::CreateSandbox { attempt } => {
+                    self.sandbox_changed(pod, *attempt);
                     let config = self.sandbox_config_for(pod, *attempt);
                     if let Err(e) = std::fs::create_dir_all(&config.log_directory) {
                         tracing::warn!("creating {}: {e}", config.log_directory);
@@ -196,7 +206,7 @@ impl Executor {
                         .runtime
                         .run_pod_sandbox(config.clone(), String::new())
                         .await
-                        .map_err(|e| format!("creating the pod sandbox: {e}"))?;
+                        .map_err(|e| self.sandbox_failed(pod, e))?;
                     let status = self
                         .runtime
                         .pod_sandbox_status(id.clone(), false)
@@ -220,7 +230,11 @@ impl Executor {
                         ..Default::default()
                     };
                     let sandbox_config = sandbox.as_ref().map(|s| s.config.clone());
-                    if let Err(e) = self.images.pull_image(spec, None, sandbox_config).await {
+                    pulled.insert(container.clone());
+                    let pulling = self.pulling(pod, container, image);
+                    let result = self.images.pull_image(spec, None, sandbox_config).await;
+                    self.pull_done(pod, container, image, pulling, &result);
+                    if let Err(e) = result {
                         let mut backoffs = self.backoffs.lock().unwrap_or_else(|e| e.into_inner());
                         let key = image_backoff_key(pod, image);
                         backoffs.image_pull.next(&key, now, now);
@@ -258,6 +272,7 @@ impl Executor {
                             "the pod has no ready sandbox",
                         )),
                     };
+                    self.started(pod, c, pulled.contains(name), &result);
                     match result {
                         Ok(()) => {
                             state.reasons.remove(name);
@@ -288,8 +303,17 @@ impl Executor {
                         .or_else(|| find_container(pod, name, true))
                         .and_then(|c| c.lifecycle.as_ref())
                         .and_then(|l| l.post_start.as_ref());
-                    if let Err(e) = self.run_hook(&id, handler, Duration::from_secs(30)).await {
+                    let ip = pod_ip(pod, sandbox.as_ref());
+                    let timeout = Duration::from_secs(30);
+                    if let Err(e) = self.hook(pod, name, &id, &ip, handler, timeout).await {
                         tracing::warn!(pod = %pod_uid, container = %name, "FailedPostStartHook: {e}");
+                        self.warn(
+                            pod,
+                            name,
+                            "FailedPostStartHook",
+                            "PostStartHook failed".into(),
+                        );
+                        self.killing(pod, name, "FailedPostStartHook");
                         let grace = crate::kubelet::plan::spec::deletion_grace(pod);
                         let _ = self
                             .runtime
@@ -327,9 +351,11 @@ impl Executor {
             }
         }
         for (name, w) in &plan.waiting {
+            self.waiting(pod, name, w);
             state.reasons.insert(name.clone(), w.clone());
         }
         if deleted {
+            self.probes.remove_pod(&pod_uid);
             volumes::remove_pod_dir(&self.node.pods_dir, &pod_uid);
             remove_pod_logs(&self.node.pod_logs_dir, &pod_uid);
             cgroups::remove_pod_cgroups(&self.node.cgroup_root, &pod_uid);
@@ -373,6 +399,7 @@ impl Executor {
             reasons: &state.reasons,
         };
         let status = pod_status(inputs, &self.node.host_ips, Timestamp::now());
+        self.probes.update(pod, &status);
         // The informer's copy may lag behind what was written: neither needs a write.
         let written = state
             .written
@@ -396,6 +423,7 @@ impl Executor {
     /// here): stops and removes its containers and sandboxes, then its volumes and logs.
     /// `true` when nothing is left.
     pub async fn clean_up(&self, pod_uid: &str) -> Result<bool, StepError> {
+        self.probes.remove_pod(pod_uid);
         let observed = observe(&*self.runtime, &*self.images, pod_uid, None)
             .await
             .map_err(|e| e.to_string())?;
@@ -427,6 +455,14 @@ impl Executor {
         }
         Ok(gone)
     }
+}
+
+/// The pod's IP: the sandbox's, else the status's (the default host of httpGet hooks).
+fn pod_ip(pod: &Pod, sandbox: Option<&Sandbox>) -> String {
+    sandbox
+        .and_then(|s| s.ips.first().cloned())
+        .or_else(|| pod.status.as_ref().and_then(|s| s.pod_ip.clone()))
+        .unwrap_or_default()
 }
 
 /// Removes a gone pod's log directory (`<pod logs dir>/<namespace>_<name>_<uid>`).

@@ -122,6 +122,12 @@ pub async fn run(
             }
         };
         workers.retain(|_, w| !w.task.is_finished());
+        // A probe result changed: that pod syncs now.
+        for uid in exec.probes.take_woken() {
+            if let Some(w) = workers.get(&uid) {
+                w.wake.notify_one();
+            }
+        }
         let uids: std::collections::BTreeSet<&String> =
             current.keys().chain(runtime.keys()).collect();
         for uid in uids {

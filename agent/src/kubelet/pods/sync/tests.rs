@@ -72,6 +72,7 @@ struct Setup {
     runtime: Arc<FakeRuntime>,
     api: Arc<FakeApi>,
     exec: Executor,
+    events: tokio::sync::mpsc::UnboundedReceiver<crate::kubelet::events::PodEvent>,
     _dir: tempfile::TempDir,
 }
 
@@ -80,7 +81,12 @@ fn setup_with(api: FakeApi) -> Setup {
     runtime.add_image("busybox:1.35");
     let api = Arc::new(api);
     let dir = tempfile::tempdir().unwrap();
+    let (events, rx) = crate::kubelet::events::Recorder::channel();
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let probes = crate::kubelet::prober::Manager::new(runtime.clone(), events.clone(), changed);
     let exec = Executor {
+        probes: Arc::new(probes),
+        events,
         runtime: runtime.clone(),
         images: runtime.clone(),
         api: api.clone(),
@@ -105,6 +111,7 @@ fn setup_with(api: FakeApi) -> Setup {
         runtime,
         api,
         exec,
+        events: rx,
         _dir: dir,
     }
 }
@@ -464,4 +471,112 @@ fn stop_timeouts() {
     assert_eq!(stop_timeout(s(30), s(29)), 2);
     assert_eq!(stop_timeout(s(1), s(5)), 1);
     assert_eq!(stop_timeout(s(0), s(0)), 0);
+}
+
+/// The events recorded so far: `(reason, fieldPath, message)`.
+fn events(s: &mut Setup) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    while let Ok(e) = s.events.try_recv() {
+        let path = e.regarding.field_path.clone().unwrap_or_default();
+        out.push((e.reason, path, e.message));
+    }
+    out
+}
+
+fn ev(reason: &str, path: &str, message: &str) -> (String, String, String) {
+    (reason.into(), path.into(), message.into())
+}
+
+#[tokio::test]
+async fn events_tell_what_the_kubelet_did() {
+    let mut s = setup();
+    let mut p = pod(json!({"containers": [c("app", json!({}))]}));
+    let mut state = PodState::default();
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    let app = "spec.containers{app}";
+    assert_eq!(
+        events(&mut s),
+        vec![
+            ev(
+                "Pulled",
+                app,
+                "Container image \"busybox:1.35\" already present on machine"
+            ),
+            ev("Created", app, "Created container: app"),
+            ev("Started", app, "Started container app"),
+        ]
+    );
+    apply_status(&mut p, &s.api.take());
+    let first = container_ids(&s.runtime)[0].clone();
+    s.runtime.exit_container(&first, 1);
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    apply_status(&mut p, &s.api.take());
+    events(&mut s);
+    s.runtime.exit_container(&container_ids(&s.runtime)[1], 1);
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    assert_eq!(
+        events(&mut s),
+        vec![ev(
+            "BackOff",
+            app,
+            "Back-off restarting failed container app in pod web_default(u1)"
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_failing_liveness_probe_wakes_the_pod_and_restarts_the_container() {
+    let mut s = setup();
+    s.runtime.set_exec_reply(crate::cri::pb::ExecSyncResponse {
+        stdout: b"not healthy\n".to_vec(),
+        stderr: vec![],
+        exit_code: 1,
+    });
+    let probe = json!({"livenessProbe": {"exec": {"command": ["check"]},
+        "periodSeconds": 1, "failureThreshold": 2}});
+    let mut p = pod(json!({"containers": [c("app", probe)]}));
+    let mut state = PodState::default();
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    apply_status(&mut p, &s.api.take());
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    let first = container_ids(&s.runtime)[0].clone();
+    events(&mut s);
+    // Two failures in a row (1 s apart) store the failure and wake the pod.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !s.exec.probes.take_woken().contains("u1") {
+        assert!(std::time::Instant::now() < deadline, "no probe result");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let unhealthy = ev(
+        "Unhealthy",
+        "spec.containers{app}",
+        "Liveness probe failed: not healthy\n",
+    );
+    assert_eq!(events(&mut s), vec![unhealthy.clone(), unhealthy]);
+    assert_eq!(
+        s.exec.probes.results().liveness.get(&first),
+        Some(&crate::kubelet::plan::ProbeResult::Failure)
+    );
+    s.runtime.clear_calls();
+    s.exec.sync_pod(&p, &mut state).await.unwrap();
+    let calls: Vec<Call> = mutations(s.runtime.calls())
+        .into_iter()
+        .filter(|c| !matches!(c, Call::ExecSync { .. }))
+        .collect();
+    assert!(
+        matches!(&calls[0], Call::StopContainer { container_id, .. } if *container_id == first),
+        "{calls:?}"
+    );
+    assert!(
+        matches!(&calls[1], Call::CreateContainer { name, .. } if name == "app"),
+        "{calls:?}"
+    );
+    let killing = events(&mut s)
+        .into_iter()
+        .find(|e| e.0 == "Killing")
+        .unwrap();
+    assert_eq!(
+        killing.2,
+        "Container app failed liveness probe, will be restarted"
+    );
 }
