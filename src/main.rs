@@ -334,6 +334,18 @@ struct ServerArgs {
     /// binds them).
     #[arg(long, env = "K3RS_DISABLE_SCHEDULER")]
     disable_scheduler: bool,
+    /// Do not deploy these packaged components (k3s's flag; today: local-storage, the
+    /// local-path provisioner and its default StorageClass `local-path`). Repeatable.
+    #[arg(
+        long = "disable",
+        value_name = "COMPONENT",
+        value_delimiter = ',',
+        env = "K3RS_DISABLE"
+    )]
+    disable: Vec<String>,
+    /// Where the local-path provisioner creates volumes (default <data-dir>/storage).
+    #[arg(long, env = "K3RS_DEFAULT_LOCAL_STORAGE_PATH")]
+    default_local_storage_path: Option<PathBuf>,
     /// Encrypt Secrets at rest (AES-GCM; keys in <data-dir>/server/cred/encryption-config.json).
     #[arg(long, env = "K3RS_SECRETS_ENCRYPTION")]
     secrets_encryption: bool,
@@ -430,11 +442,17 @@ async fn main() -> anyhow::Result<()> {
             let controller_args = std::iter::once(format!("cluster-cidr={}", args.cluster_cidr))
                 .chain(args.kube_controller_manager_arg.iter().cloned())
                 .collect::<Vec<_>>();
-            let controller_args = k3rs_server::controllers::Args::parse(&controller_args)
+            let mut controller_args = k3rs_server::controllers::Args::parse(&controller_args)
                 .unwrap_or_else(|e| {
                     Cli::command()
                         .error(clap::error::ErrorKind::InvalidValue, e)
                         .exit()
+                });
+            controller_args.local_storage = (!args.disable.iter().any(|d| d == "local-storage"))
+                .then(|| {
+                    args.default_local_storage_path
+                        .clone()
+                        .unwrap_or_else(|| args.data_dir.join("storage"))
                 });
             let apiserver_args = k3rs_server::apiserver::args::Args::parse(
                 &args.kube_apiserver_arg,

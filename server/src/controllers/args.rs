@@ -16,6 +16,9 @@ pub struct Args {
     /// `node-monitor-grace-period`: how long a node may go without a heartbeat before it is
     /// Unknown (upstream's 40s).
     pub node_monitor_grace_period: Duration,
+    /// Where the built-in local-path provisioner puts volumes (k3s's
+    /// `--default-local-storage-path`); `None` when it is off (`--disable local-storage`).
+    pub local_storage: Option<std::path::PathBuf>,
 }
 
 impl Default for Args {
@@ -24,6 +27,7 @@ impl Default for Args {
             controllers: Selection::default(),
             cluster_cidr: "10.42.0.0/16".parse().expect("a CIDR"),
             node_monitor_grace_period: Duration::from_secs(40),
+            local_storage: None,
         }
     }
 }

@@ -35,6 +35,7 @@ pub mod servicelb;
 pub mod statefulset;
 pub mod taint_eviction;
 pub mod ttl_after_finished;
+pub mod volume;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -194,6 +195,34 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: servicelb::CONTROLLER,
         name: servicelb::NAME,
         start: |cx| servicelb::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: volume::binder_shell::CONTROLLER,
+        name: volume::binder_shell::NAME,
+        start: |cx| volume::binder_shell::run(cx).boxed(),
+    },
+    Descriptor {
+        controller: volume::protection::PVC_CONTROLLER,
+        name: volume::protection::PVC_NAME,
+        start: |cx| volume::protection::run_claims(cx).boxed(),
+    },
+    Descriptor {
+        controller: volume::protection::PV_CONTROLLER,
+        name: volume::protection::PV_NAME,
+        start: |cx| volume::protection::run_volumes(cx).boxed(),
+    },
+    Descriptor {
+        controller: volume::local_path_shell::CONTROLLER,
+        name: volume::local_path_shell::NAME,
+        start: |cx| {
+            async move {
+                match cx.args.local_storage.clone() {
+                    Some(base) => volume::local_path_shell::run(cx, base).await,
+                    None => cx.stop.cancelled().await,
+                }
+            }
+            .boxed()
+        },
     },
 ];
 

@@ -18,6 +18,8 @@ pub struct FitError {
     pub num_nodes: usize,
     /// (node, rejection) for every node, in snapshot order.
     pub rejections: Vec<(String, Rejection)>,
+    /// A PreFilter's rejection of every node (then `rejections` is not counted).
+    pub pre_filter: Option<String>,
     /// Preemption's explanation, without the `preemption: ` prefix.
     pub post_filter: Option<String>,
 }
@@ -29,11 +31,11 @@ impl FitError {
         if self.num_nodes == 0 && self.post_filter.is_none() {
             return NO_NODES.to_string();
         }
-        let mut msg = format!(
-            "0/{} nodes are available:{}",
-            self.num_nodes,
-            histogram(self.rejections.iter().map(|(_, r)| r))
-        );
+        let reasons = match &self.pre_filter {
+            Some(p) => format!(" {p}."),
+            None => histogram(self.rejections.iter().map(|(_, r)| r)),
+        };
+        let mut msg = format!("0/{} nodes are available:{reasons}", self.num_nodes);
         if let Some(p) = &self.post_filter {
             msg.push_str(&format!(" preemption: {p}."));
         }
@@ -120,6 +122,7 @@ pub fn schedule_from(
         let err = FitError {
             num_nodes: n,
             rejections,
+            pre_filter: None,
             post_filter: None,
         };
         return (Err(err), processed);
@@ -230,6 +233,23 @@ mod tests {
         // examined wins.
         let (got, processed) = schedule_from(&pod("100m"), &s, 150);
         assert_eq!((got, processed), (Ok("n150".to_string()), 100));
+    }
+
+    #[test]
+    fn pre_filter_rejection_replaces_the_node_counts() {
+        let err = FitError {
+            num_nodes: 2,
+            rejections: Vec::new(),
+            pre_filter: Some("persistentvolumeclaim \"data\" not found".into()),
+            post_filter: Some(
+                "0/2 nodes are available: 2 Preemption is not helpful for scheduling".into(),
+            ),
+        };
+        assert_eq!(
+            err.message(),
+            "0/2 nodes are available: persistentvolumeclaim \"data\" not found. preemption: \
+             0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        );
     }
 
     #[test]

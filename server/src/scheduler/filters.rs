@@ -1,6 +1,7 @@
 //! The per-node filters of upstream's default profile that look at one node only, in its
 //! order: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity (with `nodeSelector`),
-//! NodePorts, NodeResourcesFit, VolumeRestrictions (disk conflicts). Each failure carries
+//! NodePorts, NodeResourcesFit, VolumeRestrictions (disk conflicts), VolumeBinding (see
+//! [`super::volume_binding`]). Each failure carries
 //! upstream's reason text, which the `FailedScheduling` message counts.
 
 use std::sync::Arc;
@@ -48,6 +49,9 @@ pub struct PodInfo {
     pub requests: Resources,
     pub non_zero_requests: Resources,
     pub ports: Vec<HostPort>,
+    /// The pod's claims and volumes as VolumeBinding's PreFilter found them (none until the
+    /// shell sets them).
+    pub volumes: Arc<super::volume_binding::PodVolumes>,
 }
 
 impl PodInfo {
@@ -56,6 +60,7 @@ impl PodInfo {
             requests: pod_requests(&pod, Counting::Requested),
             non_zero_requests: pod_requests(&pod, Counting::NonZero),
             ports: host_ports(&pod),
+            volumes: Arc::default(),
             pod,
         }
     }
@@ -81,7 +86,8 @@ pub fn run(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
     node_affinity(pod, node)?;
     node_ports(pod, node)?;
     node_resources_fit(pod, node)?;
-    volume_restrictions(pod, node)
+    volume_restrictions(pod, node)?;
+    super::volume_binding::filter(&pod.volumes, node)
 }
 
 /// A cordoned node takes only pods tolerating `node.kubernetes.io/unschedulable:NoSchedule`.

@@ -21,6 +21,7 @@ pub mod selectors;
 pub mod shell;
 pub mod snapshot;
 pub mod topology_spread;
+pub mod volume_binding;
 
 /// The `spec.schedulerName` this scheduler serves (and the Events' source).
 pub const SCHEDULER_NAME: &str = "default-scheduler";

@@ -40,6 +40,29 @@ pub async fn bind(client: &kube::Client, pod: &Pod, node: &str) -> kube::Result<
         .map(|_| ())
 }
 
+/// VolumeBinding's PreBind: annotates each `(namespace, name)` claim with
+/// `volume.kubernetes.io/selected-node: <node>` (a merge patch), for the binder and the
+/// provisioner.
+pub async fn select_node(
+    client: &kube::Client,
+    claims: &[(String, String)],
+    node: &str,
+) -> kube::Result<()> {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let key = crate::controllers::volume::ANN_SELECTED_NODE;
+    for (ns, name) in claims {
+        let api: kube::Api<PersistentVolumeClaim> = kube::Api::namespaced(client.clone(), ns);
+        let patch = json!({"metadata": {"annotations": {key: node}}});
+        api.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Records an Event on `pod` from `default-scheduler`.
 pub async fn event(
     client: &kube::Client,

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 use tokio::sync::mpsc;
@@ -25,6 +27,7 @@ use super::filters::PodInfo;
 use super::preemption;
 use super::queue::SchedulingQueue;
 use super::report;
+use super::volume_binding::{self, PodVolumes, Storage};
 
 /// How often the unschedulable pool is checked for pods waiting 5 minutes.
 const FLUSH_CHECK: Duration = Duration::from_secs(30);
@@ -57,6 +60,60 @@ struct Scheduler {
     last_failure: HashMap<String, (String, Instant)>,
     /// Where the next decision starts filtering (upstream's `nextStartNodeIndex`).
     next_start: usize,
+    /// Claims, volumes and classes, for VolumeBinding.
+    storage: StorageStores,
+}
+
+struct StorageStores {
+    claims: Store<PersistentVolumeClaim>,
+    volumes: Store<PersistentVolume>,
+    classes: Store<StorageClass>,
+}
+
+fn cloned<K: kube::Resource<DynamicType = ()> + Clone>(s: &Store<K>) -> Vec<K> {
+    s.state().iter().map(|o| (**o).clone()).collect()
+}
+
+impl StorageStores {
+    /// VolumeBinding's PreFilter for `pod` (nothing to do for a pod without claims).
+    fn pre_filter(&self, pod: &Pod) -> Result<PodVolumes, String> {
+        if crate::controllers::volume::protection::claims_of(pod).is_empty() {
+            return Ok(PodVolumes::default());
+        }
+        let (claims, volumes, classes) = (
+            cloned(&self.claims),
+            cloned(&self.volumes),
+            cloned(&self.classes),
+        );
+        volume_binding::pre_filter(
+            pod,
+            Storage {
+                claims: &claims,
+                volumes: &volumes,
+                classes: &classes,
+            },
+        )
+    }
+}
+
+/// A cache of every `K`, and a stream that yields once per change (for cluster events).
+fn storage_watch<K>(client: &kube::Client) -> (Store<K>, impl Stream<Item = ()> + Send + 'static)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let events = reflector::reflector(
+        writer,
+        watcher(Api::<K>::all(client.clone()), watcher::Config::default()).default_backoff(),
+    )
+    .map(|_| ());
+    (store, events)
 }
 
 /// Runs the scheduler with `client` (its identity: `system:kube-scheduler`) until `stop`.
@@ -65,8 +122,18 @@ pub async fn run(client: kube::Client, stop: CancellationToken) {
         watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).default_backoff();
     let nodes =
         watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
+    let (claims, e1) = storage_watch::<PersistentVolumeClaim>(&client);
+    let (volumes, e2) = storage_watch::<PersistentVolume>(&client);
+    let (classes, e3) = storage_watch::<StorageClass>(&client);
+    let storage_events = futures::stream::select(futures::stream::select(e1, e2), e3);
+    let mut storage_events = pin!(storage_events);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut s = Scheduler {
+        storage: StorageStores {
+            claims,
+            volumes,
+            classes,
+        },
         client,
         cache: Cache::default(),
         queue: SchedulingQueue::default(),
@@ -106,6 +173,7 @@ pub async fn run(client: kube::Client, stop: CancellationToken) {
             Some(e) = pods.next() => s.on_pod(e),
             Some(e) = nodes.next() => s.on_node(e),
             Some(b) = rx.recv() => s.on_bound(b),
+            Some(()) = storage_events.next() => s.queue.cluster_event(Instant::now()),
             _ = tokio::time::sleep_until(wake) => {}
             _ = flush.tick() => s.queue.flush_unschedulable(Instant::now()),
         }
@@ -224,15 +292,37 @@ impl Scheduler {
             return;
         };
         let snapshot = self.cache.snapshot();
-        let info = PodInfo::new(pod.clone());
-        let (decision, processed) = algorithm::schedule_from(&info, snapshot, self.next_start);
-        self.next_start = (self.next_start + processed) % snapshot.nodes.len().max(1);
+        let mut info = PodInfo::new(pod.clone());
+        let decision = match self.storage.pre_filter(&pod) {
+            Ok(volumes) => {
+                info.volumes = Arc::new(volumes);
+                let (decision, processed) =
+                    algorithm::schedule_from(&info, snapshot, self.next_start);
+                self.next_start = (self.next_start + processed) % snapshot.nodes.len().max(1);
+                decision
+            }
+            Err(why) => {
+                let n = snapshot.nodes.len();
+                Err(algorithm::FitError {
+                    num_nodes: n,
+                    rejections: Vec::new(),
+                    pre_filter: Some(why),
+                    post_filter: (n > 0).then(|| {
+                        format!("0/{n} nodes are available: {n} Preemption is not helpful for scheduling")
+                    }),
+                })
+            }
+        };
         match decision {
             Ok(node) => {
                 self.cache.assume(&key, &node);
                 let (client, tx) = (self.client.clone(), self.bound.clone());
+                let select = info.volumes.to_select();
                 self.tasks.spawn(async move {
-                    let result = report::bind(&client, &pod, &node).await;
+                    let result = match report::select_node(&client, &select, &node).await {
+                        Ok(()) => report::bind(&client, &pod, &node).await,
+                        Err(e) => Err(e),
+                    };
                     let _ = tx.send(Bound {
                         key,
                         pod,
@@ -243,7 +333,7 @@ impl Scheduler {
             }
             Err(mut fit) => {
                 let mut plan = None;
-                if !snapshot.nodes.is_empty() {
+                if !snapshot.nodes.is_empty() && fit.pre_filter.is_none() {
                     match preemption::preempt(&info, snapshot, &fit) {
                         Ok(p) => plan = Some(p),
                         Err(msg) => fit.post_filter = Some(msg),

@@ -7,7 +7,9 @@
 //! changes).
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, PodStatus, Secret, ServiceAccount,
+};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -47,7 +49,17 @@ pub trait PodApi: Send + Sync {
         expiration_seconds: Option<i64>,
         pod: &'a Pod,
     ) -> BoxFuture<'a, Result<String, Error>>;
+    /// A PersistentVolumeClaim and the PersistentVolume it is bound to (each `None` when it
+    /// does not exist or the claim names none).
+    fn claim_and_volume<'a>(&'a self, namespace: &'a str, name: &'a str) -> ClaimAndVolume<'a> {
+        let _ = (namespace, name);
+        Box::pin(async { Ok((None, None)) })
+    }
 }
+
+/// What [`PodApi::claim_and_volume`] returns.
+pub type ClaimAndVolume<'a> =
+    BoxFuture<'a, Result<(Option<PersistentVolumeClaim>, Option<PersistentVolume>), Error>>;
 
 /// The TokenRequest body for a token bound to `pod`.
 pub fn token_request(audience: Option<&str>, expiration_seconds: Option<i64>, pod: &Pod) -> Value {
@@ -125,6 +137,26 @@ impl KubeApi {
 }
 
 impl PodApi for KubeApi {
+    fn claim_and_volume<'a>(&'a self, namespace: &'a str, name: &'a str) -> ClaimAndVolume<'a> {
+        Box::pin(async move {
+            let claim: Option<PersistentVolumeClaim> = self.get_opt(namespace, name).await?;
+            let pv_name = claim
+                .as_ref()
+                .and_then(|c| c.spec.as_ref())
+                .and_then(|s| s.volume_name.clone())
+                .filter(|n| !n.is_empty());
+            let Some(pv_name) = pv_name else {
+                return Ok((claim, None));
+            };
+            let api: Api<PersistentVolume> = Api::all(self.client.borrow().clone());
+            match api.get(&pv_name).await {
+                Ok(v) => Ok((claim, Some(v))),
+                Err(e) if is_not_found(&e) => Ok((claim, None)),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
+
     fn patch_status(
         &self,
         namespace: &str,

@@ -15,6 +15,7 @@
 //! Implement [`Mutating`] and/or [`Validating`] and add it to [`Chain::standard`] at the
 //! position kube-apiserver's recommended plugin order gives it.
 
+pub mod default_storage_class;
 pub mod default_toleration_seconds;
 pub mod limit_ranger;
 pub mod namespace_lifecycle;
@@ -23,6 +24,7 @@ pub mod pod_security;
 pub mod priority;
 pub mod quota;
 pub mod service_account;
+pub mod storage_protection;
 
 use std::sync::Arc;
 
@@ -211,6 +213,8 @@ impl Chain {
                 sa.clone(),
                 priority.clone(),
                 Arc::new(tolerations),
+                Arc::new(default_storage_class::DefaultStorageClass),
+                Arc::new(storage_protection::StorageObjectInUseProtection),
             ],
             validating: vec![
                 limits,
@@ -316,7 +320,9 @@ mod tests {
                 "LimitRanger",
                 "ServiceAccount",
                 "Priority",
-                "DefaultTolerationSeconds"
+                "DefaultTolerationSeconds",
+                "DefaultStorageClass",
+                "StorageObjectInUseProtection"
             ]
         );
         assert_eq!(

@@ -9,10 +9,12 @@
 //! - configMap, secret, downwardAPI, projected (with service-account tokens from the
 //!   TokenRequest API): files from [`files`], written by [`atomic`]; always mounted read-only.
 //!
-//! Anything else (persistent volumes, CSI, …) fails the container with a message naming the
-//! volume.
+//! - persistentVolumeClaim: the bound volume's hostPath/local directory (see [`claims`]).
+//!
+//! Anything else (CSI, …) fails the container with a message naming the volume.
 
 pub mod atomic;
+pub mod claims;
 pub mod files;
 
 use std::collections::BTreeMap;
@@ -38,6 +40,8 @@ fn plugin(v: &Volume) -> Option<&'static str> {
         Some("kubernetes.io~downward-api")
     } else if v.projected.is_some() {
         Some("kubernetes.io~projected")
+    } else if v.persistent_volume_claim.is_some() {
+        Some("kubernetes.io~pvc")
     } else {
         None
     }
@@ -55,8 +59,8 @@ pub fn host_path(pods_dir: &Path, pod_uid: &str, v: &Volume) -> Result<PathBuf, 
     }
     let plugin = plugin(v).ok_or_else(|| {
         format!(
-            "volume {:?}: k3rs supports emptyDir, hostPath, configMap, secret, downwardAPI and \
-             projected volumes",
+            "volume {:?}: k3rs supports emptyDir, hostPath, configMap, secret, downwardAPI, \
+             projected and persistentVolumeClaim volumes",
             v.name
         )
     })?;
@@ -103,7 +107,11 @@ pub fn mounts(pods_dir: &Path, pod: &Pod, c: &Container) -> Result<Vec<Mount>, S
         out.push(Mount {
             container_path: m.mount_path.clone(),
             host_path: path.display().to_string(),
-            readonly: m.read_only.unwrap_or(false) || api_data(v),
+            readonly: m.read_only.unwrap_or(false)
+                || api_data(v)
+                || v.persistent_volume_claim
+                    .as_ref()
+                    .is_some_and(|c| c.read_only == Some(true)),
         });
     }
     Ok(out)
@@ -209,6 +217,14 @@ pub async fn set_up(
         }
         if v.host_path.is_some() {
             host_path_volume(v)?;
+            continue;
+        }
+        if let Some(c) = &v.persistent_volume_claim {
+            let (claim, volume) = api.claim_and_volume(ns, &c.claim_name).await?;
+            let target = claims::resolve(ns, &c.claim_name, claim.as_ref(), volume.as_ref())
+                .map_err(|e| format!("MountVolume.SetUp failed for volume {:?}: {e}", v.name))?;
+            claims::link(&target, &dir)
+                .map_err(|e| format!("MountVolume.SetUp failed for volume {:?}: {e}", v.name))?;
             continue;
         }
         let (mut maps, mut secrets, mut tokens) =
@@ -317,13 +333,16 @@ mod tests {
                     {"name": "work", "emptyDir": {}},
                     {"name": "cfg", "configMap": {"name": "cfg"}},
                     {"name": "host", "hostPath": {"path": "/srv/data"}},
-                    {"name": "claim", "persistentVolumeClaim": {"claimName": "c"}}],
+                    {"name": "claim", "persistentVolumeClaim": {"claimName": "c"}},
+                    {"name": "csi", "csi": {"driver": "d"}}],
                 "containers": [{"name": "app", "image": "i", "volumeMounts": [
                     {"name": "work", "mountPath": "/work", "subPath": "a/b"},
                     {"name": "cfg", "mountPath": "/etc/cfg"},
                     {"name": "host", "mountPath": "/data", "readOnly": true}]},
                     {"name": "bad", "image": "i", "volumeMounts": [
-                    {"name": "claim", "mountPath": "/c"}]},
+                    {"name": "csi", "mountPath": "/c"}]},
+                    {"name": "db", "image": "i", "volumeMounts": [
+                    {"name": "claim", "mountPath": "/var/db"}]},
                     {"name": "missing", "image": "i", "volumeMounts": [
                     {"name": "nope", "mountPath": "/n"}]}]}}))
         .unwrap();
@@ -356,9 +375,20 @@ mod tests {
         assert!(empty.is_dir(), "the subPath is created");
         assert!(mounts(pods, &pod, &cs[1])
             .unwrap_err()
-            .starts_with("volume \"claim\": k3rs supports emptyDir"));
+            .starts_with("volume \"csi\": k3rs supports emptyDir"));
         assert_eq!(
-            mounts(pods, &pod, &cs[2]).unwrap_err(),
+            mounts(pods, &pod, &cs[2]).unwrap(),
+            vec![Mount {
+                container_path: "/var/db".into(),
+                host_path: pods
+                    .join("u1/volumes/kubernetes.io~pvc/claim")
+                    .display()
+                    .to_string(),
+                readonly: false,
+            }]
+        );
+        assert_eq!(
+            mounts(pods, &pod, &cs[3]).unwrap_err(),
             "cannot find volume \"nope\" to mount into container \"missing\""
         );
     }

@@ -177,6 +177,39 @@ fn controller_rules(name: &str) -> Vec<PolicyRule> {
             rule(&["watch"], &[""], &["events"]),
             rule(&["get"], &[""], &["services"]),
         ],
+        "pvc-protection-controller" => vec![
+            rule(
+                &["get", "list", "watch", "update"],
+                &[""],
+                &["persistentvolumeclaims"],
+            ),
+            rule(&["list", "watch", "get"], &[""], &["pods"]),
+        ],
+        "pv-protection-controller" => vec![rule(
+            &["get", "list", "watch", "update"],
+            &[""],
+            &["persistentvolumes"],
+        )],
+        // k3s's local-path provisioner (its ClusterRole local-path-provisioner-role).
+        "local-path-provisioner-service-account" => vec![
+            rule(
+                READ,
+                &[""],
+                &["nodes", "persistentvolumeclaims", "configmaps"],
+            ),
+            rule(
+                &[
+                    "get", "list", "watch", "create", "patch", "update", "delete",
+                ],
+                &[""],
+                &["pods", "persistentvolumes"],
+            ),
+            rule(
+                &["get", "list", "watch", "create"],
+                &["storage.k8s.io"],
+                &["storageclasses"],
+            ),
+        ],
         "service-controller" => vec![
             rule(READ, &[""], &["services"]),
             rule(&["patch", "update"], &[""], &["services/status"]),
@@ -311,8 +344,11 @@ pub const CONTROLLERS: &[&str] = &[
     "job-controller",
     "namespace-controller",
     "node-controller",
+    "local-path-provisioner-service-account",
     "persistent-volume-binder",
     "pod-garbage-collector",
+    "pv-protection-controller",
+    "pvc-protection-controller",
     "replicaset-controller",
     "replication-controller",
     "resourcequota-controller",
