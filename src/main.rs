@@ -55,6 +55,8 @@ enum LogFormat {
     Json,
 }
 
+// Parsed once at start; the size of the server's flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run the control plane (datastore with the etcd v3 API).
