@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use k3rs_agent::dns::{DnsConfig, PORT_LABEL};
+use k3rs_agent::host_gw::HostGwConfig;
 use k3rs_agent::join::JoinToken;
 use k3rs_agent::kubelet::node_status::{machine, node, NodeConfig};
 use k3rs_agent::node_agent::{self, AgentConfig, KubeletArgs};
@@ -34,6 +36,17 @@ pub struct NodeFlags {
     /// Do not run the service proxy (no iptables rules are written).
     #[arg(long, env = "K3RS_DISABLE_KUBE_PROXY")]
     pub disable_kube_proxy: bool,
+    /// Do not answer cluster DNS on this node (the node then serves no `kube-dns` endpoint).
+    #[arg(long, env = "K3RS_DISABLE_CLUSTER_DNS")]
+    pub disable_cluster_dns: bool,
+    /// The port the node's cluster DNS answers on, at each node IP (UDP and TCP).
+    #[arg(long, env = "K3RS_CLUSTER_DNS_PORT", default_value_t = 53)]
+    pub cluster_dns_port: u16,
+    /// How pods reach pods on other nodes: `host-gw` (routes to each node's pod CIDR via its
+    /// InternalIP; the nodes share a layer-2 network) or `none`.
+    #[arg(long, env = "K3RS_FLANNEL_BACKEND", default_value = "host-gw",
+        value_parser = ["host-gw", "none"])]
+    pub flannel_backend: String,
 }
 
 /// Where the node's agent joins, and as what.
@@ -62,7 +75,29 @@ impl NodeFlags {
                 cluster_cidr: Some(join.cluster_cidr),
             })
         });
+        let dns = (!self.disable_cluster_dns).then(|| DnsConfig {
+            listen: node
+                .ips
+                .iter()
+                .map(|ip| std::net::SocketAddr::new(*ip, self.cluster_dns_port))
+                .collect(),
+            cluster_domain: kubelet
+                .cluster_domain
+                .clone()
+                .unwrap_or_else(|| "cluster.local".into()),
+            upstreams: None,
+        });
+        if dns.is_some() {
+            node.labels
+                .insert(PORT_LABEL.to_string(), self.cluster_dns_port.to_string());
+        }
+        let host_gw = (self.flannel_backend == "host-gw").then(|| HostGwConfig {
+            node_name: name.clone(),
+            cluster_cidr: Some(ipnet::IpNet::V4(join.cluster_cidr)),
+        });
         Ok(AgentConfig {
+            dns,
+            host_gw,
             server: join.server,
             token: join.token,
             proxy,

@@ -16,6 +16,10 @@ pub const KUBELET_LABELS: &[&str] = &[
     "topology.kubernetes.io/region",
     "topology.kubernetes.io/zone",
 ];
+/// The label an agent that answers cluster DNS sets on its Node, valued with the port it
+/// answers on; the server's `kube-dns` endpoints are the Ready nodes that carry it.
+pub const CLUSTER_DNS_PORT_LABEL: &str = "k3rs.io/cluster-dns-port";
+
 /// Label domains (and their subdomains) a kubelet may set labels in.
 pub const KUBELET_LABEL_DOMAINS: &[&str] = &["kubelet.kubernetes.io", "node.kubernetes.io"];
 

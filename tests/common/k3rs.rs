@@ -225,11 +225,14 @@ impl K3rs {
             .args(self.extra_args.iter().filter(|a| *a != WITH_AGENT))
             .args(self.api_args())
             .args(["--https-listen-port", &self.https_port.to_string()])
-            .args(["--bind-address", "127.0.0.1"])
             .env_remove("K3RS_DATA_DIR")
             .env_remove("K3RS_ETCD_CLIENT_PORT")
             // Never the machine's /etc/k3rs/config.yaml: only the flags the test gives.
             .env("K3RS_CONFIG_FILE", "/dev/null");
+        // Loopback only, unless the test (in a namespace of its own) asks for another address.
+        if !self.extra_args.iter().any(|a| a == "--bind-address") {
+            cmd.args(["--bind-address", "127.0.0.1"]);
+        }
         if !self.extra_args.iter().any(|a| a == WITH_AGENT) {
             // The embedded agent runs containers and writes iptables rules: only tests in a
             // network namespace of their own ask for it.

@@ -34,6 +34,10 @@ pub struct AgentConfig {
     pub csr_timeout: Duration,
     /// The service proxy's settings; `None`: no proxy.
     pub proxy: Option<crate::proxy::ProxyConfig>,
+    /// The cluster DNS server's settings; `None`: no DNS server.
+    pub dns: Option<crate::dns::DnsConfig>,
+    /// Routes to the other nodes' pod CIDRs; `None`: none (`--flannel-backend=none`).
+    pub host_gw: Option<crate::host_gw::HostGwConfig>,
 }
 
 /// The node's addresses: the given ones, else the default route's.
@@ -86,6 +90,18 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
     if let Some(proxy) = cfg.proxy.clone() {
         let ipt = crate::proxy::iptables::SystemIptables;
         tasks.spawn(crate::proxy::run(latest.clone(), ipt, proxy, stop.clone()));
+    }
+    if let Some(host_gw) = cfg.host_gw.clone() {
+        let routes = crate::host_gw::routes::IpRoute;
+        tasks.spawn(crate::host_gw::run(
+            latest.clone(),
+            routes,
+            host_gw,
+            stop.clone(),
+        ));
+    }
+    if let Some(dns) = cfg.dns.clone() {
+        tasks.spawn(crate::dns::run(latest.clone(), dns, stop.clone()));
     }
     tasks.spawn(node_status::run(
         latest.clone(),

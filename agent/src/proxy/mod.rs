@@ -65,14 +65,18 @@ impl ProxyConfig {
     }
 }
 
-/// Which watch an event came from, and whether it completed a (re)list.
-enum Seen {
+/// Which watch an event came from, and whether it completed a (re)list (also the cluster
+/// DNS's, which watches the same two kinds).
+pub(crate) enum Seen {
     Services { listed: bool },
     Slices { listed: bool },
     Error(String),
 }
 
-fn seen<K>(ev: Result<watcher::Event<K>, watcher::Error>, listed: fn(bool) -> Seen) -> Seen {
+pub(crate) fn seen<K>(
+    ev: Result<watcher::Event<K>, watcher::Error>,
+    listed: fn(bool) -> Seen,
+) -> Seen {
     match ev {
         Ok(watcher::Event::InitDone) => listed(true),
         Ok(_) => listed(false),

@@ -1,5 +1,7 @@
 //! What exists from the first start: the system namespaces, the `kubernetes` service in
-//! `default` (first IP of the service CIDR) and the system priority classes. Idempotent:
+//! `default` (first IP of the service CIDR), the selector-less `kube-dns` service in
+//! `kube-system` (tenth IP, the agents' cluster DNS; its endpoints are kept by
+//! [`crate::controllers::cluster_dns`]) and the system priority classes. Idempotent:
 //! existing objects are left alone. (The RBAC policy is reconciled by
 //! [`crate::auth::rbac::reconcile`].)
 
@@ -52,6 +54,16 @@ pub async fn ensure(reg: &Registry, https_port: u16) -> ApiResult<()> {
         });
         ignore_exists(reg.create(&t, svc, WriteOptions::default()).await)?;
     }
+    let t = Target {
+        resource: services,
+        namespace: Some("kube-system".into()),
+        name: Some("kube-dns".into()),
+        subresource: None,
+    };
+    let dns_ip = super::resources::cluster_ip::cluster_dns_ip(&reg.service_cidr);
+    if let (Some(ip), Err(_)) = (dns_ip, reg.get(&t).await) {
+        ignore_exists(reg.create(&t, kube_dns(ip), WriteOptions::default()).await)?;
+    }
     for pc in scheduling::SYSTEM_PRIORITY_CLASSES {
         ensure_cluster_object(
             reg,
@@ -62,6 +74,22 @@ pub async fn ensure(reg: &Registry, https_port: u16) -> ApiResult<()> {
         .await?;
     }
     Ok(())
+}
+
+/// The `kube-dns` Service at `ip` (CoreDNS's in k3s, without a selector or metrics port).
+fn kube_dns(ip: std::net::IpAddr) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kube-dns", "namespace": "kube-system",
+            "labels": {"k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true",
+                "kubernetes.io/name": "CoreDNS"}},
+        "spec": {"clusterIP": ip.to_string(), "clusterIPs": [ip.to_string()], "type": "ClusterIP",
+            "sessionAffinity": "None",
+            "ports": [
+                {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+            ]},
+    })
 }
 
 /// Creates the cluster-scoped `obj` of `group/v1/plural` unless an object of its name exists.

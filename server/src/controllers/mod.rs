@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod claim;
+pub mod cluster_dns;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
@@ -113,6 +114,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: "endpointslice",
         name: endpointslice::NAME,
         start: |cx| endpointslice::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: cluster_dns::CONTROLLER,
+        name: cluster_dns::NAME,
+        start: |cx| cluster_dns::run(cx.client, cx.stop).boxed(),
     },
     Descriptor {
         controller: "nodeipam",

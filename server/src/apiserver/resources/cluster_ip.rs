@@ -1,6 +1,7 @@
 //! ClusterIP allocation from `--service-cidr`: pure choice of the lowest free address.
 //! The network address, the first address (the `kubernetes` service's) and, for IPv4, the
-//! broadcast address are never handed out by allocation.
+//! broadcast address are never handed out by allocation, nor the tenth address (the
+//! `kube-dns` service's, k3s's `--cluster-dns` 10.43.0.10), which the server takes itself.
 
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -12,9 +13,17 @@ pub fn first_ip(cidr: &IpNet) -> Option<IpAddr> {
     cidr.hosts().next()
 }
 
-/// The lowest free address (after the first) not in `used`.
+/// The cluster DNS address: the tenth host of the CIDR (10.43.0.10 for 10.43.0.0/16).
+pub fn cluster_dns_ip(cidr: &IpNet) -> Option<IpAddr> {
+    cidr.hosts().nth(9)
+}
+
+/// The lowest free address (after the first, other than the cluster DNS one) not in `used`.
 pub fn next_free(cidr: &IpNet, used: &HashSet<IpAddr>) -> Option<IpAddr> {
-    cidr.hosts().skip(1).find(|ip| !used.contains(ip))
+    let dns = cluster_dns_ip(cidr);
+    cidr.hosts()
+        .skip(1)
+        .find(|ip| !used.contains(ip) && Some(*ip) != dns)
 }
 
 #[cfg(test)]
@@ -32,5 +41,17 @@ mod tests {
         let tiny: IpNet = "10.0.0.0/30".parse().unwrap();
         let full: HashSet<IpAddr> = ["10.0.0.2".parse().unwrap()].into();
         assert_eq!(next_free(&tiny, &full), None);
+    }
+
+    #[test]
+    fn the_cluster_dns_address_is_never_allocated() {
+        let cidr: IpNet = "10.43.0.0/16".parse().unwrap();
+        assert_eq!(cluster_dns_ip(&cidr), Some("10.43.0.10".parse().unwrap()));
+        let used: HashSet<IpAddr> = (1..=9)
+            .map(|i| format!("10.43.0.{i}").parse().unwrap())
+            .collect();
+        assert_eq!(next_free(&cidr, &used), Some("10.43.0.11".parse().unwrap()));
+        let tiny: IpNet = "10.0.0.0/30".parse().unwrap();
+        assert_eq!(cluster_dns_ip(&tiny), None);
     }
 }

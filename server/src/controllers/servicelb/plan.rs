@@ -9,7 +9,8 @@ use k8s_openapi::api::core::v1::{Node, Service};
 /// Nodes with this label never serve load balancers (upstream's well-known label).
 pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 
-fn ready(node: &Node) -> bool {
+/// Whether the node's Ready condition is True.
+pub fn ready(node: &Node) -> bool {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())

@@ -90,6 +90,24 @@ fn controller_rules(name: &str) -> Vec<PolicyRule> {
             ),
             rule(&["create"], &[""], &["endpoints/restricted"]),
         ],
+        "cluster-dns-controller" => vec![
+            rule(READ, &[""], &["services", "nodes"]),
+            rule(
+                &[
+                    "get", "list", "watch", "create", "update", "patch", "delete",
+                ],
+                &["discovery.k8s.io"],
+                &["endpointslices"],
+            ),
+            rule(
+                &[
+                    "get", "list", "watch", "create", "update", "patch", "delete",
+                ],
+                &[""],
+                &["endpoints"],
+            ),
+            rule(&["create"], &[""], &["endpoints/restricted"]),
+        ],
         "endpointslice-controller" => vec![
             rule(READ, &[""], &["services", "pods", "nodes"]),
             rule(&["update"], &[""], &["services/finalizers"]),
@@ -332,6 +350,7 @@ fn controller_rules(name: &str) -> Vec<PolicyRule> {
 /// The controllers k3rs runs (or will run) in process.
 pub const CONTROLLERS: &[&str] = &[
     "certificate-controller",
+    "cluster-dns-controller",
     "clusterrole-aggregation-controller",
     "cronjob-controller",
     "daemon-set-controller",

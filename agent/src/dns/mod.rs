@@ -1,0 +1,250 @@
+//! The embedded cluster DNS: what CoreDNS does in k3s (a Deployment behind the `kube-dns`
+//! Service), run by every agent instead of as a pod.
+//!
+//! Design: each agent answers DNS on its node's IPs (port 53 by default, UDP and TCP) and
+//! labels its Node [`PORT_LABEL`]`=<port>`; the server keeps a selector-less `kube-dns`
+//! Service in `kube-system` at `--cluster-dns` (10.43.0.10) whose endpoints are the Ready
+//! nodes carrying that label, so pods reach the nearest answer through the service proxy's
+//! DNAT like any Service, no pod and no image are needed, and a node that is down drops out
+//! of the endpoints with its Ready condition.
+//!
+//! [`index`] turns the watched Services and EndpointSlices into the zone's data,
+//! [`answer`] answers a question from it (pure), [`wire`] speaks the DNS wire format
+//! (hickory-proto), [`upstream`] relays everything outside the zone to the host's resolvers,
+//! and [`run`] is the thin async shell.
+//!
+//! Guarantees:
+//! - Names under the cluster domain are answered only from the index, never forwarded; until
+//!   both watches have listed they fail with SERVFAIL.
+//! - The agent keeps running when the DNS port can not be bound (the error is logged).
+//!
+//! Assumptions: every node answering for the Service listens on the port in its label; pods
+//! are not watched, so pod records are answered from the name (CoreDNS's `pods insecure`)
+//! and PTR covers cluster and endpoint IPs only.
+
+pub mod answer;
+pub mod index;
+pub mod upstream;
+pub mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{stream, StreamExt};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use self::index::Index;
+use self::wire::Step;
+use crate::proxy::{seen, Seen};
+
+/// The Node label an agent that serves DNS sets to its port; the server's `kube-dns`
+/// endpoints are the Ready nodes with it.
+pub const PORT_LABEL: &str = k3rs_common::labels::CLUSTER_DNS_PORT_LABEL;
+
+/// How the DNS server runs.
+#[derive(Debug, Clone)]
+pub struct DnsConfig {
+    /// Where to answer (UDP and TCP each).
+    pub listen: Vec<SocketAddr>,
+    /// `--cluster-domain` (`cluster.local`).
+    pub cluster_domain: String,
+    /// Where names outside the zone go; `None`: the host's ([`upstream::host`]).
+    pub upstreams: Option<Vec<SocketAddr>>,
+}
+
+struct Shared {
+    index: watch::Receiver<Option<Arc<Index>>>,
+    domain: String,
+    upstreams: Vec<SocketAddr>,
+}
+
+impl Shared {
+    /// The reply to `request`, if any.
+    async fn handle(&self, request: &[u8], udp: bool) -> Option<Vec<u8>> {
+        let index = self.index.borrow().clone();
+        match wire::step(request, index.as_deref(), &self.domain, udp) {
+            Step::Reply(bytes) => Some(bytes),
+            Step::Drop => None,
+            Step::Forward => {
+                match upstream::relay(&self.upstreams, request, !udp, upstream::TIMEOUT).await {
+                    Ok(reply) => Some(reply),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "dns: forwarding failed");
+                        wire::servfail(request)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs the DNS server until `stop`, with the latest client of `clients` for its watches.
+pub async fn run(clients: watch::Receiver<Client>, cfg: DnsConfig, stop: CancellationToken) {
+    let (index_tx, index_rx) = watch::channel(None);
+    let upstreams = cfg.upstreams.clone().unwrap_or_else(upstream::host);
+    tracing::info!(listen = ?cfg.listen, ?upstreams, "dns: starting");
+    let shared = Arc::new(Shared {
+        index: index_rx,
+        domain: cfg.cluster_domain.to_ascii_lowercase(),
+        upstreams,
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    for addr in &cfg.listen {
+        match UdpSocket::bind(addr).await {
+            Ok(sock) => {
+                tasks.spawn(serve_udp(sock, shared.clone()));
+            }
+            Err(e) => tracing::error!(%addr, error = %e, "dns: can not listen on UDP"),
+        }
+        match TcpListener::bind(addr).await {
+            Ok(l) => {
+                tasks.spawn(serve_tcp(l, shared.clone()));
+            }
+            Err(e) => tracing::error!(%addr, error = %e, "dns: can not listen on TCP"),
+        }
+    }
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = watch_index(clients, index_tx) => {}
+    }
+    tasks.abort_all();
+    tracing::info!("dns stopped");
+}
+
+async fn serve_udp(sock: UdpSocket, shared: Arc<Shared>) {
+    let sock = Arc::new(sock);
+    let mut buf = vec![0u8; 65535];
+    loop {
+        let (n, peer) = match sock.recv_from(&mut buf).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "dns: UDP receive failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let request = buf[..n].to_vec();
+        let (sock, shared) = (sock.clone(), shared.clone());
+        tokio::spawn(async move {
+            if let Some(reply) = shared.handle(&request, true).await {
+                let _ = sock.send_to(&reply, peer).await;
+            }
+        });
+    }
+}
+
+async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        match listener.accept().await {
+            Ok((conn, _)) => {
+                tokio::spawn(serve_conn(conn, shared.clone()));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "dns: TCP accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Length-prefixed queries on one connection until EOF or 10 s idle.
+async fn serve_conn(mut conn: TcpStream, shared: Arc<Shared>) {
+    let idle = Duration::from_secs(10);
+    loop {
+        let mut len = [0u8; 2];
+        match tokio::time::timeout(idle, conn.read_exact(&mut len)).await {
+            Ok(Ok(_)) => {}
+            _ => return,
+        }
+        let mut request = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        if !matches!(
+            tokio::time::timeout(idle, conn.read_exact(&mut request)).await,
+            Ok(Ok(_))
+        ) {
+            return;
+        }
+        let Some(reply) = shared.handle(&request, false).await else {
+            return;
+        };
+        let Ok(n) = u16::try_from(reply.len()) else {
+            return;
+        };
+        if conn.write_all(&n.to_be_bytes()).await.is_err() || conn.write_all(&reply).await.is_err()
+        {
+            return;
+        }
+    }
+}
+
+fn rebuild(services: &Store<Service>, slices: &Store<EndpointSlice>) -> Index {
+    let services: Vec<Service> = services.state().iter().map(|s| (**s).clone()).collect();
+    let slices: Vec<EndpointSlice> = slices.state().iter().map(|s| (**s).clone()).collect();
+    let serial = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as u32)
+        .unwrap_or(1);
+    index::build(&services, &slices, serial)
+}
+
+/// Keeps `index` the zone of the watched Services and EndpointSlices; a rotated client
+/// restarts the watches.
+async fn watch_index(
+    mut clients: watch::Receiver<Client>,
+    index: watch::Sender<Option<Arc<Index>>>,
+) {
+    'clients: loop {
+        let client = clients.borrow_and_update().clone();
+        let (services, svc_writer) = reflector::store::<Service>();
+        let (slices, eps_writer) = reflector::store::<EndpointSlice>();
+        let svc_events = reflector::reflector(
+            svc_writer,
+            watcher(Api::<Service>::all(client.clone()), Default::default()),
+        )
+        .default_backoff()
+        .map(|e| seen(e, |listed| Seen::Services { listed }));
+        let eps_events = reflector::reflector(
+            eps_writer,
+            watcher(Api::<EndpointSlice>::all(client), Default::default()),
+        )
+        .default_backoff()
+        .map(|e| seen(e, |listed| Seen::Slices { listed }));
+        let mut events = std::pin::pin!(stream::select(svc_events, eps_events));
+        let (mut svc_listed, mut eps_listed) = (false, false);
+        loop {
+            tokio::select! {
+                changed = clients.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    continue 'clients;
+                }
+                ev = events.next() => {
+                    match ev {
+                        Some(Seen::Services { listed }) => svc_listed |= listed,
+                        Some(Seen::Slices { listed }) => eps_listed |= listed,
+                        Some(Seen::Error(e)) => {
+                            tracing::warn!(error = %e, "dns: watch failed");
+                            continue;
+                        }
+                        None => return,
+                    }
+                    if svc_listed && eps_listed {
+                        index.send_replace(Some(Arc::new(rebuild(&services, &slices))));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! The cluster DNS endpoints controller (k3rs's own, `--controllers` name `cluster-dns`,
+//! service account `cluster-dns-controller`): the selector-less `kube-system/kube-dns`
+//! Service, which the server creates at the cluster DNS address, gets EndpointSlices and an
+//! Endpoints object listing the Ready nodes whose agents answer DNS ([`plan`]), so pods reach
+//! an agent's embedded DNS server through the service proxy. Any node change re-checks them;
+//! slices of a port no node uses any more are deleted.
+
+pub mod plan;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::Client;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::informer;
+
+/// The `--controllers` name.
+pub const CONTROLLER: &str = "cluster-dns";
+/// The controller's service account in kube-system.
+pub const NAME: &str = "cluster-dns-controller";
+
+/// Why a reconcile failed; it is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the node cache is not ready")]
+    NodesNotReady,
+    #[error("writing {0}: {1}")]
+    Write(String, #[source] kube::Error),
+}
+
+struct Ctx {
+    client: Client,
+    nodes: Store<Node>,
+}
+
+/// Runs the controller until `stop`.
+pub async fn run(client: Client, stop: CancellationToken) {
+    let (nodes, nodes_task) = informer::<Node>(Api::all(client.clone()));
+    let by_name = watcher::Config::default().fields(&format!("metadata.name={}", plan::SERVICE));
+    let controller = Controller::new(
+        Api::<Service>::namespaced(client.clone(), plan::NAMESPACE),
+        by_name,
+    );
+    let kube_dns = || vec![ObjectRef::<Service>::new(plan::SERVICE).within(plan::NAMESPACE)];
+    let managed = watcher::Config::default().labels(&format!(
+        "endpointslice.kubernetes.io/managed-by={}",
+        plan::MANAGED_BY
+    ));
+    let ctx = Arc::new(Ctx { client, nodes });
+    controller
+        .watches(
+            Api::<Node>::all(ctx.client.clone()),
+            watcher::Config::default(),
+            move |_| kube_dns(),
+        )
+        .watches(
+            Api::<EndpointSlice>::namespaced(ctx.client.clone(), plan::NAMESPACE),
+            managed,
+            move |_| kube_dns(),
+        )
+        .graceful_shutdown_on(stop.cancelled_owned())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+    nodes_task.abort();
+}
+
+fn write(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
+    move |e| Error::Write(what.to_string(), e)
+}
+
+async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    if ctx.nodes.wait_until_ready().await.is_err() {
+        return Err(Error::NodesNotReady);
+    }
+    let nodes = ctx.nodes.state();
+    let by_port = plan::desired(nodes.iter().map(|n| &**n));
+    let owner = json!({"apiVersion": "v1", "kind": "Service", "name": plan::SERVICE,
+        "uid": svc.metadata.uid, "controller": true, "blockOwnerDeletion": true});
+    let pp = PatchParams::apply(NAME).force();
+    let slices = Api::<EndpointSlice>::namespaced(ctx.client.clone(), plan::NAMESPACE);
+    for (port, dns_nodes) in &by_port {
+        let name = plan::slice_name(*port);
+        let body = plan::slice(*port, dns_nodes, &owner);
+        slices
+            .patch(&name, &pp, &Patch::Apply(&body))
+            .await
+            .map_err(write(&name))?;
+    }
+    let lp = ListParams::default().labels(&format!(
+        "endpointslice.kubernetes.io/managed-by={}",
+        plan::MANAGED_BY
+    ));
+    let existing = slices.list(&lp).await.map_err(write("endpointslices"))?;
+    for s in existing.items {
+        let name = s.metadata.name.unwrap_or_default();
+        if !by_port.keys().any(|p| plan::slice_name(*p) == name) {
+            match slices.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(Error::Write(name, e)),
+            }
+        }
+    }
+    let eps = plan::endpoints(&by_port);
+    Api::<Endpoints>::namespaced(ctx.client.clone(), plan::NAMESPACE)
+        .patch(plan::SERVICE, &pp, &Patch::Apply(&eps))
+        .await
+        .map_err(write("endpoints"))?;
+    let ips: Vec<_> = by_port
+        .values()
+        .flatten()
+        .map(|n| n.ip.to_string())
+        .collect();
+    tracing::debug!(?ips, "cluster-dns: kube-dns endpoints written");
+    Ok(Action::await_change())
+}
+
+fn error_policy(_svc: Arc<Service>, error: &Error, _ctx: Arc<Ctx>) -> Action {
+    tracing::info!(%error, "cluster-dns: will retry");
+    Action::requeue(Duration::from_secs(2))
+}
