@@ -1,9 +1,10 @@
 //! `k3rs agent --server URL --token TOKEN` end to end against a real server, with real
 //! `kubectl`: the TLS bootstrap (CA pinned by the token's hash, the kubelet client CSR
-//! auto-approved and signed, the serving CSR approved by an admin), the credential files, the
-//! node identity under the Node authorizer and NodeRestriction, the Node registered with its
-//! labels, taints, addresses, capacity and nodeInfo, NotReady with the runtime-down message
-//! when no containerd answers, the Lease renewed, a restart reusing the identity; and a wrong
+//! auto-approved and signed, the serving CSR auto-approved for the node's own name and
+//! address), the credential files, the node identity under the Node authorizer and
+//! NodeRestriction, the Node registered with its labels, taints, addresses, capacity and
+//! nodeInfo, NotReady with the runtime-down message when no containerd answers, the Lease
+//! renewed, a restart reusing the identity; and a wrong
 //! CA hash or token refused with a clear message and no credential written.
 
 mod common;
@@ -278,15 +279,31 @@ fn an_agent_joins_by_token_and_registers_its_node() {
     );
     assert!(client[0]["status"]["certificate"].is_string());
 
-    // The serving request came from the node; an admin approves it and the agent stores it.
+    // The serving request came from the node; the server approves it (the node's own name
+    // and address) and the agent stores it.
     let serving = common::wait_for("the serving request", Duration::from_secs(30), || {
         csrs(&admin)
             .into_iter()
             .find(|c| c["spec"]["signerName"] == "kubernetes.io/kubelet-serving")
     });
     assert_eq!(serving["spec"]["username"], "system:node:edge-1");
-    let name = serving["metadata"]["name"].as_str().unwrap();
-    admin.ok(&["certificate", "approve", name]);
+    let name = serving["metadata"]["name"].as_str().unwrap().to_string();
+    common::wait_for(
+        "the serving request's approval",
+        Duration::from_secs(30),
+        || {
+            csrs(&admin)
+                .into_iter()
+                .find(|c| c["metadata"]["name"] == name.as_str())
+                .filter(|c| {
+                    c["status"]["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|x| x["type"] == "Approved" && x["reason"] == "AutoApproved")
+                })
+        },
+    );
     let agent_dir = data.join("agent");
     common::wait_for("the serving certificate", Duration::from_secs(30), || {
         agent_dir.join("serving-kubelet.crt").exists().then_some(())

@@ -68,6 +68,8 @@ async fn start() -> Api {
         )]),
         service_accounts: None,
         audit: None,
+        kubelet: None,
+        client_ca_pem: "CLIENT CA".into(),
     });
     Api {
         app: router(state),

@@ -297,6 +297,27 @@ impl RuntimeService for Cri {
             timeout
         )
     }
+
+    fn streaming_url(&self, req: super::StreamRequest) -> BoxFuture<'_, Result<String>> {
+        use super::StreamRequest as S;
+        match req {
+            S::Exec(r) => {
+                let f: BoxFuture<'_, Result<pb::ExecResponse>> =
+                    call!(self.runtime.exec(r), "Exec");
+                Box::pin(async move { Ok(f.await?.url) })
+            }
+            S::Attach(r) => {
+                let f: BoxFuture<'_, Result<pb::AttachResponse>> =
+                    call!(self.runtime.attach(r), "Attach");
+                Box::pin(async move { Ok(f.await?.url) })
+            }
+            S::PortForward(r) => {
+                let f: BoxFuture<'_, Result<pb::PortForwardResponse>> =
+                    call!(self.runtime.port_forward(r), "PortForward");
+                Box::pin(async move { Ok(f.await?.url) })
+            }
+        }
+    }
 }
 
 impl ImageService for Cri {

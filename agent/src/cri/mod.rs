@@ -12,7 +12,7 @@ pub mod grpc;
 mod service;
 
 pub use error::{Error, Result};
-pub use service::{ImageService, RuntimeService};
+pub use service::{ImageService, RuntimeService, StreamRequest};
 
 /// The generated CRI v1 protocol types.
 #[allow(clippy::all, missing_docs)]

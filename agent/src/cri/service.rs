@@ -62,6 +62,23 @@ pub trait RuntimeService: Send + Sync {
         cmd: Vec<String>,
         timeout_secs: i64,
     ) -> BoxFuture<'_, Result<pb::ExecSyncResponse>>;
+    /// A URL of the runtime's streaming server for an exec, attach or port-forward session
+    /// (the caller carries the client's upgraded connection there).
+    fn streaming_url(&self, req: StreamRequest) -> BoxFuture<'_, Result<String>> {
+        let _ = req;
+        Box::pin(std::future::ready(Err(super::Error::rpc(
+            "Exec",
+            tonic::Status::unimplemented("no streaming server"),
+        ))))
+    }
+}
+
+/// What a streaming session is for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamRequest {
+    Exec(pb::ExecRequest),
+    Attach(pb::AttachRequest),
+    PortForward(pb::PortForwardRequest),
 }
 
 /// `runtime.v1.ImageService`.

@@ -1,8 +1,9 @@
 //! The kubelet serving certificate (`serving-kubelet.crt`/`.key`): requested with the node's
 //! own identity for the signer `kubernetes.io/kubelet-serving`, SANs = node name and
-//! addresses. As with upstream kubelet's `serverTLSBootstrap`, the server does not approve it
-//! by itself (a node could otherwise claim any address): an administrator approves it
-//! (`kubectl certificate approve`), and the request is renewed past its rotation deadline.
+//! addresses. The server approves it once the node's Node object has those names and
+//! addresses (as k3s issues serving certificates to its agents; an administrator may still
+//! approve by hand, `kubectl certificate approve`), and it is renewed past its rotation
+//! deadline. The kubelet API ([`crate::kubelet::server`]) serves with it.
 //!
 //! # Guarantees
 //! - The pair is written only once issued, key first; a stored pair that is still valid and

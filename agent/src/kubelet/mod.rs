@@ -5,3 +5,4 @@ pub mod node_status;
 pub mod plan;
 pub mod pods;
 pub mod prober;
+pub mod server;

@@ -15,6 +15,7 @@ pub const KNOWN: &[&str] = &[
     "max-pods",
     "node-labels",
     "node-status-update-frequency",
+    "port",
     "register-with-taints",
 ];
 
@@ -29,6 +30,8 @@ pub struct KubeletArgs {
     pub max_pods: Option<u32>,
     pub node_labels: Vec<(String, String)>,
     pub node_status_update_frequency: Option<Duration>,
+    /// The kubelet API's port (upstream's `--port`, 10250).
+    pub port: Option<u16>,
     pub register_with_taints: Vec<Taint>,
 }
 
@@ -85,6 +88,12 @@ impl KubeletArgs {
                 }
                 "node-status-update-frequency" => {
                     out.node_status_update_frequency = Some(duration(k, v)?)
+                }
+                "port" => {
+                    out.port =
+                        Some(v.parse().ok().filter(|p| *p > 0).ok_or_else(|| {
+                            format!("--kubelet-arg port={v}: expected a port number")
+                        })?)
                 }
                 "register-with-taints" => {
                     for t in v.split(',').filter(|t| !t.is_empty()) {
@@ -150,12 +159,18 @@ mod tests {
             Err(
                 "--kubelet-arg: unknown kubelet flag \"cgroup-driver\" (k3rs understands: \
                  cgroup-root, cluster-dns, cluster-domain, max-pods, node-labels, \
-                 node-status-update-frequency, register-with-taints)"
+                 node-status-update-frequency, port, register-with-taints)"
                     .into()
             )
         );
         assert!(KubeletArgs::parse(&s(&["max-pods"])).is_err());
         assert!(KubeletArgs::parse(&s(&["max-pods=many"])).is_err());
         assert!(KubeletArgs::parse(&s(&["node-status-update-frequency=soon"])).is_err());
+        assert!(KubeletArgs::parse(&s(&["port=0"])).is_err());
+        assert!(KubeletArgs::parse(&s(&["port=70000"])).is_err());
+        assert_eq!(
+            KubeletArgs::parse(&s(&["port=10251"])).unwrap().port,
+            Some(10251)
+        );
     }
 }

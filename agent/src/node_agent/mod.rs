@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::join::{self, JoinConfig, JoinToken};
 use crate::kubelet::node_status::{self, cri_health::CriHealth, NodeConfig, NodeStatusConfig};
+use crate::kubelet::server::{ServerConfig, DEFAULT_PORT};
 
 pub use kubelet_args::KubeletArgs;
 
@@ -65,6 +66,10 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
     if let Some(p) = cfg.kubelet.max_pods {
         node.max_pods = p;
     }
+    if let Some(p) = cfg.kubelet.port {
+        node.kubelet_port = i32::from(p);
+    }
+    let kubelet_port = u16::try_from(node.kubelet_port).unwrap_or(DEFAULT_PORT);
     node.labels.extend(cfg.kubelet.node_labels.iter().cloned());
     node.taints
         .extend(cfg.kubelet.register_with_taints.iter().cloned());
@@ -81,6 +86,14 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
         clients,
         stop.clone(),
     ));
+    let layout = join::files::Layout::new(&cfg.data_dir);
+    let server_cfg = ServerConfig {
+        node_name: cfg.node.name.clone(),
+        listen: std::net::SocketAddr::from(([0, 0, 0, 0], kubelet_port)),
+        serving_cert: layout.serving_cert(),
+        serving_key: layout.serving_key(),
+        client_ca: pods::agent_dir(&cfg.data_dir).join("client-ca.crt"),
+    };
     tasks.spawn(join::serving::run(
         join_cfg,
         latest.clone(),
@@ -112,6 +125,12 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
     // The node reports the runtime down until it is up.
     if let Some(runtime) = pods::start_runtime_retrying(&cfg, &stop).await {
         runtime_tx.send_replace(Some(Arc::new(runtime.cri.clone())));
+        tasks.spawn(crate::kubelet::server::run(
+            server_cfg,
+            latest.clone(),
+            Arc::new(runtime.cri.clone()),
+            stop.clone(),
+        ));
         if cfg.container_runtime_endpoint.is_none() {
             tasks.spawn(pods::write_cni_config(
                 latest.clone(),

@@ -19,6 +19,7 @@ pub mod health;
 pub mod http;
 pub mod in_process;
 pub mod kubeconfig;
+pub mod kubelet;
 pub mod metrics;
 pub mod openapi;
 pub mod registry;
@@ -92,6 +93,8 @@ pub enum Error {
     TokenFile(#[from] crate::auth::token_file::TokenFileError),
     #[error("{0}")]
     AbacPolicy(#[from] crate::auth::abac::PolicyFileError),
+    #[error("{0}")]
+    KubeletClient(#[source] kubelet::Error),
     #[error("reconciling the bootstrap RBAC policy: {0}")]
     RbacBootstrap(#[source] crate::auth::rbac::reconcile::Error),
 }
@@ -115,6 +118,11 @@ pub struct ApiState {
     pub service_accounts: Option<Arc<crate::auth::serviceaccount::ServiceAccounts>>,
     /// `--audit-policy-file` and `--audit-log-path` (`None`: nothing is audited).
     pub audit: Option<Arc<crate::audit::Auditor>>,
+    /// Dials kubelets (logs, exec, attach, port-forward, node proxy); `None` answers 503.
+    pub kubelet: Option<kubelet::KubeletClient>,
+    /// The client CA bundle, served to agents at `/v1-k3rs/client-ca.crt` (their kubelets
+    /// authenticate the API server and users with it).
+    pub client_ca_pem: String,
 }
 
 /// The API server's identity towards itself (kube-apiserver's loopback client).
@@ -279,6 +287,9 @@ impl ApiServer {
             crate::auth::bootstrap_token::BootstrapTokens::new(registry.clone()),
         ));
         authn.push(Arc::new(service_accounts.tokens.clone()));
+        let (kcert, kkey) = pki.kubelet_client_cert();
+        let kubelet_client = kubelet::KubeletClient::load(&pki.server_ca_cert(), &kcert, &kkey)
+            .map_err(Error::KubeletClient)?;
         let state = Arc::new(ApiState {
             authn,
             registry,
@@ -289,6 +300,8 @@ impl ApiServer {
             authz,
             service_accounts: Some(service_accounts),
             audit,
+            kubelet: Some(kubelet_client),
+            client_ca_pem: String::from_utf8_lossy(&read(pki.client_ca_cert())?).into_owned(),
         });
         Ok(ApiServer {
             listener,

@@ -28,7 +28,14 @@ pub use attributes::Attributes;
 pub use user::{InProcessUser, UserInfo};
 
 /// Paths served without authentication (like k3s: health, version and the CA bundle).
-pub const PUBLIC_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version", "/cacerts"];
+pub const PUBLIC_PATHS: &[&str] = &[
+    "/healthz",
+    "/livez",
+    "/readyz",
+    "/version",
+    "/cacerts",
+    "/v1-k3rs/client-ca.crt",
+];
 
 /// Whether `path` is one of [`PUBLIC_PATHS`] or below one.
 pub fn is_public(path: &str) -> bool {

@@ -15,6 +15,7 @@ use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition,
 };
+use k8s_openapi::api::core::v1::Node;
 use kube::api::PostParams;
 use kube::runtime::controller::{Action, Controller};
 use kube::Api;
@@ -135,28 +136,60 @@ async fn reconcile(
     let Ok(req) = request::parse_pem(&csr.spec.request.0) else {
         return Ok(Action::await_change());
     };
+    if let Some(node) = super::serving_approval::own_node(&csr, &req) {
+        return approve_serving(&csr, &req, &node, &ctx).await;
+    }
     for r in recognize(&csr, &req) {
         let attrs = permission(requester(&csr), r.subresource);
         if ctx.authz.authorize(&attrs).await != Decision::Allow {
             continue;
         }
-        let name = csr.metadata.name.clone().unwrap_or_default();
-        let mut new = (*csr).clone();
-        let status = new.status.get_or_insert_with(Default::default);
-        status
-            .conditions
-            .get_or_insert_with(Vec::new)
-            .push(approved(
-                r.message,
-                &crate::apiserver::registry::meta::now_rfc3339(),
-            ));
-        Api::<CertificateSigningRequest>::all(ctx.client.clone())
-            .replace_subresource("approval", &name, &PostParams::default(), &new)
-            .await
-            .map_err(|source| Error::Approve { name, source })?;
+        approve(&csr, r.message, &ctx).await?;
         return Ok(Action::await_change());
     }
     Ok(Action::await_change())
+}
+
+/// A node's serving request: approved once its Node has every name and address asked for
+/// (looked at again every few seconds while the Node's status catches up).
+async fn approve_serving(
+    csr: &CertificateSigningRequest,
+    req: &Request,
+    node: &str,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let retry = Action::requeue(Duration::from_secs(3));
+    let Ok(Some(n)) = Api::<Node>::all(ctx.client.clone()).get_opt(node).await else {
+        return Ok(retry);
+    };
+    if let Err(why) = super::serving_approval::sans_match(req, &n) {
+        tracing::debug!(node, %why, "kubelet serving request not approved yet");
+        return Ok(retry);
+    }
+    approve(csr, super::serving_approval::MESSAGE, ctx).await?;
+    Ok(Action::await_change())
+}
+
+async fn approve(
+    csr: &CertificateSigningRequest,
+    message: &str,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let name = csr.metadata.name.clone().unwrap_or_default();
+    let mut new = csr.clone();
+    let status = new.status.get_or_insert_with(Default::default);
+    status
+        .conditions
+        .get_or_insert_with(Vec::new)
+        .push(approved(
+            message,
+            &crate::apiserver::registry::meta::now_rfc3339(),
+        ));
+    Api::<CertificateSigningRequest>::all(ctx.client.clone())
+        .replace_subresource("approval", &name, &PostParams::default(), &new)
+        .await
+        .map_err(|source| Error::Approve { name, source })?;
+    Ok(())
 }
 
 fn error_policy(_: Arc<CertificateSigningRequest>, e: &Error, _: Arc<Context>) -> Action {

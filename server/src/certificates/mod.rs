@@ -5,6 +5,7 @@
 
 pub mod approver;
 pub mod request;
+pub mod serving_approval;
 pub mod sign;
 pub mod signer;
 

@@ -150,6 +150,15 @@ impl Pki {
             usage: Usage::Client,
         };
         ensure_leaf(&tls, "client-admin", &admin, &client_ca)?;
+        // What the API server presents to kubelets (k3s's client-kube-apiserver).
+        let apiserver_client = LeafSpec {
+            common_name: "system:apiserver".to_string(),
+            organization: Some("system:masters".to_string()),
+            dns_names: Vec::new(),
+            ips: Vec::new(),
+            usage: Usage::Client,
+        };
+        ensure_leaf(&tls, "client-kube-apiserver", &apiserver_client, &client_ca)?;
 
         service_key::ensure(&tls)?;
         let server_token =
@@ -206,6 +215,15 @@ impl Pki {
         (
             self.tls_dir.join("client-admin.crt"),
             self.tls_dir.join("client-admin.key"),
+        )
+    }
+
+    /// The API server's client certificate towards kubelets (CN=system:apiserver,
+    /// O=system:masters) and key.
+    pub fn kubelet_client_cert(&self) -> (PathBuf, PathBuf) {
+        (
+            self.tls_dir.join("client-kube-apiserver.crt"),
+            self.tls_dir.join("client-kube-apiserver.key"),
         )
     }
 

@@ -10,7 +10,10 @@ use super::Error;
 /// The `--service` names and the leaves (`<stem>.crt`/`.key` under `tls/`) each covers.
 pub const SERVICES: &[(&str, &[&str])] = &[
     ("admin", &["client-admin"]),
-    ("api-server", &["serving-kube-apiserver"]),
+    (
+        "api-server",
+        &["serving-kube-apiserver", "client-kube-apiserver"],
+    ),
     (
         "etcd",
         &[
@@ -111,7 +114,7 @@ mod tests {
 
     #[test]
     fn services_select_leaves() {
-        assert_eq!(leaves(&[]).unwrap().len(), 5);
+        assert_eq!(leaves(&[]).unwrap().len(), 6);
         assert_eq!(
             leaves(&["etcd".into(), "admin".into(), "etcd".into()]).unwrap(),
             [

@@ -1,30 +1,105 @@
 //! The pod subresources that stream from the kubelet (`log`, `exec`, `attach`,
-//! `portforward`). The node agent is a later piece of k3rs; until it exists these answer with a
-//! Kubernetes `Status` that says so, after the checks kube-apiserver makes first (the pod
-//! exists, it has a node).
+//! `portforward`) and `nodes/<name>/proxy/…`: after the checks kube-apiserver makes first (the
+//! pod exists, the container is its, it has a node, the node has an address), the request is
+//! carried to the node's kubelet ([`crate::apiserver::kubelet`]).
 
+use axum::extract::Request;
 use axum::http::Method;
+use axum::response::Response;
 
+use crate::apiserver::kubelet::location;
 use crate::apiserver::registry::{Registry, Target};
-use crate::apiserver::status::ApiError;
+use crate::apiserver::resources::catalog;
+use crate::apiserver::status::{ApiError, ApiResult};
+use crate::apiserver::ApiState;
 
-/// The error a connect request gets.
-pub async fn unavailable(reg: &Registry, t: &Target, sub: &str, method: &Method) -> ApiError {
-    let pod = match reg.get(t).await {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    if sub == "log" && method != Method::GET {
-        return ApiError::method_not_allowed(method.as_str());
+async fn node_address(reg: &Registry, node: &str) -> ApiResult<location::KubeletAddress> {
+    let nodes = catalog::lookup("", "v1", "nodes").ok_or_else(ApiError::path_not_found)?;
+    let n = reg
+        .get(&Target {
+            resource: nodes,
+            namespace: None,
+            name: Some(node.to_string()),
+            subresource: None,
+        })
+        .await?;
+    location::kubelet_address(&n)
+}
+
+/// Carries `pods/<sub>` of `t` to the pod's kubelet.
+pub async fn pod(st: &ApiState, t: &Target, sub: &str, req: Request) -> ApiResult<Response> {
+    let reg = &st.registry;
+    let pod = reg.get(t).await?;
+    if sub == "log" && req.method() != Method::GET {
+        return Err(ApiError::method_not_allowed(req.method().as_str()));
     }
-    match pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
-        None => ApiError::bad_request(format!(
-            "pod {} does not have a host assigned",
-            t.name()
-        )),
-        Some(node) => ApiError::unavailable(format!(
-            "pods/{sub} of pod {} needs the kubelet of node {node:?}, and this k3rs server does not run a node agent yet",
-            t.name()
-        )),
+    let query: Vec<(String, String)> =
+        form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+    let path = location::kubelet_path(&pod, sub, &query)?;
+    let node = location::node_name(&pod)?;
+    let at = node_address(reg, &node).await?;
+    let client = st.kubelet.as_ref().ok_or_else(|| {
+        ApiError::unavailable(format!(
+            "pods/{sub} needs the kubelet of node {node:?}, and this server has no kubelet client"
+        ))
+    })?;
+    client.forward(&at, &path, req).await
+}
+
+/// `/api/v1/nodes/<name>/proxy[/<path>]`: the node name and the kubelet path, if `path` is one.
+pub fn node_proxy_path(path: &str) -> Option<(String, String)> {
+    let rest = path.strip_prefix("/api/v1/nodes/")?;
+    let (name, rest) = rest.split_once('/')?;
+    let tail = if rest == "proxy" {
+        ""
+    } else {
+        rest.strip_prefix("proxy/")?
+    };
+    if name.is_empty() {
+        return None;
+    }
+    let name = percent_encoding::percent_decode_str(name)
+        .decode_utf8_lossy()
+        .into_owned();
+    Some((name, format!("/{tail}")))
+}
+
+/// Carries `nodes/<node>/proxy/<path>` to the node's kubelet.
+pub async fn node(st: &ApiState, node: &str, path: &str, req: Request) -> ApiResult<Response> {
+    let at = node_address(&st.registry, node).await?;
+    let client = st
+        .kubelet
+        .as_ref()
+        .ok_or_else(|| ApiError::unavailable("this server has no kubelet client"))?;
+    let target = match req.uri().query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_string(),
+    };
+    client.forward(&at, &target, req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_proxy_paths() {
+        assert_eq!(
+            node_proxy_path("/api/v1/nodes/n1/proxy/healthz"),
+            Some(("n1".into(), "/healthz".into()))
+        );
+        assert_eq!(
+            node_proxy_path("/api/v1/nodes/n1/proxy"),
+            Some(("n1".into(), "/".into()))
+        );
+        assert_eq!(
+            node_proxy_path("/api/v1/nodes/n1/proxy/stats/summary"),
+            Some(("n1".into(), "/stats/summary".into()))
+        );
+        assert_eq!(node_proxy_path("/api/v1/nodes/n1/status"), None);
+        assert_eq!(node_proxy_path("/api/v1/nodes/n1"), None);
+        assert_eq!(node_proxy_path("/api/v1/nodes//proxy"), None);
     }
 }

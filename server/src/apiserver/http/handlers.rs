@@ -40,6 +40,16 @@ pub fn json_response(code: StatusCode, v: &Value) -> Response {
 /// Every `/api…` and `/apis…` request.
 pub async fn api(State(st): State<Arc<ApiState>>, req: Request) -> Response {
     let path = req.uri().path().to_string();
+    if let Some((node, kubelet_path)) = super::connect::node_proxy_path(&path) {
+        let mut resp = super::connect::node(&st, &node, &kubelet_path, req)
+            .await
+            .unwrap_or_else(|e| e.into_response());
+        resp.extensions_mut().insert(RequestLabels {
+            verb: "CONNECT",
+            resource: "nodes",
+        });
+        return resp;
+    }
     let parsed = match request::parse(&path) {
         Ok(p) => p,
         Err(e) => return e.into_response(),
@@ -245,7 +255,7 @@ async fn resource_request(
         }
     }
     if let Some(s @ ("log" | "exec" | "attach" | "portforward")) = sub {
-        return Err(super::connect::unavailable(reg, &target, s, &method).await);
+        return super::connect::pod(st, &target, s, req).await;
     }
     match (method, rp.name.is_some()) {
         (Method::GET, _) if watch => {

@@ -30,6 +30,7 @@ pub fn router(st: Arc<ApiState>) -> Router {
         // VersionApi asks for that).
         .route("/version/", get(version::version))
         .route("/cacerts", get(cacerts))
+        .route(CLIENT_CA_PATH, get(client_ca))
         .route("/metrics", get(metrics))
         .route(sa_discovery::CONFIGURATION_PATH, get(openid_configuration))
         .route(sa_discovery::JWKS_PATH, get(jwks))
@@ -199,6 +200,17 @@ async fn cacerts(State(st): State<Arc<ApiState>>) -> Response {
     (
         [(axum::http::header::CONTENT_TYPE, "text/plain")],
         st.server_ca_pem.clone(),
+    )
+        .into_response()
+}
+
+/// Where agents fetch the client CA (public, like `/cacerts`: a CA certificate, no secret).
+pub const CLIENT_CA_PATH: &str = "/v1-k3rs/client-ca.crt";
+
+async fn client_ca(State(st): State<Arc<ApiState>>) -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/plain")],
+        st.client_ca_pem.clone(),
     )
         .into_response()
 }

@@ -316,8 +316,13 @@ fn controller_rules(name: &str) -> Vec<PolicyRule> {
             ),
             with_names(
                 rule(&["approve"], &["certificates.k8s.io"], &["signers"]),
-                &[signers::KUBE_APISERVER_CLIENT_KUBELET],
+                &[
+                    signers::KUBE_APISERVER_CLIENT_KUBELET,
+                    signers::KUBELET_SERVING,
+                ],
             ),
+            // k3rs: serving requests are approved for the names and addresses the Node has.
+            rule(&["get"], &[""], &["nodes"]),
             with_names(
                 rule(&["sign"], &["certificates.k8s.io"], &["signers"]),
                 &[
@@ -440,7 +445,12 @@ mod tests {
         let cert = controller_rules("certificate-controller");
         assert_eq!(
             cert[2].resource_names.as_deref(),
-            Some(&["kubernetes.io/kube-apiserver-client-kubelet".to_string()][..])
+            Some(
+                &[
+                    "kubernetes.io/kube-apiserver-client-kubelet".to_string(),
+                    "kubernetes.io/kubelet-serving".to_string()
+                ][..]
+            )
         );
     }
 }

@@ -1,0 +1,312 @@
+//! The kubelet API and the API server's proxying to it, driven by real `kubectl` against a
+//! `k3rs server` with its embedded agent: `kubectl logs` (plain, `-f` streaming a line written
+//! later, `--tail`, `--timestamps`, `--previous` after a restart), `kubectl exec` (output and
+//! exit code, stdin piped with `-i`), `kubectl cp` both ways, `kubectl port-forward` to an
+//! httpd in a pod, `nodes/<node>/proxy/healthz`, and RBAC on `pods/exec` (403 without it).
+//! As root, inside a network namespace the test makes (loopback only, no route out), with the
+//! images of `scripts/build-images.sh` imported from `<data-dir>/agent/images`.
+//!
+//! Missing prerequisites fail the test (`scripts/prereqs.sh test` installs them).
+
+mod common;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::k3rs::WITH_AGENT;
+use common::kubectl::{json, Kubectl};
+use common::node_lab::NodeLab;
+
+const NODE: &str = "exec-node";
+
+const PODS: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: box}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: box
+    image: docker.io/library/busybox:1.35
+    command: [sh, -c, "echo line-1; echo line-2; echo line-3; while true; do if [ -f /tmp/go ]; then rm /tmp/go; echo later-line; fi; sleep 0.2; done"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: crasher}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: d, emptyDir: {}}]
+  containers:
+  - name: crasher
+    image: docker.io/library/busybox:1.35
+    volumeMounts: [{name: d, mountPath: /d}]
+    command: [sh, -c, "n=$(cat /d/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /d/n; echo attempt-$n; sleep 1; exit 1"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: httpd
+    image: docker.io/library/busybox:1.35
+    command: [sh, -c, "mkdir -p /www && echo hello-through-port-forward > /www/index.html && exec httpd -f -p 8080 -h /www"]
+"#;
+
+#[test]
+fn kubectl_logs_exec_cp_and_port_forward_reach_the_pods() {
+    assert!(
+        rustix::process::getuid().is_root(),
+        "this test runs containers: run it as root"
+    );
+    for (program, package) in [
+        ("containerd", "containerd"),
+        ("runc", "runc"),
+        ("curl", "curl"),
+        ("iptables", "iptables"),
+        ("openssl", "openssl"),
+    ] {
+        common::require_program(program, package);
+    }
+    let lab = NodeLab::new("kexec");
+    lab.inside(|| scenario(&lab));
+}
+
+fn scenario(lab: &NodeLab) {
+    let cgroup_root = format!("cgroup-root={}", lab.cgroup_root);
+    let (mut server, k) = Kubectl::start_server(&[
+        WITH_AGENT,
+        "--node-name",
+        NODE,
+        "--node-ip",
+        "127.0.0.1",
+        "--kubelet-arg",
+        &cgroup_root,
+        "--kubelet-arg",
+        "node-status-update-frequency=2s",
+    ]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
+    let images = server.data_dir().join("agent/images");
+    let out = Command::new("bash").arg(&script).arg(&images).output();
+    assert!(out.is_ok_and(|o| o.status.success()), "build-images.sh");
+    server.restart();
+
+    k.ok_stdin(&["apply", "-f", "-"], Some(PODS));
+    for pod in ["box", "web"] {
+        common::wait_for(
+            &format!("pod {pod} to run"),
+            Duration::from_secs(150),
+            || {
+                server.assert_running();
+                let p = json(&k, &["get", "pod", pod, "-o", "json"]);
+                (p["status"]["phase"] == "Running").then_some(())
+            },
+        );
+    }
+
+    // The node's kubelet answers through the API server's node proxy (once its serving
+    // certificate is issued: auto-approved for the node's own name and address).
+    let healthz = format!("/api/v1/nodes/{NODE}/proxy/healthz");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = k.run(&["get", "--raw", &healthz]);
+        if out.ok {
+            assert_eq!(out.stdout, "ok");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the kubelet API does not answer: {}\ncsr: {}\nserver log:\n{}",
+            out.stderr,
+            k.run(&["get", "csr"]).stdout,
+            common::log_tail(&server.log_path(), 80)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // Logs: whole, tail, timestamps.
+    let logs = common::wait_for("box's first lines", Duration::from_secs(30), || {
+        let out = k.run(&["logs", "box"]);
+        (out.ok && out.stdout.contains("line-3")).then_some(out.stdout)
+    });
+    assert_eq!(logs, "line-1\nline-2\nline-3\n");
+    assert_eq!(k.ok(&["logs", "box", "--tail", "1"]), "line-3\n");
+    let stamped = k.ok(&["logs", "box", "--timestamps"]);
+    let lines: Vec<&str> = stamped.lines().collect();
+    assert_eq!(lines.len(), 3, "{stamped}");
+    for (i, l) in lines.iter().enumerate() {
+        let (ts, text) = l.split_once(' ').unwrap_or_else(|| panic!("{l:?}"));
+        assert_eq!(text, format!("line-{}", i + 1));
+        assert!(
+            ts.len() >= 20 && ts.as_bytes()[4] == b'-' && ts.as_bytes()[10] == b'T',
+            "an RFC 3339 timestamp: {ts:?}"
+        );
+    }
+    let missing = k.run(&["logs", "box", "-c", "nope"]);
+    assert!(!missing.ok);
+    assert!(
+        missing
+            .stderr
+            .contains("container nope is not valid for pod box"),
+        "{}",
+        missing.stderr
+    );
+
+    // Exec: output and exit code.
+    let out = k
+        .command(&[
+            "exec",
+            "box",
+            "--",
+            "sh",
+            "-c",
+            "echo hi; echo err >&2; exit 3",
+        ])
+        .output()
+        .expect("kubectl exec");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("err"));
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    // Stdin piped with -i.
+    assert_eq!(
+        k.ok_stdin(
+            &["exec", "-i", "box", "--", "cat"],
+            Some("piped through stdin\n")
+        ),
+        "piped through stdin\n"
+    );
+
+    // logs -f streams a line the container writes after the stream opened.
+    let follow_out = server.data_dir().join("follow.log");
+    let mut follow = k
+        .command(&["logs", "-f", "box"])
+        .stdout(std::fs::File::create(&follow_out).expect("follow log"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl logs -f");
+    let read = || std::fs::read_to_string(&follow_out).unwrap_or_default();
+    common::wait_for(
+        "logs -f to print the first lines",
+        Duration::from_secs(20),
+        || read().contains("line-3").then_some(()),
+    );
+    assert!(!read().contains("later-line"), "{}", read());
+    k.ok(&["exec", "box", "--", "touch", "/tmp/go"]);
+    common::wait_for(
+        "logs -f to stream the later line",
+        Duration::from_secs(20),
+        || read().contains("later-line\n").then_some(()),
+    );
+    let _ = follow.kill();
+    let _ = follow.wait();
+
+    // cp in and out (tar in the container).
+    let local = server.data_dir().join("cp-in.txt");
+    let content = "copied by kubectl cp\n".repeat(100);
+    std::fs::write(&local, &content).expect("write");
+    k.ok(&["cp", local.to_str().unwrap(), "box:/tmp/cp.txt"]);
+    assert_eq!(k.ok(&["exec", "box", "--", "cat", "/tmp/cp.txt"]), content);
+    let back = server.data_dir().join("cp-out.txt");
+    k.ok(&["cp", "box:/tmp/cp.txt", back.to_str().unwrap()]);
+    assert_eq!(
+        std::fs::read_to_string(&back).expect("copied back"),
+        content
+    );
+
+    // --previous after a restart.
+    let restarts = common::wait_for("crasher to restart", Duration::from_secs(60), || {
+        let p = json(&k, &["get", "pod", "crasher", "-o", "json"]);
+        let n = p["status"]["containerStatuses"][0]["restartCount"]
+            .as_i64()
+            .unwrap_or(0);
+        (n >= 1).then_some(n)
+    });
+    let previous = k.ok(&["logs", "crasher", "--previous"]);
+    let after = json(&k, &["get", "pod", "crasher", "-o", "json"])["status"]["containerStatuses"]
+        [0]["restartCount"]
+        .as_i64()
+        .unwrap_or(0);
+    let attempt: i64 = previous
+        .trim()
+        .strip_prefix("attempt-")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("previous logs {previous:?}"));
+    assert!(
+        (restarts..=after).contains(&attempt),
+        "previous instance {attempt} between restart counts {restarts} and {after}"
+    );
+    let none = k.run(&["logs", "box", "--previous"]);
+    assert!(
+        none.stderr
+            .contains("previous terminated container \"box\" in pod \"box\" not found"),
+        "{}",
+        none.stderr
+    );
+
+    // port-forward to the httpd, curl on loopback.
+    let port = common::free_port();
+    let pf_log = server.data_dir().join("port-forward.log");
+    let mut pf = k
+        .command(&["port-forward", "pod/web", &format!("{port}:8080")])
+        .stdout(std::fs::File::create(&pf_log).expect("pf log"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl port-forward");
+    common::wait_for("port-forward to listen", Duration::from_secs(20), || {
+        std::fs::read_to_string(&pf_log)
+            .unwrap_or_default()
+            .contains("Forwarding from")
+            .then_some(())
+    });
+    let url = format!("http://127.0.0.1:{port}/");
+    for _ in 0..2 {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "10", &url])
+            .output()
+            .expect("curl");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "hello-through-port-forward\n",
+            "curl {url}: {out:?}"
+        );
+    }
+    let _ = pf.kill();
+    let _ = pf.wait();
+
+    // RBAC: a user who may read pods but not exec into them.
+    k.ok_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: pod-reader}
+rules:
+- {apiGroups: [""], resources: [pods, pods/log], verbs: [get, list]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: eve-reads}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-reader}
+subjects: [{kind: User, name: eve, apiGroup: rbac.authorization.k8s.io}]
+"#,
+        ),
+    );
+    let eve = Kubectl {
+        bin: k.bin.clone(),
+        kubeconfig: common::users::cert_kubeconfig(&server, "eve", &[]),
+    };
+    assert_eq!(eve.ok(&["logs", "box", "--tail", "1"]), "later-line\n");
+    let denied = eve.run(&["exec", "box", "--", "true"]);
+    assert!(!denied.ok);
+    assert!(
+        denied.stderr.contains("forbidden") && denied.stderr.contains("pods/exec"),
+        "{}",
+        denied.stderr
+    );
+    let mut s = String::new();
+    let _ = std::fs::File::open(server.log_path()).map(|mut f| f.read_to_string(&mut s));
+    assert!(!s.contains("panicked"), "the server panicked:\n{s}");
+}
