@@ -41,6 +41,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
+use super::replicaset::api_message as message;
 use super::{api_err, Context, EventRecorder, EventType, SyncError as Error};
 use decide::{decide, wants_metrics, InvalidMetric, MetricOutcome, ValidMetric};
 use normalize::{Behavior, Bounds, History, Policy, Rules, Select};
@@ -518,12 +519,4 @@ fn object_ref(hpa: &HorizontalPodAutoscaler) -> ObjectReference {
     let mut r = hpa.object_ref(&());
     r.field_path = None;
     r
-}
-
-/// An API error's message (its Status's), else the error's text.
-fn message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
 }
