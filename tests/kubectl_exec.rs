@@ -1,7 +1,8 @@
 //! The kubelet API and the API server's proxying to it, driven by real `kubectl` against a
 //! `k3rs server` with its embedded agent: `kubectl logs` (plain, `-f` streaming a line written
 //! later, `--tail`, `--timestamps`, `--previous` after a restart), `kubectl exec` (output and
-//! exit code, stdin piped with `-i`), `kubectl cp` both ways, `kubectl port-forward` to an
+//! exit code, stdin piped with `-i`), `kubectl attach` (output of a running container; `-i`
+//! into a container with `stdin: true` that echoes), `kubectl cp` both ways, `kubectl port-forward` to an
 //! httpd in a pod, `nodes/<node>/proxy/healthz`, and RBAC on `pods/exec` (403 without it).
 //! As root, inside a network namespace the test makes (loopback only, no route out), with the
 //! images of `scripts/build-images.sh` imported from `<data-dir>/agent/images`.
@@ -53,6 +54,20 @@ spec:
   - name: httpd
     image: docker.io/library/busybox:1.35
     command: [sh, -c, "mkdir -p /www && echo hello-through-port-forward > /www/index.html && exec httpd -f -p 8080 -h /www"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: echoer}
+spec:
+  terminationGracePeriodSeconds: 1
+  restartPolicy: Never
+  containers:
+  - name: echoer
+    image: docker.io/library/busybox:1.35
+    stdin: true
+    stdinOnce: true
+    tty: false
+    command: [sh, -c, "while read l; do echo \"echo: $l\"; done; echo stdin-closed"]
 "#;
 
 #[test]
@@ -94,7 +109,7 @@ fn scenario(lab: &NodeLab) {
     server.restart();
 
     k.ok_stdin(&["apply", "-f", "-"], Some(PODS));
-    for pod in ["box", "web"] {
+    for pod in ["box", "web", "echoer"] {
         common::wait_for(
             &format!("pod {pod} to run"),
             Duration::from_secs(150),
@@ -201,6 +216,8 @@ fn scenario(lab: &NodeLab) {
     );
     let _ = follow.kill();
     let _ = follow.wait();
+
+    attach(&k, &server);
 
     // cp in and out (tar in the container).
     let local = server.data_dir().join("cp-in.txt");
@@ -309,4 +326,80 @@ subjects: [{kind: User, name: eve, apiGroup: rbac.authorization.k8s.io}]
     let mut s = String::new();
     let _ = std::fs::File::open(server.log_path()).map(|mut f| f.read_to_string(&mut s));
     assert!(!s.contains("panicked"), "the server panicked:\n{s}");
+}
+
+/// `kubectl attach`: to a running container's output (a line it writes after the attach
+/// opened arrives), and with `-i` to a container that reads stdin (`stdin: true`,
+/// `stdinOnce: true`, no tty, like `kubectl run -i`): the piped lines come back echoed, the
+/// end of the piped input closes the container's stdin (the runtime does that for
+/// `stdinOnce`), and the container's exit ends the session. (Without `stdinOnce` the runtime
+/// ends the session as soon as the client's stdin ends, upstream too, dropping later output.)
+fn attach(k: &Kubectl, server: &common::K3rs) {
+    let attach_out = server.data_dir().join("attach.log");
+    let mut attached = k
+        .command(&["attach", "box"])
+        .stdout(std::fs::File::create(&attach_out).expect("attach log"))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl attach");
+    let read = || std::fs::read_to_string(&attach_out).unwrap_or_default();
+    // The session is up once a line written after it opened arrives; retry the trigger
+    // until then (a line written before the attach connected is not replayed).
+    common::wait_for(
+        "kubectl attach to stream a line written after it attached",
+        Duration::from_secs(30),
+        || {
+            if read().contains("later-line\n") {
+                return Some(());
+            }
+            k.ok(&["exec", "box", "--", "touch", "/tmp/go"]);
+            std::thread::sleep(Duration::from_millis(500));
+            None
+        },
+    );
+    assert!(
+        attached.try_wait().expect("try_wait").is_none(),
+        "attach to a running container keeps streaming"
+    );
+    let _ = attached.kill();
+    let _ = attached.wait();
+    assert!(
+        !read().contains("line-1"),
+        "attach shows new output only: {}",
+        read()
+    );
+
+    let echo_out = server.data_dir().join("attach-i.log");
+    let echo_err = server.data_dir().join("attach-i.err");
+    let mut child = k
+        .command(&["attach", "-i", "echoer", "-c", "echoer"])
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create(&echo_out).expect("attach -i log"))
+        .stderr(std::fs::File::create(&echo_err).expect("attach -i stderr"))
+        .spawn()
+        .expect("kubectl attach -i");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(b"hello attach\nsecond line\nbye\n")
+            .expect("write to kubectl attach -i");
+    }
+    let status = common::wait_for(
+        "kubectl attach -i to end when the container exits",
+        Duration::from_secs(30),
+        || child.try_wait().expect("try_wait"),
+    );
+    assert_eq!(
+        std::fs::read_to_string(&echo_out).unwrap_or_default(),
+        "echo: hello attach\necho: second line\necho: bye\nstdin-closed\n",
+        "kubectl attach -i ({status:?}), stderr: {}\npod: {}",
+        std::fs::read_to_string(&echo_err).unwrap_or_default(),
+        k.run(&["get", "pod", "echoer", "-o", "yaml"]).stdout,
+    );
+    assert!(status.success(), "kubectl attach -i: {status:?}");
+    common::wait_for("echoer to succeed", Duration::from_secs(30), || {
+        let p = json(k, &["get", "pod", "echoer", "-o", "json"]);
+        (p["status"]["phase"] == "Succeeded").then_some(())
+    });
 }
