@@ -9,20 +9,13 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::k3rs::WITH_AGENT;
-use common::kubectl::{json, Kubectl};
+use common::kubectl::json;
 use common::node_lab::NodeLab;
-use common::process::ChildGuard;
+use common::two_node_lab::{run, TwoNodeLab, TwoNodes, A, A_IP, B, B_IP};
 use serde_json::Value;
-
-const A: &str = "gw-a";
-const B: &str = "gw-b";
-const A_IP: &str = "10.99.1.1";
-const B_IP: &str = "10.99.1.2";
 
 const WEB: &str = r#"
 apiVersion: apps/v1
@@ -90,16 +83,6 @@ spec:
     )
 }
 
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
 fn curl(url: &str) -> Option<String> {
     let out = Command::new("curl")
         .args(["-sf", "--max-time", "2", url])
@@ -110,114 +93,22 @@ fn curl(url: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-fn ready(k: &Kubectl, node: &str) -> Option<Value> {
-    let out = k.run(&["get", "node", node, "-o", "json"]);
-    let n: Value = serde_json::from_str(&out.stdout).ok()?;
-    n["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        .then_some(n)
-}
-
 #[test]
 fn pods_reach_services_and_pods_on_the_other_node() {
-    assert!(
-        rustix::process::getuid().is_root(),
-        "this test runs containers, routes and iptables rules: run it as root"
-    );
-    for (program, package) in [
-        ("containerd", "containerd"),
-        ("runc", "runc"),
-        ("curl", "curl"),
-        ("iptables", "iptables"),
-    ] {
-        common::require_program(program, package);
-    }
-    let (lab_a, lab_b) = (NodeLab::new("gwa"), NodeLab::new("gwb"));
-    run(Command::new("ip").args([
-        "link",
-        "add",
-        "gwa0",
-        "netns",
-        &lab_a.netns,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "gwb0",
-        "netns",
-        &lab_b.netns,
-    ]));
-    for (lab, dev, ip) in [(&lab_a, "gwa0", A_IP), (&lab_b, "gwb0", B_IP)] {
-        run(Command::new("ip").args([
-            "-n",
-            &lab.netns,
-            "addr",
-            "add",
-            &format!("{ip}/24"),
-            "dev",
-            dev,
-        ]));
-        run(Command::new("ip").args(["-n", &lab.netns, "link", "set", dev, "up"]));
-    }
-    lab_a.inside(|| scenario(&lab_a, &lab_b));
+    let lab = TwoNodeLab::new("gw");
+    lab.a.inside(|| scenario(&lab));
 }
 
-fn scenario(lab_a: &NodeLab, lab_b: &NodeLab) {
-    let (mut server, k) = Kubectl::start_server(&[
-        WITH_AGENT,
-        "--node-name",
-        A,
-        "--node-ip",
-        A_IP,
-        "--tls-san",
-        A_IP,
-        "--bind-address",
-        "0.0.0.0",
-        "--kubelet-arg",
-        &format!("cgroup-root={}", lab_a.cgroup_root),
-        "--kubelet-arg",
-        "node-status-update-frequency=2s",
-    ]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
-    run(Command::new("bash")
-        .arg(&script)
-        .arg(server.data_dir().join("agent/images")));
-    server.restart();
-    let token = std::fs::read_to_string(server.data_dir().join("server/agent-token"))
-        .expect("agent token")
-        .trim()
-        .to_string();
-    let data = lab_b.scratch.path().join("agent-data");
-    run(Command::new("bash")
-        .arg(&script)
-        .arg(data.join("agent/images")));
-    let url = format!("https://{A_IP}:{}", server.https_port());
-    let log = lab_b.scratch.path().join("agent.log");
-    let mut agent: ChildGuard = lab_b.inside(|| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3rs"));
-        cmd.arg("agent")
-            .args(["--server", &url, "--token", &token, "--data-dir"])
-            .arg(&data)
-            .args(["--node-name", B, "--node-ip", B_IP])
-            .args(["--kubelet-arg", "node-status-update-frequency=2s"])
-            .args([
-                "--kubelet-arg",
-                &format!("cgroup-root={}", lab_b.cgroup_root),
-            ])
-            .env_remove("K3RS_TOKEN")
-            .env_remove("K3RS_URL")
-            .env("K3RS_CONFIG_FILE", "/dev/null")
-            .env("RUST_BACKTRACE", "0");
-        ChildGuard::spawn("k3rs agent", cmd, &log)
-    });
-    let (node_a, node_b) = common::wait_for("both nodes Ready", Duration::from_secs(150), || {
-        server.assert_running();
-        agent.assert_running();
-        Some((ready(&k, A)?, ready(&k, B)?))
-    });
+fn scenario(lab: &TwoNodeLab) {
+    let TwoNodes {
+        server,
+        k,
+        mut agent,
+        node_a,
+        node_b,
+    } = lab.start(&[]);
+    let mut server = server;
+    let (lab_a, lab_b) = (&lab.a, &lab.b);
     let cidr = |n: &Value| {
         n["spec"]["podCIDR"]
             .as_str()
