@@ -366,12 +366,7 @@ fn main() {
         .build()
         .expect("runtime");
     let report = rt.block_on(run(&server, objects, watchers, conc));
-    let commit = std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
+    let commit = stats::commit();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let mut out = format!(
         "## Kubernetes API server benchmark (k3rs {commit}, {} build)\n\n\

@@ -106,6 +106,16 @@ pub fn machine() -> String {
     format!("{cpus} CPUs, Linux {}, {etcd}", kernel.trim())
 }
 
+/// The short hash of the checked-out commit, for a benchmark table's heading (empty if unknown).
+pub fn commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
 /// Writes a benchmark's table to `$BENCH_OUT`, else `benches/results/<name>.md`.
 pub fn write_result(name: &str, text: &str) {
     let out = std::env::var_os("BENCH_OUT")

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -118,6 +118,27 @@ impl TwoNodeLab {
     /// Starts the server (node A, `server_args` added to its flags) and the joined agent (node
     /// B), and waits until both nodes are Ready. Call it from inside `self.a` ([`NodeLab::inside`]).
     pub fn start(&self, server_args: &[&str]) -> TwoNodes {
+        let (mut server, k) = self.start_server(server_args);
+        add_images(&mut server);
+        let (mut agent, _) = self.start_agent(&server);
+        let (node_a, node_b) =
+            super::wait_for("both nodes Ready", Duration::from_secs(150), || {
+                server.assert_running();
+                agent.assert_running();
+                Some((ready(&k, A)?, ready(&k, B)?))
+            });
+        TwoNodes {
+            server,
+            k,
+            agent,
+            node_a,
+            node_b,
+        }
+    }
+
+    /// Starts the server (node A) on a fresh data dir, without images, and waits until
+    /// kubectl reaches it. Call it from inside `self.a`.
+    pub fn start_server(&self, server_args: &[&str]) -> (K3rs, Kubectl) {
         let cgroup_a = format!("cgroup-root={}", self.a.cgroup_root);
         let mut args = vec![
             WITH_AGENT,
@@ -135,23 +156,22 @@ impl TwoNodeLab {
             "node-status-update-frequency=2s",
         ];
         args.extend_from_slice(server_args);
-        let (mut server, k) = Kubectl::start_server(&args);
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
-        run(Command::new("bash")
-            .arg(&script)
-            .arg(server.data_dir().join("agent/images")));
-        server.restart();
+        Kubectl::start_server(&args)
+    }
+
+    /// Writes the images of `scripts/build-images.sh` into B's agent data dir, then starts
+    /// `k3rs agent` (node B) in namespace B, joined to `server` by its agent token. Returns
+    /// the agent and when its process was spawned.
+    pub fn start_agent(&self, server: &K3rs) -> (ChildGuard, Instant) {
         let token = std::fs::read_to_string(server.data_dir().join("server/agent-token"))
             .expect("agent token")
             .trim()
             .to_string();
         let data = self.b.scratch.path().join("agent-data");
-        run(Command::new("bash")
-            .arg(&script)
-            .arg(data.join("agent/images")));
+        build_images(&data.join("agent/images"));
         let url = format!("https://{A_IP}:{}", server.https_port());
         let log = self.b.scratch.path().join("agent.log");
-        let mut agent: ChildGuard = self.b.inside(|| {
+        self.b.inside(|| {
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3rs"));
             cmd.arg("agent")
                 .args(["--server", &url, "--token", &token, "--data-dir"])
@@ -166,20 +186,21 @@ impl TwoNodeLab {
                 .env_remove("K3RS_URL")
                 .env("K3RS_CONFIG_FILE", "/dev/null")
                 .env("RUST_BACKTRACE", "0");
-            ChildGuard::spawn("k3rs agent", cmd, &log)
-        });
-        let (node_a, node_b) =
-            super::wait_for("both nodes Ready", Duration::from_secs(150), || {
-                server.assert_running();
-                agent.assert_running();
-                Some((ready(&k, A)?, ready(&k, B)?))
-            });
-        TwoNodes {
-            server,
-            k,
-            agent,
-            node_a,
-            node_b,
-        }
+            let spawned = Instant::now();
+            (ChildGuard::spawn("k3rs agent", cmd, &log), spawned)
+        })
     }
+}
+
+/// Runs `scripts/build-images.sh dir` (the pause and busybox image tarballs).
+pub fn build_images(dir: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
+    run(Command::new("bash").arg(&script).arg(dir));
+}
+
+/// Writes the images into the server's `<data-dir>/agent/images` and restarts it, so that
+/// its embedded agent imports them.
+pub fn add_images(server: &mut K3rs) {
+    build_images(&server.data_dir().join("agent/images"));
+    server.restart();
 }
