@@ -21,8 +21,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::kubectl::{json, Kubectl};
-use common::node_lab::NodeLab;
-use common::process::ChildGuard;
+use common::node_lab::{run, runtime_objects, wait_json, NodeLab};
 use serde_json::Value;
 
 const NODE: &str = "pods-1";
@@ -87,36 +86,6 @@ spec:
   - {name: crash, image: "docker.io/library/busybox:1.35", command: [sh, -c, "exit 3"]}
 "#;
 
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// containerd's containers (sandboxes and app containers) of the pod with `uid`, via `ctr`.
-fn runtime_objects(socket: &Path, uid: &str) -> Vec<String> {
-    let filter = format!("labels.\"io.kubernetes.pod.uid\"=={uid}");
-    run(Command::new("ctr").arg("--address").arg(socket).args([
-        "-n",
-        "k8s.io",
-        "containers",
-        "ls",
-        "-q",
-        &filter,
-    ]))
-    .lines()
-    .map(str::to_string)
-    .collect()
-}
-
 /// The BestEffort pod's cgroup directories (`<root>/kubepods/besteffort/pod<uid>`).
 fn pod_cgroups(lab: &NodeLab, uid: &str) -> Vec<std::path::PathBuf> {
     lab.cgroup_dirs()
@@ -150,21 +119,6 @@ fn condition(obj: &Value, kind: &str) -> Option<String> {
         .and_then(|c| c["status"].as_str().map(str::to_string))
 }
 
-fn wait_json(
-    k: &Kubectl,
-    what: &str,
-    args: &[&str],
-    agent: &mut ChildGuard,
-    check: impl Fn(&Value) -> bool,
-) -> Value {
-    common::wait_for(what, Duration::from_secs(120), || {
-        agent.assert_running();
-        let out = k.run(args);
-        let v: Value = serde_json::from_str(&out.stdout).ok()?;
-        check(&v).then_some(v)
-    })
-}
-
 #[test]
 fn an_agent_runs_the_pods_bound_to_its_node() {
     assert!(
@@ -192,34 +146,8 @@ fn an_agent_runs_the_pods_bound_to_its_node() {
 
 fn scenario(lab: &NodeLab) {
     let (server, k) = Kubectl::start_server(&[]);
-    let token = std::fs::read_to_string(server.data_dir().join("server/agent-token"))
-        .expect("agent token")
-        .trim()
-        .to_string();
-    let data = lab.scratch.path().join("agent-data");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
-    run(Command::new("bash")
-        .arg(&script)
-        .arg(data.join("agent/images")));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3rs"));
-    cmd.arg("agent")
-        .args([
-            "--server",
-            &server.server_url(),
-            "--token",
-            &token,
-            "--data-dir",
-        ])
-        .arg(&data)
-        .args(["--node-name", NODE, "--node-ip", "127.0.0.1"])
-        .args(["--kubelet-arg", "node-status-update-frequency=2s"])
-        .args(["--kubelet-arg", &format!("cgroup-root={}", lab.cgroup_root)])
-        .env_remove("K3RS_TOKEN")
-        .env_remove("K3RS_URL")
-        .env("K3RS_CONFIG_FILE", "/dev/null")
-        .env("K3RS_LOG", "info,k3rs_agent=debug");
-    let log = lab.scratch.path().join("agent.log");
-    let mut agent = ChildGuard::spawn("k3rs agent", cmd, &log);
+    let data = lab.agent_data_with_images();
+    let mut agent = lab.start_agent(&server, NODE, &data);
     let socket = data.join("agent/containerd/containerd.sock");
 
     // Ready: containerd answers CRI and its network is configured for the node's pod CIDR.
@@ -381,7 +309,7 @@ fn scenario(lab: &NodeLab) {
     for uid in &uids {
         wait_logs_removed(uid);
     }
-    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let log_text = std::fs::read_to_string(agent.log_path()).unwrap_or_default();
     let failures: Vec<&str> = log_text
         .lines()
         .filter(|l| l.contains("sync failed") || l.contains("FailedMount"))

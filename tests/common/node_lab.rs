@@ -77,6 +77,53 @@ fn net_ns_inode(path: &Path) -> Option<u64> {
     std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).ok()?).into()
 }
 
+/// Runs `cmd`, panicking with its output unless it succeeds; its stdout.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// containerd's containers (sandboxes and app containers) of the pod with `uid`, via `ctr`.
+pub fn runtime_objects(socket: &Path, uid: &str) -> Vec<String> {
+    let filter = format!("labels.\"io.kubernetes.pod.uid\"=={uid}");
+    run(Command::new("ctr").arg("--address").arg(socket).args([
+        "-n",
+        "k8s.io",
+        "containers",
+        "ls",
+        "-q",
+        &filter,
+    ]))
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// `kubectl <args>` as JSON once `check` holds, within 2 minutes; `agent` must stay up.
+pub fn wait_json(
+    k: &super::kubectl::Kubectl,
+    what: &str,
+    args: &[&str],
+    agent: &mut super::process::ChildGuard,
+    check: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    super::wait_for(what, Duration::from_secs(120), || {
+        agent.assert_running();
+        let out = k.run(args);
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).ok()?;
+        check(&v).then_some(v)
+    })
+}
+
 impl NodeLab {
     pub fn new(name: &str) -> NodeLab {
         let suffix = format!("-{name}");
@@ -93,6 +140,54 @@ impl NodeLab {
         ip(&["netns", "add", &lab.netns]);
         ip(&["-n", &lab.netns, "link", "set", "lo", "up"]);
         lab
+    }
+
+    /// The agent's data dir in the lab, with the images of `scripts/build-images.sh` in
+    /// `agent/images` (imported at the agent's start).
+    pub fn agent_data_with_images(&self) -> PathBuf {
+        let data = self.scratch.path().join("agent-data");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
+        run(Command::new("bash")
+            .arg(&script)
+            .arg(data.join("agent/images")));
+        data
+    }
+
+    /// Starts `k3rs agent` (data dir `data`, node `node` at 127.0.0.1, pods under the lab's
+    /// cgroup root, status every 2 s) joined to `server` with its agent token; logs to
+    /// `<scratch>/agent.log`.
+    pub fn start_agent(
+        &self,
+        server: &super::K3rs,
+        node: &str,
+        data: &Path,
+    ) -> super::process::ChildGuard {
+        let token = std::fs::read_to_string(server.data_dir().join("server/agent-token"))
+            .expect("agent token")
+            .trim()
+            .to_string();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3rs"));
+        cmd.arg("agent")
+            .args([
+                "--server",
+                &server.server_url(),
+                "--token",
+                &token,
+                "--data-dir",
+            ])
+            .arg(data)
+            .args(["--node-name", node, "--node-ip", "127.0.0.1"])
+            .args(["--kubelet-arg", "node-status-update-frequency=2s"])
+            .args([
+                "--kubelet-arg",
+                &format!("cgroup-root={}", self.cgroup_root),
+            ])
+            .env_remove("K3RS_TOKEN")
+            .env_remove("K3RS_URL")
+            .env("K3RS_CONFIG_FILE", "/dev/null")
+            .env("K3RS_LOG", "info,k3rs_agent=debug");
+        let log = self.scratch.path().join("agent.log");
+        super::process::ChildGuard::spawn("k3rs agent", cmd, &log)
     }
 
     pub fn netns_path(&self) -> PathBuf {

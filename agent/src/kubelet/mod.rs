@@ -6,3 +6,4 @@ pub mod plan;
 pub mod pods;
 pub mod prober;
 pub mod server;
+pub mod static_pods;

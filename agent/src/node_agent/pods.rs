@@ -29,6 +29,11 @@ pub fn agent_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("agent")
 }
 
+/// The static pod manifests (k3s's `<data-dir>/agent/pod-manifests`).
+pub fn pod_manifest_dir(data_dir: &Path) -> PathBuf {
+    agent_dir(data_dir).join("pod-manifests")
+}
+
 /// The containerd config for this agent (adapted to the host).
 pub fn containerd_config(data_dir: &Path) -> Config {
     let mut config = Config::new(&agent_dir(data_dir), SANDBOX_IMAGE);
@@ -187,6 +192,7 @@ pub async fn run(
         cri,
         cfg.node.name.clone(),
         node_context(cfg),
+        Some(pod_manifest_dir(&cfg.data_dir)),
         stop,
     )
     .await

@@ -32,6 +32,7 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::cri::{ImageService, RuntimeService};
+use crate::kubelet::static_pods;
 pub use sync::{Executor, NodeContext};
 
 /// Drives an informer until `stop`, waking `changed` on every event.
@@ -65,13 +66,15 @@ async fn drive<K>(
     }
 }
 
-/// Runs the executor for node `node_name` until `stop`.
+/// Runs the executor for node `node_name` until `stop`: the API's pods of the node (mirror
+/// pods excepted) and the static pods of `manifests` (see [`crate::kubelet::static_pods`]).
 pub async fn run(
     client: watch::Receiver<kube::Client>,
     runtime: Arc<dyn RuntimeService>,
     images: Arc<dyn ImageService>,
     node_name: String,
     node: NodeContext,
+    manifests: Option<std::path::PathBuf>,
     stop: CancellationToken,
 ) {
     let kube = client.borrow().clone();
@@ -114,12 +117,50 @@ pub async fn run(
         events,
         runtime,
         images,
-        api: Arc::new(api::KubeApi { client }),
+        api: Arc::new(api::KubeApi {
+            client: client.clone(),
+        }),
         node,
         backoffs: Default::default(),
         services: Box::new(move || services.state().iter().map(|s| (**s).clone()).collect()),
     });
-    let list = Arc::new(move || pods.state());
+    let statics = static_pods::Source::default();
+    if let Some(dir) = manifests {
+        tasks.spawn(static_pods::run_source(
+            dir,
+            node_name.clone(),
+            statics.clone(),
+            changed.clone(),
+            stop.clone(),
+        ));
+        let api_pods = pods.clone();
+        tasks.spawn(static_pods::run_mirrors(
+            client.clone(),
+            node_name.clone(),
+            statics.clone(),
+            Arc::new(move || api_pods.state()),
+            stop.clone(),
+        ));
+    }
+    let list = Arc::new(move || {
+        let api = pods.state();
+        let mirrors: Vec<Pod> = api
+            .iter()
+            .filter(|p| static_pods::is_mirror(p))
+            .map(|p| (**p).clone())
+            .collect();
+        let mut all: Vec<Arc<Pod>> = api
+            .into_iter()
+            .filter(|p| !static_pods::is_mirror(p))
+            .collect();
+        all.extend(
+            statics
+                .pods()
+                .iter()
+                .map(|s| Arc::new(static_pods::with_mirror_status(s, &mirrors))),
+        );
+        all
+    });
     workers::run(exec, list, changed, stop).await;
     while tasks.join_next().await.is_some() {}
 }

@@ -27,6 +27,7 @@ use crate::kubelet::plan::{
     Action, Allocatable, Backoffs, NodeDns, ObservedPod, Reasons, SandboxState, StatusInputs,
     Waiting,
 };
+use crate::kubelet::static_pods::status_target;
 
 /// What the executor knows of its node.
 #[derive(Debug, Clone)]
@@ -64,8 +65,9 @@ pub struct Executor {
 pub struct PodState {
     /// Why containers wait (image pull and start failures, back-offs).
     pub reasons: Reasons,
-    /// The status last written (the informer's copy may lag behind).
-    pub written: Option<k8s_openapi::api::core::v1::PodStatus>,
+    /// The status last written and the UID of the API pod it went to (the informer's copy
+    /// may lag behind).
+    pub written: Option<(String, k8s_openapi::api::core::v1::PodStatus)>,
     last_gc: Option<Instant>,
     /// When the pod's volumes were last set up.
     volumes_at: Option<Instant>,
@@ -401,16 +403,18 @@ impl Executor {
         let status = pod_status(inputs, &self.node.host_ips, Timestamp::now());
         self.probes.update(pod, &status);
         // The informer's copy may lag behind what was written: neither needs a write.
+        // A static pod's status goes to its mirror pod (none yet: nowhere, for now).
+        let target = status_target(pod);
         let written = state
             .written
             .as_ref()
-            .is_some_and(|w| same_status(w, &status));
-        if !written {
-            if let Some(patch) = status_patch(pod.status.as_ref(), &status, &pod_uid) {
+            .is_some_and(|(t, w)| Some(t) == target.as_ref() && same_status(w, &status));
+        if let (false, Some(target)) = (written, target) {
+            if let Some(patch) = status_patch(pod.status.as_ref(), &status, &target) {
                 let ns = Self::namespace(pod);
                 let name = pod.metadata.name.as_deref().unwrap_or_default();
-                self.api.patch_status(ns, name, &pod_uid, patch).await?;
-                state.written = Some(status);
+                self.api.patch_status(ns, name, &target, patch).await?;
+                state.written = Some((target, status));
             }
         }
         Ok(Synced {
