@@ -15,6 +15,7 @@ pub const KNOWN: &[&str] = &[
     "max-pods",
     "node-labels",
     "node-status-update-frequency",
+    "pod-manifest-path",
     "port",
     "register-with-taints",
 ];
@@ -30,6 +31,8 @@ pub struct KubeletArgs {
     pub max_pods: Option<u32>,
     pub node_labels: Vec<(String, String)>,
     pub node_status_update_frequency: Option<Duration>,
+    /// The static pod manifests' directory (default `<data-dir>/agent/pod-manifests`).
+    pub pod_manifest_path: Option<std::path::PathBuf>,
     /// The kubelet API's port (upstream's `--port`, 10250).
     pub port: Option<u16>,
     pub register_with_taints: Vec<Taint>,
@@ -88,6 +91,14 @@ impl KubeletArgs {
                 }
                 "node-status-update-frequency" => {
                     out.node_status_update_frequency = Some(duration(k, v)?)
+                }
+                "pod-manifest-path" => {
+                    if !v.starts_with('/') {
+                        return Err(format!(
+                            "--kubelet-arg pod-manifest-path={v}: expected an absolute path"
+                        ));
+                    }
+                    out.pod_manifest_path = Some(v.into())
                 }
                 "port" => {
                     out.port =
@@ -159,7 +170,7 @@ mod tests {
             Err(
                 "--kubelet-arg: unknown kubelet flag \"cgroup-driver\" (k3rs understands: \
                  cgroup-root, cluster-dns, cluster-domain, max-pods, node-labels, \
-                 node-status-update-frequency, port, register-with-taints)"
+                 node-status-update-frequency, pod-manifest-path, port, register-with-taints)"
                     .into()
             )
         );
@@ -167,6 +178,13 @@ mod tests {
         assert!(KubeletArgs::parse(&s(&["max-pods=many"])).is_err());
         assert!(KubeletArgs::parse(&s(&["node-status-update-frequency=soon"])).is_err());
         assert!(KubeletArgs::parse(&s(&["port=0"])).is_err());
+        assert!(KubeletArgs::parse(&s(&["pod-manifest-path=manifests"])).is_err());
+        assert_eq!(
+            KubeletArgs::parse(&s(&["pod-manifest-path=/etc/k3rs/manifests"]))
+                .unwrap()
+                .pod_manifest_path,
+            Some("/etc/k3rs/manifests".into())
+        );
         assert!(KubeletArgs::parse(&s(&["port=70000"])).is_err());
         assert_eq!(
             KubeletArgs::parse(&s(&["port=10251"])).unwrap().port,

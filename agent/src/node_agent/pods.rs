@@ -29,7 +29,8 @@ pub fn agent_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("agent")
 }
 
-/// The static pod manifests (k3s's `<data-dir>/agent/pod-manifests`).
+/// The static pod manifests when `--kubelet-arg pod-manifest-path` is not given (k3s's
+/// `<data-dir>/agent/pod-manifests`).
 pub fn pod_manifest_dir(data_dir: &Path) -> PathBuf {
     agent_dir(data_dir).join("pod-manifests")
 }
@@ -192,7 +193,12 @@ pub async fn run(
         cri,
         cfg.node.name.clone(),
         node_context(cfg),
-        Some(pod_manifest_dir(&cfg.data_dir)),
+        Some(
+            cfg.kubelet
+                .pod_manifest_path
+                .clone()
+                .unwrap_or_else(|| pod_manifest_dir(&cfg.data_dir)),
+        ),
         stop,
     )
     .await
