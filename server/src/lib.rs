@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 pub mod apiserver;
 pub mod audit;
 pub mod auth;
+pub mod cel;
 pub mod certificates;
 pub mod compactor;
 pub mod component_args;

@@ -267,6 +267,7 @@ fn structural(s: &Value, at: &str, cr_path: &str, out: &mut Vec<Cause>) {
         ));
     }
     structural::node_rules(s, at, level, out);
+    super::schema::rules_definition::check(s, at, out);
     if let Some(d) = s.get("default") {
         if s["nullable"] != true || !d.is_null() {
             for c in schema_validate::validate_at(s, d, cr_path) {

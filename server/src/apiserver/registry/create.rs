@@ -84,7 +84,7 @@ impl Registry {
             }
             strategy::apply_defaults(r, &mut obj);
             meta::drop_empty_collections(&mut obj);
-            check(t, &obj)?;
+            check(t, &obj, None)?;
             self.check_write(t, &obj, None, &opts).await?;
             let obj = self.validate_admission(&admission, &name, obj).await?;
             let mut obj = managed_fields::track(
@@ -191,12 +191,15 @@ pub(super) fn check_body(t: &Target, body: &Value) -> ApiResult<()> {
 }
 
 /// Validation of the object about to be stored (after defaulting and merging).
-pub(super) fn check(t: &Target, obj: &Value) -> ApiResult<()> {
+/// `old` is the stored object on updates (for CRD transition rules).
+pub(super) fn check(t: &Target, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
     let r = t.resource;
     let name = meta::name(obj);
     let mut causes = validation::validate_name(name, r.name_rule, "metadata.name");
     causes.extend(validation::validate_labels_and_annotations(obj));
     causes.extend(strategy::validate(r, obj));
+    let rules = strategy::validate_custom_rules(r, obj, old, &causes);
+    causes.extend(rules);
     if causes.is_empty() {
         Ok(())
     } else {

@@ -131,7 +131,7 @@ impl Registry {
             } else {
                 None
             };
-            check(t, &new)?;
+            check(t, &new, Some(&old))?;
             if ephemeral {
                 let causes = strategy::validate_ephemeral_update(&old, &new);
                 if !causes.is_empty() {

@@ -5,6 +5,9 @@
 pub mod default;
 pub mod list_type;
 pub mod prune;
+pub mod rule;
+pub mod rules;
+pub mod rules_definition;
 pub mod structural;
 pub mod validate;
 

@@ -170,6 +170,34 @@ pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
     }
 }
 
+/// A custom resource's `x-kubernetes-validations` (`old` on updates), unless the schema
+/// validation already found `causes` that make the object unfit for them (wrong types,
+/// unsupported values), as kube-apiserver's `hasBlockingErr` decides.
+pub fn validate_custom_rules(
+    r: &Resource,
+    obj: &Value,
+    old: Option<&Value>,
+    causes: &[Cause],
+) -> Vec<Cause> {
+    let Some(s) = super::custom::version_of(r).and_then(|cv| cv.schema.clone()) else {
+        return Vec::new();
+    };
+    if !crate::apiserver::crd::schema::rules::has_rules(&s) {
+        return Vec::new();
+    }
+    let blocking = causes
+        .iter()
+        .any(|c| matches!(c.reason, "FieldValueTypeInvalid" | "FieldValueNotSupported"));
+    if blocking {
+        return vec![Cause::invalid_value(
+            "",
+            "\"null\"",
+            "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+        )];
+    }
+    crate::apiserver::crd::schema::rules::validate(&s, obj, old)
+}
+
 /// The `ephemeralcontainers` subresource's rules: containers may be added, not changed.
 pub fn validate_ephemeral_update(old: &Value, new: &Value) -> Vec<Cause> {
     ephemeral::validate_update(old, new)
