@@ -23,6 +23,7 @@ pub mod node_lab;
 pub mod ns_cluster;
 pub mod process;
 pub mod stats;
+pub mod tls_server;
 pub mod two_node_lab;
 pub mod users;
 pub mod workload;

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use crate::apiserver::admission::default_toleration_seconds::DefaultTolerationSeconds;
 use crate::auth::authz::{self, Authorizer, Chain};
+use crate::auth::webhook::client::WebhookClient;
+use crate::auth::webhook::{AuthorizerWebhookOptions, TokenWebhookOptions, Version};
 
 /// One `--authorization-mode` entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +16,7 @@ pub enum Mode {
     AlwaysAllow,
     AlwaysDeny,
     Abac,
+    Webhook,
 }
 
 impl Mode {
@@ -24,6 +27,7 @@ impl Mode {
             "AlwaysAllow" => Mode::AlwaysAllow,
             "AlwaysDeny" => Mode::AlwaysDeny,
             "ABAC" => Mode::Abac,
+            "Webhook" => Mode::Webhook,
             _ => return None,
         })
     }
@@ -51,6 +55,10 @@ pub struct Args {
     pub requestheader_headers: crate::auth::request_header::Headers,
     /// `token-auth-file`: static bearer tokens (CSV).
     pub token_auth_file: Option<std::path::PathBuf>,
+    /// `authentication-token-webhook-*`.
+    pub token_webhook: TokenWebhookOptions,
+    /// `authorization-webhook-*` (mode `Webhook`).
+    pub authorization_webhook: AuthorizerWebhookOptions,
 }
 
 impl Default for Args {
@@ -64,12 +72,14 @@ impl Default for Args {
             requestheader_client_ca_file: None,
             requestheader_allowed_names: Vec::new(),
             requestheader_headers: Default::default(),
+            token_webhook: TokenWebhookOptions::default(),
+            authorization_webhook: AuthorizerWebhookOptions::default(),
         }
     }
 }
 
 /// The flags [`Args::parse`] knows.
-const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-group-headers, requestheader-extra-headers-prefix";
+const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version";
 
 /// A `--kube-apiserver-arg` that cannot be used (kube-apiserver's words where it has them).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -96,8 +106,14 @@ pub enum ArgError {
     NoModes,
     #[error("authorization-mode {0:?} is not a valid mode")]
     UnknownMode(String),
-    #[error("authorization-mode {0:?} is not supported by k3rs yet")]
-    UnsupportedMode(String),
+    #[error("authorization-mode Webhook's authorization config file not passed")]
+    WebhookWithoutFile,
+    #[error("cannot specify --authorization-webhook-config-file without mode Webhook")]
+    WebhookFileWithoutMode,
+    #[error("invalid argument {value:?} for \"--{flag}\" flag: expected a duration such as 30s, 5m or 1h30m")]
+    Duration { flag: String, value: String },
+    #[error("invalid argument {value:?} for \"--{flag}\" flag: must be v1 or v1beta1")]
+    Version { flag: String, value: String },
     #[error("authorization-mode {0:?} has mode specified more than once")]
     Duplicate(String),
 }
@@ -138,6 +154,27 @@ impl Args {
                     args.requestheader_headers.extra_prefix = list(value)
                 }
                 "authorization-policy-file" => args.authorization_policy_file = Some(value.into()),
+                "authentication-token-webhook-config-file" => {
+                    args.token_webhook.config_file = Some(value.into())
+                }
+                flag @ "authentication-token-webhook-cache-ttl" => {
+                    args.token_webhook.cache_ttl = duration(flag, value)?
+                }
+                flag @ "authentication-token-webhook-version" => {
+                    args.token_webhook.version = version(flag, value)?
+                }
+                "authorization-webhook-config-file" => {
+                    args.authorization_webhook.config_file = Some(value.into())
+                }
+                flag @ "authorization-webhook-cache-authorized-ttl" => {
+                    args.authorization_webhook.authorized_ttl = duration(flag, value)?
+                }
+                flag @ "authorization-webhook-cache-unauthorized-ttl" => {
+                    args.authorization_webhook.unauthorized_ttl = duration(flag, value)?
+                }
+                flag @ "authorization-webhook-version" => {
+                    args.authorization_webhook.version = version(flag, value)?
+                }
                 other => return Err(ArgError::Unsupported(other.to_string())),
             }
         }
@@ -155,6 +192,20 @@ impl Args {
                 crate::auth::abac::Abac::load(p).map_err(|e| ArgError::File(e.to_string()))?;
             }
             (false, None) => {}
+        }
+        match (
+            args.authorization_modes.contains(&Mode::Webhook),
+            &args.authorization_webhook.config_file,
+        ) {
+            (true, None) => return Err(ArgError::WebhookWithoutFile),
+            (false, Some(_)) => return Err(ArgError::WebhookFileWithoutMode),
+            (true, Some(p)) => {
+                WebhookClient::load(p).map_err(|e| ArgError::File(e.to_string()))?;
+            }
+            (false, None) => {}
+        }
+        if let Some(p) = &args.token_webhook.config_file {
+            WebhookClient::load(p).map_err(|e| ArgError::File(e.to_string()))?;
         }
         if let Some(p) = &args.token_auth_file {
             crate::auth::token_file::TokenFile::load(p)
@@ -174,6 +225,56 @@ fn seconds(flag: &str, value: &str) -> Result<i64, ArgError> {
             flag: flag.to_string(),
             value: value.to_string(),
         })
+}
+
+/// A Go duration (`300ms`, `30s`, `5m`, `1h30m`, `0`), as kube-apiserver's duration flags.
+fn duration(flag: &str, value: &str) -> Result<std::time::Duration, ArgError> {
+    go_duration(value).ok_or_else(|| ArgError::Duration {
+        flag: flag.to_string(),
+        value: value.to_string(),
+    })
+}
+
+/// Parses Go's `time.ParseDuration` format (non-negative values only).
+pub fn go_duration(s: &str) -> Option<std::time::Duration> {
+    if s == "0" {
+        return Some(std::time::Duration::ZERO);
+    }
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let n: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += n * scale;
+    }
+    std::time::Duration::try_from_secs_f64(total).ok()
+}
+
+/// `v1` or `v1beta1`.
+fn version(flag: &str, value: &str) -> Result<Version, ArgError> {
+    Version::parse(value).ok_or_else(|| ArgError::Version {
+        flag: flag.to_string(),
+        value: value.to_string(),
+    })
 }
 
 /// A comma-separated list flag (empty items dropped).
@@ -198,11 +299,7 @@ fn count(flag: &str, value: &str) -> Result<u64, ArgError> {
 pub fn parse_modes(value: &str) -> Result<Vec<Mode>, ArgError> {
     let mut modes = Vec::new();
     for name in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let mode = match Mode::parse(name) {
-            Some(m) => m,
-            None if name == "Webhook" => return Err(ArgError::UnsupportedMode(name.to_string())),
-            None => return Err(ArgError::UnknownMode(name.to_string())),
-        };
+        let mode = Mode::parse(name).ok_or_else(|| ArgError::UnknownMode(name.to_string()))?;
         if modes.contains(&mode) {
             return Err(ArgError::Duplicate(name.to_string()));
         }
@@ -216,12 +313,13 @@ pub fn parse_modes(value: &str) -> Result<Vec<Mode>, ArgError> {
 
 /// The authorizers of the chain: `system:masters` first (as kube-apiserver always does), then
 /// `modes` in order. `node` is the Node authorizer, when the server has one; `abac` the
-/// loaded ABAC policy file.
+/// loaded ABAC policy file; `webhook` the `Webhook` mode's authorizer.
 pub fn chain(
     modes: &[Mode],
     rbac: Arc<dyn Authorizer>,
     node: Option<Arc<dyn Authorizer>>,
     abac: Option<Arc<dyn Authorizer>>,
+    webhook: Option<Arc<dyn Authorizer>>,
 ) -> Chain {
     let mut c = Chain::new(vec![Arc::new(authz::SystemMasters)]);
     for m in modes {
@@ -236,6 +334,10 @@ pub fn chain(
             Mode::Abac => match &abac {
                 Some(a) => c.push(a.clone()),
                 None => tracing::warn!("authorization-mode ABAC without a policy file"),
+            },
+            Mode::Webhook => match &webhook {
+                Some(w) => c.push(w.clone()),
+                None => tracing::warn!("authorization-mode Webhook without a config file"),
             },
         }
     }
@@ -271,6 +373,64 @@ mod tests {
             .authorization_modes,
             [Mode::AlwaysAllow]
         );
+    }
+
+    #[test]
+    fn webhook_flags_and_go_durations() {
+        let dir = tempfile::tempdir().unwrap();
+        let kc = dir.path().join("webhook.yaml");
+        std::fs::write(
+            &kc,
+            "clusters: [{name: w, cluster: {server: 'http://127.0.0.1:1/'}}]\n",
+        )
+        .unwrap();
+        let file = kc.display();
+        let a = parse(&[
+            "authorization-mode=Node,Webhook,RBAC",
+            &format!("authorization-webhook-config-file={file}"),
+            "authorization-webhook-cache-authorized-ttl=1m30s",
+            "authorization-webhook-cache-unauthorized-ttl=0",
+            &format!("authentication-token-webhook-config-file={file}"),
+            "authentication-token-webhook-cache-ttl=500ms",
+            "authentication-token-webhook-version=v1beta1",
+        ])
+        .unwrap();
+        assert_eq!(
+            a.authorization_modes,
+            [Mode::Node, Mode::Webhook, Mode::Rbac]
+        );
+        assert_eq!(
+            a.authorization_webhook,
+            AuthorizerWebhookOptions {
+                config_file: Some(kc.clone()),
+                authorized_ttl: std::time::Duration::from_secs(90),
+                unauthorized_ttl: std::time::Duration::ZERO,
+                version: Version::V1,
+            }
+        );
+        assert_eq!(
+            a.token_webhook,
+            TokenWebhookOptions {
+                config_file: Some(kc.clone()),
+                cache_ttl: std::time::Duration::from_millis(500),
+                version: Version::V1beta1,
+            }
+        );
+        let d = parse(&[]).unwrap();
+        assert_eq!(d.token_webhook.cache_ttl.as_secs(), 120);
+        assert_eq!(d.authorization_webhook.authorized_ttl.as_secs(), 300);
+        assert_eq!(d.authorization_webhook.unauthorized_ttl.as_secs(), 30);
+        assert_eq!(
+            go_duration("1h2m3s"),
+            Some(std::time::Duration::from_secs(3723))
+        );
+        assert_eq!(
+            go_duration("1.5s"),
+            Some(std::time::Duration::from_millis(1500))
+        );
+        for bad in ["", "5", "-1s", "1d", "s", "1..2s"] {
+            assert_eq!(go_duration(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
@@ -368,8 +528,24 @@ mod tests {
             "at least one authorization-mode must be passed"
         );
         assert_eq!(
-            parse(&["authorization-mode=Webhook"]).unwrap_err(),
-            ArgError::UnsupportedMode("Webhook".into())
+            err(&["authorization-mode=Webhook"]),
+            "authorization-mode Webhook's authorization config file not passed"
+        );
+        assert_eq!(
+            err(&["authorization-webhook-config-file=/x.yaml"]),
+            "cannot specify --authorization-webhook-config-file without mode Webhook"
+        );
+        assert_eq!(
+            err(&["authentication-token-webhook-version=v2"]),
+            r#"invalid argument "v2" for "--authentication-token-webhook-version" flag: must be v1 or v1beta1"#
+        );
+        assert_eq!(
+            err(&["authorization-webhook-cache-authorized-ttl=5x"]),
+            r#"invalid argument "5x" for "--authorization-webhook-cache-authorized-ttl" flag: expected a duration such as 30s, 5m or 1h30m"#
+        );
+        assert!(
+            err(&["authentication-token-webhook-config-file=/nonexistent.yaml"])
+                .starts_with("reading the webhook kubeconfig /nonexistent.yaml")
         );
         assert_eq!(
             err(&["authorization-mode=ABAC"]),
@@ -412,7 +588,7 @@ mod tests {
             )
         };
         let decide = |modes: &[Mode], a: &Attributes| {
-            futures::executor::block_on(chain(modes, Arc::new(Never), None, None).evaluate(a))
+            futures::executor::block_on(chain(modes, Arc::new(Never), None, None, None).evaluate(a))
         };
         let user = at(vec![]);
         assert_eq!(

@@ -94,6 +94,8 @@ pub enum Error {
     #[error("{0}")]
     AbacPolicy(#[from] crate::auth::abac::PolicyFileError),
     #[error("{0}")]
+    Webhook(#[from] crate::auth::webhook::client::ConfigError),
+    #[error("{0}")]
     KubeletClient(#[source] kubelet::Error),
     #[error("reconciling the bootstrap RBAC policy: {0}")]
     RbacBootstrap(#[source] crate::auth::rbac::reconcile::Error),
@@ -241,11 +243,20 @@ impl ApiServer {
                 as Arc<dyn crate::auth::authz::Authorizer>),
             None => None,
         };
+        let webhook_authz = match &cfg.args.authorization_webhook.config_file {
+            Some(_) => Some(Arc::new(
+                crate::auth::webhook::subject_access_review::WebhookAuthorizer::load(
+                    &cfg.args.authorization_webhook,
+                )?,
+            ) as Arc<dyn crate::auth::authz::Authorizer>),
+            None => None,
+        };
         let authz = args::chain(
             &cfg.args.authorization_modes,
             Arc::new(crate::auth::rbac::Rbac::new(policy.clone())),
             Some(Arc::new(node_authorizer.clone())),
             abac,
+            webhook_authz,
         );
         let registry = Registry::new(ds, cfg.service_cidr).with_admission(
             admission::Chain::standard_with(cfg.args.default_tolerations),
@@ -287,6 +298,19 @@ impl ApiServer {
             crate::auth::bootstrap_token::BootstrapTokens::new(registry.clone()),
         ));
         authn.push(Arc::new(service_accounts.tokens.clone()));
+        // Then (kube-apiserver's order) the token webhook.
+        if cfg.args.token_webhook.config_file.is_some() {
+            let audiences = crate::auth::serviceaccount::claims::API_AUDIENCES
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            authn.push(Arc::new(
+                crate::auth::webhook::token_review::TokenWebhook::load(
+                    &cfg.args.token_webhook,
+                    audiences,
+                )?,
+            ));
+        }
         let (kcert, kkey) = pki.kubelet_client_cert();
         let kubelet_client = kubelet::KubeletClient::load(&pki.server_ca_cert(), &kcert, &kkey)
             .map_err(Error::KubeletClient)?;

@@ -155,7 +155,8 @@ pub fn attributes(
     Ok(attrs)
 }
 
-fn strings(v: &Value) -> Vec<String> {
+/// The strings of a JSON array (anything else is none).
+pub fn strings(v: &Value) -> Vec<String> {
     v.as_array()
         .map(|a| {
             a.iter()

@@ -2,8 +2,9 @@
 //! request's credentials decides (kube-apiserver's union authenticator).
 //!
 //! # Guarantees
-//! - Credentials presented and rejected by an authenticator stop the chain with 401; they are
-//!   never downgraded to anonymous.
+//! - Credentials an authenticator rejects are 401 unless a later authenticator accepts the
+//!   request (upstream's union authenticator goes on after an error); they are never
+//!   downgraded to anonymous.
 //! - Every user the chain returns carries `system:authenticated`.
 
 use std::fmt::Debug;
@@ -70,11 +71,12 @@ impl Chain {
         self.authenticators.push(a);
     }
 
-    /// The first authenticator's verdict that is not [`Outcome::NotApplicable`];
-    /// `NotApplicable` when none recognised the request (the caller decides on anonymous),
-    /// except that a bearer token no authenticator recognised is `Rejected` (as
-    /// kube-apiserver's bearer-token authenticator: a presented token never means anonymous).
+    /// The first authenticator's user; else the first rejection; `NotApplicable` when none
+    /// recognised the request (the caller decides on anonymous), except that a bearer token
+    /// no authenticator recognised is `Rejected` (as kube-apiserver's bearer-token
+    /// authenticator: a presented token never means anonymous).
     pub async fn authenticate(&self, req: &AuthnRequest<'_>) -> Outcome {
+        let mut rejected = None;
         for a in &self.authenticators {
             match a.authenticate(req).await {
                 Outcome::NotApplicable => continue,
@@ -82,8 +84,13 @@ impl Chain {
                     u.add_group(super::user::ALL_AUTHENTICATED);
                     return Outcome::Authenticated(u);
                 }
-                rejected => return rejected,
+                r @ Outcome::Rejected(_) => {
+                    rejected.get_or_insert(r);
+                }
             }
+        }
+        if let Some(r) = rejected {
+            return r;
         }
         if req.bearer_token().is_some() {
             return Outcome::Rejected("invalid bearer token".into());

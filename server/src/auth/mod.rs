@@ -23,6 +23,7 @@ pub mod reviews;
 pub mod serviceaccount;
 pub mod token_file;
 pub mod user;
+pub mod webhook;
 
 pub use attributes::Attributes;
 pub use user::{InProcessUser, UserInfo};

@@ -43,28 +43,31 @@ impl ServerUrl {
         if authority.is_empty() || authority.contains('/') {
             return Err(format!("--server {url:?}: expected https://host:port"));
         }
-        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (h, after) = v6
-                .split_once(']')
-                .ok_or_else(|| format!("--server {url:?}: unclosed '['"))?;
-            (h.to_string(), after.strip_prefix(':'))
-        } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), Some(p)),
-                None => (authority.to_string(), None),
-            }
-        };
-        let port = match port {
-            Some(p) => p
-                .parse()
-                .map_err(|_| format!("--server {url:?}: invalid port {p:?}"))?,
-            None => 6443,
-        };
-        if host.is_empty() {
-            return Err(format!("--server {url:?}: no host"));
-        }
+        let (host, port) =
+            host_port(authority, 6443).map_err(|e| format!("--server {url:?}: {e}"))?;
         Ok(ServerUrl { host, port })
     }
+}
+
+/// `host[:port]` or `[v6][:port]` → (host, port), `default_port` when none is given.
+pub(crate) fn host_port(authority: &str, default_port: u16) -> Result<(String, u16), String> {
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (h, after) = v6.split_once(']').ok_or("unclosed '['")?;
+        (h.to_string(), after.strip_prefix(':'))
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p)),
+            None => (authority.to_string(), None),
+        }
+    };
+    let port = match port {
+        Some(p) => p.parse().map_err(|_| format!("invalid port {p:?}"))?,
+        None => default_port,
+    };
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    Ok((host, port))
 }
 
 /// A response: status and body.
@@ -168,7 +171,13 @@ fn client_config(trust: &Trust) -> Result<rustls::ClientConfig, String> {
 
 /// Accepts any server certificate (signatures are still checked, so the handshake is sound).
 #[derive(Debug)]
-struct AcceptAny(Arc<CryptoProvider>);
+pub(crate) struct AcceptAny(Arc<CryptoProvider>);
+
+impl AcceptAny {
+    pub(crate) fn new(provider: Arc<CryptoProvider>) -> AcceptAny {
+        AcceptAny(provider)
+    }
+}
 
 impl ServerCertVerifier for AcceptAny {
     fn verify_server_cert(

@@ -1,0 +1,473 @@
+//! The webhooks' HTTP client, configured by a kubeconfig file as kube-apiserver's
+//! (`clusters[].cluster`: `server`, `certificate-authority[-data]`,
+//! `insecure-skip-tls-verify`, `tls-server-name`; `users[].user`: `client-certificate[-data]`,
+//! `client-key[-data]`, `token`, `tokenFile`). The current context picks the cluster and
+//! user; without one, the first of each. Relative file names are relative to the kubeconfig's
+//! directory.
+//!
+//! # Guarantees
+//! - Requests go to `server` exactly (its path included), one connection per request.
+//! - Transport failures, `429` and `5xx` answers are retried with upstream's backoff
+//!   (0.5 s, ×1.5, 5 attempts); any other non-2xx answer is an error at once.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use serde::Deserialize;
+
+/// How long one attempt may take (upstream's webhook request timeout is 30 s).
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Upstream's `DefaultRequestRetry`: 500 ms, factor 1.5, 5 steps.
+const ATTEMPTS: u32 = 5;
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Why the kubeconfig could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading the webhook kubeconfig {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the webhook kubeconfig {path}: {reason}")]
+    Invalid { path: PathBuf, reason: String },
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    #[error("calling the webhook: {0}")]
+    Transport(String),
+    #[error("the webhook answered {status}: {body}")]
+    Status { status: u16, body: String },
+}
+
+impl CallError {
+    fn retryable(&self) -> bool {
+        match self {
+            CallError::Transport(_) => true,
+            CallError::Status { status, .. } => *status == 429 || *status >= 500,
+        }
+    }
+}
+
+/// Where and how to POST reviews.
+#[derive(Clone)]
+pub struct WebhookClient {
+    host: String,
+    port: u16,
+    path: String,
+    tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for WebhookClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookClient")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Kubeconfig {
+    #[serde(default)]
+    clusters: Vec<NamedCluster>,
+    #[serde(default)]
+    users: Vec<NamedUser>,
+    #[serde(default)]
+    contexts: Vec<NamedContext>,
+    #[serde(default, rename = "current-context")]
+    current_context: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct NamedCluster {
+    #[serde(default)]
+    name: String,
+    cluster: Cluster,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct NamedUser {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    user: User,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct NamedContext {
+    #[serde(default)]
+    name: String,
+    context: Context,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Context {
+    #[serde(default)]
+    cluster: String,
+    #[serde(default)]
+    user: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Cluster {
+    #[serde(default)]
+    server: String,
+    certificate_authority: Option<PathBuf>,
+    certificate_authority_data: Option<String>,
+    #[serde(default)]
+    insecure_skip_tls_verify: bool,
+    tls_server_name: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct User {
+    client_certificate: Option<PathBuf>,
+    client_certificate_data: Option<String>,
+    client_key: Option<PathBuf>,
+    client_key_data: Option<String>,
+    token: Option<String>,
+    #[serde(rename = "tokenFile")]
+    token_file: Option<PathBuf>,
+}
+
+impl WebhookClient {
+    /// Reads the kubeconfig at `path`.
+    pub fn load(path: &Path) -> Result<WebhookClient, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        WebhookClient::from_kubeconfig(&text, dir).map_err(|reason| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        })
+    }
+
+    /// The client a kubeconfig describes; `dir` anchors relative file names.
+    pub fn from_kubeconfig(text: &str, dir: &Path) -> Result<WebhookClient, String> {
+        let kc: Kubeconfig = serde_norway::from_str(text).map_err(|e| e.to_string())?;
+        let context = kc
+            .contexts
+            .iter()
+            .find(|c| !kc.current_context.is_empty() && c.name == kc.current_context)
+            .map(|c| &c.context);
+        let cluster = match context {
+            Some(c) => kc.clusters.iter().find(|n| n.name == c.cluster),
+            None => kc.clusters.first(),
+        }
+        .map(|n| &n.cluster)
+        .ok_or("no cluster")?;
+        let default_user = User::default();
+        let user = match context {
+            Some(c) => kc.users.iter().find(|n| n.name == c.user).map(|n| &n.user),
+            None => kc.users.first().map(|n| &n.user),
+        }
+        .unwrap_or(&default_user);
+        let (https, host, port, path) = split_url(&cluster.server)?;
+        let file = |p: &Path| {
+            let p = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                dir.join(p)
+            };
+            std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))
+        };
+        let data = |d: &str, what: &str| {
+            B64.decode(d.trim())
+                .map_err(|e| format!("{what}: not base64: {e}"))
+        };
+        let either = |f: &Option<PathBuf>, d: &Option<String>, what: &str| match (d, f) {
+            (Some(d), _) => data(d, what).map(Some),
+            (None, Some(f)) => file(f).map(Some),
+            (None, None) => Ok(None),
+        };
+        let ca = either(
+            &cluster.certificate_authority,
+            &cluster.certificate_authority_data,
+            "certificate-authority-data",
+        )?;
+        let cert = either(
+            &user.client_certificate,
+            &user.client_certificate_data,
+            "client-certificate-data",
+        )?;
+        let key = either(&user.client_key, &user.client_key_data, "client-key-data")?;
+        let token = match (&user.token, &user.token_file) {
+            (Some(t), _) => Some(t.clone()),
+            (None, Some(f)) => Some(String::from_utf8_lossy(&file(f)?).trim().to_string()),
+            (None, None) => None,
+        };
+        let tls = if https {
+            let name = cluster.tls_server_name.clone().unwrap_or(host.clone());
+            let name = ServerName::try_from(name.clone())
+                .map_err(|e| format!("server name {name:?}: {e}"))?;
+            let config = tls_config(
+                ca.as_deref(),
+                cluster.insecure_skip_tls_verify,
+                cert.as_deref().zip(key.as_deref()),
+            )?;
+            Some((Arc::new(config), name))
+        } else {
+            None
+        };
+        Ok(WebhookClient {
+            host,
+            port,
+            path,
+            tls,
+            token,
+        })
+    }
+
+    /// POSTs `body` (JSON) and returns the 2xx answer's body, retrying as upstream.
+    pub async fn post(&self, body: &[u8]) -> Result<Vec<u8>, CallError> {
+        let mut backoff = FIRST_BACKOFF;
+        let mut attempt = 1;
+        loop {
+            let result = match tokio::time::timeout(ATTEMPT_TIMEOUT, self.post_once(body)).await {
+                Ok(r) => r,
+                Err(_) => Err(CallError::Transport(format!(
+                    "no answer in {ATTEMPT_TIMEOUT:?}"
+                ))),
+            };
+            match result {
+                Err(e) if e.retryable() && attempt < ATTEMPTS => {
+                    tracing::debug!(error = %e, attempt, "webhook call failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = backoff.mul_f64(1.5);
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn post_once(&self, body: &[u8]) -> Result<Vec<u8>, CallError> {
+        let transport = |what: &str| {
+            let what = what.to_string();
+            move |e: std::io::Error| CallError::Transport(format!("{what}: {e}"))
+        };
+        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(transport("connecting"))?;
+        match &self.tls {
+            Some((config, name)) => {
+                let tls = tokio_rustls::TlsConnector::from(config.clone())
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(transport("TLS"))?;
+                self.exchange(TokioIo::new(tls), body).await
+            }
+            None => self.exchange(TokioIo::new(tcp), body).await,
+        }
+    }
+
+    async fn exchange<IO>(&self, io: IO, body: &[u8]) -> Result<Vec<u8>, CallError>
+    where
+        IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let http = |e: hyper::Error| CallError::Transport(format!("HTTP: {e}"));
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(http)?;
+        let conn = tokio::spawn(conn);
+        let host = if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        };
+        let mut req = hyper::Request::builder()
+            .method("POST")
+            .uri(&self.path)
+            .header(hyper::header::HOST, host)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(hyper::header::ACCEPT, "application/json")
+            .header(hyper::header::USER_AGENT, "k3rs-apiserver");
+        if let Some(t) = &self.token {
+            req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let req = req
+            .body(Full::new(Bytes::copy_from_slice(body)))
+            .map_err(|e| CallError::Transport(format!("building the request: {e}")))?;
+        let resp = sender.send_request(req).await.map_err(http)?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(http)?
+            .to_bytes()
+            .to_vec();
+        conn.abort();
+        if !(200..300).contains(&status) {
+            let mut text = String::from_utf8_lossy(&body).into_owned();
+            text.truncate(512);
+            return Err(CallError::Status { status, body: text });
+        }
+        Ok(body)
+    }
+}
+
+/// `http(s)://host[:port][/path]` → (https, host, port, path).
+fn split_url(url: &str) -> Result<(bool, String, u16, String), String> {
+    let (https, rest) = if let Some(r) = url.strip_prefix("https://") {
+        (true, r)
+    } else if let Some(r) = url.strip_prefix("http://") {
+        (false, r)
+    } else {
+        return Err(format!("server {url:?}: expected an http(s) URL"));
+    };
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(i) if rest[i..].starts_with('/') => (&rest[..i], rest[i..].to_string()),
+        Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+        None => (rest, "/".to_string()),
+    };
+    let (host, port) = crate::join::https::host_port(authority, if https { 443 } else { 80 })
+        .map_err(|e| format!("server {url:?}: {e}"))?;
+    Ok((https, host, port, path))
+}
+
+fn tls_config(
+    ca: Option<&[u8]>,
+    insecure: bool,
+    client: Option<(&[u8], &[u8])>,
+) -> Result<rustls::ClientConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder =
+        match (insecure, ca) {
+            (true, _) => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(crate::join::https::AcceptAny::new(
+                    provider,
+                ))),
+            (false, Some(pem)) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in CertificateDer::pem_slice_iter(pem) {
+                    let cert = cert.map_err(|e| format!("certificate-authority: {e}"))?;
+                    roots
+                        .add(cert)
+                        .map_err(|e| format!("certificate-authority: {e}"))?;
+                }
+                builder.with_root_certificates(roots)
+            }
+            (false, None) => return Err(
+                "an https server needs certificate-authority(-data) or insecure-skip-tls-verify"
+                    .into(),
+            ),
+        };
+    match client {
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_slice_iter(cert)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("client-certificate: {e}"))?;
+            let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("client-key: {e}"))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("client certificate: {e}"))
+        }
+        None => Ok(builder.with_no_client_auth()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            split_url("https://127.0.0.1:8443/authenticate").unwrap(),
+            (true, "127.0.0.1".into(), 8443, "/authenticate".into())
+        );
+        assert_eq!(
+            split_url("https://authn.example").unwrap(),
+            (true, "authn.example".into(), 443, "/".into())
+        );
+        assert_eq!(
+            split_url("http://[::1]/a?b=c").unwrap(),
+            (false, "::1".into(), 80, "/a?b=c".into())
+        );
+        assert!(split_url("ftp://x").is_err());
+        assert!(split_url("https://:1/").is_err());
+        assert!(split_url("https://h:x/").is_err());
+    }
+
+    #[test]
+    fn kubeconfig_picks_the_current_context_else_the_first_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tok"), "file-token\n").unwrap();
+        let yaml = r#"
+clusters:
+- name: a
+  cluster: {server: "https://a.example:1/x", insecure-skip-tls-verify: true}
+- name: b
+  cluster: {server: "http://b.example:2/review"}
+users:
+- name: u1
+  user: {token: t1}
+- name: u2
+  user: {tokenFile: tok}
+contexts:
+- name: c
+  context: {cluster: b, user: u2}
+current-context: c
+"#;
+        let c = WebhookClient::from_kubeconfig(yaml, dir.path()).unwrap();
+        assert_eq!(
+            (c.tls.is_some(), c.host.as_str(), c.port, c.path.as_str()),
+            (false, "b.example", 2, "/review")
+        );
+        assert_eq!(c.token.as_deref(), Some("file-token"));
+        let first = yaml.replace("current-context: c", "");
+        let c = WebhookClient::from_kubeconfig(&first, dir.path()).unwrap();
+        assert_eq!((c.host.as_str(), c.tls.is_some()), ("a.example", true));
+        assert_eq!(c.token.as_deref(), Some("t1"));
+    }
+
+    #[test]
+    fn bad_kubeconfigs() {
+        let dir = Path::new("/");
+        let err = |y: &str| WebhookClient::from_kubeconfig(y, dir).unwrap_err();
+        assert_eq!(err("users: []"), "no cluster");
+        assert_eq!(
+            err("clusters: [{name: a, cluster: {server: 'https://h:1'}}]"),
+            "an https server needs certificate-authority(-data) or insecure-skip-tls-verify"
+        );
+        assert!(err(
+            "clusters: [{name: a, cluster: {server: 'https://h:1', certificate-authority-data: '%%'}}]"
+        )
+        .starts_with("certificate-authority-data: not base64"));
+    }
+
+    #[tokio::test]
+    async fn refused_connections_are_transport_errors_after_retries_about_4s() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let yaml = format!("clusters: [{{cluster: {{server: 'http://127.0.0.1:{port}/'}}}}]");
+        let c = WebhookClient::from_kubeconfig(&yaml, Path::new("/")).unwrap();
+        let err = c.post(b"{}").await.unwrap_err();
+        assert!(matches!(err, CallError::Transport(ref m) if m.starts_with("connecting")));
+    }
+}

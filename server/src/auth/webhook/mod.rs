@@ -1,0 +1,78 @@
+//! kube-apiserver's webhooks: the token-review authenticator
+//! (`--authentication-token-webhook-*`) and the `Webhook` authorization mode
+//! (`--authorization-webhook-*`). Both POST a review object to a remote service described by
+//! a kubeconfig file ([`client`]) and cache its answers ([`cache`]).
+
+pub mod cache;
+pub mod client;
+pub mod subject_access_review;
+pub mod token_review;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which review API version the webhook speaks (`--*-webhook-version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Version {
+    #[default]
+    V1,
+    V1beta1,
+}
+
+impl Version {
+    /// `v1` or `v1beta1`.
+    pub fn parse(s: &str) -> Option<Version> {
+        match s {
+            "v1" => Some(Version::V1),
+            "v1beta1" => Some(Version::V1beta1),
+            _ => None,
+        }
+    }
+
+    /// The `apiVersion` of a review in `group`.
+    pub fn api_version(self, group: &str) -> String {
+        match self {
+            Version::V1 => format!("{group}/v1"),
+            Version::V1beta1 => format!("{group}/v1beta1"),
+        }
+    }
+}
+
+/// `--authentication-token-webhook-config-file`, `-cache-ttl` (2m), `-version` (v1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenWebhookOptions {
+    pub config_file: Option<PathBuf>,
+    pub cache_ttl: Duration,
+    pub version: Version,
+}
+
+impl Default for TokenWebhookOptions {
+    fn default() -> TokenWebhookOptions {
+        TokenWebhookOptions {
+            config_file: None,
+            cache_ttl: Duration::from_secs(120),
+            version: Version::V1,
+        }
+    }
+}
+
+/// `--authorization-webhook-config-file`, `-cache-authorized-ttl` (5m),
+/// `-cache-unauthorized-ttl` (30s), `-version` (v1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizerWebhookOptions {
+    pub config_file: Option<PathBuf>,
+    pub authorized_ttl: Duration,
+    pub unauthorized_ttl: Duration,
+    pub version: Version,
+}
+
+impl Default for AuthorizerWebhookOptions {
+    fn default() -> AuthorizerWebhookOptions {
+        AuthorizerWebhookOptions {
+            config_file: None,
+            authorized_ttl: Duration::from_secs(300),
+            unauthorized_ttl: Duration::from_secs(30),
+            version: Version::V1,
+        }
+    }
+}
