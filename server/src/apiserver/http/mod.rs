@@ -7,6 +7,7 @@ pub mod encryption;
 pub mod handlers;
 pub mod protobuf;
 mod protobuf_authentication;
+mod protobuf_autoscaling;
 mod protobuf_certificates;
 mod protobuf_rbac;
 mod protobuf_workloads;

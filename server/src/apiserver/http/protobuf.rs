@@ -2,6 +2,7 @@
 //! which kubectl's typed clients send for `kubectl create namespace|configmap|secret|
 //! deployment|service|serviceaccount`.
 //!
+//! `kubectl autoscale` sends autoscaling/v1 HorizontalPodAutoscalers,
 //! `kubectl certificate approve|deny` send CertificateSigningRequests too, `kubectl create
 //! token` TokenRequests and `kubectl auth whoami` SelfSubjectReviews.
 //!
@@ -233,6 +234,9 @@ pub fn decode(bytes: &[u8]) -> ApiResult<Value> {
             super::protobuf_workloads::service_account(&raw).map_err(bad)?
         }
         ("apps/v1", "Deployment") => super::protobuf_workloads::deployment(&raw).map_err(bad)?,
+        ("autoscaling/v1", "HorizontalPodAutoscaler") => {
+            super::protobuf_autoscaling::hpa_v1(&raw).map_err(bad)?
+        }
         ("batch/v1", "Job") => super::protobuf_workloads::job(&raw).map_err(bad)?,
         ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => {
             super::protobuf_rbac::role(&raw).map_err(bad)?

@@ -42,6 +42,9 @@ pub fn schema_of(group: &str, version: &str, kind: &str) -> Option<AddSchema> {
         ("apps", "v1", "DaemonSet") => add::<apps::v1::DaemonSet>,
         ("apps", "v1", "ControllerRevision") => add::<apps::v1::ControllerRevision>,
         ("autoscaling", "v1", "Scale") => add::<autoscaling::v1::Scale>,
+        ("autoscaling", "v1", "HorizontalPodAutoscaler") => {
+            add::<autoscaling::v1::HorizontalPodAutoscaler>
+        }
         ("autoscaling", "v2", "HorizontalPodAutoscaler") => {
             add::<autoscaling::v2::HorizontalPodAutoscaler>
         }

@@ -34,7 +34,7 @@ pub use patch::PatchOptions;
 pub use watch::WatchOptions;
 
 use crate::apiserver::resources::catalog::Resource;
-use crate::apiserver::resources::event_convert;
+use crate::apiserver::resources::{event_convert, hpa_convert};
 use crate::apiserver::status::{ApiError, ApiResult, Subject};
 use crate::datastore::{Datastore, KeyValue};
 
@@ -211,10 +211,12 @@ pub fn encode(obj: &Value) -> ApiResult<Vec<u8>> {
 }
 
 /// Serializes an object written through `r` in its stored form (events.k8s.io Events are
-/// stored as core/v1 Events).
+/// stored as core/v1 Events, autoscaling/v1 HorizontalPodAutoscalers as autoscaling/v2).
 pub fn encode_as(r: &Resource, obj: &Value) -> ApiResult<Vec<u8>> {
     if event_convert::is_events_api(r) {
         encode(&event_convert::to_core(obj))
+    } else if hpa_convert::is_v1(r) {
+        encode(&hpa_convert::to_v2(obj))
     } else {
         encode(obj)
     }
@@ -222,7 +224,12 @@ pub fn encode_as(r: &Resource, obj: &Value) -> ApiResult<Vec<u8>> {
 
 /// Decodes a stored object as `r` serves it, with its resourceVersion.
 pub fn decode_as(r: &Resource, kv: &KeyValue) -> ApiResult<Value> {
-    Ok(event_convert::from_storage(r, decode(kv)?))
+    let obj = decode(kv)?;
+    Ok(if hpa_convert::is_v1(r) {
+        hpa_convert::to_v1(&obj)
+    } else {
+        event_convert::from_storage(r, obj)
+    })
 }
 
 /// Decodes a stored object and sets its resourceVersion to the key's `mod_revision`.

@@ -440,6 +440,23 @@ pub static CATALOG: &[Resource] = &[
             true,
         )
     },
+    // The same objects through the older schema (see `hpa_convert`); v2 is preferred.
+    Resource {
+        short_names: &["hpa"],
+        categories: &["all"],
+        subresources: &[status_of("autoscaling", "v1", "HorizontalPodAutoscaler")],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/horizontalpodautoscalers",
+        ..row(
+            "autoscaling",
+            "v1",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            "horizontalpodautoscaler",
+            true,
+        )
+    },
     Resource {
         short_names: &["pdb"],
         subresources: &[status_of("policy", "v1", "PodDisruptionBudget")],

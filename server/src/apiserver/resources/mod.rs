@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod cluster_ip;
 pub mod custom;
 pub mod event_convert;
+pub mod hpa_convert;
 pub mod intern;
 pub mod node_port;
 pub mod strategy;

@@ -42,6 +42,9 @@ pub fn check_structure(r: &Resource, obj: &Value) -> Result<(), String> {
         ("apps", "ControllerRevision") => check::<apps::v1::ControllerRevision>(obj),
         ("batch", "Job") => check::<batch::v1::Job>(obj),
         ("batch", "CronJob") => check::<batch::v1::CronJob>(obj),
+        ("autoscaling", "HorizontalPodAutoscaler") if r.version == "v1" => {
+            check::<autoscaling::v1::HorizontalPodAutoscaler>(obj)
+        }
         ("autoscaling", "HorizontalPodAutoscaler") => {
             check::<autoscaling::v2::HorizontalPodAutoscaler>(obj)
         }

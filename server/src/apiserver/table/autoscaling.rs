@@ -3,6 +3,8 @@
 
 use serde_json::{json, Value};
 
+use crate::apiserver::resources::hpa_convert;
+
 use super::printers::{age, int_of, name, str_of, Column, AGE, NAME};
 
 pub const HPA_COLUMNS: &[Column] = &[
@@ -108,6 +110,9 @@ pub fn format_metrics(specs: &Value, statuses: &Value) -> String {
 }
 
 pub fn hpa_cells(hpa: &Value, now: i64) -> Vec<Value> {
+    if hpa["apiVersion"] == "autoscaling/v1" {
+        return hpa_cells(&hpa_convert::to_v2(hpa), now);
+    }
     let spec = &hpa["spec"];
     let reference = format!(
         "{}/{}",

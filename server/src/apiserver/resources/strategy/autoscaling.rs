@@ -26,6 +26,13 @@ fn scaling_rules(rules: &mut Value, defaults: Value) {
     }
 }
 
+/// autoscaling/v1's `SetDefaults_HorizontalPodAutoscaler`: only the minimum.
+pub fn hpa_v1_defaults(hpa: &mut Value) {
+    if let Some(spec) = hpa.get_mut("spec").filter(|s| s.is_object()) {
+        default_field(spec, "minReplicas", json!(1));
+    }
+}
+
 pub fn hpa_defaults(hpa: &mut Value) {
     let Some(spec) = hpa.get_mut("spec").filter(|s| s.is_object()) else {
         return;

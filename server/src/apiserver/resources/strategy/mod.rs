@@ -52,6 +52,9 @@ pub fn apply_defaults(r: &Resource, obj: &mut Value) {
         ("apps", "DaemonSet") => sets::daemonset_defaults(obj),
         ("batch", "Job") => batch::job_defaults(obj),
         ("batch", "CronJob") => batch::cronjob_defaults(obj),
+        ("autoscaling", "HorizontalPodAutoscaler") if r.version == "v1" => {
+            autoscaling::hpa_v1_defaults(obj)
+        }
         ("autoscaling", "HorizontalPodAutoscaler") => autoscaling::hpa_defaults(obj),
         // Part B.
         ("discovery.k8s.io", "EndpointSlice") => endpointslice::defaults(obj),
@@ -152,6 +155,9 @@ pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
         ("apps", "ControllerRevision") => sets::validate_controllerrevision(obj),
         ("batch", "Job") => batch::validate_job(obj),
         ("batch", "CronJob") => batch::validate_cronjob(obj),
+        ("autoscaling", "HorizontalPodAutoscaler") if r.version == "v1" => {
+            autoscaling::validate_hpa(&super::hpa_convert::to_v2(obj))
+        }
         ("autoscaling", "HorizontalPodAutoscaler") => autoscaling::validate_hpa(obj),
         ("policy", "PodDisruptionBudget") => policy::validate_pdb(obj),
         ("certificates.k8s.io", "CertificateSigningRequest") => csr::validate(obj),
