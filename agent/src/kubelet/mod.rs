@@ -7,3 +7,4 @@ pub mod pods;
 pub mod prober;
 pub mod server;
 pub mod static_pods;
+pub mod stats;
