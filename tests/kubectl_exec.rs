@@ -3,7 +3,8 @@
 //! later, `--tail`, `--timestamps`, `--previous` after a restart), `kubectl exec` (output and
 //! exit code, stdin piped with `-i`), `kubectl attach` (output of a running container; `-i`
 //! into a container with `stdin: true` that echoes), `kubectl cp` both ways, `kubectl port-forward` to an
-//! httpd in a pod, `nodes/<node>/proxy/healthz`, and RBAC on `pods/exec` (403 without it).
+//! httpd in a pod, `nodes/<node>/proxy/healthz`, the kubelet's `/stats/summary` and `/metrics/resource` through
+//! the node proxy, and RBAC on `pods/exec` (403 without it).
 //! As root, inside a network namespace the test makes (loopback only, no route out), with the
 //! images of `scripts/build-images.sh` imported from `<data-dir>/agent/images`.
 //!
@@ -140,6 +141,8 @@ fn scenario(lab: &NodeLab) {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+
+    stats(&k);
 
     // Logs: whole, tail, timestamps.
     let logs = common::wait_for("box's first lines", Duration::from_secs(30), || {
@@ -402,4 +405,43 @@ fn attach(k: &Kubectl, server: &common::K3rs) {
         let p = json(k, &["get", "pod", "echoer", "-o", "json"]);
         (p["status"]["phase"] == "Succeeded").then_some(())
     });
+}
+
+/// `/stats/summary` lists the running pods with their containers' CPU and memory, and
+/// `/metrics/resource` has the kubelet's resource metrics for them.
+fn stats(k: &Kubectl) {
+    let path = format!("/api/v1/nodes/{NODE}/proxy/stats/summary");
+    let summary: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "--raw", &path])).expect("the summary is JSON");
+    assert_eq!(summary["node"]["nodeName"], NODE, "{summary}");
+    assert!(
+        summary["node"]["memory"]["workingSetBytes"].as_u64() > Some(0),
+        "{summary}"
+    );
+    assert!(
+        summary["node"]["cpu"]["usageCoreNanoSeconds"].as_u64() > Some(0),
+        "{summary}"
+    );
+    let pods = summary["pods"].as_array().expect("pods");
+    for name in ["box", "web", "echoer"] {
+        let pod = pods
+            .iter()
+            .find(|p| p["podRef"]["name"] == name && p["podRef"]["namespace"] == "default")
+            .unwrap_or_else(|| panic!("pod {name} in {summary}"));
+        assert!(pod["podRef"]["uid"].is_string(), "{pod}");
+        assert!(pod["memory"]["workingSetBytes"].as_u64() > Some(0), "{pod}");
+        assert!(pod["cpu"]["usageCoreNanoSeconds"].is_u64(), "{pod}");
+        assert!(!pod["containers"].as_array().unwrap().is_empty(), "{pod}");
+    }
+    let path = format!("/api/v1/nodes/{NODE}/proxy/metrics/resource");
+    let metrics = k.ok(&["get", "--raw", &path]);
+    for needle in [
+        "node_cpu_usage_seconds_total ",
+        "node_memory_working_set_bytes ",
+        "pod_memory_working_set_bytes{namespace=\"default\",pod=\"web\"} ",
+        "container_cpu_usage_seconds_total{container=",
+        "scrape_error 0",
+    ] {
+        assert!(metrics.contains(needle), "{needle} in {metrics}");
+    }
 }

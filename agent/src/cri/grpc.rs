@@ -262,6 +262,15 @@ impl RuntimeService for Cri {
         Box::pin(async move { Ok(reply.await?.containers) })
     }
 
+    fn list_container_stats(&self) -> BoxFuture<'_, Result<Vec<pb::ContainerStats>>> {
+        let reply: BoxFuture<'_, Result<pb::ListContainerStatsResponse>> = call!(
+            self.runtime
+                .list_container_stats(pb::ListContainerStatsRequest { filter: None }),
+            "ListContainerStats"
+        );
+        Box::pin(async move { Ok(reply.await?.stats) })
+    }
+
     fn container_status(
         &self,
         container_id: String,

@@ -62,6 +62,14 @@ pub trait RuntimeService: Send + Sync {
         cmd: Vec<String>,
         timeout_secs: i64,
     ) -> BoxFuture<'_, Result<pb::ExecSyncResponse>>;
+    /// Usage statistics of the runtime's running containers (runtimes without them answer
+    /// Unimplemented).
+    fn list_container_stats(&self) -> BoxFuture<'_, Result<Vec<pb::ContainerStats>>> {
+        Box::pin(std::future::ready(Err(super::Error::rpc(
+            "ListContainerStats",
+            tonic::Status::unimplemented("no container stats"),
+        ))))
+    }
     /// A URL of the runtime's streaming server for an exec, attach or port-forward session
     /// (the caller carries the client's upgraded connection there).
     fn streaming_url(&self, req: StreamRequest) -> BoxFuture<'_, Result<String>> {

@@ -3,7 +3,8 @@
 //! or bearer token (TokenReview) and authorized per request (SubjectAccessReview on the node,
 //! see [`auth`]).
 //!
-//! Endpoints: `/healthz`, `/pods`, `/containerLogs/{ns}/{pod}/{container}` ([`logs`]), and
+//! Endpoints: `/healthz`, `/pods`, `/stats/summary` and `/metrics/resource` (`stats`),
+//! `/containerLogs/{ns}/{pod}/{container}` ([`logs`]), and
 //! the streaming ones `/exec`, `/attach`, `/portForward` ([`streaming`]), which ask the CRI
 //! runtime for a streaming URL and carry the upgraded connection there.
 //!
@@ -16,6 +17,7 @@
 pub mod auth;
 pub mod cri_log;
 pub mod logs;
+mod stats;
 pub mod streaming;
 mod tls;
 
@@ -60,6 +62,8 @@ pub struct Kubelet {
     /// The node's API client (reviews, pod lookups).
     pub client: watch::Receiver<kube::Client>,
     pub cri: Arc<dyn RuntimeService>,
+    /// The previous node CPU sample, for `usageNanoCores`.
+    pub cpu_rate: stats::CpuRate,
 }
 
 impl Kubelet {
@@ -84,6 +88,9 @@ pub fn router(k: Arc<Kubelet>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/pods", get(pods))
         .route("/pods/", get(pods))
+        .route("/stats/summary", get(stats::summary_handler))
+        .route("/stats/summary/", get(stats::summary_handler))
+        .route("/metrics/resource", get(stats::metrics_handler))
         .route(
             "/containerLogs/{namespace}/{pod}/{container}",
             get(logs::container_logs),
@@ -235,6 +242,7 @@ pub async fn run(
         node_name: cfg.node_name,
         client,
         cri,
+        cpu_rate: stats::CpuRate::default(),
     });
     tls::serve(listener, tls, router(k), stop).await;
 }
