@@ -360,6 +360,11 @@ struct ServerArgs {
     /// `default-unreachable-toleration-seconds=300`.
     #[arg(long = "kube-apiserver-arg", value_name = "KEY=VALUE")]
     kube_apiserver_arg: Vec<String>,
+    /// PodSecurity admission configuration (an AdmissionConfiguration with defaults and
+    /// exemptions), as k3s's flag; the same as
+    /// `--kube-apiserver-arg=admission-control-config-file=FILE`.
+    #[arg(long, env = "K3RS_POD_SECURITY_ADMISSION_CONFIG_FILE")]
+    pod_security_admission_config_file: Option<PathBuf>,
     /// Use this etcd (https://host:port) instead of the embedded datastore.
     #[arg(long, env = "K3RS_DATASTORE_ENDPOINT")]
     datastore_endpoint: Option<String>,
@@ -456,14 +461,19 @@ async fn main() -> anyhow::Result<()> {
                         .clone()
                         .unwrap_or_else(|| args.data_dir.join("storage"))
                 });
-            let apiserver_args = k3rs_server::apiserver::args::Args::parse(
-                &args.kube_apiserver_arg,
-            )
-            .unwrap_or_else(|e| {
-                Cli::command()
-                    .error(clap::error::ErrorKind::InvalidValue, e)
-                    .exit()
-            });
+            // k3s's own flag first, so that a --kube-apiserver-arg overrides it.
+            let kube_apiserver_args = args
+                .pod_security_admission_config_file
+                .iter()
+                .map(|p| format!("admission-control-config-file={}", p.display()))
+                .chain(args.kube_apiserver_arg.iter().cloned())
+                .collect::<Vec<_>>();
+            let apiserver_args = k3rs_server::apiserver::args::Args::parse(&kube_apiserver_args)
+                .unwrap_or_else(|e| {
+                    Cli::command()
+                        .error(clap::error::ErrorKind::InvalidValue, e)
+                        .exit()
+                });
             let agent = (!args.disable_agent && !args.disable_apiserver).then(|| {
                 let join = node_flags::Join {
                     server: format!("https://127.0.0.1:{}", args.https_listen_port),

@@ -7,6 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::audit_log::{events, s, wait_event};
 use common::kubectl::Kubectl;
 use common::users;
 use serde_json::Value;
@@ -35,35 +36,6 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p
-}
-
-fn events(log: &Path) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
-/// Waits (bounded) for an event matching `pred`; panics with the log otherwise.
-fn wait_event(log: &Path, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(e) = events(log).into_iter().find(&pred) {
-            return e;
-        }
-        if std::time::Instant::now() > deadline {
-            panic!(
-                "no audit event for {what}; log:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn s<'a>(e: &'a Value, ptr: &str) -> &'a str {
-    e.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
 }
 
 #[test]

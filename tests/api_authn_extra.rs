@@ -271,6 +271,7 @@ fn an_authenticating_proxy_with_the_request_header_ca_asserts_users() {
             ca.0.display()
         ),
         "--kube-apiserver-arg=requestheader-allowed-names=front-proxy",
+        "--kube-apiserver-arg=requestheader-uid-headers=X-Remote-Uid",
     ]);
     let asserted = [
         "X-Remote-User: alice",
@@ -278,6 +279,7 @@ fn an_authenticating_proxy_with_the_request_header_ca_asserts_users() {
         "X-Remote-Group: ops",
         "X-Remote-Extra-Scopes: read",
         "X-Remote-Extra-Acme.com%2Fproject: p1",
+        "X-Remote-Uid: u-42",
     ];
     let (code, body) = self_subject_review(&server, Some(&proxy), &asserted);
     assert_eq!(code, 201, "{body}");
@@ -285,6 +287,7 @@ fn an_authenticating_proxy_with_the_request_header_ca_asserts_users() {
         body["status"]["userInfo"],
         serde_json::json!({
             "username": "alice",
+            "uid": "u-42",
             "groups": ["dev", "ops", "system:authenticated"],
             "extra": {"scopes": ["read"], "acme.com/project": ["p1"]}
         })

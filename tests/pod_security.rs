@@ -200,3 +200,149 @@ fn workloads_are_warned_and_their_pods_denied() {
     let pods = k.ok(&["get", "pods", "-n", "apps", "-o", "name"]);
     assert_eq!(pods.trim(), "", "no pod may exist");
 }
+
+const ADMISSION_CONFIG: &str = r#"apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  configuration:
+    apiVersion: pod-security.admission.config.k8s.io/v1
+    kind: PodSecurityConfiguration
+    defaults:
+      enforce: baseline
+      audit: restricted
+    exemptions:
+      usernames: [ci-bot]
+      namespaces: [legacy]
+"#;
+
+const AUDIT_PODS: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  resources:
+  - group: ""
+    resources: ["pods"]
+  verbs: ["create"]
+- level: None
+"#;
+
+/// The `pod-security.kubernetes.io/<key>` annotation of the audit event of pod `name`'s create.
+fn pod_annotation(log: &std::path::Path, ns: &str, name: &str, key: &str) -> String {
+    let e = common::audit_log::wait_event(log, &format!("create pod {ns}/{name}"), |e| {
+        common::audit_log::s(e, "/objectRef/namespace") == ns
+            && common::audit_log::s(e, "/objectRef/name") == name
+    });
+    common::audit_log::s(
+        &e,
+        &format!("/annotations/pod-security.kubernetes.io~1{key}"),
+    )
+    .to_string()
+}
+
+#[test]
+fn admission_configuration_defaults_exemptions_and_audit_annotations() {
+    let files = tempfile::tempdir().unwrap();
+    let config = files.path().join("psa.yaml");
+    std::fs::write(&config, ADMISSION_CONFIG).unwrap();
+    let policy = files.path().join("audit.yaml");
+    std::fs::write(&policy, AUDIT_PODS).unwrap();
+    let log = files.path().join("audit.log");
+    let (_server, k) = Kubectl::start_server(&[
+        &format!("--pod-security-admission-config-file={}", config.display()),
+        &format!(
+            "--kube-apiserver-arg=audit-policy-file={}",
+            policy.display()
+        ),
+        &format!("--kube-apiserver-arg=audit-log-path={}", log.display()),
+    ]);
+
+    // No labels: the configured default enforce level (baseline) applies.
+    namespace(&k, "plain", &[]);
+    let out = k.run_stdin(
+        &["create", "-f", "-"],
+        Some(&pod("host", "plain", HOST_NETWORK)),
+    );
+    assert!(
+        out.stderr.contains(
+            "pods \"host\" is forbidden: violates PodSecurity \"baseline:latest\": host namespaces (hostNetwork=true)"
+        ),
+        "{out:?}"
+    );
+    // A baseline pod passes; the audit default (restricted) records its violations.
+    k.ok_stdin(&["create", "-f", "-"], Some(&pod("p", "plain", PLAIN)));
+    assert_eq!(
+        pod_annotation(&log, "plain", "p", "enforce-policy"),
+        "baseline:latest"
+    );
+    assert_eq!(
+        pod_annotation(&log, "plain", "p", "audit-violations"),
+        format!("would violate PodSecurity \"restricted:latest\": {ROOTFUL_RESTRICTED}")
+    );
+
+    // A namespace label overrides the default for its mode only.
+    namespace(
+        &k,
+        "open",
+        &["pod-security.kubernetes.io/enforce=privileged"],
+    );
+    k.ok_stdin(
+        &["create", "-f", "-"],
+        Some(&pod("host", "open", HOST_NETWORK)),
+    );
+    assert_eq!(
+        pod_annotation(&log, "open", "host", "enforce-policy"),
+        "privileged:latest"
+    );
+    assert!(pod_annotation(&log, "open", "host", "audit-violations")
+        .starts_with("would violate PodSecurity \"restricted:latest\": host namespaces"));
+
+    // Exempt namespace and exempt user: not evaluated, and the audit event says why.
+    namespace(&k, "legacy", &[]);
+    k.ok_stdin(
+        &["create", "-f", "-"],
+        Some(&pod("host", "legacy", HOST_NETWORK)),
+    );
+    assert_eq!(
+        pod_annotation(&log, "legacy", "host", "exempt"),
+        "namespace"
+    );
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "ci",
+        "--clusterrole=edit",
+        "--user=ci-bot",
+        "-n",
+        "plain",
+    ]);
+    k.ok_stdin(
+        &["create", "--as=ci-bot", "-f", "-"],
+        Some(&pod("bot", "plain", HOST_NETWORK)),
+    );
+    assert_eq!(pod_annotation(&log, "plain", "bot", "exempt"), "user");
+}
+
+#[test]
+fn a_bad_admission_configuration_stops_the_server() {
+    let files = tempfile::tempdir().unwrap();
+    let config = files.path().join("psa.yaml");
+    std::fs::write(
+        &config,
+        ADMISSION_CONFIG.replace("enforce: baseline", "enforce: strict"),
+    )
+    .unwrap();
+    let (status, log, _dir) = common::K3rs::run_to_exit(
+        &[&format!(
+            "--kube-apiserver-arg=admission-control-config-file={}",
+            config.display()
+        )],
+        Duration::from_secs(60),
+    );
+    assert!(status.is_some_and(|s| !s.success()), "{log}");
+    assert!(
+        log.contains("defaults.enforce: Invalid value: \"strict\": must be one of privileged, baseline, restricted"),
+        "{log}"
+    );
+}

@@ -7,6 +7,7 @@
 //! - A missing `etcd`/`etcdctl`/`openssl` binary is a test failure, never a skip.
 #![allow(dead_code)]
 
+pub mod audit_log;
 pub mod client;
 pub mod etcd;
 pub mod etcdctl;

@@ -50,8 +50,9 @@ pub struct Args {
     pub requestheader_client_ca_file: Option<std::path::PathBuf>,
     /// `requestheader-allowed-names` (empty: any CN the CA signed).
     pub requestheader_allowed_names: Vec<String>,
-    /// `requestheader-username-headers`, `-group-headers`, `-extra-headers-prefix` (k3s's
-    /// `X-Remote-User`, `X-Remote-Group`, `X-Remote-Extra-` by default).
+    /// `requestheader-username-headers`, `-uid-headers`, `-group-headers`,
+    /// `-extra-headers-prefix` (k3s's `X-Remote-User`, none, `X-Remote-Group`,
+    /// `X-Remote-Extra-` by default).
     pub requestheader_headers: crate::auth::request_header::Headers,
     /// `token-auth-file`: static bearer tokens (CSV).
     pub token_auth_file: Option<std::path::PathBuf>,
@@ -59,6 +60,9 @@ pub struct Args {
     pub token_webhook: TokenWebhookOptions,
     /// `authorization-webhook-*` (mode `Webhook`).
     pub authorization_webhook: AuthorizerWebhookOptions,
+    /// `admission-control-config-file`'s PodSecurity configuration (k3s's
+    /// `--pod-security-admission-config-file`); upstream's defaults without one.
+    pub pod_security: std::sync::Arc<crate::apiserver::admission::pod_security::config::Config>,
 }
 
 impl Default for Args {
@@ -74,12 +78,13 @@ impl Default for Args {
             requestheader_headers: Default::default(),
             token_webhook: TokenWebhookOptions::default(),
             authorization_webhook: AuthorizerWebhookOptions::default(),
+            pod_security: Default::default(),
         }
     }
 }
 
 /// The flags [`Args::parse`] knows.
-const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version";
+const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, admission-control-config-file, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-uid-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version";
 
 /// A `--kube-apiserver-arg` that cannot be used (kube-apiserver's words where it has them).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -142,6 +147,13 @@ impl Args {
                 flag @ "audit-log-maxsize" => args.audit.limits.max_size_mb = count(flag, value)?,
                 "audit-log-format" if value == "json" => {}
                 "token-auth-file" => args.token_auth_file = Some(value.into()),
+                "admission-control-config-file" => {
+                    let config = crate::apiserver::admission::pod_security::config::load(
+                        std::path::Path::new(value),
+                    )
+                    .map_err(|e| ArgError::File(e.to_string()))?;
+                    args.pod_security = std::sync::Arc::new(config);
+                }
                 "requestheader-client-ca-file" => {
                     args.requestheader_client_ca_file = Some(value.into())
                 }
@@ -149,6 +161,7 @@ impl Args {
                 "requestheader-username-headers" => {
                     args.requestheader_headers.username = list(value)
                 }
+                "requestheader-uid-headers" => args.requestheader_headers.uid = list(value),
                 "requestheader-group-headers" => args.requestheader_headers.group = list(value),
                 "requestheader-extra-headers-prefix" => {
                     args.requestheader_headers.extra_prefix = list(value)
@@ -462,11 +475,13 @@ mod tests {
             "requestheader-client-ca-file=/ca.crt",
             "requestheader-allowed-names=front-proxy, aggregator",
             "requestheader-group-headers=X-G1,X-G2",
+            "requestheader-uid-headers=X-Remote-Uid",
         ])
         .unwrap();
         assert_eq!(a.requestheader_client_ca_file, Some("/ca.crt".into()));
         assert_eq!(a.requestheader_allowed_names, ["front-proxy", "aggregator"]);
         assert_eq!(a.requestheader_headers.group, ["X-G1", "X-G2"]);
+        assert_eq!(a.requestheader_headers.uid, ["X-Remote-Uid"]);
         assert_eq!(a.requestheader_headers.username, ["X-Remote-User"]);
         assert_eq!(a.requestheader_headers.extra_prefix, ["X-Remote-Extra-"]);
     }

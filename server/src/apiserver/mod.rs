@@ -258,9 +258,11 @@ impl ApiServer {
             abac,
             webhook_authz,
         );
-        let registry = Registry::new(ds, cfg.service_cidr).with_admission(
-            admission::Chain::standard_with(cfg.args.default_tolerations),
-        );
+        let registry =
+            Registry::new(ds, cfg.service_cidr).with_admission(admission::Chain::standard_with(
+                cfg.args.default_tolerations,
+                cfg.args.pod_security.clone(),
+            ));
         registry.set_write_check(Arc::new(registry::rbac_escalation::RbacEscalation {
             source: policy,
             authz: authz.clone(),

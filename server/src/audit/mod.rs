@@ -9,6 +9,7 @@
 //! - Each request carries one audit ID (the client's `Audit-ID` header, or a new UUID),
 //!   answered in the `Audit-Id` response header.
 
+pub mod annotations;
 pub mod event;
 pub mod log;
 pub mod policy;

@@ -1,8 +1,9 @@
 //! The authenticating proxy (`--requestheader-*`): a front proxy that presents a client
 //! certificate from the request-header CA (and, when `--requestheader-allowed-names` is set,
 //! one of those common names) may assert the user in headers: the username (first non-empty
-//! of the username headers), groups (every value of every group header) and extra fields
-//! (`<prefix><key>: value`, key lower-cased and %-unescaped).
+//! of the username headers), the uid (first non-empty of the uid headers, none by default, as
+//! upstream's `--requestheader-uid-headers`), groups (every value of every group header) and
+//! extra fields (`<prefix><key>: value`, key lower-cased and %-unescaped).
 //!
 //! # Guarantees
 //! - Headers are believed only from a connection whose certificate chains to the
@@ -26,6 +27,8 @@ use super::user::UserInfo;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Headers {
     pub username: Vec<String>,
+    /// `--requestheader-uid-headers` (empty by default, as upstream).
+    pub uid: Vec<String>,
     pub group: Vec<String>,
     pub extra_prefix: Vec<String>,
 }
@@ -35,6 +38,7 @@ impl Default for Headers {
     fn default() -> Headers {
         Headers {
             username: vec!["X-Remote-User".into()],
+            uid: Vec::new(),
             group: vec!["X-Remote-Group".into()],
             extra_prefix: vec!["X-Remote-Extra-".into()],
         }
@@ -55,6 +59,11 @@ impl Headers {
             .username
             .iter()
             .find_map(|h| values(h).into_iter().find(|v| !v.is_empty()))?;
+        let uid = self
+            .uid
+            .iter()
+            .find_map(|h| values(h).into_iter().find(|v| !v.is_empty()))
+            .unwrap_or_default();
         let groups = self
             .group
             .iter()
@@ -78,9 +87,9 @@ impl Headers {
         }
         Some(UserInfo {
             username,
+            uid,
             groups,
             extra,
-            ..UserInfo::default()
         })
     }
 }
@@ -177,6 +186,7 @@ mod tests {
         ]);
         let u = Headers::default().user(&h).unwrap();
         assert_eq!(u.username, "alice");
+        assert_eq!(u.uid, "", "no uid headers by default");
         assert_eq!(u.groups, ["dev", "ops,qa"], "values are not split");
         assert_eq!(
             u.extra,
@@ -191,15 +201,20 @@ mod tests {
     fn first_non_empty_username_header() {
         let hs = Headers {
             username: vec!["X-User".into(), "X-Remote-User".into()],
+            uid: vec!["X-Uid".into(), "X-Remote-Uid".into()],
             group: vec![],
             extra_prefix: vec![],
         };
-        assert_eq!(
-            hs.user(&headers(&[("X-User", ""), ("X-Remote-User", "bob")]))
-                .unwrap()
-                .username,
-            "bob"
-        );
+        let u = hs
+            .user(&headers(&[
+                ("X-User", ""),
+                ("X-Remote-User", "bob"),
+                ("X-Uid", ""),
+                ("X-Remote-Uid", "u-1"),
+                ("X-Remote-Uid", "u-2"),
+            ]))
+            .unwrap();
+        assert_eq!((u.username.as_str(), u.uid.as_str()), ("bob", "u-1"));
         assert_eq!(hs.user(&headers(&[("X-Remote-Group", "g")])), None);
     }
 }

@@ -195,12 +195,14 @@ impl Chain {
 
     /// The plugins k3rs enables, in kube-apiserver's recommended order, with their defaults.
     pub fn standard() -> Chain {
-        Chain::standard_with(Default::default())
+        Chain::standard_with(Default::default(), Default::default())
     }
 
-    /// [`Chain::standard`] with the toleration seconds of `--kube-apiserver-arg`.
+    /// [`Chain::standard`] with the toleration seconds and the PodSecurity configuration of
+    /// `--kube-apiserver-arg`.
     pub fn standard_with(
         tolerations: default_toleration_seconds::DefaultTolerationSeconds,
+        pod_security: Arc<pod_security::config::Config>,
     ) -> Chain {
         let lifecycle = Arc::new(namespace_lifecycle::NamespaceLifecycle);
         let sa = Arc::new(service_account::ServiceAccount);
@@ -220,7 +222,9 @@ impl Chain {
                 limits,
                 sa,
                 Arc::new(node_restriction::NodeRestriction),
-                Arc::new(pod_security::PodSecurity),
+                Arc::new(pod_security::PodSecurity {
+                    config: pod_security,
+                }),
                 priority,
                 Arc::new(quota::ResourceQuota),
             ],

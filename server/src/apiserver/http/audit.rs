@@ -121,9 +121,17 @@ impl Audit {
     }
 
     /// For `Request` and up: reads the body into the event (JSON bodies only) and gives the
-    /// request back with the same body.
+    /// request back with the same body. At `Metadata`, a body is read only to complete an
+    /// objectRef without a name (a create), as upstream's `LogRequestObject` does.
     pub async fn capture_request(&mut self, req: Request) -> Request {
-        if self.decision.level < Level::Request || self.long_running {
+        let wants_body = self.decision.level >= Level::Request;
+        let unnamed = self
+            .event
+            .object_ref
+            .as_ref()
+            .is_some_and(|r| r.name.is_empty());
+        if self.long_running || !(wants_body || unnamed) || req.method() == axum::http::Method::GET
+        {
             return req;
         }
         let (parts, body) = req.into_parts();
@@ -146,7 +154,9 @@ impl Audit {
                             r.namespace = meta("namespace");
                         }
                     }
-                    self.event.request_object = Some(self.trimmed(v));
+                    if wants_body {
+                        self.event.request_object = Some(self.trimmed(v));
+                    }
                 }
                 Request::from_parts(parts, Body::from(bytes))
             }

@@ -144,11 +144,17 @@ async fn authorize_and_run(
             a.annotate(REASON_ANNOTATION, "");
         }
     }
-    if let Some(a) = audit {
-        req = a.capture_request(req).await;
-    }
+    let Some(a) = audit else {
+        req.extensions_mut().insert(user);
+        return next.run(req).await;
+    };
+    req = a.capture_request(req).await;
     req.extensions_mut().insert(user);
-    next.run(req).await
+    let (resp, annotations) = crate::audit::annotations::scope(next.run(req)).await;
+    for (k, v) in annotations {
+        a.annotate(&k, v);
+    }
+    resp
 }
 
 /// The audit annotations of the authorization decision (kube-apiserver's keys).

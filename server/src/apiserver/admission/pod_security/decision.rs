@@ -65,38 +65,38 @@ pub fn parts_of(pod: &Value) -> Result<PodParts, serde_json::Error> {
 pub struct Evaluation {
     /// `violates PodSecurity "<enforce>": …` when enforcement denies the write.
     pub denied: Option<String>,
+    /// `would violate PodSecurity "<audit>": …`, the `audit-violations` audit annotation.
+    pub audit: Option<String>,
     /// `would violate PodSecurity "<warn>": …`, sent as a Warning (only when not denied).
     pub warning: Option<String>,
 }
 
 /// Evaluates `pod` against `policy`: enforce (for pods; `enforce == false` for workload
-/// templates, which are only warned about) and warn.
+/// templates, which are only warned about), audit and warn, each level evaluated once.
 pub fn evaluate(policy: &Policy, pod: &PodParts, enforce: bool) -> Evaluation {
     let view = pod.view();
     let mut cache: HashMap<LevelVersion, Vec<checks::Violation>> = HashMap::new();
+    let mut violations = |lv: LevelVersion| -> Vec<checks::Violation> {
+        cache
+            .entry(lv)
+            .or_insert_with(|| checks::evaluate(lv, &view))
+            .clone()
+    };
     let mut out = Evaluation::default();
+    let text = |prefix: &str, lv: LevelVersion, v: &[checks::Violation]| {
+        (!v.is_empty()).then(|| {
+            format!(
+                "{prefix} PodSecurity \"{lv}\": {}",
+                checks::forbidden_detail(v)
+            )
+        })
+    };
     if enforce {
-        let v = checks::evaluate(policy.enforce, &view);
-        if !v.is_empty() {
-            out.denied = Some(format!(
-                "violates PodSecurity \"{}\": {}",
-                policy.enforce,
-                checks::forbidden_detail(&v)
-            ));
-        }
-        cache.insert(policy.enforce, v);
+        out.denied = text("violates", policy.enforce, &violations(policy.enforce));
     }
+    out.audit = text("would violate", policy.audit, &violations(policy.audit));
     if out.denied.is_none() {
-        let v = cache
-            .remove(&policy.warn)
-            .unwrap_or_else(|| checks::evaluate(policy.warn, &view));
-        if !v.is_empty() {
-            out.warning = Some(format!(
-                "would violate PodSecurity \"{}\": {}",
-                policy.warn,
-                checks::forbidden_detail(&v)
-            ));
-        }
+        out.warning = text("would violate", policy.warn, &violations(policy.warn));
     }
     out
 }
@@ -267,6 +267,25 @@ mod tests {
             Some(format!("violates PodSecurity \"restricted:latest\": {ROOTFUL}").as_str())
         );
         assert_eq!(e.warning, None);
+        assert_eq!(e.audit, None, "audit is privileged");
+    }
+
+    #[test]
+    fn audit_is_evaluated_whatever_enforce_decides() {
+        let p = Policy {
+            enforce: lv(Level::Restricted),
+            audit: lv(Level::Baseline),
+            warn: LevelVersion::PRIVILEGED,
+        };
+        let host = parts(json!({"hostNetwork": true, "containers": [{"name": "c", "image": "i"}]}));
+        for enforce in [true, false] {
+            let e = evaluate(&p, &host, enforce);
+            assert_eq!(e.denied.is_some(), enforce);
+            assert_eq!(
+                e.audit.as_deref(),
+                Some("would violate PodSecurity \"baseline:latest\": host namespaces (hostNetwork=true)")
+            );
+        }
     }
 
     #[test]

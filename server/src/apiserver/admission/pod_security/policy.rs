@@ -41,7 +41,7 @@ impl Level {
         }
     }
 
-    fn parse(s: &str) -> Option<Level> {
+    pub fn parse(s: &str) -> Option<Level> {
         match s {
             "privileged" => Some(Level::Privileged),
             "baseline" => Some(Level::Baseline),
@@ -67,7 +67,7 @@ impl Version {
         }
     }
 
-    fn parse(s: &str) -> Option<Version> {
+    pub fn parse(s: &str) -> Option<Version> {
         if s == "latest" {
             return Some(Version::Latest);
         }
@@ -140,10 +140,14 @@ impl Policy {
 const LEVEL_ERROR: &str = "must be one of privileged, baseline, restricted";
 const VERSION_ERROR: &str = "must be \"latest\" or \"v1.x\"";
 
-/// The policy of a namespace with `labels`, and the errors of malformed labels (as
+/// The policy of a namespace with `labels` (modes it does not label keep `defaults`, the
+/// admission configuration's), and the errors of malformed labels (as
 /// `metadata.labels[<key>]` causes, in label order: enforce, audit, warn).
-pub fn policy_to_evaluate(labels: &BTreeMap<String, String>) -> (Policy, Vec<Cause>) {
-    let mut p = Policy::default();
+pub fn policy_to_evaluate(
+    labels: &BTreeMap<String, String>,
+    defaults: &Policy,
+) -> (Policy, Vec<Cause>) {
+    let mut p = *defaults;
     let mut errs = Vec::new();
     let mut bad = |key: &str, value: &str, why: &str| {
         errs.push(Cause::invalid(
@@ -229,13 +233,17 @@ mod tests {
             .collect()
     }
 
+    fn eval(l: &BTreeMap<String, String>) -> (Policy, Vec<Cause>) {
+        policy_to_evaluate(l, &Policy::default())
+    }
+
     fn lv(level: Level, version: Version) -> LevelVersion {
         LevelVersion { level, version }
     }
 
     #[test]
     fn no_labels_is_privileged_everywhere() {
-        let (p, errs) = policy_to_evaluate(&labels(&[]));
+        let (p, errs) = eval(&labels(&[]));
         assert_eq!(p, Policy::default());
         assert!(p.fully_privileged());
         assert!(errs.is_empty());
@@ -243,7 +251,7 @@ mod tests {
 
     #[test]
     fn enforce_raises_warn_with_its_version() {
-        let (p, errs) = policy_to_evaluate(&labels(&[
+        let (p, errs) = eval(&labels(&[
             (ENFORCE_LEVEL, "baseline"),
             (ENFORCE_VERSION, "v1.25"),
         ]));
@@ -255,12 +263,12 @@ mod tests {
 
     #[test]
     fn explicit_warn_is_kept() {
-        let (p, _) = policy_to_evaluate(&labels(&[
+        let (p, _) = eval(&labels(&[
             (ENFORCE_LEVEL, "restricted"),
             (WARN_LEVEL, "privileged"),
         ]));
         assert_eq!(p.warn, LevelVersion::PRIVILEGED);
-        let (p, _) = policy_to_evaluate(&labels(&[
+        let (p, _) = eval(&labels(&[
             (ENFORCE_LEVEL, "restricted"),
             (ENFORCE_VERSION, "v1.20"),
             (WARN_VERSION, "v1.30"),
@@ -269,8 +277,29 @@ mod tests {
     }
 
     #[test]
+    fn labels_override_the_configured_defaults_per_mode() {
+        let defaults = Policy {
+            enforce: lv(Level::Baseline, Version::Latest),
+            audit: lv(Level::Restricted, Version::Minor(30)),
+            warn: lv(Level::Restricted, Version::Latest),
+        };
+        let (p, errs) = policy_to_evaluate(&labels(&[]), &defaults);
+        assert_eq!((p, errs.len()), (defaults, 0));
+        let (p, _) = policy_to_evaluate(&labels(&[(ENFORCE_LEVEL, "privileged")]), &defaults);
+        assert_eq!(p.enforce, LevelVersion::PRIVILEGED);
+        assert_eq!(p.audit, defaults.audit);
+        assert_eq!(p.warn, defaults.warn, "a laxer enforce does not lower warn");
+        let (p, _) = policy_to_evaluate(&labels(&[(AUDIT_LEVEL, "bogus")]), &defaults);
+        assert_eq!(
+            p.audit,
+            lv(Level::Privileged, Version::Minor(30)),
+            "a bad level fails open"
+        );
+    }
+
+    #[test]
     fn bad_labels() {
-        let (p, errs) = policy_to_evaluate(&labels(&[
+        let (p, errs) = eval(&labels(&[
             (ENFORCE_LEVEL, "strict"),
             (ENFORCE_VERSION, "1.25"),
             (AUDIT_LEVEL, "x"),
