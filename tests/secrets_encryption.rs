@@ -148,3 +148,61 @@ fn without_the_flag_secrets_are_plain_and_the_cli_says_so() {
         "{err}"
     );
 }
+
+#[test]
+fn a_joining_server_gets_the_cluster_keys_and_reads_its_secrets() {
+    let p1 = common::free_port().to_string();
+    let (first, k1) =
+        Kubectl::start_server(&["--secrets-encryption", "--etcd-peer-port", p1.as_str()]);
+    k1.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "s1",
+        "--from-literal=password=hunter2",
+    ]);
+    let key = active_key(&cli_ok(&first, &["status"]));
+
+    let p2 = common::free_port().to_string();
+    let second = K3rs::join_kubernetes(
+        &first,
+        &first.token(),
+        &["--secrets-encryption", "--etcd-peer-port", p2.as_str()],
+    );
+    let k2 = Kubectl {
+        bin: k1.bin.clone(),
+        kubeconfig: second.kubeconfig(),
+    };
+    // The joined server decrypts what the first stored: it received the cluster's key file
+    // instead of generating a key of its own.
+    let password = common::wait_for(
+        "s1 through the joined server",
+        Duration::from_secs(60),
+        || {
+            let out = k2.run(&["get", "secret", "s1", "-o", "jsonpath={.data.password}"]);
+            out.ok.then_some(out.stdout)
+        },
+    );
+    assert_eq!(password, "aHVudGVyMg==");
+    let keys = |s: &K3rs| s.data_dir().join("server/cred/encryption-config.json");
+    assert_eq!(
+        std::fs::read(keys(&second)).unwrap(),
+        std::fs::read(keys(&first)).unwrap()
+    );
+    let mode = std::fs::metadata(keys(&second))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(active_key(&cli_ok(&second, &["status"])), key);
+
+    // What the joined server encrypts, the first one reads.
+    k2.ok(&["create", "secret", "generic", "s2", "--from-literal=k=v"]);
+    assert!(stored(&second, "/registry/secrets/default/s2")
+        .starts_with(&format!("k8s:enc:aesgcm:v1:{key}:")));
+    assert_eq!(
+        k1.ok(&["get", "secret", "s2", "-o", "jsonpath={.data.k}"]),
+        "dg=="
+    );
+}

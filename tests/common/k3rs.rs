@@ -124,6 +124,14 @@ impl K3rs {
         K3rs::start_with(&args)
     }
 
+    /// [`K3rs::join`] with the Kubernetes API on a free loopback port.
+    pub fn join_kubernetes(cluster: &K3rs, token: &str, extra_args: &[&str]) -> K3rs {
+        let url = cluster.server_url();
+        let mut args = vec!["--server", url.as_str(), "--token", token];
+        args.extend_from_slice(extra_args);
+        K3rs::start_kubernetes(&args)
+    }
+
     /// Runs `k3rs server` with `extra_args` on a fresh data dir and waits (up to `timeout`)
     /// for it to exit by itself, for servers that must refuse to start. Returns the exit
     /// status (`None`: still running after `timeout`, then killed) and the log.

@@ -1,6 +1,8 @@
 //! What servers of one cluster share, and what `/v1-k3rs/server-bootstrap` hands a joining
 //! server: the CAs with their keys and the service-account signing key (never a server's own
-//! serving or client certificates), the server token's secret and the etcd cluster ID.
+//! serving or client certificates), the server token's secret, the etcd cluster ID and, when
+//! the server encrypts Secrets, its key file (a joining server must decrypt what the others
+//! stored).
 //!
 //! # Guarantees
 //! - [`install`] writes keys mode 0600 and certificates 0644, atomically, and only files named
@@ -40,6 +42,18 @@ pub struct BootstrapData {
     pub token_secret: String,
     /// Path under `tls/` → base64 of the file.
     pub files: BTreeMap<String, String>,
+    /// Base64 of `<data-dir>/server/cred/encryption-config.json`, when the server has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption_config: Option<String>,
+}
+
+/// The secrets-encryption key file of the server whose TLS directory is `tls_dir`.
+pub fn encryption_config_path(tls_dir: &Path) -> std::path::PathBuf {
+    tls_dir
+        .parent()
+        .unwrap_or(tls_dir)
+        .join("cred")
+        .join(crate::encryption::config::FILE)
 }
 
 /// Why the bootstrap data could not be read or installed.
@@ -70,10 +84,13 @@ pub fn collect(
             base64::engine::general_purpose::STANDARD.encode(text),
         );
     }
+    let encryption_config = read_optional(&encryption_config_path(tls_dir))?
+        .map(|text| base64::engine::general_purpose::STANDARD.encode(text));
     Ok(BootstrapData {
         cluster_id: format!("{cluster_id:016x}"),
         token_secret: token_secret.to_string(),
         files,
+        encryption_config,
     })
 }
 
@@ -102,6 +119,12 @@ pub fn install(tls_dir: &Path, data: &BootstrapData) -> Result<(), Error> {
             PUBLIC
         };
         write_atomic(&tls_dir.join(name), &bytes, mode)?;
+    }
+    if let Some(b64) = &data.encryption_config {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|_| Error::Encoding(crate::encryption::config::FILE.to_string()))?;
+        write_atomic(&encryption_config_path(tls_dir), &bytes, PRIVATE)?;
     }
     Ok(())
 }
@@ -150,12 +173,36 @@ mod tests {
     }
 
     #[test]
+    fn the_secrets_encryption_keys_travel_when_present() {
+        let a = tempfile::tempdir().unwrap();
+        let pki = crate::pki::Pki::ensure(a.path(), &Default::default()).unwrap();
+        let data = collect(pki.tls_dir(), 1, "s").unwrap();
+        assert_eq!(data.encryption_config, None, "no key file, nothing sent");
+        let keys = encryption_config_path(pki.tls_dir());
+        assert!(keys.starts_with(a.path().join("cred")), "{keys:?}");
+        std::fs::create_dir_all(keys.parent().unwrap()).unwrap();
+        std::fs::write(&keys, "{\"keys\": 1}").unwrap();
+        let data = collect(pki.tls_dir(), 1, "s").unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let tls = b.path().join("tls");
+        install(&tls, &data).unwrap();
+        let installed = b.path().join("cred").join(crate::encryption::config::FILE);
+        assert_eq!(
+            std::fs::read_to_string(&installed).unwrap(),
+            "{\"keys\": 1}"
+        );
+        let mode = std::fs::metadata(&installed).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
     fn refuses_foreign_paths_and_missing_files() {
         let dir = tempfile::tempdir().unwrap();
         let mut data = BootstrapData {
             cluster_id: "1".into(),
             token_secret: "x".into(),
             files: BTreeMap::new(),
+            encryption_config: None,
         };
         assert!(matches!(install(dir.path(), &data), Err(Error::Missing(_))));
         data.files.insert("../../etc/passwd".into(), "eA==".into());
