@@ -66,19 +66,14 @@ spec:
 "#;
 
 fn scaler(name: &str, spec: &str) -> String {
-    format!("apiVersion: example.com/v1\nkind: Scaler\nmetadata: {{name: {name}}}\nspec: {spec}\n")
+    common::kubectl::example_object("Scaler", name, spec)
 }
 
 #[test]
 fn crd_validation_rules() {
     let (_server, k) = Kubectl::start_server(&["--disable-agent"]);
     k.ok_stdin(&["apply", "-f", "-"], Some(SCALERS));
-    k.ok(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/scalers.example.com",
-        "--timeout=20s",
-    ]);
+    k.crd_established("scalers.example.com");
 
     // A rule that evaluates to false: 422 with the rule's message at its fieldPath.
     let err = k.fails_with(

@@ -78,7 +78,7 @@ spec:
 "#;
 
 fn widget(name: &str, spec: &str) -> String {
-    format!("apiVersion: example.com/v1\nkind: Widget\nmetadata: {{name: {name}}}\nspec: {spec}\n")
+    common::kubectl::example_object("Widget", name, spec)
 }
 
 fn jsonpath(k: &Kubectl, what: &[&str], path: &str) -> String {
@@ -89,22 +89,13 @@ fn jsonpath(k: &Kubectl, what: &[&str], path: &str) -> String {
     k.ok(&args)
 }
 
-fn established(k: &Kubectl, crd: &str) {
-    k.ok(&[
-        "wait",
-        "--for=condition=Established",
-        &format!("crd/{crd}"),
-        "--timeout=20s",
-    ]);
-}
-
 #[test]
 fn custom_resources_with_kubectl() {
     let (_server, k) = Kubectl::start_server(&["--disable-agent"]);
 
     // The CRD: accepted, established, with its names and stored version in the status.
     k.ok_stdin(&["apply", "-f", "-"], Some(WIDGETS));
-    established(&k, "widgets.example.com");
+    k.crd_established("widgets.example.com");
     let crd = ["crd", "widgets.example.com"];
     assert_eq!(
         jsonpath(&k, &crd, "{.status.acceptedNames.shortNames[0]}"),
@@ -313,7 +304,7 @@ fn custom_resources_with_kubectl() {
 
     // A cluster-scoped CRD.
     k.ok_stdin(&["apply", "-f", "-"], Some(GADGETS));
-    established(&k, "gadgets.example.com");
+    k.crd_established("gadgets.example.com");
     k.ok_stdin(
         &["create", "-f", "-"],
         Some(
@@ -350,7 +341,7 @@ fn custom_resources_with_kubectl() {
     ]);
     assert!(!gone.ok && gone.stderr.contains("NotFound"), "{gone:?}");
     k.ok_stdin(&["apply", "-f", "-"], Some(WIDGETS));
-    established(&k, "widgets.example.com");
+    k.crd_established("widgets.example.com");
     let after = k.run(&["get", "widgets", "-o", "name"]);
     assert!(after.ok, "{after:?}");
     assert_eq!(
@@ -373,7 +364,7 @@ fn every_server_learns_crds_from_the_datastore() {
     let (_b, kb) = Kubectl::start_server(&["--disable-agent", "--datastore-endpoint", &url]);
 
     ka.ok_stdin(&["apply", "-f", "-"], Some(WIDGETS));
-    established(&kb, "widgets.example.com");
+    kb.crd_established("widgets.example.com");
     let path = "/apis/example.com/v1/namespaces/default/widgets";
     common::wait_for(
         "server b to serve widgets",
@@ -465,7 +456,7 @@ fn structural_schema_rules_and_junctors() {
     }
 
     k.ok_stdin(&["create", "-f", "-"], Some(RULES));
-    established(&k, "rules.example.com");
+    k.crd_established("rules.example.com");
     k.ok_stdin(
         &["create", "-f", "-"],
         Some(&rule(

@@ -91,6 +91,21 @@ impl Kubectl {
         );
         out.stderr
     }
+
+    /// Waits (20 s at most) until CustomResourceDefinition `crd` is Established.
+    pub fn crd_established(&self, crd: &str) {
+        self.ok(&[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{crd}"),
+            "--timeout=20s",
+        ]);
+    }
+}
+
+/// A YAML `example.com/v1` custom object of `kind` named `name` with `spec` (flow YAML).
+pub fn example_object(kind: &str, name: &str, spec: &str) -> String {
+    format!("apiVersion: example.com/v1\nkind: {kind}\nmetadata: {{name: {name}}}\nspec: {spec}\n")
 }
 
 /// The whitespace-separated words of each line of `kubectl get` output.
