@@ -5,11 +5,15 @@
 //! - Lines are written whole and in the order they were sent.
 //! - The file is created with mode 0600 (kube-apiserver's), its directory if missing.
 //! - A failing write is logged and the line dropped; requests never fail because of it.
+//! - Memory is bounded: at most [`BUFFER`] lines wait for the writer (upstream's batch buffer
+//!   size); beyond that lines are dropped and counted, as upstream's buffered backend drops
+//!   events when its queue is blocked.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
 
 use super::rotation::{self, Limits};
 
@@ -22,16 +26,35 @@ pub struct OpenError {
     pub source: std::io::Error,
 }
 
+/// How many lines may wait for the writer.
+pub const BUFFER: usize = 10_000;
+
 /// Where events go; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct LogBackend {
-    tx: mpsc::Sender<String>,
+    tx: mpsc::SyncSender<String>,
+    dropped: Arc<AtomicU64>,
 }
 
 impl LogBackend {
+    /// A backend whose lines go to the returned receiver (at most `capacity` waiting).
+    fn queue(capacity: usize) -> (LogBackend, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::sync_channel::<String>(capacity);
+        let backend = LogBackend {
+            tx,
+            dropped: Arc::default(),
+        };
+        (backend, rx)
+    }
+
+    /// Lines dropped because the writer was [`BUFFER`] lines behind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
     /// Opens `path` (`-`: stdout) and starts its writer thread.
     pub fn open(path: &str, limits: Limits) -> Result<LogBackend, OpenError> {
-        let (tx, rx) = mpsc::channel::<String>();
+        let (backend, rx) = LogBackend::queue(BUFFER);
         if path == "-" {
             std::thread::spawn(move || {
                 let stdout = std::io::stdout();
@@ -42,7 +65,7 @@ impl LogBackend {
                     let _ = out.flush();
                 }
             });
-            return Ok(LogBackend { tx });
+            return Ok(backend);
         }
         let path = PathBuf::from(path);
         let file = open_file(&path).map_err(|source| OpenError {
@@ -62,12 +85,17 @@ impl LogBackend {
                 }
             }
         });
-        Ok(LogBackend { tx })
+        Ok(backend)
     }
 
-    /// Queues one line (without its newline).
+    /// Queues one line (without its newline); drops it when the writer is too far behind.
     pub fn write(&self, line: String) {
-        let _ = self.tx.send(line);
+        if let Err(mpsc::TrySendError::Full(_)) = self.tx.try_send(line) {
+            let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if n.is_power_of_two() {
+                tracing::warn!(dropped = n, "audit log writer is behind: events dropped");
+            }
+        }
     }
 }
 
@@ -139,6 +167,23 @@ fn unix_millis() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_queue_drops_and_counts() {
+        let (b, rx) = LogBackend::queue(2);
+        for i in 0..5 {
+            b.write(format!("line {i}"));
+        }
+        assert_eq!(b.dropped(), 3);
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), ["line 0", "line 1"]);
+        b.write("line 5".into());
+        assert_eq!(
+            rx.try_recv().as_deref(),
+            Ok("line 5"),
+            "room again once drained"
+        );
+        assert_eq!(b.dropped(), 3);
+    }
 
     #[test]
     fn rotates_and_keeps_max_backup_files() {
