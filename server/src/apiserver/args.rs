@@ -63,6 +63,8 @@ pub struct Args {
     /// `admission-control-config-file`'s PodSecurity configuration (k3s's
     /// `--pod-security-admission-config-file`); upstream's defaults without one.
     pub pod_security: std::sync::Arc<crate::apiserver::admission::pod_security::config::Config>,
+    /// `oidc-*`: the OpenID Connect token authenticator (off without an issuer).
+    pub oidc: crate::auth::oidc::Options,
 }
 
 impl Default for Args {
@@ -79,12 +81,13 @@ impl Default for Args {
             token_webhook: TokenWebhookOptions::default(),
             authorization_webhook: AuthorizerWebhookOptions::default(),
             pod_security: Default::default(),
+            oidc: Default::default(),
         }
     }
 }
 
 /// The flags [`Args::parse`] knows.
-const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, admission-control-config-file, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-uid-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version";
+const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, admission-control-config-file, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-uid-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version, oidc-issuer-url, oidc-client-id, oidc-username-claim, oidc-username-prefix, oidc-groups-claim, oidc-groups-prefix, oidc-required-claim, oidc-signing-algs, oidc-ca-file";
 
 /// A `--kube-apiserver-arg` that cannot be used (kube-apiserver's words where it has them).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -121,6 +124,8 @@ pub enum ArgError {
     Version { flag: String, value: String },
     #[error("authorization-mode {0:?} has mode specified more than once")]
     Duplicate(String),
+    #[error(transparent)]
+    Oidc(#[from] crate::auth::oidc::OptionsError),
 }
 
 impl Args {
@@ -188,8 +193,25 @@ impl Args {
                 flag @ "authorization-webhook-version" => {
                     args.authorization_webhook.version = version(flag, value)?
                 }
+                "oidc-issuer-url" => args.oidc.issuer_url = value.to_string(),
+                "oidc-client-id" => args.oidc.client_id = value.to_string(),
+                "oidc-username-claim" => args.oidc.username_claim = value.to_string(),
+                "oidc-username-prefix" => args.oidc.username_prefix = Some(value.to_string()),
+                "oidc-groups-claim" => {
+                    args.oidc.groups_claim = Some(value.to_string()).filter(|c| !c.is_empty())
+                }
+                "oidc-groups-prefix" => args.oidc.groups_prefix = value.to_string(),
+                "oidc-required-claim" => args.oidc.add_required_claims(value)?,
+                "oidc-signing-algs" => {
+                    args.oidc.signing_algs = crate::auth::oidc::Options::parse_algorithms(value)?
+                }
+                "oidc-ca-file" => args.oidc.ca_file = Some(value.into()),
                 other => return Err(ArgError::Unsupported(other.to_string())),
             }
+        }
+        args.oidc.validate()?;
+        if args.oidc.enabled() {
+            crate::auth::oidc::Oidc::tls(&args.oidc).map_err(ArgError::File)?;
         }
         // The files named are read again at start; a broken one is refused now.
         if let Some(p) = &args.audit.policy_file {
@@ -578,6 +600,68 @@ mod tests {
             parse(&["authorization-mode"]).unwrap_err(),
             ArgError::NotKeyValue("authorization-mode".into())
         );
+    }
+
+    #[test]
+    fn oidc_flags() {
+        use crate::auth::oidc::{jws::Algorithm, OptionsError};
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.crt");
+        std::fs::write(
+            &ca,
+            rcgen::generate_simple_self_signed(vec!["x".into()])
+                .unwrap()
+                .cert
+                .pem(),
+        )
+        .unwrap();
+        let ca_arg = format!("oidc-ca-file={}", ca.display());
+        let a = parse(&[
+            "oidc-issuer-url=https://issuer.example",
+            "oidc-client-id=k3rs",
+            "oidc-username-claim=email",
+            "oidc-username-prefix=-",
+            "oidc-groups-claim=groups",
+            "oidc-groups-prefix=oidc:",
+            "oidc-required-claim=hd=example.com",
+            "oidc-required-claim=tier=gold",
+            "oidc-signing-algs=RS256,ES256",
+            &ca_arg,
+        ])
+        .unwrap();
+        let o = &a.oidc;
+        assert_eq!(
+            (
+                o.issuer_url.as_str(),
+                o.client_id.as_str(),
+                o.username_claim.as_str()
+            ),
+            ("https://issuer.example", "k3rs", "email")
+        );
+        assert_eq!(o.username_prefix(), "");
+        assert_eq!(
+            (o.groups_claim.as_deref(), o.groups_prefix.as_str()),
+            (Some("groups"), "oidc:")
+        );
+        assert_eq!(o.required_claims.len(), 2);
+        assert_eq!(o.signing_algs, [Algorithm::Rs256, Algorithm::Es256]);
+        assert_eq!(o.ca_file.as_deref(), Some(ca.as_path()));
+        assert_eq!(
+            parse(&["oidc-issuer-url=https://i"]).unwrap_err(),
+            ArgError::Oidc(OptionsError::Together)
+        );
+        assert_eq!(
+            parse(&["oidc-issuer-url=http://i", "oidc-client-id=c"]).unwrap_err(),
+            ArgError::Oidc(OptionsError::NotHttps("http://i".into()))
+        );
+        assert_eq!(
+            parse(&["oidc-signing-algs=none"]).unwrap_err(),
+            ArgError::Oidc(OptionsError::Algorithm("none".into()))
+        );
+        assert!(matches!(
+            parse(&["oidc-issuer-url=https://i", "oidc-client-id=c", "oidc-ca-file=/nonexistent"]).unwrap_err(),
+            ArgError::File(m) if m.contains("/nonexistent")
+        ));
     }
 
     #[test]

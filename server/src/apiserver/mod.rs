@@ -97,6 +97,8 @@ pub enum Error {
     Webhook(#[from] crate::auth::webhook::client::ConfigError),
     #[error("{0}")]
     KubeletClient(#[source] kubelet::Error),
+    #[error("{0}")]
+    Oidc(String),
     #[error("reconciling the bootstrap RBAC policy: {0}")]
     RbacBootstrap(#[source] crate::auth::rbac::reconcile::Error),
 }
@@ -300,7 +302,14 @@ impl ApiServer {
             crate::auth::bootstrap_token::BootstrapTokens::new(registry.clone()),
         ));
         authn.push(Arc::new(service_accounts.tokens.clone()));
-        // Then (kube-apiserver's order) the token webhook.
+        // Then (kube-apiserver's order) OIDC and the token webhook.
+        if cfg.args.oidc.enabled() {
+            let tls = crate::auth::oidc::Oidc::tls(&cfg.args.oidc).map_err(Error::Oidc)?;
+            authn.push(Arc::new(crate::auth::oidc::Oidc::start(
+                cfg.args.oidc.clone(),
+                tls,
+            )));
+        }
         if cfg.args.token_webhook.config_file.is_some() {
             let audiences = crate::auth::serviceaccount::claims::API_AUDIENCES
                 .iter()

@@ -17,6 +17,7 @@ pub mod bootstrap_token;
 pub mod impersonation;
 pub mod node;
 pub mod node_restriction;
+pub mod oidc;
 pub mod rbac;
 pub mod request_header;
 pub mod reviews;

@@ -147,7 +147,7 @@ pub fn unverified_claims(token: &str) -> Result<Map<String, Value>, JwtError> {
     object(payload)
 }
 
-fn split(token: &str) -> Result<(&str, &str, &str), JwtError> {
+pub(crate) fn split(token: &str) -> Result<(&str, &str, &str), JwtError> {
     let mut parts = token.split('.');
     match (parts.next(), parts.next(), parts.next(), parts.next()) {
         (Some(h), Some(p), Some(s), None) if !h.is_empty() && !p.is_empty() => Ok((h, p, s)),
@@ -156,11 +156,11 @@ fn split(token: &str) -> Result<(&str, &str, &str), JwtError> {
 }
 
 /// Length of `header.payload` (the signed input) in a token [`split`] accepted.
-fn header_payload_len(token: &str) -> usize {
+pub(crate) fn header_payload_len(token: &str) -> usize {
     token.rfind('.').unwrap_or(token.len())
 }
 
-fn object(part: &str) -> Result<Map<String, Value>, JwtError> {
+pub(crate) fn object(part: &str) -> Result<Map<String, Value>, JwtError> {
     let bytes = B64
         .decode(part)
         .map_err(|_| JwtError::Malformed("segment is not base64url"))?;

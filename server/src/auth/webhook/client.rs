@@ -5,6 +5,9 @@
 //! user; without one, the first of each. Relative file names are relative to the kubeconfig's
 //! directory.
 //!
+//! The OIDC authenticator uses the same client for plain GETs of an `https` URL
+//! ([`WebhookClient::for_url`], [`WebhookClient::get`]).
+//!
 //! # Guarantees
 //! - Requests go to `server` exactly (its path included), one connection per request.
 //! - Transport failures, `429` and `5xx` answers are retried with upstream's backoff
@@ -218,11 +221,15 @@ impl WebhookClient {
             let name = cluster.tls_server_name.clone().unwrap_or(host.clone());
             let name = ServerName::try_from(name.clone())
                 .map_err(|e| format!("server name {name:?}: {e}"))?;
-            let config = tls_config(
-                ca.as_deref(),
-                cluster.insecure_skip_tls_verify,
-                cert.as_deref().zip(key.as_deref()),
-            )?;
+            let roots = match (cluster.insecure_skip_tls_verify, ca.as_deref()) {
+                (true, _) => Roots::Insecure,
+                (false, Some(pem)) => Roots::Pem(pem),
+                (false, None) => return Err(
+                    "an https server needs certificate-authority(-data) or insecure-skip-tls-verify"
+                        .into(),
+                ),
+            };
+            let config = tls_config(roots, cert.as_deref().zip(key.as_deref()))?;
             Some((Arc::new(config), name))
         } else {
             None
@@ -236,17 +243,54 @@ impl WebhookClient {
         })
     }
 
+    /// A client for `url` (no credentials); `tls` is required for an `https` URL.
+    pub fn for_url(
+        url: &str,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Result<WebhookClient, String> {
+        let (https, host, port, path) = split_url(url)?;
+        let tls = match (https, tls) {
+            (false, _) => None,
+            (true, None) => return Err(format!("{url:?}: https needs a TLS configuration")),
+            (true, Some(config)) => {
+                let name = ServerName::try_from(host.clone())
+                    .map_err(|e| format!("server name {host:?}: {e}"))?;
+                Some((config, name))
+            }
+        };
+        Ok(WebhookClient {
+            host,
+            port,
+            path,
+            tls,
+            token: None,
+        })
+    }
+
+    /// GETs the URL once (no retries) and returns the 2xx answer's body.
+    pub async fn get(&self) -> Result<Vec<u8>, CallError> {
+        match tokio::time::timeout(ATTEMPT_TIMEOUT, self.send_once("GET", None)).await {
+            Ok(r) => r,
+            Err(_) => Err(CallError::Transport(format!(
+                "no answer in {ATTEMPT_TIMEOUT:?}"
+            ))),
+        }
+    }
+
     /// POSTs `body` (JSON) and returns the 2xx answer's body, retrying as upstream.
     pub async fn post(&self, body: &[u8]) -> Result<Vec<u8>, CallError> {
         let mut backoff = FIRST_BACKOFF;
         let mut attempt = 1;
         loop {
-            let result = match tokio::time::timeout(ATTEMPT_TIMEOUT, self.post_once(body)).await {
-                Ok(r) => r,
-                Err(_) => Err(CallError::Transport(format!(
-                    "no answer in {ATTEMPT_TIMEOUT:?}"
-                ))),
-            };
+            let result =
+                match tokio::time::timeout(ATTEMPT_TIMEOUT, self.send_once("POST", Some(body)))
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(_) => Err(CallError::Transport(format!(
+                        "no answer in {ATTEMPT_TIMEOUT:?}"
+                    ))),
+                };
             match result {
                 Err(e) if e.retryable() && attempt < ATTEMPTS => {
                     tracing::debug!(error = %e, attempt, "webhook call failed; retrying");
@@ -259,7 +303,7 @@ impl WebhookClient {
         }
     }
 
-    async fn post_once(&self, body: &[u8]) -> Result<Vec<u8>, CallError> {
+    async fn send_once(&self, method: &str, body: Option<&[u8]>) -> Result<Vec<u8>, CallError> {
         let transport = |what: &str| {
             let what = what.to_string();
             move |e: std::io::Error| CallError::Transport(format!("{what}: {e}"))
@@ -273,13 +317,18 @@ impl WebhookClient {
                     .connect(name.clone(), tcp)
                     .await
                     .map_err(transport("TLS"))?;
-                self.exchange(TokioIo::new(tls), body).await
+                self.exchange(TokioIo::new(tls), method, body).await
             }
-            None => self.exchange(TokioIo::new(tcp), body).await,
+            None => self.exchange(TokioIo::new(tcp), method, body).await,
         }
     }
 
-    async fn exchange<IO>(&self, io: IO, body: &[u8]) -> Result<Vec<u8>, CallError>
+    async fn exchange<IO>(
+        &self,
+        io: IO,
+        method: &str,
+        body: Option<&[u8]>,
+    ) -> Result<Vec<u8>, CallError>
     where
         IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
@@ -294,17 +343,19 @@ impl WebhookClient {
             format!("{}:{}", self.host, self.port)
         };
         let mut req = hyper::Request::builder()
-            .method("POST")
+            .method(method)
             .uri(&self.path)
             .header(hyper::header::HOST, host)
-            .header(hyper::header::CONTENT_TYPE, "application/json")
             .header(hyper::header::ACCEPT, "application/json")
             .header(hyper::header::USER_AGENT, "k3rs-apiserver");
         if let Some(t) = &self.token {
             req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
         }
+        if body.is_some() {
+            req = req.header(hyper::header::CONTENT_TYPE, "application/json");
+        }
         let req = req
-            .body(Full::new(Bytes::copy_from_slice(body)))
+            .body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default())))
             .map_err(|e| CallError::Transport(format!("building the request: {e}")))?;
         let resp = sender.send_request(req).await.map_err(http)?;
         let status = resp.status().as_u16();
@@ -344,37 +395,56 @@ fn split_url(url: &str) -> Result<(bool, String, u16, String), String> {
     Ok((https, host, port, path))
 }
 
-fn tls_config(
-    ca: Option<&[u8]>,
-    insecure: bool,
+/// What an https client trusts.
+#[derive(Debug, Clone, Copy)]
+pub enum Roots<'a> {
+    /// These PEM certificates.
+    Pem(&'a [u8]),
+    /// The operating system's trust store.
+    System,
+    /// Anything (`insecure-skip-tls-verify`).
+    Insecure,
+}
+
+/// A TLS client configuration trusting `roots`, presenting `client` (PEM certificate chain
+/// and key) when given.
+pub fn tls_config(
+    roots: Roots<'_>,
     client: Option<(&[u8], &[u8])>,
 ) -> Result<rustls::ClientConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
-    let builder =
-        match (insecure, ca) {
-            (true, _) => builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(crate::join::https::AcceptAny::new(
-                    provider,
-                ))),
-            (false, Some(pem)) => {
-                let mut roots = rustls::RootCertStore::empty();
-                for cert in CertificateDer::pem_slice_iter(pem) {
-                    let cert = cert.map_err(|e| format!("certificate-authority: {e}"))?;
-                    roots
-                        .add(cert)
-                        .map_err(|e| format!("certificate-authority: {e}"))?;
-                }
-                builder.with_root_certificates(roots)
+    let builder = match roots {
+        Roots::Insecure => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(crate::join::https::AcceptAny::new(
+                provider,
+            ))),
+        Roots::Pem(pem) => {
+            let mut store = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|e| format!("certificate-authority: {e}"))?;
+                store
+                    .add(cert)
+                    .map_err(|e| format!("certificate-authority: {e}"))?;
             }
-            (false, None) => return Err(
-                "an https server needs certificate-authority(-data) or insecure-skip-tls-verify"
-                    .into(),
-            ),
-        };
+            builder.with_root_certificates(store)
+        }
+        Roots::System => {
+            let mut store = rustls::RootCertStore::empty();
+            let found = rustls_native_certs::load_native_certs();
+            let (added, _) = store.add_parsable_certificates(found.certs);
+            if added == 0 {
+                return Err(format!(
+                    "no trusted certificates in the system store ({:?})",
+                    found.errors
+                ));
+            }
+            builder.with_root_certificates(store)
+        }
+    };
     match client {
         Some((cert, key)) => {
             let chain = CertificateDer::pem_slice_iter(cert)

@@ -1,0 +1,199 @@
+//! The OIDC bearer-token authenticator: [`decide`] is the whole verdict on a token given the
+//! provider's keys; [`Oidc`] fetches the keys again once when a token names one it lacks.
+//!
+//! # Guarantees
+//! - A bearer token that is not a JWT whose `iss` is the configured issuer is
+//!   [`Outcome::NotApplicable`], so service-account and other tokens reach their own
+//!   authenticators.
+//! - A token of the issuer authenticates only when its signature verifies with the
+//!   provider's keys and its claims pass [`claims::user`]; before keys are loaded, it is
+//!   rejected (401), never anonymous.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::jws::{KeySet, VerifyError};
+use super::provider::Provider;
+use super::{claims, Options};
+use crate::auth::authn::{Authenticator, AuthnRequest, Outcome};
+use crate::auth::serviceaccount::jwt;
+
+/// The verdict on one token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Outcome(Outcome),
+    /// No key of the set verified it; fresher keys might.
+    RefreshKeys(VerifyError),
+}
+
+/// The verdict on `token` with the provider's `keys` (`None`: not fetched yet) at unix
+/// time `now`.
+pub fn decide(opts: &Options, keys: Option<&KeySet>, token: &str, now: f64) -> Decision {
+    let ours = jwt::unverified_claims(token)
+        .ok()
+        .and_then(|c| c.get("iss").and_then(Value::as_str).map(str::to_string))
+        .is_some_and(|iss| iss == opts.issuer_url);
+    if !ours {
+        return Decision::Outcome(Outcome::NotApplicable);
+    }
+    let Some(keys) = keys else {
+        return Decision::Outcome(Outcome::Rejected(
+            "oidc: authenticator not initialized".into(),
+        ));
+    };
+    match keys.verify(token, &opts.signing_algs) {
+        Ok(c) => Decision::Outcome(match claims::user(opts, &c, now) {
+            Ok(u) => Outcome::Authenticated(u),
+            Err(e) => Outcome::Rejected(e.to_string()),
+        }),
+        Err(e @ (VerifyError::UnknownKey(_) | VerifyError::Signature)) => Decision::RefreshKeys(e),
+        Err(e) => Decision::Outcome(Outcome::Rejected(e.to_string())),
+    }
+}
+
+/// The authenticator (`--oidc-issuer-url` and friends).
+#[derive(Debug)]
+pub struct Oidc {
+    opts: Options,
+    provider: Arc<Provider>,
+}
+
+impl Oidc {
+    /// The authenticator of `opts` (validated), reaching the issuer with `tls`; starts
+    /// fetching the provider's keys in the background.
+    pub fn start(opts: Options, tls: Arc<rustls::ClientConfig>) -> Oidc {
+        let provider = Provider::new(&opts.issuer_url, tls);
+        provider.start();
+        Oidc { opts, provider }
+    }
+
+    /// The TLS configuration trusting `ca_file`, or the system's roots without one.
+    pub fn tls(opts: &Options) -> Result<Arc<rustls::ClientConfig>, String> {
+        use crate::auth::webhook::client::{tls_config, Roots};
+        let config = match &opts.ca_file {
+            Some(path) => {
+                let pem = std::fs::read(path)
+                    .map_err(|e| format!("oidc-ca-file {}: {e}", path.display()))?;
+                tls_config(Roots::Pem(&pem), None)
+                    .map_err(|e| format!("oidc-ca-file {}: {e}", path.display()))?
+            }
+            None => tls_config(Roots::System, None).map_err(|e| format!("oidc: {e}"))?,
+        };
+        Ok(Arc::new(config))
+    }
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+impl Authenticator for Oidc {
+    fn authenticate<'a>(&'a self, req: &'a AuthnRequest<'a>) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            let Some(token) = req.bearer_token() else {
+                return Outcome::NotApplicable;
+            };
+            let keys = self.provider.keys();
+            match decide(&self.opts, keys.as_deref(), token, unix_now()) {
+                Decision::Outcome(o) => o,
+                Decision::RefreshKeys(first) => {
+                    let fresh = self.provider.refresh().await;
+                    match decide(&self.opts, fresh.as_deref(), token, unix_now()) {
+                        Decision::Outcome(o) => o,
+                        Decision::RefreshKeys(_) => Outcome::Rejected(first.to_string()),
+                    }
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::jws::tests::Signer;
+    use super::*;
+    use serde_json::json;
+
+    const ISSUER: &str = "https://issuer.example";
+
+    fn opts() -> Options {
+        Options {
+            issuer_url: ISSUER.into(),
+            client_id: "k3rs".into(),
+            ..Options::default()
+        }
+    }
+
+    fn keys(s: &Signer, kid: &str) -> KeySet {
+        KeySet::parse(json!({"keys": [s.jwk(kid)]}).to_string().as_bytes()).unwrap()
+    }
+
+    fn good() -> Value {
+        json!({"iss": ISSUER, "aud": "k3rs", "sub": "alice", "exp": 2000})
+    }
+
+    #[test]
+    fn tokens_of_other_issuers_and_non_jwts_are_not_applicable() {
+        let rsa = Signer::rsa();
+        let k = keys(&rsa, "r");
+        let mut other = good();
+        other["iss"] = json!("kubernetes/serviceaccount");
+        for t in [
+            rsa.sign("r", &other),
+            "abc.def".into(),
+            "static-token".into(),
+        ] {
+            assert_eq!(
+                decide(&opts(), Some(&k), &t, 1000.0),
+                Decision::Outcome(Outcome::NotApplicable)
+            );
+        }
+    }
+
+    #[test]
+    fn verdicts() {
+        let rsa = Signer::rsa();
+        let k = keys(&rsa, "r");
+        let t = rsa.sign("r", &good());
+        let Decision::Outcome(Outcome::Authenticated(u)) = decide(&opts(), Some(&k), &t, 1000.0)
+        else {
+            panic!()
+        };
+        assert_eq!(u.username, "https://issuer.example#alice");
+        assert_eq!(
+            decide(&opts(), None, &t, 1000.0),
+            Decision::Outcome(Outcome::Rejected(
+                "oidc: authenticator not initialized".into()
+            ))
+        );
+        assert_eq!(
+            decide(&opts(), Some(&k), &t, 2001.0),
+            Decision::Outcome(Outcome::Rejected("oidc: token is expired".into()))
+        );
+        assert_eq!(
+            decide(&opts(), Some(&k), &rsa.sign("new", &good()), 1000.0),
+            Decision::RefreshKeys(VerifyError::UnknownKey("new".into()))
+        );
+        let ec = Signer::ec();
+        let mut o = opts();
+        o.signing_algs = vec![super::super::jws::Algorithm::Es256];
+        assert!(matches!(
+            decide(&o, Some(&k), &t, 1000.0),
+            Decision::Outcome(Outcome::Rejected(_))
+        ));
+        assert_eq!(
+            decide(
+                &o,
+                Some(&keys(&ec, "r")),
+                &Signer::ec().sign("r", &good()),
+                1000.0
+            ),
+            Decision::RefreshKeys(VerifyError::Signature)
+        );
+    }
+}
