@@ -1,5 +1,6 @@
-//! Hand-made JWTs for tests: ES256 tokens signed with any PEM key file through `openssl`
-//! (so a test can forge tokens with the server's own `service.key`, e.g. already expired).
+//! Hand-made JWTs for tests: ES256 and RS256 tokens signed with any PEM key file through
+//! `openssl` (so a test can forge tokens with the server's own `service.key`, e.g. already
+//! expired, or play an OIDC issuer), and keys with their public JWKs.
 
 use std::path::Path;
 use std::process::Command;
@@ -14,6 +15,25 @@ pub fn sign_es256(
     header: &serde_json::Value,
     claims: &serde_json::Value,
 ) -> String {
+    sign(key_pem_file, header, claims, |der| der_to_raw(&der))
+}
+
+/// A compact JWS of `header` and `claims`, signed RS256 (PKCS#1 v1.5, SHA-256) with the RSA
+/// key in `key_pem_file`.
+pub fn sign_rs256(
+    key_pem_file: &Path,
+    header: &serde_json::Value,
+    claims: &serde_json::Value,
+) -> String {
+    sign(key_pem_file, header, claims, |sig| sig)
+}
+
+fn sign(
+    key_pem_file: &Path,
+    header: &serde_json::Value,
+    claims: &serde_json::Value,
+    raw: impl Fn(Vec<u8>) -> Vec<u8>,
+) -> String {
     let input = format!(
         "{}.{}",
         B64.encode(header.to_string()),
@@ -22,18 +42,61 @@ pub fn sign_es256(
     let dir = tempfile::tempdir().unwrap();
     let msg = dir.path().join("msg");
     std::fs::write(&msg, &input).unwrap();
+    let out = openssl(&["dgst", "-sha256", "-sign", path(key_pem_file), path(&msg)]);
+    format!("{input}.{}", B64.encode(raw(out)))
+}
+
+/// A new private key in `file`: `rsa` (2048 bits) or `ec` (P-256).
+pub fn generate_key(file: &Path, kind: &str) {
+    let opt = match kind {
+        "rsa" => "rsa_keygen_bits:2048",
+        _ => "ec_paramgen_curve:P-256",
+    };
+    let alg = if kind == "rsa" { "RSA" } else { "EC" };
+    openssl(&[
+        "genpkey",
+        "-algorithm",
+        alg,
+        "-pkeyopt",
+        opt,
+        "-out",
+        path(file),
+    ]);
+}
+
+/// The public JWK of the `kind` key in `file` (made by [`generate_key`]) with key id `kid`.
+pub fn public_jwk(file: &Path, kind: &str, kid: &str) -> serde_json::Value {
+    if kind == "rsa" {
+        let text = openssl(&["rsa", "-in", path(file), "-noout", "-modulus"]);
+        let text = String::from_utf8(text).unwrap();
+        let n = hex::decode(text.trim().strip_prefix("Modulus=").unwrap()).unwrap();
+        // genpkey's public exponent is 65537.
+        return serde_json::json!({"kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
+            "n": B64.encode(n), "e": "AQAB"});
+    }
+    // A P-256 SubjectPublicKeyInfo ends with the 65-byte uncompressed point.
+    let der = openssl(&["pkey", "-in", path(file), "-pubout", "-outform", "DER"]);
+    let point = &der[der.len() - 64..];
+    serde_json::json!({"kty": "EC", "kid": kid, "use": "sig", "crv": "P-256",
+        "x": B64.encode(&point[..32]), "y": B64.encode(&point[32..])})
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `openssl args…`'s stdout (a failure fails the test).
+fn openssl(args: &[&str]) -> Vec<u8> {
     let out = Command::new("openssl")
-        .args(["dgst", "-sha256", "-sign"])
-        .arg(key_pem_file)
-        .arg(&msg)
+        .args(args)
         .output()
         .expect("running openssl (apt-get install openssl)");
     assert!(
         out.status.success(),
-        "openssl dgst: {}",
+        "openssl {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    format!("{input}.{}", B64.encode(der_to_raw(&out.stdout)))
+    out.stdout
 }
 
 /// An ECDSA signature in DER (`SEQUENCE { INTEGER r, INTEGER s }`) → JWS's 64-byte `r‖s`.

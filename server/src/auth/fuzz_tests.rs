@@ -1,7 +1,8 @@
 //! Property tests of the whole authentication path (client-certificate verification as the
 //! TLS handshake does it, then the authenticator chain): random headers, random and mutated
 //! bearer tokens, forged JWTs and random certificates never panic and never authenticate;
-//! only the unmodified valid token and a certificate from the client CA do.
+//! only the unmodified valid token and a certificate from the client CA do. OIDC ID tokens
+//! signed by the issuer's key authenticate exactly when their claims should.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -17,6 +18,10 @@ use rustls::server::danger::ClientCertVerifier;
 use serde_json::{json, Map, Value};
 
 use super::authn::{AuthnRequest, Chain, Outcome, X509};
+use super::oidc::jws::tests::Signer;
+use super::oidc::jws::KeySet;
+use super::oidc::provider::Provider;
+use super::oidc::Oidc;
 use super::request_header::{Headers, RequestHeader};
 use super::serviceaccount::authenticator::{unix_now, Kind, Lookup};
 use super::serviceaccount::claims::{self, Binding, BoundToken, ObjectRef};
@@ -25,6 +30,8 @@ use super::token_file::TokenFile;
 
 /// The token file's one token.
 const STATIC_TOKEN: &str = "static-token-0123456789";
+/// The OIDC issuer (on loopback, where nothing listens: key refreshes fail at once).
+const OIDC_ISSUER: &str = "https://127.0.0.1:1/oidc";
 
 #[derive(Debug, Default)]
 struct Objects(HashMap<String, Value>);
@@ -50,6 +57,9 @@ struct Fixture {
     token: String,
     claims: Map<String, Value>,
     admin_cert: CertificateDer<'static>,
+    /// The OIDC issuer's signing key (kid `r`).
+    oidc_key: Signer,
+    runtime: tokio::runtime::Runtime,
 }
 
 fn fixture() -> &'static Fixture {
@@ -71,6 +81,7 @@ fn fixture() -> &'static Fixture {
                 "spec": {"serviceAccountName": "default"}}),
         );
         let tokens = ServiceAccountTokens::new(key.clone(), Arc::new(objects));
+        let oidc_key = Signer::rsa();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier =
             crate::apiserver::http::tls::client_verifier(&pki.client_ca_cert(), provider).unwrap();
@@ -85,6 +96,7 @@ fn fixture() -> &'static Fixture {
             Arc::new(X509),
             Arc::new(TokenFile::parse(&format!("{STATIC_TOKEN},static,uid-s,grp"), "f").unwrap()),
             Arc::new(tokens),
+            Arc::new(oidc(&oidc_key)),
         ]);
         let claims = claims::bound_claims(&BoundToken {
             namespace: "ns".into(),
@@ -115,8 +127,29 @@ fn fixture() -> &'static Fixture {
             token,
             claims,
             admin_cert,
+            oidc_key,
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
         }
     })
+}
+
+/// The OIDC authenticator of [`OIDC_ISSUER`] for client `k3rs`, groups from `groups` with
+/// the `oidc:` prefix, knowing `key` as `r`.
+fn oidc(key: &Signer) -> Oidc {
+    let opts = super::oidc::Options {
+        issuer_url: OIDC_ISSUER.into(),
+        client_id: "k3rs".into(),
+        groups_claim: Some("groups".into()),
+        groups_prefix: "oidc:".into(),
+        ..Default::default()
+    };
+    let keys = KeySet::parse(json!({"keys": [key.jwk("r")]}).to_string().as_bytes()).unwrap();
+    let tls = super::webhook::client::tls_config(super::webhook::client::Roots::Insecure, None);
+    let provider = Provider::preloaded(OIDC_ISSUER, Arc::new(tls.unwrap()), keys);
+    Oidc::with_provider(opts, provider)
 }
 
 /// The TLS handshake's certificate check, then the chain.
@@ -136,7 +169,7 @@ fn authenticate(headers: &HeaderMap, certs: &[CertificateDer<'static>]) -> Outco
         peer_certs: certs,
         path: "/api",
     };
-    futures::executor::block_on(fx.chain.authenticate(&req))
+    fx.runtime.block_on(fx.chain.authenticate(&req))
 }
 
 fn bearer(token: &[u8]) -> Option<HeaderMap> {
@@ -407,6 +440,64 @@ proptest! {
         for c in candidates {
             let _ = X509::user_of(&c);
             prop_assert!(!is_authenticated(&authenticate(&HeaderMap::new(), &[c.into_owned()])));
+        }
+    }
+}
+
+/// One way a claim can be present in an ID token, and whether it passes.
+#[derive(Debug, Clone)]
+struct Claim {
+    value: Option<Value>,
+    ok: bool,
+}
+
+fn claim(options: Vec<(Option<Value>, bool)>) -> impl Strategy<Value = Claim> {
+    prop::sample::select(options).prop_map(|(value, ok)| Claim { value, ok })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// ID tokens signed by the issuer's key with random claims authenticate exactly when
+    /// every claim passes (issuer, audience, expiry, not-before, username, groups), as the
+    /// prefixed user; the same claims signed by another key never authenticate.
+    #[test]
+    fn oidc_tokens_authenticate_exactly_when_their_claims_pass(
+        iss in claim(vec![(Some(json!(OIDC_ISSUER)), true), (Some(json!("https://127.0.0.1:1/other")), false), (None, false)]),
+        aud in claim(vec![(Some(json!("k3rs")), true), (Some(json!(["x", "k3rs"])), true), (Some(json!("kubernetes")), false), (Some(json!(["x"])), false), (None, false)]),
+        exp in claim(vec![(Some(json!(unix_now() + 600)), true), (Some(json!(unix_now() - 600)), false), (Some(json!("soon")), false), (None, false)]),
+        nbf in claim(vec![(None, true), (Some(json!(unix_now() + 60)), true), (Some(json!(unix_now() + 3600)), false)]),
+        sub in claim(vec![(Some(json!("alice")), true), (Some(json!("")), false), (Some(json!(7)), false), (None, false)]),
+        groups in claim(vec![(None, true), (Some(json!("dev")), true), (Some(json!(["dev", "ops"])), true), (Some(json!([1])), false), (Some(json!({"g": 1})), false)]),
+        extra in "[a-z]{1,8}",
+        other_key in any::<bool>(),
+    ) {
+        let fx = fixture();
+        let mut c = Map::new();
+        for (name, cl) in [("iss", &iss), ("aud", &aud), ("exp", &exp), ("nbf", &nbf), ("sub", &sub), ("groups", &groups)] {
+            if let Some(v) = &cl.value {
+                c.insert(name.into(), v.clone());
+            }
+        }
+        c.entry(extra).or_insert(json!(true));
+        let claims = Value::Object(c);
+        let token = if other_key {
+            Signer::ec().sign("r", &claims)
+        } else {
+            fx.oidc_key.sign("r", &claims)
+        };
+        let out = authenticate(&bearer(token.as_bytes()).unwrap(), &[]);
+        let pass = [&iss, &aud, &exp, &nbf, &sub, &groups].iter().all(|c| c.ok) && !other_key;
+        prop_assert_eq!(is_authenticated(&out), pass, "{:?}", out);
+        if let Outcome::Authenticated(u) = out {
+            prop_assert_eq!(u.username, format!("{OIDC_ISSUER}#alice"));
+            let want: Vec<String> = match &groups.value {
+                None => vec![],
+                Some(Value::String(g)) => vec![format!("oidc:{g}")],
+                Some(_) => vec!["oidc:dev".into(), "oidc:ops".into()],
+            };
+            prop_assert_eq!(&u.groups[..want.len()], &want[..]);
+            prop_assert_eq!(u.groups.len(), want.len() + 1);
         }
     }
 }

@@ -69,6 +69,12 @@ impl Oidc {
         Oidc { opts, provider }
     }
 
+    /// The authenticator of `opts` with a given provider (tests).
+    #[cfg(test)]
+    pub fn with_provider(opts: Options, provider: Arc<Provider>) -> Oidc {
+        Oidc { opts, provider }
+    }
+
     /// The TLS configuration trusting `ca_file`, or the system's roots without one.
     pub fn tls(opts: &Options) -> Result<Arc<rustls::ClientConfig>, String> {
         use crate::auth::webhook::client::{tls_config, Roots};

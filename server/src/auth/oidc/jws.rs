@@ -253,7 +253,7 @@ impl KeySet {
         let sig = B64
             .decode(sig)
             .map_err(|_| VerifyError::Malformed("signature is not base64url"))?;
-        let signed = token[..jwt::header_payload_len(token)].as_bytes();
+        let signed = &token.as_bytes()[..jwt::header_payload_len(token)];
         let mut candidates = self
             .keys
             .iter()

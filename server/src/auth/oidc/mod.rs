@@ -147,8 +147,10 @@ mod tests {
             o("http://i", "c").validate(),
             Err(OptionsError::NotHttps("http://i".into()))
         );
-        let mut groups_only = Options::default();
-        groups_only.groups_claim = Some("groups".into());
+        let groups_only = Options {
+            groups_claim: Some("groups".into()),
+            ..Options::default()
+        };
         assert_eq!(groups_only.validate(), Err(OptionsError::WithoutIssuer));
     }
 

@@ -69,6 +69,14 @@ impl Provider {
         })
     }
 
+    /// A provider whose keys are already known (tests; refreshes still fetch).
+    #[cfg(test)]
+    pub fn preloaded(issuer: &str, tls: Arc<rustls::ClientConfig>, keys: KeySet) -> Arc<Provider> {
+        let p = Provider::new(issuer, tls);
+        *p.keys.write().unwrap() = Some(Arc::new(keys));
+        p
+    }
+
     /// Fetches the keys in the background until it succeeds once.
     pub fn start(self: &Arc<Provider>) {
         let p = self.clone();
