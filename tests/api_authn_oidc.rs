@@ -15,28 +15,40 @@ use common::tls_server::{self, Received};
 use common::{jwt, users};
 use serde_json::{json, Value};
 
-/// The issuer: whether it is up, and the key set it serves.
+/// The issuer: its URL (`https://127.0.0.1:<port><path>`), the path of its discovery
+/// document, whether it is up, and the key set it serves (at `<url>/keys`).
 struct Issuer {
     url: Mutex<String>,
+    path: &'static str,
+    discovery_path: &'static str,
     up: Mutex<bool>,
     keys: Mutex<Value>,
 }
 
 impl Issuer {
+    fn new(path: &'static str, discovery_path: &'static str, up: bool) -> Arc<Issuer> {
+        Arc::new(Issuer {
+            url: Mutex::new(String::new()),
+            path,
+            discovery_path,
+            up: Mutex::new(up),
+            keys: Mutex::new(json!({"keys": []})),
+        })
+    }
+
     fn answer(&self, r: &Received) -> (u16, String) {
         if !*self.up.lock().unwrap() {
             return (503, "{}".into());
         }
         let issuer = self.url.lock().unwrap().clone();
-        match r.path.as_str() {
-            "/oidc/.well-known/openid-configuration" => (
-                200,
-                json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys"),
-                    "id_token_signing_alg_values_supported": ["RS256", "ES256"]})
-                .to_string(),
-            ),
-            "/oidc/keys" => (200, self.keys.lock().unwrap().to_string()),
-            _ => (404, "{}".into()),
+        if r.path == self.discovery_path {
+            let doc = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys"),
+                "id_token_signing_alg_values_supported": ["RS256", "ES256"]});
+            (200, doc.to_string())
+        } else if r.path == format!("{}/keys", self.path) {
+            (200, self.keys.lock().unwrap().to_string())
+        } else {
+            (404, "{}".into())
         }
     }
 }
@@ -74,14 +86,10 @@ fn whoami(k: &Kubectl) -> Result<Value, String> {
 #[test]
 fn oidc_tokens_from_a_local_issuer() {
     let dir = tempfile::tempdir().unwrap();
-    let state = Arc::new(Issuer {
-        url: Mutex::new(String::new()),
-        up: Mutex::new(false),
-        keys: Mutex::new(json!({"keys": []})),
-    });
+    let state = Issuer::new("/oidc", "/oidc/.well-known/openid-configuration", false);
     let served = state.clone();
     let hook = tls_server::start(dir.path(), Arc::new(move |r: &Received| served.answer(r)));
-    let issuer = format!("{}/oidc", hook.url());
+    let issuer = format!("{}{}", hook.url(), state.path);
     *state.url.lock().unwrap() = issuer.clone();
     let (k1, k2, stranger) = (
         dir.path().join("k1.pem"),
@@ -195,6 +203,96 @@ fn oidc_flags_are_checked_at_start() {
     assert!(status.is_some_and(|s| !s.success()), "{log}");
     assert!(
         log.contains("oidc-issuer-url and oidc-client-id must be specified together"),
+        "{log}"
+    );
+}
+
+#[test]
+fn structured_authentication_config_maps_claims_with_cel() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = Issuer::new("/sso", "/discovery/.well-known/openid-configuration", true);
+    let served = state.clone();
+    let hook = tls_server::start(dir.path(), Arc::new(move |r: &Received| served.answer(r)));
+    let issuer = format!("{}{}", hook.url(), state.path);
+    *state.url.lock().unwrap() = issuer.clone();
+    let key = dir.path().join("k.pem");
+    jwt::generate_key(&key, "rsa");
+    *state.keys.lock().unwrap() = json!({"keys": [jwt::public_jwk(&key, "rsa", "k")]});
+    let ca = std::fs::read_to_string(&hook.ca).unwrap();
+    let config = json!({
+        "apiVersion": "apiserver.config.k8s.io/v1beta1",
+        "kind": "AuthenticationConfiguration",
+        "jwt": [{
+            "issuer": {"url": issuer, "audiences": ["k3rs"],
+                "discoveryURL": format!("{}/discovery/.well-known/openid-configuration", hook.url()),
+                "certificateAuthority": ca},
+            "claimValidationRules": [
+                {"expression": "claims.tier == 'gold'", "message": "gold members only"}],
+            "claimMappings": {
+                "username": {"expression": "'sso:' + claims.sub"},
+                "groups": {"claim": "groups", "prefix": "sso:"},
+                "uid": {"claim": "sid"},
+                "extra": [{"key": "example.com/tier", "valueExpression": "claims.tier"}]},
+            "userValidationRules": [
+                {"expression": "!user.username.contains('root')", "message": "no root"}]
+        }]
+    });
+    let file = dir.path().join("authn.json");
+    std::fs::write(&file, config.to_string()).unwrap();
+    let (server, admin) = Kubectl::start_server(&[&format!(
+        "--kube-apiserver-arg=authentication-config={}",
+        file.display()
+    )]);
+    let as_claims = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let mut c = claims(&issuer);
+        c["sid"] = json!("uid-42");
+        edit(&mut c);
+        Kubectl {
+            bin: admin.bin.clone(),
+            kubeconfig: users::token_kubeconfig(&server, name, &rs256(&key, "k", &c)),
+        }
+    };
+    let alice = as_claims("alice", &|_| {});
+    let me = common::wait_for("the issuer's keys", Duration::from_secs(40), || {
+        whoami(&alice).ok()
+    });
+    let info = &me["status"]["userInfo"];
+    assert_eq!(info["username"], "sso:alice", "{me}");
+    assert_eq!(info["uid"], "uid-42", "{me}");
+    assert_eq!(
+        info["groups"],
+        json!(["sso:dev", "system:authenticated"]),
+        "{me}"
+    );
+    assert_eq!(info["extra"]["example.com/tier"], json!(["gold"]), "{me}");
+    // The claim and user validation rules: 401.
+    let silver = as_claims("silver", &|c| c["tier"] = json!("silver"));
+    let root = as_claims("root", &|c| c["sub"] = json!("root"));
+    for k in [silver, root] {
+        let err = whoami(&k).unwrap_err();
+        assert!(err.contains("Unauthorized"), "{err}");
+    }
+}
+
+#[test]
+fn a_broken_authentication_config_stops_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("authn.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\njwt:\n- issuer: {url: 'https://127.0.0.1:1/x', audiences: [k3rs]}\n  claimMappings:\n    username: {claim: sub}\n",
+    )
+    .unwrap();
+    let (status, log, _dir) = common::K3rs::run_to_exit(
+        &[&format!(
+            "--kube-apiserver-arg=authentication-config={}",
+            file.display()
+        )],
+        Duration::from_secs(60),
+    );
+    assert!(status.is_some_and(|s| !s.success()), "{log}");
+    assert!(
+        log.contains("jwt[0].claimMappings.username.prefix: Required value: prefix is required when claim is set"),
         "{log}"
     );
 }

@@ -65,6 +65,8 @@ pub struct Args {
     pub pod_security: std::sync::Arc<crate::apiserver::admission::pod_security::config::Config>,
     /// `oidc-*`: the OpenID Connect token authenticator (off without an issuer).
     pub oidc: crate::auth::oidc::Options,
+    /// `authentication-config`: the structured authentication configuration (JWT issuers).
+    pub authentication_config: Option<std::path::PathBuf>,
 }
 
 impl Default for Args {
@@ -82,12 +84,13 @@ impl Default for Args {
             authorization_webhook: AuthorizerWebhookOptions::default(),
             pod_security: Default::default(),
             oidc: Default::default(),
+            authentication_config: None,
         }
     }
 }
 
 /// The flags [`Args::parse`] knows.
-const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, admission-control-config-file, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-uid-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version, oidc-issuer-url, oidc-client-id, oidc-username-claim, oidc-username-prefix, oidc-groups-claim, oidc-groups-prefix, oidc-required-claim, oidc-signing-algs, oidc-ca-file";
+const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, admission-control-config-file, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-uid-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version, oidc-issuer-url, oidc-client-id, oidc-username-claim, oidc-username-prefix, oidc-groups-claim, oidc-groups-prefix, oidc-required-claim, oidc-signing-algs, oidc-ca-file, authentication-config";
 
 /// A `--kube-apiserver-arg` that cannot be used (kube-apiserver's words where it has them).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -126,6 +129,8 @@ pub enum ArgError {
     Duplicate(String),
     #[error(transparent)]
     Oidc(#[from] crate::auth::oidc::OptionsError),
+    #[error("authentication-config file and oidc-* flags are mutually exclusive")]
+    AuthenticationConfigWithOidc,
 }
 
 impl Args {
@@ -206,12 +211,16 @@ impl Args {
                     args.oidc.signing_algs = crate::auth::oidc::Options::parse_algorithms(value)?
                 }
                 "oidc-ca-file" => args.oidc.ca_file = Some(value.into()),
+                "authentication-config" => args.authentication_config = Some(value.into()),
                 other => return Err(ArgError::Unsupported(other.to_string())),
             }
         }
         args.oidc.validate()?;
-        if args.oidc.enabled() {
-            crate::auth::oidc::Oidc::tls(&args.oidc).map_err(ArgError::File)?;
+        if args.authentication_config.is_some() && args.oidc != Default::default() {
+            return Err(ArgError::AuthenticationConfigWithOidc);
+        }
+        for jwt in args.jwt_authenticators()? {
+            jwt.tls().map_err(ArgError::File)?;
         }
         // The files named are read again at start; a broken one is refused now.
         if let Some(p) = &args.audit.policy_file {
@@ -247,6 +256,20 @@ impl Args {
                 .map_err(|e| ArgError::File(e.to_string()))?;
         }
         Ok(args)
+    }
+}
+
+impl Args {
+    /// The JWT authenticators: the `--authentication-config` file's, or the `oidc-*` flags'.
+    pub fn jwt_authenticators(
+        &self,
+    ) -> Result<Vec<crate::auth::oidc::model::JwtAuthenticator>, ArgError> {
+        use crate::auth::oidc::model::JwtAuthenticator;
+        match &self.authentication_config {
+            Some(path) => crate::auth::oidc::config::load(path).map_err(ArgError::File),
+            None if self.oidc.enabled() => Ok(vec![JwtAuthenticator::from_flags(&self.oidc)?]),
+            None => Ok(Vec::new()),
+        }
     }
 }
 
@@ -660,7 +683,20 @@ mod tests {
         );
         assert!(matches!(
             parse(&["oidc-issuer-url=https://i", "oidc-client-id=c", "oidc-ca-file=/nonexistent"]).unwrap_err(),
-            ArgError::File(m) if m.contains("/nonexistent")
+            ArgError::Oidc(crate::auth::oidc::OptionsError::CaFile(m)) if m.contains("/nonexistent")
+        ));
+        assert_eq!(
+            parse(&[
+                "oidc-issuer-url=https://i",
+                "oidc-client-id=c",
+                "authentication-config=/a.yaml"
+            ])
+            .unwrap_err(),
+            ArgError::AuthenticationConfigWithOidc
+        );
+        assert!(matches!(
+            parse(&["authentication-config=/nonexistent.yaml"]).unwrap_err(),
+            ArgError::File(m) if m.starts_with("reading the authentication config /nonexistent.yaml")
         ));
     }
 

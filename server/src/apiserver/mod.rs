@@ -303,12 +303,14 @@ impl ApiServer {
         ));
         authn.push(Arc::new(service_accounts.tokens.clone()));
         // Then (kube-apiserver's order) OIDC and the token webhook.
-        if cfg.args.oidc.enabled() {
-            let tls = crate::auth::oidc::Oidc::tls(&cfg.args.oidc).map_err(Error::Oidc)?;
-            authn.push(Arc::new(crate::auth::oidc::Oidc::start(
-                cfg.args.oidc.clone(),
-                tls,
-            )));
+        let jwts = cfg
+            .args
+            .jwt_authenticators()
+            .map_err(|e| Error::Oidc(e.to_string()))?;
+        for jwt in jwts {
+            authn.push(Arc::new(
+                crate::auth::oidc::Oidc::start(jwt).map_err(Error::Oidc)?,
+            ));
         }
         if cfg.args.token_webhook.config_file.is_some() {
             let audiences = crate::auth::serviceaccount::claims::API_AUDIENCES

@@ -146,10 +146,11 @@ fn oidc(key: &Signer) -> Oidc {
         groups_prefix: "oidc:".into(),
         ..Default::default()
     };
+    let jwt = super::oidc::model::JwtAuthenticator::from_flags(&opts).unwrap();
     let keys = KeySet::parse(json!({"keys": [key.jwk("r")]}).to_string().as_bytes()).unwrap();
     let tls = super::webhook::client::tls_config(super::webhook::client::Roots::Insecure, None);
     let provider = Provider::preloaded(OIDC_ISSUER, Arc::new(tls.unwrap()), keys);
-    Oidc::with_provider(opts, provider)
+    Oidc::with_provider(jwt, provider)
 }
 
 /// The TLS handshake's certificate check, then the chain.

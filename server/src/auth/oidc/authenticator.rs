@@ -14,9 +14,10 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use super::claims;
 use super::jws::{KeySet, VerifyError};
+use super::model::JwtAuthenticator;
 use super::provider::Provider;
-use super::{claims, Options};
 use crate::auth::authn::{Authenticator, AuthnRequest, Outcome};
 use crate::auth::serviceaccount::jwt;
 
@@ -28,13 +29,13 @@ pub enum Decision {
     RefreshKeys(VerifyError),
 }
 
-/// The verdict on `token` with the provider's `keys` (`None`: not fetched yet) at unix
-/// time `now`.
-pub fn decide(opts: &Options, keys: Option<&KeySet>, token: &str, now: f64) -> Decision {
+/// The verdict of `jwt` on `token` with the provider's `keys` (`None`: not fetched yet) at
+/// unix time `now`.
+pub fn decide(jwt: &JwtAuthenticator, keys: Option<&KeySet>, token: &str, now: f64) -> Decision {
     let ours = jwt::unverified_claims(token)
         .ok()
         .and_then(|c| c.get("iss").and_then(Value::as_str).map(str::to_string))
-        .is_some_and(|iss| iss == opts.issuer_url);
+        .is_some_and(|iss| iss == jwt.issuer_url);
     if !ours {
         return Decision::Outcome(Outcome::NotApplicable);
     }
@@ -43,8 +44,8 @@ pub fn decide(opts: &Options, keys: Option<&KeySet>, token: &str, now: f64) -> D
             "oidc: authenticator not initialized".into(),
         ));
     };
-    match keys.verify(token, &opts.signing_algs) {
-        Ok(c) => Decision::Outcome(match claims::user(opts, &c, now) {
+    match keys.verify(token, &jwt.signing_algs) {
+        Ok(c) => Decision::Outcome(match claims::user(jwt, &c, now) {
             Ok(u) => Outcome::Authenticated(u),
             Err(e) => Outcome::Rejected(e.to_string()),
         }),
@@ -53,41 +54,26 @@ pub fn decide(opts: &Options, keys: Option<&KeySet>, token: &str, now: f64) -> D
     }
 }
 
-/// The authenticator (`--oidc-issuer-url` and friends).
+/// The authenticator of one issuer (`--oidc-*` flags, or one `jwt` entry of
+/// `--authentication-config`).
 #[derive(Debug)]
 pub struct Oidc {
-    opts: Options,
+    jwt: JwtAuthenticator,
     provider: Arc<Provider>,
 }
 
 impl Oidc {
-    /// The authenticator of `opts` (validated), reaching the issuer with `tls`; starts
-    /// fetching the provider's keys in the background.
-    pub fn start(opts: Options, tls: Arc<rustls::ClientConfig>) -> Oidc {
-        let provider = Provider::new(&opts.issuer_url, tls);
+    /// The authenticator of `jwt`; starts fetching the provider's keys in the background.
+    pub fn start(jwt: JwtAuthenticator) -> Result<Oidc, String> {
+        let provider = Provider::new(&jwt.issuer_url, jwt.discovery_url.as_deref(), jwt.tls()?);
         provider.start();
-        Oidc { opts, provider }
+        Ok(Oidc { jwt, provider })
     }
 
-    /// The authenticator of `opts` with a given provider (tests).
+    /// The authenticator of `jwt` with a given provider (tests).
     #[cfg(test)]
-    pub fn with_provider(opts: Options, provider: Arc<Provider>) -> Oidc {
-        Oidc { opts, provider }
-    }
-
-    /// The TLS configuration trusting `ca_file`, or the system's roots without one.
-    pub fn tls(opts: &Options) -> Result<Arc<rustls::ClientConfig>, String> {
-        use crate::auth::webhook::client::{tls_config, Roots};
-        let config = match &opts.ca_file {
-            Some(path) => {
-                let pem = std::fs::read(path)
-                    .map_err(|e| format!("oidc-ca-file {}: {e}", path.display()))?;
-                tls_config(Roots::Pem(&pem), None)
-                    .map_err(|e| format!("oidc-ca-file {}: {e}", path.display()))?
-            }
-            None => tls_config(Roots::System, None).map_err(|e| format!("oidc: {e}"))?,
-        };
-        Ok(Arc::new(config))
+    pub fn with_provider(jwt: JwtAuthenticator, provider: Arc<Provider>) -> Oidc {
+        Oidc { jwt, provider }
     }
 }
 
@@ -105,11 +91,11 @@ impl Authenticator for Oidc {
                 return Outcome::NotApplicable;
             };
             let keys = self.provider.keys();
-            match decide(&self.opts, keys.as_deref(), token, unix_now()) {
+            match decide(&self.jwt, keys.as_deref(), token, unix_now()) {
                 Decision::Outcome(o) => o,
                 Decision::RefreshKeys(first) => {
                     let fresh = self.provider.refresh().await;
-                    match decide(&self.opts, fresh.as_deref(), token, unix_now()) {
+                    match decide(&self.jwt, fresh.as_deref(), token, unix_now()) {
                         Decision::Outcome(o) => o,
                         Decision::RefreshKeys(_) => Outcome::Rejected(first.to_string()),
                     }
@@ -122,17 +108,19 @@ impl Authenticator for Oidc {
 #[cfg(test)]
 mod tests {
     use super::super::jws::tests::Signer;
+    use super::super::Options;
     use super::*;
     use serde_json::json;
 
     const ISSUER: &str = "https://issuer.example";
 
-    fn opts() -> Options {
-        Options {
+    fn opts() -> JwtAuthenticator {
+        JwtAuthenticator::from_flags(&Options {
             issuer_url: ISSUER.into(),
             client_id: "k3rs".into(),
             ..Options::default()
-        }
+        })
+        .unwrap()
     }
 
     fn keys(s: &Signer, kid: &str) -> KeySet {

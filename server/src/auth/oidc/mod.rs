@@ -5,7 +5,9 @@
 
 pub mod authenticator;
 pub mod claims;
+pub mod config;
 pub mod jws;
+pub mod model;
 pub mod provider;
 
 use std::collections::BTreeMap;
@@ -66,6 +68,8 @@ pub enum OptionsError {
     Algorithm(String),
     #[error("oidc-required-claim {0:?}: expected key=value")]
     RequiredClaim(String),
+    #[error("{0}")]
+    CaFile(String),
 }
 
 impl Options {

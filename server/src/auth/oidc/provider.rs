@@ -49,6 +49,7 @@ pub fn discovery_url(issuer: &str) -> String {
 #[derive(Debug)]
 pub struct Provider {
     issuer: String,
+    discovery: String,
     tls: Arc<rustls::ClientConfig>,
     keys: RwLock<Option<Arc<KeySet>>>,
     jwks_uri: Mutex<Option<String>>,
@@ -57,10 +58,16 @@ pub struct Provider {
 }
 
 impl Provider {
-    /// A provider of `issuer` reached with `tls`; nothing is fetched before [`Provider::start`].
-    pub fn new(issuer: &str, tls: Arc<rustls::ClientConfig>) -> Arc<Provider> {
+    /// A provider of `issuer` (its discovery document at `discovery`, or the well-known
+    /// place) reached with `tls`; nothing is fetched before [`Provider::start`].
+    pub fn new(
+        issuer: &str,
+        discovery: Option<&str>,
+        tls: Arc<rustls::ClientConfig>,
+    ) -> Arc<Provider> {
         Arc::new(Provider {
             issuer: issuer.to_string(),
+            discovery: discovery.map_or_else(|| discovery_url(issuer), str::to_string),
             tls,
             keys: RwLock::new(None),
             jwks_uri: Mutex::new(None),
@@ -72,7 +79,7 @@ impl Provider {
     /// A provider whose keys are already known (tests; refreshes still fetch).
     #[cfg(test)]
     pub fn preloaded(issuer: &str, tls: Arc<rustls::ClientConfig>, keys: KeySet) -> Arc<Provider> {
-        let p = Provider::new(issuer, tls);
+        let p = Provider::new(issuer, None, tls);
         *p.keys.write().unwrap() = Some(Arc::new(keys));
         p
     }
@@ -135,7 +142,7 @@ impl Provider {
         let uri = match known {
             Some(u) => u,
             None => {
-                let doc = self.get(&discovery_url(&self.issuer)).await?;
+                let doc = self.get(&self.discovery).await?;
                 let u = jwks_uri(&doc, &self.issuer)?;
                 *self.jwks_uri.lock().unwrap_or_else(|e| e.into_inner()) = Some(u.clone());
                 u
