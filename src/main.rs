@@ -357,7 +357,10 @@ struct ServerArgs {
     kube_controller_manager_arg: Vec<String>,
     /// A kube-apiserver flag as KEY=VALUE (repeatable): `authorization-mode=Node,RBAC` (the
     /// default), `default-not-ready-toleration-seconds=300`,
-    /// `default-unreachable-toleration-seconds=300`.
+    /// `default-unreachable-toleration-seconds=300`, and the `audit-*`, `token-auth-file`,
+    /// `requestheader-*`, `authentication-token-webhook-*`, `authorization-webhook-*`,
+    /// `authorization-policy-file`, `oidc-*`, `authentication-config` and
+    /// `admission-control-config-file` families (an unknown KEY prints the full list).
     #[arg(long = "kube-apiserver-arg", value_name = "KEY=VALUE")]
     kube_apiserver_arg: Vec<String>,
     /// PodSecurity admission configuration (an AdmissionConfiguration with defaults and
