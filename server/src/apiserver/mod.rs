@@ -8,7 +8,7 @@
 //! - Shuts down with the server's cancellation token: stops accepting, ends watches, drains.
 //!
 //! # Not yet
-//! Admission webhooks; ValidatingAdmissionPolicy.
+//! Admission webhooks (Validating/MutatingWebhookConfiguration).
 
 pub mod admission;
 pub mod args;
@@ -160,6 +160,9 @@ pub struct ApiServer {
     extra_metrics: Option<crate::supervisor::MetricsSource>,
     /// Fills the RBAC authorizer's cache once the router exists.
     rbac_feed: Option<Box<crate::auth::rbac::cache::PolicyFeed>>,
+    /// The ValidatingAdmissionPolicy plugin's informers, started with the RBAC ones.
+    policy_feed: Option<Box<admission::validating_policy::cache::PolicyFeed>>,
+    policy_cache: admission::validating_policy::cache::PolicyCache,
     rbac_cache: crate::auth::rbac::cache::PolicyCache,
     /// `--secrets-encryption`'s keys and operations (`/v1-k3rs/encrypt/…`).
     secrets_encryption: Option<Arc<crate::encryption::SecretsEncryption>>,
@@ -260,11 +263,14 @@ impl ApiServer {
             abac,
             webhook_authz,
         );
-        let registry =
-            Registry::new(ds, cfg.service_cidr).with_admission(admission::Chain::standard_with(
+        let (policy_cache, policy_feed) = admission::validating_policy::cache::policy_cache();
+        let registry = Registry::new(ds, cfg.service_cidr).with_admission(
+            admission::Chain::standard_with(
                 cfg.args.default_tolerations,
                 cfg.args.pod_security.clone(),
-            ));
+            )
+            .with_policies(policy_cache.clone()),
+        );
         registry.set_write_check(Arc::new(registry::rbac_escalation::RbacEscalation {
             source: policy,
             authz: authz.clone(),
@@ -353,6 +359,8 @@ impl ApiServer {
             extra_metrics: None,
             rbac_feed: Some(Box::new(rbac_feed)),
             rbac_cache,
+            policy_feed: Some(Box::new(policy_feed)),
+            policy_cache,
             secrets_encryption: None,
             ready_node: cfg.ready_node.clone(),
         })
@@ -437,7 +445,19 @@ impl ApiServer {
         let rbac_feed = self
             .rbac_feed
             .map(|feed| tokio::spawn(feed.run(loopback.clone(), stop.clone())));
+        let policy_feed = self
+            .policy_feed
+            .map(|feed| tokio::spawn(feed.run(loopback.clone(), stop.clone())));
         rbac_bootstrap(loopback, &self.rbac_cache, &stop).await?;
+        if tokio::time::timeout(
+            Duration::from_secs(30),
+            self.policy_cache.wait_until_ready(),
+        )
+        .await
+        .is_err()
+        {
+            tracing::warn!("the admission policy cache is not filled after 30 s; serving anyway");
+        }
         // The components that use the API from inside the server (controllers, scheduler),
         // each with its own in-process client.
         let mut components = crate::components::spawn(&app, self.components, &stop);
@@ -460,7 +480,7 @@ impl ApiServer {
         ready.abort();
         crds.abort();
         let _ = crds.await;
-        if let Some(feed) = rbac_feed {
+        for feed in [rbac_feed, policy_feed].into_iter().flatten() {
             feed.abort();
             let _ = feed.await;
         }

@@ -25,6 +25,7 @@ pub mod priority;
 pub mod quota;
 pub mod service_account;
 pub mod storage_protection;
+pub mod validating_policy;
 
 use std::sync::Arc;
 
@@ -231,6 +232,19 @@ impl Chain {
         }
     }
 
+    /// Adds the ValidatingAdmissionPolicy plugin where kube-apiserver runs it: after the
+    /// other validating plugins, before ResourceQuota (so a denied write charges no quota).
+    pub fn with_policies(mut self, cache: validating_policy::cache::PolicyCache) -> Chain {
+        let plugin = Arc::new(validating_policy::ValidatingAdmissionPolicy { cache });
+        let at = self
+            .validating
+            .iter()
+            .position(|p| p.name() == "ResourceQuota")
+            .unwrap_or(self.validating.len());
+        self.validating.insert(at, plugin);
+        self
+    }
+
     /// Appends a mutating plugin (it runs after the ones already there).
     pub fn push_mutating(&mut self, p: Arc<dyn Mutating>) {
         self.mutating.push(p);
@@ -312,6 +326,17 @@ mod tests {
         );
         let e = forbidden(&a, "no");
         assert_eq!((e.code, e.reason), (403, "Forbidden"));
+    }
+
+    #[test]
+    fn policies_run_before_resource_quota() {
+        let (cache, _feed) = validating_policy::cache::policy_cache();
+        let c = Chain::standard().with_policies(cache);
+        let names = c.validating_names();
+        assert_eq!(
+            names[names.len() - 2..],
+            ["ValidatingAdmissionPolicy", "ResourceQuota"]
+        );
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! catalog's (group, version, kind) to a Rust type for OpenAPI.
 
 use k8s_openapi::api::{
-    apps, authentication, authorization, autoscaling, batch, certificates, coordination, core,
-    discovery, events, networking, policy, rbac, scheduling, storage,
+    admissionregistration, apps, authentication, authorization, autoscaling, batch, certificates,
+    coordination, core, discovery, events, networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator};
@@ -86,6 +86,12 @@ pub fn schema_of(group: &str, version: &str, kind: &str) -> Option<AddSchema> {
         }
         ("certificates.k8s.io", "v1", "CertificateSigningRequest") => {
             add::<certificates::v1::CertificateSigningRequest>
+        }
+        ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicy") => {
+            add::<admissionregistration::v1::ValidatingAdmissionPolicy>
+        }
+        ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding") => {
+            add::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>
         }
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => {
             add::<apiextensions::v1::CustomResourceDefinition>

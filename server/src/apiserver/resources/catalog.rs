@@ -657,6 +657,38 @@ pub static CATALOG: &[Resource] = &[
         )
     },
     Resource {
+        categories: &["api-extensions"],
+        subresources: &[status_of(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy",
+        )],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/validatingadmissionpolicies",
+        ..row(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            "validatingadmissionpolicy",
+            false,
+        )
+    },
+    Resource {
+        categories: &["api-extensions"],
+        has_spec: true,
+        storage_prefix: "/registry/validatingadmissionpolicybindings",
+        ..row(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            "validatingadmissionpolicybinding",
+            false,
+        )
+    },
+    Resource {
         short_names: &["csr"],
         subresources: &[
             status_of("certificates.k8s.io", "v1", "CertificateSigningRequest"),

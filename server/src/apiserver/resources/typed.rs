@@ -3,8 +3,8 @@
 //! kube-apiserver's decoder does.
 
 use k8s_openapi::api::{
-    apps, autoscaling, batch, certificates, coordination, core, discovery, events, networking,
-    policy, rbac, scheduling, storage,
+    admissionregistration, apps, autoscaling, batch, certificates, coordination, core, discovery,
+    events, networking, policy, rbac, scheduling, storage,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -67,6 +67,12 @@ pub fn check_structure(r: &Resource, obj: &Value) -> Result<(), String> {
         }
         ("certificates.k8s.io", "CertificateSigningRequest") => {
             check::<certificates::v1::CertificateSigningRequest>(obj)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            check::<admissionregistration::v1::ValidatingAdmissionPolicy>(obj)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            check::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>(obj)
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => check::<
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,

@@ -8,6 +8,7 @@
 //!   full object: kubectl asks for it with `--sort-by`) or `None`.
 //! - A request that does not ask for a Table first gets the object or list unchanged.
 
+pub mod admission;
 pub mod age;
 pub mod autoscaling;
 pub mod batch;

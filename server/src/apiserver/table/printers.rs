@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::{autoscaling, batch, cluster, core, pod, storage_net, workloads};
+use super::{admission, autoscaling, batch, cluster, core, pod, storage_net, workloads};
 
 /// One `metav1.TableColumnDefinition`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +145,12 @@ pub fn printer_for(group: &str, kind: &str) -> Printer {
         ("", "PodTemplate") => (cluster::PODTEMPLATE_COLUMNS, cluster::podtemplate_cells),
         ("certificates.k8s.io", "CertificateSigningRequest") => {
             (cluster::CSR_COLUMNS, cluster::csr_cells)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            (admission::VAP_COLUMNS, admission::vap_cells)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            (admission::VAP_BINDING_COLUMNS, admission::vap_binding_cells)
         }
         ("", "Service") => (core::SERVICE_COLUMNS, core::service_cells),
         ("", "Node") => (core::NODE_COLUMNS, core::node_cells),

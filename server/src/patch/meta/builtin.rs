@@ -48,6 +48,14 @@ const KINDS: &[(&str, &str)] = &[
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     ("certificates.k8s.io/v1", "CertificateSigningRequest"),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicy",
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicyBinding",
+    ),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
 ];
 

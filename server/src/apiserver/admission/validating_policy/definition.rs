@@ -22,7 +22,12 @@ const FAILURE_POLICIES: &[&str] = &["Fail", "Ignore"];
 const MATCH_POLICIES: &[&str] = &["Equivalent", "Exact"];
 const OPERATIONS: &[&str] = &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
 const SCOPES: &[&str] = &["*", "Cluster", "Namespaced"];
-const REASONS: &[&str] = &["Forbidden", "Invalid", "RequestEntityTooLarge", "Unauthorized"];
+const REASONS: &[&str] = &[
+    "Forbidden",
+    "Invalid",
+    "RequestEntityTooLarge",
+    "Unauthorized",
+];
 const ACTIONS: &[&str] = &["Audit", "Deny", "Warn"];
 const NOT_FOUND_ACTIONS: &[&str] = &["Allow", "Deny"];
 
@@ -68,11 +73,7 @@ fn not_supported(v: &Value, field: String, supported: &[&str], out: &mut Vec<Cau
     match v.as_str() {
         None if v.is_null() => out.push(Cause::required(field, "")),
         Some(s) if supported.contains(&s) => {}
-        other => out.push(Cause::not_supported(
-            field,
-            other.unwrap_or(""),
-            supported,
-        )),
+        other => out.push(Cause::not_supported(field, other.unwrap_or(""), supported)),
     }
 }
 
@@ -203,7 +204,12 @@ pub fn validate_policy(obj: &Value) -> Vec<Cause> {
         .enumerate()
     {
         let at = format!("spec.matchConditions[{i}]");
-        expression_causes(&c["expression"], format!("{at}.expression"), has_params, &mut out);
+        expression_causes(
+            &c["expression"],
+            format!("{at}.expression"),
+            has_params,
+            &mut out,
+        );
         let name = c["name"].as_str().unwrap_or("");
         if name.is_empty() {
             out.push(Cause::required(format!("{at}.name"), ""));
@@ -217,11 +223,19 @@ pub fn validate_policy(obj: &Value) -> Vec<Cause> {
         }
         names.push(name);
     }
-    for (i, v) in spec["variables"].as_array().into_iter().flatten().enumerate() {
+    for (i, v) in spec["variables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         let at = format!("spec.variables[{i}]");
         let name = v["name"].as_str().unwrap_or("");
         if name.trim().is_empty() {
-            out.push(Cause::required(format!("{at}.name"), "name is not specified"));
+            out.push(Cause::required(
+                format!("{at}.name"),
+                "name is not specified",
+            ));
         } else if !is_cel_identifier(name) {
             out.push(Cause::invalid(
                 format!("{at}.name"),
@@ -229,9 +243,16 @@ pub fn validate_policy(obj: &Value) -> Vec<Cause> {
                 "name is not a valid CEL identifier",
             ));
         }
-        expression_causes(&v["expression"], format!("{at}.expression"), has_params, &mut out);
+        expression_causes(
+            &v["expression"],
+            format!("{at}.expression"),
+            has_params,
+            &mut out,
+        );
     }
-    let validations = spec["validations"].as_array().map_or(&[][..], Vec::as_slice);
+    let validations = spec["validations"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
     let audits = spec["auditAnnotations"].as_array().map_or(0, Vec::len);
     if validations.is_empty() && audits == 0 {
         let why = "validations or auditAnnotations must contain at least one item";
@@ -240,7 +261,12 @@ pub fn validate_policy(obj: &Value) -> Vec<Cause> {
     }
     for (i, v) in validations.iter().enumerate() {
         let at = format!("spec.validations[{i}]");
-        expression_causes(&v["expression"], format!("{at}.expression"), has_params, &mut out);
+        expression_causes(
+            &v["expression"],
+            format!("{at}.expression"),
+            has_params,
+            &mut out,
+        );
         if let Some(me) = v["messageExpression"].as_str() {
             if me.trim().is_empty() {
                 out.push(Cause::invalid(
@@ -274,6 +300,39 @@ pub fn validate_policy(obj: &Value) -> Vec<Cause> {
         if !v["reason"].is_null() {
             not_supported(&v["reason"], format!("{at}.reason"), REASONS, &mut out);
         }
+    }
+    let mut keys: Vec<&str> = Vec::new();
+    for (i, v) in spec["auditAnnotations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = format!("spec.auditAnnotations[{i}]");
+        let key = v["key"].as_str().unwrap_or("");
+        if key.is_empty() {
+            out.push(Cause::required(format!("{at}.key"), ""));
+        } else if keys.contains(&key) {
+            out.push(Cause::duplicate(format!("{at}.key"), key));
+        } else {
+            // The key becomes `<policy name>/<key>`: the whole must be a qualified name.
+            let policy = obj["metadata"]["name"].as_str().unwrap_or("");
+            let full = format!("{policy}/{key}");
+            if !crate::apiserver::resources::strategy::qualified_name(&full, "").is_empty() {
+                out.push(Cause::invalid(
+                    format!("{at}.key"),
+                    key,
+                    "must be a valid name part of a qualified annotation key with the policy name as prefix",
+                ));
+            }
+        }
+        keys.push(key);
+        expression_causes(
+            &v["valueExpression"],
+            format!("{at}.valueExpression"),
+            has_params,
+            &mut out,
+        );
     }
     out
 }
@@ -378,8 +437,9 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].field, "spec.validations[0].expression");
         assert!(
-            c[0].message
-                .starts_with("Invalid value: \"object.spec.replicas <=\": compilation failed: ERROR: <input>:1:"),
+            c[0].message.starts_with(
+                "Invalid value: \"object.spec.replicas <=\": compilation failed: ERROR: <input>:1:"
+            ),
             "{}",
             c[0].message
         );
@@ -403,7 +463,11 @@ mod tests {
         policy_defaults(&mut p);
         assert_eq!(
             crate::apiserver::resources::strategy::fields(validate_policy(&p)),
-            vec!["spec.matchConstraints", "spec.validations", "spec.auditAnnotations"]
+            vec![
+                "spec.matchConstraints",
+                "spec.validations",
+                "spec.auditAnnotations"
+            ]
         );
         let mut p = policy(json!([{"expression": "true"}]));
         p["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = json!(["*", "CREATE"]);

@@ -93,6 +93,8 @@ pub struct Policy {
     pub match_conditions: Vec<Expr>,
     pub variables: Vec<Expr>,
     pub validations: Vec<Validation>,
+    /// `spec.auditAnnotations`: the key and its value expression.
+    pub audit_annotations: Vec<(String, Expr)>,
     /// Why the policy cannot be evaluated.
     pub config_error: Option<String>,
 }
@@ -209,24 +211,32 @@ impl Policy {
                 }
             }
         };
-        let named = |list: &Value, what: &str, expr: &mut dyn FnMut(String, &str, String) -> Option<Expr>| {
-            list.as_array()
-                .into_iter()
-                .flatten()
-                .enumerate()
-                .filter_map(|(i, c)| {
-                    expr(
-                        str_of(&c["name"]),
-                        c["expression"].as_str().unwrap_or(""),
-                        format!("spec.{what}[{i}].expression"),
-                    )
-                })
-                .collect::<Vec<_>>()
-        };
+        let named =
+            |list: &Value,
+             what: &str,
+             expr: &mut dyn FnMut(String, &str, String) -> Option<Expr>| {
+                list.as_array()
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                    .filter_map(|(i, c)| {
+                        expr(
+                            str_of(&c["name"]),
+                            c["expression"].as_str().unwrap_or(""),
+                            format!("spec.{what}[{i}].expression"),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            };
         let match_conditions = named(&spec["matchConditions"], "matchConditions", &mut expr);
         let variables = named(&spec["variables"], "variables", &mut expr);
         let mut validations = Vec::new();
-        for (i, v) in spec["validations"].as_array().into_iter().flatten().enumerate() {
+        for (i, v) in spec["validations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             let Some(e) = expr(
                 String::new(),
                 v["expression"].as_str().unwrap_or(""),
@@ -249,6 +259,22 @@ impl Policy {
                 reason: v["reason"].as_str().map(str::to_string),
             });
         }
+        let mut audit_annotations = Vec::new();
+        for (i, v) in spec["auditAnnotations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let key = str_of(&v["key"]);
+            if let Some(e) = expr(
+                key.clone(),
+                v["valueExpression"].as_str().unwrap_or(""),
+                format!("spec.auditAnnotations[{i}].valueExpression"),
+            ) {
+                audit_annotations.push((key, e));
+            }
+        }
         let constraints = MatchResources::parse(&spec["matchConstraints"]).unwrap_or_else(|e| {
             errors.push(format!("spec.matchConstraints.{e}"));
             MatchResources::default()
@@ -261,6 +287,7 @@ impl Policy {
             match_conditions,
             variables,
             validations,
+            audit_annotations,
             config_error: (!errors.is_empty()).then(|| errors.join("; ")),
         }
     }

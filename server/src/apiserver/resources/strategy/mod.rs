@@ -69,6 +69,12 @@ pub fn apply_defaults(r: &Resource, obj: &mut Value) {
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             crate::apiserver::crd::definition::defaults(obj)
         }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            crate::apiserver::admission::validating_policy::definition::policy_defaults(obj)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            crate::apiserver::admission::validating_policy::definition::binding_defaults(obj)
+        }
         _ => {
             if let Some(s) = super::custom::version_of(r).and_then(|cv| cv.schema.clone()) {
                 crate::apiserver::crd::schema::default::apply(&s, obj);
@@ -139,6 +145,12 @@ pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
         ("storage.k8s.io", "StorageClass") => storage::storageclass_validate(obj),
         ("storage.k8s.io", "CSIDriver") => storage::csidriver_validate(obj),
         ("scheduling.k8s.io", "PriorityClass") => scheduling::validate(obj),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            crate::apiserver::admission::validating_policy::definition::validate_policy(obj)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            crate::apiserver::admission::validating_policy::definition::validate_binding(obj)
+        }
         ("rbac.authorization.k8s.io", "Role") => rbac::role_validate(obj),
         ("rbac.authorization.k8s.io", "ClusterRole") => rbac::clusterrole_validate(obj),
         ("rbac.authorization.k8s.io", "RoleBinding") => rbac::binding_validate(obj, true),
