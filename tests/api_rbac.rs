@@ -532,3 +532,48 @@ fn access_reviews_answer_kubectl_auth_can_i() {
         "{err}"
     );
 }
+
+/// A WebSocket exec/attach/port-forward starts with a GET: it takes `create` on the
+/// subresource too (upstream's 1.35 default), so `get` alone no longer opens a shell.
+#[test]
+fn websocket_streams_need_create_as_well_as_get() {
+    let (server, admin) = Kubectl::start_server(&["--disable-agent"]);
+    let role = |name: &str, verbs: &str| {
+        admin.ok(&[
+            "create",
+            "role",
+            name,
+            &format!("--verb={verbs}"),
+            "--resource=pods/exec,pods/attach,pods/portforward",
+        ]);
+        admin.ok(&[
+            "create",
+            "rolebinding",
+            name,
+            &format!("--role={name}"),
+            &format!("--user={name}"),
+        ]);
+    };
+    role("getter", "get");
+    role("starter", "get,create");
+    let getter = as_user(&admin, &server, "getter", &[]);
+    let starter = as_user(&admin, &server, "starter", &[]);
+    for sub in [
+        "exec?command=ls",
+        "attach?stdout=true",
+        "portforward?ports=80",
+    ] {
+        let path = format!("/api/v1/namespaces/default/pods/missing/{sub}");
+        let err = getter.fails_with(&["get", "--raw", &path], None, "Forbidden");
+        let what = sub.split('?').next().unwrap();
+        assert!(
+            err.contains(&format!(
+                r#"User "getter" cannot create resource "pods/{what}" in API group "" in the namespace "default""#
+            )),
+            "{err}"
+        );
+        // With both verbs the request gets past authorization (to the missing pod).
+        let err = starter.fails_with(&["get", "--raw", &path], None, "NotFound");
+        assert!(err.contains(r#"pods "missing" not found"#), "{err}");
+    }
+}

@@ -127,6 +127,21 @@ impl Attributes {
         a
     }
 
+    /// The second check a `GET` to `pods/exec`, `pods/attach` or `pods/portforward` needs:
+    /// the same request as `create` (upstream's `AuthorizePodWebsocketUpgradeCreatePermission`,
+    /// on by default since 1.35): a WebSocket upgrade starts the session with a `GET`, and
+    /// starting one must take the permission a SPDY `POST` takes.
+    pub fn websocket_create_check(&self, method: &str) -> Option<Attributes> {
+        let streaming = self.resource_request
+            && self.api_group.is_empty()
+            && self.resource == "pods"
+            && matches!(self.subresource.as_str(), "exec" | "attach" | "portforward");
+        (streaming && method.eq_ignore_ascii_case("GET")).then(|| Attributes {
+            verb: "create".into(),
+            ..self.clone()
+        })
+    }
+
     /// `pods/log`-style resource for messages (resource plus subresource).
     pub fn resource_with_subresource(&self) -> String {
         if self.subresource.is_empty() {
@@ -182,6 +197,36 @@ mod tests {
             (a.verb.as_str(), a.namespace.as_str(), a.resource.as_str()),
             ("watch", "x", "pods")
         );
+    }
+
+    #[test]
+    fn streaming_gets_are_also_checked_as_create() {
+        for sub in ["exec", "attach", "portforward"] {
+            let path = format!("/api/v1/namespaces/n/pods/p/{sub}");
+            let a = at("GET", &path, Some("command=ls"));
+            assert_eq!(a.verb, "get");
+            let c = a.websocket_create_check("GET").unwrap();
+            assert_eq!(
+                (
+                    c.verb.as_str(),
+                    c.resource.as_str(),
+                    c.subresource.as_str(),
+                    c.name.as_str()
+                ),
+                ("create", "pods", sub, "p")
+            );
+            assert!(at("POST", &path, None)
+                .websocket_create_check("POST")
+                .is_none());
+        }
+        for path in [
+            "/api/v1/namespaces/n/pods/p/log",
+            "/api/v1/namespaces/n/pods/p",
+        ] {
+            assert!(at("GET", path, None)
+                .websocket_create_check("GET")
+                .is_none());
+        }
     }
 
     #[test]

@@ -132,12 +132,16 @@ async fn authorize_and_run(
             &path,
             req.uri().query(),
         );
-        if let Decision::Deny(reason) = st.authz.authorize(&attrs).await {
-            if let Some(a) = audit {
-                a.annotate(DECISION_ANNOTATION, "forbid");
-                a.annotate(REASON_ANNOTATION, reason.clone());
+        let checks = std::iter::once(attrs.clone())
+            .chain(attrs.websocket_create_check(req.method().as_str()));
+        for attrs in checks {
+            if let Decision::Deny(reason) = st.authz.authorize(&attrs).await {
+                if let Some(a) = audit {
+                    a.annotate(DECISION_ANNOTATION, "forbid");
+                    a.annotate(REASON_ANNOTATION, reason.clone());
+                }
+                return ApiError::forbidden_request(&attrs, &reason).into_response();
             }
-            return ApiError::forbidden_request(&attrs, &reason).into_response();
         }
         if let Some(a) = audit.as_deref_mut() {
             a.annotate(DECISION_ANNOTATION, "allow");
