@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-/// Parses a non-negative Go duration; `None` when `s` is not one.
+/// Parses a non-negative Go duration (an optional `+` sign); `None` when `s` is not one.
 pub fn parse(s: &str) -> Option<Duration> {
     if s == "0" {
         return Some(Duration::ZERO);
     }
-    let mut rest = s;
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
     let mut total = 0f64;
     if rest.is_empty() {
         return None;
@@ -25,7 +25,7 @@ pub fn parse(s: &str) -> Option<Duration> {
         let (unit, tail) = tail.split_at(unit_len);
         let scale = match unit {
             "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
+            "us" | "µs" | "μs" => 1e-6,
             "ms" => 1e-3,
             "s" => 1.0,
             "m" => 60.0,
@@ -49,11 +49,13 @@ mod tests {
         assert_eq!(parse("1.5h"), Some(Duration::from_secs(5400)));
         assert_eq!(parse("250ms"), Some(Duration::from_millis(250)));
         assert_eq!(parse("0"), Some(Duration::ZERO));
+        assert_eq!(parse("+1h2m3s"), Some(Duration::from_secs(3723)));
+        assert_eq!(parse("1500μs"), Some(Duration::from_micros(1500)));
     }
 
     #[test]
     fn not_durations() {
-        for bad in ["", "40", "s", "1x", "-5s", "1..2s", "soon"] {
+        for bad in ["", "+", "40", "s", "1x", "1d", "-5s", "1..2s", "soon"] {
             assert_eq!(parse(bad), None, "{bad:?}");
         }
     }

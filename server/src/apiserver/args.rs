@@ -287,44 +287,10 @@ fn seconds(flag: &str, value: &str) -> Result<i64, ArgError> {
 
 /// A Go duration (`300ms`, `30s`, `5m`, `1h30m`, `0`), as kube-apiserver's duration flags.
 fn duration(flag: &str, value: &str) -> Result<std::time::Duration, ArgError> {
-    go_duration(value).ok_or_else(|| ArgError::Duration {
+    crate::go_duration::parse(value).ok_or_else(|| ArgError::Duration {
         flag: flag.to_string(),
         value: value.to_string(),
     })
-}
-
-/// Parses Go's `time.ParseDuration` format (non-negative values only).
-pub fn go_duration(s: &str) -> Option<std::time::Duration> {
-    if s == "0" {
-        return Some(std::time::Duration::ZERO);
-    }
-    let mut rest = s.strip_prefix('+').unwrap_or(s);
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let n: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        total += n * scale;
-    }
-    std::time::Duration::try_from_secs_f64(total).ok()
 }
 
 /// `v1` or `v1beta1`.
@@ -478,17 +444,6 @@ mod tests {
         assert_eq!(d.token_webhook.cache_ttl.as_secs(), 120);
         assert_eq!(d.authorization_webhook.authorized_ttl.as_secs(), 300);
         assert_eq!(d.authorization_webhook.unauthorized_ttl.as_secs(), 30);
-        assert_eq!(
-            go_duration("1h2m3s"),
-            Some(std::time::Duration::from_secs(3723))
-        );
-        assert_eq!(
-            go_duration("1.5s"),
-            Some(std::time::Duration::from_millis(1500))
-        );
-        for bad in ["", "5", "-1s", "1d", "s", "1..2s"] {
-            assert_eq!(go_duration(bad), None, "{bad:?}");
-        }
     }
 
     #[test]
