@@ -6,9 +6,6 @@
 //! - Every request error is a `metav1.Status` with kube-apiserver's code and reason.
 //! - `resourceVersion` is the datastore's `mod_revision`; lists carry the revision they read.
 //! - Shuts down with the server's cancellation token: stops accepting, ends watches, drains.
-//!
-//! # Not yet
-//! Admission webhooks (Validating/MutatingWebhookConfiguration).
 
 pub mod admission;
 pub mod args;
@@ -163,6 +160,9 @@ pub struct ApiServer {
     /// The ValidatingAdmissionPolicy plugin's informers, started with the RBAC ones.
     policy_feed: Option<Box<admission::validating_policy::cache::PolicyFeed>>,
     policy_cache: admission::validating_policy::cache::PolicyCache,
+    /// The admission webhooks' informers.
+    webhook_feed: Option<Box<admission::webhook::cache::WebhookFeed>>,
+    webhook_cache: admission::webhook::cache::WebhookCache,
     rbac_cache: crate::auth::rbac::cache::PolicyCache,
     /// `--secrets-encryption`'s keys and operations (`/v1-k3rs/encrypt/…`).
     secrets_encryption: Option<Arc<crate::encryption::SecretsEncryption>>,
@@ -264,12 +264,14 @@ impl ApiServer {
             webhook_authz,
         );
         let (policy_cache, policy_feed) = admission::validating_policy::cache::policy_cache();
+        let (webhook_cache, webhook_feed) = admission::webhook::cache::webhook_cache();
         let registry = Registry::new(ds, cfg.service_cidr).with_admission(
             admission::Chain::standard_with(
                 cfg.args.default_tolerations,
                 cfg.args.pod_security.clone(),
             )
-            .with_policies(policy_cache.clone()),
+            .with_policies(policy_cache.clone())
+            .with_webhooks(webhook_cache.clone()),
         );
         registry.set_write_check(Arc::new(registry::rbac_escalation::RbacEscalation {
             source: policy,
@@ -361,6 +363,8 @@ impl ApiServer {
             rbac_cache,
             policy_feed: Some(Box::new(policy_feed)),
             policy_cache,
+            webhook_feed: Some(Box::new(webhook_feed)),
+            webhook_cache,
             secrets_encryption: None,
             ready_node: cfg.ready_node.clone(),
         })
@@ -445,18 +449,22 @@ impl ApiServer {
         let rbac_feed = self
             .rbac_feed
             .map(|feed| tokio::spawn(feed.run(loopback.clone(), stop.clone())));
+        let webhook_feed = self
+            .webhook_feed
+            .map(|feed| tokio::spawn(feed.run(loopback.clone(), stop.clone())));
         let policy_feed = self
             .policy_feed
             .map(|feed| tokio::spawn(feed.run(loopback.clone(), stop.clone())));
         rbac_bootstrap(loopback, &self.rbac_cache, &stop).await?;
-        if tokio::time::timeout(
-            Duration::from_secs(30),
-            self.policy_cache.wait_until_ready(),
-        )
-        .await
-        .is_err()
+        let admission_ready = async {
+            self.policy_cache.wait_until_ready().await;
+            self.webhook_cache.wait_until_ready().await;
+        };
+        if tokio::time::timeout(Duration::from_secs(30), admission_ready)
+            .await
+            .is_err()
         {
-            tracing::warn!("the admission policy cache is not filled after 30 s; serving anyway");
+            tracing::warn!("the admission caches are not filled after 30 s; serving anyway");
         }
         // The components that use the API from inside the server (controllers, scheduler),
         // each with its own in-process client.
@@ -480,7 +488,7 @@ impl ApiServer {
         ready.abort();
         crds.abort();
         let _ = crds.await;
-        for feed in [rbac_feed, policy_feed].into_iter().flatten() {
+        for feed in [rbac_feed, policy_feed, webhook_feed].into_iter().flatten() {
             feed.abort();
             let _ = feed.await;
         }

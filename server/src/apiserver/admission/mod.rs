@@ -26,6 +26,7 @@ pub mod quota;
 pub mod service_account;
 pub mod storage_protection;
 pub mod validating_policy;
+pub mod webhook;
 
 use std::sync::Arc;
 
@@ -245,6 +246,23 @@ impl Chain {
         self
     }
 
+    /// Adds the admission webhook plugins where kube-apiserver runs them: the mutating one
+    /// after the other mutating plugins, the validating one after ValidatingAdmissionPolicy,
+    /// before ResourceQuota.
+    pub fn with_webhooks(mut self, cache: webhook::cache::WebhookCache) -> Chain {
+        self.mutating.push(Arc::new(webhook::MutatingWebhooks {
+            cache: cache.clone(),
+        }));
+        let at = self
+            .validating
+            .iter()
+            .position(|p| p.name() == "ResourceQuota")
+            .unwrap_or(self.validating.len());
+        self.validating
+            .insert(at, Arc::new(webhook::ValidatingWebhooks { cache }));
+        self
+    }
+
     /// Appends a mutating plugin (it runs after the ones already there).
     pub fn push_mutating(&mut self, p: Arc<dyn Mutating>) {
         self.mutating.push(p);
@@ -331,12 +349,18 @@ mod tests {
     #[test]
     fn policies_run_before_resource_quota() {
         let (cache, _feed) = validating_policy::cache::policy_cache();
-        let c = Chain::standard().with_policies(cache);
+        let (hooks, _feed) = webhook::cache::webhook_cache();
+        let c = Chain::standard().with_policies(cache).with_webhooks(hooks);
         let names = c.validating_names();
         assert_eq!(
-            names[names.len() - 2..],
-            ["ValidatingAdmissionPolicy", "ResourceQuota"]
+            names[names.len() - 3..],
+            [
+                "ValidatingAdmissionPolicy",
+                "ValidatingAdmissionWebhook",
+                "ResourceQuota"
+            ]
         );
+        assert_eq!(c.mutating_names().last(), Some(&"MutatingAdmissionWebhook"));
     }
 
     #[test]

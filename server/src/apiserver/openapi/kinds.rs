@@ -93,6 +93,12 @@ pub fn schema_of(group: &str, version: &str, kind: &str) -> Option<AddSchema> {
         ("admissionregistration.k8s.io", "v1", "ValidatingAdmissionPolicyBinding") => {
             add::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>
         }
+        ("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration") => {
+            add::<admissionregistration::v1::ValidatingWebhookConfiguration>
+        }
+        ("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration") => {
+            add::<admissionregistration::v1::MutatingWebhookConfiguration>
+        }
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => {
             add::<apiextensions::v1::CustomResourceDefinition>
         }

@@ -689,6 +689,30 @@ pub static CATALOG: &[Resource] = &[
         )
     },
     Resource {
+        categories: &["api-extensions"],
+        storage_prefix: "/registry/validatingwebhookconfigurations",
+        ..row(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            "validatingwebhookconfiguration",
+            false,
+        )
+    },
+    Resource {
+        categories: &["api-extensions"],
+        storage_prefix: "/registry/mutatingwebhookconfigurations",
+        ..row(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            "mutatingwebhookconfiguration",
+            false,
+        )
+    },
+    Resource {
         short_names: &["csr"],
         subresources: &[
             status_of("certificates.k8s.io", "v1", "CertificateSigningRequest"),

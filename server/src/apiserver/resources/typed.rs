@@ -74,6 +74,12 @@ pub fn check_structure(r: &Resource, obj: &Value) -> Result<(), String> {
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
             check::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>(obj)
         }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            check::<admissionregistration::v1::ValidatingWebhookConfiguration>(obj)
+        }
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            check::<admissionregistration::v1::MutatingWebhookConfiguration>(obj)
+        }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => check::<
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
         >(obj),

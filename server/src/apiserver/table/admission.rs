@@ -78,6 +78,21 @@ pub fn vap_binding_cells(b: &Value, now: i64) -> Vec<Value> {
     ]
 }
 
+pub const WEBHOOK_COLUMNS: &[Column] = &[
+    NAME,
+    Column::new(
+        "Webhooks",
+        "integer",
+        "Webhooks indicates the number of webhooks registered in this configuration",
+    ),
+    AGE,
+];
+
+pub fn webhook_cells(c: &Value, now: i64) -> Vec<Value> {
+    let n = c["webhooks"].as_array().map_or(0, Vec::len);
+    vec![name(c), json!(n), age_cell(c, now)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -152,6 +152,10 @@ pub fn printer_for(group: &str, kind: &str) -> Printer {
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
             (admission::VAP_BINDING_COLUMNS, admission::vap_binding_cells)
         }
+        (
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
+        ) => (admission::WEBHOOK_COLUMNS, admission::webhook_cells),
         ("", "Service") => (core::SERVICE_COLUMNS, core::service_cells),
         ("", "Node") => (core::NODE_COLUMNS, core::node_cells),
         ("", "Namespace") => (core::NAMESPACE_COLUMNS, core::namespace_cells),

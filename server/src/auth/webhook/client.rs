@@ -267,6 +267,21 @@ impl WebhookClient {
         })
     }
 
+    /// The same client verifying the server's certificate for `name` (a service's
+    /// `<name>.<namespace>.svc`) while connecting to the URL's address.
+    pub fn with_server_name(mut self, name: &str) -> Result<WebhookClient, String> {
+        if let Some((_, n)) = &mut self.tls {
+            *n = ServerName::try_from(name.to_string())
+                .map_err(|e| format!("server name {name:?}: {e}"))?;
+        }
+        Ok(self)
+    }
+
+    /// POSTs `body` (JSON) once, without retries (the caller bounds the time).
+    pub async fn post_once(&self, body: &[u8]) -> Result<Vec<u8>, CallError> {
+        self.send_once("POST", Some(body)).await
+    }
+
     /// GETs the URL once (no retries) and returns the 2xx answer's body.
     pub async fn get(&self) -> Result<Vec<u8>, CallError> {
         match tokio::time::timeout(ATTEMPT_TIMEOUT, self.send_once("GET", None)).await {

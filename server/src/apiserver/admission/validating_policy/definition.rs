@@ -69,7 +69,7 @@ pub fn binding_defaults(obj: &mut Value) {
     }
 }
 
-fn not_supported(v: &Value, field: String, supported: &[&str], out: &mut Vec<Cause>) {
+pub(crate) fn not_supported(v: &Value, field: String, supported: &[&str], out: &mut Vec<Cause>) {
     match v.as_str() {
         None if v.is_null() => out.push(Cause::required(field, "")),
         Some(s) if supported.contains(&s) => {}
@@ -85,7 +85,7 @@ fn list(v: &Value) -> Vec<&str> {
         .collect()
 }
 
-fn rule_causes(r: &Value, at: &str, out: &mut Vec<Cause>) {
+pub(crate) fn rule_causes(r: &Value, at: &str, out: &mut Vec<Cause>) {
     let ops = list(&r["operations"]);
     if ops.is_empty() {
         out.push(Cause::required(format!("{at}.operations"), ""));
@@ -122,7 +122,7 @@ fn rule_causes(r: &Value, at: &str, out: &mut Vec<Cause>) {
     }
 }
 
-fn selector_causes(v: &Value, at: String, out: &mut Vec<Cause>) {
+pub(crate) fn selector_causes(v: &Value, at: String, out: &mut Vec<Cause>) {
     if v.is_null() {
         out.push(Cause::required(at, ""));
     } else if let Err(e) = LabelSelector::from_object(v) {
@@ -150,7 +150,7 @@ fn match_resources_causes(m: &Value, at: &str, out: &mut Vec<Cause>) {
     }
 }
 
-fn expression_causes(v: &Value, at: String, has_params: bool, out: &mut Vec<Cause>) {
+pub(crate) fn expression_causes(v: &Value, at: String, has_params: bool, out: &mut Vec<Cause>) {
     let src = v.as_str().unwrap_or("");
     if src.trim().is_empty() {
         out.push(Cause::required(at, "expression is not specified"));

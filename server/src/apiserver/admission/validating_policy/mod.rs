@@ -44,20 +44,30 @@ pub struct ValidatingAdmissionPolicy {
     pub cache: PolicyCache,
 }
 
-/// Whether the request writes admission configuration (never subject to policies).
-fn exempt(a: &Attributes) -> bool {
+/// Whether the request writes admission configuration (never subject to policies or
+/// webhooks).
+pub(crate) fn exempt(a: &Attributes) -> bool {
     a.resource.group == "admissionregistration.k8s.io"
 }
 
 /// The request's namespace, read once when first needed.
-struct Namespace<'a> {
+pub(crate) struct Namespace<'a> {
     reg: &'a Registry,
     name: &'a str,
     read: Option<Option<Value>>,
 }
 
-impl Namespace<'_> {
-    async fn get(&mut self) -> Option<&Value> {
+impl<'a> Namespace<'a> {
+    /// The namespace of `a` (none for cluster-scoped requests and Namespaces themselves).
+    pub(crate) fn of(a: &'a Attributes, reg: &'a Registry) -> Namespace<'a> {
+        Namespace {
+            reg,
+            name: if in_namespace(a) { &a.namespace } else { "" },
+            read: None,
+        }
+    }
+
+    pub(crate) async fn get(&mut self) -> Option<&Value> {
         if self.read.is_none() {
             let value = match catalog::lookup("", "v1", "namespaces") {
                 Some(r) if !self.name.is_empty() => {
@@ -76,24 +86,20 @@ impl Namespace<'_> {
         self.read.as_ref().and_then(Option::as_ref)
     }
 
-    async fn labels(&mut self) -> Option<BTreeMap<String, String>> {
+    pub(crate) async fn labels(&mut self) -> Option<BTreeMap<String, String>> {
         let ns = self.get().await?;
         matcher::labels(Some(ns))
     }
 }
 
 /// Whether `a` is about a namespaced object (not a Namespace itself).
-fn in_namespace(a: &Attributes) -> bool {
+pub(crate) fn in_namespace(a: &Attributes) -> bool {
     a.resource.namespaced && !a.namespace.is_empty()
 }
 
 async fn dispatch(a: &Attributes, reg: &Registry, hooks: Vec<Hook>) -> Outcome {
     let mut out = Outcome::default();
-    let mut ns = Namespace {
-        reg,
-        name: if in_namespace(a) { &a.namespace } else { "" },
-        read: None,
-    };
+    let mut ns = Namespace::of(a, reg);
     let uid = uuid::Uuid::new_v4().to_string();
     for hook in hooks {
         let policy = &hook.policy;

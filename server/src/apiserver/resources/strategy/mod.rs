@@ -75,6 +75,12 @@ pub fn apply_defaults(r: &Resource, obj: &mut Value) {
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
             crate::apiserver::admission::validating_policy::definition::binding_defaults(obj)
         }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            crate::apiserver::admission::webhook::definition::defaults(obj, false)
+        }
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            crate::apiserver::admission::webhook::definition::defaults(obj, true)
+        }
         _ => {
             if let Some(s) = super::custom::version_of(r).and_then(|cv| cv.schema.clone()) {
                 crate::apiserver::crd::schema::default::apply(&s, obj);
@@ -150,6 +156,12 @@ pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
         }
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
             crate::apiserver::admission::validating_policy::definition::validate_binding(obj)
+        }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            crate::apiserver::admission::webhook::definition::validate(obj, false)
+        }
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            crate::apiserver::admission::webhook::definition::validate(obj, true)
         }
         ("rbac.authorization.k8s.io", "Role") => rbac::role_validate(obj),
         ("rbac.authorization.k8s.io", "ClusterRole") => rbac::clusterrole_validate(obj),
