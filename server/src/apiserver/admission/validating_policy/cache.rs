@@ -77,7 +77,9 @@ pub fn policy_cache() -> (PolicyCache, PolicyFeed) {
     )
 }
 
-async fn inform<K>(client: kube::Client, writer: reflector::store::Writer<K>)
+/// Lists and watches every `K` into `writer` until the stream ends (shared with the webhook
+/// cache).
+pub(crate) async fn inform<K>(client: kube::Client, writer: reflector::store::Writer<K>)
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -91,7 +93,7 @@ where
     let mut stream = std::pin::pin!(reflector::reflector(writer, stream));
     while let Some(ev) = stream.next().await {
         if let Err(e) = ev {
-            tracing::debug!(error = %e, kind = %K::kind(&()), "admission policy informer");
+            tracing::debug!(error = %e, kind = %K::kind(&()), "admission configuration informer");
         }
     }
 }

@@ -4,16 +4,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::Api;
 use tokio_util::sync::CancellationToken;
 
 use super::model::{parse, Webhook};
+use crate::apiserver::admission::validating_policy::cache::inform;
 
 type Parsed = Mutex<HashMap<String, (String, Arc<Vec<Webhook>>)>>;
 
@@ -61,25 +59,6 @@ pub fn webhook_cache() -> (WebhookCache, WebhookFeed) {
             mutating: mutating_w,
         },
     )
-}
-
-async fn inform<K>(client: kube::Client, writer: reflector::store::Writer<K>)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff();
-    let mut stream = std::pin::pin!(reflector::reflector(writer, stream));
-    while let Some(ev) = stream.next().await {
-        if let Err(e) = ev {
-            tracing::debug!(error = %e, kind = %K::kind(&()), "webhook configuration informer");
-        }
-    }
 }
 
 impl WebhookFeed {
