@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
+use common::audit_log::{s, wait_event};
 use common::kubectl::{table, Kubectl};
 use common::tls_server::{self, Received};
 use serde_json::{json, Value};
@@ -253,4 +254,219 @@ fn mutating_and_validating_webhooks() {
             ok.then_some(())
         },
     );
+}
+
+/// The base64 JSON patch response allowing `req` (no patch when `ops` is empty).
+fn patched(req: &Value, ops: Vec<Value>) -> Value {
+    let uid = req["uid"].clone();
+    if ops.is_empty() {
+        return json!({"uid": uid, "allowed": true});
+    }
+    json!({"uid": uid, "allowed": true, "patchType": "JSONPatch",
+        "patch": base64::engine::general_purpose::STANDARD.encode(Value::from(ops).to_string())})
+}
+
+/// `add` of `key: value` under the object's `field` (labels, annotations).
+fn add_to(obj: &Value, field: &str, key: &str, value: &str) -> Value {
+    if obj["metadata"][field].is_object() {
+        json!({"op": "add", "path": format!("/metadata/{field}/{key}"), "value": value})
+    } else {
+        json!({"op": "add", "path": format!("/metadata/{field}"), "value": {key: value}})
+    }
+}
+
+/// Counts the callers waiting for each object name, so that `/rendezvous` can tell whether
+/// its two webhooks were called at the same time.
+#[derive(Default)]
+struct Rendezvous {
+    arrived: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    cv: std::sync::Condvar,
+}
+
+impl Rendezvous {
+    /// Whether another call for `name` arrives (or has) within 3 s of this one.
+    fn meet(&self, name: &str) -> bool {
+        let mut arrived = self.arrived.lock().unwrap();
+        *arrived.entry(name.to_string()).or_default() += 1;
+        self.cv.notify_all();
+        let (arrived, _) = self
+            .cv
+            .wait_timeout_while(arrived, Duration::from_secs(3), |a| a[name] < 2)
+            .unwrap();
+        arrived[name] >= 2
+    }
+}
+
+/// `/observe` records in an annotation whether the object has label `b`; `/label` adds it;
+/// `/rendezvous` admits only when the other validating webhook is called at the same time.
+fn reinvocation_service(rendezvous: Arc<Rendezvous>) -> impl Fn(&Received) -> (u16, String) {
+    move |r: &Received| {
+        let review: Value = serde_json::from_str(&r.body).unwrap_or_default();
+        let req = &review["request"];
+        let obj = &req["object"];
+        let response = match r.path.as_str() {
+            "/observe" => {
+                let b = obj["metadata"]["labels"]["b"].as_str().unwrap_or("absent");
+                patched(req, vec![add_to(obj, "annotations", "observed-b", b)])
+            }
+            "/label" if obj["metadata"]["labels"]["b"].is_null() => {
+                patched(req, vec![add_to(obj, "labels", "b", "set")])
+            }
+            "/label" => patched(req, vec![]),
+            "/rendezvous" => {
+                let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+                if rendezvous.meet(name) {
+                    patched(req, vec![])
+                } else {
+                    json!({"uid": req["uid"], "allowed": false,
+                        "status": {"code": 403, "message": "called one at a time"}})
+                }
+            }
+            _ => return (404, "{}".into()),
+        };
+        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": response});
+        (200, review.to_string())
+    }
+}
+
+#[test]
+fn reinvocation_parallel_validation_and_mutation_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let hook = tls_server::start(dir.path(), Arc::new(reinvocation_service(Arc::default())));
+    let ca = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&hook.ca).unwrap());
+    let policy = dir.path().join("audit-policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n  resources:\n  - group: \"\"\n    resources: [configmaps]\n- level: None\n",
+    )
+    .unwrap();
+    let log = dir.path().join("audit.log");
+    let (_server, k) = Kubectl::start_server(&[
+        "--disable-agent",
+        &format!(
+            "--kube-apiserver-arg=audit-policy-file={}",
+            policy.display()
+        ),
+        &format!("--kube-apiserver-arg=audit-log-path={}", log.display()),
+    ]);
+    k.ok(&["create", "namespace", "hooked"]);
+    k.ok(&["label", "namespace", "hooked", "hooks=on"]);
+
+    // `a-observe` runs first and asks to be called again if needed; `b-label` then changes
+    // the object, so `a-observe` sees the label in the second round.
+    let observe = configuration(
+        "MutatingWebhookConfiguration",
+        "a-observe",
+        &format!("{}/observe", hook.url()),
+        &ca,
+        &format!("{}  reinvocationPolicy: IfNeeded\n", rules("configmaps")),
+    );
+    let label = configuration(
+        "MutatingWebhookConfiguration",
+        "b-label",
+        &format!("{}/label", hook.url()),
+        &ca,
+        &rules("configmaps"),
+    );
+    k.ok_stdin(&["apply", "-f", "-"], Some(&observe));
+    k.ok_stdin(&["apply", "-f", "-"], Some(&label));
+    let observed = |name: &str| {
+        k.ok(&[
+            "get",
+            "configmap",
+            name,
+            "-n",
+            "hooked",
+            "-o",
+            "jsonpath={.metadata.labels.b}/{.metadata.annotations.observed-b}",
+        ])
+    };
+    let mut n = 0;
+    let name = common::wait_for("both webhooks", Duration::from_secs(20), || {
+        n += 1;
+        let name = format!("cm-{n}");
+        k.ok(&["create", "configmap", &name, "-n", "hooked"]);
+        (observed(&name) == "set/set").then_some(name)
+    });
+    assert_eq!(
+        hook.count(|r| r.path == "/observe" && r.body.contains(&format!("\"{name}\""))),
+        2,
+        "observe is called twice"
+    );
+    assert_eq!(
+        hook.count(|r| r.path == "/label" && r.body.contains(&format!("\"{name}\""))),
+        1,
+        "label changed the object itself: not called again"
+    );
+    // Each call is an audit annotation: round, index in the ordered list, and whether it
+    // changed the object.
+    let event = wait_event(&log, "the create", |e| {
+        s(e, "/objectRef/name") == name && s(e, "/stage") == "ResponseComplete"
+    });
+    let mutation = |round: u8, index: u8| -> Value {
+        let key =
+            format!("/annotations/mutation.webhook.admission.k8s.io~1round_{round}_index_{index}");
+        serde_json::from_str(s(&event, &key)).unwrap_or_else(|e| panic!("{key}: {e}: {event}"))
+    };
+    assert_eq!(
+        mutation(0, 0),
+        json!({"configuration": "a-observe", "webhook": "a-observe.example.com", "mutated": true})
+    );
+    assert_eq!(
+        mutation(0, 1),
+        json!({"configuration": "b-label", "webhook": "b-label.example.com", "mutated": true})
+    );
+    assert_eq!(
+        mutation(1, 0),
+        json!({"configuration": "a-observe", "webhook": "a-observe.example.com", "mutated": true})
+    );
+    assert!(
+        event
+            .pointer("/annotations/mutation.webhook.admission.k8s.io~1round_1_index_1")
+            .is_none(),
+        "{event}"
+    );
+
+    // With `Never`, the first round is all there is.
+    k.ok(&[
+        "patch",
+        "mutatingwebhookconfiguration",
+        "a-observe",
+        "--type=json",
+        "-p",
+        r#"[{"op": "replace", "path": "/webhooks/0/reinvocationPolicy", "value": "Never"}]"#,
+    ]);
+    common::wait_for("reinvocation to stop", Duration::from_secs(20), || {
+        n += 1;
+        let name = format!("cm-{n}");
+        k.ok(&["create", "configmap", &name, "-n", "hooked"]);
+        (observed(&name) == "set/absent").then_some(())
+    });
+
+    // Validating webhooks are called at the same time: each of these two admits only
+    // when it meets the other.
+    for name in ["p1", "p2"] {
+        k.ok_stdin(
+            &["apply", "-f", "-"],
+            Some(&configuration(
+                "ValidatingWebhookConfiguration",
+                name,
+                &format!("{}/rendezvous", hook.url()),
+                &ca,
+                &rules("secrets"),
+            )),
+        );
+    }
+    common::wait_for("both validating webhooks", Duration::from_secs(40), || {
+        n += 1;
+        let name = format!("s-{n}");
+        let out = k.run(&["create", "secret", "generic", &name, "-n", "hooked"]);
+        let called =
+            hook.count(|r| r.path == "/rendezvous" && r.body.contains(&format!("\"{name}\"")));
+        if !out.ok {
+            assert!(out.stderr.contains("called one at a time"), "{out:?}");
+        }
+        (out.ok && called == 2).then_some(())
+    });
 }

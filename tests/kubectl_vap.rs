@@ -422,3 +422,143 @@ fn params_failure_policy_validation_and_printing() {
         "{resources}"
     );
 }
+
+/// A ConfigMap may name a Secret (label `secret-ref`) only when its author may read that
+/// Secret; and only those who may `approve` configmaps may label one `approved`.
+const SECRET_REF: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: secret-ref}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  variables:
+  - name: ref
+    expression: "has(object.metadata.labels) && 'secret-ref' in object.metadata.labels ? object.metadata.labels['secret-ref'] : ''"
+  validations:
+  - expression: "variables.ref == '' || authorizer.group('').resource('secrets').namespace(object.metadata.namespace).name(variables.ref).check('get').allowed()"
+    messageExpression: "'may not refer to secret ' + variables.ref + ': ' + authorizer.group('').resource('secrets').namespace(object.metadata.namespace).name(variables.ref).check('get').reason()"
+    reason: Forbidden
+  - expression: "!has(object.metadata.labels) || !('approved' in object.metadata.labels) || authorizer.requestResource.check('approve').allowed()"
+    message: "only approvers may create approved configmaps"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: secret-ref}
+spec:
+  policyName: secret-ref
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {matchLabels: {env: authz}}
+"#;
+
+fn configmap(k: &Kubectl, name: &str, labels: &str, user: &str) -> common::kubectl::Out {
+    k.run_stdin(
+        &["create", "--as", user, "-f", "-"],
+        Some(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: team, labels: {{{labels}}}}}\n"
+        )),
+    )
+}
+
+#[test]
+fn policies_ask_the_authorizer() {
+    let (_server, k) = Kubectl::start_server(&["--disable-agent"]);
+    namespace(&k, "team", "authz");
+    // bob may create configmaps in `team`, nothing else.
+    k.ok(&[
+        "create",
+        "role",
+        "cm-writer",
+        "-n",
+        "team",
+        "--verb=create,get",
+        "--resource=configmaps",
+    ]);
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "bob-cm",
+        "-n",
+        "team",
+        "--role=cm-writer",
+        "--user=bob",
+    ]);
+    k.ok_stdin(&["apply", "-f", "-"], Some(SECRET_REF));
+
+    // Without access to the secret: denied with the authorizer's reason (bounded retry
+    // while the policy reaches the cache).
+    let mut n = 0;
+    let err = common::wait_for("the policy", Duration::from_secs(20), || {
+        n += 1;
+        let out = configmap(&k, &format!("c{n}"), "secret-ref: db", "bob");
+        (!out.ok).then_some(out.stderr)
+    });
+    assert!(err.contains("may not refer to secret db"), "{err}");
+    assert!(err.contains("is forbidden: ValidatingAdmissionPolicy 'secret-ref' with binding 'secret-ref' denied request"), "{err}");
+    // Unlabelled configmaps and the admin (system:masters) pass.
+    assert!(configmap(&k, "plain", "a: b", "bob").ok);
+    k.ok_stdin(
+        &["create", "-f", "-"],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: admins, namespace: team, labels: {secret-ref: db}}\n"),
+    );
+
+    // Read access to exactly that secret (resourceNames): the check names it.
+    k.ok(&[
+        "create",
+        "role",
+        "db-reader",
+        "-n",
+        "team",
+        "--verb=get",
+        "--resource=secrets",
+        "--resource-name=db",
+    ]);
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "bob-db",
+        "-n",
+        "team",
+        "--role=db-reader",
+        "--user=bob",
+    ]);
+    let out = configmap(&k, "refers-db", "secret-ref: db", "bob");
+    assert!(out.ok, "{out:?}");
+    let out = configmap(&k, "refers-other", "secret-ref: other", "bob");
+    assert!(
+        !out.ok && out.stderr.contains("may not refer to secret other"),
+        "{out:?}"
+    );
+
+    // authorizer.requestResource: the request's own resource with another verb.
+    let out = configmap(&k, "approved-1", "approved: \"yes\"", "bob");
+    assert!(
+        !out.ok
+            && out
+                .stderr
+                .contains("only approvers may create approved configmaps"),
+        "{out:?}"
+    );
+    k.ok(&[
+        "create",
+        "role",
+        "cm-approver",
+        "-n",
+        "team",
+        "--verb=approve",
+        "--resource=configmaps",
+    ]);
+    k.ok(&[
+        "create",
+        "rolebinding",
+        "bob-approve",
+        "-n",
+        "team",
+        "--role=cm-approver",
+        "--user=bob",
+    ]);
+    let out = configmap(&k, "approved-2", "approved: \"yes\"", "bob");
+    assert!(out.ok, "{out:?}");
+}

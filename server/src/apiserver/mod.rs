@@ -270,8 +270,8 @@ impl ApiServer {
                 cfg.args.default_tolerations,
                 cfg.args.pod_security.clone(),
             )
-            .with_policies(policy_cache.clone())
-            .with_webhooks(webhook_cache.clone()),
+            .with_policies(policy_cache.clone(), Some(authz.clone()))
+            .with_webhooks(webhook_cache.clone(), Some(authz.clone())),
         );
         registry.set_write_check(Arc::new(registry::rbac_escalation::RbacEscalation {
             source: policy,

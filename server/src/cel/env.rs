@@ -38,6 +38,7 @@ pub fn environment() -> Arc<Env> {
             .and_then(|()| env.add_extension(cel::extensions::lists))
             .and_then(|()| env.add_extension(cel::extensions::math))
             .and_then(|()| super::library::extension(&mut env))
+            .and_then(|()| super::authz::extension(&mut env))
             .expect("the Kubernetes CEL library declares no overload twice");
         Arc::new(env)
     })

@@ -18,6 +18,8 @@ pub enum Var {
     Plain(cel::Value),
     /// An `optional` value (`optionalOldSelf`, `optional.none()` when absent).
     Optional(Option<cel::Value>),
+    /// The `authorizer` of admission policies.
+    Authorizer(Box<super::authz::Variable>),
 }
 
 /// Named variables of one evaluation.
@@ -41,6 +43,7 @@ pub fn evaluate(program: &Program, vars: &Vars) -> Result<cel::Value, EvalError>
                 };
                 ctx.add_variable_as_val(*name, Box::new(opt));
             }
+            Var::Authorizer(a) => ctx.add_variable_as_val(*name, a.value()),
         }
     }
     program.execute(&ctx).map_err(|e| EvalError(message(&e)))

@@ -11,6 +11,7 @@
 //!   [`eval::BUDGET`] ([`eval::bounded`]); expressions longer than [`env::MAX_EXPRESSION_LEN`]
 //!   or nesting comprehensions deeper than [`env::MAX_COMPREHENSION_DEPTH`] do not compile.
 
+pub mod authz;
 pub mod env;
 pub mod eval;
 pub mod library;

@@ -23,6 +23,7 @@ pub mod node_restriction;
 pub mod pod_security;
 pub mod priority;
 pub mod quota;
+pub mod reinvocation;
 pub mod service_account;
 pub mod storage_protection;
 pub mod validating_policy;
@@ -78,6 +79,8 @@ pub struct Attributes {
     /// Who asks; `None` for the server's own bootstrap writes.
     pub user: Option<Arc<UserInfo>>,
     pub dry_run: bool,
+    /// Whether the mutating plugins run a second time ([`reinvocation`]).
+    pub reinvocation: reinvocation::Reinvocation,
 }
 
 impl Attributes {
@@ -97,6 +100,7 @@ impl Attributes {
             old_object: None,
             user: opts.user.clone(),
             dry_run: opts.dry_run,
+            reinvocation: Default::default(),
         }
     }
 
@@ -235,8 +239,13 @@ impl Chain {
 
     /// Adds the ValidatingAdmissionPolicy plugin where kube-apiserver runs it: after the
     /// other validating plugins, before ResourceQuota (so a denied write charges no quota).
-    pub fn with_policies(mut self, cache: validating_policy::cache::PolicyCache) -> Chain {
-        let plugin = Arc::new(validating_policy::ValidatingAdmissionPolicy { cache });
+    /// `authorizer` answers the policies' `authorizer` checks.
+    pub fn with_policies(
+        mut self,
+        cache: validating_policy::cache::PolicyCache,
+        authorizer: Option<crate::auth::authz::Chain>,
+    ) -> Chain {
+        let plugin = Arc::new(validating_policy::ValidatingAdmissionPolicy { cache, authorizer });
         let at = self
             .validating
             .iter()
@@ -248,18 +257,25 @@ impl Chain {
 
     /// Adds the admission webhook plugins where kube-apiserver runs them: the mutating one
     /// after the other mutating plugins, the validating one after ValidatingAdmissionPolicy,
-    /// before ResourceQuota.
-    pub fn with_webhooks(mut self, cache: webhook::cache::WebhookCache) -> Chain {
+    /// before ResourceQuota. `authorizer` answers match conditions' `authorizer` checks.
+    pub fn with_webhooks(
+        mut self,
+        cache: webhook::cache::WebhookCache,
+        authorizer: Option<crate::auth::authz::Chain>,
+    ) -> Chain {
         self.mutating.push(Arc::new(webhook::MutatingWebhooks {
             cache: cache.clone(),
+            authorizer: authorizer.clone(),
         }));
         let at = self
             .validating
             .iter()
             .position(|p| p.name() == "ResourceQuota")
             .unwrap_or(self.validating.len());
-        self.validating
-            .insert(at, Arc::new(webhook::ValidatingWebhooks { cache }));
+        self.validating.insert(
+            at,
+            Arc::new(webhook::ValidatingWebhooks { cache, authorizer }),
+        );
         self
     }
 
@@ -281,10 +297,17 @@ impl Chain {
         self.validating.iter().map(|p| p.name()).collect()
     }
 
-    /// Runs the mutating plugins in order.
+    /// Runs the mutating plugins in order, and once more when a webhook changed the object
+    /// ([`reinvocation`]).
     pub async fn admit(&self, a: &mut Attributes, reg: &Registry) -> ApiResult<()> {
         for p in &self.mutating {
             p.admit(a, reg).await?;
+        }
+        if a.reinvocation.should_reinvoke && !a.reinvocation.is_reinvoke {
+            a.reinvocation.is_reinvoke = true;
+            for p in &self.mutating {
+                p.admit(a, reg).await?;
+            }
         }
         Ok(())
     }
@@ -315,6 +338,7 @@ mod tests {
             old_object: None,
             user: None,
             dry_run: false,
+            reinvocation: Default::default(),
         }
     }
 
@@ -350,7 +374,9 @@ mod tests {
     fn policies_run_before_resource_quota() {
         let (cache, _feed) = validating_policy::cache::policy_cache();
         let (hooks, _feed) = webhook::cache::webhook_cache();
-        let c = Chain::standard().with_policies(cache).with_webhooks(hooks);
+        let c = Chain::standard()
+            .with_policies(cache, None)
+            .with_webhooks(hooks, None);
         let names = c.validating_names();
         assert_eq!(
             names[names.len() - 3..],

@@ -35,6 +35,8 @@ pub struct Input {
     pub request: Value,
     pub namespace_object: Value,
     pub params: Value,
+    /// `authorizer` (unbound when `None`).
+    pub authorizer: Option<k8scel::authz::Variable>,
 }
 
 /// A decision's effect.
@@ -97,14 +99,18 @@ struct Scope {
 impl Scope {
     fn new(input: &Input) -> Scope {
         let plain = |v: &Value| Var::Plain(to_cel(v, None));
+        let mut vars = vec![
+            ("object", plain(&input.object)),
+            ("oldObject", plain(&input.old_object)),
+            ("request", plain(&input.request)),
+            ("namespaceObject", plain(&input.namespace_object)),
+            ("params", plain(&input.params)),
+        ];
+        if let Some(a) = &input.authorizer {
+            vars.push(("authorizer", Var::Authorizer(Box::new(a.clone()))));
+        }
         Scope {
-            vars: vec![
-                ("object", plain(&input.object)),
-                ("oldObject", plain(&input.old_object)),
-                ("request", plain(&input.request)),
-                ("namespaceObject", plain(&input.namespace_object)),
-                ("params", plain(&input.params)),
-            ],
+            vars,
             variables: HashMap::new(),
         }
     }

@@ -162,6 +162,7 @@ mod tests {
             old_object: None,
             user: None,
             dry_run: false,
+            reinvocation: Default::default(),
         }
     }
 

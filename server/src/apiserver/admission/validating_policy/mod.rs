@@ -13,6 +13,7 @@
 //! - A request whose namespace must be read for a selector or `namespaceObject` reads it at
 //!   most once.
 
+pub mod authorizer;
 pub mod cache;
 pub mod definition;
 pub mod evaluate;
@@ -42,6 +43,8 @@ pub const READY_WAIT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct ValidatingAdmissionPolicy {
     pub cache: PolicyCache,
+    /// Answers the expressions' `authorizer` checks (none: `authorizer` is unbound).
+    pub authorizer: Option<crate::auth::authz::Chain>,
 }
 
 /// Whether the request writes admission configuration (never subject to policies or
@@ -97,8 +100,14 @@ pub(crate) fn in_namespace(a: &Attributes) -> bool {
     a.resource.namespaced && !a.namespace.is_empty()
 }
 
-async fn dispatch(a: &Attributes, reg: &Registry, hooks: Vec<Hook>) -> Outcome {
+async fn dispatch(
+    a: &Attributes,
+    reg: &Registry,
+    hooks: Vec<Hook>,
+    authz: Option<&crate::auth::authz::Chain>,
+) -> Outcome {
     let mut out = Outcome::default();
+    let authorizer = authz.and_then(|c| authorizer::variable(c, a));
     let mut ns = Namespace::of(a, reg);
     let uid = uuid::Uuid::new_v4().to_string();
     for hook in hooks {
@@ -161,6 +170,7 @@ async fn dispatch(a: &Attributes, reg: &Registry, hooks: Vec<Hook>) -> Outcome {
                     request: request.clone(),
                     namespace_object: namespace_object.clone(),
                     params: p,
+                    authorizer: authorizer.clone(),
                 };
                 let policy = policy.clone();
                 let eval =
@@ -202,7 +212,7 @@ impl Validating for ValidatingAdmissionPolicy {
             if hooks.is_empty() {
                 return Ok(());
             }
-            let out = dispatch(a, reg, hooks).await;
+            let out = dispatch(a, reg, hooks, self.authorizer.as_ref()).await;
             for w in &out.warnings {
                 crate::apiserver::warning::add(w.clone());
             }

@@ -6,7 +6,8 @@
 //!   selector) becomes the policy's [`Policy::config_error`], which the plugin turns into a
 //!   denial or nothing according to `failurePolicy` (upstream's `ConfigurationError`).
 //! - Expressions see upstream's variables: `object`, `oldObject`, `request`,
-//!   `namespaceObject`, `variables`, and `params` only when the policy has a `paramKind`.
+//!   `namespaceObject`, `variables`, `authorizer`, and `params` only when the policy has a
+//!   `paramKind`.
 
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ const BASE_VARIABLES: &[&str] = &[
     "request",
     "namespaceObject",
     "variables",
+    "authorizer",
 ];
 
 /// Compiles a policy expression; `has_params` declares `params`.

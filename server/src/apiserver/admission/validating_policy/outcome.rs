@@ -179,6 +179,7 @@ mod tests {
             old_object: None,
             user: None,
             dry_run: false,
+            reinvocation: Default::default(),
         }
     }
 

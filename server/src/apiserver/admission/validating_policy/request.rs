@@ -89,6 +89,7 @@ mod tests {
                 vec!["dev".into()],
             ))),
             dry_run: false,
+            reinvocation: Default::default(),
         };
         let r = admission_request(&a, a.resource, "u1");
         assert_eq!(

@@ -4,12 +4,19 @@
 //! (mutating ones) patch it.
 //!
 //! # Guarantees
-//! - Configurations come from a watch-fed cache ([`cache`]); they are called in name order,
-//!   their webhooks in order, one at a time. Until the cache has its first lists, requests
-//!   wait (at most [`READY_WAIT`](crate::apiserver::admission::validating_policy::READY_WAIT)).
+//! - Configurations come from a watch-fed cache ([`cache`]). Mutating webhooks are called
+//!   one at a time, configurations in name order and their webhooks in order; validating
+//!   webhooks are called all at once, and the first denial or failure in that order is the
+//!   answer.
+//! - When a mutating webhook changes the object, the mutating plugins run once more and
+//!   `reinvocationPolicy: IfNeeded` webhooks called before the change are called again
+//!   ([`reinvocation`](super::reinvocation)); each call is recorded as the audit annotation
+//!   `mutation.webhook.admission.k8s.io/round_<r>_index_<i>`.
+//! - Until the cache has its first lists, requests wait (at most [`READY_WAIT`](crate::apiserver::admission::validating_policy::READY_WAIT)).
 //! - A webhook is called when its rules, namespace and object selectors (the policies'
 //!   [matcher](crate::apiserver::admission::validating_policy::matcher)) and match conditions
-//!   select the request; a dry-run request is refused by webhooks with side effects.
+//!   select the request (conditions see `object`, `oldObject`, `request` and `authorizer`); a
+//!   dry-run request is refused by webhooks with side effects.
 //! - A call that fails (unreachable, timeout, bad answer) denies with a 500 under
 //!   `failurePolicy: Fail` and is skipped under `Ignore`.
 //! - Admission configuration objects themselves and the server's own bootstrap writes are
@@ -20,31 +27,47 @@ pub mod cache;
 pub mod call;
 pub mod definition;
 pub mod model;
+mod mutating;
 pub mod review;
+mod validating;
 
-use futures::future::BoxFuture;
+pub use mutating::MutatingWebhooks;
+pub use validating::ValidatingWebhooks;
+
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 
 use super::validating_policy::{self as vap, matcher, Namespace};
-use super::{forbidden, Attributes, Mutating, Validating};
+use super::Attributes;
 use crate::apiserver::registry::Registry;
 use crate::apiserver::status::{ApiError, ApiResult};
+use crate::auth::authz::Chain as Authz;
 use cache::WebhookCache;
 use model::Webhook;
 use review::Verdict;
 
 /// Whether the match conditions select the request (`Err`: one failed, none was false).
-fn conditions(w: &Webhook, a: &Attributes, request: &Value) -> Result<bool, String> {
+/// They are evaluated off the async workers (an `authorizer` check waits for the chain).
+async fn conditions(
+    w: &Webhook,
+    a: &Attributes,
+    request: &Value,
+    authz: Option<&Authz>,
+) -> Result<bool, String> {
     if w.match_conditions.is_empty() {
         return Ok(true);
     }
-    let vars: crate::cel::Vars = vec![
+    let mut vars: crate::cel::Vars = vec![
         ("object", plain(a.object.as_ref())),
         ("oldObject", plain(a.old_object.as_ref())),
         ("request", plain(Some(request))),
     ];
+    if let Some(v) = authz.and_then(|c| vap::authorizer::variable(c, a)) {
+        vars.push(("authorizer", crate::cel::Var::Authorizer(Box::new(v))));
+    }
     let conditions = w.match_conditions.clone();
-    crate::cel::bounded(move || {
+    let evaluate = move || {
         let mut error = None;
         for c in &conditions {
             match crate::cel::evaluate(&c.program, &vars) {
@@ -62,8 +85,12 @@ fn conditions(w: &Webhook, a: &Attributes, request: &Value) -> Result<bool, Stri
             }
         }
         error.map_or(Ok(true), Err)
-    })
-    .unwrap_or_else(|| Err("match conditions ran out of time".into()))
+    };
+    tokio::task::spawn_blocking(move || crate::cel::bounded(evaluate))
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Err("match conditions ran out of time".into()))
 }
 
 fn plain(v: Option<&Value>) -> crate::cel::Var {
@@ -81,18 +108,15 @@ fn failure(w: &Webhook, why: &str) -> ApiResult<Option<Verdict>> {
 }
 
 /// Calls `w` when it selects the request; `None` when it does not (or failed, ignored).
-async fn consult(
+/// `labels` are the request's namespace's labels, when a webhook selects on them.
+pub(crate) async fn consult(
     w: &Webhook,
     a: &Attributes,
     reg: &Registry,
-    ns: &mut Namespace<'_>,
+    labels: Option<&BTreeMap<String, String>>,
+    authz: Option<&Authz>,
 ) -> ApiResult<Option<Verdict>> {
-    let labels = if vap::in_namespace(a) && !w.matching.namespace_selector.is_empty() {
-        ns.labels().await
-    } else {
-        None
-    };
-    let matched = match matcher::matches(&w.matching, a, labels.as_ref()) {
+    let matched = match matcher::matches(&w.matching, a, labels) {
         Ok(None) => return Ok(None),
         Ok(Some(r)) => r,
         Err(e) => return failure(w, &e),
@@ -102,7 +126,7 @@ async fn consult(
     }
     let uid = uuid::Uuid::new_v4().to_string();
     let request = vap::request::admission_request(a, matched, &uid);
-    match conditions(w, a, &request) {
+    match conditions(w, a, &request, authz).await {
         Ok(false) => return Ok(None),
         Ok(true) => {}
         Err(e) => return failure(w, &e),
@@ -131,100 +155,54 @@ async fn consult(
     Ok(Some(verdict))
 }
 
+/// The labels of the request's namespace when one of `hooks` selects on them.
+pub(crate) async fn namespace_labels<'w>(
+    mut hooks: impl Iterator<Item = &'w Webhook>,
+    a: &Attributes,
+    reg: &Registry,
+) -> Option<BTreeMap<String, String>> {
+    if !vap::in_namespace(a) || !hooks.any(|w| !w.matching.namespace_selector.is_empty()) {
+        return None;
+    }
+    Namespace::of(a, reg).labels().await
+}
+
 /// Waits for the cache's first lists; false when they did not come in time.
-async fn ready(cache: &WebhookCache) -> bool {
+pub(crate) async fn ready(cache: &WebhookCache) -> bool {
     cache.ready()
         || tokio::time::timeout(vap::READY_WAIT, cache.wait_until_ready())
             .await
             .is_ok()
 }
 
-/// The `ValidatingAdmissionWebhook` plugin.
-#[derive(Debug, Clone)]
-pub struct ValidatingWebhooks {
-    pub cache: WebhookCache,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::admission::tests::attrs;
+    use crate::apiserver::admission::Operation;
+    use crate::auth::authz::{AlwaysAllow, AlwaysDeny};
+    use serde_json::json;
+    use std::sync::Arc;
 
-impl Validating for ValidatingWebhooks {
-    fn name(&self) -> &'static str {
-        "ValidatingAdmissionWebhook"
-    }
-
-    fn validate<'a>(
-        &'a self,
-        a: &'a Attributes,
-        reg: &'a Registry,
-    ) -> BoxFuture<'a, ApiResult<()>> {
-        Box::pin(async move {
-            if a.user.is_none() || vap::exempt(a) {
-                return Ok(());
-            }
-            if !ready(&self.cache).await {
-                return Err(forbidden(a, "not yet ready to handle request"));
-            }
-            let mut ns = Namespace::of(a, reg);
-            for (_, hooks) in self.cache.validating() {
-                for w in hooks.iter() {
-                    if let Some(v) = consult(w, a, reg, &mut ns).await? {
-                        if !v.allowed {
-                            return Err(review::denial(&w.name, &v.status));
-                        }
-                    }
-                }
-            }
-            Ok(())
-        })
-    }
-}
-
-/// The `MutatingAdmissionWebhook` plugin.
-#[derive(Debug, Clone)]
-pub struct MutatingWebhooks {
-    pub cache: WebhookCache,
-}
-
-impl Mutating for MutatingWebhooks {
-    fn name(&self) -> &'static str {
-        "MutatingAdmissionWebhook"
-    }
-
-    fn admit<'a>(
-        &'a self,
-        a: &'a mut Attributes,
-        reg: &'a Registry,
-    ) -> BoxFuture<'a, ApiResult<()>> {
-        Box::pin(async move {
-            if a.user.is_none() || vap::exempt(a) {
-                return Ok(());
-            }
-            if !ready(&self.cache).await {
-                return Err(forbidden(a, "not yet ready to handle request"));
-            }
-            for (_, hooks) in self.cache.mutating() {
-                for w in hooks.iter() {
-                    let verdict = {
-                        let view: &Attributes = a;
-                        let mut ns = Namespace::of(view, reg);
-                        consult(w, view, reg, &mut ns).await?
-                    };
-                    let Some(v) = verdict else { continue };
-                    if !v.allowed {
-                        return Err(review::denial(&w.name, &v.status));
-                    }
-                    if let (Some(patch), Some(obj)) = (v.patch, a.object.as_mut()) {
-                        match crate::patch::json_patch::apply(obj, &patch) {
-                            Ok(patched) => *obj = patched,
-                            Err(e) => {
-                                return Err(ApiError::internal(format!(
-                                    "admission webhook \"{}\" returned a patch that does not apply: {e}",
-                                    w.name
-                                )))
-                            }
-                        }
-                    }
-                }
-            }
-            Ok(())
-        })
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn match_conditions_may_ask_the_authorizer() {
+        let w = &model::parse(&json!({"webhooks": [{"name": "a.example.com",
+            "clientConfig": {"url": "https://127.0.0.1:1/"},
+            "matchConditions": [{"name": "deleters",
+                "expression": "authorizer.group('').resource('pods').namespace('n').check('delete').allowed()"}]}]}))
+            [0];
+        assert_eq!(w.config_error, None);
+        let mut a = attrs(Operation::Create, "pods", "n", Some(json!({})));
+        a.user = Some(Arc::new(crate::auth::UserInfo::authenticated(
+            "bob",
+            vec![],
+        )));
+        let allow = Authz::new(vec![Arc::new(AlwaysAllow)]);
+        let deny = Authz::new(vec![Arc::new(AlwaysDeny)]);
+        let req = json!({});
+        assert_eq!(conditions(w, &a, &req, Some(&allow)).await, Ok(true));
+        assert_eq!(conditions(w, &a, &req, Some(&deny)).await, Ok(false));
+        // Without an authorizer the condition errs (failurePolicy decides).
+        assert!(conditions(w, &a, &req, None).await.is_err());
     }
 }

@@ -38,6 +38,8 @@ pub struct Webhook {
     pub dry_run_safe: bool,
     pub timeout: Duration,
     pub match_conditions: Vec<Expr>,
+    /// `reinvocationPolicy: IfNeeded` (mutating webhooks).
+    pub reinvoke_if_needed: bool,
     pub config_error: Option<String>,
 }
 
@@ -123,6 +125,7 @@ fn parse_one(w: &Value) -> Webhook {
         dry_run_safe: matches!(w["sideEffects"].as_str(), Some("None" | "NoneOnDryRun")),
         timeout: Duration::from_secs(w["timeoutSeconds"].as_u64().unwrap_or(10).clamp(1, 30)),
         match_conditions,
+        reinvoke_if_needed: w["reinvocationPolicy"].as_str() == Some("IfNeeded"),
         config_error: (!errors.is_empty()).then(|| errors.join("; ")),
     }
 }
@@ -139,13 +142,14 @@ mod tests {
              "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                 "resources": ["configmaps"]}],
              "failurePolicy": "Ignore", "sideEffects": "None", "timeoutSeconds": 3,
+             "reinvocationPolicy": "IfNeeded",
              "matchConditions": [{"name": "c", "expression": "object != null"}]},
             {"name": "b.example.com", "clientConfig": {"service": {"namespace": "hooks",
                 "name": "svc"}, "caBundle": "!!"}, "sideEffects": "Some",
              "matchConditions": [{"name": "bad", "expression": "1 +"}]}]}));
         let a = &ws[0];
         assert_eq!(a.endpoint, Endpoint::Url("https://127.0.0.1:9443/v".into()));
-        assert!(a.ignore_failures && a.dry_run_safe);
+        assert!(a.ignore_failures && a.dry_run_safe && a.reinvoke_if_needed);
         assert_eq!(a.timeout, Duration::from_secs(3));
         assert_eq!(a.matching.resource_rules[0].resources, ["configmaps"]);
         assert!(a.config_error.is_none());
@@ -159,7 +163,7 @@ mod tests {
                 port: 443
             }
         );
-        assert!(!b.ignore_failures && !b.dry_run_safe);
+        assert!(!b.ignore_failures && !b.dry_run_safe && !b.reinvoke_if_needed);
         assert_eq!(b.timeout, Duration::from_secs(10));
         let e = b.config_error.as_deref().unwrap();
         assert!(
