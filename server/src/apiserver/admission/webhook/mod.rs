@@ -167,12 +167,20 @@ pub(crate) async fn namespace_labels<'w>(
     Namespace::of(a, reg).labels().await
 }
 
-/// Waits for the cache's first lists; false when they did not come in time.
-pub(crate) async fn ready(cache: &WebhookCache) -> bool {
-    cache.ready()
+/// Whether webhooks see request `a` at all (not the server's own writes, nor admission
+/// configuration); waits for the cache's first lists and refuses when they do not come.
+pub(crate) async fn applies(cache: &WebhookCache, a: &Attributes) -> ApiResult<bool> {
+    if a.user.is_none() || vap::exempt(a) {
+        return Ok(false);
+    }
+    let ready = cache.ready()
         || tokio::time::timeout(vap::READY_WAIT, cache.wait_until_ready())
             .await
-            .is_ok()
+            .is_ok();
+    if !ready {
+        return Err(super::forbidden(a, "not yet ready to handle request"));
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

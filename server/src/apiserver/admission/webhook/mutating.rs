@@ -5,9 +5,8 @@
 use futures::future::BoxFuture;
 
 use super::model::Webhook;
-use super::{consult, namespace_labels, ready, review, Authz, WebhookCache};
-use crate::apiserver::admission::validating_policy as vap;
-use crate::apiserver::admission::{forbidden, Attributes, Mutating};
+use super::{applies, consult, namespace_labels, review, Authz, WebhookCache};
+use crate::apiserver::admission::{Attributes, Mutating};
 use crate::apiserver::registry::Registry;
 use crate::apiserver::status::{ApiError, ApiResult};
 
@@ -42,11 +41,8 @@ impl Mutating for MutatingWebhooks {
         reg: &'a Registry,
     ) -> BoxFuture<'a, ApiResult<()>> {
         Box::pin(async move {
-            if a.user.is_none() || vap::exempt(a) {
+            if !applies(&self.cache, a).await? {
                 return Ok(());
-            }
-            if !ready(&self.cache).await {
-                return Err(forbidden(a, "not yet ready to handle request"));
             }
             let configurations = self.cache.mutating();
             let hooks: Vec<(&str, &Webhook)> = configurations

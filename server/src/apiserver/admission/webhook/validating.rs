@@ -4,9 +4,8 @@
 use futures::future::BoxFuture;
 
 use super::model::Webhook;
-use super::{consult, namespace_labels, ready, review, Authz, WebhookCache};
-use crate::apiserver::admission::validating_policy as vap;
-use crate::apiserver::admission::{forbidden, Attributes, Validating};
+use super::{applies, consult, namespace_labels, review, Authz, WebhookCache};
+use crate::apiserver::admission::{Attributes, Validating};
 use crate::apiserver::registry::Registry;
 use crate::apiserver::status::ApiResult;
 
@@ -29,11 +28,8 @@ impl Validating for ValidatingWebhooks {
         reg: &'a Registry,
     ) -> BoxFuture<'a, ApiResult<()>> {
         Box::pin(async move {
-            if a.user.is_none() || vap::exempt(a) {
+            if !applies(&self.cache, a).await? {
                 return Ok(());
-            }
-            if !ready(&self.cache).await {
-                return Err(forbidden(a, "not yet ready to handle request"));
             }
             let configurations = self.cache.validating();
             let hooks: Vec<&Webhook> = configurations
