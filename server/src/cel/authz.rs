@@ -18,6 +18,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
+use cel::common::functions::Function;
 use cel::common::types::{CelBool, CelString, Type, STRING_TYPE};
 use cel::common::value::{CowVal, StaticVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
@@ -87,82 +88,47 @@ impl Variable {
     }
 }
 
-/// Registers the library's methods on `env`.
-pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
-    let s = || STRING_TYPE;
-    env.add_member_overload("path", "authorizer_path", ty(&AUTHORIZER), vec![s()], path)?;
-    env.add_member_overload(
-        "group",
-        "authorizer_group",
-        ty(&AUTHORIZER),
-        vec![s()],
-        group,
-    )?;
-    env.add_member_overload(
+/// The library's methods: name, overload id, receiver type, number of string arguments.
+const METHODS: &[(&str, &str, &Type, usize, Function)] = &[
+    ("path", "authorizer_path", &AUTHORIZER, 1, path),
+    ("group", "authorizer_group", &AUTHORIZER, 1, group),
+    (
         "serviceAccount",
         "authorizer_serviceaccount",
-        ty(&AUTHORIZER),
-        vec![s(), s()],
+        &AUTHORIZER,
+        2,
         service_account,
-    )?;
-    env.add_member_overload(
-        "resource",
-        "groupcheck_resource",
-        ty(&GROUP_CHECK),
-        vec![s()],
-        resource,
-    )?;
-    env.add_member_overload(
+    ),
+    ("resource", "groupcheck_resource", &GROUP_CHECK, 1, resource),
+    (
         "subresource",
         "resourcecheck_subresource",
-        ty(&RESOURCE_CHECK),
-        vec![s()],
+        &RESOURCE_CHECK,
+        1,
         subresource,
-    )?;
-    env.add_member_overload(
+    ),
+    (
         "namespace",
         "resourcecheck_namespace",
-        ty(&RESOURCE_CHECK),
-        vec![s()],
+        &RESOURCE_CHECK,
+        1,
         namespace,
-    )?;
-    env.add_member_overload(
-        "name",
-        "resourcecheck_name",
-        ty(&RESOURCE_CHECK),
-        vec![s()],
-        name,
-    )?;
-    env.add_member_overload(
-        "check",
-        "resourcecheck_check",
-        ty(&RESOURCE_CHECK),
-        vec![s()],
-        check,
-    )?;
-    env.add_member_overload(
-        "check",
-        "pathcheck_check",
-        ty(&PATH_CHECK),
-        vec![s()],
-        check,
-    )?;
-    env.add_member_overload(
-        "allowed",
-        "decision_allowed",
-        ty(&DECISION),
-        vec![],
-        allowed,
-    )?;
-    env.add_member_overload("reason", "decision_reason", ty(&DECISION), vec![], reason)?;
-    env.add_member_overload(
-        "errored",
-        "decision_errored",
-        ty(&DECISION),
-        vec![],
-        errored,
-    )?;
-    env.add_member_overload("error", "decision_error", ty(&DECISION), vec![], error)?;
+    ),
+    ("name", "resourcecheck_name", &RESOURCE_CHECK, 1, name),
+    ("check", "resourcecheck_check", &RESOURCE_CHECK, 1, check),
+    ("check", "pathcheck_check", &PATH_CHECK, 1, check),
+    ("allowed", "decision_allowed", &DECISION, 0, allowed),
+    ("reason", "decision_reason", &DECISION, 0, reason),
+    ("errored", "decision_errored", &DECISION, 0, errored),
+    ("error", "decision_error", &DECISION, 0, error),
+];
+
+/// Registers the library's methods on `env`.
+pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
+    for &(name, id, target, strings, f) in METHODS {
+        let args = (0..strings).map(|_| STRING_TYPE).collect();
+        env.add_member_overload(name, id, ty(target), args, f)?;
+    }
     Ok(())
 }
 
@@ -285,32 +251,34 @@ fn string_arg(args: &[CowVal<'_, '_>], i: usize, f: &str) -> Result<String, Exec
         .ok_or_else(|| ExecutionError::function_error(f, "expects a string argument"))
 }
 
-fn path<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let a = this::<Authorizer>(&args, "path")?;
-    let query = Query {
+/// Starts a check from authorizer `a`: `set` fills in the query, `ty` is what it becomes.
+fn start<'b, 'v>(
+    a: &Authorizer,
+    ty: &'static Type,
+    set: impl FnOnce(&mut Query),
+) -> CowVal<'b, 'v> {
+    let mut query = Query {
         service_account: a.service_account.clone(),
-        path: Some(string_arg(&args, 1, "path")?),
         ..Query::default()
     };
-    Ok(CowVal::owned(Check {
+    set(&mut query);
+    CowVal::owned(Check {
         checker: a.checker.clone(),
         query,
-        ty: &PATH_CHECK,
-    }))
+        ty,
+    })
+}
+
+fn path<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let a = this::<Authorizer>(&args, "path")?;
+    let p = string_arg(&args, 1, "path")?;
+    Ok(start(a, &PATH_CHECK, |q| q.path = Some(p)))
 }
 
 fn group<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let a = this::<Authorizer>(&args, "group")?;
-    let query = Query {
-        service_account: a.service_account.clone(),
-        group: string_arg(&args, 1, "group")?,
-        ..Query::default()
-    };
-    Ok(CowVal::owned(Check {
-        checker: a.checker.clone(),
-        query,
-        ty: &GROUP_CHECK,
-    }))
+    let g = string_arg(&args, 1, "group")?;
+    Ok(start(a, &GROUP_CHECK, |q| q.group = g))
 }
 
 fn service_account<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {

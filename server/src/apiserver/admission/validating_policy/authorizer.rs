@@ -73,6 +73,8 @@ pub fn attributes(requester: &Arc<UserInfo>, q: &Query) -> crate::auth::attribut
     }
 }
 
+/// The chain's decision as a CEL decision. The chain folds an authorizer's failure into its
+/// reason, so `errored()` is always false here.
 fn answer(d: Decision) -> Answer {
     match d {
         Decision::Allow => Answer {
