@@ -577,3 +577,110 @@ fn websocket_streams_need_create_as_well_as_get() {
         assert!(err.contains(r#"pods "missing" not found"#), "{err}");
     }
 }
+
+/// Issue 21's escalation: a Role granting `get,list,watch` on one Secret by `resourceNames`
+/// must never serve another Secret, however the narrowing field selector is repeated,
+/// reordered or encoded: in a namespace (Role) and cluster-wide (ClusterRole).
+#[test]
+fn narrowed_lists_are_authorized_as_the_handler_serves_them() {
+    let (server, admin) = Kubectl::start_server(&["--disable-agent"]);
+    for ns in ["x", "y"] {
+        admin.ok(&["create", "namespace", ns]);
+        for s in ["allowed", "other", "third"] {
+            admin.ok(&[
+                "-n",
+                ns,
+                "create",
+                "secret",
+                "generic",
+                s,
+                "--from-literal=k=v",
+            ]);
+        }
+    }
+    admin.ok(&[
+        "-n",
+        "x",
+        "create",
+        "role",
+        "one-secret",
+        "--verb=get,list,watch",
+        "--resource=secrets",
+        "--resource-name=allowed",
+    ]);
+    admin.ok(&[
+        "-n",
+        "x",
+        "create",
+        "rolebinding",
+        "narrow",
+        "--role=one-secret",
+        "--user=narrow",
+    ]);
+    admin.ok(&[
+        "create",
+        "clusterrole",
+        "one-secret",
+        "--verb=get,list,watch",
+        "--resource=secrets",
+        "--resource-name=allowed",
+    ]);
+    admin.ok(&[
+        "create",
+        "clusterrolebinding",
+        "wide",
+        "--clusterrole=one-secret",
+        "--user=wide",
+    ]);
+    let narrow = as_user(&admin, &server, "narrow", &[]);
+    let wide = as_user(&admin, &server, "wide", &[]);
+    common::wait_for("the bindings", Duration::from_secs(30), || {
+        (narrow.run(&["-n", "x", "get", "secret", "allowed"]).ok
+            && wide.run(&["-n", "y", "get", "secret", "allowed"]).ok)
+            .then_some(())
+    });
+    // The plain forms work (kubectl get secret/<n> -w narrows a watch this way).
+    let listed = narrow.ok(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/x/secrets?fieldSelector=metadata.name%3Dallowed",
+    ]);
+    assert!(
+        listed.contains("\"allowed\"") && !listed.contains("\"other\""),
+        "{listed}"
+    );
+    narrow.fails_with(&["-n", "x", "get", "secrets"], None, "Forbidden");
+    narrow.fails_with(&["-n", "x", "get", "secret", "other"], None, "Forbidden");
+
+    let answered = common::narrowing::assert_never_wider(
+        &narrow,
+        "/api/v1/namespaces/x/secrets",
+        "allowed",
+        "other",
+    );
+    assert!(
+        answered >= 2,
+        "only {answered} narrowed queries were answered"
+    );
+    // Not in another namespace: the Role is x's.
+    assert_eq!(
+        common::narrowing::assert_never_wider(
+            &narrow,
+            "/api/v1/namespaces/y/secrets",
+            "allowed",
+            "other"
+        ),
+        0
+    );
+    for collection in ["/api/v1/secrets", "/api/v1/namespaces/y/secrets"] {
+        let answered = common::narrowing::assert_never_wider(&wide, collection, "allowed", "other");
+        assert!(answered >= 2, "{collection}: only {answered} answered");
+    }
+    // The legacy /watch/ path with a name narrows to that name alone.
+    let out = narrow.ok(&[
+        "get",
+        "--raw",
+        "/api/v1/watch/namespaces/x/secrets/allowed?timeoutSeconds=1&fieldSelector=metadata.name%3Dother",
+    ]);
+    assert!(!out.contains("\"other\""), "{out}");
+}

@@ -156,3 +156,50 @@ spec:
     n1.ok(&["delete", "pod", "p1", "--wait=false"]);
     assert!(admin.run(&["get", "pod", "p2"]).ok, "p2 is still there");
 }
+
+/// The Node authorizer narrows like RBAC: a node reads the Secret a pod bound to it uses,
+/// and no query form (repeated, reordered, encoded field selectors) serves it another.
+#[test]
+fn a_node_reads_only_the_secrets_of_its_pods_however_it_asks() {
+    let (server, admin) = Kubectl::start_server(&["--disable-agent"]);
+    admin.ok_stdin(&["create", "-f", "-"], Some(NODES));
+    for s in ["s1", "s2", "s3"] {
+        admin.ok(&["create", "secret", "generic", s, "--from-literal=k=v"]);
+    }
+    let pod = "apiVersion: v1
+kind: Pod
+metadata: {name: uses-s1}
+spec:
+  nodeName: n1
+  containers: [{name: c, image: busybox}]
+  volumes: [{name: s, secret: {secretName: s1}}]
+";
+    admin.ok_stdin(&["create", "-f", "-"], Some(pod));
+    let n1 = node_kubectl(&server, &admin, "n1");
+    common::wait_for("the node graph", std::time::Duration::from_secs(30), || {
+        n1.run(&["get", "secret", "s1"]).ok.then_some(())
+    });
+    n1.fails_with(&["get", "secret", "s2"], None, "Forbidden");
+    n1.fails_with(&["get", "secrets"], None, "Forbidden");
+    let answered = common::narrowing::assert_never_wider(
+        &n1,
+        "/api/v1/namespaces/default/secrets",
+        "s1",
+        "s2",
+    );
+    assert!(
+        answered >= 2,
+        "only {answered} narrowed queries were answered"
+    );
+    // n2 has no pod: nothing at all.
+    let n2 = node_kubectl(&server, &admin, "n2");
+    assert_eq!(
+        common::narrowing::assert_never_wider(
+            &n2,
+            "/api/v1/namespaces/default/secrets",
+            "s1",
+            "s2"
+        ),
+        0
+    );
+}

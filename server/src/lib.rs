@@ -30,6 +30,7 @@ pub mod leader_election;
 pub mod patch;
 pub mod pki;
 pub mod ready_notify;
+pub mod request_info;
 pub mod scheduler;
 pub mod supervisor;
 pub mod tokens;

@@ -19,6 +19,7 @@ pub mod kinds;
 pub mod kube;
 pub mod kubectl;
 pub mod kv_load;
+pub mod narrowing;
 pub mod netns;
 pub mod node_lab;
 pub mod ns_cluster;

@@ -3,13 +3,11 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Query, State};
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::ApiState;
-
-type Params = Query<std::collections::HashMap<String, String>>;
 
 async fn checks(st: &ApiState) -> Vec<(&'static str, Result<(), String>)> {
     let etcd = st
@@ -22,10 +20,9 @@ async fn checks(st: &ApiState) -> Vec<(&'static str, Result<(), String>)> {
     vec![("ping", Ok(())), ("etcd", etcd)]
 }
 
-async fn report(st: &ApiState, what: &str, q: &Params) -> Response {
+async fn report(st: &ApiState, what: &str, verbose: bool) -> Response {
     let results = checks(st).await;
     let ok = results.iter().all(|(_, r)| r.is_ok());
-    let verbose = q.contains_key("verbose");
     let mut body = String::new();
     if verbose || !ok {
         for (name, r) in &results {
@@ -60,14 +57,19 @@ async fn report(st: &ApiState, what: &str, q: &Params) -> Response {
         .into_response()
 }
 
-pub async fn healthz(State(st): State<Arc<ApiState>>, q: Params) -> Response {
-    report(&st, "healthz", &q).await
+/// `?verbose` asks for every check's line.
+fn verbose(req: &Request) -> bool {
+    super::http::request::info_of(req).query.contains("verbose")
 }
 
-pub async fn livez(State(st): State<Arc<ApiState>>, q: Params) -> Response {
-    report(&st, "livez", &q).await
+pub async fn healthz(State(st): State<Arc<ApiState>>, req: Request) -> Response {
+    report(&st, "healthz", verbose(&req)).await
 }
 
-pub async fn readyz(State(st): State<Arc<ApiState>>, q: Params) -> Response {
-    report(&st, "readyz", &q).await
+pub async fn livez(State(st): State<Arc<ApiState>>, req: Request) -> Response {
+    report(&st, "livez", verbose(&req)).await
+}
+
+pub async fn readyz(State(st): State<Arc<ApiState>>, req: Request) -> Response {
+    report(&st, "readyz", verbose(&req)).await
 }

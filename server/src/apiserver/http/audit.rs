@@ -38,7 +38,7 @@ fn now() -> String {
 
 fn received(auditor: &Arc<Auditor>, req: &Request, user: Arc<UserInfo>) -> Option<Audit> {
     let path = req.uri().path();
-    let attrs = Attributes::of_request(user, req.method().as_str(), path, req.uri().query());
+    let attrs = Attributes::of(user, &super::request::info_of(req));
     let decision = auditor.policy.evaluate(&attrs);
     if decision.level == Level::None {
         return None;

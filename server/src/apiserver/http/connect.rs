@@ -33,11 +33,8 @@ pub async fn pod(st: &ApiState, t: &Target, sub: &str, req: Request) -> ApiResul
     if sub == "log" && req.method() != Method::GET {
         return Err(ApiError::method_not_allowed(req.method().as_str()));
     }
-    let query: Vec<(String, String)> =
-        form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
-            .into_owned()
-            .collect();
-    let path = location::kubelet_path(&pod, sub, &query)?;
+    let info = super::request::info_of(&req);
+    let path = location::kubelet_path(&pod, sub, &info.query)?;
     let node = location::node_name(&pod)?;
     let at = node_address(reg, &node).await?;
     let client = st.kubelet.as_ref().ok_or_else(|| {

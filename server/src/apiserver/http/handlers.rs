@@ -1,7 +1,6 @@
 //! The resource handler: one entry point for every `/api` and `/apis` path, dispatching on
 //! the parsed path and the method to discovery or the registry.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::body;
-use super::request::{self, flag, ApiPath, ResourcePath};
+use super::request::{self, ApiPath, ResourcePath};
 use crate::apiserver::discovery;
 use crate::apiserver::metrics::RequestLabels;
 use crate::apiserver::registry::selector::{FieldSelector, LabelSelector};
@@ -24,6 +23,7 @@ use crate::apiserver::registry::{
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::{crd, openapi, table, ApiState};
 use crate::auth::UserInfo;
+use crate::request_info::QueryParams;
 
 /// Default watch length when the client sets no `timeoutSeconds` (kube: 30–60 min).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -59,7 +59,7 @@ pub async fn api(State(st): State<Arc<ApiState>>, req: Request) -> Response {
         ApiPath::Group { group } => discovery::group(&group),
         ApiPath::GroupVersion { group, version } => discovery::resource_list(&group, &version),
         ApiPath::Resource(rp) => {
-            let verb = verb_of(req.method(), &rp, req.uri().query());
+            let verb = verb_of(req.method(), &rp, &request::info_of(&req).query);
             let resource = rp.resource.plural;
             let mut resp = match resource_request(&st, rp, req).await {
                 Ok(r) => r,
@@ -73,8 +73,8 @@ pub async fn api(State(st): State<Arc<ApiState>>, req: Request) -> Response {
 }
 
 /// kube-apiserver's verb names for metrics.
-fn verb_of(method: &Method, rp: &ResourcePath, query: Option<&str>) -> &'static str {
-    let watch = rp.legacy_watch || flag(&request::query(query), "watch");
+fn verb_of(method: &Method, rp: &ResourcePath, query: &QueryParams) -> &'static str {
+    let watch = rp.legacy_watch || query.flag("watch");
     match (method.as_str(), rp.name.is_some()) {
         ("GET", _) if watch => "WATCH",
         ("GET", true) => "GET",
@@ -88,8 +88,8 @@ fn verb_of(method: &Method, rp: &ResourcePath, query: Option<&str>) -> &'static 
     }
 }
 
-fn write_options(q: &HashMap<String, String>, user: &User) -> ApiResult<WriteOptions> {
-    let dry_run = match q.get("dryRun").map(String::as_str) {
+fn write_options(q: &QueryParams, user: &User) -> ApiResult<WriteOptions> {
+    let dry_run = match q.get("dryRun") {
         None | Some("") => false,
         Some("All") => true,
         Some(other) => {
@@ -106,29 +106,22 @@ fn write_options(q: &HashMap<String, String>, user: &User) -> ApiResult<WriteOpt
 }
 
 /// [`write_options`] of a create, update or patch, which records its field manager.
-fn managed_write_options(
-    q: &HashMap<String, String>,
-    req: &Request,
-    user: &User,
-) -> ApiResult<WriteOptions> {
+fn managed_write_options(q: &QueryParams, req: &Request, user: &User) -> ApiResult<WriteOptions> {
     let user_agent = req
         .headers()
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok());
     Ok(WriteOptions {
         field_manager: Some(managed_fields::manager_of(
-            q.get("fieldManager").map(String::as_str),
+            q.get("fieldManager"),
             user_agent,
         )),
         ..write_options(q, user)?
     })
 }
 
-fn list_options(q: &HashMap<String, String>, rp: &ResourcePath) -> ApiResult<ListOptions> {
-    let mut fields = FieldSelector::parse(
-        q.get("fieldSelector").map_or("", String::as_str),
-        rp.resource,
-    )?;
+fn list_options(q: &QueryParams, rp: &ResourcePath) -> ApiResult<ListOptions> {
+    let mut fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or_default(), rp.resource)?;
     if let (true, Some(name)) = (rp.legacy_watch, &rp.name) {
         fields.requirements.push(
             crate::apiserver::registry::selector::field::FieldRequirement {
@@ -139,7 +132,7 @@ fn list_options(q: &HashMap<String, String>, rp: &ResourcePath) -> ApiResult<Lis
             },
         );
     }
-    let limit = match q.get("limit").map(String::as_str) {
+    let limit = match q.get("limit") {
         None | Some("") => 0,
         Some(l) => l
             .parse::<i64>()
@@ -147,7 +140,7 @@ fn list_options(q: &HashMap<String, String>, rp: &ResourcePath) -> ApiResult<Lis
             .filter(|l| *l >= 0)
             .ok_or_else(|| ApiError::bad_request(format!("invalid limit {l:?}")))?,
     };
-    let rv_match = match q.get("resourceVersionMatch").map(String::as_str) {
+    let rv_match = match q.get("resourceVersionMatch") {
         None | Some("") => RvMatch::Unset,
         Some("NotOlderThan") => RvMatch::NotOlderThan,
         Some("Exact") => RvMatch::Exact,
@@ -158,11 +151,11 @@ fn list_options(q: &HashMap<String, String>, rp: &ResourcePath) -> ApiResult<Lis
         }
     };
     Ok(ListOptions {
-        labels: LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))?,
+        labels: LabelSelector::parse(q.get("labelSelector").unwrap_or_default())?,
         fields,
         limit,
-        continue_token: q.get("continue").cloned(),
-        resource_version: q.get("resourceVersion").cloned(),
+        continue_token: q.get("continue").map(str::to_string),
+        resource_version: q.get("resourceVersion").map(str::to_string),
         rv_match,
     })
 }
@@ -179,11 +172,7 @@ async fn read_object(req: Request, rp: &ResourcePath) -> ApiResult<Value> {
     Ok(obj)
 }
 
-fn delete_options(
-    q: &HashMap<String, String>,
-    body: Option<&Value>,
-    user: &User,
-) -> ApiResult<DeleteOptions> {
+fn delete_options(q: &QueryParams, body: Option<&Value>, user: &User) -> ApiResult<DeleteOptions> {
     let mut o = DeleteOptions {
         write: write_options(q, user)?,
         ..Default::default()
@@ -212,7 +201,7 @@ fn delete_options(
         );
     }
     if let Some(p) = q.get("propagationPolicy") {
-        o.propagation_policy = Some(p.clone());
+        o.propagation_policy = Some(p.to_string());
     }
     Ok(o)
 }
@@ -225,7 +214,8 @@ async fn resource_request(
     rp: ResourcePath,
     req: Request,
 ) -> ApiResult<Response> {
-    let q = request::query(req.uri().query());
+    let info = request::info_of(&req);
+    let q = &info.query;
     let user: User = req.extensions().get::<Arc<UserInfo>>().cloned();
     let target = Target {
         resource: rp.resource,
@@ -236,8 +226,8 @@ async fn resource_request(
     let reg = &st.registry;
     let method = req.method().clone();
     let sub = rp.subresource.as_deref();
-    let watch = rp.legacy_watch || flag(&q, "watch");
-    let table = table::negotiate(req.headers(), &q, &rp)?;
+    let watch = rp.legacy_watch || q.flag("watch");
+    let table = table::negotiate(req.headers(), q, &rp)?;
     if let Some(s) = rp
         .subresource
         .as_deref()
@@ -279,10 +269,10 @@ async fn resource_request(
                     None => DEFAULT_WATCH_TIMEOUT,
                 };
             let opts = WatchOptions {
-                filter: list_options(&q, &rp)?,
-                resource_version: q.get("resourceVersion").cloned(),
+                filter: list_options(q, &rp)?,
+                resource_version: q.get("resourceVersion").map(str::to_string),
                 timeout,
-                bookmarks: flag(&q, "allowWatchBookmarks"),
+                bookmarks: q.flag("allowWatchBookmarks"),
             };
             let mut target = target;
             target.name = None;
@@ -317,7 +307,7 @@ async fn resource_request(
             Ok(json_response(StatusCode::OK, &obj))
         }
         (Method::GET, false) => {
-            let mut list = reg.list(&target, list_options(&q, &rp)?).await?;
+            let mut list = reg.list(&target, list_options(q, &rp)?).await?;
             crd::read::list(rp.resource, &mut list);
             let list = table::list_or_table(table, list);
             Ok(json_response(StatusCode::OK, &list))
@@ -327,7 +317,7 @@ async fn resource_request(
                 return Err(ApiError::method_not_allowed("POST"));
             }
             let mut obj = read_object(req, &rp).await?;
-            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
+            let warnings = openapi::check_body(q, &rp, &mut obj)?;
             let out = crate::auth::access_review::create(
                 &st.authz,
                 rp.resource.kind,
@@ -341,7 +331,7 @@ async fn resource_request(
         }
         (Method::POST, false) if rp.resource.group == "authentication.k8s.io" => {
             let mut obj = read_object(req, &rp).await?;
-            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
+            let warnings = openapi::check_body(q, &rp, &mut obj)?;
             let out =
                 crate::auth::reviews::create(st, rp.resource.kind, obj, user.as_deref()).await?;
             let resp = json_response(StatusCode::CREATED, &out);
@@ -351,17 +341,17 @@ async fn resource_request(
             if rp.resource.namespaced && rp.namespace.is_none() {
                 return Err(ApiError::method_not_allowed("POST"));
             }
-            let opts = managed_write_options(&q, &req, &user)?;
+            let opts = managed_write_options(q, &req, &user)?;
             let mut obj = read_object(req, &rp).await?;
-            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
+            let warnings = openapi::check_body(q, &rp, &mut obj)?;
             let created = reg.create(&target, obj, opts).await?;
             let resp = json_response(StatusCode::CREATED, &created);
             Ok(openapi::with_warnings(resp, &warnings))
         }
         (Method::POST, true) if sub == Some("binding") => {
-            let opts = write_options(&q, &user)?;
+            let opts = write_options(q, &user)?;
             let mut obj = read_object(req, &rp).await?;
-            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
+            let warnings = openapi::check_body(q, &rp, &mut obj)?;
             let status = reg.bind_pod(&target, obj, opts).await?;
             let resp = json_response(StatusCode::CREATED, &status);
             Ok(openapi::with_warnings(resp, &warnings))
@@ -372,7 +362,7 @@ async fn resource_request(
                 .as_ref()
                 .ok_or_else(|| ApiError::unavailable("service-account tokens are not served"))?;
             let mut obj = read_object(req, &rp).await?;
-            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
+            let warnings = openapi::check_body(q, &rp, &mut obj)?;
             let out = crate::auth::serviceaccount::token_request::create(
                 sa,
                 rp.namespace.as_deref().unwrap_or_default(),
@@ -386,17 +376,17 @@ async fn resource_request(
         }
         (Method::POST, true) if sub == Some("eviction") => {
             let mut obj = read_object(req, &rp).await?;
-            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
+            let warnings = openapi::check_body(q, &rp, &mut obj)?;
             let delete_body = obj.get("deleteOptions").filter(|d| d.is_object());
-            let opts = delete_options(&q, delete_body, &user)?;
+            let opts = delete_options(q, delete_body, &user)?;
             let status = reg.evict_pod(&target, &obj, opts).await?;
             let resp = json_response(StatusCode::CREATED, &status);
             Ok(openapi::with_warnings(resp, &warnings))
         }
         (Method::PUT, true) => {
-            let opts = managed_write_options(&q, &req, &user)?;
+            let opts = managed_write_options(q, &req, &user)?;
             let mut obj = read_object(req, &rp).await?;
-            let warnings = openapi::check_body(&q, &rp, &mut obj)?;
+            let warnings = openapi::check_body(q, &rp, &mut obj)?;
             let updated = if sub == Some("scale") {
                 reg.update_scale(&target, obj, opts).await?
             } else {
@@ -407,16 +397,16 @@ async fn resource_request(
         }
         (Method::DELETE, true) if sub.is_none() => {
             let b = read_delete_body(req).await?;
-            let opts = delete_options(&q, b.as_ref(), &user)?;
+            let opts = delete_options(q, b.as_ref(), &user)?;
             match reg.delete(&target, &opts).await? {
                 Deleted::Gone(v) => Ok(json_response(StatusCode::OK, &v)),
                 Deleted::Pending(v) => Ok(json_response(StatusCode::OK, &v)),
             }
         }
         (Method::DELETE, false) => {
-            let list = list_options(&q, &rp)?;
+            let list = list_options(q, &rp)?;
             let b = read_delete_body(req).await?;
-            let opts = delete_options(&q, b.as_ref(), &user)?;
+            let opts = delete_options(q, b.as_ref(), &user)?;
             let out = reg.delete_collection(&target, list, &opts).await?;
             Ok(json_response(StatusCode::OK, &out))
         }
@@ -440,12 +430,12 @@ async fn resource_request(
                 });
             }
             let opts = crate::apiserver::registry::PatchOptions {
-                field_manager: q.get("fieldManager").cloned(),
-                force: flag(&q, "force"),
-                write: managed_write_options(&q, &req, &user)?,
+                field_manager: q.get("fieldManager").map(str::to_string),
+                force: q.flag("force"),
+                write: managed_write_options(q, &req, &user)?,
             };
             let bytes = body::read(req.into_body()).await?;
-            openapi::check_patch_body(&q, &rp, kind, &bytes)?;
+            openapi::check_patch_body(q, &rp, kind, &bytes)?;
             let patched = reg.patch(&target, kind, &bytes, &opts).await?;
             Ok(json_response(StatusCode::OK, &patched))
         }

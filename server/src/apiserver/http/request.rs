@@ -1,9 +1,10 @@
 //! Resource request paths (kube-apiserver's `RequestInfo`) and query parameters.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::apiserver::resources::catalog::{self, Resource};
 use crate::apiserver::status::{ApiError, ApiResult};
+use crate::request_info::RequestInfo;
 
 /// A parsed `/api/v1/…` or `/apis/<group>/<version>/…` resource path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,16 +138,19 @@ pub fn parse(path: &str) -> ApiResult<ApiPath> {
     }))
 }
 
-/// Query parameters (the last value wins).
-pub fn query(q: Option<&str>) -> HashMap<String, String> {
-    form_urlencoded::parse(q.unwrap_or("").as_bytes())
-        .into_owned()
-        .collect()
-}
-
-/// A boolean query parameter (`true`/`1`; anything else set is false).
-pub fn flag(q: &HashMap<String, String>, name: &str) -> bool {
-    q.get(name).is_some_and(|v| v == "true" || v == "1")
+/// The request's [`RequestInfo`], parsed once by the router's outermost layer (parsed here
+/// only for requests that did not pass the router, e.g. handlers called by unit tests).
+pub fn info_of<B>(req: &axum::http::Request<B>) -> Arc<RequestInfo> {
+    req.extensions()
+        .get::<Arc<RequestInfo>>()
+        .cloned()
+        .unwrap_or_else(|| {
+            Arc::new(RequestInfo::parse(
+                req.method().as_str(),
+                req.uri().path(),
+                req.uri().query(),
+            ))
+        })
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use crate::auth::authn::{AuthnRequest, Outcome};
 use crate::auth::authz::Decision;
 use crate::auth::serviceaccount::discovery as sa_discovery;
 use crate::auth::{self, impersonation, Attributes, InProcessUser, UserInfo};
+use crate::request_info::RequestInfo;
 
 pub fn router(st: Arc<ApiState>) -> Router {
     Router::new()
@@ -45,7 +46,19 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .layer(middleware::from_fn(warnings))
         .layer(middleware::from_fn_with_state(st.clone(), authenticate))
         .layer(middleware::from_fn_with_state(st.clone(), record))
+        .layer(middleware::from_fn(parse_request))
         .with_state(st)
+}
+
+/// Parses the request once ([`RequestInfo`]); every later stage reads that value.
+async fn parse_request(mut req: Request, next: Next) -> Response {
+    let info = Arc::new(RequestInfo::parse(
+        req.method().as_str(),
+        req.uri().path(),
+        req.uri().query(),
+    ));
+    req.extensions_mut().insert(info);
+    next.run(req).await
 }
 
 /// Authentication, then auditing, then authorization, before any handler. In-process
@@ -126,12 +139,7 @@ async fn authorize_and_run(
         }
     };
     if !public {
-        let attrs = Attributes::of_request(
-            user.clone(),
-            req.method().as_str(),
-            &path,
-            req.uri().query(),
-        );
+        let attrs = Attributes::of(user.clone(), &super::request::info_of(&req));
         let checks = std::iter::once(attrs.clone())
             .chain(attrs.websocket_create_check(req.method().as_str()));
         for attrs in checks {

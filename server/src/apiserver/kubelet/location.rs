@@ -10,6 +10,7 @@
 use serde_json::Value;
 
 use crate::apiserver::status::ApiError;
+use crate::request_info::QueryParams;
 
 /// The kubelet's default port, when the Node does not report one.
 pub const DEFAULT_KUBELET_PORT: u16 = 10250;
@@ -126,10 +127,6 @@ pub fn node_name(pod: &Value) -> Result<String, ApiError> {
         })
 }
 
-fn truthy(v: &str) -> bool {
-    matches!(v, "true" | "1" | "True")
-}
-
 fn encode(pairs: &[(&str, String)]) -> String {
     let mut s = form_urlencoded::Serializer::new(String::new());
     for (k, v) in pairs {
@@ -139,20 +136,10 @@ fn encode(pairs: &[(&str, String)]) -> String {
 }
 
 /// The kubelet path and query of a `pods/<sub>` request with `query` (the client's pairs).
-pub fn kubelet_path(
-    pod: &Value,
-    sub: &str,
-    query: &[(String, String)],
-) -> Result<String, ApiError> {
+pub fn kubelet_path(pod: &Value, sub: &str, query: &QueryParams) -> Result<String, ApiError> {
     let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
-    let get = |k: &str| {
-        query
-            .iter()
-            .rev()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |k: &str| query.get(k);
     let seg = |s: &str| {
         percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
     };
@@ -161,7 +148,7 @@ pub fn kubelet_path(
             let c = container(pod, get("container"))?;
             let mut pairs = Vec::new();
             for flag in ["follow", "previous", "timestamps"] {
-                if get(flag).is_some_and(truthy) {
+                if query.flag(flag) {
                     pairs.push((flag, "true".to_string()));
                 }
             }
@@ -198,15 +185,14 @@ pub fn kubelet_path(
                 ("stderr", "error"),
                 ("tty", "tty"),
             ] {
-                if get(client).is_some_and(truthy) {
+                if query.flag(client) {
                     pairs.push((kubelet, "1".to_string()));
                 }
             }
             if sub == "exec" {
                 let commands: Vec<_> = query
-                    .iter()
-                    .filter(|(k, _)| k == "command")
-                    .map(|(_, v)| ("command", v.clone()))
+                    .all("command")
+                    .map(|v| ("command", v.to_string()))
                     .collect();
                 if commands.is_empty() {
                     return Err(ApiError::bad_request("you must specify at least 1 command"));
@@ -224,9 +210,8 @@ pub fn kubelet_path(
         }
         "portforward" => {
             let ports: Vec<_> = query
-                .iter()
-                .filter(|(k, _)| k == "ports")
-                .flat_map(|(_, v)| {
+                .all("ports")
+                .flat_map(|v| {
                     v.split(',')
                         .map(|p| ("port", p.trim().to_string()))
                         .collect::<Vec<_>>()
@@ -271,11 +256,8 @@ mod tests {
                "spec": {"nodeName": "n1", "containers": cs, "initContainers": is}})
     }
 
-    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+    fn q(pairs: &[(&str, &str)]) -> QueryParams {
+        QueryParams::from_pairs(pairs.iter().copied())
     }
 
     #[test]
@@ -313,7 +295,7 @@ mod tests {
             "/containerLogs/ns/p/a?follow=true&tailLines=2"
         );
         assert_eq!(
-            kubelet_path(&p, "log", &[]).unwrap(),
+            kubelet_path(&p, "log", &QueryParams::default()).unwrap(),
             "/containerLogs/ns/p/a"
         );
         assert_eq!(

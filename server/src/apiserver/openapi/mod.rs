@@ -246,7 +246,7 @@ pub fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
 /// [`check_fields`] for the body of a create or update at `rp` (the main resource or a
 /// subresource with a schema).
 pub fn check_body(
-    query: &std::collections::HashMap<String, String>,
+    query: &crate::request_info::QueryParams,
     rp: &super::http::request::ResourcePath,
     obj: &mut Value,
 ) -> ApiResult<Vec<String>> {
@@ -258,7 +258,7 @@ pub fn check_body(
             None => return Ok(Vec::new()),
         },
     };
-    check_fields(query.get("fieldValidation").map(String::as_str), gvk, obj)
+    check_fields(query.get("fieldValidation"), gvk, obj)
 }
 
 /// [`check_body`] for a PATCH body. Merge and strategic merge patches and apply
@@ -266,13 +266,13 @@ pub fn check_body(
 /// (strategic merge directives, `$patch`, `$setElementOrder/…`, are skipped). JSON patches
 /// are not checked; nor are bodies that do not parse (the patch itself reports them).
 pub fn check_patch_body(
-    query: &std::collections::HashMap<String, String>,
+    query: &crate::request_info::QueryParams,
     rp: &super::http::request::ResourcePath,
     patch_type: crate::patch::PatchType,
     body: &[u8],
 ) -> ApiResult<()> {
     use crate::patch::PatchType;
-    if query.get("fieldValidation").map(String::as_str) != Some("Strict") {
+    if query.get("fieldValidation") != Some("Strict") {
         return check_body(query, rp, &mut Value::Null).map(drop);
     }
     let parsed: Option<Value> = match patch_type {
@@ -363,9 +363,9 @@ pub async fn group_version(req: Request) -> Response {
     else {
         return ApiError::path_not_found().into_response();
     };
-    let query = super::http::request::query(req.uri().query());
-    match query.get("hash") {
-        Some(h) if *h == doc.hash => {
+    let info = super::http::request::info_of(&req);
+    match info.query.get("hash") {
+        Some(h) if h == doc.hash => {
             json_with_etag(req.headers(), &doc.body, &doc.hash, "public, immutable")
         }
         Some(_) => {
@@ -431,7 +431,7 @@ mod tests {
         else {
             panic!("not a resource path");
         };
-        let strict = [("fieldValidation".to_string(), "Strict".to_string())].into();
+        let strict = crate::request_info::QueryParams::from_pairs([("fieldValidation", "Strict")]);
         let smp = br#"{"spec":{"template":{"spec":{"$setElementOrder/containers":[{"name":"c"}],"containers":[{"name":"c","imagee":"x"}]}}}}"#;
         let e = check_patch_body(&strict, &rp, PatchType::StrategicMerge, smp).unwrap_err();
         assert!(

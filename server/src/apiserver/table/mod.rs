@@ -19,14 +19,13 @@ pub mod printers;
 pub mod storage_net;
 pub mod workloads;
 
-use std::collections::HashMap;
-
 use axum::body::Bytes;
 use axum::http::{header, HeaderMap};
 use serde_json::{json, Value};
 
 use crate::apiserver::http::request::ResourcePath;
 use crate::apiserver::status::{ApiError, ApiResult};
+use crate::request_info::QueryParams;
 
 /// What each row carries besides its cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +65,7 @@ fn printed_kind(rp: &ResourcePath) -> Option<(&'static str, &'static str)> {
 /// server can produce is a Table (and the request at `rp` reads something printable).
 pub fn negotiate(
     headers: &HeaderMap,
-    query: &HashMap<String, String>,
+    query: &QueryParams,
     rp: &ResourcePath,
 ) -> ApiResult<Option<TableRequest>> {
     let accept = headers
@@ -100,7 +99,7 @@ pub fn negotiate(
     let (Some(api_version), Some(kind)) = (api_version, printed_kind(rp)) else {
         return Ok(None);
     };
-    let include = match query.get("includeObject").map(String::as_str) {
+    let include = match query.get("includeObject") {
         None | Some("") | Some("Metadata") => IncludeObject::Metadata,
         Some("Object") => IncludeObject::Object,
         Some("None") => IncludeObject::None,
@@ -268,11 +267,8 @@ mod tests {
         h
     }
 
-    fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+    fn q(pairs: &[(&str, &str)]) -> QueryParams {
+        QueryParams::from_pairs(pairs.iter().copied())
     }
 
     fn rp(path: &str) -> ResourcePath {

@@ -25,38 +25,23 @@ pub struct FieldSelector {
 impl FieldSelector {
     pub fn parse(sel: &str, r: &Resource) -> Result<FieldSelector, ApiError> {
         let mut requirements = Vec::new();
-        if sel.trim().is_empty() {
-            return Ok(FieldSelector { requirements });
-        }
-        for part in sel.split(',') {
-            let (field, value, equal) = if let Some((f, v)) = part.split_once("!=") {
-                (f, v, false)
-            } else if let Some((f, v)) = part.split_once("==") {
-                (f, v, true)
-            } else if let Some((f, v)) = part.split_once('=') {
-                (f, v, true)
-            } else {
-                return Err(ApiError::bad_request(format!(
-                    "invalid selector: '{sel}'; can't understand '{part}'"
-                )));
-            };
-            let field = field.trim();
-            let path = match field {
-                "metadata.name" | "metadata.namespace" => field,
+        for t in terms(sel)? {
+            let path = match t.field {
+                "metadata.name" | "metadata.namespace" => t.field,
                 _ => r
                     .field_labels
                     .iter()
-                    .find(|(label, _)| *label == field)
+                    .find(|(label, _)| *label == t.field)
                     .map(|(_, path)| *path)
                     .ok_or_else(|| {
-                        ApiError::bad_request(format!("field label not supported: {field}"))
+                        ApiError::bad_request(format!("field label not supported: {}", t.field))
                     })?,
             };
             requirements.push(FieldRequirement {
-                field: field.to_string(),
+                field: t.field.to_string(),
                 path: path.to_string(),
-                value: value.trim().to_string(),
-                equal,
+                value: t.value.to_string(),
+                equal: t.equal,
             });
         }
         Ok(FieldSelector { requirements })
@@ -80,6 +65,55 @@ impl FieldSelector {
             (actual == r.value) == r.equal
         })
     }
+}
+
+/// One `field=value`, `field==value` or `field!=value` term of a selector, trimmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Term<'a> {
+    field: &'a str,
+    value: &'a str,
+    equal: bool,
+}
+
+/// The terms of a field selector (comma-separated, AND); empty for a blank selector. The
+/// one parser both [`FieldSelector::parse`] and [`exact_match`] read, so authorization
+/// narrows a request exactly as the handler filters it.
+fn terms(sel: &str) -> Result<Vec<Term<'_>>, ApiError> {
+    if sel.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    sel.split(',')
+        .map(|part| {
+            let (field, value, equal) = if let Some((f, v)) = part.split_once("!=") {
+                (f, v, false)
+            } else if let Some((f, v)) = part.split_once("==") {
+                (f, v, true)
+            } else if let Some((f, v)) = part.split_once('=') {
+                (f, v, true)
+            } else {
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{sel}'; can't understand '{part}'"
+                )));
+            };
+            Ok(Term {
+                field: field.trim(),
+                value: value.trim(),
+                equal,
+            })
+        })
+        .collect()
+}
+
+/// The value `sel` requires `field` to equal (`field=v` or `field==v` among its terms), as
+/// upstream's `Selector.RequiresExactMatch`; `None` for a selector that does not parse. A
+/// selector with this term matches only objects whose `field` is that value, whatever its
+/// other terms say.
+pub fn exact_match(sel: &str, field: &str) -> Option<String> {
+    terms(sel)
+        .ok()?
+        .into_iter()
+        .find(|t| t.equal && t.field == field)
+        .map(|t| t.value.to_string())
 }
 
 /// The string form of a field as field selectors see it ("" when absent; booleans and
@@ -131,6 +165,29 @@ mod tests {
                 .single_name(),
             Some("p")
         );
+    }
+
+    #[test]
+    fn exact_matches_are_read_as_the_handler_filters() {
+        let pods = lookup("", "v1", "pods").unwrap();
+        for sel in [
+            "metadata.name=p",
+            "metadata.name==p",
+            " metadata.name = p ",
+            "spec.nodeName=n1,metadata.name=p",
+            "metadata.name!=q,metadata.name==p",
+        ] {
+            assert_eq!(
+                exact_match(sel, "metadata.name").as_deref(),
+                Some("p"),
+                "{sel}"
+            );
+            let parsed = FieldSelector::parse(sel, pods).unwrap();
+            assert_eq!(parsed.single_name(), Some("p"), "{sel}");
+        }
+        for sel in ["", "metadata.name!=p", "nonsense", "metadata.namespace=p"] {
+            assert_eq!(exact_match(sel, "metadata.name"), None, "{sel}");
+        }
     }
 
     #[test]
