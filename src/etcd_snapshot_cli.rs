@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use k3rs_server::controllers::cronjob::schedule::Schedule;
+use k3rs_apimachinery::cron::Schedule;
 use k3rs_server::etcd_snapshot::{self, client};
 
 /// `k3rs server`'s snapshot flags.
@@ -197,7 +197,7 @@ mod tests {
         );
         assert_eq!(
             s.schedule,
-            k3rs_server::controllers::cronjob::schedule::Schedule::parse("*/5 * * * *").unwrap()
+            k3rs_apimachinery::cron::Schedule::parse("*/5 * * * *").unwrap()
         );
         assert_eq!(
             server.snapshots.cluster_reset_restore_path.as_deref(),

@@ -427,7 +427,7 @@ fn cancel_on_signal(token: CancellationToken) -> anyhow::Result<()> {
             _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
             _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
         }
-        if let Err(e) = k3rs_common::sd_notify::stopping("shutting down") {
+        if let Err(e) = k3rs_apimachinery::sd_notify::stopping("shutting down") {
             tracing::warn!(error = %e, "notifying the service manager (NOTIFY_SOCKET)");
         }
         token.cancel();

@@ -60,7 +60,7 @@ pub fn hostname() -> String {
 
 /// The address other servers reach this one at by default: the source address of the
 /// default route (like k3s, which picks the default route's interface).
-pub use k3rs_common::net::default_ip;
+pub use k3rs_apimachinery::net::default_ip;
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,6 @@ pub mod auth;
 pub mod cel;
 pub mod certificates;
 pub mod compactor;
-pub mod component_args;
 pub mod components;
 pub mod controllers;
 pub mod datastore;
@@ -23,14 +22,12 @@ pub mod deploy;
 pub mod encryption;
 pub mod etcd;
 pub mod etcd_snapshot;
-pub mod go_duration;
 pub mod identity;
 pub mod join;
 pub mod leader_election;
 pub mod patch;
 pub mod pki;
 pub mod ready_notify;
-pub mod request_info;
 pub mod scheduler;
 pub mod supervisor;
 pub mod tokens;
@@ -398,10 +395,10 @@ impl HttpsServer {
             } => {
                 tracing::info!(addr = ?listener.local_addr().ok(), "supervisor listening (API server disabled)");
                 // No /readyz without the API server: ready once the supervisor listens.
-                if let Err(e) = k3rs_common::sd_notify::ready("supervisor serving") {
+                if let Err(e) = k3rs_apimachinery::sd_notify::ready("supervisor serving") {
                     tracing::warn!(error = %e, "notifying the service manager (NOTIFY_SOCKET)");
                 }
-                apiserver::http::tls::serve(listener, tls, app, stop, DRAIN_GRACE).await;
+                k3rs_apimachinery::tls::serve(listener, tls, app, stop, DRAIN_GRACE).await;
                 Ok(())
             }
         }
@@ -415,7 +412,7 @@ async fn bind_supervisor(
     stop: CancellationToken,
 ) -> Result<HttpsServer> {
     let (cert, key) = pki.apiserver_serving_cert();
-    let tls = apiserver::http::tls::server_config(&cert, &key, &pki.client_ca_cert())
+    let tls = k3rs_apimachinery::tls::server_config(&cert, &key, &pki.client_ca_cert())
         .map_err(|e| Error::Api(e.into()))?;
     let listener = tokio::net::TcpListener::bind(cfg.https_listen)
         .await

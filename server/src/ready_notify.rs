@@ -1,5 +1,5 @@
 //! Tells the service manager when `k3rs server` is ready (systemd's `Type=notify`, through
-//! [`k3rs_common::sd_notify`]): `READY=1` once the API server answers `/readyz` with 200 and,
+//! [`k3rs_apimachinery::sd_notify`]): `READY=1` once the API server answers `/readyz` with 200 and,
 //! when the server runs its own node (the embedded agent), once that Node reports the `Ready`
 //! condition `True` — so `systemctl start k3rs` returns with a cluster that can run pods.
 
@@ -38,7 +38,7 @@ pub fn spawn(app: &axum::Router, node: Option<String>, stop: &CancellationToken)
             }
             None => "API server ready",
         };
-        match k3rs_common::sd_notify::ready(what) {
+        match k3rs_apimachinery::sd_notify::ready(what) {
             Ok(true) => tracing::info!("notified the service manager: READY=1"),
             Ok(false) => {}
             Err(e) => tracing::warn!(error = %e, "notifying the service manager (NOTIFY_SOCKET)"),

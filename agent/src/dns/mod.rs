@@ -51,7 +51,7 @@ use crate::proxy::{seen, Seen};
 
 /// The Node label an agent that serves DNS sets to its port; the server's `kube-dns`
 /// endpoints are the Ready nodes with it.
-pub const PORT_LABEL: &str = k3rs_common::labels::CLUSTER_DNS_PORT_LABEL;
+pub const PORT_LABEL: &str = k3rs_apimachinery::labels::CLUSTER_DNS_PORT_LABEL;
 
 /// How the DNS server runs.
 #[derive(Debug, Clone)]

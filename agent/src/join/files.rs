@@ -68,7 +68,7 @@ pub struct IoError {
 
 /// Writes `contents` to `path` atomically with `mode`, creating parent directories (0700).
 pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), IoError> {
-    k3rs_common::fs::write_atomic(path, contents, mode).map_err(|(path, source)| IoError {
+    k3rs_apimachinery::fs::write_atomic(path, contents, mode).map_err(|(path, source)| IoError {
         op: "writing",
         path,
         source,

@@ -134,11 +134,11 @@ pub enum ArgError {
 }
 
 impl Args {
-    /// Parses [`crate::component_args`] items; later items override earlier ones.
+    /// Parses [`k3rs_apimachinery::component_args`] items; later items override earlier ones.
     pub fn parse(items: &[String]) -> Result<Args, ArgError> {
         let mut args = Args::default();
         for item in items {
-            let (key, value) = crate::component_args::key_value(item)
+            let (key, value) = k3rs_apimachinery::component_args::key_value(item)
                 .ok_or_else(|| ArgError::NotKeyValue(item.clone()))?;
             match key {
                 "authorization-mode" => args.authorization_modes = parse_modes(value)?,
@@ -287,7 +287,7 @@ fn seconds(flag: &str, value: &str) -> Result<i64, ArgError> {
 
 /// A Go duration (`300ms`, `30s`, `5m`, `1h30m`, `0`), as kube-apiserver's duration flags.
 fn duration(flag: &str, value: &str) -> Result<std::time::Duration, ArgError> {
-    crate::go_duration::parse(value).ok_or_else(|| ArgError::Duration {
+    k3rs_apimachinery::duration::parse(value).ok_or_else(|| ArgError::Duration {
         flag: flag.to_string(),
         value: value.to_string(),
     })

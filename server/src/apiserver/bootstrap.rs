@@ -8,9 +8,9 @@
 use serde_json::json;
 
 use super::registry::{Registry, Target, WriteOptions};
-use super::resources::catalog;
 use super::resources::strategy::scheduling;
-use super::status::ApiResult;
+use k3rs_apimachinery::catalog;
+use k3rs_apimachinery::status::ApiResult;
 
 pub const SYSTEM_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];

@@ -8,8 +8,9 @@ use serde_json::{json, Value};
 use sha2::Digest;
 
 use super::http::handlers::json_response;
-use super::resources::catalog::{self, Resource};
 use super::ApiState;
+use k3rs_apimachinery::catalog;
+use k3rs_apimachinery::catalog::Resource;
 
 /// The Content-Type that tells kubectl it got aggregated discovery.
 pub const AGGREGATED_V2: &str =

@@ -22,7 +22,6 @@ pub mod openapi;
 pub mod registry;
 pub mod resources;
 mod secret_source;
-pub mod status;
 pub mod table;
 pub mod version;
 pub mod warning;
@@ -67,7 +66,7 @@ pub enum Error {
         source: std::io::Error,
     },
     #[error("tls: {0}")]
-    Tls(#[from] http::tls::TlsError),
+    Tls(#[from] k3rs_apimachinery::tls::TlsError),
     #[error("writing the kubeconfig: {0}")]
     Kubeconfig(#[source] crate::pki::Error),
     #[error("loading the signers' CAs: {0}")]
@@ -184,7 +183,7 @@ impl ApiServer {
         let client_ca = pki.client_ca_cert();
         let mut client_cas = vec![client_ca.as_path()];
         client_cas.extend(cfg.args.requestheader_client_ca_file.as_deref());
-        let tls = http::tls::server_config_for(&cert, &key, &client_cas)?;
+        let tls = k3rs_apimachinery::tls::server_config_for(&cert, &key, &client_cas)?;
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
             .map_err(|source| Error::Bind {
@@ -293,12 +292,12 @@ impl ApiServer {
             Some(ca) => {
                 let provider = Arc::new(rustls::crypto::ring::default_provider());
                 authn.push(Arc::new(crate::auth::request_header::RequestHeader {
-                    verifier: http::tls::client_verifier(ca, provider.clone())?,
+                    verifier: k3rs_apimachinery::tls::client_verifier(ca, provider.clone())?,
                     allowed_names: cfg.args.requestheader_allowed_names.clone(),
                     headers: cfg.args.requestheader_headers.clone(),
                 }));
                 authn.push(Arc::new(crate::auth::request_header::VerifiedX509 {
-                    verifier: http::tls::client_verifier(&client_ca, provider)?,
+                    verifier: k3rs_apimachinery::tls::client_verifier(&client_ca, provider)?,
                 }));
             }
             None => authn.push(Arc::new(crate::auth::authn::X509)),
@@ -484,7 +483,7 @@ impl ApiServer {
             stop.clone(),
         ));
         let ready = crate::ready_notify::spawn(&app, self.ready_node, &stop);
-        http::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
+        k3rs_apimachinery::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
         ready.abort();
         crds.abort();
         let _ = crds.await;

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::authz::{Chain, Decision};
 use super::{Attributes, UserInfo};
-use crate::apiserver::status::{ApiError, ApiResult, Cause, Subject};
+use k3rs_apimachinery::status::{ApiError, ApiResult, Cause, Subject};
 
 const GROUP: &str = "authorization.k8s.io";
 

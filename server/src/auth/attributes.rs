@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::user::UserInfo;
-use crate::request_info::RequestInfo;
+use k3rs_apimachinery::request_info::RequestInfo;
 
 /// What is being asked, by whom.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 pub use super::access_review::Rules;
 use super::attributes::Attributes;
 use super::UserInfo;
+use k3rs_apimachinery::status::{ApiError, Subject};
 
 /// One authorizer's verdict; the string is the reason shown after the forbidden message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,6 +137,20 @@ impl Authorizer for SystemMasters {
             }
         })
     }
+}
+
+/// An authorization denial as the API answers it: 403 with [`forbidden_message`], and for
+/// resource requests `details` naming the object.
+pub fn forbidden(a: &Attributes, reason: &str) -> ApiError {
+    let e = ApiError::new(403, "Forbidden", forbidden_message(a, reason));
+    if !a.resource_request {
+        return e;
+    }
+    e.about(Subject {
+        group: &a.api_group,
+        kind: &a.resource,
+        name: &a.name,
+    })
 }
 
 /// kube-apiserver's forbidden message: `pods "x" is forbidden: User "u" cannot get

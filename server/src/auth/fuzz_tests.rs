@@ -84,7 +84,7 @@ fn fixture() -> &'static Fixture {
         let oidc_key = Signer::rsa();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier =
-            crate::apiserver::http::tls::client_verifier(&pki.client_ca_cert(), provider).unwrap();
+            k3rs_apimachinery::tls::client_verifier(&pki.client_ca_cert(), provider).unwrap();
         // kube-apiserver's order: the authenticating proxy (its CA is the client CA here, only
         // `front-proxy` may assert users), certificates, the token file, service accounts.
         let chain = Chain::new(vec![

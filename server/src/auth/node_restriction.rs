@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 
-use k3rs_common::labels::{in_domain, label_domain, restricted_for_kubelet};
+use k3rs_apimachinery::labels::{in_domain, label_domain, restricted_for_kubelet};
 use serde_json::Value;
 
 use super::node::refs::pod_refs;

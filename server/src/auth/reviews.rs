@@ -15,8 +15,8 @@ use super::authn::{AuthnRequest, Outcome};
 use super::serviceaccount::authenticator::unix_now;
 use super::serviceaccount::claims::API_AUDIENCES;
 use super::UserInfo;
-use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::ApiState;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 /// Answers a review of `kind` (the catalog's kind) posted with `body` by `user`.
 pub async fn create(

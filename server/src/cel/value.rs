@@ -60,7 +60,7 @@ fn string(s: &str, typ: &str, format: &str) -> cel::Value {
                 }
             }
             "duration" => {
-                if let Some(d) = crate::go_duration::parse(s) {
+                if let Some(d) = k3rs_apimachinery::duration::parse(s) {
                     if let Ok(d) = chrono::Duration::from_std(d) {
                         return cel::Value::Duration(d);
                     }

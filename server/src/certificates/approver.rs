@@ -181,10 +181,7 @@ async fn approve(
     status
         .conditions
         .get_or_insert_with(Vec::new)
-        .push(approved(
-            message,
-            &crate::apiserver::registry::meta::now_rfc3339(),
-        ));
+        .push(approved(message, &k3rs_apimachinery::meta::now_rfc3339()));
     Api::<CertificateSigningRequest>::all(ctx.client.clone())
         .replace_subresource("approval", &name, &PostParams::default(), &new)
         .await

@@ -129,7 +129,7 @@ async fn reconcile(
     csr: Arc<CertificateSigningRequest>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
-    let now = crate::apiserver::registry::meta::now_rfc3339();
+    let now = k3rs_apimachinery::meta::now_rfc3339();
     let mut new = (*csr).clone();
     let status = new.status.get_or_insert_with(Default::default);
     match plan(&csr) {

@@ -50,11 +50,11 @@ pub enum ArgError {
 }
 
 impl Args {
-    /// Parses [`crate::component_args`] items; later items override earlier ones.
+    /// Parses [`k3rs_apimachinery::component_args`] items; later items override earlier ones.
     pub fn parse(items: &[String]) -> Result<Args, ArgError> {
         let mut args = Args::default();
         for item in items {
-            let (key, value) = crate::component_args::key_value(item)
+            let (key, value) = k3rs_apimachinery::component_args::key_value(item)
                 .ok_or_else(|| ArgError::NotKeyValue(item.clone()))?;
             match key {
                 "controllers" => {
@@ -68,8 +68,8 @@ impl Args {
                     })?;
                 }
                 "node-monitor-grace-period" => {
-                    args.node_monitor_grace_period =
-                        crate::go_duration::parse(value).ok_or_else(|| ArgError::Invalid {
+                    args.node_monitor_grace_period = k3rs_apimachinery::duration::parse(value)
+                        .ok_or_else(|| ArgError::Invalid {
                             key: "node-monitor-grace-period",
                             value: value.to_string(),
                             what: "duration",

@@ -14,7 +14,6 @@ pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;
-pub mod events;
 pub mod expectations;
 pub mod garbage_collector;
 pub mod history;
@@ -52,7 +51,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use args::Args;
-pub use events::{EventRecorder, EventType};
+pub use k3rs_apimachinery::events::{EventRecorder, EventType};
 pub use selection::Selection;
 
 use crate::apiserver::in_process;

@@ -20,9 +20,9 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{Error, RETRY};
-use crate::apiserver::admission::quota::check::{matches, resource_list, tracked, used_json};
-use crate::apiserver::admission::quota::usage::{usage, Usage};
-use crate::apiserver::resources::catalog::{self, Resource};
+use k3rs_apimachinery::catalog::{self, Resource};
+use k3rs_apimachinery::quota::check::{matches, resource_list, tracked, used_json};
+use k3rs_apimachinery::quota::usage::{usage, Usage};
 
 /// The controller's identity (`system:serviceaccount:kube-system:resourcequota-controller`).
 pub const NAME: &str = "resourcequota-controller";

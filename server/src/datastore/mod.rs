@@ -35,6 +35,21 @@ pub enum Error {
     Unavailable(String),
 }
 
+/// How the API answers a datastore failure (kube-apiserver's storage error mapping).
+impl From<Error> for k3rs_apimachinery::status::ApiError {
+    fn from(e: Error) -> k3rs_apimachinery::status::ApiError {
+        match e {
+            Error::Compacted { .. } => k3rs_apimachinery::status::ApiError::expired(
+                "The resourceVersion for the provided list is too old.",
+            ),
+            Error::FutureRevision => {
+                k3rs_apimachinery::status::ApiError::timeout("Too large resource version")
+            }
+            Error::Unavailable(m) => k3rs_apimachinery::status::ApiError::unavailable(m),
+        }
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// A range over `[key, range_end)` (kube-apiserver's list).

@@ -160,7 +160,7 @@ pub fn save(
     let json = serde_json::to_vec_pretty(&meta).expect("metadata serializes");
     let meta_path = metadata_path(&path);
     fs::create_dir_all(dir.join(METADATA_DIR)).map_err(io_error(dir))?;
-    k3rs_common::fs::write_atomic(&meta_path, &json, 0o600)
+    k3rs_apimachinery::fs::write_atomic(&meta_path, &json, 0o600)
         .map_err(|(path, source)| Error::Io { path, source })?;
     Ok((path, meta))
 }

@@ -73,7 +73,7 @@ pub struct Settings {
     /// `--etcd-disable-snapshots`.
     pub disabled: bool,
     /// `--etcd-snapshot-schedule-cron`.
-    pub schedule: crate::controllers::cronjob::schedule::Schedule,
+    pub schedule: k3rs_apimachinery::cron::Schedule,
     /// `--etcd-snapshot-retention`.
     pub retention: usize,
     /// `--etcd-snapshot-dir` (`None`: `<data-dir>/server/db/snapshots`).
@@ -86,7 +86,7 @@ impl Default for Settings {
     fn default() -> Settings {
         Settings {
             disabled: false,
-            schedule: crate::controllers::cronjob::schedule::Schedule::parse(DEFAULT_SCHEDULE)
+            schedule: k3rs_apimachinery::cron::Schedule::parse(DEFAULT_SCHEDULE)
                 .expect("the default schedule parses"),
             retention: DEFAULT_RETENTION,
             dir: None,

@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Zoned;
 use tokio_util::sync::CancellationToken;
 
 use super::{dir, file, io_error, retention, Error, Result, Settings};
-use crate::controllers::cronjob::schedule::Schedule;
+use k3rs_apimachinery::cron::Schedule;
 
 /// How long to sleep from `now` until the next scheduled minute (`None`: the schedule never
 /// fires again).

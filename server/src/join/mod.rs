@@ -15,12 +15,10 @@
 //! [`Error::Unauthorized`]); transport failures and 5xx answers are retried for a while (the
 //! other server may still be starting or electing a leader).
 
-pub mod https;
-
 use std::path::Path;
 use std::time::Duration;
 
-use https::{Reply, ServerUrl, Trust};
+use k3rs_apimachinery::https::{self, Reply, ServerUrl, Trust};
 
 use crate::pki::files::{write_atomic, PRIVATE};
 use crate::pki::{token, Token};

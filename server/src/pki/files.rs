@@ -13,13 +13,13 @@ pub const PUBLIC: u32 = 0o644;
 
 /// Writes `contents` to `path` atomically with `mode`, creating parent directories (0700).
 pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), Error> {
-    k3rs_common::fs::write_atomic(path, contents, mode)
+    k3rs_apimachinery::fs::write_atomic(path, contents, mode)
         .map_err(|(path, source)| Error::Io { path, source })
 }
 
 /// Creates `dir` and its parents with mode 0700 where missing.
 pub fn create_dir(dir: &Path) -> Result<(), Error> {
-    k3rs_common::fs::create_dir(dir).map_err(|source| Error::Io {
+    k3rs_apimachinery::fs::create_dir(dir).map_err(|source| Error::Io {
         path: dir.to_path_buf(),
         source,
     })

@@ -238,3 +238,6 @@ impl Pki {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod serving_tests;

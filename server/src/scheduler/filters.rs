@@ -8,9 +8,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, Taint, Toleration, Volume};
 
-use super::resources::{pod_requests, Counting, Resources};
-use super::selectors::{node_selector_term_matches, tolerated};
+use k3rs_apimachinery::resources::pod_requests;
+
+use k3rs_apimachinery::resources::Counting;
+
 use super::snapshot::{host_ports, HostPort, NodeInfo};
+use k3rs_apimachinery::resources::Resources;
+use k3rs_apimachinery::scheduling::node_selector_term_matches;
+use k3rs_apimachinery::scheduling::tolerated;
 
 /// Why a node cannot take the pod.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, WeightedPodAffinityTerm};
 
 use super::filters::{PodInfo, Rejection};
-use super::selectors::label_selector_matches;
 use super::snapshot::{NodeInfo, Snapshot};
+use k3rs_apimachinery::scheduling::label_selector_matches;
 
 pub const ERR_AFFINITY: &str = "node(s) didn't match pod affinity rules";
 pub const ERR_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";

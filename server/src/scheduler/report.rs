@@ -10,7 +10,7 @@ use serde_json::json;
 use super::SCHEDULER_NAME;
 
 fn now() -> String {
-    crate::apiserver::registry::meta::now_rfc3339()
+    k3rs_apimachinery::meta::now_rfc3339()
 }
 
 fn pods(client: &kube::Client, pod: &Pod) -> Api<Pod> {
@@ -49,7 +49,7 @@ pub async fn select_node(
     node: &str,
 ) -> kube::Result<()> {
     use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-    let key = crate::controllers::volume::ANN_SELECTED_NODE;
+    let key = k3rs_apimachinery::volume::ANN_SELECTED_NODE;
     for (ns, name) in claims {
         let api: kube::Api<PersistentVolumeClaim> = kube::Api::namespaced(client.clone(), ns);
         let patch = json!({"metadata": {"annotations": {key: node}}});

@@ -5,10 +5,11 @@
 
 use super::filters::PodInfo;
 use super::interpod;
-use super::resources::Resources;
-use super::selectors::{node_selector_term_matches, tolerated};
 use super::snapshot::{NodeInfo, Snapshot};
 use super::topology_spread;
+use k3rs_apimachinery::resources::Resources;
+use k3rs_apimachinery::scheduling::node_selector_term_matches;
+use k3rs_apimachinery::scheduling::tolerated;
 
 pub const MAX_NODE_SCORE: i64 = 100;
 pub const WEIGHT_TAINT_TOLERATION: i64 = 3;

@@ -77,7 +77,7 @@ fn cloned<K: kube::Resource<DynamicType = ()> + Clone>(s: &Store<K>) -> Vec<K> {
 impl StorageStores {
     /// VolumeBinding's PreFilter for `pod` (nothing to do for a pod without claims).
     fn pre_filter(&self, pod: &Pod) -> Result<PodVolumes, String> {
-        if crate::controllers::volume::protection::claims_of(pod).is_empty() {
+        if k3rs_apimachinery::volume::claims_of(pod).is_empty() {
             return Ok(PodVolumes::default());
         }
         let (claims, volumes, classes) = (

@@ -6,7 +6,11 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use super::resources::{pod_requests, Counting, Resources};
+use k3rs_apimachinery::resources::pod_requests;
+
+use k3rs_apimachinery::resources::Counting;
+
+use k3rs_apimachinery::resources::Resources;
 
 /// A host port in use: (protocol, host IP, port). An empty or `0.0.0.0` IP means every
 /// address.

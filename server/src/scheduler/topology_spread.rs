@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
 
 use super::filters::{self, PodInfo, Rejection};
 use super::scores::MAX_NODE_SCORE;
-use super::selectors::label_selector_matches;
 use super::snapshot::{NodeInfo, Snapshot};
+use k3rs_apimachinery::scheduling::label_selector_matches;
 
 pub const ERR_MISSING_LABEL: &str =
     "node(s) didn't match pod topology spread constraints (missing required label)";

@@ -11,10 +11,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::filters::Rejection;
 use super::snapshot::NodeInfo;
-use crate::controllers::volume::binder::{delayed_binding, NO_PROVISIONER};
-use crate::controllers::volume::matching::{
-    claim_class, find_match, node_affinity_admits, NodeRef,
-};
+use k3rs_apimachinery::volume::matching::{claim_class, find_match, node_affinity_admits, NodeRef};
+use k3rs_apimachinery::volume::{delayed_binding, NO_PROVISIONER};
 
 pub const ERR_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
 pub const ERR_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
@@ -58,7 +56,7 @@ impl PodVolumes {
 
 /// The names of the claims a pod's volumes use (ephemeral volumes: `<pod>-<volume>`).
 fn claim_names(pod: &Pod) -> Vec<String> {
-    crate::controllers::volume::protection::claims_of(pod)
+    k3rs_apimachinery::volume::claims_of(pod)
 }
 
 /// PreFilter: the pod's claims, or upstream's message why no node can take it.
@@ -152,7 +150,7 @@ pub fn filter(v: &PodVolumes, node: &NodeInfo) -> Result<(), Rejection> {
 mod tests {
     use super::*;
     use crate::controllers::volume::local_path::storage_class;
-    use crate::controllers::volume::matching::tests::{pv, pvc};
+    use k3rs_apimachinery::volume::fixtures::{pv, pvc};
     use serde_json::json;
     use std::sync::Arc;
 

@@ -28,9 +28,9 @@ use k3rs_raft::types::NodeInfo;
 use k3rs_raft::{MembershipError, Node};
 use serde::{Deserialize, Serialize};
 
-use crate::apiserver::http::tls::PeerCertificates;
-use crate::apiserver::status::ApiError;
 use crate::pki::Token;
+use k3rs_apimachinery::status::ApiError;
+use k3rs_apimachinery::tls::PeerCertificates;
 
 /// Renders Prometheus text (the datastore's metrics), for `/metrics`.
 #[derive(Clone)]

@@ -11,9 +11,9 @@
 use std::path::Path;
 
 use crate::apiserver::registry::{Registry, Target, WriteOptions};
-use crate::apiserver::resources::catalog;
-use crate::apiserver::status::ApiResult;
 use crate::pki::files::{read_optional, write_atomic, PRIVATE};
+use k3rs_apimachinery::catalog;
+use k3rs_apimachinery::status::ApiResult;
 
 use super::{secret_object, Token, TokenSpec, DEFAULT_GROUP, USAGES};
 

@@ -145,7 +145,7 @@ pub fn secret_object(token: &Token, spec: &TokenSpec, now: std::time::SystemTime
         data.insert(keys::DESCRIPTION.into(), b64(&spec.description));
     }
     if let Some(ttl) = spec.ttl {
-        let exp = crate::apiserver::registry::meta::rfc3339(now + ttl);
+        let exp = k3rs_apimachinery::meta::rfc3339(now + ttl);
         data.insert(keys::EXPIRATION.into(), b64(&exp));
     }
     for u in &spec.usages {

@@ -83,7 +83,7 @@ pub fn hostname() -> String {
     }
 }
 
-pub use k3rs_common::net::default_ip;
+pub use k3rs_apimachinery::net::default_ip;
 
 #[cfg(test)]
 mod tests {

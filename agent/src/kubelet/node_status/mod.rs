@@ -169,7 +169,7 @@ async fn sleep_or_stop(d: Duration, stop: &CancellationToken) -> bool {
 
 /// `READY=1` to the service manager (systemd `Type=notify`) once the node is registered.
 fn notify_ready(name: &str) {
-    match k3rs_common::sd_notify::ready(&format!("node {name} registered")) {
+    match k3rs_apimachinery::sd_notify::ready(&format!("node {name} registered")) {
         Ok(true) => tracing::info!(node = %name, "notified the service manager: READY=1"),
         Ok(false) => {}
         Err(e) => tracing::warn!(error = %e, "notifying the service manager (NOTIFY_SOCKET)"),

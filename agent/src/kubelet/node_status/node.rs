@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use k3rs_common::labels;
+use k3rs_apimachinery::labels;
 
 use super::conditions::{MEMORY_AVAILABLE_MIN, NODEFS_AVAILABLE_MIN_PERCENT};
 use super::machine::Machine;

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::{Attributes, Mutating, Operation};
 use crate::apiserver::registry::Registry;
-use crate::apiserver::status::ApiResult;
+use k3rs_apimachinery::status::ApiResult;
 
 /// The plugin.
 #[derive(Debug, Clone, Copy)]

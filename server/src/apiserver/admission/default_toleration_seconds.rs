@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::{Attributes, Mutating, Operation};
 use crate::apiserver::registry::Registry;
-use crate::apiserver::status::ApiResult;
+use k3rs_apimachinery::status::ApiResult;
 
 /// The taint a node gets while its Ready condition is False.
 pub const NOT_READY: &str = "node.kubernetes.io/not-ready";

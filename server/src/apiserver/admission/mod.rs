@@ -35,9 +35,9 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::apiserver::registry::Registry;
-use crate::apiserver::resources::catalog::Resource;
-use crate::apiserver::status::{ApiError, ApiResult, Subject};
 use crate::auth::UserInfo;
+use k3rs_apimachinery::catalog::Resource;
+use k3rs_apimachinery::status::{ApiError, ApiResult, Subject};
 
 /// What a request does (`admission.Operation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +150,7 @@ pub(crate) async fn stored(
     plural: &str,
     namespace: Option<&str>,
 ) -> ApiResult<Vec<Value>> {
-    let Some(r) = crate::apiserver::resources::catalog::lookup(group, "v1", plural) else {
+    let Some(r) = k3rs_apimachinery::catalog::lookup(group, "v1", plural) else {
         return Ok(Vec::new());
     };
     let prefix = crate::apiserver::registry::keys::list_prefix(r, namespace);
@@ -324,7 +324,7 @@ impl Chain {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::catalog;
+    use k3rs_apimachinery::catalog;
     use serde_json::json;
 
     pub(crate) fn attrs(op: Operation, plural: &str, ns: &str, obj: Option<Value>) -> Attributes {

@@ -5,9 +5,11 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::{forbidden, Attributes, Mutating, Operation};
-use crate::apiserver::registry::{meta, Registry, Target};
-use crate::apiserver::resources::catalog;
-use crate::apiserver::status::{ApiError, ApiResult, Subject};
+use crate::apiserver::registry::Registry;
+use crate::apiserver::registry::Target;
+use k3rs_apimachinery::catalog;
+use k3rs_apimachinery::meta;
+use k3rs_apimachinery::status::{ApiError, ApiResult, Subject};
 
 /// Namespaces that may not be deleted (kube-apiserver's immortal namespaces).
 pub const IMMORTAL: &[&str] = &["default", "kube-system", "kube-public"];

@@ -6,8 +6,8 @@ use futures::FutureExt;
 
 use super::{forbidden, Attributes, Operation, Validating};
 use crate::apiserver::registry::Registry;
-use crate::apiserver::status::ApiResult;
 use crate::auth::node_restriction::{admit, Operation as NodeOperation, Request};
+use k3rs_apimachinery::status::ApiResult;
 
 /// Refuses (403) the writes a node (`system:node:<name>`) may not make.
 pub struct NodeRestriction;

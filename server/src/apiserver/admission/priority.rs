@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::{forbidden, Attributes, Mutating, Operation, Validating};
 use crate::apiserver::registry::Registry;
-use crate::apiserver::status::ApiResult;
+use k3rs_apimachinery::status::ApiResult;
 
 /// The plugin (mutating for pods, validating for PriorityClasses).
 #[derive(Debug, Clone, Copy)]

@@ -11,9 +11,12 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::{forbidden, Attributes, Mutating, Operation, Validating};
-use crate::apiserver::registry::{meta, Registry, Target};
-use crate::apiserver::resources::{catalog, strategy};
-use crate::apiserver::status::ApiResult;
+use crate::apiserver::registry::Registry;
+use crate::apiserver::registry::Target;
+use crate::apiserver::resources::strategy;
+use k3rs_apimachinery::catalog;
+use k3rs_apimachinery::meta;
+use k3rs_apimachinery::status::ApiResult;
 
 /// The account a pod gets when it names none.
 pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";

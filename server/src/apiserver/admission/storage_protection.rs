@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 
 use super::{Attributes, Mutating, Operation};
 use crate::apiserver::registry::Registry;
-use crate::apiserver::status::ApiResult;
-use crate::controllers::volume::{PVC_PROTECTION, PV_PROTECTION};
+use k3rs_apimachinery::status::ApiResult;
+use k3rs_apimachinery::volume::{PVC_PROTECTION, PV_PROTECTION};
 
 /// The plugin.
 #[derive(Debug, Clone, Copy)]

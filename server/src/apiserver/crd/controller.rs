@@ -15,13 +15,17 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{model, served, status};
-use crate::apiserver::registry::{
-    decode, keys, meta, DeleteOptions, Registry, Target, WriteOptions,
-};
-use crate::apiserver::resources::catalog::{self, Resource};
+use crate::apiserver::registry::decode;
+use crate::apiserver::registry::keys;
+use crate::apiserver::registry::DeleteOptions;
+use crate::apiserver::registry::Registry;
+use crate::apiserver::registry::Target;
+use crate::apiserver::registry::WriteOptions;
 use crate::apiserver::resources::custom;
-use crate::apiserver::status::{ApiError, ApiResult};
 use crate::datastore::{prefix_end, ListRequest, WatchItem, WatchRequest};
+use k3rs_apimachinery::catalog::{self, Resource};
+use k3rs_apimachinery::meta;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 /// The finalizer that makes a CRD's deletion wait for its custom resources.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";

@@ -6,8 +6,8 @@ use serde_json::{json, Value};
 
 use super::jsonpath;
 use super::schema::validate as schema_validate;
-use crate::apiserver::registry::validation;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
+use k3rs_apimachinery::validation;
 
 /// The conversion strategies this server implements.
 const CONVERSION: &[&str] = &["None"];
@@ -72,7 +72,7 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
     } else {
         out.extend(validation::validate_name(
             group,
-            crate::apiserver::resources::catalog::NameRule::Subdomain,
+            k3rs_apimachinery::catalog::NameRule::Subdomain,
             "spec.group",
         ));
         if !group.contains('.') {

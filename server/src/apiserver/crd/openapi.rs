@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::model::CustomVersion;
 use crate::apiserver::openapi::schemas::{self, KindSchema, REF_PREFIX};
-use crate::apiserver::resources::catalog::Resource;
+use k3rs_apimachinery::catalog::Resource;
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 const STRATEGIC_MERGE: &str = "application/strategic-merge-patch+json";

@@ -6,8 +6,8 @@
 use axum::body::Bytes;
 use serde_json::{json, Value};
 
-use crate::apiserver::resources::catalog::Resource;
 use crate::apiserver::resources::custom;
+use k3rs_apimachinery::catalog::Resource;
 
 /// Presents one object read at `r` (a no-op for built-in resources).
 pub fn object(r: &Resource, obj: &mut Value) {

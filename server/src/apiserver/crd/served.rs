@@ -9,11 +9,9 @@ use sha2::Digest;
 
 use super::model::{served_versions, CustomVersion};
 use super::{openapi, status};
-use crate::apiserver::resources::catalog::{
-    NameRule, Resource, Subresource, ALL_VERBS, SCALE, SUB_VERBS,
-};
 use crate::apiserver::resources::custom::{Served, Snapshot};
 use crate::apiserver::resources::intern;
+use k3rs_apimachinery::catalog::{NameRule, Resource, Subresource, ALL_VERBS, SCALE, SUB_VERBS};
 
 /// The catalog row of one custom version (interned: equal rows are one allocation).
 pub fn row_of(cv: &CustomVersion) -> &'static Resource {
@@ -141,7 +139,8 @@ mod tests {
     #[test]
     fn discovery_and_lookups_follow_the_snapshot() {
         use crate::apiserver::discovery;
-        use crate::apiserver::resources::{catalog, custom};
+        use crate::apiserver::resources::custom;
+        use k3rs_apimachinery::catalog;
         let mut crd = json!({"metadata": {"name": "gizmos.snapshot.example.org"}, "spec": {
             "group": "snapshot.example.org", "scope": "Cluster",
             "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "shortNames": ["gz"]},

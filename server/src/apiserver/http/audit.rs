@@ -12,10 +12,10 @@ use axum::response::Response;
 use futures::StreamExt;
 use serde_json::Value;
 
-use super::tls::PeerAddr;
 use crate::audit::event::{self, micro_time};
 use crate::audit::{Auditor, Decision, Event, Level, Stage};
 use crate::auth::{Attributes, UserInfo};
+use k3rs_apimachinery::tls::PeerAddr;
 
 /// Bodies larger than this are not copied into events.
 const MAX_CAPTURED_BODY: usize = 16 * 1024 * 1024;

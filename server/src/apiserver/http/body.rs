@@ -5,8 +5,8 @@ use axum::body::Body;
 use axum::http::HeaderMap;
 use serde_json::Value;
 
-use crate::apiserver::resources::catalog::Resource;
-use crate::apiserver::status::{ApiError, ApiResult};
+use k3rs_apimachinery::catalog::Resource;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 /// kube-apiserver's request body limit.
 pub const MAX_BODY: usize = 3 * 1024 * 1024;

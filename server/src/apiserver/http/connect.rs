@@ -9,9 +9,9 @@ use axum::response::Response;
 
 use crate::apiserver::kubelet::location;
 use crate::apiserver::registry::{Registry, Target};
-use crate::apiserver::resources::catalog;
-use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::ApiState;
+use k3rs_apimachinery::catalog;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 async fn node_address(reg: &Registry, node: &str) -> ApiResult<location::KubeletAddress> {
     let nodes = catalog::lookup("", "v1", "nodes").ok_or_else(ApiError::path_not_found)?;

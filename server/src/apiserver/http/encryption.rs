@@ -10,9 +10,9 @@ use axum::Extension;
 use serde_json::json;
 
 use super::handlers::json_response;
-use crate::apiserver::status::ApiError;
 use crate::auth::{user, UserInfo};
 use crate::encryption::SecretsEncryption;
+use k3rs_apimachinery::status::ApiError;
 
 /// The route's path.
 pub const PATH: &str = "/v1-k3rs/encrypt/{op}";

@@ -15,15 +15,15 @@ use super::body;
 use super::request::{self, ApiPath, ResourcePath};
 use crate::apiserver::discovery;
 use crate::apiserver::metrics::RequestLabels;
-use crate::apiserver::registry::selector::{FieldSelector, LabelSelector};
 use crate::apiserver::registry::{
     managed_fields, DeleteOptions, Deleted, ListOptions, RvMatch, Target, WatchOptions,
     WriteOptions,
 };
-use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::{crd, openapi, table, ApiState};
 use crate::auth::UserInfo;
-use crate::request_info::QueryParams;
+use k3rs_apimachinery::request_info::QueryParams;
+use k3rs_apimachinery::selector::{FieldSelector, LabelSelector};
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 /// Default watch length when the client sets no `timeoutSeconds` (kube: 30–60 min).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -123,14 +123,14 @@ fn managed_write_options(q: &QueryParams, req: &Request, user: &User) -> ApiResu
 fn list_options(q: &QueryParams, rp: &ResourcePath) -> ApiResult<ListOptions> {
     let mut fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or_default(), rp.resource)?;
     if let (true, Some(name)) = (rp.legacy_watch, &rp.name) {
-        fields.requirements.push(
-            crate::apiserver::registry::selector::field::FieldRequirement {
+        fields
+            .requirements
+            .push(k3rs_apimachinery::selector::field::FieldRequirement {
                 field: "metadata.name".into(),
                 path: "metadata.name".into(),
                 value: name.clone(),
                 equal: true,
-            },
-        );
+            });
     }
     let limit = match q.get("limit") {
         None | Some("") => 0,
@@ -252,7 +252,7 @@ async fn resource_request(
             if q.get("sendInitialEvents").is_some_and(|v| !v.is_empty()) {
                 return Err(ApiError::invalid(
                     target.kind_subject(""),
-                    vec![crate::apiserver::status::Cause::forbidden(
+                    vec![k3rs_apimachinery::status::Cause::forbidden(
                         "sendInitialEvents",
                         "sendInitialEvents is not supported by this server",
                     )],

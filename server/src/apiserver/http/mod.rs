@@ -13,4 +13,3 @@ mod protobuf_rbac;
 mod protobuf_workloads;
 pub mod request;
 pub mod router;
-pub mod tls;

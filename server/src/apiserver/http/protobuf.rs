@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use prost::Message;
 use serde_json::{json, Map, Value};
 
-use crate::apiserver::status::{ApiError, ApiResult};
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 const MAGIC: &[u8] = b"k8s\0";

@@ -8,7 +8,7 @@ use prost::Message;
 use serde_json::{json, Map, Value};
 
 use super::protobuf::{insert_opt, meta, non_empty, ObjectMeta};
-use crate::apiserver::registry::meta::rfc3339;
+use k3rs_apimachinery::meta::rfc3339;
 
 #[derive(Clone, PartialEq, Message)]
 struct Time {

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use crate::apiserver::resources::catalog::{self, Resource};
-use crate::apiserver::status::{ApiError, ApiResult};
-use crate::request_info::RequestInfo;
+use k3rs_apimachinery::catalog::{self, Resource};
+use k3rs_apimachinery::request_info::RequestInfo;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 /// A parsed `/api/v1/…` or `/apis/<group>/<version>/…` resource path.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,8 +9,8 @@
 
 use serde_json::Value;
 
-use crate::apiserver::status::ApiError;
-use crate::request_info::QueryParams;
+use k3rs_apimachinery::request_info::QueryParams;
+use k3rs_apimachinery::status::ApiError;
 
 /// The kubelet's default port, when the Node does not report one.
 pub const DEFAULT_KUBELET_PORT: u16 = 10250;

@@ -24,7 +24,7 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-use crate::apiserver::status::ApiError;
+use k3rs_apimachinery::status::ApiError;
 use location::KubeletAddress;
 
 /// How long dialing a kubelet (TCP + TLS) may take.

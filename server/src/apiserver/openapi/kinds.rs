@@ -110,7 +110,7 @@ pub fn schema_of(group: &str, version: &str, kind: &str) -> Option<AddSchema> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::catalog::CATALOG;
+    use k3rs_apimachinery::catalog::CATALOG;
 
     #[test]
     fn every_catalog_kind_has_a_schema() {

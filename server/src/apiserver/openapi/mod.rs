@@ -26,8 +26,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use sha2::Digest;
 
-use super::resources::catalog::{Resource, CATALOG};
-use super::status::{ApiError, ApiResult};
+use k3rs_apimachinery::catalog::Resource;
+
+use k3rs_apimachinery::catalog::CATALOG;
+use k3rs_apimachinery::status::ApiError;
+use k3rs_apimachinery::status::ApiResult;
 
 /// One served document.
 #[derive(Debug)]
@@ -246,7 +249,7 @@ pub fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
 /// [`check_fields`] for the body of a create or update at `rp` (the main resource or a
 /// subresource with a schema).
 pub fn check_body(
-    query: &crate::request_info::QueryParams,
+    query: &k3rs_apimachinery::request_info::QueryParams,
     rp: &super::http::request::ResourcePath,
     obj: &mut Value,
 ) -> ApiResult<Vec<String>> {
@@ -266,7 +269,7 @@ pub fn check_body(
 /// (strategic merge directives, `$patch`, `$setElementOrder/…`, are skipped). JSON patches
 /// are not checked; nor are bodies that do not parse (the patch itself reports them).
 pub fn check_patch_body(
-    query: &crate::request_info::QueryParams,
+    query: &k3rs_apimachinery::request_info::QueryParams,
     rp: &super::http::request::ResourcePath,
     patch_type: crate::patch::PatchType,
     body: &[u8],
@@ -431,7 +434,10 @@ mod tests {
         else {
             panic!("not a resource path");
         };
-        let strict = crate::request_info::QueryParams::from_pairs([("fieldValidation", "Strict")]);
+        let strict = k3rs_apimachinery::request_info::QueryParams::from_pairs([(
+            "fieldValidation",
+            "Strict",
+        )]);
         let smp = br#"{"spec":{"template":{"spec":{"$setElementOrder/containers":[{"name":"c"}],"containers":[{"name":"c","imagee":"x"}]}}}}"#;
         let e = check_patch_body(&strict, &rp, PatchType::StrategicMerge, smp).unwrap_err();
         assert!(

@@ -13,8 +13,8 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use super::schemas::REF_PREFIX;
-use crate::apiserver::resources::catalog::Resource;
 use crate::patch::meta::{BuiltinPatchMeta, FieldMeta, ListKind, MapKind, PatchMeta};
+use k3rs_apimachinery::catalog::Resource;
 
 /// Adds the extensions of kind `r` (whose definition is `root`) to `schemas`.
 pub fn annotate(schemas: &mut Map<String, Value>, r: &Resource, root: &str) {
@@ -119,7 +119,7 @@ pub fn extensions(m: &FieldMeta, is_list: bool) -> Vec<(&'static str, Value)> {
 #[cfg(test)]
 mod tests {
     use super::super::schemas::components;
-    use crate::apiserver::resources::catalog::in_group_version;
+    use k3rs_apimachinery::catalog::in_group_version;
     use serde_json::json;
 
     #[test]

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::apiserver::resources::catalog::Resource;
+use k3rs_apimachinery::catalog::Resource;
 
 const REF_PREFIX: &str = "#/components/schemas/";
 const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
@@ -482,7 +482,7 @@ pub fn resource_paths(r: &Resource, schema_name: SchemaName<'_>) -> Vec<(String,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::catalog::lookup;
+    use k3rs_apimachinery::catalog::lookup;
 
     fn names(_g: &str, _v: &str, k: &str) -> Option<String> {
         Some(format!("io.k8s.api.test.{k}"))

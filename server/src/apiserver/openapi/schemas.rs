@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::kinds;
 use super::patch_ext;
-use crate::apiserver::resources::catalog::Resource;
+use k3rs_apimachinery::catalog::Resource;
 
 /// Prefix of every `$ref` in the documents.
 pub const REF_PREFIX: &str = "#/components/schemas/";
@@ -195,7 +195,7 @@ fn watch_event() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::catalog::{in_group_version, CATALOG};
+    use k3rs_apimachinery::catalog::{in_group_version, CATALOG};
 
     fn refs(v: &Value, out: &mut Vec<String>) {
         match v {

@@ -90,7 +90,7 @@ fn walk(
 mod tests {
     use super::super::schemas::components;
     use super::*;
-    use crate::apiserver::resources::catalog::in_group_version;
+    use k3rs_apimachinery::catalog::in_group_version;
     use serde_json::json;
 
     #[test]

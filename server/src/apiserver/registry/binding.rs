@@ -4,8 +4,16 @@
 
 use serde_json::{json, Value};
 
-use super::{decode, meta, Registry, Target, WriteOptions};
-use crate::apiserver::status::{ApiError, ApiResult, Cause, Subject};
+use super::decode;
+
+use k3rs_apimachinery::meta;
+
+use super::Registry;
+
+use super::Target;
+
+use super::WriteOptions;
+use k3rs_apimachinery::status::{ApiError, ApiResult, Cause, Subject};
 
 const ATTEMPTS: usize = 16;
 

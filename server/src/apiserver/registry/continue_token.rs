@@ -4,7 +4,7 @@
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use crate::apiserver::status::ApiError;
+use k3rs_apimachinery::status::ApiError;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Token {

@@ -3,12 +3,26 @@
 
 use serde_json::{json, Value};
 
-use super::{encode_as, keys, managed_fields, meta, validation, Registry, Target, WriteOptions};
+use super::encode_as;
+
+use super::keys;
+
+use super::managed_fields;
+
+use k3rs_apimachinery::meta;
+
+use k3rs_apimachinery::validation;
+
+use super::Registry;
+
+use super::Target;
+
+use super::WriteOptions;
 use crate::apiserver::admission::{Attributes, Operation};
-use crate::apiserver::resources::catalog::Resource;
 use crate::apiserver::resources::{strategy, typed};
-use crate::apiserver::status::{ApiError, ApiResult, Cause, Subject};
 use crate::datastore::WriteOutcome;
+use k3rs_apimachinery::catalog::Resource;
+use k3rs_apimachinery::status::{ApiError, ApiResult, Cause, Subject};
 
 /// Names tried for one generateName before giving up.
 const GENERATE_ATTEMPTS: usize = 8;

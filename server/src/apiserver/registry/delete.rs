@@ -7,11 +7,23 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use super::{decode_as, encode_as, meta, ListOptions, Registry, Target, WriteOptions};
+use super::decode_as;
+
+use super::encode_as;
+
+use k3rs_apimachinery::meta;
+
+use super::ListOptions;
+
+use super::Registry;
+
+use super::Target;
+
+use super::WriteOptions;
 use crate::apiserver::admission::{Attributes, Operation};
 use crate::apiserver::resources::strategy;
-use crate::apiserver::status::{success, ApiError, ApiResult, Subject};
 use crate::datastore::WriteOutcome;
+use k3rs_apimachinery::status::{success, ApiError, ApiResult, Subject};
 
 /// `metav1.DeleteOptions` as far as the registry needs them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

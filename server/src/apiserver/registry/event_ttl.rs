@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use super::Registry;
-use crate::apiserver::resources::catalog::Resource;
-use crate::apiserver::status::ApiResult;
+use k3rs_apimachinery::catalog::Resource;
+use k3rs_apimachinery::status::ApiResult;
 
 /// How long events live.
 pub const EVENT_TTL: Duration = Duration::from_secs(3600);

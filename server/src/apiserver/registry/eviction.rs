@@ -5,10 +5,15 @@
 
 use serde_json::{json, Value};
 
-use super::selector::LabelSelector;
-use super::{decode, keys, meta, DeleteOptions, Registry, Target};
-use crate::apiserver::resources::catalog;
-use crate::apiserver::status::{ApiError, ApiResult, Subject};
+use super::decode;
+use super::keys;
+use super::DeleteOptions;
+use super::Registry;
+use super::Target;
+use k3rs_apimachinery::catalog;
+use k3rs_apimachinery::meta;
+use k3rs_apimachinery::selector::LabelSelector;
+use k3rs_apimachinery::status::{ApiError, ApiResult, Subject};
 
 const ATTEMPTS: usize = 16;
 /// kube's `MaxDisruptedPodSize`.

@@ -2,7 +2,7 @@
 //! `<prefix>/<name>` for cluster-scoped ones (`/registry/pods/default/x`,
 //! `/registry/namespaces/x`, `/registry/deployments/default/x`).
 
-use crate::apiserver::resources::catalog::Resource;
+use k3rs_apimachinery::catalog::Resource;
 
 /// The key of one object.
 pub fn object_key(r: &Resource, namespace: Option<&str>, name: &str) -> Vec<u8> {
@@ -23,7 +23,7 @@ pub fn list_prefix(r: &Resource, namespace: Option<&str>) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::catalog::lookup;
+    use k3rs_apimachinery::catalog::lookup;
 
     #[test]
     fn layout_matches_kube_apiserver() {

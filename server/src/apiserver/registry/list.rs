@@ -3,10 +3,17 @@
 
 use serde_json::{json, Value};
 
-use super::selector::{FieldSelector, LabelSelector};
-use super::{continue_token, decode_as, keys, meta, Registry, Target};
-use crate::apiserver::status::{ApiError, ApiResult};
+use k3rs_apimachinery::selector::FieldSelector;
+
+use super::continue_token;
+use super::decode_as;
+use super::keys;
+use super::Registry;
+use super::Target;
 use crate::datastore::{prefix_end, Error as DsError, ListRequest};
+use k3rs_apimachinery::meta;
+use k3rs_apimachinery::selector::LabelSelector;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 /// `resourceVersionMatch`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -13,14 +13,11 @@ pub mod eviction;
 pub mod keys;
 mod list;
 pub mod managed_fields;
-pub mod meta;
 pub mod patch;
 pub mod rbac_escalation;
 mod replace;
-pub mod selector;
 mod service;
 mod update;
-pub mod validation;
 pub mod watch;
 
 use std::sync::Arc;
@@ -33,10 +30,11 @@ pub use list::{ListOptions, RvMatch};
 pub use patch::PatchOptions;
 pub use watch::WatchOptions;
 
-use crate::apiserver::resources::catalog::Resource;
 use crate::apiserver::resources::{event_convert, hpa_convert};
-use crate::apiserver::status::{ApiError, ApiResult, Subject};
 use crate::datastore::{Datastore, KeyValue};
+use k3rs_apimachinery::catalog::Resource;
+use k3rs_apimachinery::meta;
+use k3rs_apimachinery::status::{ApiError, ApiResult, Subject};
 
 /// Which object(s) a request is about.
 #[derive(Debug, Clone)]

@@ -6,12 +6,16 @@
 
 use serde_json::Value;
 
+use super::managed_fields;
 use super::update::scale_of;
-use super::{managed_fields, meta, Registry, Target, WriteOptions};
-use crate::apiserver::status::{ApiError, ApiResult};
+use super::Registry;
+use super::Target;
+use super::WriteOptions;
 use crate::patch::{
     apply_patch, BuiltinPatchMeta, NoPatchMeta, PatchContext, PatchError, PatchMeta, PatchType,
 };
+use k3rs_apimachinery::meta;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 const ATTEMPTS: usize = 16;
 

@@ -11,13 +11,13 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef};
 use serde_json::Value;
 
 use super::{Target, WriteCheck};
-use crate::apiserver::status::{ApiError, ApiResult, Subject};
 use crate::auth::authz::{Chain, Decision};
 use crate::auth::rbac::escalation::confirm_no_escalation;
 use crate::auth::rbac::resolver::{role_ref_rules, PolicySource};
 use crate::auth::rbac::rules::{rule, url_rule};
 use crate::auth::user::SYSTEM_MASTERS;
 use crate::auth::{Attributes, UserInfo};
+use k3rs_apimachinery::status::{ApiError, ApiResult, Subject};
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 

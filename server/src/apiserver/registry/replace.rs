@@ -4,10 +4,14 @@
 
 use serde_json::Value;
 
-use super::{encode, meta, Registry};
-use crate::apiserver::resources::catalog::Resource;
-use crate::apiserver::status::ApiResult;
+use super::encode;
+
+use k3rs_apimachinery::meta;
+
+use super::Registry;
 use crate::datastore::{GuardedOp, WriteOutcome};
+use k3rs_apimachinery::catalog::Resource;
+use k3rs_apimachinery::status::ApiResult;
 
 impl Registry {
     /// Stores `obj` at `key` if the key is still at `mod_revision`. `Some(stored)` (with its new

@@ -8,9 +8,17 @@ use std::net::IpAddr;
 
 use serde_json::{json, Value};
 
-use super::{decode, keys, meta, Registry, Target};
+use super::decode;
+
+use super::keys;
+
+use k3rs_apimachinery::meta;
+
+use super::Registry;
+
+use super::Target;
 use crate::apiserver::resources::{cluster_ip, node_port};
-use crate::apiserver::status::{ApiError, ApiResult, Cause};
+use k3rs_apimachinery::status::{ApiError, ApiResult, Cause};
 
 /// Addresses and ports held by Services other than the one being written.
 #[derive(Debug, Default)]

@@ -5,11 +5,17 @@
 use serde_json::{json, Value};
 
 use super::create::{check, check_body, scope_namespace};
-use super::{decode_as, encode_as, managed_fields, meta, Registry, Target, WriteOptions};
+use super::decode_as;
+use super::encode_as;
+use super::managed_fields;
+use super::Registry;
+use super::Target;
+use super::WriteOptions;
 use crate::apiserver::admission::{Attributes, Operation};
 use crate::apiserver::resources::strategy;
-use crate::apiserver::status::{ApiError, ApiResult};
 use crate::datastore::WriteOutcome;
+use k3rs_apimachinery::meta;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 /// Attempts of an unconditional update (no resourceVersion in the body) under contention.
 const UNCONDITIONAL_ATTEMPTS: usize = 16;
@@ -209,7 +215,7 @@ impl Registry {
         if !replicas.is_i64() && !replicas.is_u64() {
             return Err(ApiError::invalid(
                 t.kind_subject(t.name()),
-                vec![crate::apiserver::status::Cause::required(
+                vec![k3rs_apimachinery::status::Cause::required(
                     "spec.replicas",
                     "",
                 )],
@@ -274,14 +280,14 @@ fn keep_system_fields(old: &Value, new: &mut Value) {
 
 /// The scale subresource's paths of a custom resource.
 fn custom_scale(
-    r: &crate::apiserver::resources::catalog::Resource,
+    r: &k3rs_apimachinery::catalog::Resource,
 ) -> Option<crate::apiserver::crd::model::ScaleSpec> {
     crate::apiserver::resources::custom::version_of(r).and_then(|cv| cv.scale.clone())
 }
 
 /// The `autoscaling/v1 Scale` view of an object of `r`: a custom resource's through its
 /// CRD's scale paths, a workload's from `spec.replicas`.
-pub fn scale_of(r: &crate::apiserver::resources::catalog::Resource, obj: &Value) -> Value {
+pub fn scale_of(r: &k3rs_apimachinery::catalog::Resource, obj: &Value) -> Value {
     let Some(sc) = custom_scale(r) else {
         return to_scale(obj);
     };

@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::cache::{CachedEvent, Out, WatcherSpec};
 use super::{keys, ListOptions, Registry, Target};
-use crate::apiserver::resources::catalog::Resource;
-use crate::apiserver::status::{ApiError, ApiResult};
 use crate::datastore::{prefix_end, Error as DsError, WatchItem, WatchRequest};
+use k3rs_apimachinery::catalog::Resource;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 /// How often a watch that asked for bookmarks gets one.
 pub const BOOKMARK_INTERVAL: Duration = Duration::from_secs(30);
@@ -103,7 +103,7 @@ impl Registry {
                     for item in listed["items"].as_array().into_iter().flatten() {
                         if t.name
                             .as_deref()
-                            .is_none_or(|n| super::meta::name(item) == n)
+                            .is_none_or(|n| k3rs_apimachinery::meta::name(item) == n)
                         {
                             initial.push(
                                 WatchEvent {

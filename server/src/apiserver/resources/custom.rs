@@ -5,8 +5,8 @@
 
 use std::sync::{Arc, OnceLock, RwLock};
 
-use super::catalog::Resource;
 use crate::apiserver::crd::model::CustomVersion;
+use k3rs_apimachinery::catalog::{self, Resource};
 
 /// One served version of a custom resource.
 #[derive(Debug, Clone)]
@@ -44,8 +44,9 @@ pub fn snapshot() -> Arc<Snapshot> {
     cell().read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-/// Replaces the snapshot.
+/// Replaces the snapshot (and the catalog's custom rows with it).
 pub fn replace(next: Snapshot) {
+    catalog::set_custom(next.served.iter().map(|s| s.row).collect());
     *cell().write().unwrap_or_else(|p| p.into_inner()) = Arc::new(next);
 }
 

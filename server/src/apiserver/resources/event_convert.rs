@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::catalog::Resource;
+use k3rs_apimachinery::catalog::Resource;
 
 /// (core/v1 name, events.k8s.io/v1 name) of every Event field besides metadata.
 const FIELDS: &[(&str, &str)] = &[

@@ -20,7 +20,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::catalog::Resource;
+use k3rs_apimachinery::catalog::Resource;
 
 const METRICS: &str = "autoscaling.alpha.kubernetes.io/metrics";
 const CURRENT_METRICS: &str = "autoscaling.alpha.kubernetes.io/current-metrics";

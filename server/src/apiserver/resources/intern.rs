@@ -12,7 +12,9 @@
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 
-use super::catalog::{Resource, Subresource};
+use k3rs_apimachinery::catalog::Resource;
+
+use k3rs_apimachinery::catalog::Subresource;
 
 #[derive(Default)]
 struct Interned {

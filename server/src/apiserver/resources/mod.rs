@@ -1,7 +1,6 @@
 //! Built-in resources: the catalog, structural checks against the k8s-openapi types, and
 //! per-kind strategies (defaulting, validation, status handling).
 
-pub mod catalog;
 pub mod cluster_ip;
 pub mod custom;
 pub mod event_convert;

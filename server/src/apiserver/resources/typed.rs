@@ -9,7 +9,7 @@ use k8s_openapi::api::{
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::catalog::Resource;
+use k3rs_apimachinery::catalog::Resource;
 
 fn check<T: DeserializeOwned>(obj: &Value) -> Result<(), String> {
     serde_json::from_value::<T>(obj.clone())
@@ -97,7 +97,7 @@ pub fn check_structure(r: &Resource, obj: &Value) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::catalog::lookup;
+    use k3rs_apimachinery::catalog::lookup;
     use serde_json::json;
 
     #[test]

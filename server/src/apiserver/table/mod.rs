@@ -24,8 +24,8 @@ use axum::http::{header, HeaderMap};
 use serde_json::{json, Value};
 
 use crate::apiserver::http::request::ResourcePath;
-use crate::apiserver::status::{ApiError, ApiResult};
-use crate::request_info::QueryParams;
+use k3rs_apimachinery::request_info::QueryParams;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 /// What each row carries besides its cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +44,7 @@ pub struct TableRequest {
     /// The (group, kind) printed: the resource's, or its `status`/`scale` subresource's.
     pub kind: (&'static str, &'static str),
     /// The custom resource printed (its version's printer columns), if it is one.
-    pub custom: Option<&'static crate::apiserver::resources::catalog::Resource>,
+    pub custom: Option<&'static k3rs_apimachinery::catalog::Resource>,
 }
 
 /// The (group, kind) a request at `rp` answers with, when it can be printed as a Table.

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::authenticator::{Kind, Lookup};
 use crate::apiserver::registry::{Registry, Target};
-use crate::apiserver::resources::catalog;
+use k3rs_apimachinery::catalog;
 
 /// [`Lookup`] over the API server's registry.
 #[derive(Debug, Clone)]

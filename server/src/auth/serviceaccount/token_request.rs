@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 use super::authenticator::Kind;
 use super::claims::{self, Binding, BoundToken, ObjectRef};
 use super::ServiceAccounts;
-use crate::apiserver::registry::meta::rfc3339;
-use crate::apiserver::status::{ApiError, ApiResult, Cause, Subject};
+use k3rs_apimachinery::meta::rfc3339;
+use k3rs_apimachinery::status::{ApiError, ApiResult, Cause, Subject};
 
 /// Default token lifetime.
 pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;

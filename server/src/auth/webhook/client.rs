@@ -405,7 +405,7 @@ fn split_url(url: &str) -> Result<(bool, String, u16, String), String> {
         Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
         None => (rest, "/".to_string()),
     };
-    let (host, port) = crate::join::https::host_port(authority, if https { 443 } else { 80 })
+    let (host, port) = k3rs_apimachinery::https::host_port(authority, if https { 443 } else { 80 })
         .map_err(|e| format!("server {url:?}: {e}"))?;
     Ok((https, host, port, path))
 }
@@ -434,7 +434,7 @@ pub fn tls_config(
     let builder = match roots {
         Roots::Insecure => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(crate::join::https::AcceptAny::new(
+            .with_custom_certificate_verifier(Arc::new(k3rs_apimachinery::https::AcceptAny::new(
                 provider,
             ))),
         Roots::Pem(pem) => {

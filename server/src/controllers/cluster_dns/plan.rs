@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use k3rs_common::labels::CLUSTER_DNS_PORT_LABEL;
+use k3rs_apimachinery::labels::CLUSTER_DNS_PORT_LABEL;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{json, Value};
 

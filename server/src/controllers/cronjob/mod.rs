@@ -10,7 +10,6 @@
 //! `UnknownTimeZone` warning event and the CronJob does not run.
 
 pub mod plan;
-pub mod schedule;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use k8s_openapi::jiff::tz::TimeZone;
 use k8s_openapi::jiff::{Timestamp, Zoned};
 
-use super::schedule::Schedule;
+use k3rs_apimachinery::cron::Schedule;
 
 /// Annotation with the scheduled time a Job was created for.
 pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";

@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{
 use crate::controllers::pod_template::{pod_from_template, pods_prefix};
 use crate::controllers::ref_manager::controller_ref;
 use crate::scheduler::filters::{self, PodInfo};
-use crate::scheduler::selectors::tolerated;
 use crate::scheduler::snapshot::NodeInfo;
+use k3rs_apimachinery::scheduling::tolerated;
 
 /// The label with the hash of the template a pod was made from (and on ControllerRevisions).
 pub const REVISION_LABEL: &str = "controller-revision-hash";

@@ -76,7 +76,7 @@ pub fn samples(
             found = true;
             match c["usage"][resource]
                 .as_str()
-                .and_then(crate::scheduler::resources::milli_value)
+                .and_then(k3rs_apimachinery::resources::milli_value)
             {
                 Some(m) => total += m,
                 None => complete = false,
@@ -91,7 +91,7 @@ pub fn samples(
             .unwrap_or(Timestamp::UNIX_EPOCH);
         let window = item["window"]
             .as_str()
-            .and_then(crate::go_duration::parse)
+            .and_then(k3rs_apimachinery::duration::parse)
             .unwrap_or(Duration::from_secs(30));
         out.insert(
             name.to_string(),
@@ -165,7 +165,7 @@ pub fn pod_request(pod: &Pod, resource: &str, container: Option<&str>) -> Result
             .as_ref()
             .and_then(|r| r.requests.as_ref())
             .and_then(|r| r.get(resource))
-            .and_then(|q| crate::scheduler::resources::milli_value(&q.0));
+            .and_then(|q| k3rs_apimachinery::resources::milli_value(&q.0));
         match request {
             Some(m) => total += m,
             None => return Err(c.name.clone()),

@@ -366,7 +366,7 @@ fn resource_metric(
     let goal = match (utilization, target.average_utilization, &target.average_value) {
         (true, Some(u), _) => Target::Utilization(u),
         (false, _, Some(q)) if target.type_ == "AverageValue" => {
-            match crate::scheduler::resources::milli_value(&q.0) {
+            match k3rs_apimachinery::resources::milli_value(&q.0) {
                 Some(m) if m > 0 => Target::AverageValue(m),
                 _ => return Err(InvalidMetric { reason, error: format!("invalid target value {:?}", q.0) }),
             }

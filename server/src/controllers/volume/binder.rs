@@ -19,10 +19,10 @@
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use super::matching::{find_match, refers_to, unsatisfied, NodeRef};
-use super::{
-    ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_PROVISIONED_BY, ANN_SELECTED_NODE,
-    ANN_STORAGE_PROVISIONER,
+use k3rs_apimachinery::volume::matching::{find_match, refers_to, unsatisfied, NodeRef};
+use k3rs_apimachinery::volume::{
+    class_of, delayed_binding, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_PROVISIONED_BY,
+    ANN_SELECTED_NODE, ANN_STORAGE_PROVISIONER, NO_PROVISIONER,
 };
 
 /// A claim by namespace and name.
@@ -98,9 +98,6 @@ pub struct World<'a> {
     pub nodes: &'a [Node],
 }
 
-/// The provisioner that provisions nothing (statically provisioned local volumes).
-pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
-
 fn ann<'a>(
     meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     key: &str,
@@ -124,26 +121,6 @@ fn phase_of_volume(v: &PersistentVolume) -> &str {
 
 fn volume_name(v: &PersistentVolume) -> String {
     v.metadata.name.clone().unwrap_or_default()
-}
-
-/// Whether the claim's class binds only once a pod using it is scheduled.
-pub fn delayed_binding(claim: &PersistentVolumeClaim, classes: &[StorageClass]) -> bool {
-    class_of(claim, classes)
-        .and_then(|c| c.volume_binding_mode.as_deref())
-        .is_some_and(|m| m == "WaitForFirstConsumer")
-}
-
-fn class_of<'a>(
-    claim: &PersistentVolumeClaim,
-    classes: &'a [StorageClass],
-) -> Option<&'a StorageClass> {
-    let name = super::matching::claim_class(claim);
-    if name.is_empty() {
-        return None;
-    }
-    classes
-        .iter()
-        .find(|c| c.metadata.name.as_deref() == Some(name))
 }
 
 /// The node a claim was selected for, with its labels when the node is known.
@@ -327,7 +304,7 @@ pub fn sync_claim(claim: &PersistentVolumeClaim, w: World<'_>) -> Vec<Action> {
             )));
         }
         Some(_) => {}
-        None if super::matching::claim_class(claim).is_empty() => {
+        None if k3rs_apimachinery::volume::matching::claim_class(claim).is_empty() => {
             out.push(event(
                 subject,
                 false,
@@ -336,7 +313,7 @@ pub fn sync_claim(claim: &PersistentVolumeClaim, w: World<'_>) -> Vec<Action> {
             ));
         }
         None => {
-            let class = super::matching::claim_class(claim);
+            let class = k3rs_apimachinery::volume::matching::claim_class(claim);
             out.push(event(
                 subject,
                 true,

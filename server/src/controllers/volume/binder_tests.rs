@@ -1,6 +1,6 @@
 use super::*;
 use crate::controllers::volume::local_path::storage_class;
-use crate::controllers::volume::matching::tests::{pv, pvc};
+use k3rs_apimachinery::volume::fixtures::{pv, pvc};
 use serde_json::json;
 
 fn key(name: &str) -> ClaimKey {
@@ -201,7 +201,7 @@ fn volume_phases_and_reclaim() {
     let released = |policy: &str, extra: serde_json::Value| {
         let mut v = json!({"spec": {"persistentVolumeReclaimPolicy": policy,
             "claimRef": {"namespace": "ns", "name": "gone", "uid": "u"}}, "status": {"phase": "Bound"}});
-        crate::controllers::volume::matching::tests::merge(&mut v, extra);
+        k3rs_apimachinery::volume::fixtures::merge(&mut v, extra);
         pv("v", "1Gi", v)
     };
     let release = Action::VolumePhase {

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::binder::Action;
-use super::{
+use k3rs_apimachinery::volume::{
     ANN_BETA_STORAGE_PROVISIONER, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER,
     ANN_STORAGE_PROVISIONER,
 };
@@ -124,8 +124,8 @@ pub fn claim(
 #[cfg(test)]
 mod tests {
     use super::super::binder::ClaimKey;
-    use super::super::matching::tests::{pv, pvc};
     use super::*;
+    use k3rs_apimachinery::volume::fixtures::{pv, pvc};
     use serde_json::json;
 
     fn key() -> ClaimKey {

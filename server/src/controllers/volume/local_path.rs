@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::json;
 
-use super::{ANN_PROVISIONED_BY, ANN_SELECTED_NODE, ANN_STORAGE_PROVISIONER};
+use k3rs_apimachinery::volume::{ANN_PROVISIONED_BY, ANN_SELECTED_NODE, ANN_STORAGE_PROVISIONER};
 
 /// The provisioner's name, as rancher's.
 pub const PROVISIONER: &str = "rancher.io/local-path";
@@ -207,8 +207,8 @@ pub fn default_annotation() -> BTreeMap<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::matching::tests::{pv, pvc};
     use super::*;
+    use k3rs_apimachinery::volume::fixtures::{pv, pvc};
 
     fn claim() -> PersistentVolumeClaim {
         pvc(

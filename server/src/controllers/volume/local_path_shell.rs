@@ -12,8 +12,8 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Resource, ResourceExt};
 
 use super::local_path::{self, Teardown};
-use super::matching::claim_class;
 use crate::controllers::{informer, Context, EventType};
+use k3rs_apimachinery::volume::matching::claim_class;
 
 /// The provisioner's `--controllers` name (off also with k3s's `--disable local-storage`).
 pub const CONTROLLER: &str = "local-path-provisioner";

@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, PostParams};
 use kube::ResourceExt;
 
-use super::{PVC_PROTECTION, PV_PROTECTION};
 use crate::controllers::{informer, Context};
+use k3rs_apimachinery::volume::{claims_of, PVC_PROTECTION, PV_PROTECTION};
 
 /// The claim protection controller's `--controllers` name and identity.
 pub const PVC_CONTROLLER: &str = "persistentvolumeclaim-protection";
@@ -21,25 +21,6 @@ pub const PV_CONTROLLER: &str = "persistentvolume-protection";
 pub const PV_NAME: &str = "pv-protection-controller";
 
 const PASS: Duration = Duration::from_secs(1);
-
-/// The claims a pod's volumes name (`persistentVolumeClaim.claimName`, and the
-/// `<pod>-<volume>` claim of each generic ephemeral volume).
-pub fn claims_of(pod: &Pod) -> Vec<String> {
-    let pod_name = pod.metadata.name.as_deref().unwrap_or("");
-    pod.spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .filter_map(|v| {
-            if let Some(c) = &v.persistent_volume_claim {
-                Some(c.claim_name.clone())
-            } else {
-                v.ephemeral
-                    .as_ref()
-                    .map(|_| format!("{pod_name}-{}", v.name))
-            }
-        })
-        .collect()
-}
 
 /// Whether a pod still counts as using its claims: it has not terminated (Succeeded/Failed).
 fn pod_active(pod: &Pod) -> bool {
@@ -143,8 +124,8 @@ pub async fn run_volumes(cx: Context) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::matching::tests::{pv, pvc};
     use super::*;
+    use k3rs_apimachinery::volume::fixtures::{pv, pvc};
     use serde_json::json;
 
     fn pod(name: &str, claim: &str, phase: &str) -> Pod {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::apiserver::admission::quota::amount::Amount;
+use k3rs_apimachinery::quota::amount::Amount;
 
 /// A resource list (`requests` or `limits`) as amounts; unparsable entries are left out
 /// (validation has refused them already).

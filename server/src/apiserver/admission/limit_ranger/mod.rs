@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{forbidden, Attributes, Mutating, Operation, Validating};
 use crate::apiserver::registry::Registry;
-use crate::apiserver::status::ApiResult;
+use k3rs_apimachinery::status::ApiResult;
 
 /// The plugin.
 #[derive(Debug, Clone, Copy)]

@@ -29,10 +29,10 @@ use futures::future::BoxFuture;
 
 use super::{forbidden, stored, Attributes, Operation, Validating};
 use crate::apiserver::registry::{Registry, Target};
-use crate::apiserver::resources::catalog;
-use crate::apiserver::status::{ApiError, ApiResult, Subject};
 use crate::apiserver::warning;
 use decision::ExistingPod;
+use k3rs_apimachinery::catalog;
+use k3rs_apimachinery::status::{ApiError, ApiResult, Subject};
 
 /// The plugin.
 #[derive(Debug, Clone, Default)]
@@ -112,7 +112,7 @@ async fn namespace_policy(
     reg: &Registry,
     name: &str,
     defaults: &policy::Policy,
-) -> ApiResult<(policy::Policy, Vec<crate::apiserver::status::Cause>)> {
+) -> ApiResult<(policy::Policy, Vec<k3rs_apimachinery::status::Cause>)> {
     let Some(namespaces) = catalog::lookup("", "v1", "namespaces") else {
         return Ok((*defaults, Vec::new()));
     };
@@ -205,7 +205,7 @@ impl PodSecurity {
 }
 
 /// The `error` audit annotation of a namespace's malformed labels.
-fn annotate_policy_errors(errs: &[crate::apiserver::status::Cause]) {
+fn annotate_policy_errors(errs: &[k3rs_apimachinery::status::Cause]) {
     if errs.is_empty() {
         return;
     }
@@ -264,7 +264,7 @@ impl PodSecurity {
         {
             return Ok(());
         }
-        let name = crate::apiserver::registry::meta::name(obj);
+        let name = k3rs_apimachinery::meta::name(obj);
         let pods = match stored(reg, "", "pods", Some(name)).await {
             Ok(pods) => pods,
             Err(_) => {
@@ -280,7 +280,7 @@ impl PodSecurity {
             })
             .filter_map(|p| {
                 Some(ExistingPod {
-                    name: crate::apiserver::registry::meta::name(p).to_string(),
+                    name: k3rs_apimachinery::meta::name(p).to_string(),
                     controller: decision::controller_uid(p),
                     parts: decision::parts_of(p).ok()?,
                 })

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 pub const ENFORCE_LEVEL: &str = "pod-security.kubernetes.io/enforce";
 pub const ENFORCE_VERSION: &str = "pod-security.kubernetes.io/enforce-version";

@@ -5,16 +5,13 @@
 //! ([`crate::controllers::resource_quota`]) recalculates `status` from what exists (and so
 //! gives back what deletions and failed writes left charged).
 
-pub mod amount;
-pub mod check;
-pub mod usage;
-
 use futures::future::BoxFuture;
 
 use super::{forbidden, Attributes, Operation, Validating};
 use crate::apiserver::registry::{decode, keys, Registry};
-use crate::apiserver::resources::catalog;
-use crate::apiserver::status::{ApiError, ApiResult, Subject};
+use k3rs_apimachinery::catalog;
+use k3rs_apimachinery::quota::{check, usage};
+use k3rs_apimachinery::status::{ApiError, ApiResult, Subject};
 
 /// Rounds of read-check-charge before a create gives up under contention.
 const ATTEMPTS: usize = 16;

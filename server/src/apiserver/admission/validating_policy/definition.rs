@@ -14,9 +14,9 @@
 use serde_json::{json, Value};
 
 use super::model::compile;
-use crate::apiserver::registry::selector::label::LabelSelector;
 use crate::apiserver::resources::strategy::default_field;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::selector::label::LabelSelector;
+use k3rs_apimachinery::status::Cause;
 
 const FAILURE_POLICIES: &[&str] = &["Fail", "Ignore"];
 const MATCH_POLICIES: &[&str] = &["Equivalent", "Exact"];

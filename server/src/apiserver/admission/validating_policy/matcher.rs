@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::model::{MatchResources, Rule};
 use crate::apiserver::admission::Attributes;
-use crate::apiserver::resources::catalog::{self, Resource};
+use k3rs_apimachinery::catalog::{self, Resource};
 
 /// An object's labels.
 pub fn labels(obj: Option<&Value>) -> Option<BTreeMap<String, String>> {
@@ -280,8 +280,8 @@ mod tests {
 
     struct LabelSelectorFrom;
     impl LabelSelectorFrom {
-        fn parse(v: Value) -> crate::apiserver::registry::selector::label::LabelSelector {
-            crate::apiserver::registry::selector::label::LabelSelector::from_object(&v).unwrap()
+        fn parse(v: Value) -> k3rs_apimachinery::selector::label::LabelSelector {
+            k3rs_apimachinery::selector::label::LabelSelector::from_object(&v).unwrap()
         }
     }
 }

@@ -31,9 +31,9 @@ use serde_json::Value;
 
 use super::{forbidden, Attributes, Validating};
 use crate::apiserver::registry::{Registry, Target};
-use crate::apiserver::resources::catalog;
-use crate::apiserver::status::ApiResult;
 use cache::{Hook, PolicyCache};
+use k3rs_apimachinery::catalog;
+use k3rs_apimachinery::status::ApiResult;
 use outcome::Outcome;
 
 /// How long a request waits for the cache's first lists.

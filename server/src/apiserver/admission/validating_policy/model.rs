@@ -14,7 +14,7 @@ use std::sync::Arc;
 use cel::Program;
 use serde_json::Value;
 
-use crate::apiserver::registry::selector::label::LabelSelector;
+use k3rs_apimachinery::selector::label::LabelSelector;
 
 /// The variables every policy expression may use.
 const BASE_VARIABLES: &[&str] = &[

@@ -19,7 +19,7 @@ use serde_json::json;
 use super::evaluate::{Action, Evaluation};
 use super::model::{Action as BindingAction, Binding, Policy};
 use crate::apiserver::admission::{forbidden, Attributes};
-use crate::apiserver::status::ApiError;
+use k3rs_apimachinery::status::ApiError;
 
 /// The audit annotation a failed `Audit` validation adds.
 pub const VALIDATION_FAILURE: &str = "validation.policy.admission.k8s.io/validation_failure";
@@ -135,7 +135,7 @@ mod tests {
     use super::*;
     use crate::apiserver::admission::validating_policy::evaluate::Decision;
     use crate::apiserver::admission::Operation;
-    use crate::apiserver::resources::catalog;
+    use k3rs_apimachinery::catalog;
     use serde_json::Value;
 
     fn policy(failure: &str) -> Policy {

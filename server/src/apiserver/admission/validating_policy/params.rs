@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::model::{Binding, ParamKind};
 use crate::apiserver::registry::{keys, Registry, Target};
-use crate::apiserver::resources::catalog::{self, Resource};
+use k3rs_apimachinery::catalog::{self, Resource};
 
 /// The served resource of a `paramKind`.
 pub fn resource_of(pk: &ParamKind) -> Option<&'static Resource> {
@@ -26,10 +26,7 @@ pub fn resource_of(pk: &ParamKind) -> Option<&'static Resource> {
         .find(|r| r.group == group && r.version == version && r.kind == pk.kind)
 }
 
-fn labels_match(
-    sel: &crate::apiserver::registry::selector::label::LabelSelector,
-    o: &Value,
-) -> bool {
+fn labels_match(sel: &k3rs_apimachinery::selector::label::LabelSelector, o: &Value) -> bool {
     sel.matches(&super::matcher::labels(Some(o)).unwrap_or_default())
 }
 

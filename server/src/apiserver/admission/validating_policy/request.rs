@@ -4,7 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::apiserver::admission::Attributes;
-use crate::apiserver::resources::catalog::Resource;
+use k3rs_apimachinery::catalog::Resource;
 
 /// The kind a request writes: the subresource's (`pods/binding` → `Binding`) or the
 /// resource's.
@@ -71,7 +71,7 @@ pub fn namespace_object(ns: &Value) -> Value {
 mod tests {
     use super::*;
     use crate::apiserver::admission::Operation;
-    use crate::apiserver::resources::catalog;
+    use k3rs_apimachinery::catalog;
     use std::sync::Arc;
 
     #[test]

@@ -16,7 +16,7 @@ use crate::apiserver::admission::validating_policy::definition::{
     expression_causes, not_supported, rule_causes, selector_causes,
 };
 use crate::apiserver::resources::strategy::default_field;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 /// The defaults of every webhook of `obj`.
 pub fn defaults(obj: &mut Value, mutating: bool) {

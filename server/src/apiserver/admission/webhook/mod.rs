@@ -41,9 +41,9 @@ use serde_json::Value;
 use super::validating_policy::{self as vap, matcher, Namespace};
 use super::Attributes;
 use crate::apiserver::registry::Registry;
-use crate::apiserver::status::{ApiError, ApiResult};
 use crate::auth::authz::Chain as Authz;
 use cache::WebhookCache;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 use model::Webhook;
 use review::Verdict;
 

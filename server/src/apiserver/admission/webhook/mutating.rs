@@ -8,7 +8,7 @@ use super::model::Webhook;
 use super::{applies, consult, namespace_labels, review, Authz, WebhookCache};
 use crate::apiserver::admission::{Attributes, Mutating};
 use crate::apiserver::registry::Registry;
-use crate::apiserver::status::{ApiError, ApiResult};
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 /// `mutation.webhook.admission.k8s.io/round_<r>_index_<i>`: which webhook was called in
 /// which round and whether it changed the object.

@@ -13,7 +13,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use crate::apiserver::admission::Attributes;
-use crate::apiserver::status::ApiError;
+use k3rs_apimachinery::status::ApiError;
 
 /// The review sent for `a` (matched as `request`, from
 /// [`admission_request`](crate::apiserver::admission::validating_policy::request::admission_request)).

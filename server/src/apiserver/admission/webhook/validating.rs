@@ -7,7 +7,7 @@ use super::model::Webhook;
 use super::{applies, consult, namespace_labels, review, Authz, WebhookCache};
 use crate::apiserver::admission::{Attributes, Validating};
 use crate::apiserver::registry::Registry;
-use crate::apiserver::status::ApiResult;
+use k3rs_apimachinery::status::ApiResult;
 
 /// The `ValidatingAdmissionWebhook` plugin.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{child, index};
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 /// The duplicates in `obj` (a whole custom resource) under `schema`.
 pub fn validate(schema: &Value, obj: &Value) -> Vec<Cause> {

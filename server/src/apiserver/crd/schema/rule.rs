@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 /// The reasons a rule may give.
 pub const REASONS: &[&str] = &[

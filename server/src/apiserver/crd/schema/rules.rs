@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::rule::{self, Rule};
 use super::{child, field_schema, index};
-use crate::apiserver::status::Cause;
 use crate::cel::{self as k8scel, Var};
+use k3rs_apimachinery::status::Cause;
 
 /// The message when a batch of rules ran out of time.
 pub const OUT_OF_BUDGET: &str =

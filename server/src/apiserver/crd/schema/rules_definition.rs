@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::rule::{field_path, Rule, REASONS};
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 /// Every problem of the rules of the schema node `s`, found at field path `at`
 /// (`spec.versions[0].schema.openAPIV3Schema.properties[spec]`).

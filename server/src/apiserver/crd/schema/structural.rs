@@ -15,7 +15,7 @@
 use serde_json::{json, Value};
 
 use super::list_type::go_value;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 /// Where a schema node sits (upstream's `rootLevel`/`itemLevel`/`fieldLevel`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 use serde_json::{json, Value};
 
 use super::{child, embedded, field_schema, index};
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 /// Every violation of `schema` by `v`, a value found at field path `at` (not the root).
 pub fn validate_at(schema: &Value, v: &Value, at: &str) -> Vec<Cause> {

@@ -7,10 +7,14 @@ use std::collections::BTreeMap;
 use axum::body::Bytes;
 use serde_json::Value;
 
-use crate::apiserver::registry::{decode_as, meta, ListOptions};
-use crate::apiserver::resources::catalog::Resource;
-use crate::apiserver::status::{ApiError, ApiResult};
+use crate::apiserver::registry::decode_as;
+
+use k3rs_apimachinery::meta;
+
+use crate::apiserver::registry::ListOptions;
 use crate::datastore::Event;
+use k3rs_apimachinery::catalog::Resource;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
 
 /// An object version as selectors see it.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,8 +131,8 @@ impl CachedEvent {
 mod tests {
     use super::*;
     use crate::apiserver::registry::encode;
-    use crate::apiserver::registry::selector::LabelSelector;
     use crate::datastore::KeyValue;
+    use k3rs_apimachinery::selector::LabelSelector;
     use serde_json::json;
 
     fn kv(labels: Value, rev: i64, version: i64) -> KeyValue {
@@ -143,7 +147,7 @@ mod tests {
     }
 
     fn cms() -> &'static Resource {
-        crate::apiserver::resources::catalog::lookup("", "v1", "configmaps").unwrap()
+        k3rs_apimachinery::catalog::lookup("", "v1", "configmaps").unwrap()
     }
 
     fn filter(sel: &str) -> ListOptions {
@@ -208,8 +212,7 @@ mod tests {
 
     #[test]
     fn events_api_watchers_see_converted_events() {
-        let r =
-            crate::apiserver::resources::catalog::lookup("events.k8s.io", "v1", "events").unwrap();
+        let r = k3rs_apimachinery::catalog::lookup("events.k8s.io", "v1", "events").unwrap();
         let obj = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
             "message": "m", "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "R"});
         let ev = Event::Put {
@@ -223,11 +226,8 @@ mod tests {
             prev: None,
         };
         let f = ListOptions {
-            fields: crate::apiserver::registry::selector::FieldSelector::parse(
-                "regarding.name=p",
-                r,
-            )
-            .unwrap(),
+            fields: k3rs_apimachinery::selector::FieldSelector::parse("regarding.name=p", r)
+                .unwrap(),
             ..Default::default()
         };
         let out = CachedEvent::decode(r, &ev).unwrap().unwrap();

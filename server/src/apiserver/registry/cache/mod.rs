@@ -33,9 +33,9 @@ pub use state::{Out, WatcherSpec};
 use resource::RegisterError;
 use state::WatchCache;
 
-use crate::apiserver::resources::catalog::Resource;
-use crate::apiserver::status::ApiResult;
 use crate::datastore::{prefix_end, Datastore, Error as DsError, WatchRequest};
+use k3rs_apimachinery::catalog::Resource;
+use k3rs_apimachinery::status::ApiResult;
 
 /// Events kept per resource for watchers that start in the past (each holds the decoded
 /// object, its previous version and its JSON: a few KiB for a typical pod).

@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::event::CachedEvent;
 use super::state::{Delivery, Out, Refused, WatchCache, WatcherId, WatcherSpec};
-use crate::apiserver::resources::catalog::Resource;
-use crate::apiserver::status::ApiError;
 use crate::datastore::WatchItem;
+use k3rs_apimachinery::catalog::Resource;
+use k3rs_apimachinery::status::ApiError;
 
 /// How often due bookmarks are sent and departed watchers swept.
 const TICK: Duration = Duration::from_secs(1);
@@ -256,7 +256,7 @@ mod tests {
         let (feed, items) = mpsc::channel(8);
         let stream = tokio_stream::wrappers::ReceiverStream::new(items).boxed();
         let core = WatchCache::new(10, Duration::from_secs(30), 10);
-        let cms = crate::apiserver::resources::catalog::lookup("", "v1", "configmaps").unwrap();
+        let cms = k3rs_apimachinery::catalog::lookup("", "v1", "configmaps").unwrap();
         let cache = ResourceCache::spawn(cms, core, 2, stream, CancellationToken::new());
         let mut fast = cache.register(spec()).unwrap();
         let mut slow = cache.register(spec()).unwrap();

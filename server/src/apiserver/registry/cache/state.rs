@@ -234,14 +234,14 @@ impl WatchCache {
 mod tests {
     use super::*;
     use crate::apiserver::registry::encode;
-    use crate::apiserver::registry::selector::LabelSelector;
     use crate::datastore::{Event, KeyValue};
+    use k3rs_apimachinery::selector::LabelSelector;
     use serde_json::json;
 
     const SEC: Duration = Duration::from_secs(1);
 
-    fn cms() -> &'static crate::apiserver::resources::catalog::Resource {
-        crate::apiserver::resources::catalog::lookup("", "v1", "configmaps").unwrap()
+    fn cms() -> &'static k3rs_apimachinery::catalog::Resource {
+        k3rs_apimachinery::catalog::lookup("", "v1", "configmaps").unwrap()
     }
 
     fn kv(ns: &str, name: &str, app: &str, rev: i64, version: i64) -> KeyValue {

@@ -5,8 +5,8 @@ use serde_json::{json, Value};
 use super::default_field;
 use super::pod::{default_pod_spec, validate_spec};
 use super::workload::string_map;
-use crate::apiserver::registry::selector::LabelSelector;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::selector::LabelSelector;
+use k3rs_apimachinery::status::Cause;
 
 fn template_defaults(obj: &mut Value) {
     if let Some(spec) = obj

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::default_field;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 const METRIC_TYPES: &[&str] = &[
     "ContainerResource",

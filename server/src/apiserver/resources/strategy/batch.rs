@@ -7,8 +7,8 @@ use serde_json::{json, Value};
 use super::default_field;
 use super::pod::default_pod_spec;
 use super::workload::{non_negative, pod_template};
-use crate::apiserver::registry::selector::LabelSelector;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::selector::LabelSelector;
+use k3rs_apimachinery::status::Cause;
 
 const JOB_NAME_LABELS: &[&str] = &["job-name", "batch.kubernetes.io/job-name"];
 const CONTROLLER_UID_LABELS: &[&str] = &["controller-uid", "batch.kubernetes.io/controller-uid"];

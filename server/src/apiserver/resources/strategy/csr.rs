@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use base64::Engine;
 use serde_json::{json, Value};
 
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 /// Condition types only the `approval` subresource may set.
 const APPROVAL_CONDITIONS: [&str; 2] = ["Approved", "Denied"];
@@ -214,9 +214,7 @@ fn signer_name_errors(signer: &str) -> Vec<Cause> {
     }
     let (domain, path) = (parts[0], parts[1]);
     let mut causes = Vec::new();
-    if !domain.contains('.')
-        || !crate::apiserver::registry::validation::is_dns1123_subdomain(domain)
-    {
+    if !domain.contains('.') || !k3rs_apimachinery::validation::is_dns1123_subdomain(domain) {
         causes.push(Cause::invalid(
             field,
             signer,

@@ -6,11 +6,9 @@ use std::net::IpAddr;
 use serde_json::{json, Value};
 
 use super::{default_field, immutable};
-use crate::apiserver::registry::validation::{
-    is_dns1123_label, is_dns1123_subdomain, validate_name,
-};
-use crate::apiserver::resources::catalog::NameRule;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::catalog::NameRule;
+use k3rs_apimachinery::status::Cause;
+use k3rs_apimachinery::validation::{is_dns1123_label, is_dns1123_subdomain, validate_name};
 
 const MAX_ENDPOINTS: usize = 1000;
 const MAX_ADDRESSES: usize = 100;

@@ -4,8 +4,8 @@
 use serde_json::{json, Value};
 
 use super::pod::DNS1123_LABEL_ERROR;
-use crate::apiserver::registry::validation::is_dns1123_label;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
+use k3rs_apimachinery::validation::is_dns1123_label;
 
 /// Container fields an ephemeral container may not set.
 const FORBIDDEN: &[&str] = &[

@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use super::{immutable, qualified_name};
-use crate::apiserver::registry::validation::is_dns1123_subdomain;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
+use k3rs_apimachinery::validation::is_dns1123_subdomain;
 
 const REASON_LIMIT: usize = 128;
 const ACTION_LIMIT: usize = 128;

@@ -9,7 +9,6 @@ mod namespace;
 mod pod;
 mod pod_update;
 mod policy;
-pub mod quantity;
 mod quota;
 mod replication;
 mod secret;
@@ -28,9 +27,9 @@ mod workload;
 
 use serde_json::Value;
 
-use super::catalog::Resource;
 use super::event_convert::to_core;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::catalog::Resource;
+use k3rs_apimachinery::status::Cause;
 
 pub use pod::{default_pod_spec, mirror_service_account, requests_from_limits};
 
@@ -106,7 +105,7 @@ pub fn prepare_for_create(r: &Resource, obj: &mut Value) {
         ("", "PersistentVolume") => {
             obj["status"] = serde_json::json!({
                 "phase": "Pending",
-                "lastPhaseTransitionTime": crate::apiserver::registry::meta::now_rfc3339(),
+                "lastPhaseTransitionTime": k3rs_apimachinery::meta::now_rfc3339(),
             });
         }
         ("", "ReplicationController") | ("apps", "StatefulSet") => {
@@ -320,7 +319,7 @@ pub(crate) fn fields(causes: Vec<Cause>) -> Vec<String> {
 
 /// kube's `ValidateQualifiedName` (`[prefix/]name`) at `field`.
 pub(crate) fn qualified_name(value: &str, field: &str) -> Vec<Cause> {
-    match crate::apiserver::registry::validation::label_key_error(value) {
+    match k3rs_apimachinery::validation::label_key_error(value) {
         Some(e) => vec![Cause::invalid(field, value, &e)],
         None => Vec::new(),
     }

@@ -5,11 +5,9 @@
 use serde_json::{json, Value};
 
 use super::{default_field, immutable};
-use crate::apiserver::registry::validation::{
-    is_dns1035_label, is_dns1123_subdomain, validate_name,
-};
-use crate::apiserver::resources::catalog::NameRule;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::catalog::NameRule;
+use k3rs_apimachinery::status::Cause;
+use k3rs_apimachinery::validation::{is_dns1035_label, is_dns1123_subdomain, validate_name};
 
 const PORT_RANGE_MSG: &str = "must be between 1 and 65535, inclusive";
 const PROTOCOLS: [&str; 3] = ["TCP", "UDP", "SCTP"];

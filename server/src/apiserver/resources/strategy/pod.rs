@@ -3,8 +3,8 @@
 use serde_json::{json, Value};
 
 use super::default_field;
-use crate::apiserver::registry::validation::is_dns1123_label;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
+use k3rs_apimachinery::validation::is_dns1123_label;
 
 pub fn defaults(pod: &mut Value) {
     if let Some(spec) = pod.get_mut("spec").filter(|s| s.is_object()) {

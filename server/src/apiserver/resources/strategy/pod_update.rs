@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 /// The fields a pod update may change, as kube-apiserver lists them.
 const UPDATABLE: &str = "`spec.containers[*].image`,`spec.initContainers[*].image`,\

@@ -2,8 +2,8 @@
 
 use serde_json::{json, Value};
 
-use crate::apiserver::registry::selector::LabelSelector;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::selector::LabelSelector;
+use k3rs_apimachinery::status::Cause;
 
 /// What a new PDB's status is before the disruption controller looks at it.
 pub fn initial_status() -> Value {

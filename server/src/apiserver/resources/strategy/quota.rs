@@ -3,9 +3,9 @@
 
 use serde_json::{Map, Value};
 
-use super::quantity;
-use crate::apiserver::registry::validation::label_key_error;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::quantity;
+use k3rs_apimachinery::status::Cause;
+use k3rs_apimachinery::validation::label_key_error;
 
 const QUOTA_SCOPES: &[&str] = &[
     "Terminating",

@@ -4,9 +4,9 @@
 
 use serde_json::{json, Value};
 
-use crate::apiserver::registry::validation::{is_dns1123_subdomain, validate_name};
-use crate::apiserver::resources::catalog::NameRule;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::catalog::NameRule;
+use k3rs_apimachinery::status::Cause;
+use k3rs_apimachinery::validation::{is_dns1123_subdomain, validate_name};
 
 /// The RBAC API group, the only one a roleRef may name.
 pub const GROUP: &str = "rbac.authorization.k8s.io";

@@ -6,8 +6,8 @@ use serde_json::{json, Value};
 use super::default_field;
 use super::pod::default_pod_spec;
 use super::workload::{non_negative, pod_template, string_map};
-use crate::apiserver::registry::selector::LabelSelector;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::selector::LabelSelector;
+use k3rs_apimachinery::status::Cause;
 
 /// The selector and the controller's labels default to the template's labels.
 pub fn rc_defaults(rc: &mut Value) {

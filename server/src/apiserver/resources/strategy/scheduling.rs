@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::{default_field, immutable, one_of};
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 /// The highest priority a user-defined class may have (`HighestUserDefinablePriority`).
 pub const HIGHEST_USER_DEFINABLE_PRIORITY: i64 = 1_000_000_000;

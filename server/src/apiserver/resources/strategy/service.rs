@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::default_field;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 pub fn defaults(svc: &mut Value) {
     let Some(spec) = svc.get_mut("spec") else {

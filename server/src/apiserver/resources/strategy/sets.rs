@@ -7,7 +7,7 @@ use super::default_field;
 use super::pod::default_pod_spec;
 use super::volume::claim_defaults;
 use super::workload::{label_selector, non_negative, pod_template};
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 fn template_defaults(obj: &mut Value) {
     if let Some(ps) = obj["spec"]
@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn daemonset_selector_is_immutable() {
-        let r = crate::apiserver::resources::catalog::lookup("apps", "v1", "daemonsets").unwrap();
+        let r = k3rs_apimachinery::catalog::lookup("apps", "v1", "daemonsets").unwrap();
         let old = workload(json!({"app": "a"}));
         let mut new = old.clone();
         new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:2");

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use super::{default_field, immutable, one_of, qualified_name};
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::status::Cause;
 
 pub fn storageclass_defaults(sc: &mut Value) {
     default_field(sc, "reclaimPolicy", json!("Delete"));

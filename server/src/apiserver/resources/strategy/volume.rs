@@ -3,9 +3,11 @@
 
 use serde_json::{json, Value};
 
-use super::{default_field, quantity};
-use crate::apiserver::registry::selector::LabelSelector;
-use crate::apiserver::status::Cause;
+use super::default_field;
+
+use k3rs_apimachinery::quantity;
+use k3rs_apimachinery::selector::LabelSelector;
+use k3rs_apimachinery::status::Cause;
 
 const ACCESS_MODES: &[&str] = &[
     "ReadOnlyMany",

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::pod::validate_spec;
-use crate::apiserver::registry::selector::LabelSelector;
-use crate::apiserver::status::Cause;
+use k3rs_apimachinery::selector::LabelSelector;
+use k3rs_apimachinery::status::Cause;
 
 /// A `map[string]string` field (non-strings read as "").
 pub fn string_map(v: &Value) -> BTreeMap<String, String> {

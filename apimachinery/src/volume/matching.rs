@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
-use crate::scheduler::resources::value;
-use crate::scheduler::selectors::{label_selector_matches, node_selector_term_matches};
+use crate::resources::value;
+use crate::scheduling::{label_selector_matches, node_selector_term_matches};
 
 /// The node a delayed-binding claim is to be bound for: its name and labels.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -146,37 +146,10 @@ pub fn find_match<'a>(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
+    use super::super::fixtures::{pv, pvc};
     use super::*;
-    use serde_json::{json, Value};
-
-    pub(crate) fn pv(name: &str, size: &str, extra: Value) -> PersistentVolume {
-        let mut v = json!({"metadata": {"name": name},
-            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
-                     "hostPath": {"path": format!("/tmp/{name}")}},
-            "status": {"phase": "Available"}});
-        merge(&mut v, extra);
-        serde_json::from_value(v).unwrap()
-    }
-
-    pub(crate) fn pvc(name: &str, size: &str, extra: Value) -> PersistentVolumeClaim {
-        let mut v = json!({"metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
-            "status": {"phase": "Pending"}});
-        merge(&mut v, extra);
-        serde_json::from_value(v).unwrap()
-    }
-
-    pub(crate) fn merge(a: &mut Value, b: Value) {
-        match (a, b) {
-            (Value::Object(a), Value::Object(b)) => {
-                for (k, v) in b {
-                    merge(a.entry(k).or_insert(Value::Null), v);
-                }
-            }
-            (a, b) => *a = b,
-        }
-    }
+    use serde_json::json;
 
     fn names(v: Option<&PersistentVolume>) -> Option<&str> {
         v.and_then(|v| v.metadata.name.as_deref())

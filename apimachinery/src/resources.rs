@@ -158,7 +158,7 @@ pub fn milli_value(s: &str) -> Option<i64> {
 }
 
 fn scaled(s: &str, factor: f64) -> Option<i64> {
-    let v = crate::apiserver::resources::strategy::quantity::parse(s)? * factor;
+    let v = crate::quantity::parse(s)? * factor;
     // Round away tiny float error before rounding up ("0.1" * 1000 = 100.00000000000001).
     let r = v.round();
     Some(if (v - r).abs() < 1e-6 { r } else { v.ceil() } as i64)

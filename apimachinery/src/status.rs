@@ -129,13 +129,20 @@ fn qualified(group: &str, resource: &str) -> String {
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
-    pub(crate) fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
+    /// An error with a code, a reason and a message, no details.
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
         ApiError {
             code,
             reason,
             message: message.into(),
             details: None,
         }
+    }
+
+    /// The same error with `details` naming its subject.
+    pub fn about(mut self, s: Subject<'_>) -> ApiError {
+        self.details = Some(details(s));
+        self
     }
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {
@@ -157,24 +164,6 @@ impl ApiError {
             ),
         );
         e.details = Some(details(s));
-        e
-    }
-
-    /// An authorization denial, in kube-apiserver's words
-    /// ([`forbidden_message`](crate::auth::authz::forbidden_message)).
-    pub fn forbidden_request(a: &crate::auth::Attributes, reason: &str) -> ApiError {
-        let mut e = ApiError::new(
-            403,
-            "Forbidden",
-            crate::auth::authz::forbidden_message(a, reason),
-        );
-        if a.resource_request {
-            e.details = Some(details(Subject {
-                group: &a.api_group,
-                kind: &a.resource,
-                name: &a.name,
-            }));
-        }
         e
     }
 
@@ -332,20 +321,6 @@ impl ApiError {
             v["details"] = d.clone();
         }
         v
-    }
-}
-
-impl From<crate::datastore::Error> for ApiError {
-    fn from(e: crate::datastore::Error) -> ApiError {
-        match e {
-            crate::datastore::Error::Compacted { .. } => {
-                ApiError::expired("The resourceVersion for the provided list is too old.")
-            }
-            crate::datastore::Error::FutureRevision => {
-                ApiError::timeout("Too large resource version")
-            }
-            crate::datastore::Error::Unavailable(m) => ApiError::unavailable(m),
-        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! rendering the way `resource.Quantity.String()` canonicalizes them (`2`, `500m`, `3Gi`,
 //! `2k`).
 
-use crate::apiserver::resources::strategy::quantity;
+use crate::quantity;
 
 /// A quantity in thousandths, remembering whether it was written with a binary suffix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -50,7 +50,7 @@ impl ServerUrl {
 }
 
 /// `host[:port]` or `[v6][:port]` → (host, port), `default_port` when none is given.
-pub(crate) fn host_port(authority: &str, default_port: u16) -> Result<(String, u16), String> {
+pub fn host_port(authority: &str, default_port: u16) -> Result<(String, u16), String> {
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         let (h, after) = v6.split_once(']').ok_or("unclosed '['")?;
         (h.to_string(), after.strip_prefix(':'))
@@ -171,10 +171,10 @@ fn client_config(trust: &Trust) -> Result<rustls::ClientConfig, String> {
 
 /// Accepts any server certificate (signatures are still checked, so the handshake is sound).
 #[derive(Debug)]
-pub(crate) struct AcceptAny(Arc<CryptoProvider>);
+pub struct AcceptAny(Arc<CryptoProvider>);
 
 impl AcceptAny {
-    pub(crate) fn new(provider: Arc<CryptoProvider>) -> AcceptAny {
+    pub fn new(provider: Arc<CryptoProvider>) -> AcceptAny {
         AcceptAny(provider)
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::amount::Amount;
-use crate::apiserver::resources::catalog::Resource;
+use crate::catalog::Resource;
 
 /// Resource name → amount.
 pub type Usage = BTreeMap<String, Amount>;
@@ -209,7 +209,7 @@ pub fn pod_constraints(pod: &Value, quota_resources: &[String]) -> Result<(), St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::catalog;
+    use crate::catalog;
     use serde_json::json;
 
     fn rendered(u: &Usage) -> BTreeMap<String, String> {

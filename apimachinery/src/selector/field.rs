@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use crate::apiserver::resources::catalog::Resource;
-use crate::apiserver::status::ApiError;
+use crate::catalog::Resource;
+use crate::status::ApiError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldRequirement {
@@ -143,7 +143,7 @@ pub fn field_value(obj: &Value, path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::catalog::lookup;
+    use crate::catalog::lookup;
     use serde_json::json;
 
     #[test]

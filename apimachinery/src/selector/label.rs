@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::apiserver::registry::validation::{label_key_error, label_value_error};
-use crate::apiserver::status::ApiError;
+use crate::status::ApiError;
+use crate::validation::{label_key_error, label_value_error};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {

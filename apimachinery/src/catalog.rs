@@ -2,6 +2,8 @@
 //! (later) OpenAPI and tables. Adding a built-in resource = adding a row here (plus a
 //! strategy when it needs defaulting or validation beyond the generic ones).
 
+use std::sync::{Arc, OnceLock, RwLock};
+
 /// Verbs of a full read-write resource.
 pub const ALL_VERBS: &[&str] = &[
     "create",
@@ -812,23 +814,39 @@ pub static CATALOG: &[Resource] = &[
     },
 ];
 
+/// The rows of the custom resources served now, in discovery order. The API server's CRD
+/// controller replaces them whole ([`set_custom`]) whenever the set of
+/// CustomResourceDefinitions changes.
+fn custom_cell() -> &'static RwLock<Arc<Vec<&'static Resource>>> {
+    static S: OnceLock<RwLock<Arc<Vec<&'static Resource>>>> = OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+fn custom() -> Arc<Vec<&'static Resource>> {
+    custom_cell()
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
+
+/// Replaces the served custom resource rows.
+pub fn set_custom(rows: Vec<&'static Resource>) {
+    *custom_cell().write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rows);
+}
+
 /// Every served resource: the built-in rows, then the custom resources of the current
-/// CustomResourceDefinitions (see [`super::custom`]).
+/// CustomResourceDefinitions.
 pub fn all() -> Vec<&'static Resource> {
-    let custom = super::custom::snapshot();
-    CATALOG
-        .iter()
-        .chain(custom.served.iter().map(|s| s.row))
-        .collect()
+    CATALOG.iter().chain(custom().iter().copied()).collect()
 }
 
 /// The resource served at `group/version/plural`. Built-in rows win over custom ones.
 pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
     let hit = |r: &&Resource| r.group == group && r.version == version && r.plural == plural;
-    CATALOG.iter().find(hit).or_else(|| {
-        let custom = super::custom::snapshot();
-        custom.served.iter().map(|s| s.row).find(hit)
-    })
+    CATALOG
+        .iter()
+        .find(hit)
+        .or_else(|| custom().iter().copied().find(hit))
 }
 
 /// The resource of a kind in a group.

@@ -17,7 +17,7 @@ mod query;
 
 pub use query::QueryParams;
 
-use crate::apiserver::registry::selector::field;
+use crate::selector::field;
 
 /// A request's method, path, query and the authorization view of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
