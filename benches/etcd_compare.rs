@@ -1,5 +1,5 @@
 //! k3rs vs etcd 3.4 on the same machine, both durable (fsync on every commit), both on loopback,
-//! both driven by the same generated tonic client (`k3rs_server::etcdpb`): k3rs over mTLS as
+//! both driven by the same generated tonic client (`k3rs_datastore::etcdpb`): k3rs over mTLS as
 //! shipped, etcd over plain http. Prints a markdown table and writes it to
 //! `benches/results/etcd_compare.md` (or `$BENCH_OUT`).
 //!
@@ -16,8 +16,8 @@ use common::client::{channel, open_watch, Clients};
 use common::kv_load::{key, load, put_op, range_op, KEYS, VALUE_LEN};
 use common::stats::{machine, ratio, write_result, Load};
 use common::{Endpoint, Etcd, K3rs};
-use k3rs_server::etcdpb::kv_client::KvClient;
-use k3rs_server::etcdpb::{
+use k3rs_datastore::etcdpb::kv_client::KvClient;
+use k3rs_datastore::etcdpb::{
     CompactionRequest, DefragmentRequest, PutRequest, RangeRequest, WatchCreateRequest,
 };
 

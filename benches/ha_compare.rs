@@ -1,6 +1,6 @@
 //! A 3-member k3rs cluster vs a 3-member etcd 3.4 cluster on the same machine, all members on
 //! loopback, all durable (fsync on every commit), driven by the same generated tonic client
-//! (`k3rs_server::etcdpb`): k3rs over mTLS as shipped (servers joined by token), etcd over
+//! (`k3rs_datastore::etcdpb`): k3rs over mTLS as shipped (servers joined by token), etcd over
 //! plain http. Prints a markdown table and writes it to `benches/results/ha_compare.md` (or
 //! `$BENCH_OUT`).
 //!
@@ -21,8 +21,8 @@ use common::client::{channel, Clients};
 use common::kv_load::{load, put_op, range_op, KEYS};
 use common::stats::{machine, ratio, write_result, Load};
 use common::{Endpoint, Etcd, K3rs};
-use k3rs_server::etcdpb::kv_client::KvClient;
-use k3rs_server::etcdpb::{PutRequest, StatusRequest};
+use k3rs_datastore::etcdpb::kv_client::KvClient;
+use k3rs_datastore::etcdpb::{PutRequest, StatusRequest};
 
 /// How long the failover measurement waits at most.
 const FAILOVER_CAP: Duration = Duration::from_secs(30);

@@ -1,5 +1,5 @@
-//! `k3rs certificate check|rotate`: the CLI side of [`k3rs_server::pki::check`] and
-//! [`k3rs_server::pki::rotate`].
+//! `k3rs certificate check|rotate`: the CLI side of [`k3rs_pki::check`] and
+//! [`k3rs_pki::rotate`].
 
 use std::path::PathBuf;
 
@@ -53,7 +53,7 @@ fn unix_now() -> u64 {
 
 /// Runs the subcommand; what it prints goes to stdout.
 pub fn run(args: CertificateArgs) -> anyhow::Result<()> {
-    use k3rs_server::pki::{check, rotate};
+    use k3rs_pki::{check, rotate};
     match args.command {
         CertificateCommand::Check { output } => {
             let files = check::files(&args.data_dir);

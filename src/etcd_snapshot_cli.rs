@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use k3rs_apimachinery::cron::Schedule;
-use k3rs_server::etcd_snapshot::{self, client};
+use k3rs_etcd_api::snapshot::{self as etcd_snapshot, client};
 
 /// `k3rs server`'s snapshot flags.
 #[derive(Args)]

@@ -527,7 +527,7 @@ async fn main() -> anyhow::Result<()> {
                     datastore: args.datastore_endpoint.map(|endpoint| {
                         k3rs_server::ExternalDatastore {
                             endpoint,
-                            tls: k3rs_server::datastore::EtcdTls {
+                            tls: k3rs_datastore::EtcdTls {
                                 ca_file: args.datastore_cafile,
                                 cert_file: args.datastore_certfile,
                                 key_file: args.datastore_keyfile,
@@ -583,7 +583,7 @@ async fn main() -> anyhow::Result<()> {
             print!("{out}");
         }
         Command::SecretsEncrypt(args) => {
-            use k3rs_server::encryption::client::{run, Op};
+            use k3rs_datastore::encryption::client::{run, Op};
             let op = match args.command {
                 SecretsEncryptCommand::Status => Op::Status,
                 SecretsEncryptCommand::Reencrypt => Op::Reencrypt,

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k3rs_server::datastore::{
+use k3rs_datastore::{
     prefix_end, Datastore, Embedded, Error, EtcdClient, EtcdTls, Event, ListRequest, WatchItem,
     WatchRequest, WriteOutcome,
 };

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::pki::files::{read_optional, write_atomic, PRIVATE};
+use k3rs_pki::files::{read_optional, write_atomic, PRIVATE};
 
 /// IDs reported in every etcd response header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,14 +13,14 @@ pub struct Identity {
 }
 
 /// Loads `member-id` and `cluster-id` (hex) from `server_dir`, creating them when missing.
-pub fn load_or_create(server_dir: &Path) -> Result<Identity, crate::pki::Error> {
+pub fn load_or_create(server_dir: &Path) -> Result<Identity, k3rs_pki::Error> {
     Ok(Identity {
         member_id: load_or_create_id(&server_dir.join("member-id"))?,
         cluster_id: load_or_create_id(&server_dir.join("cluster-id"))?,
     })
 }
 
-fn load_or_create_id(path: &Path) -> Result<u64, crate::pki::Error> {
+fn load_or_create_id(path: &Path) -> Result<u64, k3rs_pki::Error> {
     if let Some(text) = read_optional(path)? {
         if let Some(id) = parse_id(&text) {
             return Ok(id);

@@ -9,41 +9,25 @@ use std::time::Duration;
 use k3rs_raft::{Bootstrap, Node, NodeConfig, PeerConfig, PeerTls};
 use tokio_util::sync::CancellationToken;
 
+use k3rs_datastore::{self as datastore, compactor, encryption};
+use k3rs_etcd_api::{self as etcd, snapshot as etcd_snapshot};
+use k3rs_pki as pki;
+
 pub mod apiserver;
 pub mod audit;
 pub mod auth;
 pub mod cel;
 pub mod certificates;
-pub mod compactor;
 pub mod components;
 pub mod controllers;
-pub mod datastore;
 pub mod deploy;
-pub mod encryption;
-pub mod etcd;
-pub mod etcd_snapshot;
 pub mod identity;
 pub mod join;
 pub mod leader_election;
-pub mod patch;
-pub mod pki;
 pub mod ready_notify;
 pub mod scheduler;
 pub mod supervisor;
 pub mod tokens;
-
-/// etcd v3 `mvccpb` messages (KeyValue, Event), generated from `proto/mvccpb/kv.proto`.
-#[allow(clippy::all, clippy::pedantic, missing_docs)]
-pub mod mvccpb {
-    include!(concat!(env!("OUT_DIR"), "/mvccpb.rs"));
-}
-
-/// etcd v3 `etcdserverpb` messages, tonic servers and clients (KV, Watch, Lease, Cluster,
-/// Maintenance), generated from `proto/etcdserverpb/rpc.proto`. Wire-compatible with etcd.
-#[allow(clippy::all, clippy::pedantic, missing_docs)]
-pub mod etcdpb {
-    include!(concat!(env!("OUT_DIR"), "/etcdserverpb.rs"));
-}
 
 /// Raft timing of the embedded datastore (etcd's defaults).
 const HEARTBEAT: Duration = Duration::from_millis(100);
@@ -181,7 +165,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let server_dir = cfg.data_dir.join("server");
     // A snapshot to restore is checked before anything is touched.
-    let restore = etcd_snapshot::restore::verify_requested(&cfg)?;
+    let restore = etcd_snapshot::restore::verify_requested(
+        cfg.cluster_reset_restore_path.as_deref(),
+        cfg.cluster_reset,
+    )?;
     pki::files::create_dir(&server_dir)?;
     let hostname = identity::hostname();
     let etcd_ip = cfg.etcd_client_addr.ip();
@@ -286,8 +273,13 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         }
         return Ok(());
     }
-    let snapshots =
-        etcd_snapshot::schedule::spawn(&cfg, node.clone(), hostname, shutdown.child_token());
+    let snapshots = etcd_snapshot::schedule::spawn(
+        &cfg.snapshots,
+        &cfg.data_dir,
+        node.clone(),
+        hostname,
+        shutdown.child_token(),
+    );
     // A member removed from the cluster stops serving.
     let removed = tokio::spawn({
         let (node, shutdown) = (node.clone(), shutdown.clone());

@@ -5,12 +5,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k3rs_server::etcdpb as pb;
-use k3rs_server::etcdpb::cluster_client::ClusterClient;
-use k3rs_server::etcdpb::kv_client::KvClient;
-use k3rs_server::etcdpb::lease_client::LeaseClient;
-use k3rs_server::etcdpb::maintenance_client::MaintenanceClient;
-use k3rs_server::etcdpb::watch_client::WatchClient;
+use k3rs_datastore::etcdpb as pb;
+use k3rs_datastore::etcdpb::cluster_client::ClusterClient;
+use k3rs_datastore::etcdpb::kv_client::KvClient;
+use k3rs_datastore::etcdpb::lease_client::LeaseClient;
+use k3rs_datastore::etcdpb::maintenance_client::MaintenanceClient;
+use k3rs_datastore::etcdpb::watch_client::WatchClient;
 use k3rs_server::{run, ServerConfig};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
@@ -377,7 +377,7 @@ async fn watch_streams() {
         assert_eq!(r.events.len(), 1);
         assert_eq!(
             r.events[0].r#type,
-            k3rs_server::mvccpb::event::EventType::Delete as i32
+            k3rs_datastore::mvccpb::event::EventType::Delete as i32
         );
         assert_eq!(r.events[0].kv.as_ref().unwrap().mod_revision, del_rev);
     }

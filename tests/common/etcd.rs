@@ -90,7 +90,7 @@ impl Etcd {
         let mut e = Etcd::unstarted("default".into());
         if tls {
             let pki_dir = e.dir.path().join("pki");
-            let pki = k3rs_server::pki::Pki::ensure(&pki_dir, &Default::default())
+            let pki = k3rs_pki::Pki::ensure(&pki_dir, &Default::default())
                 .expect("generating etcd test certificates");
             e.tls = Some(EtcdPki {
                 ca: pki.etcd_server_ca_cert(),

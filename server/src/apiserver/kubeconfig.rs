@@ -36,14 +36,14 @@ users:
 }
 
 /// Writes the kubeconfig atomically with `mode`, creating the parent directory.
-pub fn write(path: &Path, contents: &str, mode: u32) -> Result<(), crate::pki::Error> {
+pub fn write(path: &Path, contents: &str, mode: u32) -> Result<(), k3rs_pki::Error> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|source| crate::pki::Error::Io {
+        std::fs::create_dir_all(parent).map_err(|source| k3rs_pki::Error::Io {
             path: parent.to_path_buf(),
             source,
         })?;
     }
-    crate::pki::files::write_atomic(path, contents.as_bytes(), mode)
+    k3rs_pki::files::write_atomic(path, contents.as_bytes(), mode)
 }
 
 #[cfg(test)]

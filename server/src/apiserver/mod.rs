@@ -1,5 +1,5 @@
 //! The Kubernetes API server: HTTPS (axum + rustls) on `--https-listen-port`, the generic
-//! registry over the [`Datastore`](crate::datastore::Datastore), discovery, health, version
+//! registry over the [`Datastore`](k3rs_datastore::Datastore), discovery, health, version
 //! and metrics.
 //!
 //! # Guarantees
@@ -34,7 +34,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use tokio_util::sync::CancellationToken;
 
-use crate::datastore::Datastore;
+use k3rs_datastore::Datastore;
 use registry::Registry;
 
 /// The API server's settings.
@@ -68,11 +68,11 @@ pub enum Error {
     #[error("tls: {0}")]
     Tls(#[from] k3rs_apimachinery::tls::TlsError),
     #[error("writing the kubeconfig: {0}")]
-    Kubeconfig(#[source] crate::pki::Error),
+    Kubeconfig(#[source] k3rs_pki::Error),
     #[error("loading the signers' CAs: {0}")]
-    Signers(#[source] crate::pki::Error),
+    Signers(#[source] k3rs_pki::Error),
     #[error("the default agent token: {0}")]
-    AgentToken(#[source] crate::pki::Error),
+    AgentToken(#[source] k3rs_pki::Error),
     #[error("reading {path}: {source}")]
     Read {
         path: PathBuf,
@@ -164,7 +164,7 @@ pub struct ApiServer {
     webhook_cache: admission::webhook::cache::WebhookCache,
     rbac_cache: crate::auth::rbac::cache::PolicyCache,
     /// `--secrets-encryption`'s keys and operations (`/v1-k3rs/encrypt/…`).
-    secrets_encryption: Option<Arc<crate::encryption::SecretsEncryption>>,
+    secrets_encryption: Option<Arc<k3rs_datastore::encryption::SecretsEncryption>>,
     /// The node whose readiness `READY=1` waits for (the embedded agent's).
     ready_node: Option<String>,
 }
@@ -173,7 +173,7 @@ impl ApiServer {
     /// Binds the port, loads the certificates, writes the kubeconfig.
     pub async fn bind(
         cfg: &ApiServerConfig,
-        pki: &crate::pki::Pki,
+        pki: &k3rs_pki::Pki,
         ds: Arc<dyn Datastore>,
         stop: CancellationToken,
     ) -> Result<ApiServer, Error> {
@@ -384,7 +384,7 @@ impl ApiServer {
     /// Serves `/v1-k3rs/encrypt/…` with `encryption` (`None`: encryption is off).
     pub fn with_secrets_encryption(
         mut self,
-        encryption: Option<Arc<crate::encryption::SecretsEncryption>>,
+        encryption: Option<Arc<k3rs_datastore::encryption::SecretsEncryption>>,
     ) -> ApiServer {
         self.secrets_encryption = encryption;
         self

@@ -66,7 +66,7 @@ fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let pki = crate::pki::Pki::ensure(dir.path(), &Default::default()).unwrap();
+        let pki = k3rs_pki::Pki::ensure(dir.path(), &Default::default()).unwrap();
         let key = Arc::new(
             SigningKey::from_pem(&std::fs::read(pki.service_account_key()).unwrap()).unwrap(),
         );

@@ -30,7 +30,7 @@ impl std::fmt::Debug for Signers {
 
 impl Signers {
     /// Loads `client-ca` and `server-ca` from `tls_dir`.
-    pub fn load(tls_dir: &Path) -> Result<Signers, crate::pki::Error> {
+    pub fn load(tls_dir: &Path) -> Result<Signers, k3rs_pki::Error> {
         Ok(Signers {
             client_ca: signer::SigningCa::load(tls_dir, "client-ca")?,
             server_ca: signer::SigningCa::load(tls_dir, "server-ca")?,

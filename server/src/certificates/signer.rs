@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::request::{self, Ca};
 use super::sign;
-use crate::pki::ca::Authority;
+use k3rs_pki::ca::Authority;
 
 /// What to do with a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +89,7 @@ pub struct SigningCa {
 
 impl SigningCa {
     /// Loads `<stem>.crt`/`.key` from `dir`.
-    pub fn load(dir: &Path, stem: &str) -> Result<SigningCa, crate::pki::Error> {
+    pub fn load(dir: &Path, stem: &str) -> Result<SigningCa, k3rs_pki::Error> {
         let authority = Authority::load(dir, stem)?;
         let not_after = x509_parser::pem::parse_x509_pem(authority.cert_pem.as_bytes())
             .ok()

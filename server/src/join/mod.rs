@@ -20,10 +20,10 @@ use std::time::Duration;
 
 use k3rs_apimachinery::https::{self, Reply, ServerUrl, Trust};
 
-use crate::pki::files::{write_atomic, PRIVATE};
-use crate::pki::{token, Token};
 use crate::supervisor::cluster_files::{self, BootstrapData};
 use crate::supervisor::{basic_auth, JoinRequest, JoinResponse, BOOTSTRAP_PATH, MEMBERS_PATH};
+use k3rs_pki::files::{write_atomic, PRIVATE};
+use k3rs_pki::{token, Token};
 
 /// How long transport failures and 5xx answers are retried.
 const RETRY_FOR: Duration = Duration::from_secs(60);
@@ -70,7 +70,7 @@ pub enum Error {
     #[error("installing the cluster files: {0}")]
     Install(#[from] cluster_files::Error),
     #[error(transparent)]
-    Pki(#[from] crate::pki::Error),
+    Pki(#[from] k3rs_pki::Error),
 }
 
 /// The token's credentials: `K10<hash>::<user>:<secret>`, `<user>:<secret>`, or a bare
@@ -235,7 +235,7 @@ fn expect_ok(server: &str, path: &str, reply: Reply) -> Result<Vec<u8>, Error> {
 pub fn install(server_dir: &Path, data: &BootstrapData) -> Result<(), Error> {
     let tls = server_dir.join("tls");
     cluster_files::install(&tls, data)?;
-    let ca = std::fs::read(tls.join("server-ca.crt")).map_err(|source| crate::pki::Error::Io {
+    let ca = std::fs::read(tls.join("server-ca.crt")).map_err(|source| k3rs_pki::Error::Io {
         path: tls.join("server-ca.crt"),
         source,
     })?;
@@ -299,12 +299,12 @@ mod tests {
     #[test]
     fn install_writes_token_and_cluster_id() {
         let a = tempfile::tempdir().unwrap();
-        let pki = crate::pki::Pki::ensure(a.path(), &Default::default()).unwrap();
+        let pki = k3rs_pki::Pki::ensure(a.path(), &Default::default()).unwrap();
         let data =
             cluster_files::collect(pki.tls_dir(), 0x1234, &pki.server_token.password).unwrap();
         let b = tempfile::tempdir().unwrap();
         install(b.path(), &data).unwrap();
-        let joined = crate::pki::Pki::ensure(b.path(), &Default::default()).unwrap();
+        let joined = k3rs_pki::Pki::ensure(b.path(), &Default::default()).unwrap();
         assert_eq!(joined.server_token, pki.server_token);
         let ids = crate::identity::load_or_create(b.path()).unwrap();
         assert_eq!(ids.cluster_id, 0x1234);

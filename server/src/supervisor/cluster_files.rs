@@ -15,7 +15,7 @@ use std::path::Path;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use crate::pki::files::{read_optional, write_atomic, PRIVATE, PUBLIC};
+use k3rs_pki::files::{read_optional, write_atomic, PRIVATE, PUBLIC};
 
 /// The cluster CAs, relative to `<data-dir>/server/tls/`.
 pub const SHARED: &[&str] = &[
@@ -53,14 +53,14 @@ pub fn encryption_config_path(tls_dir: &Path) -> std::path::PathBuf {
         .parent()
         .unwrap_or(tls_dir)
         .join("cred")
-        .join(crate::encryption::config::FILE)
+        .join(k3rs_datastore::encryption::config::FILE)
 }
 
 /// Why the bootstrap data could not be read or installed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Pki(#[from] crate::pki::Error),
+    Pki(#[from] k3rs_pki::Error),
     #[error("cluster file {0} is missing")]
     Missing(String),
     #[error("bootstrap data names {0:?}, which is not a cluster file")]
@@ -123,7 +123,7 @@ pub fn install(tls_dir: &Path, data: &BootstrapData) -> Result<(), Error> {
     if let Some(b64) = &data.encryption_config {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(b64)
-            .map_err(|_| Error::Encoding(crate::encryption::config::FILE.to_string()))?;
+            .map_err(|_| Error::Encoding(k3rs_datastore::encryption::config::FILE.to_string()))?;
         write_atomic(&encryption_config_path(tls_dir), &bytes, PRIVATE)?;
     }
     Ok(())
@@ -137,7 +137,7 @@ mod tests {
     #[test]
     fn collects_the_cas_and_installs_them_elsewhere() {
         let a = tempfile::tempdir().unwrap();
-        let pki = crate::pki::Pki::ensure(a.path(), &Default::default()).unwrap();
+        let pki = k3rs_pki::Pki::ensure(a.path(), &Default::default()).unwrap();
         let data = collect(pki.tls_dir(), 0xabc, "s3cret").unwrap();
         assert_eq!(data.cluster_id, "0000000000000abc");
         assert_eq!(data.files.len(), SHARED.len());
@@ -160,7 +160,7 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         // The joiner's own certificates are then signed by the cluster's CAs.
-        let joined = crate::pki::Pki::ensure(b.path(), &Default::default()).unwrap();
+        let joined = k3rs_pki::Pki::ensure(b.path(), &Default::default()).unwrap();
         assert_eq!(
             std::fs::read(joined.server_ca_cert()).unwrap(),
             std::fs::read(pki.server_ca_cert()).unwrap()
@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn the_secrets_encryption_keys_travel_when_present() {
         let a = tempfile::tempdir().unwrap();
-        let pki = crate::pki::Pki::ensure(a.path(), &Default::default()).unwrap();
+        let pki = k3rs_pki::Pki::ensure(a.path(), &Default::default()).unwrap();
         let data = collect(pki.tls_dir(), 1, "s").unwrap();
         assert_eq!(data.encryption_config, None, "no key file, nothing sent");
         let keys = encryption_config_path(pki.tls_dir());
@@ -186,7 +186,10 @@ mod tests {
         let b = tempfile::tempdir().unwrap();
         let tls = b.path().join("tls");
         install(&tls, &data).unwrap();
-        let installed = b.path().join("cred").join(crate::encryption::config::FILE);
+        let installed = b
+            .path()
+            .join("cred")
+            .join(k3rs_datastore::encryption::config::FILE);
         assert_eq!(
             std::fs::read_to_string(&installed).unwrap(),
             "{\"keys\": 1}"

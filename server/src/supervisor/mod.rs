@@ -28,9 +28,9 @@ use k3rs_raft::types::NodeInfo;
 use k3rs_raft::{MembershipError, Node};
 use serde::{Deserialize, Serialize};
 
-use crate::pki::Token;
 use k3rs_apimachinery::status::ApiError;
 use k3rs_apimachinery::tls::PeerCertificates;
+use k3rs_pki::Token;
 
 /// Renders Prometheus text (the datastore's metrics), for `/metrics`.
 #[derive(Clone)]
@@ -175,7 +175,7 @@ async fn add_member(
     if req.id == 0 {
         return ApiError::bad_request("join request: member ID 0 is reserved").into_response();
     }
-    if let Err(status) = crate::etcd::cluster::check_peer_urls(&req.peer_urls) {
+    if let Err(status) = k3rs_etcd_api::cluster::check_peer_urls(&req.peer_urls) {
         return ApiError::bad_request(status.message().to_string()).into_response();
     }
     let already = node

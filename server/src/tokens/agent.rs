@@ -11,9 +11,9 @@
 use std::path::Path;
 
 use crate::apiserver::registry::{Registry, Target, WriteOptions};
-use crate::pki::files::{read_optional, write_atomic, PRIVATE};
 use k3rs_apimachinery::catalog;
 use k3rs_apimachinery::status::ApiResult;
+use k3rs_pki::files::{read_optional, write_atomic, PRIVATE};
 
 use super::{secret_object, Token, TokenSpec, DEFAULT_GROUP, USAGES};
 
@@ -21,7 +21,7 @@ use super::{secret_object, Token, TokenSpec, DEFAULT_GROUP, USAGES};
 pub const DESCRIPTION: &str = "k3rs default agent token";
 
 /// Loads the token in `path` or creates it; (re)writes the file only when its content changes.
-pub fn ensure_file(path: &Path, ca_cert_file: &[u8]) -> Result<Token, crate::pki::Error> {
+pub fn ensure_file(path: &Path, ca_cert_file: &[u8]) -> Result<Token, k3rs_pki::Error> {
     let existing = read_optional(path)?;
     let token = existing
         .as_deref()

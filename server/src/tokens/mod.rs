@@ -105,7 +105,7 @@ impl Token {
     pub fn full(&self, ca_cert_file: &[u8]) -> String {
         format!(
             "K10{}::{}",
-            crate::pki::token::ca_hash(ca_cert_file),
+            k3rs_pki::token::ca_hash(ca_cert_file),
             self.bearer()
         )
     }

@@ -22,10 +22,10 @@ use crate::apiserver::registry::Registry;
 use crate::apiserver::registry::Target;
 use crate::apiserver::registry::WriteOptions;
 use crate::apiserver::resources::custom;
-use crate::datastore::{prefix_end, ListRequest, WatchItem, WatchRequest};
 use k3rs_apimachinery::catalog::{self, Resource};
 use k3rs_apimachinery::meta;
 use k3rs_apimachinery::status::{ApiError, ApiResult};
+use k3rs_datastore::{prefix_end, ListRequest, WatchItem, WatchRequest};
 
 /// The finalizer that makes a CRD's deletion wait for its custom resources.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";

@@ -11,8 +11,8 @@ use serde_json::json;
 
 use super::handlers::json_response;
 use crate::auth::{user, UserInfo};
-use crate::encryption::SecretsEncryption;
 use k3rs_apimachinery::status::ApiError;
+use k3rs_datastore::encryption::SecretsEncryption;
 
 /// The route's path.
 pub const PATH: &str = "/v1-k3rs/encrypt/{op}";

@@ -412,14 +412,13 @@ async fn resource_request(
         }
         (Method::PATCH, true) => {
             let media = body::content_type(req.headers());
-            let kind =
-                crate::patch::PatchType::from_content_type(&media).map_err(|e| ApiError {
-                    code: 415,
-                    reason: "UnsupportedMediaType",
-                    message: e.to_string(),
-                    details: None,
-                })?;
-            if kind == crate::patch::PatchType::StrategicMerge
+            let kind = k3rs_patch::PatchType::from_content_type(&media).map_err(|e| ApiError {
+                code: 415,
+                reason: "UnsupportedMediaType",
+                message: e.to_string(),
+                details: None,
+            })?;
+            if kind == k3rs_patch::PatchType::StrategicMerge
                 && crate::apiserver::resources::custom::version_of(rp.resource).is_some()
             {
                 return Err(ApiError {

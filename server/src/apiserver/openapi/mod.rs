@@ -271,10 +271,10 @@ pub fn check_body(
 pub fn check_patch_body(
     query: &k3rs_apimachinery::request_info::QueryParams,
     rp: &super::http::request::ResourcePath,
-    patch_type: crate::patch::PatchType,
+    patch_type: k3rs_patch::PatchType,
     body: &[u8],
 ) -> ApiResult<()> {
-    use crate::patch::PatchType;
+    use k3rs_patch::PatchType;
     if query.get("fieldValidation") != Some("Strict") {
         return check_body(query, rp, &mut Value::Null).map(drop);
     }
@@ -429,7 +429,7 @@ mod tests {
     #[test]
     fn strict_patch_bodies_skip_directives() {
         use crate::apiserver::http::request::{parse, ApiPath};
-        use crate::patch::PatchType;
+        use k3rs_patch::PatchType;
         let ApiPath::Resource(rp) = parse("/apis/apps/v1/namespaces/d/deployments/web").unwrap()
         else {
             panic!("not a resource path");

@@ -13,8 +13,8 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use super::schemas::REF_PREFIX;
-use crate::patch::meta::{BuiltinPatchMeta, FieldMeta, ListKind, MapKind, PatchMeta};
 use k3rs_apimachinery::catalog::Resource;
+use k3rs_patch::meta::{BuiltinPatchMeta, FieldMeta, ListKind, MapKind, PatchMeta};
 
 /// Adds the extensions of kind `r` (whose definition is `root`) to `schemas`.
 pub fn annotate(schemas: &mut Map<String, Value>, r: &Resource, root: &str) {

@@ -20,9 +20,9 @@ use super::Target;
 use super::WriteOptions;
 use crate::apiserver::admission::{Attributes, Operation};
 use crate::apiserver::resources::{strategy, typed};
-use crate::datastore::WriteOutcome;
 use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::{ApiError, ApiResult, Cause, Subject};
+use k3rs_datastore::WriteOutcome;
 
 /// Names tried for one generateName before giving up.
 const GENERATE_ATTEMPTS: usize = 8;

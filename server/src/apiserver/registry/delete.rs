@@ -22,8 +22,8 @@ use super::Target;
 use super::WriteOptions;
 use crate::apiserver::admission::{Attributes, Operation};
 use crate::apiserver::resources::strategy;
-use crate::datastore::WriteOutcome;
 use k3rs_apimachinery::status::{success, ApiError, ApiResult, Subject};
+use k3rs_datastore::WriteOutcome;
 
 /// `metav1.DeleteOptions` as far as the registry needs them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -10,10 +10,10 @@ use super::decode_as;
 use super::keys;
 use super::Registry;
 use super::Target;
-use crate::datastore::{prefix_end, Error as DsError, ListRequest};
 use k3rs_apimachinery::meta;
 use k3rs_apimachinery::selector::LabelSelector;
 use k3rs_apimachinery::status::{ApiError, ApiResult};
+use k3rs_datastore::{prefix_end, Error as DsError, ListRequest};
 
 /// `resourceVersionMatch`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

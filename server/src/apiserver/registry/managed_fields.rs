@@ -12,8 +12,8 @@
 use serde_json::Value;
 
 use super::Target;
-use crate::patch::apply::{track_update, Operation, Scope};
-use crate::patch::{BuiltinPatchMeta, NoPatchMeta, PatchMeta};
+use k3rs_patch::apply::{track_update, Operation, Scope};
+use k3rs_patch::{BuiltinPatchMeta, NoPatchMeta, PatchMeta};
 
 /// kube-apiserver's limit on a field manager's length.
 const MAX_MANAGER_LEN: usize = 128;

@@ -31,10 +31,10 @@ pub use patch::PatchOptions;
 pub use watch::WatchOptions;
 
 use crate::apiserver::resources::{event_convert, hpa_convert};
-use crate::datastore::{Datastore, KeyValue};
 use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::meta;
 use k3rs_apimachinery::status::{ApiError, ApiResult, Subject};
+use k3rs_datastore::{Datastore, KeyValue};
 
 /// Which object(s) a request is about.
 #[derive(Debug, Clone)]
@@ -181,8 +181,8 @@ impl Registry {
     pub(crate) async fn all_under(&self, prefix: Vec<u8>) -> ApiResult<Vec<KeyValue>> {
         let resp = self
             .ds
-            .list(crate::datastore::ListRequest {
-                range_end: crate::datastore::prefix_end(&prefix),
+            .list(k3rs_datastore::ListRequest {
+                range_end: k3rs_datastore::prefix_end(&prefix),
                 key: prefix,
                 limit: 0,
                 revision: 0,

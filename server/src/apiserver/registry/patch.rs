@@ -1,5 +1,5 @@
 //! PATCH (JSON patch, merge patch, strategic merge patch, server-side apply) of an object,
-//! its `status` or its `scale`: the patch is applied to the live object by `crate::patch`, and
+//! its `status` or its `scale`: the patch is applied to the live object by `k3rs_patch`, and
 //! the result goes through the update path (defaulting, validation, optimistic concurrency).
 //! A conflict with a concurrent writer re-applies the patch to the new live object, as
 //! kube-apiserver does, unless the patch itself pinned a resourceVersion.
@@ -11,11 +11,11 @@ use super::update::scale_of;
 use super::Registry;
 use super::Target;
 use super::WriteOptions;
-use crate::patch::{
-    apply_patch, BuiltinPatchMeta, NoPatchMeta, PatchContext, PatchError, PatchMeta, PatchType,
-};
 use k3rs_apimachinery::meta;
 use k3rs_apimachinery::status::{ApiError, ApiResult};
+use k3rs_patch::{
+    apply_patch, BuiltinPatchMeta, NoPatchMeta, PatchContext, PatchError, PatchMeta, PatchType,
+};
 
 const ATTEMPTS: usize = 16;
 

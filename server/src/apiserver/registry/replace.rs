@@ -9,9 +9,9 @@ use super::encode;
 use k3rs_apimachinery::meta;
 
 use super::Registry;
-use crate::datastore::{GuardedOp, WriteOutcome};
 use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::ApiResult;
+use k3rs_datastore::{GuardedOp, WriteOutcome};
 
 impl Registry {
     /// Stores `obj` at `key` if the key is still at `mod_revision`. `Some(stored)` (with its new

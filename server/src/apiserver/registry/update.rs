@@ -13,9 +13,9 @@ use super::Target;
 use super::WriteOptions;
 use crate::apiserver::admission::{Attributes, Operation};
 use crate::apiserver::resources::strategy;
-use crate::datastore::WriteOutcome;
 use k3rs_apimachinery::meta;
 use k3rs_apimachinery::status::{ApiError, ApiResult};
+use k3rs_datastore::WriteOutcome;
 
 /// Attempts of an unconditional update (no resourceVersion in the body) under contention.
 const UNCONDITIONAL_ATTEMPTS: usize = 16;
@@ -181,7 +181,7 @@ impl Registry {
                 self.ds.delete(&t.key(), kv.mod_revision).await?
             } else {
                 let lease = self.lease_for(t.resource).await?;
-                let put = crate::datastore::GuardedOp::Put {
+                let put = k3rs_datastore::GuardedOp::Put {
                     value: encode_as(t.resource, &new)?,
                     lease,
                 };

@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::cache::{CachedEvent, Out, WatcherSpec};
 use super::{keys, ListOptions, Registry, Target};
-use crate::datastore::{prefix_end, Error as DsError, WatchItem, WatchRequest};
 use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::{ApiError, ApiResult};
+use k3rs_datastore::{prefix_end, Error as DsError, WatchItem, WatchRequest};
 
 /// How often a watch that asked for bookmarks gets one.
 pub const BOOKMARK_INTERVAL: Duration = Duration::from_secs(30);

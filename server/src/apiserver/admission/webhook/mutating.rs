@@ -65,7 +65,7 @@ impl Mutating for MutatingWebhooks {
                 }
                 let mut changed = false;
                 if let (Some(patch), Some(obj)) = (v.patch, a.object.as_mut()) {
-                    match crate::patch::json_patch::apply(obj, &patch) {
+                    match k3rs_patch::json_patch::apply(obj, &patch) {
                         Ok(patched) => {
                             changed = patched != *obj;
                             *obj = patched;

@@ -12,9 +12,9 @@ use crate::apiserver::registry::decode_as;
 use k3rs_apimachinery::meta;
 
 use crate::apiserver::registry::ListOptions;
-use crate::datastore::Event;
 use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::{ApiError, ApiResult};
+use k3rs_datastore::Event;
 
 /// An object version as selectors see it.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,8 +131,8 @@ impl CachedEvent {
 mod tests {
     use super::*;
     use crate::apiserver::registry::encode;
-    use crate::datastore::KeyValue;
     use k3rs_apimachinery::selector::LabelSelector;
+    use k3rs_datastore::KeyValue;
     use serde_json::json;
 
     fn kv(labels: Value, rev: i64, version: i64) -> KeyValue {

@@ -33,9 +33,9 @@ pub use state::{Out, WatcherSpec};
 use resource::RegisterError;
 use state::WatchCache;
 
-use crate::datastore::{prefix_end, Datastore, Error as DsError, WatchRequest};
 use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::ApiResult;
+use k3rs_datastore::{prefix_end, Datastore, Error as DsError, WatchRequest};
 
 /// Events kept per resource for watchers that start in the past (each holds the decoded
 /// object, its previous version and its JSON: a few KiB for a typical pod).

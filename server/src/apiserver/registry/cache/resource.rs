@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::event::CachedEvent;
 use super::state::{Delivery, Out, Refused, WatchCache, WatcherId, WatcherSpec};
-use crate::datastore::WatchItem;
 use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::ApiError;
+use k3rs_datastore::WatchItem;
 
 /// How often due bookmarks are sent and departed watchers swept.
 const TICK: Duration = Duration::from_secs(1);
@@ -217,7 +217,7 @@ impl ResourceCache {
 mod tests {
     use super::*;
     use crate::apiserver::registry::encode;
-    use crate::datastore::{Event, KeyValue};
+    use k3rs_datastore::{Event, KeyValue};
     use serde_json::json;
 
     fn created(name: &str, rev: i64) -> WatchItem {

@@ -234,8 +234,8 @@ impl WatchCache {
 mod tests {
     use super::*;
     use crate::apiserver::registry::encode;
-    use crate::datastore::{Event, KeyValue};
     use k3rs_apimachinery::selector::LabelSelector;
+    use k3rs_datastore::{Event, KeyValue};
     use serde_json::json;
 
     const SEC: Duration = Duration::from_secs(1);
@@ -280,7 +280,7 @@ mod tests {
         }
         .into_bytes();
         WatcherSpec {
-            range_end: crate::datastore::prefix_end(&key),
+            range_end: k3rs_datastore::prefix_end(&key),
             key,
             filter: ListOptions {
                 labels: LabelSelector::parse(sel).unwrap(),

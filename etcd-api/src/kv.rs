@@ -1,0 +1,136 @@
+//! The KV service: Range, Put, DeleteRange, Txn, Compact.
+
+use k3rs_storage::{Command, CommandResponse, Output};
+use tonic::{Request, Response, Status};
+
+use super::convert;
+use super::error::{ApiResult, EtcdError};
+use super::{check_size, Api};
+use k3rs_datastore::etcdpb as pb;
+
+#[derive(Debug, Clone)]
+pub struct KvService {
+    api: Api,
+}
+
+impl KvService {
+    pub fn new(api: Api) -> KvService {
+        KvService { api }
+    }
+
+    async fn range(&self, req: pb::RangeRequest) -> ApiResult<pb::RangeResponse> {
+        let req = convert::range_request(req)?;
+        if !req.serializable {
+            self.api.node().read_barrier().await?;
+        }
+        let (revision, resp) = self.api.node().store().range(&req)??;
+        Ok(convert::range_response(resp, self.api.header(revision)))
+    }
+
+    async fn write(&self, cmd: Command) -> ApiResult<(i64, CommandResponse)> {
+        let Output { revision, result } = self.api.node().write(cmd).await?;
+        Ok((revision, result?))
+    }
+
+    async fn put(&self, req: pb::PutRequest) -> ApiResult<pb::PutResponse> {
+        check_size(&req)?;
+        let req = convert::put_request(req)?;
+        match self.write(Command::Put(req)).await? {
+            (rev, CommandResponse::Put(r)) => Ok(convert::put_response(r, self.api.header(rev))),
+            (_, other) => Err(unexpected("put", &other)),
+        }
+    }
+
+    async fn delete_range(
+        &self,
+        req: pb::DeleteRangeRequest,
+    ) -> ApiResult<pb::DeleteRangeResponse> {
+        check_size(&req)?;
+        let req = convert::delete_request(req)?;
+        match self.write(Command::DeleteRange(req)).await? {
+            (rev, CommandResponse::DeleteRange(r)) => {
+                Ok(convert::delete_response(r, self.api.header(rev)))
+            }
+            (_, other) => Err(unexpected("delete", &other)),
+        }
+    }
+
+    async fn txn(&self, req: pb::TxnRequest) -> ApiResult<pb::TxnResponse> {
+        check_size(&req)?;
+        let req = convert::txn_request(req)?;
+        // Read-only txns go through Raft too: one linearizable path for every txn.
+        match self.write(Command::Txn(req)).await? {
+            (rev, CommandResponse::Txn(r)) => {
+                Ok(convert::txn_response(r, self.api.header(rev), rev))
+            }
+            (_, other) => Err(unexpected("txn", &other)),
+        }
+    }
+
+    async fn compact(&self, req: pb::CompactionRequest) -> ApiResult<pb::CompactionResponse> {
+        // The store compacts while applying, so `physical` holds once the write returns.
+        match self
+            .write(Command::Compact {
+                revision: req.revision,
+            })
+            .await?
+        {
+            (rev, CommandResponse::Compact) => Ok(pb::CompactionResponse {
+                header: self.api.header(rev),
+            }),
+            (_, other) => Err(unexpected("compact", &other)),
+        }
+    }
+}
+
+fn unexpected(op: &str, got: &CommandResponse) -> EtcdError {
+    EtcdError::Internal(format!("{op} produced an unexpected response {got:?}"))
+}
+
+#[tonic::async_trait]
+impl pb::kv_server::Kv for KvService {
+    async fn range(
+        &self,
+        request: Request<pb::RangeRequest>,
+    ) -> Result<Response<pb::RangeResponse>, Status> {
+        Ok(Response::new(
+            KvService::range(self, request.into_inner()).await?,
+        ))
+    }
+
+    async fn put(
+        &self,
+        request: Request<pb::PutRequest>,
+    ) -> Result<Response<pb::PutResponse>, Status> {
+        Ok(Response::new(
+            KvService::put(self, request.into_inner()).await?,
+        ))
+    }
+
+    async fn delete_range(
+        &self,
+        request: Request<pb::DeleteRangeRequest>,
+    ) -> Result<Response<pb::DeleteRangeResponse>, Status> {
+        Ok(Response::new(
+            KvService::delete_range(self, request.into_inner()).await?,
+        ))
+    }
+
+    async fn txn(
+        &self,
+        request: Request<pb::TxnRequest>,
+    ) -> Result<Response<pb::TxnResponse>, Status> {
+        Ok(Response::new(
+            KvService::txn(self, request.into_inner()).await?,
+        ))
+    }
+
+    async fn compact(
+        &self,
+        request: Request<pb::CompactionRequest>,
+    ) -> Result<Response<pb::CompactionResponse>, Status> {
+        Ok(Response::new(
+            KvService::compact(self, request.into_inner()).await?,
+        ))
+    }
+}
