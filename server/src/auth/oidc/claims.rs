@@ -101,7 +101,7 @@ pub fn user(
     let cel_claims = std::cell::OnceCell::new();
     let claims_var = || {
         cel_claims
-            .get_or_init(|| crate::cel::value::to_cel(&Value::Object(claims.clone()), None))
+            .get_or_init(|| k3rs_cel::value::to_cel(&Value::Object(claims.clone()), None))
             .clone()
     };
     for rule in &jwt.claim_rules {
@@ -170,7 +170,7 @@ pub fn user(
         }
     }
     if !jwt.user_rules.is_empty() {
-        let user_var = crate::cel::value::to_cel(
+        let user_var = k3rs_cel::value::to_cel(
             &serde_json::json!({"username": user.username, "uid": user.uid,
                 "groups": user.groups, "extra": user.extra}),
             None,
@@ -240,14 +240,14 @@ fn run(
     value: cel::Value,
     what: &'static str,
 ) -> Result<Value, ClaimError> {
-    let vars = vec![(variable, crate::cel::Var::Plain(value))];
+    let vars = vec![(variable, k3rs_cel::Var::Plain(value))];
     let fail = |reason: String| ClaimError::Evaluation {
         what,
         expression: e.source.clone(),
         reason,
     };
-    let out = crate::cel::evaluate(&e.program, &vars).map_err(|err| fail(err.0))?;
-    crate::cel::value::to_json(&out).ok_or_else(|| fail("the result is not a JSON value".into()))
+    let out = k3rs_cel::evaluate(&e.program, &vars).map_err(|err| fail(err.0))?;
+    k3rs_cel::value::to_json(&out).ok_or_else(|| fail("the result is not a JSON value".into()))
 }
 
 fn wrong_type(e: &Expression, what: &'static str, got: &Value, want: &str) -> ClaimError {

@@ -24,7 +24,7 @@ pub struct Expression {
 impl Expression {
     /// Compiles `source`, which may refer to `variable` only.
     pub fn compile(source: &str, variable: &str) -> Result<Expression, String> {
-        let compiled = crate::cel::compile(source, &[variable]).map_err(|e| e.to_string())?;
+        let compiled = k3rs_cel::compile(source, &[variable]).map_err(|e| e.to_string())?;
         Ok(Expression {
             source: source.to_string(),
             program: Arc::new(compiled.program),

@@ -16,7 +16,7 @@ use crate::apiserver::admission::Attributes;
 use crate::auth::authz::{Chain, Decision};
 use crate::auth::serviceaccount::claims;
 use crate::auth::UserInfo;
-use crate::cel::authz::{Answer, Query, Variable};
+use k3rs_cel::authz::{Answer, Query, Variable};
 
 /// The variable for request `a` (none for the server's own writes, which have no user).
 pub fn variable(chain: &Chain, a: &Attributes) -> Option<Variable> {

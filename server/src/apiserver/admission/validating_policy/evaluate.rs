@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::model::{Expr, Policy};
-use crate::cel::{self as k8scel, value::to_cel, Var, Vars};
+use k3rs_cel::{self as k8scel, value::to_cel, Var, Vars};
 
 /// The longest message a `messageExpression` may produce (upstream's
 /// `MaxEvaluatedMessageExpressionSizeBytes`).

@@ -27,12 +27,12 @@ const BASE_VARIABLES: &[&str] = &[
 ];
 
 /// Compiles a policy expression; `has_params` declares `params`.
-pub fn compile(source: &str, has_params: bool) -> Result<Arc<Program>, crate::cel::CompileError> {
+pub fn compile(source: &str, has_params: bool) -> Result<Arc<Program>, k3rs_cel::CompileError> {
     let mut vars = BASE_VARIABLES.to_vec();
     if has_params {
         vars.push("params");
     }
-    crate::cel::compile(source, &vars).map(|c| Arc::new(c.program))
+    k3rs_cel::compile(source, &vars).map(|c| Arc::new(c.program))
 }
 
 /// A compiled expression with the text it came from.

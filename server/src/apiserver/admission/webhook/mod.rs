@@ -58,19 +58,19 @@ async fn conditions(
     if w.match_conditions.is_empty() {
         return Ok(true);
     }
-    let mut vars: crate::cel::Vars = vec![
+    let mut vars: k3rs_cel::Vars = vec![
         ("object", plain(a.object.as_ref())),
         ("oldObject", plain(a.old_object.as_ref())),
         ("request", plain(Some(request))),
     ];
     if let Some(v) = authz.and_then(|c| vap::authorizer::variable(c, a)) {
-        vars.push(("authorizer", crate::cel::Var::Authorizer(Box::new(v))));
+        vars.push(("authorizer", k3rs_cel::Var::Authorizer(Box::new(v))));
     }
     let conditions = w.match_conditions.clone();
     let evaluate = move || {
         let mut error = None;
         for c in &conditions {
-            match crate::cel::evaluate(&c.program, &vars) {
+            match k3rs_cel::evaluate(&c.program, &vars) {
                 Ok(cel::Value::Bool(false)) => return Ok(false),
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(_) => {
@@ -86,15 +86,15 @@ async fn conditions(
         }
         error.map_or(Ok(true), Err)
     };
-    tokio::task::spawn_blocking(move || crate::cel::bounded(evaluate))
+    tokio::task::spawn_blocking(move || k3rs_cel::bounded(evaluate))
         .await
         .ok()
         .flatten()
         .unwrap_or_else(|| Err("match conditions ran out of time".into()))
 }
 
-fn plain(v: Option<&Value>) -> crate::cel::Var {
-    crate::cel::Var::Plain(crate::cel::value::to_cel(v.unwrap_or(&Value::Null), None))
+fn plain(v: Option<&Value>) -> k3rs_cel::Var {
+    k3rs_cel::Var::Plain(k3rs_cel::value::to_cel(v.unwrap_or(&Value::Null), None))
 }
 
 /// A failure under the webhook's failure policy.

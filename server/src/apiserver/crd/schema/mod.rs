@@ -37,10 +37,4 @@ pub(crate) fn embedded(schema: &Value) -> bool {
     schema["x-kubernetes-embedded-resource"] == true
 }
 
-/// The schema of the value under `key` of an object: its property, else
-/// `additionalProperties` when that is a schema.
-pub(crate) fn field_schema<'a>(schema: &'a Value, key: &str) -> Option<&'a Value> {
-    schema["properties"]
-        .get(key)
-        .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()))
-}
+pub(crate) use k3rs_cel::value::field_schema;

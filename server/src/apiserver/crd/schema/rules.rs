@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::rule::{self, Rule};
 use super::{child, field_schema, index};
-use crate::cel::{self as k8scel, Var};
 use k3rs_apimachinery::status::Cause;
+use k3rs_cel::{self as k8scel, Var};
 
 /// The message when a batch of rules ran out of time.
 pub const OUT_OF_BUDGET: &str =
@@ -36,7 +36,7 @@ pub fn has_rules(schema: &Value) -> bool {
 }
 
 /// Every rule failure of `obj` (a whole custom resource; `old` on updates) under `schema`,
-/// evaluated within [`crate::cel::eval::BUDGET`].
+/// evaluated within [`k3rs_cel::eval::BUDGET`].
 pub fn validate(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     if !has_rules(schema) {
         return Vec::new();

@@ -17,7 +17,7 @@ pub fn check(s: &Value, at: &str, out: &mut Vec<Cause>) {
                 format!("{rat}.rule"),
                 "rule is not specified",
             ));
-        } else if let Err(e) = crate::cel::compile(&r.rule, &["self", "oldSelf"]) {
+        } else if let Err(e) = k3rs_cel::compile(&r.rule, &["self", "oldSelf"]) {
             out.push(Cause::invalid_value(
                 format!("{rat}.rule"),
                 go_value(r),
@@ -25,7 +25,7 @@ pub fn check(s: &Value, at: &str, out: &mut Vec<Cause>) {
             ));
         }
         if !r.message_expression.is_empty() {
-            if let Err(e) = crate::cel::compile(&r.message_expression, &["self", "oldSelf"]) {
+            if let Err(e) = k3rs_cel::compile(&r.message_expression, &["self", "oldSelf"]) {
                 out.push(Cause::invalid_value(
                     format!("{rat}.messageExpression"),
                     go_value(r),

@@ -38,7 +38,7 @@ pub fn to_cel(v: &Json, schema: Option<&Json>) -> cel::Value {
         Json::Object(m) => {
             let mut out: HashMap<Key, cel::Value> = HashMap::with_capacity(m.len());
             for (k, x) in m {
-                let sub = schema.and_then(|s| crate::apiserver::crd::schema::field_schema(s, k));
+                let sub = schema.and_then(|s| field_schema(s, k));
                 out.insert(Key::from(k.as_str()), to_cel(x, sub));
             }
             cel::Value::Map(Map { map: Arc::new(out) })
@@ -106,4 +106,12 @@ pub fn to_json(v: &cel::Value) -> Option<Json> {
         cel::Value::Duration(d) => Json::String(format!("{}s", d.num_seconds())),
         _ => return None,
     })
+}
+
+/// The schema of the value under `key` of an object: its property, else
+/// `additionalProperties` when that is a schema.
+pub fn field_schema<'a>(schema: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+    schema["properties"]
+        .get(key)
+        .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()))
 }

@@ -341,7 +341,7 @@ fn error<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cel::{compile, evaluate, Var};
+    use crate::{compile, evaluate, Var};
     use std::sync::Mutex;
 
     /// Allows `get` only, records every query.
