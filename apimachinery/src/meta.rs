@@ -116,6 +116,14 @@ pub fn new_uid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
+/// Seconds since the Unix epoch of an RFC 3339 timestamp (`metav1.Time`, `MicroTime`).
+pub fn parse_time(v: &Value) -> Option<i64> {
+    let s = v.as_str()?;
+    s.parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_second())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

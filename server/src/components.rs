@@ -12,9 +12,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::apiserver::in_process;
-use crate::auth::{user, UserInfo};
 use crate::controllers::Args as ControllerArgs;
 use crate::leader_election::{holder_identity, LeaderElector, Timing};
+use k3rs_auth::{user, UserInfo};
 
 /// Lease the controller manager holds while it runs (kube-controller-manager's).
 pub const CONTROLLER_MANAGER_LEASE: &str = "kube-controller-manager";
@@ -125,17 +125,29 @@ async fn lead_while_holding<F, Fut>(
 /// The tokens controller (legacy service-account token Secrets), as the controller manager.
 pub fn spawn_tokens_controller(
     app: &axum::Router,
-    sa: &crate::auth::serviceaccount::ServiceAccounts,
+    sa: &k3rs_auth::serviceaccount::ServiceAccounts,
     ca_pem: &str,
 ) -> JoinHandle<()> {
     let client = crate::apiserver::in_process::client(
         app.clone(),
-        crate::auth::UserInfo::authenticated(crate::auth::user::CONTROLLER_MANAGER, vec![]),
+        k3rs_auth::UserInfo::authenticated(k3rs_auth::user::CONTROLLER_MANAGER, vec![]),
         "default",
     );
-    tokio::spawn(crate::auth::serviceaccount::tokens_controller::run(
+    tokio::spawn(k3rs_auth::serviceaccount::tokens_controller::run(
         client,
         sa.key.clone(),
         ca_pem.to_string(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every controller the manager starts has its upstream role.
+    #[test]
+    fn every_controller_has_a_role() {
+        let roles = k3rs_auth::rbac::bootstrap::controllers::CONTROLLERS;
+        for name in crate::controllers::CONTROLLERS.iter().map(|c| c.name) {
+            assert!(roles.contains(&name), "{name}");
+        }
+    }
 }

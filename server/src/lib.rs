@@ -15,7 +15,6 @@ use k3rs_pki as pki;
 
 pub mod apiserver;
 pub mod audit;
-pub mod auth;
 pub mod certificates;
 pub mod components;
 pub mod controllers;

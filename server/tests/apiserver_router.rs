@@ -11,11 +11,11 @@ use axum::http::{header, Method, Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
 use k3rs_apimachinery::catalog;
+use k3rs_auth::{InProcessUser, UserInfo};
 use k3rs_datastore::{Datastore, Embedded};
 use k3rs_server::apiserver::http::router::router;
 use k3rs_server::apiserver::registry::{Registry, Target, WriteOptions};
 use k3rs_server::apiserver::{bootstrap, metrics::Metrics, ApiState};
-use k3rs_server::auth::{InProcessUser, UserInfo};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -62,10 +62,8 @@ async fn start() -> Api {
         server_ca_pem: "CA".into(),
         advertise_address: "127.0.0.1:6443".into(),
         stop: CancellationToken::new(),
-        authn: k3rs_server::auth::authn::Chain::new(vec![Arc::new(k3rs_server::auth::authn::X509)]),
-        authz: k3rs_server::auth::authz::Chain::new(vec![Arc::new(
-            k3rs_server::auth::authz::SystemMasters,
-        )]),
+        authn: k3rs_auth::authn::Chain::new(vec![Arc::new(k3rs_auth::authn::X509)]),
+        authz: k3rs_auth::authz::Chain::new(vec![Arc::new(k3rs_auth::authz::SystemMasters)]),
         service_accounts: None,
         audit: None,
         kubelet: None,

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use crate::apiserver::admission::default_toleration_seconds::DefaultTolerationSeconds;
-use crate::auth::authz::{self, Authorizer, Chain};
-use crate::auth::webhook::client::WebhookClient;
-use crate::auth::webhook::{AuthorizerWebhookOptions, TokenWebhookOptions, Version};
+use k3rs_auth::authz::{self, Authorizer, Chain};
+use k3rs_auth::webhook::client::WebhookClient;
+use k3rs_auth::webhook::{AuthorizerWebhookOptions, TokenWebhookOptions, Version};
 
 /// One `--authorization-mode` entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +53,7 @@ pub struct Args {
     /// `requestheader-username-headers`, `-uid-headers`, `-group-headers`,
     /// `-extra-headers-prefix` (k3s's `X-Remote-User`, none, `X-Remote-Group`,
     /// `X-Remote-Extra-` by default).
-    pub requestheader_headers: crate::auth::request_header::Headers,
+    pub requestheader_headers: k3rs_auth::request_header::Headers,
     /// `token-auth-file`: static bearer tokens (CSV).
     pub token_auth_file: Option<std::path::PathBuf>,
     /// `authentication-token-webhook-*`.
@@ -64,7 +64,7 @@ pub struct Args {
     /// `--pod-security-admission-config-file`); upstream's defaults without one.
     pub pod_security: std::sync::Arc<crate::apiserver::admission::pod_security::config::Config>,
     /// `oidc-*`: the OpenID Connect token authenticator (off without an issuer).
-    pub oidc: crate::auth::oidc::Options,
+    pub oidc: k3rs_auth::oidc::Options,
     /// `authentication-config`: the structured authentication configuration (JWT issuers).
     pub authentication_config: Option<std::path::PathBuf>,
 }
@@ -128,7 +128,7 @@ pub enum ArgError {
     #[error("authorization-mode {0:?} has mode specified more than once")]
     Duplicate(String),
     #[error(transparent)]
-    Oidc(#[from] crate::auth::oidc::OptionsError),
+    Oidc(#[from] k3rs_auth::oidc::OptionsError),
     #[error("authentication-config file and oidc-* flags are mutually exclusive")]
     AuthenticationConfigWithOidc,
 }
@@ -208,7 +208,7 @@ impl Args {
                 "oidc-groups-prefix" => args.oidc.groups_prefix = value.to_string(),
                 "oidc-required-claim" => args.oidc.add_required_claims(value)?,
                 "oidc-signing-algs" => {
-                    args.oidc.signing_algs = crate::auth::oidc::Options::parse_algorithms(value)?
+                    args.oidc.signing_algs = k3rs_auth::oidc::Options::parse_algorithms(value)?
                 }
                 "oidc-ca-file" => args.oidc.ca_file = Some(value.into()),
                 "authentication-config" => args.authentication_config = Some(value.into()),
@@ -233,7 +233,7 @@ impl Args {
             (true, None) => return Err(ArgError::AbacWithoutFile),
             (false, Some(_)) => return Err(ArgError::FileWithoutAbac),
             (true, Some(p)) => {
-                crate::auth::abac::Abac::load(p).map_err(|e| ArgError::File(e.to_string()))?;
+                k3rs_auth::abac::Abac::load(p).map_err(|e| ArgError::File(e.to_string()))?;
             }
             (false, None) => {}
         }
@@ -252,8 +252,7 @@ impl Args {
             WebhookClient::load(p).map_err(|e| ArgError::File(e.to_string()))?;
         }
         if let Some(p) = &args.token_auth_file {
-            crate::auth::token_file::TokenFile::load(p)
-                .map_err(|e| ArgError::File(e.to_string()))?;
+            k3rs_auth::token_file::TokenFile::load(p).map_err(|e| ArgError::File(e.to_string()))?;
         }
         Ok(args)
     }
@@ -263,10 +262,10 @@ impl Args {
     /// The JWT authenticators: the `--authentication-config` file's, or the `oidc-*` flags'.
     pub fn jwt_authenticators(
         &self,
-    ) -> Result<Vec<crate::auth::oidc::model::JwtAuthenticator>, ArgError> {
-        use crate::auth::oidc::model::JwtAuthenticator;
+    ) -> Result<Vec<k3rs_auth::oidc::model::JwtAuthenticator>, ArgError> {
+        use k3rs_auth::oidc::model::JwtAuthenticator;
         match &self.authentication_config {
-            Some(path) => crate::auth::oidc::config::load(path).map_err(ArgError::File),
+            Some(path) => k3rs_auth::oidc::config::load(path).map_err(ArgError::File),
             None if self.oidc.enabled() => Ok(vec![JwtAuthenticator::from_flags(&self.oidc)?]),
             None => Ok(Vec::new()),
         }
@@ -582,7 +581,7 @@ mod tests {
 
     #[test]
     fn oidc_flags() {
-        use crate::auth::oidc::{jws::Algorithm, OptionsError};
+        use k3rs_auth::oidc::{jws::Algorithm, OptionsError};
         let dir = tempfile::tempdir().unwrap();
         let ca = dir.path().join("ca.crt");
         std::fs::write(
@@ -638,7 +637,7 @@ mod tests {
         );
         assert!(matches!(
             parse(&["oidc-issuer-url=https://i", "oidc-client-id=c", "oidc-ca-file=/nonexistent"]).unwrap_err(),
-            ArgError::Oidc(crate::auth::oidc::OptionsError::CaFile(m)) if m.contains("/nonexistent")
+            ArgError::Oidc(k3rs_auth::oidc::OptionsError::CaFile(m)) if m.contains("/nonexistent")
         ));
         assert_eq!(
             parse(&[
@@ -657,8 +656,8 @@ mod tests {
 
     #[test]
     fn chain_puts_masters_first_then_the_modes() {
-        use crate::auth::authz::Decision;
-        use crate::auth::{Attributes, UserInfo};
+        use k3rs_auth::authz::Decision;
+        use k3rs_auth::{Attributes, UserInfo};
         #[derive(Debug)]
         struct Never;
         impl Authorizer for Never {

@@ -3,7 +3,7 @@
 //! `kube-system` (tenth IP, the agents' cluster DNS; its endpoints are kept by
 //! [`crate::controllers::cluster_dns`]) and the system priority classes. Idempotent:
 //! existing objects are left alone. (The RBAC policy is reconciled by
-//! [`crate::auth::rbac::reconcile`].)
+//! [`k3rs_auth::rbac::reconcile`].)
 
 use serde_json::json;
 

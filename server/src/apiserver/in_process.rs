@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tower::ServiceExt;
 
-use crate::auth::{InProcessUser, UserInfo};
+use k3rs_auth::{InProcessUser, UserInfo};
 
 /// A client that sends every request through `app` as `user` (groups as given, plus
 /// `system:authenticated`), with `default_namespace` for `Api::default_namespaced`.
@@ -15,7 +15,7 @@ use crate::auth::{InProcessUser, UserInfo};
 /// Must be called inside a tokio runtime (the client spawns its request buffer).
 pub fn client(app: axum::Router, user: UserInfo, default_namespace: &str) -> kube::Client {
     let mut user = user;
-    user.add_group(crate::auth::user::ALL_AUTHENTICATED);
+    user.add_group(k3rs_auth::user::ALL_AUTHENTICATED);
     let identity = InProcessUser(Arc::new(user));
     let service = tower::service_fn(move |mut req: axum::http::Request<kube::client::Body>| {
         req.extensions_mut().insert(identity.clone());
@@ -30,10 +30,10 @@ pub fn client(app: axum::Router, user: UserInfo, default_namespace: &str) -> kub
 /// controller's service account ([`controller_identity`]).
 pub fn controller_client(app: axum::Router, name: &str) -> kube::Client {
     let mut own = controller_identity(name);
-    own.add_group(crate::auth::user::ALL_AUTHENTICATED);
+    own.add_group(k3rs_auth::user::ALL_AUTHENTICATED);
     let own = InProcessUser(Arc::new(own));
     let informers = InProcessUser(Arc::new(UserInfo::authenticated(
-        crate::auth::user::CONTROLLER_MANAGER,
+        k3rs_auth::user::CONTROLLER_MANAGER,
         Vec::new(),
     )));
     let service = tower::service_fn(move |mut req: axum::http::Request<kube::client::Body>| {
@@ -53,7 +53,7 @@ fn is_list_or_watch<B>(req: &axum::http::Request<B>) -> bool {
     if req.method() != axum::http::Method::GET {
         return false;
     }
-    let a = crate::auth::Attributes::of_request(
+    let a = k3rs_auth::Attributes::of_request(
         Arc::new(UserInfo::default()),
         "GET",
         req.uri().path(),
@@ -81,7 +81,7 @@ pub fn controller_identity(name: &str) -> UserInfo {
 pub fn apiserver_identity() -> UserInfo {
     UserInfo {
         username: "system:apiserver".into(),
-        groups: vec![crate::auth::user::SYSTEM_MASTERS.into()],
+        groups: vec![k3rs_auth::user::SYSTEM_MASTERS.into()],
         ..UserInfo::default()
     }
 }

@@ -21,8 +21,10 @@ pub mod metrics;
 pub mod openapi;
 pub mod registry;
 pub mod resources;
+pub mod reviews;
 mod secret_source;
 pub mod table;
+pub mod token_lookup;
 pub mod version;
 pub mod warning;
 
@@ -80,23 +82,23 @@ pub enum Error {
         source: std::io::Error,
     },
     #[error("{0}")]
-    ServiceAccountKey(#[from] crate::auth::serviceaccount::jwt::JwtError),
+    ServiceAccountKey(#[from] k3rs_auth::serviceaccount::jwt::JwtError),
     #[error("creating the bootstrap objects: {0}")]
     Bootstrap(String),
     #[error("{0}")]
     Audit(#[from] crate::audit::Error),
     #[error("{0}")]
-    TokenFile(#[from] crate::auth::token_file::TokenFileError),
+    TokenFile(#[from] k3rs_auth::token_file::TokenFileError),
     #[error("{0}")]
-    AbacPolicy(#[from] crate::auth::abac::PolicyFileError),
+    AbacPolicy(#[from] k3rs_auth::abac::PolicyFileError),
     #[error("{0}")]
-    Webhook(#[from] crate::auth::webhook::client::ConfigError),
+    Webhook(#[from] k3rs_auth::webhook::client::ConfigError),
     #[error("{0}")]
     KubeletClient(#[source] kubelet::Error),
     #[error("{0}")]
     Oidc(String),
     #[error("reconciling the bootstrap RBAC policy: {0}")]
-    RbacBootstrap(#[source] crate::auth::rbac::reconcile::Error),
+    RbacBootstrap(#[source] k3rs_auth::rbac::reconcile::Error),
 }
 
 /// Shared by every request.
@@ -110,12 +112,12 @@ pub struct ApiState {
     /// Cancelled on shutdown: ends watches.
     pub stop: CancellationToken,
     /// Who is asking (x509 client certificates, tokens…).
-    pub authn: crate::auth::authn::Chain,
+    pub authn: k3rs_auth::authn::Chain,
     /// May they (`--authorization-mode`, after `system:masters`).
-    pub authz: crate::auth::authz::Chain,
+    pub authz: k3rs_auth::authz::Chain,
     /// The service-account token signer (TokenRequest, issuer discovery); `None` serves
     /// neither (in-process test servers without a PKI).
-    pub service_accounts: Option<Arc<crate::auth::serviceaccount::ServiceAccounts>>,
+    pub service_accounts: Option<Arc<k3rs_auth::serviceaccount::ServiceAccounts>>,
     /// `--audit-policy-file` and `--audit-log-path` (`None`: nothing is audited).
     pub audit: Option<Arc<crate::audit::Auditor>>,
     /// Dials kubelets (logs, exec, attach, port-forward, node proxy); `None` answers 503.
@@ -126,10 +128,10 @@ pub struct ApiState {
 }
 
 /// The API server's identity towards itself (kube-apiserver's loopback client).
-fn loopback_user() -> crate::auth::UserInfo {
-    crate::auth::UserInfo::authenticated(
+fn loopback_user() -> k3rs_auth::UserInfo {
+    k3rs_auth::UserInfo::authenticated(
         "system:apiserver",
-        vec![crate::auth::user::SYSTEM_MASTERS.into()],
+        vec![k3rs_auth::user::SYSTEM_MASTERS.into()],
     )
 }
 
@@ -147,7 +149,7 @@ pub struct ApiServer {
     /// The default agent token, whose Secret is made at start.
     agent_token: crate::tokens::Token,
     /// The Node authorizer's graph, fed from watches once the router serves.
-    node_graph: Arc<std::sync::RwLock<crate::auth::node::graph::Graph>>,
+    node_graph: Arc<std::sync::RwLock<k3rs_auth::node::graph::Graph>>,
     /// The CAs of the Certificates API's signers.
     signers: crate::certificates::Signers,
     /// Routes served next to the API (the supervisor's), with their own authentication.
@@ -155,14 +157,14 @@ pub struct ApiServer {
     /// Appended to `/metrics` (the datastore's metrics).
     extra_metrics: Option<crate::supervisor::MetricsSource>,
     /// Fills the RBAC authorizer's cache once the router exists.
-    rbac_feed: Option<Box<crate::auth::rbac::cache::PolicyFeed>>,
+    rbac_feed: Option<Box<k3rs_auth::rbac::cache::PolicyFeed>>,
     /// The ValidatingAdmissionPolicy plugin's informers, started with the RBAC ones.
     policy_feed: Option<Box<admission::validating_policy::cache::PolicyFeed>>,
     policy_cache: admission::validating_policy::cache::PolicyCache,
     /// The admission webhooks' informers.
     webhook_feed: Option<Box<admission::webhook::cache::WebhookFeed>>,
     webhook_cache: admission::webhook::cache::WebhookCache,
-    rbac_cache: crate::auth::rbac::cache::PolicyCache,
+    rbac_cache: k3rs_auth::rbac::cache::PolicyCache,
     /// `--secrets-encryption`'s keys and operations (`/v1-k3rs/encrypt/…`).
     secrets_encryption: Option<Arc<k3rs_datastore::encryption::SecretsEncryption>>,
     /// The node whose readiness `READY=1` waits for (the embedded agent's).
@@ -237,27 +239,26 @@ impl ApiServer {
         } else {
             SocketAddr::new(cfg.listen.ip(), port).to_string()
         };
-        let (rbac_cache, rbac_feed) = crate::auth::rbac::cache::policy_cache();
-        let policy: Arc<dyn crate::auth::rbac::resolver::PolicySource> =
-            Arc::new(rbac_cache.clone());
-        let node_authorizer = crate::auth::node::NodeAuthorizer::new();
+        let (rbac_cache, rbac_feed) = k3rs_auth::rbac::cache::policy_cache();
+        let policy: Arc<dyn k3rs_auth::rbac::resolver::PolicySource> = Arc::new(rbac_cache.clone());
+        let node_authorizer = k3rs_auth::node::NodeAuthorizer::new();
         // k3s's `--authorization-mode=Node,RBAC` by default, after system:masters.
         let abac = match &cfg.args.authorization_policy_file {
-            Some(path) => Some(Arc::new(crate::auth::abac::Abac::load(path)?)
-                as Arc<dyn crate::auth::authz::Authorizer>),
+            Some(path) => Some(Arc::new(k3rs_auth::abac::Abac::load(path)?)
+                as Arc<dyn k3rs_auth::authz::Authorizer>),
             None => None,
         };
         let webhook_authz = match &cfg.args.authorization_webhook.config_file {
             Some(_) => Some(Arc::new(
-                crate::auth::webhook::subject_access_review::WebhookAuthorizer::load(
+                k3rs_auth::webhook::subject_access_review::WebhookAuthorizer::load(
                     &cfg.args.authorization_webhook,
                 )?,
-            ) as Arc<dyn crate::auth::authz::Authorizer>),
+            ) as Arc<dyn k3rs_auth::authz::Authorizer>),
             None => None,
         };
         let authz = args::chain(
             &cfg.args.authorization_modes,
-            Arc::new(crate::auth::rbac::Rbac::new(policy.clone())),
+            Arc::new(k3rs_auth::rbac::Rbac::new(policy.clone())),
             Some(Arc::new(node_authorizer.clone())),
             abac,
             webhook_authz,
@@ -277,37 +278,35 @@ impl ApiServer {
             authz: authz.clone(),
         }));
         let registry = Arc::new(registry);
-        let service_accounts = Arc::new(crate::auth::serviceaccount::ServiceAccounts::load(
+        let service_accounts = Arc::new(k3rs_auth::serviceaccount::ServiceAccounts::load(
             &pki.service_account_key(),
-            Arc::new(crate::auth::serviceaccount::lookup::RegistryLookup(
-                registry.clone(),
-            )),
+            Arc::new(token_lookup::RegistryLookup(registry.clone())),
         )?);
         let audit = crate::audit::Auditor::load(&cfg.args.audit)?.map(Arc::new);
         // The authenticating proxy, client certificates, then the token file
         // (kube-apiserver's order), bootstrap and service-account tokens.
-        let mut authn = crate::auth::authn::Chain::default();
+        let mut authn = k3rs_auth::authn::Chain::default();
         match &cfg.args.requestheader_client_ca_file {
             // The handshake accepts both CAs: each authenticator checks its own.
             Some(ca) => {
                 let provider = Arc::new(rustls::crypto::ring::default_provider());
-                authn.push(Arc::new(crate::auth::request_header::RequestHeader {
+                authn.push(Arc::new(k3rs_auth::request_header::RequestHeader {
                     verifier: k3rs_apimachinery::tls::client_verifier(ca, provider.clone())?,
                     allowed_names: cfg.args.requestheader_allowed_names.clone(),
                     headers: cfg.args.requestheader_headers.clone(),
                 }));
-                authn.push(Arc::new(crate::auth::request_header::VerifiedX509 {
+                authn.push(Arc::new(k3rs_auth::request_header::VerifiedX509 {
                     verifier: k3rs_apimachinery::tls::client_verifier(&client_ca, provider)?,
                 }));
             }
-            None => authn.push(Arc::new(crate::auth::authn::X509)),
+            None => authn.push(Arc::new(k3rs_auth::authn::X509)),
         }
         if let Some(path) = &cfg.args.token_auth_file {
-            authn.push(Arc::new(crate::auth::token_file::TokenFile::load(path)?));
+            authn.push(Arc::new(k3rs_auth::token_file::TokenFile::load(path)?));
         }
-        authn.push(Arc::new(
-            crate::auth::bootstrap_token::BootstrapTokens::new(registry.clone()),
-        ));
+        authn.push(Arc::new(k3rs_auth::bootstrap_token::BootstrapTokens::new(
+            registry.clone(),
+        )));
         authn.push(Arc::new(service_accounts.tokens.clone()));
         // Then (kube-apiserver's order) OIDC and the token webhook.
         let jwts = cfg
@@ -316,16 +315,16 @@ impl ApiServer {
             .map_err(|e| Error::Oidc(e.to_string()))?;
         for jwt in jwts {
             authn.push(Arc::new(
-                crate::auth::oidc::Oidc::start(jwt).map_err(Error::Oidc)?,
+                k3rs_auth::oidc::Oidc::start(jwt).map_err(Error::Oidc)?,
             ));
         }
         if cfg.args.token_webhook.config_file.is_some() {
-            let audiences = crate::auth::serviceaccount::claims::API_AUDIENCES
+            let audiences = k3rs_auth::serviceaccount::claims::API_AUDIENCES
                 .iter()
                 .map(|a| a.to_string())
                 .collect();
             authn.push(Arc::new(
-                crate::auth::webhook::token_review::TokenWebhook::load(
+                k3rs_auth::webhook::token_review::TokenWebhook::load(
                     &cfg.args.token_webhook,
                     audiences,
                 )?,
@@ -477,7 +476,7 @@ impl ApiServer {
         }
         let certificates =
             crate::certificates::spawn(&app, self.state.authz.clone(), self.signers, &stop);
-        let node_graph = tokio::spawn(crate::auth::node::populator::run(
+        let node_graph = tokio::spawn(k3rs_auth::node::populator::run(
             in_process::client(app.clone(), loopback_user(), "default"),
             self.node_graph.clone(),
             stop.clone(),
@@ -505,12 +504,12 @@ impl ApiServer {
 /// (bounded) for the authorizer's cache to hold its first lists.
 async fn rbac_bootstrap(
     client: kube::Client,
-    cache: &crate::auth::rbac::cache::PolicyCache,
+    cache: &k3rs_auth::rbac::cache::PolicyCache,
     stop: &CancellationToken,
 ) -> Result<(), Error> {
     let mut attempt = 0;
     loop {
-        match crate::auth::rbac::reconcile::bootstrap_policy(client.clone()).await {
+        match k3rs_auth::rbac::reconcile::bootstrap_policy(client.clone()).await {
             Ok(()) => break,
             Err(e) if attempt < 300 && !stop.is_cancelled() => {
                 attempt += 1;

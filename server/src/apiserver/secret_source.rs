@@ -4,8 +4,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::registry::{Registry, Target};
-use crate::auth::bootstrap_token::SecretSource;
 use k3rs_apimachinery::catalog;
+use k3rs_auth::bootstrap_token::SecretSource;
 
 impl SecretSource for Registry {
     fn secret<'a>(&'a self, namespace: &'a str, name: &'a str) -> BoxFuture<'a, Option<Value>> {

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::policy::{Level, Stage};
-use crate::auth::{Attributes, UserInfo};
+use k3rs_auth::{Attributes, UserInfo};
 
 /// `ObjectReference` of an audit event.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -11,7 +11,7 @@
 
 use serde::Deserialize;
 
-use crate::auth::Attributes;
+use k3rs_auth::Attributes;
 
 /// How much of a request an audit event records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -277,7 +277,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::auth::UserInfo;
+    use k3rs_auth::UserInfo;
 
     fn attrs(user: &str, groups: &[&str], method: &str, path: &str) -> Attributes {
         Attributes::of_request(

@@ -22,8 +22,8 @@ use kube::Api;
 use tokio_util::sync::CancellationToken;
 
 use super::request::{self, Request, KUBELET_CLIENT};
-use crate::auth::authz::{Chain, Decision};
-use crate::auth::{Attributes, UserInfo};
+use k3rs_auth::authz::{Chain, Decision};
+use k3rs_auth::{Attributes, UserInfo};
 
 /// One way a request can qualify, and the permission it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -41,7 +41,7 @@ impl Signers {
 /// Starts the approver and the signers on `app` until `stop`.
 pub fn spawn(
     app: &axum::Router,
-    authz: crate::auth::authz::Chain,
+    authz: k3rs_auth::authz::Chain,
     signers: Signers,
     stop: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {

@@ -143,8 +143,8 @@ pub const CONTROLLERS: &[Descriptor] = &[
     },
     Descriptor {
         controller: "clusterrole-aggregation",
-        name: crate::auth::rbac::aggregation::CONTROLLER_NAME,
-        start: |cx| crate::auth::rbac::aggregation::run(cx.client, cx.stop).boxed(),
+        name: k3rs_auth::rbac::aggregation::CONTROLLER_NAME,
+        start: |cx| k3rs_auth::rbac::aggregation::run(cx.client, cx.stop).boxed(),
     },
     Descriptor {
         controller: "ttl-after-finished",

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{user, UserInfo};
+use k3rs_auth::{user, UserInfo};
 use manifest::Manifest;
 
 /// How often the directory is read (k3s's deploy controller resyncs every 15 s).

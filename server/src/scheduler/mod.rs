@@ -26,7 +26,7 @@ pub const SCHEDULER_NAME: &str = "default-scheduler";
 /// Runs the scheduler on `app` (an in-process client as `system:kube-scheduler`) until
 /// `stop`.
 pub async fn run(app: axum::Router, stop: tokio_util::sync::CancellationToken) {
-    let user = crate::auth::UserInfo::authenticated(crate::auth::user::SCHEDULER, Vec::new());
+    let user = k3rs_auth::UserInfo::authenticated(k3rs_auth::user::SCHEDULER, Vec::new());
     let client = crate::apiserver::in_process::client(app, user, "default");
     shell::run(client, stop).await
 }

@@ -51,7 +51,7 @@ pub async fn ensure_secret(reg: &Registry, token: &Token) -> ApiResult<()> {
     };
     let t = Target {
         resource: secrets,
-        namespace: Some(crate::auth::bootstrap_token::NAMESPACE.into()),
+        namespace: Some(k3rs_auth::bootstrap_token::NAMESPACE.into()),
         name: Some(token.secret_name()),
         subresource: None,
     };

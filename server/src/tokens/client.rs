@@ -8,7 +8,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::Api;
 
 use super::{secret_object, table, validate, SpecError, Token, TokenSpec};
-use crate::auth::bootstrap_token as bt;
+use k3rs_auth::bootstrap_token as bt;
 
 /// What `k3rs token` can fail with.
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,7 @@
 //!
 //! # Guarantees
 //! - Generated ids and secrets are `[a-z0-9]` of lengths 6 and 16 from the OS RNG, so the
-//!   bootstrap token authenticator ([`crate::auth::bootstrap_token`]) accepts their shape.
+//!   bootstrap token authenticator ([`k3rs_auth::bootstrap_token`]) accepts their shape.
 //! - A spec is validated (usages, extra groups) before anything is written.
 
 pub mod agent;
@@ -16,7 +16,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use crate::auth::bootstrap_token::{self as bt, keys};
+use k3rs_auth::bootstrap_token::{self as bt, keys};
 
 /// Usages a token may have (`usage-bootstrap-<usage>: "true"`).
 pub const USAGES: &[&str] = &["authentication", "signing"];

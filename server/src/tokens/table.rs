@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::auth::bootstrap_token::{self as bt, keys};
+use k3rs_auth::bootstrap_token::{self as bt, keys};
 
 /// The columns, in order.
 pub const HEADER: [&str; 6] = [

@@ -35,9 +35,9 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::apiserver::registry::Registry;
-use crate::auth::UserInfo;
 use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::{ApiError, ApiResult, Subject};
+use k3rs_auth::UserInfo;
 
 /// What a request does (`admission.Operation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,7 +243,7 @@ impl Chain {
     pub fn with_policies(
         mut self,
         cache: validating_policy::cache::PolicyCache,
-        authorizer: Option<crate::auth::authz::Chain>,
+        authorizer: Option<k3rs_auth::authz::Chain>,
     ) -> Chain {
         let plugin = Arc::new(validating_policy::ValidatingAdmissionPolicy { cache, authorizer });
         let at = self
@@ -261,7 +261,7 @@ impl Chain {
     pub fn with_webhooks(
         mut self,
         cache: webhook::cache::WebhookCache,
-        authorizer: Option<crate::auth::authz::Chain>,
+        authorizer: Option<k3rs_auth::authz::Chain>,
     ) -> Chain {
         self.mutating.push(Arc::new(webhook::MutatingWebhooks {
             cache: cache.clone(),

@@ -1,4 +1,4 @@
-//! The NodeRestriction admission plugin: [`crate::auth::node_restriction`]'s pure check applied
+//! The NodeRestriction admission plugin: [`k3rs_auth::node_restriction`]'s pure check applied
 //! to every create, update and delete (pods, nodes, leases, … as the check decides).
 
 use futures::future::BoxFuture;
@@ -6,8 +6,8 @@ use futures::FutureExt;
 
 use super::{forbidden, Attributes, Operation, Validating};
 use crate::apiserver::registry::Registry;
-use crate::auth::node_restriction::{admit, Operation as NodeOperation, Request};
 use k3rs_apimachinery::status::ApiResult;
+use k3rs_auth::node_restriction::{admit, Operation as NodeOperation, Request};
 
 /// Refuses (403) the writes a node (`system:node:<name>`) may not make.
 pub struct NodeRestriction;

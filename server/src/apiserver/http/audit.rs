@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use crate::audit::event::{self, micro_time};
 use crate::audit::{Auditor, Decision, Event, Level, Stage};
-use crate::auth::{Attributes, UserInfo};
 use k3rs_apimachinery::tls::PeerAddr;
+use k3rs_auth::{Attributes, UserInfo};
 
 /// Bodies larger than this are not copied into events.
 const MAX_CAPTURED_BODY: usize = 16 * 1024 * 1024;

@@ -10,8 +10,8 @@ use axum::Extension;
 use serde_json::json;
 
 use super::handlers::json_response;
-use crate::auth::{user, UserInfo};
 use k3rs_apimachinery::status::ApiError;
+use k3rs_auth::{user, UserInfo};
 use k3rs_datastore::encryption::SecretsEncryption;
 
 /// The route's path.

@@ -20,10 +20,10 @@ use crate::apiserver::registry::{
     WriteOptions,
 };
 use crate::apiserver::{crd, openapi, table, ApiState};
-use crate::auth::UserInfo;
 use k3rs_apimachinery::request_info::QueryParams;
 use k3rs_apimachinery::selector::{FieldSelector, LabelSelector};
 use k3rs_apimachinery::status::{ApiError, ApiResult};
+use k3rs_auth::UserInfo;
 
 /// Default watch length when the client sets no `timeoutSeconds` (kube: 30–60 min).
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -318,7 +318,7 @@ async fn resource_request(
             }
             let mut obj = read_object(req, &rp).await?;
             let warnings = openapi::check_body(q, &rp, &mut obj)?;
-            let out = crate::auth::access_review::create(
+            let out = k3rs_auth::access_review::create(
                 &st.authz,
                 rp.resource.kind,
                 rp.namespace.as_deref(),
@@ -332,8 +332,8 @@ async fn resource_request(
         (Method::POST, false) if rp.resource.group == "authentication.k8s.io" => {
             let mut obj = read_object(req, &rp).await?;
             let warnings = openapi::check_body(q, &rp, &mut obj)?;
-            let out =
-                crate::auth::reviews::create(st, rp.resource.kind, obj, user.as_deref()).await?;
+            let out = crate::apiserver::reviews::create(st, rp.resource.kind, obj, user.as_deref())
+                .await?;
             let resp = json_response(StatusCode::CREATED, &out);
             Ok(openapi::with_warnings(resp, &warnings))
         }
@@ -363,12 +363,12 @@ async fn resource_request(
                 .ok_or_else(|| ApiError::unavailable("service-account tokens are not served"))?;
             let mut obj = read_object(req, &rp).await?;
             let warnings = openapi::check_body(q, &rp, &mut obj)?;
-            let out = crate::auth::serviceaccount::token_request::create(
+            let out = k3rs_auth::serviceaccount::token_request::create(
                 sa,
                 rp.namespace.as_deref().unwrap_or_default(),
                 target.name(),
                 obj,
-                crate::auth::serviceaccount::authenticator::unix_now(),
+                k3rs_auth::serviceaccount::authenticator::unix_now(),
             )
             .await?;
             let resp = json_response(StatusCode::CREATED, &out);

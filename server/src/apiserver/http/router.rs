@@ -13,13 +13,13 @@ use axum::Router;
 use super::{audit, encryption, handlers};
 use crate::apiserver::metrics::RequestLabels;
 use crate::apiserver::{health, openapi, version, ApiState};
-use crate::auth::authn::{AuthnRequest, Outcome};
-use crate::auth::authz::Decision;
-use crate::auth::serviceaccount::discovery as sa_discovery;
-use crate::auth::{self, impersonation, Attributes, InProcessUser, UserInfo};
 use k3rs_apimachinery::request_info::RequestInfo;
 use k3rs_apimachinery::status::ApiError;
 use k3rs_apimachinery::tls::PeerCertificates;
+use k3rs_auth::authn::{AuthnRequest, Outcome};
+use k3rs_auth::authz::Decision;
+use k3rs_auth::serviceaccount::discovery as sa_discovery;
+use k3rs_auth::{self as auth, impersonation, Attributes, InProcessUser, UserInfo};
 
 pub fn router(st: Arc<ApiState>) -> Router {
     Router::new()
@@ -148,7 +148,7 @@ async fn authorize_and_run(
                     a.annotate(DECISION_ANNOTATION, "forbid");
                     a.annotate(REASON_ANNOTATION, reason.clone());
                 }
-                return crate::auth::authz::forbidden(&attrs, &reason).into_response();
+                return k3rs_auth::authz::forbidden(&attrs, &reason).into_response();
             }
         }
         if let Some(a) = audit.as_deref_mut() {
@@ -188,7 +188,7 @@ async fn impersonate(
     };
     for a in impersonation::checks(&user, &requested) {
         if let Decision::Deny(reason) = st.authz.authorize(&a).await {
-            return Err(crate::auth::authz::forbidden(&a, &reason));
+            return Err(k3rs_auth::authz::forbidden(&a, &reason));
         }
     }
     Ok((Arc::new(impersonation::impersonated(&requested)), true))

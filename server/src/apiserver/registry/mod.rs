@@ -85,7 +85,7 @@ pub struct WriteOptions {
     pub field_manager: Option<String>,
     /// Who writes (admission and strategies that record the requester, e.g. a CSR's
     /// `spec.username`); `None` for the server's own bootstrap writes.
-    pub user: Option<Arc<crate::auth::UserInfo>>,
+    pub user: Option<Arc<k3rs_auth::UserInfo>>,
 }
 
 /// The registry, shared by every request.
@@ -111,7 +111,7 @@ pub trait WriteCheck: Send + Sync {
         t: &'a Target,
         new: &'a Value,
         old: Option<&'a Value>,
-        user: &'a Arc<crate::auth::UserInfo>,
+        user: &'a Arc<k3rs_auth::UserInfo>,
     ) -> futures::future::BoxFuture<'a, ApiResult<()>>;
 }
 

@@ -2,7 +2,7 @@
 //! a Role/ClusterRole may only hold rules its author holds (or may `escalate`); a binding
 //! may only reference a role whose rules its author holds (or may `bind`).
 //! `system:masters` is exempt; the decision itself is
-//! [`confirm_no_escalation`](crate::auth::rbac::escalation::confirm_no_escalation).
+//! [`confirm_no_escalation`](k3rs_auth::rbac::escalation::confirm_no_escalation).
 
 use std::sync::Arc;
 
@@ -11,13 +11,13 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef};
 use serde_json::Value;
 
 use super::{Target, WriteCheck};
-use crate::auth::authz::{Chain, Decision};
-use crate::auth::rbac::escalation::confirm_no_escalation;
-use crate::auth::rbac::resolver::{role_ref_rules, PolicySource};
-use crate::auth::rbac::rules::{rule, url_rule};
-use crate::auth::user::SYSTEM_MASTERS;
-use crate::auth::{Attributes, UserInfo};
 use k3rs_apimachinery::status::{ApiError, ApiResult, Subject};
+use k3rs_auth::authz::{Chain, Decision};
+use k3rs_auth::rbac::escalation::confirm_no_escalation;
+use k3rs_auth::rbac::resolver::{role_ref_rules, PolicySource};
+use k3rs_auth::rbac::rules::{rule, url_rule};
+use k3rs_auth::user::SYSTEM_MASTERS;
+use k3rs_auth::{Attributes, UserInfo};
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 

@@ -1,14 +1,7 @@
 //! Times as `kubectl get` shows them: kube's `HumanDuration` of the time since a timestamp.
 
+pub use k3rs_apimachinery::meta::parse_time;
 use serde_json::Value;
-
-/// Seconds since the Unix epoch of an RFC 3339 timestamp (`metav1.Time`, `MicroTime`).
-pub fn parse_time(v: &Value) -> Option<i64> {
-    let s = v.as_str()?;
-    s.parse::<k8s_openapi::jiff::Timestamp>()
-        .ok()
-        .map(|t| t.as_second())
-}
 
 /// kube's `translateTimestampSince`: `<unknown>` without a timestamp, else the age.
 pub fn since(v: &Value, now: i64) -> String {

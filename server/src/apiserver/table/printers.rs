@@ -248,7 +248,8 @@ mod tests {
         assert_eq!(names, ["Name", "Age"]);
         assert_eq!(p.columns[0].to_json()["format"], "name");
         let obj = json!({"metadata": {"name": "j", "creationTimestamp": "2024-01-01T00:00:00Z"}});
-        let now = super::super::age::parse_time(&obj["metadata"]["creationTimestamp"]).unwrap();
+        let now =
+            k3rs_apimachinery::meta::parse_time(&obj["metadata"]["creationTimestamp"]).unwrap();
         assert_eq!((p.cells)(&obj, now + 3), vec![json!("j"), json!("3s")]);
     }
 

@@ -423,7 +423,7 @@ mod tests {
     const T0: &str = "2024-01-01T00:00:00Z";
 
     fn now() -> i64 {
-        super::super::age::parse_time(&json!(T0)).unwrap() + 30
+        k3rs_apimachinery::meta::parse_time(&json!(T0)).unwrap() + 30
     }
 
     fn meta(n: &str) -> Value {

@@ -252,7 +252,7 @@ mod tests {
     const T0: &str = "2024-01-01T00:00:00Z";
 
     fn now() -> i64 {
-        super::super::age::parse_time(&json!(T0)).unwrap() + 4 * 3600
+        k3rs_apimachinery::meta::parse_time(&json!(T0)).unwrap() + 4 * 3600
     }
 
     fn workload(status: Value) -> Value {

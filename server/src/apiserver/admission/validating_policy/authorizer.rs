@@ -13,9 +13,9 @@
 use std::sync::Arc;
 
 use crate::apiserver::admission::Attributes;
-use crate::auth::authz::{Chain, Decision};
-use crate::auth::serviceaccount::claims;
-use crate::auth::UserInfo;
+use k3rs_auth::authz::{Chain, Decision};
+use k3rs_auth::serviceaccount::claims;
+use k3rs_auth::UserInfo;
 use k3rs_cel::authz::{Answer, Query, Variable};
 
 /// The variable for request `a` (none for the server's own writes, which have no user).
@@ -42,7 +42,7 @@ pub fn variable(chain: &Chain, a: &Attributes) -> Option<Variable> {
 }
 
 /// The authorization attributes a query stands for (pure).
-pub fn attributes(requester: &Arc<UserInfo>, q: &Query) -> crate::auth::attributes::Attributes {
+pub fn attributes(requester: &Arc<UserInfo>, q: &Query) -> k3rs_auth::attributes::Attributes {
     let user = match &q.service_account {
         Some((ns, name)) => Arc::new(UserInfo {
             username: claims::username(ns, name),
@@ -55,7 +55,7 @@ pub fn attributes(requester: &Arc<UserInfo>, q: &Query) -> crate::auth::attribut
         }),
         None => requester.clone(),
     };
-    crate::auth::attributes::Attributes {
+    k3rs_auth::attributes::Attributes {
         user,
         verb: q.verb.clone(),
         resource_request: q.path.is_none(),

@@ -44,7 +44,7 @@ pub const READY_WAIT: Duration = Duration::from_secs(10);
 pub struct ValidatingAdmissionPolicy {
     pub cache: PolicyCache,
     /// Answers the expressions' `authorizer` checks (none: `authorizer` is unbound).
-    pub authorizer: Option<crate::auth::authz::Chain>,
+    pub authorizer: Option<k3rs_auth::authz::Chain>,
 }
 
 /// Whether the request writes admission configuration (never subject to policies or
@@ -104,7 +104,7 @@ async fn dispatch(
     a: &Attributes,
     reg: &Registry,
     hooks: Vec<Hook>,
-    authz: Option<&crate::auth::authz::Chain>,
+    authz: Option<&k3rs_auth::authz::Chain>,
 ) -> Outcome {
     let mut out = Outcome::default();
     let authorizer = authz.and_then(|c| authorizer::variable(c, a));

@@ -84,7 +84,7 @@ mod tests {
             name: "p".into(),
             object: None,
             old_object: None,
-            user: Some(Arc::new(crate::auth::UserInfo::authenticated(
+            user: Some(Arc::new(k3rs_auth::UserInfo::authenticated(
                 "alice",
                 vec!["dev".into()],
             ))),

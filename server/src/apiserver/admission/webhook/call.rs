@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::model::{Endpoint, Webhook};
 use crate::apiserver::registry::{Registry, Target};
-use crate::auth::webhook::client::{tls_config, Roots, WebhookClient};
 use k3rs_apimachinery::catalog;
+use k3rs_auth::webhook::client::{tls_config, Roots, WebhookClient};
 
 /// The URL to call and the name its certificate must carry (for services).
 async fn resolve(reg: &Registry, w: &Webhook) -> Result<(String, Option<String>), String> {

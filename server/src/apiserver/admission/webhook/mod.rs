@@ -41,9 +41,9 @@ use serde_json::Value;
 use super::validating_policy::{self as vap, matcher, Namespace};
 use super::Attributes;
 use crate::apiserver::registry::Registry;
-use crate::auth::authz::Chain as Authz;
 use cache::WebhookCache;
 use k3rs_apimachinery::status::{ApiError, ApiResult};
+use k3rs_auth::authz::Chain as Authz;
 use model::Webhook;
 use review::Verdict;
 
@@ -188,7 +188,7 @@ mod tests {
     use super::*;
     use crate::apiserver::admission::tests::attrs;
     use crate::apiserver::admission::Operation;
-    use crate::auth::authz::{AlwaysAllow, AlwaysDeny};
+    use k3rs_auth::authz::{AlwaysAllow, AlwaysDeny};
     use serde_json::json;
     use std::sync::Arc;
 
@@ -201,10 +201,7 @@ mod tests {
             [0];
         assert_eq!(w.config_error, None);
         let mut a = attrs(Operation::Create, "pods", "n", Some(json!({})));
-        a.user = Some(Arc::new(crate::auth::UserInfo::authenticated(
-            "bob",
-            vec![],
-        )));
+        a.user = Some(Arc::new(k3rs_auth::UserInfo::authenticated("bob", vec![])));
         let allow = Authz::new(vec![Arc::new(AlwaysAllow)]);
         let deny = Authz::new(vec![Arc::new(AlwaysDeny)]);
         let req = json!({});

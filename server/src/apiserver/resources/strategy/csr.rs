@@ -50,8 +50,8 @@ pub struct Requester {
     pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
-impl From<&crate::auth::UserInfo> for Requester {
-    fn from(u: &crate::auth::UserInfo) -> Requester {
+impl From<&k3rs_auth::UserInfo> for Requester {
+    fn from(u: &k3rs_auth::UserInfo) -> Requester {
         Requester {
             username: u.username.clone(),
             uid: u.uid.clone(),
@@ -369,7 +369,7 @@ mod tests {
         );
         assert!(c["spec"].get("uid").is_none() && c["spec"].get("extra").is_none());
         assert!(validate(&c).is_empty(), "{:?}", validate(&c));
-        let mut user = crate::auth::UserInfo::authenticated(
+        let mut user = k3rs_auth::UserInfo::authenticated(
             "system:bootstrap:abcdef",
             vec!["system:bootstrappers".into()],
         );

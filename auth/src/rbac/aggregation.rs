@@ -1,0 +1,172 @@
+//! The ClusterRole aggregation controller (upstream's `clusterrole-aggregation-controller`):
+//! a ClusterRole with an `aggregationRule` gets, as its rules, the union of the rules of the
+//! ClusterRoles its selectors match (sorted by name, itself excluded, duplicates dropped).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use kube::api::PostParams;
+use kube::core::{Selector, SelectorExt};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{watcher, Controller};
+use kube::Api;
+use tokio_util::sync::CancellationToken;
+
+/// The service account (in `kube-system`) the controller runs as.
+pub const CONTROLLER_NAME: &str = "clusterrole-aggregation-controller";
+
+/// The rules `target` should have given every ClusterRole in `all`, or `None` when it does
+/// not aggregate. Selectors that do not parse select nothing.
+pub fn aggregate(target: &ClusterRole, all: &[Arc<ClusterRole>]) -> Option<Vec<PolicyRule>> {
+    let selectors = target
+        .aggregation_rule
+        .as_ref()?
+        .cluster_role_selectors
+        .clone();
+    let mut sorted: Vec<&Arc<ClusterRole>> = all.iter().collect();
+    sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let empty = Default::default();
+    let mut rules: Vec<PolicyRule> = Vec::new();
+    for s in selectors.into_iter().flatten() {
+        let Ok(selector) = Selector::try_from(s) else {
+            continue;
+        };
+        for role in &sorted {
+            if role.metadata.name == target.metadata.name
+                || !selector.matches(role.metadata.labels.as_ref().unwrap_or(&empty))
+            {
+                continue;
+            }
+            for r in role.rules.iter().flatten() {
+                if !rules.contains(r) {
+                    rules.push(r.clone());
+                }
+            }
+        }
+    }
+    Some(rules)
+}
+
+/// Errors of one reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("updating clusterrole {name:?}: {source}")]
+    Update {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+struct Ctx {
+    api: Api<ClusterRole>,
+    store: Store<ClusterRole>,
+}
+
+async fn reconcile(role: Arc<ClusterRole>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let Some(rules) = aggregate(&role, &ctx.store.state()) else {
+        return Ok(Action::await_change());
+    };
+    if role.rules.as_deref().unwrap_or_default() == rules.as_slice() {
+        return Ok(Action::await_change());
+    }
+    let name = role.metadata.name.clone().unwrap_or_default();
+    let mut updated = (*role).clone();
+    updated.rules = Some(rules);
+    ctx.api
+        .replace(&name, &PostParams::default(), &updated)
+        .await
+        .map_err(|source| Error::Update { name, source })?;
+    Ok(Action::await_change())
+}
+
+fn error_policy(_: Arc<ClusterRole>, e: &Error, _: Arc<Ctx>) -> Action {
+    tracing::debug!(error = %e, "clusterrole aggregation");
+    Action::requeue(Duration::from_secs(1))
+}
+
+/// Runs until `stop`: every ClusterRole change re-evaluates every aggregating ClusterRole.
+pub async fn run(client: kube::Client, stop: CancellationToken) {
+    let api: Api<ClusterRole> = Api::all(client);
+    let controller = Controller::new(api.clone(), watcher::Config::default());
+    let store = controller.store();
+    let mapper_store = store.clone();
+    let ctx = Arc::new(Ctx {
+        api: api.clone(),
+        store,
+    });
+    let run = controller
+        .watches(
+            api,
+            watcher::Config::default(),
+            move |_changed: ClusterRole| {
+                mapper_store
+                    .state()
+                    .into_iter()
+                    .filter(|r| r.aggregation_rule.is_some())
+                    .map(|r| ObjectRef::from_obj(&*r))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {});
+    tokio::select! {
+        _ = run => {}
+        _ = stop.cancelled() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::rbac::bootstrap::{aggregated, cluster_role, labelled, AGGREGATE_TO_VIEW};
+    use crate::rbac::rules::rule;
+
+    #[test]
+    fn union_of_selected_roles_sorted_by_name_without_duplicates() {
+        let view = aggregated("view", AGGREGATE_TO_VIEW);
+        let label = [(AGGREGATE_TO_VIEW, "true")];
+        let all: Vec<Arc<ClusterRole>> = vec![
+            Arc::new(labelled(
+                cluster_role("z", vec![rule(&["get"], &[""], &["pods"])]),
+                &label,
+            )),
+            Arc::new(labelled(
+                cluster_role(
+                    "a",
+                    vec![
+                        rule(&["list"], &["x"], &["crs"]),
+                        rule(&["get"], &[""], &["pods"]),
+                    ],
+                ),
+                &label,
+            )),
+            Arc::new(cluster_role(
+                "unlabelled",
+                vec![rule(&["*"], &["*"], &["*"])],
+            )),
+            Arc::new(view.clone()),
+        ];
+        assert_eq!(
+            aggregate(&view, &all),
+            Some(vec![
+                rule(&["list"], &["x"], &["crs"]),
+                rule(&["get"], &[""], &["pods"]),
+            ])
+        );
+        assert_eq!(aggregate(&all[2], &all), None);
+        let mut wrong = view.clone();
+        wrong.metadata.labels = Some(BTreeMap::new());
+        wrong
+            .aggregation_rule
+            .as_mut()
+            .unwrap()
+            .cluster_role_selectors = Some(vec![]);
+        assert_eq!(aggregate(&wrong, &all), Some(vec![]));
+    }
+}
