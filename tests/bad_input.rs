@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use common::client::{open_watch, runtime, Clients};
 use common::{Etcd, K3rs};
-use k3rs_server::etcdpb::compare::{CompareResult, CompareTarget, TargetUnion};
-use k3rs_server::etcdpb::request_op::Request;
-use k3rs_server::etcdpb::{
+use k3rs_datastore::etcdpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use k3rs_datastore::etcdpb::request_op::Request;
+use k3rs_datastore::etcdpb::{
     CompactionRequest, Compare, DeleteRangeRequest, LeaseGrantRequest, LeaseRevokeRequest,
     LeaseTimeToLiveRequest, PutRequest, RangeRequest, RequestOp, ResponseHeader, TxnRequest,
     WatchCreateRequest,

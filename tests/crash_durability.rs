@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use common::client::{runtime, Clients};
 use common::{Endpoint, K3rs};
-use k3rs_server::etcdpb::compare::{CompareResult, CompareTarget, TargetUnion};
-use k3rs_server::etcdpb::request_op::Request;
-use k3rs_server::etcdpb::{Compare, PutRequest, RangeRequest, RequestOp, TxnRequest};
+use k3rs_datastore::etcdpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use k3rs_datastore::etcdpb::request_op::Request;
+use k3rs_datastore::etcdpb::{Compare, PutRequest, RangeRequest, RequestOp, TxnRequest};
 use rand::Rng;
 
 const ROUNDS: usize = 20;

@@ -21,7 +21,7 @@ use common::etcdctl::etcdctl;
 use common::k3rs::{K3rs, AS_BARE_API};
 use common::kubectl::Kubectl;
 use common::process::run_with_timeout;
-use k3rs_server::etcdpb as pb;
+use k3rs_datastore::etcdpb as pb;
 
 const WRITES: usize = 300;
 

@@ -26,8 +26,8 @@ use common::client::Clients;
 use common::netns::Lab;
 use common::ns_cluster::NsCluster;
 use common::workload::{self, prefix_end, WatchEvent, Workload, PREFIX};
+use k3rs_datastore::etcdpb::{PutRequest, RangeRequest, StatusRequest};
 use k3rs_lincheck::{check, KvInput, KvModel, KvOperation, KvOutput, Verdict};
-use k3rs_server::etcdpb::{PutRequest, RangeRequest, StatusRequest};
 
 const SERVERS: usize = 3;
 const CLIENTS_PER_SERVER: u64 = 2;

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use common::client::{open_watch, runtime, Clients};
 use common::{Endpoint, Etcd, K3rs};
-use k3rs_server::etcdpb::request_op::Request;
-use k3rs_server::etcdpb::{
+use k3rs_datastore::etcdpb::request_op::Request;
+use k3rs_datastore::etcdpb::{
     CompactionRequest, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
     WatchCreateRequest,
 };
-use k3rs_server::mvccpb::{event::EventType, KeyValue};
+use k3rs_datastore::mvccpb::{event::EventType, KeyValue};
 use rand::Rng;
 
 const WRITERS: usize = 4;

@@ -9,6 +9,7 @@
 //! - Quantities ([`quantity`]), pod resource requests ([`resources`]), quota usage
 //!   ([`quota`]), node selection and tolerations ([`scheduling`]), volume matching
 //!   ([`volume`]).
+//! - Client identities for in-process components ([`clients`], [`users`]).
 //! - Go durations ([`duration`]), cron schedules ([`cron`]), `--*-arg` flags
 //!   ([`component_args`]), the built-in resource catalog ([`catalog`]), events ([`events`]).
 //! - TLS serving ([`tls`]) and HTTPS requests that pin a CA ([`https`]); atomic private
@@ -16,6 +17,7 @@
 //!   notification ([`sd_notify`]).
 
 pub mod catalog;
+pub mod clients;
 pub mod component_args;
 pub mod cron;
 pub mod duration;
@@ -32,7 +34,9 @@ pub mod resources;
 pub mod scheduling;
 pub mod sd_notify;
 pub mod selector;
+pub mod serviceaccount;
 pub mod status;
 pub mod tls;
+pub mod users;
 pub mod validation;
 pub mod volume;

@@ -16,3 +16,13 @@ pub fn default_ip() -> IpAddr {
         _ => IpAddr::V4(Ipv4Addr::LOCALHOST),
     }
 }
+
+/// This machine's hostname, `localhost` if it cannot be read.
+pub fn hostname() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .map(|s| s.trim().to_string())
+        .find(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}

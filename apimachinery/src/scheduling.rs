@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration};
+use k8s_openapi::api::core::v1::{
+    NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 type Labels = BTreeMap<String, String>;
@@ -89,6 +91,41 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
 /// Whether any of `tolerations` tolerates `taint`.
 pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
     tolerations.iter().any(|t| tolerates(t, taint))
+}
+
+/// Whether a pod's `nodeSelector` (every label) and required node affinity (any term) admit
+/// the node with `labels` and `name` (component-helpers' `GetRequiredNodeAffinity(pod).Match`).
+pub fn required_node_affinity_matches(spec: Option<&PodSpec>, labels: &Labels, name: &str) -> bool {
+    let selector_ok = spec
+        .and_then(|s| s.node_selector.as_ref())
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let required = spec
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    let affinity_ok = required.is_none_or(|r| {
+        r.node_selector_terms
+            .iter()
+            .any(|t| node_selector_term_matches(t, labels, name))
+    });
+    selector_ok && affinity_ok
+}
+
+/// The first of `taints` with one of `effects` that `tolerations` do not tolerate
+/// (v1helper's `FindMatchingUntoleratedTaint`).
+pub fn untolerated_taint<'a>(
+    taints: &'a [Taint],
+    tolerations: &[Toleration],
+    effects: &[&str],
+) -> Option<&'a Taint> {
+    taints
+        .iter()
+        .find(|t| effects.contains(&t.effect.as_str()) && !tolerated(tolerations, t))
 }
 
 #[cfg(test)]

@@ -5,22 +5,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-/// Group of every authenticated user.
-pub const ALL_AUTHENTICATED: &str = "system:authenticated";
-/// Group of the anonymous user.
-pub const ALL_UNAUTHENTICATED: &str = "system:unauthenticated";
-/// The anonymous user's name.
-pub const ANONYMOUS: &str = "system:anonymous";
-/// Members are allowed everything (RBAC's superuser group).
-pub const SYSTEM_MASTERS: &str = "system:masters";
-/// Group of kubelets (`system:node:<name>` users).
-pub const NODES_GROUP: &str = "system:nodes";
-/// Prefix of kubelet user names.
-pub const NODE_USER_PREFIX: &str = "system:node:";
-/// Identity of the in-process controller manager.
-pub const CONTROLLER_MANAGER: &str = "system:kube-controller-manager";
-/// Identity of the in-process scheduler.
-pub const SCHEDULER: &str = "system:kube-scheduler";
+pub use k3rs_apimachinery::users::*;
 
 /// An authenticated identity (Kubernetes `user.Info`; `UserInfo` in review objects).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]

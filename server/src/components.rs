@@ -1,20 +1,25 @@
 //! The components that run inside `k3rs server` next to the API server and use it like any
-//! client, through [`in_process`](crate::apiserver::in_process) clients: the scheduler and the
-//! controllers. Each runs until `stop`.
+//! client, each through its own in-process client ([`ClientBuilder`]): the controller
+//! manager (controllers, the service-account tokens controller, the CSR approver and signers,
+//! the manifests deployer) and the scheduler. Each runs until `stop`.
 //!
 //! The controller manager runs only while this server holds the
 //! `kube-system/kube-controller-manager` Lease, the scheduler only while it holds
 //! `kube-system/kube-scheduler`, so one server of an HA cluster runs each.
 
 use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
 
+use futures::FutureExt;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::apiserver::in_process;
 use crate::controllers::Args as ControllerArgs;
 use crate::leader_election::{holder_identity, LeaderElector, Timing};
-use k3rs_auth::{user, UserInfo};
+use k3rs_apimachinery::clients::ClientBuilder;
+use k3rs_apimachinery::users;
+use k3rs_auth::serviceaccount::ServiceAccounts;
 
 /// Lease the controller manager holds while it runs (kube-controller-manager's).
 pub const CONTROLLER_MANAGER_LEASE: &str = "kube-controller-manager";
@@ -30,7 +35,7 @@ pub struct Enabled {
     pub controller_args: ControllerArgs,
     pub scheduler: bool,
     /// The manifests dir the controller-manager leader applies ([`crate::deploy`]).
-    pub manifests_dir: Option<std::path::PathBuf>,
+    pub manifests_dir: Option<PathBuf>,
 }
 
 impl Default for Enabled {
@@ -44,49 +49,48 @@ impl Default for Enabled {
     }
 }
 
-/// Starts the `enabled` in-process components; the handles are aborted when the API server
-/// stops.
+/// What the controller manager needs besides its clients.
+#[derive(Debug, Clone)]
+pub struct ControllerManager {
+    /// Signs legacy service-account token Secrets (the tokens controller).
+    pub service_accounts: Option<Arc<ServiceAccounts>>,
+    /// The server CA, put into those Secrets.
+    pub server_ca_pem: String,
+    /// Where the signers' CAs are (`<data-dir>/server/tls`).
+    pub tls_dir: PathBuf,
+}
+
+/// Starts the `enabled` in-process components; each stops at `stop`.
 pub fn spawn(
-    app: &axum::Router,
+    clients: Arc<dyn ClientBuilder>,
     enabled: Enabled,
+    manager: ControllerManager,
     stop: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
     if enabled.controller_manager {
-        let args = std::sync::Arc::new(enabled.controller_args);
-        let controllers = app.clone();
+        let args = Arc::new(enabled.controller_args);
+        let controllers = clients.clone();
         let manifests = enabled.manifests_dir.clone();
         tasks.push(tokio::spawn(lead_while_holding(
-            app.clone(),
-            user::CONTROLLER_MANAGER,
+            clients.user(users::CONTROLLER_MANAGER, &[], "kube-system"),
             CONTROLLER_MANAGER_LEASE,
             stop.clone(),
             move |leading| {
-                let deploy = manifests
-                    .clone()
-                    .map(|dir| crate::deploy::run(controllers.clone(), dir, leading.clone()));
-                let run = crate::controllers::run(
+                controller_manager(
                     controllers.clone(),
-                    crate::controllers::CONTROLLERS,
                     args.clone(),
+                    manifests.clone(),
+                    &manager,
                     leading,
-                );
-                async move {
-                    match deploy {
-                        Some(deploy) => {
-                            futures::join!(run, deploy);
-                        }
-                        None => run.await,
-                    }
-                }
+                )
             },
         )));
     }
     if enabled.scheduler {
-        let scheduler = app.clone();
+        let scheduler = clients.user(users::SCHEDULER, &[], "default");
         tasks.push(tokio::spawn(lead_while_holding(
-            app.clone(),
-            user::SCHEDULER,
+            clients.user(users::SCHEDULER, &[], "kube-system"),
             SCHEDULER_LEASE,
             stop.clone(),
             move |leading| crate::scheduler::run(scheduler.clone(), leading),
@@ -95,11 +99,59 @@ pub fn spawn(
     tasks
 }
 
-/// Competes, as `username`, for the `kube-system/<lease>` Lease and runs `lead` while holding
+/// Everything the controller manager runs while it leads, until `leading` ends.
+fn controller_manager(
+    clients: Arc<dyn ClientBuilder>,
+    args: Arc<ControllerArgs>,
+    manifests: Option<PathBuf>,
+    manager: &ControllerManager,
+    leading: CancellationToken,
+) -> impl Future<Output = ()> + Send + 'static {
+    let deploy = manifests.map(|dir| crate::deploy::run(clients.clone(), dir, leading.clone()));
+    let run = crate::controllers::run(
+        clients.clone(),
+        crate::controllers::CONTROLLERS,
+        args,
+        leading.clone(),
+    );
+    let tokens = manager.service_accounts.as_ref().map(|sa| {
+        let client = clients.user(users::CONTROLLER_MANAGER, &[], "default");
+        k3rs_auth::serviceaccount::tokens_controller::run(
+            client,
+            sa.key.clone(),
+            manager.server_ca_pem.clone(),
+        )
+    });
+    let certificates = match crate::certificates::Signers::load(&manager.tls_dir) {
+        Ok(signers) => crate::certificates::spawn(clients.as_ref(), signers, &leading),
+        Err(e) => {
+            tracing::error!(error = %e, "loading the CSR signers' CAs; certificates are not signed");
+            Vec::new()
+        }
+    };
+    async move {
+        let tokens = async move {
+            if let Some(tokens) = tokens {
+                tokio::select! {
+                    _ = tokens => {}
+                    _ = leading.cancelled() => {}
+                }
+            }
+        };
+        let certificates = futures::future::join_all(certificates).map(drop);
+        let deploy = async move {
+            if let Some(deploy) = deploy {
+                deploy.await
+            }
+        };
+        futures::join!(run, deploy, tokens, certificates);
+    }
+}
+
+/// Competes, with `client`, for the `kube-system/<lease>` Lease and runs `lead` while holding
 /// it.
 async fn lead_while_holding<F, Fut>(
-    app: axum::Router,
-    username: &str,
+    client: kube::Client,
     lease: &str,
     stop: CancellationToken,
     lead: F,
@@ -107,37 +159,14 @@ async fn lead_while_holding<F, Fut>(
     F: FnMut(CancellationToken) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let client = in_process::client(
-        app,
-        UserInfo::authenticated(username, Vec::new()),
-        "kube-system",
-    );
     let elector = LeaderElector::new(
         client,
         "kube-system",
         lease,
-        holder_identity(&crate::identity::hostname()),
+        holder_identity(&k3rs_apimachinery::net::hostname()),
         Timing::default(),
     );
     elector.run(stop, lead).await;
-}
-
-/// The tokens controller (legacy service-account token Secrets), as the controller manager.
-pub fn spawn_tokens_controller(
-    app: &axum::Router,
-    sa: &k3rs_auth::serviceaccount::ServiceAccounts,
-    ca_pem: &str,
-) -> JoinHandle<()> {
-    let client = crate::apiserver::in_process::client(
-        app.clone(),
-        k3rs_auth::UserInfo::authenticated(k3rs_auth::user::CONTROLLER_MANAGER, vec![]),
-        "default",
-    );
-    tokio::spawn(k3rs_auth::serviceaccount::tokens_controller::run(
-        client,
-        sa.key.clone(),
-        ca_pem.to_string(),
-    ))
 }
 
 #[cfg(test)]

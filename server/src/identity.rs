@@ -48,19 +48,9 @@ fn random_id() -> u64 {
     }
 }
 
-/// This machine's hostname, `localhost` if it cannot be read.
-pub fn hostname() -> String {
-    ["/proc/sys/kernel/hostname", "/etc/hostname"]
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .map(|s| s.trim().to_string())
-        .find(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".to_string())
-}
-
 /// The address other servers reach this one at by default: the source address of the
 /// default route (like k3s, which picks the default route's interface).
-pub use k3rs_apimachinery::net::default_ip;
+pub use k3rs_apimachinery::net::{default_ip, hostname};
 
 #[cfg(test)]
 mod tests {

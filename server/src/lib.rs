@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k3rs_apimachinery::clients::ClientBuilder;
 use k3rs_raft::{Bootstrap, Node, NodeConfig, PeerConfig, PeerTls};
 use tokio_util::sync::CancellationToken;
 
@@ -219,8 +220,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
                 .await?
                 .with_supervisor(supervisor::router(sup), None)
                 .with_secrets_encryption(encryption);
-            server.run().await?;
-            return Ok(());
+            return api_process(&cfg, &pki, server).run().await;
         }
     }
 
@@ -303,10 +303,12 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
                         .await
                         .map(|s| {
                             let metrics = sup.metrics.clone();
-                            HttpsServer::Api(
+                            HttpsServer::Api(api_process(
+                                &cfg,
+                                &pki,
                                 s.with_supervisor(supervisor::router(sup), metrics)
                                     .with_secrets_encryption(encryption),
-                            )
+                            ))
                         })
                         .map_err(Error::from)
                 }
@@ -364,7 +366,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
 // One value per process, moved once into its task: the variants' sizes do not matter.
 #[allow(clippy::large_enum_variant)]
 enum HttpsServer {
-    Api(apiserver::ApiServer),
+    Api(ApiProcess),
     Supervisor {
         listener: tokio::net::TcpListener,
         tls: rustls::ServerConfig,
@@ -376,7 +378,7 @@ enum HttpsServer {
 impl HttpsServer {
     async fn run(self) -> Result<()> {
         match self {
-            HttpsServer::Api(s) => Ok(s.run().await?),
+            HttpsServer::Api(s) => s.run().await,
             HttpsServer::Supervisor {
                 listener,
                 tls,
@@ -512,14 +514,56 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
         service_cidr: api.service_cidr,
         kubeconfig_path: api.write_kubeconfig.clone(),
         kubeconfig_mode: api.write_kubeconfig_mode,
-        components: crate::components::Enabled {
+        args: api.apiserver_args.clone(),
+    }
+}
+
+/// The API server with what runs beside it in this process.
+fn api_process(cfg: &ServerConfig, pki: &pki::Pki, server: apiserver::ApiServer) -> ApiProcess {
+    let api = cfg.api.as_ref().expect("api settings");
+    ApiProcess {
+        server,
+        components: components::Enabled {
             controller_manager: !api.disable_controller_manager,
             controller_args: api.controller_args.clone(),
             scheduler: !api.disable_scheduler,
             manifests_dir: Some(cfg.data_dir.join("server").join("manifests")),
         },
-        args: api.apiserver_args.clone(),
+        tls_dir: pki.tls_dir().to_path_buf(),
         ready_node: api.embedded_node.clone(),
+    }
+}
+
+/// The API server and its in-process components (controller manager, scheduler) with the
+/// `READY=1` notification, started in that order and stopped in the reverse.
+#[derive(Debug)]
+struct ApiProcess {
+    server: apiserver::ApiServer,
+    components: components::Enabled,
+    tls_dir: std::path::PathBuf,
+    /// The embedded agent's node: `READY=1` waits until it is Ready too.
+    ready_node: Option<String>,
+}
+
+impl ApiProcess {
+    async fn run(self) -> Result<()> {
+        let api = self.server.start().await?;
+        let stop = api.state().stop.clone();
+        let clients: Arc<dyn ClientBuilder> = Arc::new(api.clients());
+        let manager = components::ControllerManager {
+            service_accounts: api.state().service_accounts.clone(),
+            server_ca_pem: api.state().server_ca_pem.clone(),
+            tls_dir: self.tls_dir,
+        };
+        let running = components::spawn(clients.clone(), self.components, manager, &stop);
+        let ready = ready_notify::spawn(clients.as_ref(), self.ready_node, &stop);
+        api.serve().await;
+        ready.abort();
+        for task in running {
+            task.abort();
+            let _ = task.await;
+        }
+        Ok(())
     }
 }
 

@@ -5,21 +5,23 @@
 
 use std::time::Duration;
 
+use k3rs_apimachinery::clients::ClientBuilder;
+use k3rs_apimachinery::users;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// How often `/readyz` (and then the node) is asked until it answers as wanted.
 const POLL: Duration = Duration::from_millis(250);
 
-/// Polls `/readyz` through the in-process client on `app` until it answers 200, then (with
-/// `node`) the Node until it is Ready, then sends `READY=1` (when `NOTIFY_SOCKET` is set).
-/// Ends at `stop` without notifying.
-pub fn spawn(app: &axum::Router, node: Option<String>, stop: &CancellationToken) -> JoinHandle<()> {
-    let client = crate::apiserver::in_process::client(
-        app.clone(),
-        crate::apiserver::in_process::apiserver_identity(),
-        "default",
-    );
+/// Polls `/readyz` through an in-process client until it answers 200, then (with `node`) the
+/// Node until it is Ready, then sends `READY=1` (when `NOTIFY_SOCKET` is set). Ends at `stop`
+/// without notifying.
+pub fn spawn(
+    clients: &dyn ClientBuilder,
+    node: Option<String>,
+    stop: &CancellationToken,
+) -> JoinHandle<()> {
+    let client = clients.user("system:apiserver", &[users::SYSTEM_MASTERS], "default");
     let stop = stop.clone();
     tokio::spawn(async move {
         if !poll(&stop, || api_ready(&client)).await {

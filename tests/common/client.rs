@@ -1,12 +1,12 @@
-//! gRPC clients (the generated `k3rs_server::etcdpb` tonic clients) for an [`Endpoint`]:
+//! gRPC clients (the generated `k3rs_datastore::etcdpb` tonic clients) for an [`Endpoint`]:
 //! mTLS with the k3rs client certificate, or plain http for the reference etcd.
 
 use std::time::Duration;
 
-use k3rs_server::etcdpb::kv_client::KvClient;
-use k3rs_server::etcdpb::lease_client::LeaseClient;
-use k3rs_server::etcdpb::maintenance_client::MaintenanceClient;
-use k3rs_server::etcdpb::watch_client::WatchClient;
+use k3rs_datastore::etcdpb::kv_client::KvClient;
+use k3rs_datastore::etcdpb::lease_client::LeaseClient;
+use k3rs_datastore::etcdpb::maintenance_client::MaintenanceClient;
+use k3rs_datastore::etcdpb::watch_client::WatchClient;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
 use super::Endpoint;
@@ -67,17 +67,17 @@ pub fn runtime() -> tokio::runtime::Runtime {
 /// An open Watch stream: `requests` sends more create/cancel/progress requests on it.
 #[derive(Debug)]
 pub struct WatchStream {
-    pub requests: tokio::sync::mpsc::Sender<k3rs_server::etcdpb::WatchRequest>,
-    pub responses: tonic::Streaming<k3rs_server::etcdpb::WatchResponse>,
+    pub requests: tokio::sync::mpsc::Sender<k3rs_datastore::etcdpb::WatchRequest>,
+    pub responses: tonic::Streaming<k3rs_datastore::etcdpb::WatchResponse>,
 }
 
 /// Opens a Watch stream with one create request.
 pub async fn open_watch(
     c: &mut Clients,
-    create: k3rs_server::etcdpb::WatchCreateRequest,
+    create: k3rs_datastore::etcdpb::WatchCreateRequest,
 ) -> Result<WatchStream, tonic::Status> {
-    use k3rs_server::etcdpb::watch_request::RequestUnion;
-    use k3rs_server::etcdpb::WatchRequest;
+    use k3rs_datastore::etcdpb::watch_request::RequestUnion;
+    use k3rs_datastore::etcdpb::WatchRequest;
     let (requests, mut rx) = tokio::sync::mpsc::channel(16);
     let create = WatchRequest {
         request_union: Some(RequestUnion::CreateRequest(create)),

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k3rs_server::etcdpb::kv_client::KvClient;
-use k3rs_server::etcdpb::{PutRequest, RangeRequest};
+use k3rs_datastore::etcdpb::kv_client::KvClient;
+use k3rs_datastore::etcdpb::{PutRequest, RangeRequest};
 use tonic::transport::Channel;
 
 use super::client::channel;

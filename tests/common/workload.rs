@@ -15,13 +15,13 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k3rs_lincheck::{KvInput, KvOperation, KvOutput, Operation};
-use k3rs_server::etcdpb::compare::{CompareResult, CompareTarget, TargetUnion};
-use k3rs_server::etcdpb::request_op::Request;
-use k3rs_server::etcdpb::{
+use k3rs_datastore::etcdpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use k3rs_datastore::etcdpb::request_op::Request;
+use k3rs_datastore::etcdpb::{
     Compare, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
     WatchCreateRequest,
 };
+use k3rs_lincheck::{KvInput, KvOperation, KvOutput, Operation};
 use rand::{Rng, SeedableRng};
 
 use super::client::{open_watch, Clients};
@@ -121,7 +121,7 @@ fn text(b: &[u8]) -> String {
 
 /// Sends one operation; `Err` carries the gRPC status.
 async fn execute(c: &mut Clients, input: &KvInput) -> Result<KvOutput, tonic::Status> {
-    let rev = |h: Option<k3rs_server::etcdpb::ResponseHeader>| h.map_or(0, |h| h.revision);
+    let rev = |h: Option<k3rs_datastore::etcdpb::ResponseHeader>| h.map_or(0, |h| h.revision);
     Ok(match input {
         KvInput::Put { key, value } => {
             let req = PutRequest {

@@ -31,3 +31,15 @@ pub fn merge(a: &mut Value, b: Value) {
         (a, b) => *a = b,
     }
 }
+
+/// A WaitForFirstConsumer StorageClass `name` of `provisioner` (k3s's `local-path` class has
+/// this shape).
+pub fn delayed_class(name: &str, provisioner: &str) -> k8s_openapi::api::storage::v1::StorageClass {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }))
+    .unwrap()
+}

@@ -8,7 +8,6 @@
 //! - Bindings naming missing roles add `RBAC: <not found>` to the denial reason.
 //! - Decisions read the in-memory [`cache::PolicyCache`], never the datastore.
 
-pub mod aggregation;
 pub mod bootstrap;
 pub mod cache;
 pub mod covers;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tower::ServiceExt;
 
+use k3rs_apimachinery::clients::ClientBuilder;
 use k3rs_auth::{InProcessUser, UserInfo};
 
 /// A client that sends every request through `app` as `user` (groups as given, plus
@@ -46,6 +47,32 @@ pub fn controller_client(app: axum::Router, name: &str) -> kube::Client {
         app.clone().oneshot(req.map(axum::body::Body::new))
     });
     kube::Client::new(service, "default")
+}
+
+/// The [`ClientBuilder`] of the components in this server: in-process clients through the
+/// router, each with its identity.
+#[derive(Clone)]
+pub struct InProcessClients(pub axum::Router);
+
+impl std::fmt::Debug for InProcessClients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InProcessClients")
+    }
+}
+
+impl ClientBuilder for InProcessClients {
+    fn controller(&self, name: &str) -> kube::Client {
+        controller_client(self.0.clone(), name)
+    }
+
+    fn user(&self, username: &str, groups: &[&str], default_namespace: &str) -> kube::Client {
+        let groups = groups.iter().map(|g| g.to_string()).collect();
+        client(
+            self.0.clone(),
+            UserInfo::authenticated(username, groups),
+            default_namespace,
+        )
+    }
 }
 
 /// Whether a request reads a collection (`list` or `watch` in authorization terms).

@@ -50,12 +50,8 @@ pub struct ApiServerConfig {
     pub kubeconfig_path: Option<PathBuf>,
     /// `--write-kubeconfig-mode`.
     pub kubeconfig_mode: u32,
-    /// The in-process components to run.
-    pub components: crate::components::Enabled,
     /// `--kube-apiserver-arg`s.
     pub args: args::Args,
-    /// The embedded agent's node: `READY=1` waits until it is Ready too.
-    pub ready_node: Option<String>,
 }
 
 /// Failures that stop the API server (as opposed to request errors).
@@ -71,8 +67,6 @@ pub enum Error {
     Tls(#[from] k3rs_apimachinery::tls::TlsError),
     #[error("writing the kubeconfig: {0}")]
     Kubeconfig(#[source] k3rs_pki::Error),
-    #[error("loading the signers' CAs: {0}")]
-    Signers(#[source] k3rs_pki::Error),
     #[error("the default agent token: {0}")]
     AgentToken(#[source] k3rs_pki::Error),
     #[error("reading {path}: {source}")]
@@ -145,17 +139,14 @@ pub struct ApiServer {
     tls: rustls::ServerConfig,
     state: Arc<ApiState>,
     bootstrap_port: u16,
-    components: crate::components::Enabled,
     /// The default agent token, whose Secret is made at start.
     agent_token: crate::tokens::Token,
     /// The Node authorizer's graph, fed from watches once the router serves.
     node_graph: Arc<std::sync::RwLock<k3rs_auth::node::graph::Graph>>,
-    /// The CAs of the Certificates API's signers.
-    signers: crate::certificates::Signers,
     /// Routes served next to the API (the supervisor's), with their own authentication.
     extra_routes: Option<axum::Router>,
     /// Appended to `/metrics` (the datastore's metrics).
-    extra_metrics: Option<crate::supervisor::MetricsSource>,
+    extra_metrics: Option<metrics::MetricsSource>,
     /// Fills the RBAC authorizer's cache once the router exists.
     rbac_feed: Option<Box<k3rs_auth::rbac::cache::PolicyFeed>>,
     /// The ValidatingAdmissionPolicy plugin's informers, started with the RBAC ones.
@@ -167,8 +158,6 @@ pub struct ApiServer {
     rbac_cache: k3rs_auth::rbac::cache::PolicyCache,
     /// `--secrets-encryption`'s keys and operations (`/v1-k3rs/encrypt/…`).
     secrets_encryption: Option<Arc<k3rs_datastore::encryption::SecretsEncryption>>,
-    /// The node whose readiness `READY=1` waits for (the embedded agent's).
-    ready_node: Option<String>,
 }
 
 impl ApiServer {
@@ -230,7 +219,6 @@ impl ApiServer {
                 crate::tokens::client::admin_kubeconfig(server_dir.parent().unwrap_or(&server_dir));
             kubeconfig::write(&path, &yaml, 0o600).map_err(Error::Kubeconfig)?;
         }
-        let signers = crate::certificates::Signers::load(pki.tls_dir()).map_err(Error::Signers)?;
         let agent_token =
             crate::tokens::agent::ensure_file(&server_dir.join("agent-token"), &ca_pem)
                 .map_err(Error::AgentToken)?;
@@ -351,10 +339,8 @@ impl ApiServer {
             tls,
             state,
             bootstrap_port: port,
-            components: cfg.components.clone(),
             agent_token,
             node_graph: node_authorizer.graph(),
-            signers,
             extra_routes: None,
             extra_metrics: None,
             rbac_feed: Some(Box::new(rbac_feed)),
@@ -364,7 +350,6 @@ impl ApiServer {
             webhook_feed: Some(Box::new(webhook_feed)),
             webhook_cache,
             secrets_encryption: None,
-            ready_node: cfg.ready_node.clone(),
         })
     }
 
@@ -373,7 +358,7 @@ impl ApiServer {
     pub fn with_supervisor(
         mut self,
         routes: axum::Router,
-        metrics: Option<crate::supervisor::MetricsSource>,
+        metrics: Option<metrics::MetricsSource>,
     ) -> ApiServer {
         self.extra_routes = Some(routes);
         self.extra_metrics = metrics;
@@ -394,8 +379,17 @@ impl ApiServer {
         self.listener.local_addr()
     }
 
-    /// Creates the bootstrap objects, then serves until the stop token is cancelled.
+    /// [`ApiServer::start`], then [`Started::serve`].
     pub async fn run(self) -> Result<(), Error> {
+        self.start().await?.serve().await;
+        Ok(())
+    }
+
+    /// Creates the bootstrap objects, reconciles the bootstrap RBAC policy, starts the API
+    /// server's own informers (CRDs, RBAC, admission policies and webhooks, the Node graph)
+    /// and waits (bounded) for their first lists. In-process clients work from then on;
+    /// network clients once [`Started::serve`] runs.
+    pub async fn start(self) -> Result<Started, Error> {
         let stop = self.state.stop.clone();
         // The datastore may still be electing its leader: retry the bootstrap briefly.
         let mut attempt = 0;
@@ -464,39 +458,60 @@ impl ApiServer {
         {
             tracing::warn!("the admission caches are not filled after 30 s; serving anyway");
         }
-        // The components that use the API from inside the server (controllers, scheduler),
-        // each with its own in-process client.
-        let mut components = crate::components::spawn(&app, self.components, &stop);
-        if let Some(sa) = &self.state.service_accounts {
-            components.push(crate::components::spawn_tokens_controller(
-                &app,
-                sa,
-                &self.state.server_ca_pem,
-            ));
-        }
-        let certificates =
-            crate::certificates::spawn(&app, self.state.authz.clone(), self.signers, &stop);
         let node_graph = tokio::spawn(k3rs_auth::node::populator::run(
             in_process::client(app.clone(), loopback_user(), "default"),
             self.node_graph.clone(),
             stop.clone(),
         ));
-        let ready = crate::ready_notify::spawn(&app, self.ready_node, &stop);
-        k3rs_apimachinery::tls::serve(self.listener, self.tls, app, stop, DRAIN_GRACE).await;
-        ready.abort();
-        crds.abort();
-        let _ = crds.await;
-        for feed in [rbac_feed, policy_feed, webhook_feed].into_iter().flatten() {
-            feed.abort();
-            let _ = feed.await;
+        let tasks = [
+            Some(crds),
+            rbac_feed,
+            policy_feed,
+            webhook_feed,
+            Some(node_graph),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        Ok(Started {
+            app,
+            listener: self.listener,
+            tls: self.tls,
+            state: self.state,
+            tasks,
+        })
+    }
+}
+
+/// An API server whose bootstrap is done and whose informers run ([`ApiServer::start`]).
+#[derive(Debug)]
+pub struct Started {
+    app: axum::Router,
+    listener: tokio::net::TcpListener,
+    tls: rustls::ServerConfig,
+    state: Arc<ApiState>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Started {
+    /// In-process clients through this API server's router.
+    pub fn clients(&self) -> in_process::InProcessClients {
+        in_process::InProcessClients(self.app.clone())
+    }
+
+    /// The state every request shares.
+    pub fn state(&self) -> &Arc<ApiState> {
+        &self.state
+    }
+
+    /// Serves HTTPS until the stop token is cancelled, drains, then stops the informers.
+    pub async fn serve(self) {
+        let stop = self.state.stop.clone();
+        k3rs_apimachinery::tls::serve(self.listener, self.tls, self.app, stop, DRAIN_GRACE).await;
+        for t in self.tasks {
+            t.abort();
+            let _ = t.await;
         }
-        node_graph.abort();
-        let _ = node_graph.await;
-        for c in components.into_iter().chain(certificates) {
-            c.abort();
-            let _ = c.await;
-        }
-        Ok(())
     }
 }
 

@@ -5,8 +5,8 @@
 //!
 //! # Guarantees
 //! - Only pending requests (no Approved/Denied condition, no certificate) are considered.
-//! - The permission is asked of the server's authorizer chain for the user recorded in the
-//!   request's spec (a SubjectAccessReview in all but name); without `Allow` nothing happens.
+//! - The permission is asked with a SubjectAccessReview for the user recorded in the
+//!   request's spec, as upstream does; unless it is allowed nothing happens.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,8 +22,9 @@ use kube::Api;
 use tokio_util::sync::CancellationToken;
 
 use super::request::{self, Request, KUBELET_CLIENT};
-use k3rs_auth::authz::{Chain, Decision};
-use k3rs_auth::{Attributes, UserInfo};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 
 /// One way a request can qualify, and the permission it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,27 +71,35 @@ pub fn recognize(csr: &CertificateSigningRequest, req: &Request) -> Vec<Recogniz
     out
 }
 
-/// The requester recorded in the spec.
-pub fn requester(csr: &CertificateSigningRequest) -> UserInfo {
+/// "May the requester recorded in `csr`'s spec create
+/// `certificatesigningrequests/<subresource>`", as a SubjectAccessReview.
+pub fn permission(csr: &CertificateSigningRequest, subresource: &str) -> SubjectAccessReview {
     let spec = &csr.spec;
-    UserInfo {
-        username: spec.username.clone().unwrap_or_default(),
-        uid: spec.uid.clone().unwrap_or_default(),
-        groups: spec.groups.clone().unwrap_or_default(),
-        extra: spec.extra.clone().unwrap_or_default().into_iter().collect(),
+    SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: spec.username.clone(),
+            uid: spec.uid.clone(),
+            groups: spec.groups.clone(),
+            extra: spec.extra.clone(),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some("certificates.k8s.io".into()),
+                resource: Some("certificatesigningrequests".into()),
+                subresource: Some(subresource.into()),
+                verb: Some("create".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
     }
 }
 
-/// The attributes of "may `user` create `certificatesigningrequests/<subresource>`".
-pub fn permission(user: UserInfo, subresource: &str) -> Attributes {
-    let mut a = Attributes::of_request(
-        Arc::new(user),
-        "POST",
-        "/apis/certificates.k8s.io/v1/certificatesigningrequests",
-        None,
-    );
-    a.subresource = subresource.to_string();
-    a
+/// Whether the API server's authorizers allow `review`.
+async fn allowed(client: &kube::Client, review: &SubjectAccessReview) -> Result<bool, kube::Error> {
+    let answer = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), review)
+        .await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
 /// The Approved condition the approver adds.
@@ -112,12 +121,17 @@ pub fn approved(message: &str, now: &str) -> CertificateSigningRequestCondition 
 /// What the approver needs.
 pub struct Context {
     pub client: kube::Client,
-    pub authz: Chain,
 }
 
 /// Errors of one reconcile (retried).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    #[error("asking whether {name} may be approved: {source}")]
+    Review {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("approving {name}: {source}")]
     Approve {
         name: String,
@@ -140,8 +154,14 @@ async fn reconcile(
         return approve_serving(&csr, &req, &node, &ctx).await;
     }
     for r in recognize(&csr, &req) {
-        let attrs = permission(requester(&csr), r.subresource);
-        if ctx.authz.authorize(&attrs).await != Decision::Allow {
+        let review = permission(&csr, r.subresource);
+        let ok = allowed(&ctx.client, &review)
+            .await
+            .map_err(|source| Error::Review {
+                name: csr.metadata.name.clone().unwrap_or_default(),
+                source,
+            })?;
+        if !ok {
             continue;
         }
         approve(&csr, r.message, &ctx).await?;
@@ -254,17 +274,18 @@ mod tests {
         c.status = Some(Default::default());
         c.status.as_mut().unwrap().conditions = Some(vec![approved("ok", "2026-11-21T12:00:00Z")]);
         assert!(!pending(&c));
-        let a = permission(
-            requester(&csr("system:bootstrap:x", KUBELET_CLIENT, USAGES)),
+        let review = permission(
+            &csr("system:bootstrap:x", KUBELET_CLIENT, USAGES),
             "nodeclient",
         );
+        let a = review.spec.resource_attributes.clone().unwrap();
         assert_eq!(
             (
-                a.verb.as_str(),
-                a.api_group.as_str(),
-                a.resource.as_str(),
-                a.subresource.as_str(),
-                a.user.username.as_str()
+                a.verb.as_deref().unwrap(),
+                a.group.as_deref().unwrap(),
+                a.resource.as_deref().unwrap(),
+                a.subresource.as_deref().unwrap(),
+                review.spec.user.as_deref().unwrap()
             ),
             (
                 "create",
@@ -275,7 +296,7 @@ mod tests {
             )
         );
         assert_eq!(
-            a.user.groups,
+            review.spec.groups.unwrap(),
             vec!["system:bootstrappers", "system:authenticated"]
         );
     }

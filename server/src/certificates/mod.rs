@@ -14,7 +14,7 @@ use std::path::Path;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::apiserver::in_process;
+use k3rs_apimachinery::clients::ClientBuilder;
 
 /// The CAs the signers use, loaded from the server's TLS dir.
 pub struct Signers {
@@ -38,26 +38,19 @@ impl Signers {
     }
 }
 
-/// Starts the approver and the signers on `app` until `stop`.
+/// The identity of the approver and the signers (kube-controller-manager's).
+pub const CONTROLLER_NAME: &str = "certificate-controller";
+
+/// Starts the approver and the signers until `stop`.
 pub fn spawn(
-    app: &axum::Router,
-    authz: k3rs_auth::authz::Chain,
+    clients: &dyn ClientBuilder,
     signers: Signers,
     stop: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
-    let client = || {
-        in_process::client(
-            app.clone(),
-            in_process::controller_identity("certificate-controller"),
-            "default",
-        )
-    };
+    let client = || clients.controller(CONTROLLER_NAME);
     vec![
         tokio::spawn(approver::run(
-            approver::Context {
-                client: client(),
-                authz,
-            },
+            approver::Context { client: client() },
             stop.clone(),
         )),
         tokio::spawn(signer::run(

@@ -8,6 +8,7 @@
 pub mod args;
 pub mod claim;
 pub mod cluster_dns;
+pub mod clusterrole_aggregation;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
@@ -54,7 +55,7 @@ pub use args::Args;
 pub use k3rs_apimachinery::events::{EventRecorder, EventType};
 pub use selection::Selection;
 
-use crate::apiserver::in_process;
+use k3rs_apimachinery::clients::ClientBuilder;
 
 /// What a controller is started with.
 #[derive(Clone)]
@@ -143,8 +144,8 @@ pub const CONTROLLERS: &[Descriptor] = &[
     },
     Descriptor {
         controller: "clusterrole-aggregation",
-        name: k3rs_auth::rbac::aggregation::CONTROLLER_NAME,
-        start: |cx| k3rs_auth::rbac::aggregation::run(cx.client, cx.stop).boxed(),
+        name: clusterrole_aggregation::CONTROLLER_NAME,
+        start: |cx| clusterrole_aggregation::run(cx.client, cx.stop).boxed(),
     },
     Descriptor {
         controller: "ttl-after-finished",
@@ -236,15 +237,15 @@ pub fn known() -> Vec<&'static str> {
     CONTROLLERS.iter().map(|c| c.controller).collect()
 }
 
-/// The context controller `name` starts with: a client through `app` as its identity.
+/// The context controller `name` starts with: a client of its own identity.
 pub fn context(
-    app: &axum::Router,
+    clients: &dyn ClientBuilder,
     name: &str,
     host: &str,
     args: &Arc<Args>,
     stop: CancellationToken,
 ) -> Context {
-    let client = in_process::controller_client(app.clone(), name);
+    let client = clients.controller(name);
     Context {
         events: EventRecorder::new(client.clone(), name, host),
         client,
@@ -256,18 +257,24 @@ pub fn context(
 /// Runs the ones of `controllers` that `args` selects until `stop`, then waits for all of
 /// them to return.
 pub async fn run(
-    app: axum::Router,
+    clients: Arc<dyn ClientBuilder>,
     controllers: &[Descriptor],
     args: Arc<Args>,
     stop: CancellationToken,
 ) {
-    let host = crate::identity::hostname();
+    let host = k3rs_apimachinery::net::hostname();
     let tasks: Vec<_> = controllers
         .iter()
         .filter(|c| args.controllers.enables(c.controller))
         .map(|c| {
             tracing::info!(controller = c.name, "starting controller");
-            tokio::spawn((c.start)(context(&app, c.name, &host, &args, stop.clone())))
+            tokio::spawn((c.start)(context(
+                clients.as_ref(),
+                c.name,
+                &host,
+                &args,
+                stop.clone(),
+            )))
         })
         .collect();
     stop.cancelled().await;

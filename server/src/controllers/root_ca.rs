@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
 use super::{namespace_gone, Error, RETRY};
-use crate::apiserver::admission::service_account::ROOT_CA_CONFIGMAP;
+use k3rs_apimachinery::serviceaccount::ROOT_CA_CONFIGMAP;
 
 /// The controller's identity (`system:serviceaccount:kube-system:root-ca-cert-publisher`).
 pub const NAME: &str = "root-ca-cert-publisher";

@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
 use super::{namespace_gone, status_code, Error, RETRY};
-use crate::apiserver::admission::service_account::DEFAULT_SERVICE_ACCOUNT;
+use k3rs_apimachinery::serviceaccount::DEFAULT_SERVICE_ACCOUNT;
 
 /// The controller's identity (`system:serviceaccount:kube-system:service-account-controller`).
 pub const NAME: &str = "service-account-controller";

@@ -33,7 +33,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use k3rs_auth::{user, UserInfo};
+use std::sync::Arc;
+
+use k3rs_apimachinery::clients::ClientBuilder;
+use k3rs_apimachinery::users;
 use manifest::Manifest;
 
 /// How often the directory is read (k3s's deploy controller resyncs every 15 s).
@@ -55,17 +58,13 @@ pub mod reason {
     pub const DELETE_FAILED: &str = "DeleteManifestFailed";
 }
 
-/// Applies `dir` through `app` every [`INTERVAL`] until `stop`.
-pub async fn run(app: axum::Router, dir: PathBuf, stop: CancellationToken) {
-    let client = crate::apiserver::in_process::client(
-        app,
-        UserInfo::authenticated(USER, vec![user::SYSTEM_MASTERS.to_string()]),
-        RECORD_NAMESPACE,
-    );
+/// Applies `dir` every [`INTERVAL`] until `stop`, as [`USER`] (a cluster admin).
+pub async fn run(clients: Arc<dyn ClientBuilder>, dir: PathBuf, stop: CancellationToken) {
+    let client = clients.user(USER, &[users::SYSTEM_MASTERS], RECORD_NAMESPACE);
     let events = crate::controllers::EventRecorder::new(
         client.clone(),
         COMPONENT,
-        &crate::identity::hostname(),
+        &k3rs_apimachinery::net::hostname(),
     );
     let mut applier = apply::Applier::new(client, events);
     tracing::info!(dir = %dir.display(), "applying the manifests dir");

@@ -14,8 +14,8 @@ use k3rs_apimachinery::resources::Counting;
 
 use super::snapshot::{host_ports, HostPort, NodeInfo};
 use k3rs_apimachinery::resources::Resources;
-use k3rs_apimachinery::scheduling::node_selector_term_matches;
 use k3rs_apimachinery::scheduling::tolerated;
+use k3rs_apimachinery::scheduling::{required_node_affinity_matches, untolerated_taint};
 
 /// Why a node cannot take the pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,9 +120,11 @@ pub fn node_name(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
 /// The first `NoSchedule`/`NoExecute` taint (in the node's order) the pod does not tolerate.
 pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
     let taints = node.node.spec.as_ref().and_then(|s| s.taints.as_deref());
-    let untolerated = taints.unwrap_or_default().iter().find(|t| {
-        (t.effect == "NoSchedule" || t.effect == "NoExecute") && !tolerated(pod.tolerations(), t)
-    });
+    let untolerated = untolerated_taint(
+        taints.unwrap_or_default(),
+        pod.tolerations(),
+        &["NoSchedule", "NoExecute"],
+    );
     match untolerated {
         Some(t) => Err(Rejection::unresolvable(format!(
             "node(s) had untolerated taint {{{}: {}}}",
@@ -135,26 +137,7 @@ pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection>
 
 /// `nodeSelector` (every label) and required node affinity (any term).
 pub fn node_affinity(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
-    let spec = pod.pod.spec.as_ref();
-    let labels = node.labels();
-    let selector_ok = spec
-        .and_then(|s| s.node_selector.as_ref())
-        .into_iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let required = spec
-        .and_then(|s| s.affinity.as_ref())
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        });
-    let affinity_ok = required.is_none_or(|r| {
-        r.node_selector_terms
-            .iter()
-            .any(|t| node_selector_term_matches(t, labels, node.name()))
-    });
-    if selector_ok && affinity_ok {
+    if required_node_affinity_matches(pod.pod.spec.as_ref(), node.labels(), node.name()) {
         Ok(())
     } else {
         Err(Rejection::unresolvable(ERR_NODE_AFFINITY))

@@ -23,10 +23,7 @@ pub mod volume_binding;
 
 /// The `spec.schedulerName` this scheduler serves (and the Events' source).
 pub const SCHEDULER_NAME: &str = "default-scheduler";
-/// Runs the scheduler on `app` (an in-process client as `system:kube-scheduler`) until
-/// `stop`.
-pub async fn run(app: axum::Router, stop: tokio_util::sync::CancellationToken) {
-    let user = k3rs_auth::UserInfo::authenticated(k3rs_auth::user::SCHEDULER, Vec::new());
-    let client = crate::apiserver::in_process::client(app, user, "default");
+/// Runs the scheduler with `client` (as `system:kube-scheduler`) until `stop`.
+pub async fn run(client: kube::Client, stop: tokio_util::sync::CancellationToken) {
     shell::run(client, stop).await
 }

@@ -149,8 +149,7 @@ pub fn filter(v: &PodVolumes, node: &NodeInfo) -> Result<(), Rejection> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::volume::local_path::storage_class;
-    use k3rs_apimachinery::volume::fixtures::{pv, pvc};
+    use k3rs_apimachinery::volume::fixtures::{delayed_class, pv, pvc};
     use serde_json::json;
     use std::sync::Arc;
 
@@ -238,10 +237,10 @@ mod tests {
 
     #[test]
     fn delayed_claims_need_a_provisioner_or_a_local_volume() {
-        let mut manual = storage_class();
-        manual.metadata.name = Some("manual".into());
-        manual.provisioner = NO_PROVISIONER.into();
-        let classes = [storage_class(), manual];
+        let classes = [
+            delayed_class("local-path", "rancher.io/local-path"),
+            delayed_class("manual", NO_PROVISIONER),
+        ];
         let claims = [
             pvc(
                 "lp",

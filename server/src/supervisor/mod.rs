@@ -32,15 +32,7 @@ use k3rs_apimachinery::status::ApiError;
 use k3rs_apimachinery::tls::PeerCertificates;
 use k3rs_pki::Token;
 
-/// Renders Prometheus text (the datastore's metrics), for `/metrics`.
-#[derive(Clone)]
-pub struct MetricsSource(pub Arc<dyn Fn() -> String + Send + Sync>);
-
-impl std::fmt::Debug for MetricsSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MetricsSource")
-    }
-}
+pub use crate::apiserver::metrics::MetricsSource;
 
 /// What the supervisor routes need.
 pub struct Supervisor {

@@ -321,6 +321,11 @@ fn controller_rules(name: &str) -> Vec<PolicyRule> {
                     signers::KUBELET_SERVING,
                 ],
             ),
+            rule(
+                &["create"],
+                &["authorization.k8s.io"],
+                &["subjectaccessreviews"],
+            ),
             // k3rs: serving requests are approved for the names and addresses the Node has.
             rule(&["get"], &[""], &["nodes"]),
             with_names(

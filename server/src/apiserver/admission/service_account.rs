@@ -18,8 +18,7 @@ use k3rs_apimachinery::catalog;
 use k3rs_apimachinery::meta;
 use k3rs_apimachinery::status::ApiResult;
 
-/// The account a pod gets when it names none.
-pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
+pub use k3rs_apimachinery::serviceaccount::{DEFAULT_SERVICE_ACCOUNT, ROOT_CA_CONFIGMAP};
 /// Where the token, `ca.crt` and `namespace` appear in containers.
 pub const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// Prefix of the projected volume's generated name.
@@ -27,8 +26,6 @@ pub const VOLUME_PREFIX: &str = "kube-api-access-";
 /// The projected token's lifetime: an hour plus 7 s, so kubelets refresh before expiry and
 /// kube-apiserver can tell these tokens from explicitly requested ones.
 pub const TOKEN_EXPIRATION_SECONDS: i64 = 3607;
-/// The ConfigMap the root-CA publisher keeps in every namespace.
-pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
 /// Annotation that marks a mirror pod.
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// Lookups of the `default` account before giving up (it is created by a controller just

@@ -1,22 +1,20 @@
 //! Which nodes a DaemonSet's pod belongs on (upstream's `NodeShouldRunDaemonPod`) and the pod
 //! it creates there (`NewPod`, `CreatePodTemplate`, `ReplaceDaemonSetPodNodeNameNodeAffinity`).
-//! The node checks are the scheduler's own filters (`NodeAffinity` with `nodeSelector`,
-//! `TaintToleration`), run against the template with the tolerations every daemon pod gets.
+//! The node checks are the ones the scheduler's filters use (`NodeAffinity` with
+//! `nodeSelector`, `TaintToleration`, from [`k3rs_apimachinery::scheduling`]), run against the
+//! template with the tolerations every daemon pod gets.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
-    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec,
-    PodTemplateSpec, Toleration,
+    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+    PodSpec, PodTemplateSpec, Toleration,
 };
 
 use crate::controllers::pod_template::{pod_from_template, pods_prefix};
 use crate::controllers::ref_manager::controller_ref;
-use crate::scheduler::filters::{self, PodInfo};
-use crate::scheduler::snapshot::NodeInfo;
-use k3rs_apimachinery::scheduling::tolerated;
+use k3rs_apimachinery::scheduling::{required_node_affinity_matches, untolerated_taint};
 
 /// The label with the hash of the template a pod was made from (and on ControllerRevisions).
 pub const REVISION_LABEL: &str = "controller-revision-hash";
@@ -82,42 +80,46 @@ pub fn add_daemon_tolerations(spec: &mut PodSpec) {
     }
 }
 
-/// The pod the node checks look at: the template's spec with the daemon tolerations.
-pub fn daemon_pod_info(template: &PodTemplateSpec) -> PodInfo {
+/// The pod spec the node checks look at: the template's with the daemon tolerations.
+pub fn daemon_pod_spec(template: &PodTemplateSpec) -> PodSpec {
     let mut spec = template.spec.clone().unwrap_or_default();
     add_daemon_tolerations(&mut spec);
-    PodInfo::new(Arc::new(Pod {
-        metadata: template.metadata.clone().unwrap_or_default(),
-        spec: Some(spec),
-        status: None,
-    }))
+    spec
 }
 
-/// Upstream's `NodeShouldRunDaemonPod` for `pod` (from [`daemon_pod_info`]): the template's
+/// Upstream's `NodeShouldRunDaemonPod` for `pod` (from [`daemon_pod_spec`]): the template's
 /// nodeName (if any) and node affinity/selector must match, else nothing runs there; an
 /// untolerated NoSchedule/NoExecute taint keeps new pods off, and an untolerated NoExecute
 /// taint also removes the ones there.
-pub fn node_should_run(pod: &PodInfo, node: &NodeInfo) -> Eligibility {
+pub fn node_should_run(pod: &PodSpec, node: &Node) -> Eligibility {
     const NEITHER: Eligibility = Eligibility {
         should_run: false,
         should_continue_running: false,
     };
-    let node_name = pod.pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-    if node_name.is_some_and(|n| !n.is_empty() && n != node.name()) {
+    static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+    let name = node.metadata.name.as_deref().unwrap_or("");
+    let labels = node.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
+    if pod
+        .node_name
+        .as_deref()
+        .is_some_and(|n| !n.is_empty() && n != name)
+    {
         return NEITHER;
     }
-    if filters::node_affinity(pod, node).is_err() {
+    if !required_node_affinity_matches(Some(pod), labels, name) {
         return NEITHER;
     }
-    if filters::taint_toleration(pod, node).is_err() {
-        let taints = node.node.spec.as_ref().and_then(|s| s.taints.as_deref());
-        let no_execute_untolerated = taints
-            .unwrap_or_default()
-            .iter()
-            .any(|t| t.effect == "NoExecute" && !tolerated(pod.tolerations(), t));
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default();
+    let tolerations = pod.tolerations.as_deref().unwrap_or_default();
+    if untolerated_taint(taints, tolerations, &["NoSchedule", "NoExecute"]).is_some() {
         return Eligibility {
             should_run: false,
-            should_continue_running: !no_execute_untolerated,
+            should_continue_running: untolerated_taint(taints, tolerations, &["NoExecute"])
+                .is_none(),
         };
     }
     Eligibility {
@@ -228,12 +230,12 @@ mod tests {
             .unwrap()
     }
 
-    fn node(v: serde_json::Value) -> NodeInfo {
-        NodeInfo::new(Arc::new(serde_json::from_value::<Node>(v).unwrap()))
+    fn node(v: serde_json::Value) -> Node {
+        serde_json::from_value::<Node>(v).unwrap()
     }
 
     fn eligibility(spec: serde_json::Value, n: serde_json::Value) -> (bool, bool) {
-        let e = node_should_run(&daemon_pod_info(&template(spec)), &node(n));
+        let e = node_should_run(&daemon_pod_spec(&template(spec)), &node(n));
         (e.should_run, e.should_continue_running)
     }
 

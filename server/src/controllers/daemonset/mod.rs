@@ -42,7 +42,6 @@ use super::replicaset::api_message;
 use super::replicaset::plan::slow_start_batches;
 use super::SyncError as Error;
 use super::{api_err, claim, Context, EventRecorder, EventType};
-use crate::scheduler::snapshot::NodeInfo;
 use backoff::Backoff;
 use eligibility::REVISION_LABEL;
 use plan::NodeFit;
@@ -287,18 +286,15 @@ impl Sync<'_> {
     /// Every node with whether the daemon pod should run and may stay there.
     fn node_fits(&self) -> Vec<NodeFit> {
         let template = self.ds.spec.clone().unwrap_or_default().template;
-        let pod = eligibility::daemon_pod_info(&template);
+        let pod = eligibility::daemon_pod_spec(&template);
         let mut fits: Vec<NodeFit> = self
             .ctx
             .nodes
             .state()
             .into_iter()
-            .map(|n| {
-                let info = NodeInfo::new(n);
-                NodeFit {
-                    name: info.name().to_string(),
-                    fit: eligibility::node_should_run(&pod, &info),
-                }
+            .map(|n| NodeFit {
+                name: n.metadata.name.clone().unwrap_or_default(),
+                fit: eligibility::node_should_run(&pod, &n),
             })
             .collect();
         fits.sort_by(|a, b| a.name.cmp(&b.name));

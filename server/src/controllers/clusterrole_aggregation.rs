@@ -123,32 +123,53 @@ pub async fn run(client: kube::Client, stop: CancellationToken) {
 mod tests {
     use std::collections::BTreeMap;
 
+    use serde_json::json;
+
     use super::*;
-    use crate::rbac::bootstrap::{aggregated, cluster_role, labelled, AGGREGATE_TO_VIEW};
-    use crate::rbac::rules::rule;
+
+    const AGGREGATE_TO_VIEW: &str = "rbac.authorization.k8s.io/aggregate-to-view";
+
+    fn rule(verbs: &[&str], groups: &[&str], resources: &[&str]) -> PolicyRule {
+        serde_json::from_value(json!({"verbs": verbs, "apiGroups": groups, "resources": resources}))
+            .unwrap()
+    }
+
+    fn cluster_role(name: &str, rules: Vec<PolicyRule>, labels: &[(&str, &str)]) -> ClusterRole {
+        let labels: BTreeMap<_, _> = labels.iter().copied().collect();
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "labels": labels}, "rules": rules}),
+        )
+        .unwrap()
+    }
+
+    fn aggregated(name: &str, label: &str) -> ClusterRole {
+        serde_json::from_value(json!({"metadata": {"name": name}, "rules": [],
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {label: "true"}}]}}))
+        .unwrap()
+    }
 
     #[test]
     fn union_of_selected_roles_sorted_by_name_without_duplicates() {
         let view = aggregated("view", AGGREGATE_TO_VIEW);
         let label = [(AGGREGATE_TO_VIEW, "true")];
         let all: Vec<Arc<ClusterRole>> = vec![
-            Arc::new(labelled(
-                cluster_role("z", vec![rule(&["get"], &[""], &["pods"])]),
+            Arc::new(cluster_role(
+                "z",
+                vec![rule(&["get"], &[""], &["pods"])],
                 &label,
             )),
-            Arc::new(labelled(
-                cluster_role(
-                    "a",
-                    vec![
-                        rule(&["list"], &["x"], &["crs"]),
-                        rule(&["get"], &[""], &["pods"]),
-                    ],
-                ),
+            Arc::new(cluster_role(
+                "a",
+                vec![
+                    rule(&["list"], &["x"], &["crs"]),
+                    rule(&["get"], &[""], &["pods"]),
+                ],
                 &label,
             )),
             Arc::new(cluster_role(
                 "unlabelled",
                 vec![rule(&["*"], &["*"], &["*"])],
+                &[],
             )),
             Arc::new(view.clone()),
         ];
