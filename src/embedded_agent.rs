@@ -76,10 +76,10 @@ async fn label_control_plane(data_dir: std::path::PathBuf, node: String) {
         "node-role.kubernetes.io/control-plane": "true",
         "node-role.kubernetes.io/master": "true",
     }}});
-    let kubeconfig = k3rs_server::tokens::client::admin_kubeconfig(&data_dir);
+    let kubeconfig = k3rs_apiserver::tokens::client::admin_kubeconfig(&data_dir);
     let mut delay = RETRY;
     loop {
-        let result = match k3rs_server::tokens::client::connect(&kubeconfig).await {
+        let result = match k3rs_apiserver::tokens::client::connect(&kubeconfig).await {
             Ok(client) => {
                 let nodes: Api<Node> = Api::all(client);
                 let patch = Patch::Merge(&labels);

@@ -105,7 +105,7 @@ impl ServerAccess {
     fn kubeconfig(&self) -> PathBuf {
         self.kubeconfig
             .clone()
-            .unwrap_or_else(|| k3rs_server::tokens::client::admin_kubeconfig(&self.data_dir))
+            .unwrap_or_else(|| k3rs_apiserver::tokens::client::admin_kubeconfig(&self.data_dir))
     }
 }
 
@@ -228,7 +228,7 @@ enum TokenCommand {
         #[arg(
             long,
             value_delimiter = ',',
-            default_value = k3rs_server::tokens::DEFAULT_GROUP
+            default_value = k3rs_apiserver::tokens::DEFAULT_GROUP
         )]
         groups: Vec<String>,
         /// What the token may be used for (authentication, signing).
@@ -452,7 +452,7 @@ async fn main() -> anyhow::Result<()> {
             let controller_args = std::iter::once(format!("cluster-cidr={}", args.cluster_cidr))
                 .chain(args.kube_controller_manager_arg.iter().cloned())
                 .collect::<Vec<_>>();
-            let mut controller_args = k3rs_server::controllers::Args::parse(&controller_args)
+            let mut controller_args = k3rs_controllers::Args::parse(&controller_args)
                 .unwrap_or_else(|e| {
                     Cli::command()
                         .error(clap::error::ErrorKind::InvalidValue, e)
@@ -471,7 +471,7 @@ async fn main() -> anyhow::Result<()> {
                 .map(|p| format!("admission-control-config-file={}", p.display()))
                 .chain(args.kube_apiserver_arg.iter().cloned())
                 .collect::<Vec<_>>();
-            let apiserver_args = k3rs_server::apiserver::args::Args::parse(&kube_apiserver_args)
+            let apiserver_args = k3rs_apiserver::args::Args::parse(&kube_apiserver_args)
                 .unwrap_or_else(|e| {
                     Cli::command()
                         .error(clap::error::ErrorKind::InvalidValue, e)
@@ -553,7 +553,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Certificate(args) => certificate::run(args)?,
         Command::Kubectl { args } => return Err(kubectl(args)),
         Command::Token(args) => {
-            use k3rs_server::tokens::{client, TokenSpec};
+            use k3rs_apiserver::tokens::{client, TokenSpec};
             let cmd = match args.command {
                 TokenCommand::Create {
                     token,
@@ -589,7 +589,7 @@ async fn main() -> anyhow::Result<()> {
                 SecretsEncryptCommand::Reencrypt => Op::Reencrypt,
                 SecretsEncryptCommand::RotateKeys => Op::RotateKeys,
             };
-            let client = k3rs_server::tokens::client::connect(&args.access.kubeconfig())
+            let client = k3rs_apiserver::tokens::client::connect(&args.access.kubeconfig())
                 .await
                 .context("k3rs secrets-encrypt")?;
             let out = run(&client, op).await.context("k3rs secrets-encrypt")?;

@@ -15,11 +15,11 @@ use futures::FutureExt;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::controllers::Args as ControllerArgs;
 use crate::leader_election::{holder_identity, LeaderElector, Timing};
 use k3rs_apimachinery::clients::ClientBuilder;
 use k3rs_apimachinery::users;
 use k3rs_auth::serviceaccount::ServiceAccounts;
+use k3rs_controllers::Args as ControllerArgs;
 
 /// Lease the controller manager holds while it runs (kube-controller-manager's).
 pub const CONTROLLER_MANAGER_LEASE: &str = "kube-controller-manager";
@@ -34,7 +34,7 @@ pub struct Enabled {
     /// `--kube-controller-manager-arg`s.
     pub controller_args: ControllerArgs,
     pub scheduler: bool,
-    /// The manifests dir the controller-manager leader applies ([`crate::deploy`]).
+    /// The manifests dir the controller-manager leader applies ([`k3rs_controllers::deploy`]).
     pub manifests_dir: Option<PathBuf>,
 }
 
@@ -93,7 +93,7 @@ pub fn spawn(
             clients.user(users::SCHEDULER, &[], "kube-system"),
             SCHEDULER_LEASE,
             stop.clone(),
-            move |leading| crate::scheduler::run(scheduler.clone(), leading),
+            move |leading| k3rs_scheduler::run(scheduler.clone(), leading),
         )));
     }
     tasks
@@ -107,10 +107,11 @@ fn controller_manager(
     manager: &ControllerManager,
     leading: CancellationToken,
 ) -> impl Future<Output = ()> + Send + 'static {
-    let deploy = manifests.map(|dir| crate::deploy::run(clients.clone(), dir, leading.clone()));
-    let run = crate::controllers::run(
+    let deploy =
+        manifests.map(|dir| k3rs_controllers::deploy::run(clients.clone(), dir, leading.clone()));
+    let run = k3rs_controllers::run(
         clients.clone(),
-        crate::controllers::CONTROLLERS,
+        k3rs_controllers::CONTROLLERS,
         args,
         leading.clone(),
     );
@@ -122,8 +123,8 @@ fn controller_manager(
             manager.server_ca_pem.clone(),
         )
     });
-    let certificates = match crate::certificates::Signers::load(&manager.tls_dir) {
-        Ok(signers) => crate::certificates::spawn(clients.as_ref(), signers, &leading),
+    let certificates = match k3rs_controllers::certificates::Signers::load(&manager.tls_dir) {
+        Ok(signers) => k3rs_controllers::certificates::spawn(clients.as_ref(), signers, &leading),
         Err(e) => {
             tracing::error!(error = %e, "loading the CSR signers' CAs; certificates are not signed");
             Vec::new()
@@ -175,7 +176,7 @@ mod tests {
     #[test]
     fn every_controller_has_a_role() {
         let roles = k3rs_auth::rbac::bootstrap::controllers::CONTROLLERS;
-        for name in crate::controllers::CONTROLLERS.iter().map(|c| c.name) {
+        for name in k3rs_controllers::CONTROLLERS.iter().map(|c| c.name) {
             assert!(roles.contains(&name), "{name}");
         }
     }

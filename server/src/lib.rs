@@ -14,19 +14,15 @@ use k3rs_datastore::{self as datastore, compactor, encryption};
 use k3rs_etcd_api::{self as etcd, snapshot as etcd_snapshot};
 use k3rs_pki as pki;
 
-pub mod apiserver;
-pub mod audit;
-pub mod certificates;
+use k3rs_apiserver as apiserver;
+use k3rs_controllers as controllers;
+
 pub mod components;
-pub mod controllers;
-pub mod deploy;
 pub mod identity;
 pub mod join;
 pub mod leader_election;
 pub mod ready_notify;
-pub mod scheduler;
 pub mod supervisor;
-pub mod tokens;
 
 /// Raft timing of the embedded datastore (etcd's defaults).
 const HEARTBEAT: Duration = Duration::from_millis(100);

@@ -11,11 +11,11 @@ use axum::http::{header, Method, Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
 use k3rs_apimachinery::catalog;
+use k3rs_apiserver::http::router::router;
+use k3rs_apiserver::registry::{Registry, Target, WriteOptions};
+use k3rs_apiserver::{bootstrap, metrics::Metrics, ApiState};
 use k3rs_auth::{InProcessUser, UserInfo};
 use k3rs_datastore::{Datastore, Embedded};
-use k3rs_server::apiserver::http::router::router;
-use k3rs_server::apiserver::registry::{Registry, Target, WriteOptions};
-use k3rs_server::apiserver::{bootstrap, metrics::Metrics, ApiState};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -779,7 +779,7 @@ async fn in_process_kube_client_goes_through_the_router() {
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
     use kube::api::{Api as KApi, ListParams, PostParams, WatchEvent, WatchParams};
     let api = start().await;
-    let client = k3rs_server::apiserver::in_process::client(
+    let client = k3rs_apiserver::in_process::client(
         api.app.clone(),
         UserInfo::authenticated("system:admin", vec!["system:masters".into()]),
         "default",
@@ -832,7 +832,7 @@ async fn leader_election_hands_over_on_release() {
     // for the controller manager's user), a Lease nobody else uses.
     const LEASE: &str = "test-election";
     let api = start().await;
-    let client = k3rs_server::apiserver::in_process::client(
+    let client = k3rs_apiserver::in_process::client(
         api.app.clone(),
         UserInfo::authenticated("admin-test", vec!["system:masters".into()]),
         "kube-system",

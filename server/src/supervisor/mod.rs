@@ -32,7 +32,7 @@ use k3rs_apimachinery::status::ApiError;
 use k3rs_apimachinery::tls::PeerCertificates;
 use k3rs_pki::Token;
 
-pub use crate::apiserver::metrics::MetricsSource;
+pub use k3rs_apiserver::metrics::MetricsSource;
 
 /// What the supervisor routes need.
 pub struct Supervisor {

@@ -1,0 +1,546 @@
+//! The Kubernetes API server: HTTPS (axum + rustls) on `--https-listen-port`, the generic
+//! registry over the [`Datastore`](k3rs_datastore::Datastore), discovery, health, version
+//! and metrics.
+//!
+//! # Guarantees
+//! - Every request error is a `metav1.Status` with kube-apiserver's code and reason.
+//! - `resourceVersion` is the datastore's `mod_revision`; lists carry the revision they read.
+//! - Shuts down with the server's cancellation token: stops accepting, ends watches, drains.
+
+pub mod admission;
+pub mod args;
+pub mod audit;
+pub mod bootstrap;
+pub mod crd;
+pub mod discovery;
+pub mod health;
+pub mod http;
+pub mod in_process;
+pub mod kubeconfig;
+pub mod kubelet;
+pub mod metrics;
+pub mod openapi;
+pub mod registry;
+pub mod resources;
+pub mod reviews;
+mod secret_source;
+pub mod table;
+pub mod token_lookup;
+pub mod tokens;
+pub mod version;
+pub mod warning;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use tokio_util::sync::CancellationToken;
+
+use k3rs_datastore::Datastore;
+use registry::Registry;
+
+/// The API server's settings.
+#[derive(Debug, Clone)]
+pub struct ApiServerConfig {
+    /// `--bind-address` and `--https-listen-port`.
+    pub listen: SocketAddr,
+    /// `--service-cidr` (ClusterIPs; the first address is the `kubernetes` service's).
+    pub service_cidr: IpNet,
+    /// `--write-kubeconfig` (None: not written).
+    pub kubeconfig_path: Option<PathBuf>,
+    /// `--write-kubeconfig-mode`.
+    pub kubeconfig_mode: u32,
+    /// `--kube-apiserver-arg`s.
+    pub args: args::Args,
+}
+
+/// Failures that stop the API server (as opposed to request errors).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("binding {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("tls: {0}")]
+    Tls(#[from] k3rs_apimachinery::tls::TlsError),
+    #[error("writing the kubeconfig: {0}")]
+    Kubeconfig(#[source] k3rs_pki::Error),
+    #[error("the default agent token: {0}")]
+    AgentToken(#[source] k3rs_pki::Error),
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    ServiceAccountKey(#[from] k3rs_auth::serviceaccount::jwt::JwtError),
+    #[error("creating the bootstrap objects: {0}")]
+    Bootstrap(String),
+    #[error("{0}")]
+    Audit(#[from] crate::audit::Error),
+    #[error("{0}")]
+    TokenFile(#[from] k3rs_auth::token_file::TokenFileError),
+    #[error("{0}")]
+    AbacPolicy(#[from] k3rs_auth::abac::PolicyFileError),
+    #[error("{0}")]
+    Webhook(#[from] k3rs_auth::webhook::client::ConfigError),
+    #[error("{0}")]
+    KubeletClient(#[source] kubelet::Error),
+    #[error("{0}")]
+    Oidc(String),
+    #[error("reconciling the bootstrap RBAC policy: {0}")]
+    RbacBootstrap(#[source] k3rs_auth::rbac::reconcile::Error),
+}
+
+/// Shared by every request.
+#[derive(Debug)]
+pub struct ApiState {
+    pub registry: Arc<Registry>,
+    pub metrics: metrics::Metrics,
+    pub server_ca_pem: String,
+    /// `host:port` advertised in `/api`.
+    pub advertise_address: String,
+    /// Cancelled on shutdown: ends watches.
+    pub stop: CancellationToken,
+    /// Who is asking (x509 client certificates, tokens…).
+    pub authn: k3rs_auth::authn::Chain,
+    /// May they (`--authorization-mode`, after `system:masters`).
+    pub authz: k3rs_auth::authz::Chain,
+    /// The service-account token signer (TokenRequest, issuer discovery); `None` serves
+    /// neither (in-process test servers without a PKI).
+    pub service_accounts: Option<Arc<k3rs_auth::serviceaccount::ServiceAccounts>>,
+    /// `--audit-policy-file` and `--audit-log-path` (`None`: nothing is audited).
+    pub audit: Option<Arc<crate::audit::Auditor>>,
+    /// Dials kubelets (logs, exec, attach, port-forward, node proxy); `None` answers 503.
+    pub kubelet: Option<kubelet::KubeletClient>,
+    /// The client CA bundle, served to agents at `/v1-k3rs/client-ca.crt` (their kubelets
+    /// authenticate the API server and users with it).
+    pub client_ca_pem: String,
+}
+
+/// The API server's identity towards itself (kube-apiserver's loopback client).
+fn loopback_user() -> k3rs_auth::UserInfo {
+    k3rs_auth::UserInfo::authenticated(
+        "system:apiserver",
+        vec![k3rs_auth::user::SYSTEM_MASTERS.into()],
+    )
+}
+
+/// How long open requests get to finish after shutdown is requested.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// A bound API server, ready to [`ApiServer::run`].
+#[derive(Debug)]
+pub struct ApiServer {
+    listener: tokio::net::TcpListener,
+    tls: rustls::ServerConfig,
+    state: Arc<ApiState>,
+    bootstrap_port: u16,
+    /// The default agent token, whose Secret is made at start.
+    agent_token: crate::tokens::Token,
+    /// The Node authorizer's graph, fed from watches once the router serves.
+    node_graph: Arc<std::sync::RwLock<k3rs_auth::node::graph::Graph>>,
+    /// Routes served next to the API (the supervisor's), with their own authentication.
+    extra_routes: Option<axum::Router>,
+    /// Appended to `/metrics` (the datastore's metrics).
+    extra_metrics: Option<metrics::MetricsSource>,
+    /// Fills the RBAC authorizer's cache once the router exists.
+    rbac_feed: Option<Box<k3rs_auth::rbac::cache::PolicyFeed>>,
+    /// The ValidatingAdmissionPolicy plugin's informers, started with the RBAC ones.
+    policy_feed: Option<Box<admission::validating_policy::cache::PolicyFeed>>,
+    policy_cache: admission::validating_policy::cache::PolicyCache,
+    /// The admission webhooks' informers.
+    webhook_feed: Option<Box<admission::webhook::cache::WebhookFeed>>,
+    webhook_cache: admission::webhook::cache::WebhookCache,
+    rbac_cache: k3rs_auth::rbac::cache::PolicyCache,
+    /// `--secrets-encryption`'s keys and operations (`/v1-k3rs/encrypt/…`).
+    secrets_encryption: Option<Arc<k3rs_datastore::encryption::SecretsEncryption>>,
+}
+
+impl ApiServer {
+    /// Binds the port, loads the certificates, writes the kubeconfig.
+    pub async fn bind(
+        cfg: &ApiServerConfig,
+        pki: &k3rs_pki::Pki,
+        ds: Arc<dyn Datastore>,
+        stop: CancellationToken,
+    ) -> Result<ApiServer, Error> {
+        let read =
+            |path: PathBuf| std::fs::read(&path).map_err(|source| Error::Read { path, source });
+        let (cert, key) = pki.apiserver_serving_cert();
+        let client_ca = pki.client_ca_cert();
+        let mut client_cas = vec![client_ca.as_path()];
+        client_cas.extend(cfg.args.requestheader_client_ca_file.as_deref());
+        let tls = k3rs_apimachinery::tls::server_config_for(&cert, &key, &client_cas)?;
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        let port = listener
+            .local_addr()
+            .map_err(|source| Error::Bind {
+                addr: cfg.listen,
+                source,
+            })?
+            .port();
+        let ca_pem = read(pki.server_ca_cert())?;
+        if let Some(path) = &cfg.kubeconfig_path {
+            let (admin_cert, admin_key) = pki.admin_client_cert();
+            let yaml = kubeconfig::render(
+                &format!("https://127.0.0.1:{port}"),
+                &ca_pem,
+                &read(admin_cert)?,
+                &read(admin_key)?,
+            );
+            kubeconfig::write(path, &yaml, cfg.kubeconfig_mode).map_err(Error::Kubeconfig)?;
+            tracing::info!(path = %path.display(), "wrote the admin kubeconfig");
+        }
+        // The server's own admin credentials (`k3rs token` finds the server through them) and
+        // the default agent token, under `<data-dir>/server` as k3s keeps them.
+        let server_dir = pki
+            .tls_dir()
+            .parent()
+            .unwrap_or(pki.tls_dir())
+            .to_path_buf();
+        {
+            let (admin_cert, admin_key) = pki.admin_client_cert();
+            let yaml = kubeconfig::render(
+                &format!("https://127.0.0.1:{port}"),
+                &ca_pem,
+                &read(admin_cert)?,
+                &read(admin_key)?,
+            );
+            let path =
+                crate::tokens::client::admin_kubeconfig(server_dir.parent().unwrap_or(&server_dir));
+            kubeconfig::write(&path, &yaml, 0o600).map_err(Error::Kubeconfig)?;
+        }
+        let agent_token =
+            crate::tokens::agent::ensure_file(&server_dir.join("agent-token"), &ca_pem)
+                .map_err(Error::AgentToken)?;
+        let advertise = if cfg.listen.ip().is_unspecified() {
+            format!("127.0.0.1:{port}")
+        } else {
+            SocketAddr::new(cfg.listen.ip(), port).to_string()
+        };
+        let (rbac_cache, rbac_feed) = k3rs_auth::rbac::cache::policy_cache();
+        let policy: Arc<dyn k3rs_auth::rbac::resolver::PolicySource> = Arc::new(rbac_cache.clone());
+        let node_authorizer = k3rs_auth::node::NodeAuthorizer::new();
+        // k3s's `--authorization-mode=Node,RBAC` by default, after system:masters.
+        let abac = match &cfg.args.authorization_policy_file {
+            Some(path) => Some(Arc::new(k3rs_auth::abac::Abac::load(path)?)
+                as Arc<dyn k3rs_auth::authz::Authorizer>),
+            None => None,
+        };
+        let webhook_authz = match &cfg.args.authorization_webhook.config_file {
+            Some(_) => Some(Arc::new(
+                k3rs_auth::webhook::subject_access_review::WebhookAuthorizer::load(
+                    &cfg.args.authorization_webhook,
+                )?,
+            ) as Arc<dyn k3rs_auth::authz::Authorizer>),
+            None => None,
+        };
+        let authz = args::chain(
+            &cfg.args.authorization_modes,
+            Arc::new(k3rs_auth::rbac::Rbac::new(policy.clone())),
+            Some(Arc::new(node_authorizer.clone())),
+            abac,
+            webhook_authz,
+        );
+        let (policy_cache, policy_feed) = admission::validating_policy::cache::policy_cache();
+        let (webhook_cache, webhook_feed) = admission::webhook::cache::webhook_cache();
+        let registry = Registry::new(ds, cfg.service_cidr).with_admission(
+            admission::Chain::standard_with(
+                cfg.args.default_tolerations,
+                cfg.args.pod_security.clone(),
+            )
+            .with_policies(policy_cache.clone(), Some(authz.clone()))
+            .with_webhooks(webhook_cache.clone(), Some(authz.clone())),
+        );
+        registry.set_write_check(Arc::new(registry::rbac_escalation::RbacEscalation {
+            source: policy,
+            authz: authz.clone(),
+        }));
+        let registry = Arc::new(registry);
+        let service_accounts = Arc::new(k3rs_auth::serviceaccount::ServiceAccounts::load(
+            &pki.service_account_key(),
+            Arc::new(token_lookup::RegistryLookup(registry.clone())),
+        )?);
+        let audit = crate::audit::Auditor::load(&cfg.args.audit)?.map(Arc::new);
+        // The authenticating proxy, client certificates, then the token file
+        // (kube-apiserver's order), bootstrap and service-account tokens.
+        let mut authn = k3rs_auth::authn::Chain::default();
+        match &cfg.args.requestheader_client_ca_file {
+            // The handshake accepts both CAs: each authenticator checks its own.
+            Some(ca) => {
+                let provider = Arc::new(rustls::crypto::ring::default_provider());
+                authn.push(Arc::new(k3rs_auth::request_header::RequestHeader {
+                    verifier: k3rs_apimachinery::tls::client_verifier(ca, provider.clone())?,
+                    allowed_names: cfg.args.requestheader_allowed_names.clone(),
+                    headers: cfg.args.requestheader_headers.clone(),
+                }));
+                authn.push(Arc::new(k3rs_auth::request_header::VerifiedX509 {
+                    verifier: k3rs_apimachinery::tls::client_verifier(&client_ca, provider)?,
+                }));
+            }
+            None => authn.push(Arc::new(k3rs_auth::authn::X509)),
+        }
+        if let Some(path) = &cfg.args.token_auth_file {
+            authn.push(Arc::new(k3rs_auth::token_file::TokenFile::load(path)?));
+        }
+        authn.push(Arc::new(k3rs_auth::bootstrap_token::BootstrapTokens::new(
+            registry.clone(),
+        )));
+        authn.push(Arc::new(service_accounts.tokens.clone()));
+        // Then (kube-apiserver's order) OIDC and the token webhook.
+        let jwts = cfg
+            .args
+            .jwt_authenticators()
+            .map_err(|e| Error::Oidc(e.to_string()))?;
+        for jwt in jwts {
+            authn.push(Arc::new(
+                k3rs_auth::oidc::Oidc::start(jwt).map_err(Error::Oidc)?,
+            ));
+        }
+        if cfg.args.token_webhook.config_file.is_some() {
+            let audiences = k3rs_auth::serviceaccount::claims::API_AUDIENCES
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            authn.push(Arc::new(
+                k3rs_auth::webhook::token_review::TokenWebhook::load(
+                    &cfg.args.token_webhook,
+                    audiences,
+                )?,
+            ));
+        }
+        let (kcert, kkey) = pki.kubelet_client_cert();
+        let kubelet_client = kubelet::KubeletClient::load(&pki.server_ca_cert(), &kcert, &kkey)
+            .map_err(Error::KubeletClient)?;
+        let state = Arc::new(ApiState {
+            authn,
+            registry,
+            metrics: metrics::Metrics::default(),
+            server_ca_pem: String::from_utf8_lossy(&ca_pem).into_owned(),
+            advertise_address: advertise,
+            stop,
+            authz,
+            service_accounts: Some(service_accounts),
+            audit,
+            kubelet: Some(kubelet_client),
+            client_ca_pem: String::from_utf8_lossy(&read(pki.client_ca_cert())?).into_owned(),
+        });
+        Ok(ApiServer {
+            listener,
+            tls,
+            state,
+            bootstrap_port: port,
+            agent_token,
+            node_graph: node_authorizer.graph(),
+            extra_routes: None,
+            extra_metrics: None,
+            rbac_feed: Some(Box::new(rbac_feed)),
+            rbac_cache,
+            policy_feed: Some(Box::new(policy_feed)),
+            policy_cache,
+            webhook_feed: Some(Box::new(webhook_feed)),
+            webhook_cache,
+            secrets_encryption: None,
+        })
+    }
+
+    /// Serves `routes` on the same port (they must not overlap the API's paths) and appends
+    /// `metrics` to `/metrics`.
+    pub fn with_supervisor(
+        mut self,
+        routes: axum::Router,
+        metrics: Option<metrics::MetricsSource>,
+    ) -> ApiServer {
+        self.extra_routes = Some(routes);
+        self.extra_metrics = metrics;
+        self
+    }
+
+    /// Serves `/v1-k3rs/encrypt/…` with `encryption` (`None`: encryption is off).
+    pub fn with_secrets_encryption(
+        mut self,
+        encryption: Option<Arc<k3rs_datastore::encryption::SecretsEncryption>>,
+    ) -> ApiServer {
+        self.secrets_encryption = encryption;
+        self
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// [`ApiServer::start`], then [`Started::serve`].
+    pub async fn run(self) -> Result<(), Error> {
+        self.start().await?.serve().await;
+        Ok(())
+    }
+
+    /// Creates the bootstrap objects, reconciles the bootstrap RBAC policy, starts the API
+    /// server's own informers (CRDs, RBAC, admission policies and webhooks, the Node graph)
+    /// and waits (bounded) for their first lists. In-process clients work from then on;
+    /// network clients once [`Started::serve`] runs.
+    pub async fn start(self) -> Result<Started, Error> {
+        let stop = self.state.stop.clone();
+        // The datastore may still be electing its leader: retry the bootstrap briefly.
+        let mut attempt = 0;
+        loop {
+            match bootstrap::ensure(&self.state.registry, self.bootstrap_port).await {
+                Ok(()) => break,
+                Err(e) if attempt < 300 && !stop.is_cancelled() => {
+                    attempt += 1;
+                    tracing::debug!(error = %e.message, "bootstrap objects not created yet; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(Error::Bootstrap(e.message)),
+            }
+        }
+        if let Err(e) =
+            crate::tokens::agent::ensure_secret(&self.state.registry, &self.agent_token).await
+        {
+            tracing::warn!(error = %e.message, "creating the default agent token's secret");
+        }
+        let addr = self.local_addr().ok();
+        tracing::info!(?addr, "Kubernetes API listening");
+        // Build the OpenAPI documents (milliseconds) before serving, not in the first request
+        // that validates a body.
+        openapi::OpenApiV3::get();
+        // Serve the custom resources the datastore already defines from the first request on,
+        // then follow the CRDs.
+        if let Ok((crds, _)) = crd::controller::list(&self.state.registry).await {
+            crd::controller::sync(&self.state.registry, &crds).await;
+        }
+        let crds = tokio::spawn(crd::controller::run(
+            self.state.registry.clone(),
+            stop.clone(),
+        ));
+        let mut app = http::router::router(self.state.clone());
+        if let Some(e) = self.secrets_encryption.clone() {
+            app = app.layer(axum::Extension(e));
+        }
+        if let Some(extra) = self.extra_metrics {
+            app = app.layer(axum::middleware::from_fn(move |req, next| {
+                metrics::append(extra.clone(), req, next)
+            }));
+        }
+        if let Some(routes) = self.extra_routes {
+            app = app.merge(routes);
+        }
+        // The RBAC policy: bootstrap roles reconciled, then the authorizer's informers filled
+        // before the first network request.
+        let loopback = in_process::client(app.clone(), in_process::apiserver_identity(), "default");
+        let rbac_feed = self
+            .rbac_feed
+            .map(|feed| tokio::spawn(feed.run(loopback.clone(), stop.clone())));
+        let webhook_feed = self
+            .webhook_feed
+            .map(|feed| tokio::spawn(feed.run(loopback.clone(), stop.clone())));
+        let policy_feed = self
+            .policy_feed
+            .map(|feed| tokio::spawn(feed.run(loopback.clone(), stop.clone())));
+        rbac_bootstrap(loopback, &self.rbac_cache, &stop).await?;
+        let admission_ready = async {
+            self.policy_cache.wait_until_ready().await;
+            self.webhook_cache.wait_until_ready().await;
+        };
+        if tokio::time::timeout(Duration::from_secs(30), admission_ready)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the admission caches are not filled after 30 s; serving anyway");
+        }
+        let node_graph = tokio::spawn(k3rs_auth::node::populator::run(
+            in_process::client(app.clone(), loopback_user(), "default"),
+            self.node_graph.clone(),
+            stop.clone(),
+        ));
+        let tasks = [
+            Some(crds),
+            rbac_feed,
+            policy_feed,
+            webhook_feed,
+            Some(node_graph),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        Ok(Started {
+            app,
+            listener: self.listener,
+            tls: self.tls,
+            state: self.state,
+            tasks,
+        })
+    }
+}
+
+/// An API server whose bootstrap is done and whose informers run ([`ApiServer::start`]).
+#[derive(Debug)]
+pub struct Started {
+    app: axum::Router,
+    listener: tokio::net::TcpListener,
+    tls: rustls::ServerConfig,
+    state: Arc<ApiState>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Started {
+    /// In-process clients through this API server's router.
+    pub fn clients(&self) -> in_process::InProcessClients {
+        in_process::InProcessClients(self.app.clone())
+    }
+
+    /// The state every request shares.
+    pub fn state(&self) -> &Arc<ApiState> {
+        &self.state
+    }
+
+    /// Serves HTTPS until the stop token is cancelled, drains, then stops the informers.
+    pub async fn serve(self) {
+        let stop = self.state.stop.clone();
+        k3rs_apimachinery::tls::serve(self.listener, self.tls, self.app, stop, DRAIN_GRACE).await;
+        for t in self.tasks {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+}
+
+/// Reconciles the bootstrap RBAC policy (retried while the datastore settles), then waits
+/// (bounded) for the authorizer's cache to hold its first lists.
+async fn rbac_bootstrap(
+    client: kube::Client,
+    cache: &k3rs_auth::rbac::cache::PolicyCache,
+    stop: &CancellationToken,
+) -> Result<(), Error> {
+    let mut attempt = 0;
+    loop {
+        match k3rs_auth::rbac::reconcile::bootstrap_policy(client.clone()).await {
+            Ok(()) => break,
+            Err(e) if attempt < 300 && !stop.is_cancelled() => {
+                attempt += 1;
+                tracing::debug!(error = %e, "bootstrap RBAC policy not reconciled yet; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(Error::RbacBootstrap(e)),
+        }
+    }
+    if tokio::time::timeout(Duration::from_secs(30), cache.wait_until_ready())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the RBAC cache is not filled after 30 s; serving anyway");
+    }
+    Ok(())
+}

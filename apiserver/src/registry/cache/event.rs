@@ -1,0 +1,242 @@
+//! One store event decoded once for every watcher: the object (with its resourceVersion), its
+//! JSON form and labels, and the previous version's object and labels, so that each watcher
+//! only evaluates its selectors and copies bytes.
+
+use std::collections::BTreeMap;
+
+use axum::body::Bytes;
+use serde_json::Value;
+
+use crate::registry::decode_as;
+
+use k3rs_apimachinery::meta;
+
+use crate::registry::ListOptions;
+use k3rs_apimachinery::catalog::Resource;
+use k3rs_apimachinery::status::{ApiError, ApiResult};
+use k3rs_datastore::Event;
+
+/// An object version as selectors see it.
+#[derive(Debug, Clone, PartialEq)]
+struct Version {
+    object: Value,
+    labels: BTreeMap<String, String>,
+}
+
+impl Version {
+    fn new(object: Value) -> Version {
+        let labels = meta::labels(&object);
+        Version { object, labels }
+    }
+
+    fn matches(&self, filter: &ListOptions) -> bool {
+        filter.labels.matches(&self.labels) && filter.fields.matches(&self.object)
+    }
+}
+
+/// A decoded store event, shared (behind an `Arc`) by the cache ring and every watcher.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedEvent {
+    /// The store key (`/registry/<resource>/<namespace>/<name>`).
+    pub key: Vec<u8>,
+    /// The revision of the change (for a delete, the delete revision).
+    pub revision: i64,
+    /// What watchers are sent: the new version, or for a delete the last version stamped
+    /// with the delete revision.
+    current: Version,
+    /// The version before this change (for a put; `None` when unknown or created).
+    prev: Option<Version>,
+    /// A put of a key that did not exist before.
+    created: bool,
+    deleted: bool,
+    /// `current.object` serialized once.
+    json: Bytes,
+}
+
+impl CachedEvent {
+    /// Decodes a store event as `r` serves it; `None` for a delete without its previous
+    /// version (nothing to show, and never asked that way).
+    pub fn decode(r: &Resource, ev: &Event) -> ApiResult<Option<CachedEvent>> {
+        let decode = |kv| decode_as(r, kv);
+        let (current, prev, created, deleted) = match ev {
+            Event::Put { kv, prev } => {
+                let prev = prev.as_ref().map(decode).transpose()?.map(Version::new);
+                let created = prev.is_none() && kv.version <= 1;
+                (Version::new(decode(kv)?), prev, created, false)
+            }
+            Event::Delete {
+                prev: Some(p),
+                revision,
+                ..
+            } => {
+                let mut obj = decode(p)?;
+                meta::set_resource_version(&mut obj, *revision);
+                (Version::new(obj), None, false, true)
+            }
+            Event::Delete { prev: None, .. } => return Ok(None),
+        };
+        let json = serde_json::to_vec(&current.object)
+            .map_err(|e| ApiError::internal(format!("encoding a watch event: {e}")))?;
+        Ok(Some(CachedEvent {
+            key: ev.key().to_vec(),
+            revision: ev.revision(),
+            current,
+            prev,
+            created,
+            deleted,
+            json: Bytes::from(json),
+        }))
+    }
+
+    /// The object sent with this event.
+    pub fn object(&self) -> &Value {
+        &self.current.object
+    }
+
+    /// What a watcher with `filter` is told, the way kube-apiserver's watch cache does: an
+    /// object that starts matching is ADDED, one that stops matching is DELETED, one that
+    /// matched neither before nor after is not sent (`None`).
+    pub fn kind_for(&self, filter: &ListOptions) -> Option<&'static str> {
+        let now = self.current.matches(filter);
+        if self.deleted {
+            return now.then_some("DELETED");
+        }
+        let before = match &self.prev {
+            Some(p) => Some(p.matches(filter)),
+            // Modified, but the previous version is unknown: assume it matched as it does now.
+            None if !self.created => Some(now),
+            None => None,
+        };
+        match (before, now) {
+            (Some(true), true) => Some("MODIFIED"),
+            (None | Some(false), true) => Some("ADDED"),
+            (Some(true), false) => Some("DELETED"),
+            (_, false) => None,
+        }
+    }
+
+    /// The JSON line `{"type":<kind>,"object":<object>}\n`.
+    pub fn line(&self, kind: &str) -> Bytes {
+        let mut out = Vec::with_capacity(self.json.len() + kind.len() + 24);
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(kind.as_bytes());
+        out.extend_from_slice(b"\",\"object\":");
+        out.extend_from_slice(&self.json);
+        out.extend_from_slice(b"}\n");
+        Bytes::from(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::encode;
+    use k3rs_apimachinery::selector::LabelSelector;
+    use k3rs_datastore::KeyValue;
+    use serde_json::json;
+
+    fn kv(labels: Value, rev: i64, version: i64) -> KeyValue {
+        let obj = json!({"metadata": {"name": "x", "labels": labels}});
+        KeyValue {
+            key: b"/registry/configmaps/default/x".to_vec(),
+            mod_revision: rev,
+            version,
+            value: encode(&obj).unwrap(),
+            ..Default::default()
+        }
+    }
+
+    fn cms() -> &'static Resource {
+        k3rs_apimachinery::catalog::lookup("", "v1", "configmaps").unwrap()
+    }
+
+    fn filter(sel: &str) -> ListOptions {
+        ListOptions {
+            labels: LabelSelector::parse(sel).unwrap(),
+            ..Default::default()
+        }
+    }
+
+    fn kind(ev: &Event, sel: &str) -> Option<&'static str> {
+        CachedEvent::decode(cms(), ev)
+            .unwrap()
+            .unwrap()
+            .kind_for(&filter(sel))
+    }
+
+    #[test]
+    fn selector_transitions_like_the_watch_cache() {
+        let a = json!({"app": "a"});
+        let b = json!({"app": "b"});
+        let created = Event::Put {
+            kv: kv(a.clone(), 2, 1),
+            prev: None,
+        };
+        assert_eq!(kind(&created, ""), Some("ADDED"));
+        assert_eq!(kind(&created, "app=b"), None);
+        let relabeled = Event::Put {
+            kv: kv(b.clone(), 3, 2),
+            prev: Some(kv(a.clone(), 2, 1)),
+        };
+        assert_eq!(kind(&relabeled, ""), Some("MODIFIED"));
+        assert_eq!(kind(&relabeled, "app=a"), Some("DELETED"));
+        assert_eq!(kind(&relabeled, "app=b"), Some("ADDED"));
+        let unknown_prev = Event::Put {
+            kv: kv(b.clone(), 3, 2),
+            prev: None,
+        };
+        assert_eq!(kind(&unknown_prev, "app=b"), Some("MODIFIED"));
+        assert_eq!(kind(&unknown_prev, "app=a"), None);
+        let deleted = Event::Delete {
+            key: b"/registry/configmaps/default/x".to_vec(),
+            revision: 4,
+            prev: Some(kv(b, 3, 2)),
+        };
+        let out = CachedEvent::decode(cms(), &deleted).unwrap().unwrap();
+        assert_eq!(out.kind_for(&filter("app=b")), Some("DELETED"));
+        assert_eq!(out.kind_for(&filter("app=a")), None);
+        assert_eq!(out.revision, 4);
+        let line = out.line("DELETED");
+        assert!(line.ends_with(b"\n") && !line[..line.len() - 1].contains(&b'\n'));
+        let parsed: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(parsed["type"], "DELETED");
+        assert_eq!(parsed["object"]["metadata"]["resourceVersion"], "4");
+        assert_eq!(parsed["object"]["metadata"]["labels"]["app"], "b");
+        let gone = Event::Delete {
+            key: b"k".to_vec(),
+            revision: 5,
+            prev: None,
+        };
+        assert_eq!(CachedEvent::decode(cms(), &gone).unwrap(), None);
+    }
+
+    #[test]
+    fn events_api_watchers_see_converted_events() {
+        let r = k3rs_apimachinery::catalog::lookup("events.k8s.io", "v1", "events").unwrap();
+        let obj = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
+            "message": "m", "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "R"});
+        let ev = Event::Put {
+            kv: KeyValue {
+                key: b"/registry/events/default/e".to_vec(),
+                mod_revision: 3,
+                version: 1,
+                value: encode(&obj).unwrap(),
+                ..Default::default()
+            },
+            prev: None,
+        };
+        let f = ListOptions {
+            fields: k3rs_apimachinery::selector::FieldSelector::parse("regarding.name=p", r)
+                .unwrap(),
+            ..Default::default()
+        };
+        let out = CachedEvent::decode(r, &ev).unwrap().unwrap();
+        assert_eq!(out.kind_for(&f), Some("ADDED"));
+        assert_eq!(
+            out.object(),
+            &json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                "metadata": {"name": "e", "resourceVersion": "3"},
+                "note": "m", "regarding": {"kind": "Pod", "name": "p"}, "reason": "R"})
+        );
+    }
+}

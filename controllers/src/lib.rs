@@ -1,0 +1,401 @@
+//! kube-controller-manager inside `k3rs server`: the controllers, each started with its own
+//! in-process client under upstream's identity for it
+//! (`system:serviceaccount:kube-system:<name>`, see
+//! [`controller_identity`](crate::apiserver::in_process::controller_identity)) and an
+//! [`EventRecorder`] reporting as `<name>`. They run while this server holds the
+//! `kube-system/kube-controller-manager` Lease (see [`crate::components`]).
+
+pub mod args;
+pub mod certificates;
+pub mod claim;
+pub mod cluster_dns;
+pub mod clusterrole_aggregation;
+pub mod cronjob;
+pub mod daemonset;
+pub mod deploy;
+pub mod deployment;
+pub mod disruption;
+pub mod endpoints;
+pub mod endpointslice;
+pub mod expectations;
+pub mod garbage_collector;
+pub mod history;
+pub mod hpa;
+pub mod job;
+pub mod namespace;
+pub mod node_ipam;
+pub mod node_lifecycle;
+pub mod pod_gc;
+pub mod pod_template;
+pub mod pods;
+pub mod ref_manager;
+pub mod replicaset;
+pub mod resource_quota;
+pub mod root_ca;
+pub mod selection;
+pub mod service_account;
+pub mod servicelb;
+pub mod statefulset;
+pub mod taint_eviction;
+pub mod ttl_after_finished;
+pub mod volume;
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use args::Args;
+pub use k3rs_apimachinery::events::{EventRecorder, EventType};
+pub use selection::Selection;
+
+use k3rs_apimachinery::clients::ClientBuilder;
+
+/// What a controller is started with.
+#[derive(Clone)]
+pub struct Context {
+    /// A client acting as the controller's own identity.
+    pub client: kube::Client,
+    /// Events reported as the controller.
+    pub events: EventRecorder,
+    /// Cancelled when the controller must stop (leadership lost or server stopping).
+    pub stop: CancellationToken,
+    /// The controller manager's settings.
+    pub args: Arc<Args>,
+}
+
+/// A controller the manager starts: its name in `--controllers`, upstream's service account
+/// name for it and its entry point, which runs until `Context::stop` is cancelled.
+pub struct Descriptor {
+    pub controller: &'static str,
+    pub name: &'static str,
+    pub start: fn(Context) -> BoxFuture<'static, ()>,
+}
+
+/// Every controller the manager runs.
+pub const CONTROLLERS: &[Descriptor] = &[
+    Descriptor {
+        controller: "serviceaccount",
+        name: service_account::NAME,
+        start: |cx| service_account::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "root-ca-cert-publisher",
+        name: root_ca::NAME,
+        start: |cx| root_ca::run_published(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "resourcequota",
+        name: resource_quota::NAME,
+        start: |cx| resource_quota::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "namespace",
+        name: namespace::NAME,
+        start: |cx| namespace::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "garbagecollector",
+        name: garbage_collector::NAME,
+        start: |cx| garbage_collector::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "endpoint",
+        name: endpoints::NAME,
+        start: |cx| endpoints::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "endpointslice",
+        name: endpointslice::NAME,
+        start: |cx| endpointslice::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: cluster_dns::CONTROLLER,
+        name: cluster_dns::NAME,
+        start: |cx| cluster_dns::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "nodeipam",
+        name: node_ipam::NAME,
+        start: |cx| node_ipam::run(cx.client, cx.args.cluster_cidr, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "nodelifecycle",
+        name: node_lifecycle::NAME,
+        start: |cx| {
+            node_lifecycle::run(cx.client, cx.args.node_monitor_grace_period, cx.stop).boxed()
+        },
+    },
+    Descriptor {
+        controller: "taint-eviction-controller",
+        name: taint_eviction::NAME,
+        start: |cx| taint_eviction::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "podgc",
+        name: pod_gc::NAME,
+        start: |cx| pod_gc::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "clusterrole-aggregation",
+        name: clusterrole_aggregation::CONTROLLER_NAME,
+        start: |cx| clusterrole_aggregation::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "ttl-after-finished",
+        name: ttl_after_finished::NAME,
+        start: |cx| ttl_after_finished::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "replicaset",
+        name: "replicaset-controller",
+        start: replicaset::start_replicaset,
+    },
+    Descriptor {
+        controller: "replicationcontroller",
+        name: "replication-controller",
+        start: replicaset::start_replication,
+    },
+    Descriptor {
+        controller: "deployment",
+        name: "deployment-controller",
+        start: deployment::start,
+    },
+    Descriptor {
+        controller: "cronjob",
+        name: cronjob::NAME,
+        start: cronjob::start,
+    },
+    Descriptor {
+        controller: "job",
+        name: job::NAME,
+        start: |cx| job::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: "statefulset",
+        name: "statefulset-controller",
+        start: statefulset::start,
+    },
+    Descriptor {
+        controller: "daemonset",
+        name: daemonset::NAME,
+        start: daemonset::start,
+    },
+    Descriptor {
+        controller: "disruption",
+        name: disruption::NAME,
+        start: disruption::start,
+    },
+    Descriptor {
+        controller: hpa::CONTROLLER,
+        name: hpa::NAME,
+        start: hpa::start,
+    },
+    Descriptor {
+        controller: servicelb::CONTROLLER,
+        name: servicelb::NAME,
+        start: |cx| servicelb::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: volume::binder_shell::CONTROLLER,
+        name: volume::binder_shell::NAME,
+        start: |cx| volume::binder_shell::run(cx).boxed(),
+    },
+    Descriptor {
+        controller: volume::protection::PVC_CONTROLLER,
+        name: volume::protection::PVC_NAME,
+        start: |cx| volume::protection::run_claims(cx).boxed(),
+    },
+    Descriptor {
+        controller: volume::protection::PV_CONTROLLER,
+        name: volume::protection::PV_NAME,
+        start: |cx| volume::protection::run_volumes(cx).boxed(),
+    },
+    Descriptor {
+        controller: volume::local_path_shell::CONTROLLER,
+        name: volume::local_path_shell::NAME,
+        start: |cx| {
+            async move {
+                match cx.args.local_storage.clone() {
+                    Some(base) => volume::local_path_shell::run(cx, base).await,
+                    None => cx.stop.cancelled().await,
+                }
+            }
+            .boxed()
+        },
+    },
+];
+
+/// The `--controllers` names of [`CONTROLLERS`].
+pub fn known() -> Vec<&'static str> {
+    CONTROLLERS.iter().map(|c| c.controller).collect()
+}
+
+/// The context controller `name` starts with: a client of its own identity.
+pub fn context(
+    clients: &dyn ClientBuilder,
+    name: &str,
+    host: &str,
+    args: &Arc<Args>,
+    stop: CancellationToken,
+) -> Context {
+    let client = clients.controller(name);
+    Context {
+        events: EventRecorder::new(client.clone(), name, host),
+        client,
+        stop,
+        args: args.clone(),
+    }
+}
+
+/// Runs the ones of `controllers` that `args` selects until `stop`, then waits for all of
+/// them to return.
+pub async fn run(
+    clients: Arc<dyn ClientBuilder>,
+    controllers: &[Descriptor],
+    args: Arc<Args>,
+    stop: CancellationToken,
+) {
+    let host = k3rs_apimachinery::net::hostname();
+    let tasks: Vec<_> = controllers
+        .iter()
+        .filter(|c| args.controllers.enables(c.controller))
+        .map(|c| {
+            tracing::info!(controller = c.name, "starting controller");
+            tokio::spawn((c.start)(context(
+                clients.as_ref(),
+                c.name,
+                &host,
+                &args,
+                stop.clone(),
+            )))
+        })
+        .collect();
+    stop.cancelled().await;
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+/// How long a failed reconcile waits before it is retried.
+pub(crate) const RETRY: Duration = Duration::from_secs(2);
+
+/// A reconcile that could not talk to the API server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{op}: {source}")]
+    Api {
+        op: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Errors of one sync of a workload controller; the sync is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("cache not ready")]
+    CacheNotReady,
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Wraps a failed request of a sync as [`SyncError::Api`] saying `what` failed.
+pub(crate) fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> SyncError {
+    let what = what.into();
+    move |source| SyncError::Api { what, source }
+}
+
+/// The API's status code of a kube error, if it is an API error.
+pub(crate) fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// Whether an error says the namespace is gone or terminating (creates there are pointless).
+pub(crate) fn namespace_gone(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => {
+            s.code == 404
+                || s.details
+                    .as_ref()
+                    .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
+        }
+        _ => false,
+    }
+}
+
+/// Reads `name` afresh, applies `edit` and writes it back with a PUT, to the status
+/// subresource for `status`. Upstream's controllers write their objects with update (their
+/// RBAC roles grant `update`, not `patch`, on e.g. `deployments` and `statefulsets/status`);
+/// a concurrent write makes this fail with 409 Conflict, and the reconcile is retried.
+pub(crate) async fn update_fresh<K>(
+    api: &Api<K>,
+    name: &str,
+    status: bool,
+    edit: impl FnOnce(&mut K),
+) -> kube::Result<K>
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + Debug,
+{
+    let mut obj = api.get(name).await?;
+    edit(&mut obj);
+    let pp = kube::api::PostParams::default();
+    if status {
+        api.replace_status(name, &pp, &obj).await
+    } else {
+        api.replace(name, &pp, &obj).await
+    }
+}
+
+/// A cache of every `K` that `api` lists, kept current by a watch in the returned task
+/// (abort it to stop). The store is empty until the first list completes
+/// (`Store::wait_until_ready`).
+pub(crate) fn informer<K>(api: Api<K>) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).default_backoff(),
+    );
+    let task = tokio::spawn(stream.for_each(|_| async {}));
+    (reader, task)
+}
+
+/// A cache of every `K` the client lists, and the stream of the objects each change touches,
+/// for `Controller::watches_stream`/`owns_stream` (the cache is current once the stream is
+/// polled).
+pub(crate) fn watched<K>(
+    client: &kube::Client,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let events = reflector::reflector(
+        writer,
+        watcher(Api::<K>::all(client.clone()), watcher::Config::default()),
+    )
+    .default_backoff()
+    .touched_objects();
+    (store, events)
+}
