@@ -7,7 +7,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./scripts/prereqs.sh test
+# Every phase is timed; the table is printed at the end, pass or fail (README: "CI time").
+timings=$(mktemp)
+started=$SECONDS
+report() {
+    local rc=$?
+    {
+        echo "test.sh: phase timings (seconds)"
+        cat "$timings"
+        printf '  %-44s %6s\n' total $((SECONDS - started))
+    } >&2
+    rm -f "$timings"
+    exit "$rc"
+}
+trap report EXIT
+phase() {
+    local name=$1 t0=$SECONDS rc=0
+    shift
+    "$@" || rc=$?
+    printf '  %-44s %6s%s\n' "$name" $((SECONDS - t0)) "$([ "$rc" -eq 0 ] || echo "  (failed: $rc)")" >>"$timings"
+    return "$rc"
+}
+
+phase prereqs ./scripts/prereqs.sh test
 
 # Build cache outside the clone (kept between CI runs when the machine is); only speed
 # depends on it. Falls back to ./target when that directory cannot be used.
@@ -35,7 +57,22 @@ for tool in etcd etcdctl openssl; do
     command -v "$tool" >/dev/null || { echo "test.sh: $tool is missing" >&2; exit 1; }
 done
 
+# Each test binary's own time, from the harness's "Running …" and "finished in" lines.
+binary_times() {
+    awk '/^ *Running / { name = $NF; gsub(/[()]/, "", name); sub(/.*\//, "", name)
+                         sub(/-[0-9a-f]+$/, "", name); if ($2 == "unittests") name = name " (unit)" }
+         /^ *Doc-tests / { name = $2 " (doc)" }
+         /^test result:/ { for (i = 1; i <= NF; i++) if ($i == "in") t = $(i + 1);
+                           sub(/s$/, "", t); printf "  test %-39s %6.0f\n", name, t }' "$1" >>"$timings"
+}
+
 set -x
-cargo fmt --all --check
-cargo clippy --workspace --all-targets -- -D warnings
-cargo test --workspace --no-fail-fast "$@"
+phase fmt cargo fmt --all --check
+phase clippy cargo clippy --workspace --all-targets -- -D warnings
+phase build cargo test --workspace --no-run
+log=$(mktemp)
+rc=0
+phase test bash -o pipefail -c 'cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$0"' "$log" "$@" || rc=$?
+binary_times "$log"
+rm -f "$log"
+exit "$rc"
