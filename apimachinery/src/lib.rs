@@ -9,7 +9,8 @@
 //! - Quantities ([`quantity`]), pod resource requests ([`resources`]), quota usage
 //!   ([`quota`]), node selection and tolerations ([`scheduling`]), volume matching
 //!   ([`volume`]).
-//! - Client identities for in-process components ([`clients`], [`users`]).
+//! - Client identities for in-process components ([`clients`], [`users`]); supervised,
+//!   named tasks ([`tasks`]).
 //! - Go durations ([`duration`]), cron schedules ([`cron`]), `--*-arg` flags
 //!   ([`component_args`]), the built-in resource catalog ([`catalog`]), events ([`events`]).
 //! - TLS serving ([`tls`]) and HTTPS requests that pin a CA ([`https`]); atomic private
@@ -36,6 +37,7 @@ pub mod sd_notify;
 pub mod selector;
 pub mod serviceaccount;
 pub mod status;
+pub mod tasks;
 pub mod tls;
 pub mod users;
 pub mod validation;

@@ -7,9 +7,11 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use k3rs_apimachinery::tasks;
+
 use super::ApiState;
 
-async fn checks(st: &ApiState) -> Vec<(&'static str, Result<(), String>)> {
+async fn checks(st: &ApiState, what: &str) -> Vec<(String, Result<(), String>)> {
     let etcd = st
         .registry
         .datastore()
@@ -17,11 +19,32 @@ async fn checks(st: &ApiState) -> Vec<(&'static str, Result<(), String>)> {
         .await
         .map(drop)
         .map_err(|e| e.to_string());
-    vec![("ping", Ok(())), ("etcd", etcd)]
+    let mut checks = vec![("ping".to_string(), Ok(())), ("etcd".to_string(), etcd)];
+    if what == "readyz" {
+        checks.extend(task_checks(&tasks::snapshot()));
+    }
+    checks
+}
+
+/// One `task/<name>` check per named task of the process: failed while the task is failing
+/// (it panicked or returned early and has not run healthily since).
+fn task_checks(
+    tasks: &std::collections::BTreeMap<String, tasks::TaskState>,
+) -> Vec<(String, Result<(), String>)> {
+    tasks
+        .iter()
+        .map(|(name, t)| {
+            let r = match (&t.last_failure, t.failing) {
+                (Some(why), true) => Err(format!("restarted {} times; {why}", t.restarts)),
+                _ => Ok(()),
+            };
+            (format!("task/{name}"), r)
+        })
+        .collect()
 }
 
 async fn report(st: &ApiState, what: &str, verbose: bool) -> Response {
-    let results = checks(st).await;
+    let results = checks(st, what).await;
     let ok = results.iter().all(|(_, r)| r.is_ok());
     let mut body = String::new();
     if verbose || !ok {
@@ -72,4 +95,34 @@ pub async fn livez(State(st): State<Arc<ApiState>>, req: Request) -> Response {
 
 pub async fn readyz(State(st): State<Arc<ApiState>>, req: Request) -> Response {
     report(&st, "readyz", verbose(&req)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failing_tasks_fail_their_check() {
+        let mut t = std::collections::BTreeMap::new();
+        t.insert("controller/a".to_string(), tasks::TaskState::default());
+        t.insert(
+            "controller/b".to_string(),
+            tasks::TaskState {
+                restarts: 2,
+                last_failure: Some("panicked: boom".into()),
+                failing: true,
+                running: true,
+                runs: 3,
+            },
+        );
+        let checks = task_checks(&t);
+        assert_eq!(checks[0], ("task/controller/a".into(), Ok(())));
+        assert_eq!(
+            checks[1],
+            (
+                "task/controller/b".into(),
+                Err("restarted 2 times; panicked: boom".into())
+            )
+        );
+    }
 }

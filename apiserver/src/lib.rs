@@ -38,6 +38,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use tokio_util::sync::CancellationToken;
 
+use k3rs_apimachinery::tasks;
 use k3rs_datastore::Datastore;
 use registry::Registry;
 
@@ -421,10 +422,14 @@ impl ApiServer {
         if let Ok((crds, _)) = crd::controller::list(&self.state.registry).await {
             crd::controller::sync(&self.state.registry, &crds).await;
         }
-        let crds = tokio::spawn(crd::controller::run(
-            self.state.registry.clone(),
-            stop.clone(),
-        ));
+        let crds = {
+            let registry = self.state.registry.clone();
+            tokio::spawn(tasks::supervise(
+                "apiserver/crd-controller",
+                stop.clone(),
+                move |stop| crd::controller::run(registry.clone(), stop),
+            ))
+        };
         let mut app = http::router::router(self.state.clone());
         if let Some(e) = self.secrets_encryption.clone() {
             app = app.layer(axum::Extension(e));
@@ -440,15 +445,24 @@ impl ApiServer {
         // The RBAC policy: bootstrap roles reconciled, then the authorizer's informers filled
         // before the first network request.
         let loopback = in_process::client(app.clone(), in_process::apiserver_identity(), "default");
-        let rbac_feed = self
-            .rbac_feed
-            .map(|feed| tokio::spawn(feed.run(loopback.clone(), stop.clone())));
-        let webhook_feed = self
-            .webhook_feed
-            .map(|feed| tokio::spawn(feed.run(loopback.clone(), stop.clone())));
-        let policy_feed = self
-            .policy_feed
-            .map(|feed| tokio::spawn(feed.run(loopback.clone(), stop.clone())));
+        let rbac_feed = self.rbac_feed.map(|feed| {
+            tasks::spawn(
+                "apiserver/rbac-informers",
+                feed.run(loopback.clone(), stop.clone()),
+            )
+        });
+        let webhook_feed = self.webhook_feed.map(|feed| {
+            tasks::spawn(
+                "apiserver/webhook-informers",
+                feed.run(loopback.clone(), stop.clone()),
+            )
+        });
+        let policy_feed = self.policy_feed.map(|feed| {
+            tasks::spawn(
+                "apiserver/admission-policy-informers",
+                feed.run(loopback.clone(), stop.clone()),
+            )
+        });
         rbac_bootstrap(loopback, &self.rbac_cache, &stop).await?;
         let admission_ready = async {
             self.policy_cache.wait_until_ready().await;
@@ -460,11 +474,17 @@ impl ApiServer {
         {
             tracing::warn!("the admission caches are not filled after 30 s; serving anyway");
         }
-        let node_graph = tokio::spawn(k3rs_auth::node::populator::run(
-            in_process::client(app.clone(), loopback_user(), "default"),
-            self.node_graph.clone(),
-            stop.clone(),
-        ));
+        let node_graph = {
+            let (client, graph) = (
+                in_process::client(app.clone(), loopback_user(), "default"),
+                self.node_graph.clone(),
+            );
+            tokio::spawn(tasks::supervise(
+                "apiserver/node-authorizer-graph",
+                stop.clone(),
+                move |stop| k3rs_auth::node::populator::run(client.clone(), graph.clone(), stop),
+            ))
+        };
         let tasks = [
             Some(crds),
             rbac_feed,

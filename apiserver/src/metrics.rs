@@ -103,7 +103,33 @@ impl Metrics {
                 h.count
             );
         }
+        render_tasks(&mut out, &k3rs_apimachinery::tasks::snapshot());
         out
+    }
+}
+
+/// The named tasks' restarts and whether each is failing now.
+fn render_tasks(
+    out: &mut String,
+    tasks: &std::collections::BTreeMap<String, k3rs_apimachinery::tasks::TaskState>,
+) {
+    out.push_str("# HELP k3rs_task_restarts_total Times a named task of the process was started again after it panicked or returned early.\n");
+    out.push_str("# TYPE k3rs_task_restarts_total counter\n");
+    for (name, t) in tasks {
+        let _ = writeln!(
+            out,
+            "k3rs_task_restarts_total{{task=\"{name}\"}} {}",
+            t.restarts
+        );
+    }
+    out.push_str("# HELP k3rs_task_failing Whether a named task failed and has not run healthily since (1) or not (0).\n");
+    out.push_str("# TYPE k3rs_task_failing gauge\n");
+    for (name, t) in tasks {
+        let _ = writeln!(
+            out,
+            "k3rs_task_failing{{task=\"{name}\"}} {}",
+            u8::from(t.failing)
+        );
     }
 }
 

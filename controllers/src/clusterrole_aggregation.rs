@@ -2,8 +2,8 @@
 //! a ClusterRole with an `aggregationRule` gets, as its rules, the union of the rules of the
 //! ClusterRoles its selectors match (sorted by name, itself excluded, duplicates dropped).
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
@@ -83,13 +83,9 @@ async fn reconcile(role: Arc<ClusterRole>, ctx: Arc<Ctx>) -> Result<Action, Erro
     Ok(Action::await_change())
 }
 
-fn error_policy(_: Arc<ClusterRole>, e: &Error, _: Arc<Ctx>) -> Action {
-    tracing::debug!(error = %e, "clusterrole aggregation");
-    Action::requeue(Duration::from_secs(1))
-}
-
 /// Runs until `stop`: every ClusterRole change re-evaluates every aggregating ClusterRole.
 pub async fn run(client: kube::Client, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("clusterrole_aggregation");
     let api: Api<ClusterRole> = Api::all(client);
     let controller = Controller::new(api.clone(), watcher::Config::default());
     let store = controller.store();
@@ -111,7 +107,7 @@ pub async fn run(client: kube::Client, stop: CancellationToken) {
                     .collect::<Vec<_>>()
             },
         )
-        .run(reconcile, error_policy, ctx)
+        .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| async {});
     tokio::select! {
         _ = run => {}

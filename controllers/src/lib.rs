@@ -6,6 +6,7 @@
 //! `kube-system/kube-controller-manager` Lease (see [`crate::components`]).
 
 pub mod args;
+pub mod backoff;
 pub mod certificates;
 pub mod claim;
 pub mod cluster_dns;
@@ -58,6 +59,7 @@ pub use k3rs_apimachinery::events::{EventRecorder, EventType};
 pub use selection::Selection;
 
 use k3rs_apimachinery::clients::ClientBuilder;
+use k3rs_apimachinery::tasks;
 
 /// What a controller is started with.
 #[derive(Clone)]
@@ -256,11 +258,12 @@ pub fn context(
     }
 }
 
-/// Runs the ones of `controllers` that `args` selects until `stop`, then waits for all of
-/// them to return.
+/// Runs the ones of `controllers` that `args` selects until `stop`, each supervised as task
+/// `controller/<name>` (restarted with backoff when it panics or returns early), then waits
+/// for all of them to return.
 pub async fn run(
     clients: Arc<dyn ClientBuilder>,
-    controllers: &[Descriptor],
+    controllers: &'static [Descriptor],
     args: Arc<Args>,
     stop: CancellationToken,
 ) {
@@ -270,13 +273,14 @@ pub async fn run(
         .filter(|c| args.controllers.enables(c.controller))
         .map(|c| {
             tracing::info!(controller = c.name, "starting controller");
-            tokio::spawn((c.start)(context(
-                clients.as_ref(),
-                c.name,
-                &host,
-                &args,
-                stop.clone(),
-            )))
+            let (clients, host, args, stop) =
+                (clients.clone(), host.clone(), args.clone(), stop.clone());
+            tokio::spawn(async move {
+                tasks::supervise(&format!("controller/{}", c.name), stop, move |stop| {
+                    (c.start)(context(clients.as_ref(), c.name, &host, &args, stop))
+                })
+                .await
+            })
         })
         .collect();
     stop.cancelled().await;

@@ -4,6 +4,7 @@
 //! admission could not see). Recalculates when a quota changes, when pods, services, claims,
 //! config maps or secrets in its namespace change, and every [`RESYNC`].
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use kube::ResourceExt;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{Error, RETRY};
+use super::Error;
 use k3rs_apimachinery::catalog::{self, Resource};
 use k3rs_apimachinery::quota::check::{matches, resource_list, tracked, used_json};
 use k3rs_apimachinery::quota::usage::{usage, Usage};
@@ -135,11 +136,6 @@ async fn reconcile(rq: Arc<ResourceQuota>, ctx: Arc<Ctx>) -> Result<Action, Erro
     Ok(Action::requeue(RESYNC))
 }
 
-fn error_policy(_: Arc<ResourceQuota>, e: &Error, _: Arc<Ctx>) -> Action {
-    tracing::debug!(error = %e, "resource quota controller: retrying");
-    Action::requeue(RETRY)
-}
-
 /// The quotas of the namespace `obj` is in.
 fn quotas_of<K: kube::Resource>(
     store: &Store<ResourceQuota>,
@@ -156,6 +152,7 @@ fn quotas_of<K: kube::Resource>(
 
 /// Runs until `stop`.
 pub async fn run(client: kube::Client, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("resource_quota");
     let ctrl = Controller::new(
         Api::<ResourceQuota>::all(client.clone()),
         watcher::Config::default(),
@@ -176,7 +173,11 @@ pub async fn run(client: kube::Client, stop: CancellationToken) {
     let ctrl = counted!(ctrl, ConfigMap);
     let ctrl = counted!(ctrl, Secret);
     ctrl.graceful_shutdown_on(stop.cancelled_owned())
-        .run(reconcile, error_policy, Arc::new(Ctx { client }))
+        .run(
+            backoff.reconcile(reconcile),
+            backoff.policy(),
+            Arc::new(Ctx { client }),
+        )
         .for_each(|_| async {})
         .await;
 }

@@ -2,6 +2,7 @@
 //! ConfigMap whose `ca.crt` is the API server's CA bundle, kept as published (a changed or
 //! deleted ConfigMap is put back).
 
+use crate::backoff::ErrorBackoff;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -96,11 +97,6 @@ async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     }
 }
 
-fn error_policy(_: Arc<Namespace>, e: &Error, _: Arc<Ctx>) -> Action {
-    tracing::debug!(error = %e, "root CA publisher: retrying");
-    Action::requeue(RETRY)
-}
-
 /// The CA bundle the API server serves on `/cacerts` (its serving certificate's CA).
 pub async fn server_ca(client: &kube::Client) -> Result<String, Error> {
     let req = axum::http::Request::get("/cacerts")
@@ -134,6 +130,7 @@ pub async fn run_published(client: kube::Client, stop: CancellationToken) {
 
 /// Publishes `ca` (PEM) until `stop`.
 pub async fn run(client: kube::Client, ca: String, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("root_ca");
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let maps: Api<ConfigMap> = Api::all(client.clone());
     let published =
@@ -151,8 +148,8 @@ pub async fn run(client: kube::Client, ca: String, stop: CancellationToken) {
         })
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(
-            reconcile,
-            error_policy,
+            backoff.reconcile(reconcile),
+            backoff.policy(),
             Arc::new(Ctx {
                 client,
                 ca,

@@ -1,6 +1,7 @@
 //! The service-account controller: every active namespace has a `default` ServiceAccount
 //! (re-created if deleted).
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -12,7 +13,7 @@ use kube::runtime::watcher;
 use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
-use super::{namespace_gone, status_code, Error, RETRY};
+use super::{namespace_gone, status_code, Error};
 use k3rs_apimachinery::serviceaccount::DEFAULT_SERVICE_ACCOUNT;
 
 /// The controller's identity (`system:serviceaccount:kube-system:service-account-controller`).
@@ -56,13 +57,9 @@ async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     }
 }
 
-fn error_policy(_: Arc<Namespace>, e: &Error, _: Arc<Ctx>) -> Action {
-    tracing::debug!(error = %e, "service account controller: retrying");
-    Action::requeue(RETRY)
-}
-
 /// Runs until `stop`.
 pub async fn run(client: kube::Client, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("service_account");
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let accounts: Api<ServiceAccount> = Api::all(client.clone());
     let defaults = watcher::Config::default().fields("metadata.name=default");
@@ -71,7 +68,11 @@ pub async fn run(client: kube::Client, stop: CancellationToken) {
             sa.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns))
         })
         .graceful_shutdown_on(stop.cancelled_owned())
-        .run(reconcile, error_policy, Arc::new(Ctx { client }))
+        .run(
+            backoff.reconcile(reconcile),
+            backoff.policy(),
+            Arc::new(Ctx { client }),
+        )
         .for_each(|_| async {})
         .await;
 }

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::leader_election::{holder_identity, LeaderElector, Timing};
 use k3rs_apimachinery::clients::ClientBuilder;
+use k3rs_apimachinery::tasks;
 use k3rs_apimachinery::users;
 use k3rs_auth::serviceaccount::ServiceAccounts;
 use k3rs_controllers::Args as ControllerArgs;
@@ -67,12 +68,12 @@ pub fn spawn(
     manager: ControllerManager,
     stop: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
-    let mut tasks = Vec::new();
+    let mut running = Vec::new();
     if enabled.controller_manager {
         let args = Arc::new(enabled.controller_args);
         let controllers = clients.clone();
         let manifests = enabled.manifests_dir.clone();
-        tasks.push(tokio::spawn(lead_while_holding(
+        let elect = lead_while_holding(
             clients.user(users::CONTROLLER_MANAGER, &[], "kube-system"),
             CONTROLLER_MANAGER_LEASE,
             stop.clone(),
@@ -85,18 +86,25 @@ pub fn spawn(
                     leading,
                 )
             },
-        )));
+        );
+        running.push(tasks::spawn("controller-manager", elect));
     }
     if enabled.scheduler {
         let scheduler = clients.user(users::SCHEDULER, &[], "default");
-        tasks.push(tokio::spawn(lead_while_holding(
+        let elect = lead_while_holding(
             clients.user(users::SCHEDULER, &[], "kube-system"),
             SCHEDULER_LEASE,
             stop.clone(),
-            move |leading| k3rs_scheduler::run(scheduler.clone(), leading),
-        )));
+            move |leading| {
+                let scheduler = scheduler.clone();
+                tasks::supervise("scheduler", leading, move |stop| {
+                    k3rs_scheduler::run(scheduler.clone(), stop)
+                })
+            },
+        );
+        running.push(tasks::spawn("scheduler/leader-election", elect));
     }
-    tasks
+    running
 }
 
 /// Everything the controller manager runs while it leads, until `leading` ends.
@@ -107,8 +115,12 @@ fn controller_manager(
     manager: &ControllerManager,
     leading: CancellationToken,
 ) -> impl Future<Output = ()> + Send + 'static {
-    let deploy =
-        manifests.map(|dir| k3rs_controllers::deploy::run(clients.clone(), dir, leading.clone()));
+    let deploy = manifests.map(|dir| {
+        let clients = clients.clone();
+        tasks::supervise("controller/deploy", leading.clone(), move |stop| {
+            k3rs_controllers::deploy::run(clients.clone(), dir.clone(), stop)
+        })
+    });
     let run = k3rs_controllers::run(
         clients.clone(),
         k3rs_controllers::CONTROLLERS,
@@ -117,10 +129,23 @@ fn controller_manager(
     );
     let tokens = manager.service_accounts.as_ref().map(|sa| {
         let client = clients.user(users::CONTROLLER_MANAGER, &[], "default");
-        k3rs_auth::serviceaccount::tokens_controller::run(
-            client,
-            sa.key.clone(),
-            manager.server_ca_pem.clone(),
+        let (key, ca) = (sa.key.clone(), manager.server_ca_pem.clone());
+        tasks::supervise(
+            "controller/serviceaccount-tokens",
+            leading.clone(),
+            move |stop| {
+                let run = k3rs_auth::serviceaccount::tokens_controller::run(
+                    client.clone(),
+                    key.clone(),
+                    ca.clone(),
+                );
+                async move {
+                    tokio::select! {
+                        _ = run => {}
+                        _ = stop.cancelled() => {}
+                    }
+                }
+            },
         )
     });
     let certificates = match k3rs_controllers::certificates::Signers::load(&manager.tls_dir) {
@@ -133,10 +158,7 @@ fn controller_manager(
     async move {
         let tokens = async move {
             if let Some(tokens) = tokens {
-                tokio::select! {
-                    _ = tokens => {}
-                    _ = leading.cancelled() => {}
-                }
+                tokens.await
             }
         };
         let certificates = futures::future::join_all(certificates).map(drop);

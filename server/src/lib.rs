@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k3rs_apimachinery::clients::ClientBuilder;
+use k3rs_apimachinery::tasks;
 use k3rs_raft::{Bootstrap, Node, NodeConfig, PeerConfig, PeerTls};
 use tokio_util::sync::CancellationToken;
 
@@ -631,14 +632,17 @@ async fn serve(
     );
 
     let node_for_http = node.clone();
-    let compaction = tokio::spawn(compactor::run(
-        node,
-        compactor::CompactorConfig {
+    let compaction = {
+        let config = compactor::CompactorConfig {
             retention: cfg.auto_compaction_retention,
             ..Default::default()
-        },
-        stop.clone(),
-    ));
+        };
+        tokio::spawn(tasks::supervise(
+            "datastore/compactor",
+            stop.clone(),
+            move |stop| compactor::run(node.clone(), config.clone(), stop),
+        ))
+    };
 
     let listener = tokio::net::TcpListener::bind(cfg.etcd_client_addr)
         .await

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k3rs_apimachinery::tasks;
 use tokio_util::sync::CancellationToken;
 
 use crate::join::{self, JoinConfig, JoinToken};
@@ -79,13 +80,16 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
     }
     let (runtime_tx, runtime_rx) = tokio::sync::watch::channel(None);
     let health = Arc::new(CriHealth(runtime_rx));
-    let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(join::rotation::run(
-        join_cfg.clone(),
-        identity,
-        clients,
-        stop.clone(),
-    ));
+    // Every long-running part is a named task: a panic is logged with its name, and the
+    // supervised ones start again with backoff (k3rs_apimachinery::tasks).
+    let mut running = tokio::task::JoinSet::new();
+    let rotation = tasks::spawn(
+        "agent/certificate-rotation",
+        join::rotation::run(join_cfg.clone(), identity, clients, stop.clone()),
+    );
+    running.spawn(async move {
+        let _ = rotation.await;
+    });
     let layout = join::files::Layout::new(&cfg.data_dir);
     let server_cfg = ServerConfig {
         node_name: cfg.node.name.clone(),
@@ -94,56 +98,94 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
         serving_key: layout.serving_key(),
         client_ca: pods::agent_dir(&cfg.data_dir).join("client-ca.crt"),
     };
-    tasks.spawn(join::serving::run(
-        join_cfg,
-        latest.clone(),
-        Duration::from_secs(900),
-        stop.clone(),
-    ));
+    {
+        let latest = latest.clone();
+        running.spawn(tasks::supervise(
+            "agent/serving-certificate",
+            stop.clone(),
+            move |stop| {
+                join::serving::run(
+                    join_cfg.clone(),
+                    latest.clone(),
+                    Duration::from_secs(900),
+                    stop,
+                )
+            },
+        ));
+    }
     if let Some(proxy) = cfg.proxy.clone() {
-        let ipt = crate::proxy::iptables::SystemIptables;
-        tasks.spawn(crate::proxy::run(latest.clone(), ipt, proxy, stop.clone()));
+        let latest = latest.clone();
+        running.spawn(tasks::supervise("agent/proxy", stop.clone(), move |stop| {
+            let ipt = crate::proxy::iptables::SystemIptables;
+            crate::proxy::run(latest.clone(), ipt, proxy.clone(), stop)
+        }));
     }
     if let Some(host_gw) = cfg.host_gw.clone() {
-        let routes = crate::host_gw::routes::IpRoute;
-        tasks.spawn(crate::host_gw::run(
-            latest.clone(),
-            routes,
-            host_gw,
+        let latest = latest.clone();
+        running.spawn(tasks::supervise(
+            "agent/host-gw",
             stop.clone(),
+            move |stop| {
+                let routes = crate::host_gw::routes::IpRoute;
+                crate::host_gw::run(latest.clone(), routes, host_gw.clone(), stop)
+            },
         ));
     }
     if let Some(dns) = cfg.dns.clone() {
-        tasks.spawn(crate::dns::run(latest.clone(), dns, stop.clone()));
+        let latest = latest.clone();
+        running.spawn(tasks::supervise("agent/dns", stop.clone(), move |stop| {
+            crate::dns::run(latest.clone(), dns.clone(), stop)
+        }));
     }
-    tasks.spawn(node_status::run(
-        latest.clone(),
-        status_cfg,
-        health,
-        stop.clone(),
-    ));
+    {
+        let latest = latest.clone();
+        running.spawn(tasks::supervise(
+            "agent/node-status",
+            stop.clone(),
+            move |stop| node_status::run(latest.clone(), status_cfg.clone(), health.clone(), stop),
+        ));
+    }
     // The node reports the runtime down until it is up.
     if let Some(runtime) = pods::start_runtime_retrying(&cfg, &stop).await {
         runtime_tx.send_replace(Some(Arc::new(runtime.cri.clone())));
-        tasks.spawn(crate::kubelet::server::run(
-            server_cfg,
-            latest.clone(),
-            Arc::new(runtime.cri.clone()),
-            stop.clone(),
-        ));
-        if cfg.container_runtime_endpoint.is_none() {
-            tasks.spawn(pods::write_cni_config(
-                latest.clone(),
-                cfg.node.name.clone(),
-                cfg.data_dir.clone(),
-                crate::containerd::Layout::new(&pods::agent_dir(&cfg.data_dir)).cni_conf_dir,
+        {
+            let (latest, cri) = (latest.clone(), Arc::new(runtime.cri.clone()));
+            running.spawn(tasks::supervise(
+                "agent/kubelet-server",
                 stop.clone(),
+                move |stop| {
+                    crate::kubelet::server::run(
+                        server_cfg.clone(),
+                        latest.clone(),
+                        cri.clone(),
+                        stop,
+                    )
+                },
+            ));
+        }
+        if cfg.container_runtime_endpoint.is_none() {
+            let (latest, node, data_dir) =
+                (latest.clone(), cfg.node.name.clone(), cfg.data_dir.clone());
+            let conf_dir =
+                crate::containerd::Layout::new(&pods::agent_dir(&cfg.data_dir)).cni_conf_dir;
+            running.spawn(tasks::supervise(
+                "agent/cni-config",
+                stop.clone(),
+                move |stop| {
+                    pods::write_cni_config(
+                        latest.clone(),
+                        node.clone(),
+                        data_dir.clone(),
+                        conf_dir.clone(),
+                        stop,
+                    )
+                },
             ));
         }
         pods::run(latest, &runtime, &cfg, stop).await;
         runtime.stop().await;
     }
-    while tasks.join_next().await.is_some() {}
+    while running.join_next().await.is_some() {}
     tracing::info!("agent stopped");
     Ok(())
 }

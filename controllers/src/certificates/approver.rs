@@ -8,6 +8,7 @@
 //! - The permission is asked with a SubjectAccessReview for the user recorded in the
 //!   request's spec, as upstream does; unless it is allowed nothing happens.
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -209,17 +210,17 @@ async fn approve(
     Ok(())
 }
 
-fn error_policy(_: Arc<CertificateSigningRequest>, e: &Error, _: Arc<Context>) -> Action {
-    tracing::debug!(error = %e, "csr approver");
-    Action::requeue(Duration::from_secs(2))
-}
-
 /// Runs the approver until `stop`.
 pub async fn run(ctx: Context, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("csr-approver");
     let api = Api::<CertificateSigningRequest>::all(ctx.client.clone());
     Controller::new(api, kube::runtime::watcher::Config::default())
         .graceful_shutdown_on(async move { stop.cancelled().await })
-        .run(reconcile, error_policy, Arc::new(ctx))
+        .run(
+            backoff.reconcile(reconcile),
+            backoff.policy(),
+            Arc::new(ctx),
+        )
         .for_each(|_| futures::future::ready(()))
         .await;
 }

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use k3rs_apimachinery::clients::ClientBuilder;
+use k3rs_apimachinery::tasks;
 
 /// The CAs the signers use, loaded from the server's TLS dir.
 pub struct Signers {
@@ -49,17 +50,20 @@ pub fn spawn(
 ) -> Vec<JoinHandle<()>> {
     let client = || clients.controller(CONTROLLER_NAME);
     vec![
-        tokio::spawn(approver::run(
-            approver::Context { client: client() },
-            stop.clone(),
-        )),
-        tokio::spawn(signer::run(
-            signer::Context {
-                client: client(),
-                client_ca: signers.client_ca,
-                server_ca: signers.server_ca,
-            },
-            stop.clone(),
-        )),
+        tasks::spawn(
+            "controller/csr-approver",
+            approver::run(approver::Context { client: client() }, stop.clone()),
+        ),
+        tasks::spawn(
+            "controller/csr-signer",
+            signer::run(
+                signer::Context {
+                    client: client(),
+                    client_ca: signers.client_ca,
+                    server_ca: signers.server_ca,
+                },
+                stop.clone(),
+            ),
+        ),
     ]
 }

@@ -8,9 +8,9 @@
 //!   touched; other signers' requests are left alone.
 //! - Validity: `spec.expirationSeconds` (default and cap one year), never past the CA's.
 
+use crate::backoff::ErrorBackoff;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::{
@@ -171,17 +171,17 @@ async fn reconcile(
     Ok(Action::await_change())
 }
 
-fn error_policy(_: Arc<CertificateSigningRequest>, e: &Error, _: Arc<Context>) -> Action {
-    tracing::debug!(error = %e, "csr signer");
-    Action::requeue(Duration::from_secs(2))
-}
-
 /// Runs the signer until `stop`.
 pub async fn run(ctx: Context, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("csr-signer");
     let api = Api::<CertificateSigningRequest>::all(ctx.client.clone());
     Controller::new(api, kube::runtime::watcher::Config::default())
         .graceful_shutdown_on(async move { stop.cancelled().await })
-        .run(reconcile, error_policy, Arc::new(ctx))
+        .run(
+            backoff.reconcile(reconcile),
+            backoff.policy(),
+            Arc::new(ctx),
+        )
         .for_each(|_| futures::future::ready(()))
         .await;
 }

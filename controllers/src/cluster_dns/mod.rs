@@ -7,8 +7,8 @@
 
 pub mod plan;
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
@@ -44,6 +44,7 @@ struct Ctx {
 
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("cluster_dns");
     let (nodes, nodes_task) = informer::<Node>(Api::all(client.clone()));
     let by_name = watcher::Config::default().fields(&format!("metadata.name={}", plan::SERVICE));
     let controller = Controller::new(
@@ -68,7 +69,7 @@ pub async fn run(client: Client, stop: CancellationToken) {
             move |_| kube_dns(),
         )
         .graceful_shutdown_on(stop.cancelled_owned())
-        .run(reconcile, error_policy, ctx)
+        .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| async {})
         .await;
     nodes_task.abort();
@@ -123,9 +124,4 @@ async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {
         .collect();
     tracing::debug!(?ips, "cluster-dns: kube-dns endpoints written");
     Ok(Action::await_change())
-}
-
-fn error_policy(_svc: Arc<Service>, error: &Error, _ctx: Arc<Ctx>) -> Action {
-    tracing::info!(%error, "cluster-dns: will retry");
-    Action::requeue(Duration::from_secs(2))
 }

@@ -11,8 +11,8 @@
 
 pub mod plan;
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
@@ -52,6 +52,7 @@ pub fn start(cx: Context) -> BoxFuture<'static, ()> {
 }
 
 async fn run(cx: Context) {
+    let backoff = ErrorBackoff::new("cronjob");
     let cronjobs: Api<CronJob> = Api::all(cx.client.clone());
     let jobs: Api<Job> = Api::all(cx.client.clone());
     let ctx = Arc::new(Ctx {
@@ -61,7 +62,7 @@ async fn run(cx: Context) {
     Controller::new(cronjobs, watcher::Config::default())
         .owns(jobs, watcher::Config::default())
         .graceful_shutdown_on(cx.stop.cancelled_owned())
-        .run(reconcile, error_policy, ctx)
+        .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
 }
@@ -151,9 +152,4 @@ async fn reconcile(cj: Arc<CronJob>, ctx: Arc<Ctx>) -> Result<Action, Error> {
         Some(after) => Action::requeue(after),
         None => Action::await_change(),
     })
-}
-
-fn error_policy(_cj: Arc<CronJob>, err: &Error, _ctx: Arc<Ctx>) -> Action {
-    tracing::debug!(error = %err, "cronjob sync failed; retrying");
-    Action::requeue(Duration::from_secs(2))
 }

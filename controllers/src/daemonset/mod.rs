@@ -17,6 +17,7 @@ pub mod eligibility;
 pub mod plan;
 pub mod rolling;
 
+use crate::backoff::ErrorBackoff;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -65,6 +66,7 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 }
 
 async fn run(ctx: Context) {
+    let backoff = ErrorBackoff::new("daemonset");
     let (pod_store, pod_events) = super::watched::<Pod>(&ctx.client);
     let (node_store, node_events) = super::watched::<Node>(&ctx.client);
     let (revisions, revision_task) =
@@ -96,7 +98,7 @@ async fn run(ctx: Context) {
                 .collect::<Vec<_>>()
         })
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
-        .run(reconcile, error_policy, shared)
+        .run(backoff.reconcile(reconcile), backoff.policy(), shared)
         .for_each(|_| futures::future::ready(()))
         .await;
     revision_task.abort();
@@ -104,11 +106,6 @@ async fn run(ctx: Context) {
 
 fn selector(ds: &DaemonSet) -> Option<Selector> {
     Selector::try_from(ds.spec.as_ref()?.selector.clone()).ok()
-}
-
-fn error_policy(ds: Arc<DaemonSet>, err: &Error, _: Arc<Shared>) -> Action {
-    tracing::debug!(name = %ds.name_any(), error = %err, "daemonset sync failed; retrying");
-    Action::requeue(super::RETRY)
 }
 
 /// One sync of one DaemonSet.

@@ -18,6 +18,7 @@ pub mod revision;
 pub mod rolling;
 pub mod status;
 
+use crate::backoff::ErrorBackoff;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,6 +73,7 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 }
 
 async fn run(ctx: Context) {
+    let backoff = ErrorBackoff::new("deployment");
     let (sets, set_events) = super::watched::<ReplicaSet>(&ctx.client);
     let (pods, pod_events) = super::watched::<Pod>(&ctx.client);
     let controller = Controller::new(
@@ -92,7 +94,7 @@ async fn run(ctx: Context) {
             deployment_of_pod(&sets_for_pods, &pod)
         })
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
-        .run(reconcile, error_policy, shared)
+        .run(backoff.reconcile(reconcile), backoff.policy(), shared)
         .for_each(|_| futures::future::ready(()))
         .await;
 }
@@ -129,11 +131,6 @@ fn deployment_of_pod(sets: &Store<ReplicaSet>, pod: &Pod) -> Option<ObjectRef<De
 fn selector(d: &Deployment) -> Option<Selector> {
     let s = Selector::try_from(d.spec.as_ref()?.selector.clone()).ok()?;
     (!s.selects_all()).then_some(s)
-}
-
-fn error_policy(d: Arc<Deployment>, err: &Error, _: Arc<Shared>) -> Action {
-    tracing::debug!(name = %d.name_any(), error = %err, "deployment sync failed; retrying");
-    Action::requeue(Duration::from_secs(2))
 }
 
 /// One sync's working state: the Deployment's ReplicaSets as this sync left them.

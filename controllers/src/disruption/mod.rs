@@ -12,6 +12,7 @@
 
 pub mod plan;
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +52,7 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 }
 
 async fn run(ctx: Context) {
+    let backoff = ErrorBackoff::new("disruption");
     let c = &ctx.client;
     let (pod_store, pod_events) = super::watched::<Pod>(c);
     let (replica_sets, t1) = super::informer(Api::<ReplicaSet>::all(c.clone()));
@@ -75,7 +77,7 @@ async fn run(ctx: Context) {
     controller
         .watches_stream(pod_events, move |pod| budgets_of(&budgets, &pod))
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
-        .run(reconcile, error_policy, shared)
+        .run(backoff.reconcile(reconcile), backoff.policy(), shared)
         .for_each(|_| futures::future::ready(()))
         .await;
     for t in [t1, t2, t3, t4] {
@@ -102,11 +104,6 @@ fn budgets_of(
         .filter(|b| selector(b).is_some_and(|s| s.matches(pod.labels())))
         .map(|b| ObjectRef::from_obj(b.as_ref()))
         .collect()
-}
-
-fn error_policy(pdb: Arc<PodDisruptionBudget>, err: &Error, _: Arc<Shared>) -> Action {
-    tracing::debug!(name = %pdb.name_any(), error = %err, "pdb sync failed; retrying");
-    Action::requeue(super::RETRY)
 }
 
 /// A cached object of `store` named by `r` in `ns`, if it is the one `r` refers to.

@@ -6,9 +6,9 @@
 pub mod pods;
 pub mod subsets;
 
+use crate::backoff::ErrorBackoff;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
@@ -37,6 +37,7 @@ struct Ctx {
 
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("endpoints");
     let controller = Controller::new(
         Api::<Service>::all(client.clone()),
         watcher::Config::default(),
@@ -59,7 +60,11 @@ pub async fn run(client: Client, stop: CancellationToken) {
             },
         )
         .graceful_shutdown_on(stop.cancelled_owned())
-        .run(reconcile, error_policy, Arc::new(Ctx { client }))
+        .run(
+            backoff.reconcile(reconcile),
+            backoff.policy(),
+            Arc::new(Ctx { client }),
+        )
         .for_each(|_| async {})
         .await;
     cleanup.abort();
@@ -181,9 +186,4 @@ async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     };
     result.map_err(|e| Error::Write(name, e))?;
     Ok(Action::await_change())
-}
-
-fn error_policy(_svc: Arc<Service>, error: &Error, _ctx: Arc<Ctx>) -> Action {
-    tracing::info!(%error, "endpoints controller: will retry");
-    Action::requeue(Duration::from_secs(1))
 }

@@ -5,8 +5,8 @@
 
 pub mod slices;
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -40,6 +40,7 @@ struct Ctx {
 
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("endpointslice");
     let controller = Controller::new(
         Api::<Service>::all(client.clone()),
         watcher::Config::default(),
@@ -57,7 +58,11 @@ pub async fn run(client: Client, stop: CancellationToken) {
             watcher::Config::default().labels(&managed),
         )
         .graceful_shutdown_on(stop.cancelled_owned())
-        .run(reconcile, error_policy, Arc::new(Ctx { client }))
+        .run(
+            backoff.reconcile(reconcile),
+            backoff.policy(),
+            Arc::new(Ctx { client }),
+        )
         .for_each(|_| async {})
         .await;
 }
@@ -100,9 +105,4 @@ async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {
         result.map_err(|e| Error::Write(name.clone(), e))?;
     }
     Ok(Action::await_change())
-}
-
-fn error_policy(_svc: Arc<Service>, error: &Error, _ctx: Arc<Ctx>) -> Action {
-    tracing::info!(%error, "endpointslice controller: will retry");
-    Action::requeue(Duration::from_secs(1))
 }

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod normalize;
 pub mod replicas;
 
+use crate::backoff::ErrorBackoff;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -67,6 +68,7 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 }
 
 async fn run(ctx: Context) {
+    let backoff = ErrorBackoff::new("hpa");
     let shared = Arc::new(Shared {
         client: ctx.client.clone(),
         events: ctx.events.clone(),
@@ -78,14 +80,9 @@ async fn run(ctx: Context) {
         watcher::Config::default(),
     )
     .graceful_shutdown_on(ctx.stop.cancelled_owned())
-    .run(reconcile, error_policy, shared)
+    .run(backoff.reconcile(reconcile), backoff.policy(), shared)
     .for_each(|_| futures::future::ready(()))
     .await;
-}
-
-fn error_policy(hpa: Arc<HorizontalPodAutoscaler>, err: &Error, _: Arc<Shared>) -> Action {
-    tracing::debug!(name = %hpa.name_any(), error = %err, "hpa sync failed; retrying");
-    Action::requeue(super::RETRY)
 }
 
 async fn reconcile(hpa: Arc<HorizontalPodAutoscaler>, sh: Arc<Shared>) -> Result<Action, Error> {

@@ -9,6 +9,7 @@
 pub mod plan;
 pub mod pod_template;
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,11 +47,16 @@ struct Ctx {
 
 /// Runs the controller until `stop`.
 pub async fn run(client: kube::Client, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("job");
     let jobs: Api<Job> = Api::all(client.clone());
     let pods: Api<Pod> = Api::all(client.clone());
     let controller = Controller::new(jobs, watcher::Config::default())
         .owns(pods, watcher::Config::default())
-        .run(reconcile, error_policy, Arc::new(Ctx { client }))
+        .run(
+            backoff.reconcile(reconcile),
+            backoff.policy(),
+            Arc::new(Ctx { client }),
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "job reconcile");
@@ -159,9 +165,4 @@ async fn release(pods: &Api<Pod>, owned: &[&Pod], pod: &str) -> Result<(), Error
         Err(e) if is_code(&e, 404) || is_code(&e, 409) => Ok(()),
         Err(e) => Err(Error::ReleasePod(pod.to_string(), e)),
     }
-}
-
-fn error_policy(_job: Arc<Job>, err: &Error, _ctx: Arc<Ctx>) -> Action {
-    tracing::warn!(error = %err, "job controller");
-    Action::requeue(Duration::from_secs(1))
 }

@@ -6,6 +6,7 @@
 
 pub mod conditions;
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,19 +47,19 @@ struct Ctx {
 
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, stop: CancellationToken) {
+    let backoff = ErrorBackoff::with_max("namespace", std::time::Duration::from_secs(60));
     Controller::new(
         Api::<Namespace>::all(client.clone()),
         watcher::Config::default(),
     )
     .graceful_shutdown_on(stop.cancelled_owned())
-    .run(reconcile, error_policy, Arc::new(Ctx { client }))
+    .run(
+        backoff.reconcile(reconcile),
+        backoff.policy(),
+        Arc::new(Ctx { client }),
+    )
     .for_each(|_| async {})
     .await;
-}
-
-fn error_policy(_: Arc<Namespace>, e: &Error, _: Arc<Ctx>) -> Action {
-    tracing::debug!(error = %e, "namespace controller: retrying");
-    Action::requeue(RECHECK)
 }
 
 async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {

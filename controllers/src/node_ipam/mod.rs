@@ -6,6 +6,7 @@
 
 pub mod cidr_set;
 
+use crate::backoff::ErrorBackoff;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +49,7 @@ struct Ctx {
 
 /// Runs the controller for `cluster_cidr` until `stop`.
 pub async fn run(client: Client, cluster_cidr: IpNet, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("node_ipam");
     let controller = Controller::new(Api::<Node>::all(client.clone()), watcher::Config::default());
     let recorder = Recorder::new(
         client.clone(),
@@ -66,7 +68,7 @@ pub async fn run(client: Client, cluster_cidr: IpNet, stop: CancellationToken) {
     });
     controller
         .graceful_shutdown_on(stop.cancelled_owned())
-        .run(reconcile, error_policy, ctx)
+        .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| async {})
         .await;
 }
@@ -119,9 +121,4 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> {
         .map_err(|e| Error::Patch(name.clone(), e))?;
     assigned.insert(name, cidr);
     Ok(Action::await_change())
-}
-
-fn error_policy(_node: Arc<Node>, error: &Error, _ctx: Arc<Ctx>) -> Action {
-    tracing::info!(%error, "node IPAM: will retry");
-    Action::requeue(Duration::from_secs(1))
 }

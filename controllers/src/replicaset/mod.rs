@@ -14,6 +14,7 @@
 pub mod kinds;
 pub mod plan;
 
+use crate::backoff::ErrorBackoff;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,7 @@ struct Shared {
 
 /// Runs the controller for kind `K` until `ctx.stop`.
 pub async fn run<K: Replicated>(ctx: Context) {
+    let backoff = ErrorBackoff::new(K::CONTROLLER);
     let (pod_store, pod_events) = super::watched::<Pod>(&ctx.client);
     let controller = Controller::new(
         Api::<K>::all(ctx.client.clone()),
@@ -89,14 +91,9 @@ pub async fn run<K: Replicated>(ctx: Context) {
             super::claim::owners_of(&owners, &pod, |o: &K| o.view().map(|v| v.selector))
         })
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
-        .run(reconcile::<K>, error_policy::<K>, shared)
+        .run(backoff.reconcile(reconcile::<K>), backoff.policy(), shared)
         .for_each(|_| futures::future::ready(()))
         .await;
-}
-
-fn error_policy<K: Replicated>(obj: Arc<K>, err: &Error, _: Arc<Shared>) -> Action {
-    tracing::debug!(controller = K::CONTROLLER, name = %obj.name_any(), error = %err, "sync failed; retrying");
-    Action::requeue(Duration::from_secs(2))
 }
 
 async fn reconcile<K: Replicated>(obj: Arc<K>, ctx: Arc<Shared>) -> Result<Action, Error> {

@@ -6,8 +6,8 @@
 
 pub mod plan;
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -42,6 +42,7 @@ struct Ctx {
 
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("servicelb");
     let (nodes, nodes_task) = informer::<Node>(Api::all(client.clone()));
     let controller = Controller::new(
         Api::<Service>::all(client.clone()),
@@ -65,7 +66,7 @@ pub async fn run(client: Client, stop: CancellationToken) {
             },
         )
         .graceful_shutdown_on(stop.cancelled_owned())
-        .run(reconcile, error_policy, ctx)
+        .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| async {})
         .await;
     nodes_task.abort();
@@ -98,9 +99,4 @@ async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {
         .await
         .map_err(|e| Error::Patch(format!("{ns}/{name}"), e))?;
     Ok(Action::await_change())
-}
-
-fn error_policy(_svc: Arc<Service>, error: &Error, _ctx: Arc<Ctx>) -> Action {
-    tracing::info!(%error, "servicelb: will retry");
-    Action::requeue(Duration::from_secs(2))
 }

@@ -13,8 +13,8 @@
 pub mod identity;
 pub mod plan;
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
@@ -50,6 +50,7 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 }
 
 async fn run(ctx: Context) {
+    let backoff = ErrorBackoff::new("statefulset");
     let (pod_store, pod_events) = super::watched::<Pod>(&ctx.client);
     let controller = Controller::new(
         Api::<StatefulSet>::all(ctx.client.clone()),
@@ -66,7 +67,7 @@ async fn run(ctx: Context) {
             claim::owners_of(&sets, &pod, selector)
         })
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
-        .run(reconcile, error_policy, shared)
+        .run(backoff.reconcile(reconcile), backoff.policy(), shared)
         .for_each(|_| futures::future::ready(()))
         .await;
 }
@@ -74,11 +75,6 @@ async fn run(ctx: Context) {
 fn selector(set: &StatefulSet) -> Option<Selector> {
     let s = Selector::try_from(set.spec.as_ref()?.selector.clone()).ok()?;
     (!s.selects_all()).then_some(s)
-}
-
-fn error_policy(set: Arc<StatefulSet>, err: &Error, _: Arc<Shared>) -> Action {
-    tracing::debug!(name = %set.name_any(), error = %err, "statefulset sync failed; retrying");
-    Action::requeue(Duration::from_secs(2))
 }
 
 /// `<set>-<hash>` of a revision's data (FNV-32a of its JSON and the collision count,

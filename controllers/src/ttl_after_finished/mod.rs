@@ -3,6 +3,7 @@
 //! seconds after it finished — the `lastTransitionTime` of its `Complete` or `Failed`
 //! condition.
 
+use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,9 +50,14 @@ struct Ctx {
 
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, stop: CancellationToken) {
+    let backoff = ErrorBackoff::new("ttl_after_finished");
     Controller::new(Api::<Job>::all(client.clone()), watcher::Config::default())
         .graceful_shutdown_on(stop.cancelled_owned())
-        .run(reconcile, error_policy, Arc::new(Ctx { client }))
+        .run(
+            backoff.reconcile(reconcile),
+            backoff.policy(),
+            Arc::new(Ctx { client }),
+        )
         .for_each(|_| async {})
         .await;
 }
@@ -86,11 +92,6 @@ async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
         }
     }
     Ok(Action::await_change())
-}
-
-fn error_policy(_job: Arc<Job>, error: &Error, _ctx: Arc<Ctx>) -> Action {
-    tracing::info!(%error, "TTL after finished: will retry");
-    Action::requeue(Duration::from_secs(1))
 }
 
 #[cfg(test)]

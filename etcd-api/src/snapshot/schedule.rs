@@ -70,7 +70,10 @@ pub fn spawn(
     }
     let settings = settings.clone();
     let dir = settings.dir(data_dir);
-    Some(tokio::spawn(run(node, settings, dir, node_name, stop)))
+    Some(k3rs_apimachinery::tasks::spawn(
+        "datastore/snapshot-schedule",
+        run(node, settings, dir, node_name, stop),
+    ))
 }
 
 /// Takes snapshots on `settings`' schedule until `stop`.
