@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
+
+use crate::quantity::Quantity;
 
 /// The CPU a container without a CPU request counts for in scoring (upstream
 /// `DefaultMilliCPURequest`).
@@ -66,7 +68,7 @@ impl Resources {
     }
 
     /// Amounts from a resource list (`status.allocatable`, `resources.requests`, `overhead`).
-    pub fn from_list(list: Option<&BTreeMap<String, Quantity>>) -> Resources {
+    pub fn from_list(list: Option<&BTreeMap<String, ApiQuantity>>) -> Resources {
         let mut r = Resources::default();
         for (name, q) in list.into_iter().flatten() {
             match name.as_str() {
@@ -149,19 +151,12 @@ pub fn pod_requests(pod: &Pod, counting: Counting) -> Resources {
 
 /// A quantity's value rounded up to an integer (as `Quantity.Value()`).
 pub fn value(s: &str) -> Option<i64> {
-    scaled(s, 1.0)
+    Quantity::parse(s).map(Quantity::value)
 }
 
 /// A quantity's value in thousandths rounded up (as `Quantity.MilliValue()`).
 pub fn milli_value(s: &str) -> Option<i64> {
-    scaled(s, 1000.0)
-}
-
-fn scaled(s: &str, factor: f64) -> Option<i64> {
-    let v = crate::quantity::parse(s)? * factor;
-    // Round away tiny float error before rounding up ("0.1" * 1000 = 100.00000000000001).
-    let r = v.round();
-    Some(if (v - r).abs() < 1e-6 { r } else { v.ceil() } as i64)
+    Quantity::parse(s).map(Quantity::milli_value)
 }
 
 #[cfg(test)]

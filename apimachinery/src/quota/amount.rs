@@ -2,7 +2,7 @@
 //! rendering the way `resource.Quantity.String()` canonicalizes them (`2`, `500m`, `3Gi`,
 //! `2k`).
 
-use crate::quantity;
+use crate::quantity::Quantity;
 
 /// A quantity in thousandths, remembering whether it was written with a binary suffix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -21,9 +21,9 @@ impl Amount {
 
     /// Parses a quantity string; `None` if it is not one.
     pub fn parse(s: &str) -> Option<Amount> {
-        let v = quantity::parse(s)?;
+        let q = Quantity::parse(s)?;
         Some(Amount {
-            milli: (v * 1000.0).round() as i128,
+            milli: i128::from(q.milli_value()),
             binary: s.trim_end().ends_with('i'),
         })
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 
-use super::quantity::Quantity;
+use k3rs_apimachinery::quantity::Quantity;
 
 /// The node's allocatable resources: the limits of containers that set none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -57,7 +57,6 @@ mod observed;
 mod phase;
 mod pod_status;
 mod qos;
-mod quantity;
 mod resources;
 mod sandbox_spec;
 mod service_env;
@@ -77,6 +76,7 @@ pub use env::{
 pub use expand::expand;
 pub use gc::garbage;
 pub use image::{image_backoff_key, pull_policy, PullPolicy};
+pub use k3rs_apimachinery::quantity::Quantity;
 pub use labels::{
     container_annotations, container_labels, container_log_path, pod_log_directory,
     read_container_labels, sandbox_annotations, sandbox_labels, ContainerLabels,
@@ -87,7 +87,6 @@ pub use observed::{
 };
 pub use pod_status::pod_status;
 pub use qos::{compute_qos, qos_class, QosClass};
-pub use quantity::Quantity;
 pub use resources::{linux_resources, oom_score_adj, LinuxResources};
 pub use sandbox_spec::{sandbox_spec, PortMapping, SandboxSpec};
 pub use service_env::{service_env, service_vars};

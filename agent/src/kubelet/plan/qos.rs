@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 
-use super::quantity::Quantity;
 use super::spec::{containers, init_containers};
+use k3rs_apimachinery::quantity::Quantity;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QosClass {

@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::qos::{compute_qos, QosClass};
-use super::quantity::Quantity;
+use k3rs_apimachinery::quantity::Quantity;
 
 /// cgroup v1 `cpu.shares` bounds and the shares of one CPU.
 pub const MIN_SHARES: i64 = 2;

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use k3rs_apimachinery::quantity;
+use k3rs_apimachinery::quantity::{self, Quantity};
 use k3rs_apimachinery::status::Cause;
 use k3rs_apimachinery::validation::label_key_error;
 
@@ -24,7 +24,11 @@ fn quantity_text(v: &Value) -> String {
 
 /// Every entry of a `ResourceList` at `path`: a qualified resource name and a non-negative
 /// quantity. Returns the parsed values by name.
-fn resource_list(list: &Value, path: &str, causes: &mut Vec<Cause>) -> Vec<(String, f64, String)> {
+fn resource_list(
+    list: &Value,
+    path: &str,
+    causes: &mut Vec<Cause>,
+) -> Vec<(String, Quantity, String)> {
     let mut out = Vec::new();
     for (k, v) in list.as_object().into_iter().flatten() {
         let at = format!("{path}[{k}]");
@@ -32,9 +36,9 @@ fn resource_list(list: &Value, path: &str, causes: &mut Vec<Cause>) -> Vec<(Stri
             causes.push(Cause::invalid(&at, k, &e));
         }
         let text = quantity_text(v);
-        match quantity::parse(&text) {
+        match Quantity::parse(&text) {
             None => causes.push(Cause::invalid(&at, &text, quantity::FORMAT_ERROR)),
-            Some(n) if n < 0.0 => causes.push(Cause::invalid(
+            Some(n) if n.is_negative() => causes.push(Cause::invalid(
                 &at,
                 &text,
                 "must be greater than or equal to 0",
@@ -102,7 +106,10 @@ pub fn limitrange_defaults(lr: &mut Value) {
     }
 }
 
-fn find<'a>(list: &'a [(String, f64, String)], k: &str) -> Option<&'a (String, f64, String)> {
+fn find<'a>(
+    list: &'a [(String, Quantity, String)],
+    k: &str,
+) -> Option<&'a (String, Quantity, String)> {
     list.iter().find(|(name, _, _)| name == k)
 }
 

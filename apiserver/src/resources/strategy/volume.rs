@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use super::default_field;
 
-use k3rs_apimachinery::quantity;
+use k3rs_apimachinery::quantity::{self, Quantity};
 use k3rs_apimachinery::selector::LabelSelector;
 use k3rs_apimachinery::status::Cause;
 
@@ -150,9 +150,11 @@ fn positive_quantity(q: &Value, path: &str, causes: &mut Vec<Cause>) {
         .as_str()
         .map(str::to_string)
         .unwrap_or_else(|| q.to_string());
-    match quantity::parse(&s) {
+    match Quantity::parse(&s) {
         None => causes.push(Cause::invalid(path, &s, quantity::FORMAT_ERROR)),
-        Some(n) if n <= 0.0 => causes.push(Cause::invalid(path, &s, "must be greater than zero")),
+        Some(n) if !n.is_positive() => {
+            causes.push(Cause::invalid(path, &s, "must be greater than zero"))
+        }
         Some(_) => {}
     }
 }

@@ -1,7 +1,7 @@
 use super::*;
-use crate::kubelet::plan::quantity::Quantity;
 use crate::kubelet::plan::spec::containers;
 use crate::kubelet::plan::spec::tests::pod;
+use k3rs_apimachinery::quantity::Quantity;
 use serde_json::{json, Value};
 
 struct World {
