@@ -1,6 +1,5 @@
 //! Watch: history then live, filters, prev_kv, compaction, lagging watchers, progress.
-mod common;
-use common::*;
+use crate::common::*;
 use k3rs_storage::*;
 
 fn all_keys(start: i64) -> WatchRequest {

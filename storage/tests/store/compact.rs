@@ -1,6 +1,5 @@
 //! Compaction: errors, what stays readable, physical deletion, defragmentation.
-mod common;
-use common::*;
+use crate::common::*;
 use k3rs_storage::*;
 
 #[test]

@@ -1,7 +1,6 @@
 //! Crash consistency: a child process applies batches until it is killed with SIGKILL; the
 //! reopened store must hold a prefix of the batches, each with its meta.
-mod common;
-use common::*;
+use crate::common::*;
 use k3rs_storage::*;
 
 const CHILD_ENV: &str = "K3RS_STORAGE_CRASH_CHILD";
@@ -34,12 +33,20 @@ fn crash_child() {
     }
 }
 
+/// The harness's name for [`crash_child`]: its path in this test binary, without the crate.
+fn child_test() -> String {
+    let (_crate, module) = module_path!()
+        .split_once("::")
+        .expect("a module of the test binary");
+    format!("{module}::crash_child")
+}
+
 #[test]
 fn kill_9_leaves_a_prefix_of_batches() {
     let dir = tempfile::tempdir().unwrap();
     for round in 0..3 {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash_child", "--nocapture"])
+            .args(["--exact", &child_test(), "--nocapture"])
             .env(CHILD_ENV, dir.path())
             .stdout(std::process::Stdio::null())
             .spawn()

@@ -1,6 +1,5 @@
 //! Snapshot export/import roundtrip and corrupt-snapshot rejection.
-mod common;
-use common::*;
+use crate::common::*;
 use k3rs_storage::*;
 
 fn dump(s: &Store) -> Vec<u8> {

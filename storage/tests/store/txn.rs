@@ -1,6 +1,5 @@
 //! Txn semantics: compares, branches, nesting, duplicate keys, op limits, atomic validation.
-mod common;
-use common::*;
+use crate::common::*;
 use k3rs_storage::*;
 
 fn cmp(key: &str, result: CompareResult, target: CompareTarget) -> Compare {

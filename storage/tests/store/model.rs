@@ -4,7 +4,6 @@
 //! random revisions must deliver exactly the model's history.
 //!
 //! `PROPTEST_CASES` changes the number of cases (default 128, about ten seconds).
-mod common;
 mod mvcc_model;
 
 use k3rs_storage::*;
@@ -507,7 +506,7 @@ proptest! {
     #![proptest_config(ProptestConfig {
         cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(128),
         failure_persistence: Some(Box::new(
-            proptest::test_runner::FileFailurePersistence::Direct("tests/model.proptest-regressions"),
+            proptest::test_runner::FileFailurePersistence::Direct("tests/store/model.proptest-regressions"),
         )),
         ..ProptestConfig::default()
     })]

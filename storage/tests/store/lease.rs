@@ -1,6 +1,5 @@
 //! Lease grant/revoke and key attachment.
-mod common;
-use common::*;
+use crate::common::*;
 use k3rs_storage::*;
 
 fn leased(k: &str, lease: i64) -> Command {

@@ -1,7 +1,7 @@
 //! No input makes the store panic or fail as an engine: arbitrary numbers, empty keys, odd
 //! range ends, deep nesting, oversized txns.
-mod common;
 
+use crate::common;
 use k3rs_storage::*;
 use proptest::prelude::*;
 

@@ -1,6 +1,5 @@
 //! Put, Range and DeleteRange semantics with exact expected values.
-mod common;
-use common::*;
+use crate::common::*;
 use k3rs_storage::*;
 
 #[test]
