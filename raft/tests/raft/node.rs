@@ -348,6 +348,14 @@ async fn crash_child() {
     }
 }
 
+/// The harness's name for [`crash_child`]: its path in this test binary, without the crate.
+fn child_test() -> String {
+    let (_crate, module) = module_path!()
+        .split_once("::")
+        .expect("a module of the test binary");
+    format!("{module}::crash_child")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
@@ -355,7 +363,7 @@ async fn acknowledged_writes_survive_sigkill() {
         let mut child = Process::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "crash_child",
+                &child_test(),
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",
