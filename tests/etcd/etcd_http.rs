@@ -2,12 +2,11 @@
 //! compared with a real etcd 3.4 (both with client-certificate TLS): same health answer, and
 //! every metric family k3rs exports exists in etcd's `/metrics` with the same type.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::etcdctl::Endpoint;
-use common::{Etcd, K3rs};
+use crate::common;
+use crate::common::etcdctl::Endpoint;
+use crate::common::{Etcd, K3rs};
 
 /// `GET path` with the endpoint's CA and client certificate: `(status code, body)`.
 fn get(ep: &Endpoint, path: &str) -> (u16, String) {

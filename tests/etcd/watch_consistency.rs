@@ -3,13 +3,11 @@
 //! correct `prev_kv`; replaying its events gives exactly the final state of the store. Runs
 //! against etcd 3.4 (to check the checker) and against k3rs.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::client::{open_watch, runtime, Clients};
-use common::{Endpoint, Etcd, K3rs};
+use crate::common::client::{open_watch, runtime, Clients};
+use crate::common::{Endpoint, Etcd, K3rs};
 use k3rs_server::etcdpb::request_op::Request;
 use k3rs_server::etcdpb::{
     CompactionRequest, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,

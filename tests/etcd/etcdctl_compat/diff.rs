@@ -1,6 +1,6 @@
 //! A readable report of where two transcripts differ.
 
-use crate::runner::Record;
+use super::runner::Record;
 
 /// `None` if both transcripts are identical, else a report of every differing step with a
 /// line diff of the two outputs.

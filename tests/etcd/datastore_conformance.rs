@@ -1,10 +1,9 @@
 //! The API server's datastore trait, one conformance suite run against both implementations:
 //! the embedded Raft store (in-process) and a real etcd 3.4 (plain http on loopback).
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common;
 use futures::StreamExt;
 use k3rs_server::datastore::{
     prefix_end, Datastore, Embedded, Error, EtcdClient, EtcdTls, Event, ListRequest, WatchItem,

@@ -2,13 +2,12 @@
 //! random moment; after a restart on the same data dir every acknowledged write is there with
 //! the revision it was acknowledged at. Repeated for [`ROUNDS`] rounds on one growing data dir.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::client::{runtime, Clients};
-use common::{Endpoint, K3rs};
+use crate::common;
+use crate::common::client::{runtime, Clients};
+use crate::common::{Endpoint, K3rs};
 use k3rs_server::etcdpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use k3rs_server::etcdpb::request_op::Request;
 use k3rs_server::etcdpb::{Compare, PutRequest, RangeRequest, RequestOp, TxnRequest};

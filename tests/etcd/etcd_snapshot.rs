@@ -9,18 +9,17 @@
 //! - Kubernetes objects created before a snapshot are listed by kubectl after the restore,
 //!   those created after it are not, and the API accepts writes again.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::client::{runtime, Clients};
-use common::etcdctl::etcdctl;
-use common::k3rs::{K3rs, AS_BARE_API};
-use common::kubectl::Kubectl;
-use common::process::run_with_timeout;
+use crate::common;
+use crate::common::client::{runtime, Clients};
+use crate::common::etcdctl::etcdctl;
+use crate::common::k3rs::{K3rs, AS_BARE_API};
+use crate::common::kubectl::Kubectl;
+use crate::common::process::run_with_timeout;
 use k3rs_server::etcdpb as pb;
 
 const WRITES: usize = 300;

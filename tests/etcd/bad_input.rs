@@ -4,13 +4,11 @@
 //! member/cluster IDs and server-chosen lease IDs blanked — must be identical. After each
 //! request the k3rs process must still be running and answering.
 
-mod common;
-
 use std::fmt::Debug;
 use std::time::Duration;
 
-use common::client::{open_watch, runtime, Clients};
-use common::{Etcd, K3rs};
+use crate::common::client::{open_watch, runtime, Clients};
+use crate::common::{Etcd, K3rs};
 use k3rs_server::etcdpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use k3rs_server::etcdpb::request_op::Request;
 use k3rs_server::etcdpb::{

@@ -5,18 +5,15 @@
 //!
 //! On a mismatch the test prints every differing step with a line diff (`-` etcd, `+` k3rs).
 
-mod common;
-#[path = "etcdctl_compat/diff.rs"]
 mod diff;
-#[path = "etcdctl_compat/normalize.rs"]
 mod normalize;
-#[path = "etcdctl_compat/runner.rs"]
 mod runner;
 
 use std::path::Path;
 use std::process::Command;
 
-use common::{etcdctl, Endpoint, Etcd, K3rs, TlsFiles};
+use crate::common;
+use crate::common::{etcdctl, Endpoint, Etcd, K3rs, TlsFiles};
 use runner::{
     ctl, ctl_args, ctl_capture, ctl_stdin, poll_until, run_script, sleep_ms, start, stop, Record,
     Step,

@@ -6,15 +6,14 @@
 //! afterwards from the same start replay the same sequence from the cache's ring. Runs on the
 //! embedded datastore and on a real etcd 3.4.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::common;
+use crate::common::client::runtime;
+use crate::common::kube::{KubeClient, Kubeconfig, WatchLines};
+use crate::common::{Etcd, K3rs};
 use anyhow::{bail, Context};
-use common::client::runtime;
-use common::kube::{KubeClient, Kubeconfig, WatchLines};
-use common::{Etcd, K3rs};
 use serde_json::{json, Value};
 
 const WATCHERS: usize = 2000;

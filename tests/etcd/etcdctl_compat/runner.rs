@@ -3,10 +3,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
+use super::normalize::Normalizer;
 use crate::common::etcdctl::{etcdctl_background, etcdctl_with_timeout};
 use crate::common::process::Background;
 use crate::common::Endpoint;
-use crate::normalize::Normalizer;
 
 /// One step of a script. Arguments may contain `${VAR}`, filled from earlier captures.
 #[derive(Debug, Clone)]
