@@ -16,16 +16,15 @@
 //! again (election + commit). `K3RS_FAULT_ROUNDS` sets the number of rounds (default 5: one of
 //! each fault); `scripts/fault-rounds.sh` runs many.
 
-mod common;
-
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::client::Clients;
-use common::netns::Lab;
-use common::ns_cluster::NsCluster;
-use common::workload::{self, prefix_end, WatchEvent, Workload, PREFIX};
+use crate::common;
+use crate::common::client::Clients;
+use crate::common::netns::Lab;
+use crate::common::ns_cluster::NsCluster;
+use crate::common::workload::{self, prefix_end, WatchEvent, Workload, PREFIX};
 use k3rs_lincheck::{check, KvInput, KvModel, KvOperation, KvOutput, Verdict};
 use k3rs_server::etcdpb::{PutRequest, RangeRequest, StatusRequest};
 

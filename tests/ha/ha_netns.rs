@@ -6,14 +6,12 @@
 //! on one member is read linearizably on the others; a member cut off the bridge cannot
 //! serve a linearizable read, and serves again once reconnected.
 
-mod common;
-
 use std::time::Duration;
 
-use common::etcdctl::{etcdctl_with_timeout, members, started_voters};
-use common::netns::Lab;
-use common::ns_cluster::NsCluster;
-use common::{etcdctl, wait_for};
+use crate::common::etcdctl::{etcdctl_with_timeout, members, started_voters};
+use crate::common::netns::Lab;
+use crate::common::ns_cluster::NsCluster;
+use crate::common::{etcdctl, wait_for};
 
 #[test]
 fn three_servers_in_their_own_namespaces_form_one_cluster() {

@@ -6,12 +6,11 @@
 //! a new one. Then the majority is lost for good and the last server is rebuilt with
 //! `--cluster-reset`. Also: tokens that must be refused, and a removed member.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::etcdctl::{etcdctl_with_timeout, member_id, members, started_voters};
-use common::{etcdctl, free_port, log_tail, wait_for, Endpoint, K3rs};
+use crate::common;
+use crate::common::etcdctl::{etcdctl_with_timeout, member_id, members, started_voters};
+use crate::common::{etcdctl, free_port, log_tail, wait_for, Endpoint, K3rs};
 
 /// `GET /metrics` on the server's HTTPS port, with the admin client certificate when
 /// `authn`: `(status code, body)`.
