@@ -6,13 +6,12 @@
 //! bindings are refused with field errors, `kubectl get` prints upstream's columns,
 //! `kubectl explain` knows the kinds, and deleting the binding stops enforcement.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::audit_log::{s, wait_event};
-use common::kubectl::{table, Kubectl};
+use crate::common;
+use crate::common::audit_log::{s, wait_event};
+use crate::common::kubectl::{table, Kubectl};
 
 const MAX_REPLICAS: &str = r#"
 apiVersion: admissionregistration.k8s.io/v1

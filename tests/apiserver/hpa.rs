@@ -6,12 +6,11 @@
 //! `server/src/controllers/hpa/`.) `kubectl autoscale` (which writes autoscaling/v1) and
 //! both API versions reading and writing the same objects without losing what v1 cannot say.
 
-mod common;
-
 use std::time::Duration;
 
-use common::hollow::HollowAgent;
-use common::kubectl::{wait_json, Kubectl};
+use crate::common;
+use crate::common::hollow::HollowAgent;
+use crate::common::kubectl::{wait_json, Kubectl};
 use serde_json::Value;
 
 const WEB: &str = r#"

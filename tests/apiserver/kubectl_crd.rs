@@ -6,9 +6,8 @@
 //! cluster-scoped CRD; deleting a CRD deleting its custom resources; junctors, list types,
 //! int-or-string and formats enforced, and non-structural schemas refused.
 
-mod common;
-
-use common::kubectl::{Kubectl, Watch};
+use crate::common;
+use crate::common::kubectl::{Kubectl, Watch};
 
 const WIDGETS: &str = r#"
 apiVersion: apiextensions.k8s.io/v1

@@ -4,9 +4,8 @@
 //! decrease on update, status updates are validated too, and a CRD whose rule does not
 //! compile is refused with 422.
 
-mod common;
-
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::kubectl::Kubectl;
 
 const SCALERS: &str = r#"
 apiVersion: apiextensions.k8s.io/v1

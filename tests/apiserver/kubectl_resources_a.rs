@@ -7,10 +7,9 @@
 //! a valid object from YAML, its Table with kube-apiserver's columns, and a 422 naming
 //! upstream's field paths for an invalid one; then scale, defaults, bind and evict.
 
-mod common;
-
-use common::kinds::{round_trip, start, RoundTrip};
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::kinds::{round_trip, start, RoundTrip};
+use crate::common::kubectl::Kubectl;
 
 /// One kind: a valid object, the `kubectl get` header and the first cells of its row, and an
 /// invalid object with the field paths its 422 must name.

@@ -7,14 +7,13 @@
 //! (`/var/cache/k3rs-venv`, or `~/.cache/k3rs-venv`), else `python3`; without the `kubernetes` package the test fails
 //! with a message saying how to install it.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
-use common::K3rs;
+use crate::common;
+use crate::common::kubectl::Kubectl;
+use crate::common::K3rs;
 
 /// Where `scripts/prereqs.sh test` installs the client.
 const PREREQS_VENV: &str = "/var/cache/k3rs-venv/bin/python3";

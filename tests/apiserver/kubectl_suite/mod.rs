@@ -1,6 +1,13 @@
-//! The suite's runner: one server per backend, every scenario in its own namespace, a few
-//! scenarios at a time; a failing scenario does not stop the others, and the test fails with
-//! the list of failed scenarios (each panic message is printed where it happened).
+//! End to end: the kubectl acceptance suite. The real `k3rs server --disable-agent` with its
+//! Kubernetes API on loopback, driven by the real `kubectl` (1.32), once on the embedded
+//! datastore and once on a real etcd 3.4 over mutual TLS (`--datastore-endpoint https://…`
+//! with `--datastore-cafile/certfile/keyfile`).
+//!
+//! One server per backend runs every scenario of this directory, each in its own namespace
+//! (a few at a time); the manifests are under `tests/fixtures/kubectl/`.
+//!
+//! The runner: a failing scenario does not stop the others, and the test fails with the list
+//! of failed scenarios (each panic message is printed where it happened).
 
 mod apply;
 mod cluster;
@@ -22,6 +29,16 @@ use crate::common::{self, Etcd, K3rs};
 
 /// Scenarios running at once (the machine is small; kubectl itself costs CPU).
 const WORKERS: usize = 3;
+
+#[test]
+fn kubectl_suite_on_the_embedded_datastore() {
+    run(Backend::Embedded);
+}
+
+#[test]
+fn kubectl_suite_on_an_external_etcd_over_tls() {
+    run(Backend::EtcdTls);
+}
 
 /// Where the API server keeps its objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

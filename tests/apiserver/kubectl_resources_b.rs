@@ -5,10 +5,9 @@
 //! paths for an invalid one; plus the bootstrap objects (system priority classes, which cannot
 //! be deleted, and `cluster-admin`).
 
-mod common;
-
-use common::kinds::{round_trip, start, RoundTrip};
-use common::kubectl::{header, table, Kubectl};
+use crate::common;
+use crate::common::kinds::{round_trip, start, RoundTrip};
+use crate::common::kubectl::{header, table, Kubectl};
 
 /// One kind: a valid object, the `kubectl get` header and the first cells of its row, and an
 /// invalid object with the field paths its 422 must name.
