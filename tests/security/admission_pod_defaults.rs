@@ -11,9 +11,8 @@
 //! in the `kubernetes.io/limit-ranger` annotation) and refuses pods and claims outside its
 //! bounds, every violation listed.
 
-mod common;
-
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::kubectl::Kubectl;
 use serde_json::{json, Value};
 
 fn pod_spec(k: &Kubectl, name: &str) -> Value {

@@ -2,12 +2,11 @@
 //! kube-apiserver's message, bindings grant exactly their role's rules in their namespace,
 //! the bootstrap policy is reconciled at start, and ClusterRoles aggregate.
 
-mod common;
-
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
-use common::users;
+use crate::common;
+use crate::common::kubectl::Kubectl;
+use crate::common::users;
 
 fn as_user(admin: &Kubectl, server: &common::K3rs, user: &str, groups: &[&str]) -> Kubectl {
     Kubectl {

@@ -3,11 +3,10 @@
 //! workloads are only warned about (their pods are denied when the controller creates them),
 //! tightening a namespace warns about its existing pods, and bad labels are rejected.
 
-mod common;
-
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::kubectl::Kubectl;
 
 const ROOTFUL_RESTRICTED: &str = "allowPrivilegeEscalation != false (container \"c\" must set securityContext.allowPrivilegeEscalation=false), \
 unrestricted capabilities (container \"c\" must set securityContext.capabilities.drop=[\"ALL\"]), \

@@ -5,15 +5,14 @@
 //! what an unreachable or slow webhook means, invalid configurations are refused, and
 //! deleting a configuration stops the calls.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common;
+use crate::common::audit_log::{s, wait_event};
+use crate::common::kubectl::{table, Kubectl};
+use crate::common::tls_server::{self, Received};
 use base64::Engine;
-use common::audit_log::{s, wait_event};
-use common::kubectl::{table, Kubectl};
-use common::tls_server::{self, Received};
 use serde_json::{json, Value};
 
 /// The service: `/mutate` annotates, `/validate` refuses objects labelled `forbidden`,

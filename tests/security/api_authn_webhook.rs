@@ -4,14 +4,12 @@
 //! authorization mode (`SubjectAccessReview`) allows, denies (ending the chain before RBAC)
 //! or has no opinion (RBAC decides), and a failing webhook is no opinion.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::kubectl::Kubectl;
-use common::tls_server::{self, Received};
-use common::users;
+use crate::common::kubectl::Kubectl;
+use crate::common::tls_server::{self, Received};
+use crate::common::users;
 use serde_json::{json, Value};
 
 fn webhook_kubeconfig(dir: &Path, name: &str, url: &str, ca: &Path) -> PathBuf {

@@ -3,11 +3,10 @@
 //! created right after `kubectl create namespace` run as `default` with the projected
 //! token volume mounted exactly as kube-apiserver shapes it.
 
-mod common;
-
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::kubectl::Kubectl;
 use serde_json::{json, Value};
 
 fn get_json(k: &Kubectl, args: &[&str]) -> Value {

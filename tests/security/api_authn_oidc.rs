@@ -4,15 +4,14 @@
 //! on them, bad tokens are 401, the issuer's key rotation is picked up without a restart,
 //! the server starts while the issuer is down, and service-account tokens keep working.
 
-mod common;
-
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::kubectl::Kubectl;
-use common::tls_server::{self, Received};
-use common::{jwt, users};
+use crate::common;
+use crate::common::kubectl::Kubectl;
+use crate::common::tls_server::{self, Received};
+use crate::common::{jwt, users};
 use serde_json::{json, Value};
 
 /// The issuer: its URL (`https://127.0.0.1:<port><path>`), the path of its discovery

@@ -2,14 +2,13 @@
 //! the audit log as `audit.k8s.io/v1` Event lines at the levels and stages the policy says;
 //! `audit-log-maxsize/-maxbackup` rotate the file; a broken policy stops the server.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::audit_log::{events, s, wait_event};
-use common::kubectl::Kubectl;
-use common::users;
+use crate::common;
+use crate::common::audit_log::{events, s, wait_event};
+use crate::common::kubectl::Kubectl;
+use crate::common::users;
 use serde_json::Value;
 
 const POLICY: &str = r#"apiVersion: audit.k8s.io/v1

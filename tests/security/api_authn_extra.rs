@@ -3,13 +3,12 @@
 //! format, exercised with real kubectl: the right user and groups are admitted, wrong
 //! credentials get 401.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
-use common::users;
+use crate::common;
+use crate::common::kubectl::Kubectl;
+use crate::common::users;
 use serde_json::Value;
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -1,10 +1,9 @@
 //! Node isolation end to end, with a kubelet's client certificate (`system:node:<name>` in
 //! `system:nodes`): NodeRestriction keeps a node to its own Node and the pods bound to it.
 
-mod common;
-
-use common::kubectl::Kubectl;
-use common::users;
+use crate::common;
+use crate::common::kubectl::Kubectl;
+use crate::common::users;
 
 fn node_kubectl(server: &common::k3rs::K3rs, admin: &Kubectl, name: &str) -> Kubectl {
     Kubectl {

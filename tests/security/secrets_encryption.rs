@@ -4,16 +4,15 @@
 //! `rotate-keys` (new key, every Secret re-encrypted, old key dropped) and `reencrypt` work and
 //! survive a restart; the key file is 0600; a server without the flag says encryption is off.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 use std::time::Duration;
 
-use common::etcdctl::etcdctl;
-use common::k3rs::K3rs;
-use common::kubectl::Kubectl;
-use common::process::run_with_timeout;
+use crate::common;
+use crate::common::etcdctl::etcdctl;
+use crate::common::k3rs::K3rs;
+use crate::common::kubectl::Kubectl;
+use crate::common::process::run_with_timeout;
 
 /// `k3rs secrets-encrypt <args> --data-dir <server's>`: (exit code, stdout, stderr).
 fn cli(server: &K3rs, args: &[&str]) -> (Option<i32>, String, String) {

@@ -2,11 +2,10 @@
 //! (past `pods: 2` the third pod is refused in Kubernetes' words), compute quotas require
 //! requests, and deleting a pod gives its unit back.
 
-mod common;
-
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::kubectl::Kubectl;
 use serde_json::Value;
 
 fn quota_status(k: &Kubectl, ns: &str, name: &str) -> Value {

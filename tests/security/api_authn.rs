@@ -2,10 +2,8 @@
 //! elsewhere); client certificates signed by the client CA authenticate as their CN; the
 //! admin kubeconfig is in `system:masters`.
 
-mod common;
-
-use common::kubectl::Kubectl;
-use common::users;
+use crate::common::kubectl::Kubectl;
+use crate::common::users;
 
 #[test]
 fn no_credentials_get_401_except_the_public_endpoints() {

@@ -8,13 +8,12 @@
 //!   to `tls-<unix time>` and removes those leaves; the next start issues new ones from the
 //!   same CAs, so both the rewritten and the old admin kubeconfig work.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::kubectl::Kubectl;
 
 fn k3rs(args: &[&str], data: &Path) -> (bool, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3rs"));

@@ -1,16 +1,15 @@
 //! Bootstrap tokens end to end: `k3rs token create|list|delete` on a server's data dir, the
 //! default agent token, and the tokens authenticating (or not) at the API as kubectl sees it.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::k3rs::K3rs;
-use common::kubectl::Kubectl;
-use common::process::run_with_timeout;
-use common::users;
+use crate::common;
+use crate::common::k3rs::K3rs;
+use crate::common::kubectl::Kubectl;
+use crate::common::process::run_with_timeout;
+use crate::common::users;
 
 /// `k3rs token <args> --data-dir <server's>`; panics unless it succeeds.
 fn token_cli(server: &K3rs, args: &[&str]) -> String {

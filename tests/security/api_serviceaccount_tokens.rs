@@ -3,10 +3,9 @@
 //! whoami`) until the bound pod is deleted; expired, tampered, foreign and garbage tokens
 //! are 401; TokenReview honours audiences; the issuer's discovery documents are served.
 
-mod common;
-
-use common::kubectl::Kubectl;
-use common::{jwt, users};
+use crate::common;
+use crate::common::kubectl::Kubectl;
+use crate::common::{jwt, users};
 use serde_json::{json, Value};
 
 const SA_AND_POD: &str = "

@@ -2,12 +2,11 @@
 //! `system:masters`, evaluated in order; unknown modes stop the server with kube-apiserver's
 //! message.
 
-mod common;
-
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
-use common::users;
+use crate::common;
+use crate::common::kubectl::Kubectl;
+use crate::common::users;
 
 fn as_user(admin: &Kubectl, server: &common::K3rs, user: &str) -> Kubectl {
     Kubectl {

@@ -3,13 +3,12 @@
 //! `kubectl certificate approve|deny` on user requests; the signers refuse what their rules
 //! forbid.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common;
+use crate::common::kubectl::Kubectl;
+use crate::common::users;
 use base64::Engine;
-use common::kubectl::Kubectl;
-use common::users;
 
 const KUBELET_USAGES: &str = "[digital signature, key encipherment, client auth]";
 
