@@ -5,11 +5,10 @@
 //! pod leaves the Endpoints but stays in the slices as terminating; `publishNotReadyAddresses`
 //! publishes every address as ready; deleting the Service removes both.
 
-mod common;
-
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::kubectl::Kubectl;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(60);

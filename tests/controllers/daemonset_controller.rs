@@ -5,13 +5,12 @@
 //! a watch shows, a surging one keeps every node served; `kubectl rollout
 //! status/history/undo daemonset` work; events show in `kubectl describe`.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::hollow::HollowAgent;
-use common::kubectl::{json, pod_ready as is_ready, wait_json, Kubectl, Watch};
+use crate::common;
+use crate::common::hollow::HollowAgent;
+use crate::common::kubectl::{json, pod_ready as is_ready, wait_json, Kubectl, Watch};
 use serde_json::Value;
 
 /// A server with Ready hollow nodes `<prefix>0..count`; the nodes stop first when dropped.

@@ -6,14 +6,13 @@
 //! Deployment with each propagation policy leaves what it should. Pods run on hollow nodes
 //! (`k3rs agent --hollow`), placed there by the server's scheduler.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::hollow::HollowAgent;
-use common::kube::{KubeClient, Kubeconfig};
-use common::kubectl::{json, pod_ready as is_ready, wait_json, Kubectl};
+use crate::common;
+use crate::common::hollow::HollowAgent;
+use crate::common::kube::{KubeClient, Kubeconfig};
+use crate::common::kubectl::{json, pod_ready as is_ready, wait_json, Kubectl};
 use serde_json::Value;
 
 /// A server with two Ready hollow nodes; both stop when dropped.

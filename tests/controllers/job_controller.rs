@@ -4,12 +4,11 @@
 //! and records it, a suspended one starts nothing, and `kubectl create job --from=cronjob/…`
 //! makes a Job from the template.
 
-mod common;
-
 use std::time::Duration;
 
-use common::hollow::HollowAgent;
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::hollow::HollowAgent;
+use crate::common::kubectl::Kubectl;
 
 fn get(k: &Kubectl, what: &[&str], path: &str) -> String {
     let arg = format!("jsonpath={path}");

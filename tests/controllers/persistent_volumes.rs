@@ -6,12 +6,10 @@
 //! until the pod is gone, and its Retain volume is then Released; a static Delete volume
 //! Fails as upstream without a deleter.
 
-mod common;
-
 use std::time::Duration;
 
-use common::kubectl::{json, wait_json, Kubectl};
-use common::wait_for;
+use crate::common::kubectl::{json, wait_json, Kubectl};
+use crate::common::wait_for;
 use serde_json::{json as j, Value};
 
 fn apply(k: &Kubectl, obj: Value) {

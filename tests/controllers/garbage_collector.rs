@@ -3,11 +3,10 @@
 //! (`--cascade=background|foreground|orphan`) leaves exactly what upstream leaves; dependents of
 //! an owner that never existed are collected; a dependent with a remaining owner stays.
 
-mod common;
-
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::kubectl::Kubectl;
 
 const WAIT: Duration = Duration::from_secs(60);
 

@@ -2,13 +2,12 @@
 //! the pods bound to them (Running and Ready), finish graceful deletion, and stop heartbeating
 //! when the agent stops.
 
-mod common;
-
 use std::time::Duration;
 
-use common::hollow::HollowAgent;
-use common::kubectl::Kubectl;
-use common::wait_for;
+use crate::common;
+use crate::common::hollow::HollowAgent;
+use crate::common::kubectl::Kubectl;
+use crate::common::wait_for;
 
 fn jsonpath(k: &Kubectl, args: &[&str], path: &str) -> String {
     let mut all: Vec<&str> = args.to_vec();

@@ -4,12 +4,11 @@
 //! upstream's `FailedScheduling` explanation when no node fits, and a high-priority pod
 //! preempts a low-priority one.
 
-mod common;
-
 use std::time::Duration;
 
-use common::hollow::HollowAgent;
-use common::kubectl::{table, Kubectl};
+use crate::common;
+use crate::common::hollow::HollowAgent;
+use crate::common::kubectl::{table, Kubectl};
 
 const WAIT: Duration = Duration::from_secs(60);
 

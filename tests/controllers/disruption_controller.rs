@@ -4,13 +4,12 @@
 //! `kubectl drain` of a hollow node evicts through it — one pod at a time while the budget
 //! allows, and not at all when it does not.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::hollow::HollowAgent;
-use common::kubectl::{pod_ready, wait_json, Kubectl};
+use crate::common;
+use crate::common::hollow::HollowAgent;
+use crate::common::kubectl::{pod_ready, wait_json, Kubectl};
 use serde_json::Value;
 
 const NODES: [&str; 2] = ["pdb-0", "pdb-1"];

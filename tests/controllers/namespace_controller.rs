@@ -3,11 +3,10 @@
 //! holds the namespace, reported in the namespace's conditions in upstream's words), and once
 //! the content is gone the namespace is finalized and removed.
 
-mod common;
-
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::kubectl::Kubectl;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(60);
