@@ -9,17 +9,14 @@
 //! IP, from the node and from a client namespace on another link; a backend marked not ready is no longer
 //! chosen; sessionAffinity ClientIP sticks; deleting the Service removes its chains.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::kubectl::{json, Kubectl};
-use common::process::{run_with_timeout, ChildGuard};
-use common::{require_program, wait_for};
+use crate::common::kubectl::{json, Kubectl};
+use crate::common::process::{run_with_timeout, ChildGuard};
+use crate::common::{self, require_program, wait_for};
 
 /// The node's bridge address (the node IP) and the backends' (`.11`, `.12`, `.13`).
 const NODE_IP: &str = "10.214.0.1";
@@ -32,8 +29,6 @@ const SEP_CHAINS: [&str; 3] = [
     "KUBE-SEP-NRSPZN4KFXMUTJ5K",
     "KUBE-SEP-BH33IZ73ZRN5VVB5",
 ];
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
 
 fn ip(args: &[&str]) {
     let out = Command::new(require_program("ip", "iproute2"))
@@ -58,11 +53,7 @@ struct Net {
 
 impl Net {
     fn new() -> Net {
-        let prefix = format!(
-            "k3rs-t{}-px{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
+        let prefix = format!("{}-px", common::netns::unique_prefix());
         let net = Net {
             node: format!("{prefix}-node"),
             backends: (1..=3).map(|i| format!("{prefix}-b{i}")).collect(),
@@ -138,22 +129,7 @@ impl Net {
     /// Runs `f` on a thread inside the node namespace: the server, agent, kubectl and curl it
     /// starts live there.
     fn in_node<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/run/netns/{}", self.node);
-        std::thread::scope(|scope| {
-            let handle = scope.spawn(|| {
-                let ns = std::fs::File::open(&path).unwrap();
-                rustix::thread::move_into_link_name_space(
-                    std::os::fd::AsFd::as_fd(&ns),
-                    Some(rustix::thread::LinkNameSpaceType::Network),
-                )
-                .expect("setns");
-                f()
-            });
-            match handle.join() {
-                Ok(v) => v,
-                Err(p) => std::panic::resume_unwind(p),
-            }
-        })
+        common::netns::run_inside(Path::new(&format!("/run/netns/{}", self.node)), f)
     }
 }
 

@@ -2,12 +2,12 @@
 //! `scripts/build-images.sh`, the system containerd (1.6) under our supervisor, `ctr` imports,
 //! runc, the CNI bridge/host-local/portmap plugins, and our CRI client over the unix socket.
 //!
-//! Everything runs inside a network namespace the test creates (`k3rs-t<pid>-cri`, no route
+//! Everything runs inside a network namespace the test creates (a [`NodeLab`], no route
 //! anywhere): containerd is started with an `nsenter --net=…` prefix (not `ip netns exec`,
 //! which remounts /sys and so hides the cgroup mounts runc needs), so the CNI bridge, the
-//! masquerade rules and the pods' veths live there. Containers run under the cgroup parent
-//! `/k3rs-t<pid>-cri`. Dropping [`Lab`] (also on panic) kills every process in that netns and
-//! cgroup, unmounts what is left under the scratch dir, deletes the pod netns and ours.
+//! masquerade rules and the pods' veths live there. Containers run under the lab's cgroup
+//! root. Dropping the lab (also on panic) kills every process in that netns and cgroup,
+//! unmounts what is left under the scratch dir, deletes the pod netns and ours.
 //!
 //! Missing prerequisites (root, containerd, ctr, runc, nsenter, ip, iptables, the CNI plugins,
 //! busybox-static) fail the test: `scripts/prereqs.sh test` installs them.
@@ -15,6 +15,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+use crate::common;
+use crate::common::node_lab::{require_node_host, run, NodeLab};
 
 use k3rs_agent::cni;
 use k3rs_agent::containerd::{Config, Endpoint, Runtime, SupervisorOptions};
@@ -30,206 +33,18 @@ const BUSYBOX: &str = "docker.io/library/busybox:1.35";
 const WEB_PORT: i32 = 8080;
 const HOST_PORT: i32 = 30080;
 
-/// Panics unless `program` is on the PATH (or is an existing path).
-fn require(program: &str, package: &str) -> PathBuf {
-    if program.starts_with('/') {
-        assert!(
-            Path::new(program).exists(),
-            "{program} is missing: apt-get install {package} (scripts/prereqs.sh test)"
-        );
-        return PathBuf::from(program);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "{program} is not on the PATH: apt-get install {package} (scripts/prereqs.sh test)"
-            )
-        })
-}
+/// Prints the tail of containerd's log when the test fails (the lab then kills containerd).
+struct LogOnPanic(PathBuf);
 
-/// Runs a command to completion, panicking with its output on failure; returns stdout.
-fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}): {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The test's network namespace, cgroup parent and scratch dir; cleans all of them on drop.
-struct Lab {
-    netns: String,
-    cgroup_parent: String,
-    scratch: tempfile::TempDir,
-    /// Pod network namespaces containerd made (`/run/netns/cni-…`), removed on drop if left.
-    pod_netns: Vec<PathBuf>,
-}
-
-impl Lab {
-    fn new() -> Lab {
-        let pid = std::process::id();
-        remove_stale_namespaces();
-        let lab = Lab {
-            netns: format!("k3rs-t{pid}-cri"),
-            cgroup_parent: format!("/k3rs-t{pid}-cri"),
-            scratch: tempfile::Builder::new()
-                .prefix("k3rs-cri")
-                .tempdir()
-                .expect("scratch dir"),
-            pod_netns: Vec::new(),
-        };
-        run(Command::new("ip").args(["netns", "add", &lab.netns]));
-        run(Command::new("ip").args(["-n", &lab.netns, "link", "set", "lo", "up"]));
-        lab
-    }
-
-    fn netns_path(&self) -> String {
-        format!("/run/netns/{}", self.netns)
-    }
-
-    fn agent_dir(&self) -> PathBuf {
-        self.scratch.path().join("agent")
-    }
-
-    /// PIDs of the processes in our netns and in our cgroup subtree.
-    fn processes(&self) -> Vec<i32> {
-        let mut pids = Vec::new();
-        if let Ok(out) = Command::new("ip")
-            .args(["netns", "pids", &self.netns])
-            .output()
-        {
-            pids.extend(
-                String::from_utf8_lossy(&out.stdout)
-                    .split_whitespace()
-                    .filter_map(|p| p.parse::<i32>().ok()),
-            );
-        }
-        for dir in self.cgroup_dirs() {
-            collect_cgroup_procs(&dir, &mut pids);
-        }
-        pids.sort_unstable();
-        pids.dedup();
-        pids
-    }
-
-    /// `<mount>/<cgroup parent>` in every cgroup hierarchy.
-    fn cgroup_dirs(&self) -> Vec<PathBuf> {
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        mountinfo
-            .lines()
-            .filter_map(|l| {
-                let fields: Vec<&str> = l.split(' ').collect();
-                let sep = fields.iter().position(|f| *f == "-")?;
-                let fstype = fields.get(sep + 1)?;
-                (*fstype == "cgroup" || *fstype == "cgroup2")
-                    .then(|| Path::new(fields[4]).join(self.cgroup_parent.trim_start_matches('/')))
-            })
-            .filter(|p| p.exists())
-            .collect()
-    }
-}
-
-fn collect_cgroup_procs(dir: &Path, pids: &mut Vec<i32>) {
-    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-        pids.extend(procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()));
-    }
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                collect_cgroup_procs(&e.path(), pids);
-            }
-        }
-    }
-}
-
-/// Removes a cgroup directory tree, children first (cgroup dirs are removed with rmdir).
-fn remove_cgroup_tree(dir: &Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_cgroup_tree(&e.path());
-            }
-        }
-    }
-    let _ = std::fs::remove_dir(dir);
-}
-
-/// Deletes `k3rs-t<pid>-cri` namespaces whose test process is gone.
-fn remove_stale_namespaces() {
-    let out = Command::new("ip").args(["netns", "list"]).output();
-    let Ok(out) = out else { return };
-    for name in String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-    {
-        let Some(pid) = name
-            .strip_prefix("k3rs-t")
-            .and_then(|r| r.strip_suffix("-cri"))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = Command::new("ip").args(["netns", "del", name]).status();
-        }
-    }
-}
-
-impl Drop for Lab {
+impl Drop for LogOnPanic {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            let log = self.agent_dir().join("containerd/containerd.log");
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(60).collect();
-            eprintln!("--- last lines of {} ---", log.display());
-            for line in tail.iter().rev() {
-                eprintln!("{line}");
-            }
+            eprintln!(
+                "--- last lines of {} ---\n{}",
+                self.0.display(),
+                common::log_tail(&self.0, 60)
+            );
         }
-        for pid in self.processes() {
-            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
-        }
-        // Let the killed processes die before their mounts and cgroups go.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.processes().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // Mounts left under the scratch dir (rootfs overlays, sandbox shm), deepest first.
-        let scratch = self.scratch.path().to_string_lossy().into_owned();
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut mounts: Vec<String> = mountinfo
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4).map(String::from))
-            .filter(|m| m.starts_with(&scratch))
-            .collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for m in mounts {
-            let _ = Command::new("umount").args(["-l", &m]).status();
-        }
-        for ns in &self.pod_netns {
-            if ns.exists() {
-                let _ = Command::new("umount").arg(ns).status();
-                let _ = std::fs::remove_file(ns);
-            }
-        }
-        for dir in self.cgroup_dirs() {
-            remove_cgroup_tree(&dir);
-        }
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.netns])
-            .stderr(std::process::Stdio::null())
-            .status();
     }
 }
 
@@ -260,7 +75,7 @@ fn condition(status: &pb::StatusResponse, kind: &str) -> bool {
 }
 
 /// [`wait_for`] (20 s) on a blocking probe; on timeout shows the netns's NAT rules.
-async fn wait_for_nat<T>(lab: &Lab, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+async fn wait_for_nat<T>(lab: &NodeLab, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Some(v) = probe() {
@@ -286,7 +101,7 @@ async fn container_status(cri: &Cri, id: &str) -> pb::ContainerStatus {
         .expect("container status")
 }
 
-fn sandbox_config(lab: &Lab, uid: &str) -> pb::PodSandboxConfig {
+fn sandbox_config(lab: &NodeLab, uid: &str) -> pb::PodSandboxConfig {
     pb::PodSandboxConfig {
         metadata: Some(pb::PodSandboxMetadata {
             name: "hello".into(),
@@ -310,7 +125,7 @@ fn sandbox_config(lab: &Lab, uid: &str) -> pb::PodSandboxConfig {
             host_ip: String::new(),
         }],
         linux: Some(pb::LinuxPodSandboxConfig {
-            cgroup_parent: lab.cgroup_parent.clone(),
+            cgroup_parent: lab.cgroup_root.clone(),
             ..Default::default()
         }),
         ..Default::default()
@@ -319,29 +134,18 @@ fn sandbox_config(lab: &Lab, uid: &str) -> pb::PodSandboxConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn containerd_runs_a_pod_through_cri() {
-    assert!(
-        rustix::process::getuid().is_root(),
-        "this test runs containers: run it as root"
-    );
+    require_node_host();
     for (program, package) in [
-        ("containerd", "containerd"),
-        ("ctr", "containerd"),
         ("containerd-shim-runc-v2", "containerd"),
-        ("runc", "runc"),
         ("nsenter", "util-linux"),
-        ("ip", "iproute2"),
-        ("iptables", "iptables"),
-        ("curl", "curl"),
-        ("/usr/lib/cni/bridge", "containernetworking-plugins"),
-        ("/usr/lib/cni/host-local", "containernetworking-plugins"),
-        ("/usr/lib/cni/portmap", "containernetworking-plugins"),
-        ("/usr/lib/cni/loopback", "containernetworking-plugins"),
         ("/bin/busybox", "busybox-static"),
     ] {
-        require(program, package);
+        common::require_program(program, package);
     }
-    let mut lab = Lab::new();
-    let agent_dir = lab.agent_dir();
+    let lab = NodeLab::new("cri");
+    let agent_dir = lab.scratch.path().join("agent");
+    let _log = LogOnPanic(agent_dir.join("containerd/containerd.log"));
+    let mut pod_namespaces = Vec::new();
     let mut config = Config::new(&agent_dir, PAUSE);
     // No CAP_SYS_RESOURCE, or a scratch dir on overlayfs (a run inside a container), change
     // the config; say so.
@@ -351,7 +155,7 @@ async fn containerd_runs_a_pod_through_cri() {
     let images_dir = agent_dir.join("images");
 
     // The images, built from busybox-static.
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/build-images.sh");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
     run(Command::new("bash").arg(&script).arg(&images_dir));
 
     // The CNI network for the node's pod CIDR.
@@ -362,7 +166,7 @@ async fn containerd_runs_a_pod_through_cri() {
     let options = SupervisorOptions {
         prefix: vec![
             "nsenter".into(),
-            format!("--net={}", lab.netns_path()).into(),
+            format!("--net={}", lab.netns_path().display()).into(),
             "--".into(),
         ],
         ready_timeout: Duration::from_secs(30),
@@ -459,8 +263,8 @@ async fn containerd_runs_a_pod_through_cri() {
         .pod_sandbox_status(sandbox_id.clone(), true)
         .await
         .expect("PodSandboxStatus");
-    // The pod's netns (containerd's verbose info carries the sandbox's OCI spec), so the lab
-    // removes it should the test fail before RemovePodSandbox.
+    // The pod's netns (containerd's verbose info carries the sandbox's OCI spec), checked gone
+    // after RemovePodSandbox (should the test fail before, the lab removes it).
     let info: serde_json::Value =
         serde_json::from_str(status.info.get("info").expect("verbose sandbox info"))
             .expect("the sandbox info is JSON");
@@ -473,7 +277,7 @@ async fn containerd_runs_a_pod_through_cri() {
         .map(PathBuf::from)
         .unwrap_or_else(|| panic!("no network namespace path in the sandbox info: {info}"));
     assert!(pod_netns.exists(), "{}", pod_netns.display());
-    lab.pod_netns.push(pod_netns);
+    pod_namespaces.push(pod_netns);
     let sb = status.status.expect("sandbox status");
     assert_eq!(sb.state, pb::PodSandboxState::SandboxReady as i32);
     let ip: std::net::Ipv4Addr = sb
@@ -571,7 +375,7 @@ async fn containerd_runs_a_pod_through_cri() {
     ] {
         let page = wait_for_nat(&lab, &format!("GET {url}"), || {
             let out = Command::new("nsenter")
-                .arg(format!("--net={}", lab.netns_path()))
+                .arg(format!("--net={}", lab.netns_path().display()))
                 .args(["--", "curl", "-s", "--max-time", "2", &url])
                 .output()
                 .expect("running curl");
@@ -680,7 +484,7 @@ async fn containerd_runs_a_pod_through_cri() {
         .await
         .expect("ListPodSandbox")
         .is_empty());
-    for ns in &lab.pod_netns {
+    for ns in &pod_namespaces {
         assert!(!ns.exists(), "the pod netns {} is gone", ns.display());
     }
 
@@ -707,7 +511,7 @@ async fn containerd_runs_a_pod_through_cri() {
     assert!(tokio::net::UnixStream::connect(&address).await.is_err());
 
     // The netns, and the bridge in it, vanish with the lab.
-    let netns_path = PathBuf::from(lab.netns_path());
+    let netns_path = lab.netns_path();
     drop(lab);
     assert!(!netns_path.exists(), "{} removed", netns_path.display());
 }

@@ -9,15 +9,12 @@
 //! no route out), with the images of `scripts/build-images.sh`. The pod runs its lookups in a
 //! loop and serves the outputs over httpd; the test reads them with curl.
 
-mod common;
-
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::k3rs::WITH_AGENT;
-use common::kubectl::{json, Kubectl};
-use common::node_lab::NodeLab;
+use crate::common;
+use crate::common::kubectl::{json, Kubectl};
+use crate::common::node_lab::{NodeLab, FAST_STATUS};
 use serde_json::Value;
 
 const NODE: &str = "dns-1";
@@ -105,20 +102,7 @@ fn ip(args: &[&str]) {
 
 #[test]
 fn pods_resolve_cluster_names_through_the_embedded_dns() {
-    assert!(
-        rustix::process::getuid().is_root(),
-        "this test runs containers and writes iptables rules: run it as root"
-    );
-    for (program, package) in [
-        ("containerd", "containerd"),
-        ("runc", "runc"),
-        ("curl", "curl"),
-        ("iptables", "iptables"),
-    ] {
-        common::require_program(program, package);
-    }
-    let lab = NodeLab::new("dns");
-    lab.inside(|| scenario(&lab));
+    NodeLab::run("dns", scenario);
 }
 
 fn wait_ready(server: &mut common::K3rs, k: &Kubectl) {
@@ -142,23 +126,7 @@ fn scenario(lab: &NodeLab) {
     ip(&["addr", "add", &format!("{NODE_IP}/24"), "dev", "dns0"]);
     ip(&["link", "set", "dns0", "up"]);
     ip(&["link", "set", "dns1", "up"]);
-    let cgroup_root = format!("cgroup-root={}", lab.cgroup_root);
-    let (mut server, k) = Kubectl::start_server(&[
-        WITH_AGENT,
-        "--node-name",
-        NODE,
-        "--node-ip",
-        NODE_IP,
-        "--kubelet-arg",
-        &cgroup_root,
-        "--kubelet-arg",
-        "node-status-update-frequency=2s",
-    ]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
-    let images = server.data_dir().join("agent/images");
-    let out = Command::new("bash").arg(&script).arg(&images).output();
-    assert!(out.is_ok_and(|o| o.status.success()), "build-images.sh");
-    server.restart();
+    let (mut server, k) = lab.start_server(NODE, NODE_IP, &FAST_STATUS, &[]);
     wait_ready(&mut server, &k);
 
     // The server's kube-dns Service sits at the cluster DNS address and lists the node.

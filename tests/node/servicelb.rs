@@ -4,13 +4,11 @@
 //! EXTERNAL-IP; a node labelled `node.kubernetes.io/exclude-from-external-load-balancers`
 //! leaves every load balancer; a Service with another `loadBalancerClass` is left alone.
 
-mod common;
-
 use std::time::Duration;
 
-use common::hollow::HollowAgent;
-use common::kubectl::{json, table, Kubectl};
-use common::wait_for;
+use crate::common::hollow::HollowAgent;
+use crate::common::kubectl::{json, table, Kubectl};
+use crate::common::wait_for;
 
 fn ingress_ips(k: &Kubectl, name: &str) -> Vec<String> {
     let svc = json(k, &["get", "service", name]);

@@ -7,15 +7,14 @@
 //! renewed, a restart reusing the identity; and a wrong
 //! CA hash or token refused with a clear message and no credential written.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
-use common::process::ChildGuard;
+use crate::common;
+use crate::common::kubectl::Kubectl;
+use crate::common::process::ChildGuard;
 use serde_json::Value;
 
 const CREDENTIALS: &[&str] = &[

@@ -4,13 +4,11 @@
 //! DefaultTolerationSeconds admission plugin, here 5 s) runs out they are evicted and the
 //! Deployment is available again on the surviving node.
 
-mod common;
-
 use std::time::Duration;
 
-use common::hollow::HollowAgent;
-use common::kubectl::Kubectl;
-use common::wait_for;
+use crate::common::hollow::HollowAgent;
+use crate::common::kubectl::Kubectl;
+use crate::common::wait_for;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(90);

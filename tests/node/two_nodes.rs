@@ -7,14 +7,13 @@
 //!
 //! As root, with the images of `scripts/build-images.sh`; missing prerequisites fail the test.
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
-use common::kubectl::json;
-use common::node_lab::NodeLab;
-use common::two_node_lab::{run, TwoNodeLab, TwoNodes, A, A_IP, B, B_IP};
+use crate::common;
+use crate::common::kubectl::json;
+use crate::common::node_lab::NodeLab;
+use crate::common::two_node_lab::{run, TwoNodeLab, TwoNodes, A, A_IP, B, B_IP};
 use serde_json::Value;
 
 const WEB: &str = r#"

@@ -10,16 +10,13 @@
 //!
 //! Missing prerequisites fail the test (`scripts/prereqs.sh test` installs them).
 
-mod common;
-
 use std::io::Read;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::k3rs::WITH_AGENT;
-use common::kubectl::{json, Kubectl};
-use common::node_lab::NodeLab;
+use crate::common;
+use crate::common::kubectl::{json, Kubectl};
+use crate::common::node_lab::{NodeLab, FAST_STATUS};
 
 const NODE: &str = "exec-node";
 
@@ -73,41 +70,12 @@ spec:
 
 #[test]
 fn kubectl_logs_exec_cp_and_port_forward_reach_the_pods() {
-    assert!(
-        rustix::process::getuid().is_root(),
-        "this test runs containers: run it as root"
-    );
-    for (program, package) in [
-        ("containerd", "containerd"),
-        ("runc", "runc"),
-        ("curl", "curl"),
-        ("iptables", "iptables"),
-        ("openssl", "openssl"),
-    ] {
-        common::require_program(program, package);
-    }
-    let lab = NodeLab::new("kexec");
-    lab.inside(|| scenario(&lab));
+    common::require_program("openssl", "openssl");
+    NodeLab::run("kexec", scenario);
 }
 
 fn scenario(lab: &NodeLab) {
-    let cgroup_root = format!("cgroup-root={}", lab.cgroup_root);
-    let (mut server, k) = Kubectl::start_server(&[
-        WITH_AGENT,
-        "--node-name",
-        NODE,
-        "--node-ip",
-        "127.0.0.1",
-        "--kubelet-arg",
-        &cgroup_root,
-        "--kubelet-arg",
-        "node-status-update-frequency=2s",
-    ]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
-    let images = server.data_dir().join("agent/images");
-    let out = Command::new("bash").arg(&script).arg(&images).output();
-    assert!(out.is_ok_and(|o| o.status.success()), "build-images.sh");
-    server.restart();
+    let (mut server, k) = lab.start_server(NODE, "127.0.0.1", &FAST_STATUS, &[]);
 
     k.ok_stdin(&["apply", "-f", "-"], Some(PODS));
     for pod in ["box", "web", "echoer"] {

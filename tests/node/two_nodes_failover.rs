@@ -11,12 +11,11 @@
 //!
 //! As root, with the images of `scripts/build-images.sh`; missing prerequisites fail the test.
 
-mod common;
-
 use std::time::Duration;
 
-use common::kubectl::{json, pod_ready, Kubectl};
-use common::two_node_lab::{TwoNodeLab, TwoNodes, A, B};
+use crate::common;
+use crate::common::kubectl::{json, pod_ready, Kubectl};
+use crate::common::two_node_lab::{TwoNodeLab, TwoNodes, A, B};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(120);

@@ -13,13 +13,12 @@
 //!
 //! Missing prerequisites fail the test (`scripts/prereqs.sh test` installs them).
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
-use common::kubectl::{json, Kubectl};
-use common::node_lab::{runtime_objects, wait_json, NodeLab};
+use crate::common;
+use crate::common::kubectl::{json, Kubectl};
+use crate::common::node_lab::{runtime_objects, wait_json, NodeLab};
 use serde_json::Value;
 
 const NODE: &str = "static-1";
@@ -77,20 +76,7 @@ fn absent(k: &Kubectl, args: &[&str]) -> bool {
 
 #[test]
 fn static_pods_run_from_files_with_mirror_pods() {
-    assert!(
-        rustix::process::getuid().is_root(),
-        "this test runs containers: run it as root"
-    );
-    for (program, package) in [
-        ("containerd", "containerd"),
-        ("ctr", "containerd"),
-        ("runc", "runc"),
-        ("curl", "curl"),
-    ] {
-        common::require_program(program, package);
-    }
-    let lab = NodeLab::new("static");
-    lab.inside(|| scenario(&lab));
+    NodeLab::run("static", scenario);
 }
 
 fn scenario(lab: &NodeLab) {

@@ -14,14 +14,12 @@
 //!
 //! Missing prerequisites fail the test (`scripts/prereqs.sh test` installs them).
 
-mod common;
-
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::kubectl::{json, Kubectl};
-use common::node_lab::{run, runtime_objects, wait_json, NodeLab};
+use crate::common;
+use crate::common::kubectl::{json, Kubectl};
+use crate::common::node_lab::{run, runtime_objects, wait_json, NodeLab};
 use serde_json::Value;
 
 const NODE: &str = "pods-1";
@@ -121,27 +119,7 @@ fn condition(obj: &Value, kind: &str) -> Option<String> {
 
 #[test]
 fn an_agent_runs_the_pods_bound_to_its_node() {
-    assert!(
-        rustix::process::getuid().is_root(),
-        "this test runs containers: run it as root"
-    );
-    for (program, package) in [
-        ("containerd", "containerd"),
-        ("ctr", "containerd"),
-        ("runc", "runc"),
-        ("curl", "curl"),
-        ("iptables", "iptables"),
-    ] {
-        common::require_program(program, package);
-    }
-    for plugin in ["bridge", "host-local", "portmap", "loopback"] {
-        assert!(
-            Path::new("/usr/lib/cni").join(plugin).exists(),
-            "/usr/lib/cni/{plugin} is missing: apt-get install containernetworking-plugins"
-        );
-    }
-    let lab = NodeLab::new("pods");
-    lab.inside(|| scenario(&lab));
+    NodeLab::run("pods", scenario);
 }
 
 fn scenario(lab: &NodeLab) {

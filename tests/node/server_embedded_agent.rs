@@ -7,15 +7,12 @@
 //!
 //! Missing prerequisites fail the test (`scripts/prereqs.sh test` installs them).
 
-mod common;
-
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::k3rs::WITH_AGENT;
-use common::kubectl::{json, Kubectl};
-use common::node_lab::NodeLab;
+use crate::common;
+use crate::common::kubectl::json;
+use crate::common::node_lab::{NodeLab, FAST_STATUS};
 use serde_json::Value;
 
 const NODE: &str = "server-1";
@@ -59,46 +56,20 @@ fn curl(url: &str) -> Option<String> {
 
 #[test]
 fn a_server_alone_runs_pods_on_its_own_node() {
-    assert!(
-        rustix::process::getuid().is_root(),
-        "this test runs containers and writes iptables rules: run it as root"
-    );
-    for (program, package) in [
-        ("containerd", "containerd"),
-        ("runc", "runc"),
-        ("curl", "curl"),
-        ("iptables", "iptables"),
-    ] {
-        common::require_program(program, package);
-    }
-    let lab = NodeLab::new("embedded");
-    lab.inside(|| scenario(&lab));
+    NodeLab::run("embedded", scenario);
 }
 
 fn scenario(lab: &NodeLab) {
     // systemd's readiness protocol: the server says READY=1 only once its own node is Ready.
-    // (The test is this file's only one, so the variable reaches just this server.)
+    // (Given to the server process alone, on each of its starts.)
     let notify_dir = tempfile::tempdir().unwrap();
     let notify_path = notify_dir.path().join("notify.sock");
-    std::env::set_var("NOTIFY_SOCKET", &notify_path);
-    let cgroup_root = format!("cgroup-root={}", lab.cgroup_root);
-    let (mut server, k) = Kubectl::start_server(&[
-        WITH_AGENT,
-        "--node-name",
+    let (mut server, k) = lab.start_server(
         NODE,
-        "--node-ip",
         "127.0.0.1",
-        "--kubelet-arg",
-        &cgroup_root,
-        "--kubelet-arg",
-        "node-status-update-frequency=2s",
-    ]);
-    // Air-gapped images are imported when the agent starts: put them in place and restart.
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
-    let images = server.data_dir().join("agent/images");
-    let out = Command::new("bash").arg(&script).arg(&images).output();
-    assert!(out.is_ok_and(|o| o.status.success()), "build-images.sh");
-    server.restart();
+        &FAST_STATUS,
+        &[("NOTIFY_SOCKET", notify_path.as_os_str())],
+    );
     // Bound after the first process is gone, long before the new one's node can be Ready.
     let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
     notify

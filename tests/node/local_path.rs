@@ -6,15 +6,12 @@
 //! As root, inside a network namespace the test makes (loopback only), with the images of
 //! `scripts/build-images.sh`.
 
-mod common;
-
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use common::k3rs::WITH_AGENT;
-use common::kubectl::{json, wait_json, Kubectl};
-use common::node_lab::NodeLab;
+use crate::common;
+use crate::common::kubectl::{json, wait_json, Kubectl};
+use crate::common::node_lab::NodeLab;
 use serde_json::{json as j, Value};
 
 const NODE: &str = "storage-1";
@@ -40,37 +37,11 @@ fn finished(k: &Kubectl, name: &str) -> Value {
 
 #[test]
 fn local_path_volumes_live_across_pods_and_go_with_their_claim() {
-    assert!(
-        rustix::process::getuid().is_root(),
-        "this test runs containers: run it as root"
-    );
-    for (program, package) in [
-        ("containerd", "containerd"),
-        ("runc", "runc"),
-        ("iptables", "iptables"),
-    ] {
-        common::require_program(program, package);
-    }
-    let lab = NodeLab::new("localpath");
-    lab.inside(|| scenario(&lab));
+    NodeLab::run("localpath", scenario);
 }
 
 fn scenario(lab: &NodeLab) {
-    let cgroup_root = format!("cgroup-root={}", lab.cgroup_root);
-    let (mut server, k) = Kubectl::start_server(&[
-        WITH_AGENT,
-        "--node-name",
-        NODE,
-        "--node-ip",
-        "127.0.0.1",
-        "--kubelet-arg",
-        &cgroup_root,
-    ]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
-    let images = server.data_dir().join("agent/images");
-    let out = Command::new("bash").arg(&script).arg(&images).output();
-    assert!(out.is_ok_and(|o| o.status.success()), "build-images.sh");
-    server.restart();
+    let (mut server, k) = lab.start_server(NODE, "127.0.0.1", &[], &[]);
     common::wait_for("the node to be Ready", Duration::from_secs(120), || {
         server.assert_running();
         let n: Value = serde_json::from_str(&k.run(&["get", "node", NODE, "-o", "json"]).stdout)

@@ -8,13 +8,12 @@
 //!   taint forever, and deletes at once a pod that does not tolerate a NoExecute taint;
 //! - the pod garbage collector removes a pod bound to a Node that does not exist.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::kubectl::Kubectl;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(60);

@@ -20,16 +20,13 @@
 //!
 //! Missing prerequisites fail the test (`scripts/prereqs.sh test` installs them).
 
-mod common;
-
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use common::k3rs::WITH_AGENT;
-use common::kubectl::{json, pod_ready, Kubectl};
-use common::node_lab::NodeLab;
+use crate::common;
+use crate::common::kubectl::{json, pod_ready, Kubectl};
+use crate::common::node_lab::NodeLab;
 use serde_json::Value;
 
 const NODE: &str = "probes-1";
@@ -139,19 +136,7 @@ spec:
 
 #[test]
 fn probes_hooks_and_events_drive_pods() {
-    assert!(
-        rustix::process::getuid().is_root(),
-        "this test runs containers and writes iptables rules: run it as root"
-    );
-    for (program, package) in [
-        ("containerd", "containerd"),
-        ("runc", "runc"),
-        ("iptables", "iptables"),
-    ] {
-        common::require_program(program, package);
-    }
-    let lab = NodeLab::new("probes");
-    lab.inside(|| scenario(&lab));
+    NodeLab::run("probes", scenario);
 }
 
 /// Events about pod `name`: `(reason, message, count)`.
@@ -196,21 +181,7 @@ fn container(pod: &Value) -> Value {
 }
 
 fn scenario(lab: &NodeLab) {
-    let cgroup_root = format!("cgroup-root={}", lab.cgroup_root);
-    let (mut server, k) = Kubectl::start_server(&[
-        WITH_AGENT,
-        "--node-name",
-        NODE,
-        "--node-ip",
-        "127.0.0.1",
-        "--kubelet-arg",
-        &cgroup_root,
-    ]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
-    let images = server.data_dir().join("agent/images");
-    let out = Command::new("bash").arg(&script).arg(&images).output();
-    assert!(out.is_ok_and(|o| o.status.success()), "build-images.sh");
-    server.restart();
+    let (mut server, k) = lab.start_server(NODE, "127.0.0.1", &[], &[]);
     common::wait_for("the node to be Ready", Duration::from_secs(120), || {
         server.assert_running();
         let out = k.run(&["get", "node", NODE, "-o", "json"]);
