@@ -4,15 +4,14 @@
 //!   `/readyz`, and `STOPPING=1` when SIGTERM stops it. Its socket is an abstract one (`@…`).
 //! - `k3rs agent` sends `READY=1` once its Node is registered. Its socket is a path.
 
-mod common;
-
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::process::Command;
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
-use common::process::ChildGuard;
+use crate::common;
+use crate::common::kubectl::Kubectl;
+use crate::common::process::ChildGuard;
 
 /// Waits (bounded) for the next datagram on `sock`.
 fn receive(sock: &UnixDatagram, what: &str) -> String {
@@ -111,6 +110,8 @@ fn agent_notifies_ready_once_its_node_is_registered() {
             "unix://{}",
             work.path().join("none.sock").display()
         ))
+        // In the machine's own network namespace: no iptables rules.
+        .arg("--disable-kube-proxy")
         .env_remove("K3RS_TOKEN")
         .env_remove("K3RS_URL")
         .env("K3RS_CONFIG_FILE", "/dev/null")

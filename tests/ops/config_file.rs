@@ -2,15 +2,14 @@
 //! adds `FILE.d/*.yaml` (with `key+:` appending), lets the command line win for single-value
 //! flags while repeatable flags add up, and refuses keys that are no flag.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
-use common::K3rs;
+use crate::common;
+use crate::common::kubectl::Kubectl;
+use crate::common::K3rs;
 use serde_json::Value;
 
 fn write_config(dir: &Path) -> String {

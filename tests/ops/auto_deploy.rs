@@ -11,12 +11,11 @@
 //! still there (a file removed while the server was down is pruned) and nothing pruned comes
 //! back.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::kubectl::Kubectl;
+use crate::common;
+use crate::common::kubectl::Kubectl;
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(90);

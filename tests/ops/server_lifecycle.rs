@@ -1,11 +1,10 @@
 //! `k3rs server` as a process: SIGTERM/SIGINT shut it down cleanly (exit 0) with its data kept,
 //! it reuses its PKI on restart, and `--etcd-auto-compaction-retention` compacts old revisions.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{etcdctl, K3rs};
+use crate::common;
+use crate::common::{etcdctl, K3rs};
 
 #[test]
 fn sigterm_and_sigint_shut_down_cleanly_and_keep_data() {

@@ -1,10 +1,8 @@
 //! `k3rs check-config` on this machine and `k3rs kubectl` against a real server.
 
-mod common;
-
 use std::process::Command;
 
-use common::kubectl::Kubectl;
+use crate::common::kubectl::Kubectl;
 
 fn k3rs(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_k3rs"))
