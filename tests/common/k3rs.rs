@@ -1,5 +1,6 @@
 //! The real `k3rs server` binary in a temporary data dir.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -36,6 +37,9 @@ pub struct K3rs {
     api_port: Option<u16>,
     /// The HTTPS port (the API's when it runs; else the supervisor's alone).
     https_port: u16,
+    /// Extra environment of the server process (on every start), e.g. `NOTIFY_SOCKET`; the
+    /// test process's own environment is never changed.
+    env: Vec<(OsString, OsString)>,
 }
 
 impl K3rs {
@@ -47,16 +51,22 @@ impl K3rs {
 
     /// Starts with extra `k3rs server` flags.
     pub fn start_with(extra_args: &[&str]) -> K3rs {
-        K3rs::launch(extra_args, None)
+        K3rs::launch(extra_args, None, &[])
     }
 
     /// Starts with the Kubernetes API on a free loopback port (kubeconfig in the temp dir),
     /// and waits until the datastore answers.
     pub fn start_kubernetes(extra_args: &[&str]) -> K3rs {
-        K3rs::launch(extra_args, Some(super::free_port()))
+        K3rs::start_kubernetes_with_env(extra_args, &[])
     }
 
-    fn launch(extra_args: &[&str], api_port: Option<u16>) -> K3rs {
+    /// [`K3rs::start_kubernetes`] with `env` added to the server's environment (kept for
+    /// restarts).
+    pub fn start_kubernetes_with_env(extra_args: &[&str], env: &[(&str, &OsStr)]) -> K3rs {
+        K3rs::launch(extra_args, Some(super::free_port()), env)
+    }
+
+    fn launch(extra_args: &[&str], api_port: Option<u16>, env: &[(&str, &OsStr)]) -> K3rs {
         let dir = tempfile::Builder::new()
             .prefix("k3rs-test-")
             .tempdir()
@@ -68,6 +78,7 @@ impl K3rs {
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             https_port: api_port.unwrap_or_else(super::free_port),
             api_port,
+            env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
         };
         // A port picked free can be taken by someone else before the server binds it: then
         // pick new ones and start again (the data dir is still fresh).
@@ -149,6 +160,7 @@ impl K3rs {
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             api_port: None,
             https_port: super::free_port(),
+            env: Vec::new(),
         };
         k.spawn();
         let status = k.proc.take().and_then(|mut p| p.wait_exit(timeout));
@@ -236,7 +248,8 @@ impl K3rs {
             .env_remove("K3RS_DATA_DIR")
             .env_remove("K3RS_ETCD_CLIENT_PORT")
             // Never the machine's /etc/k3rs/config.yaml: only the flags the test gives.
-            .env("K3RS_CONFIG_FILE", "/dev/null");
+            .env("K3RS_CONFIG_FILE", "/dev/null")
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         // Loopback only, unless the test (in a namespace of its own) asks for another address.
         if !self.extra_args.iter().any(|a| a == "--bind-address") {
             cmd.args(["--bind-address", "127.0.0.1"]);

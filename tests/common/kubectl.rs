@@ -25,7 +25,16 @@ impl Kubectl {
     /// Starts `k3rs server` with the Kubernetes API (and `extra_args`), and waits until
     /// kubectl can read the `default` namespace.
     pub fn start_server(extra_args: &[&str]) -> (super::K3rs, Kubectl) {
-        let mut server = super::K3rs::start_kubernetes(extra_args);
+        Kubectl::start_server_with_env(extra_args, &[])
+    }
+
+    /// [`Kubectl::start_server`] with `env` added to the server's environment (kept for
+    /// restarts), e.g. `NOTIFY_SOCKET`.
+    pub fn start_server_with_env(
+        extra_args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> (super::K3rs, Kubectl) {
+        let mut server = super::K3rs::start_kubernetes_with_env(extra_args, env);
         let k = Kubectl {
             bin: super::require_program("kubectl", "kubectl"),
             kubeconfig: server.kubeconfig(),

@@ -60,8 +60,17 @@ pub fn free_port() -> u16 {
     panic!("no free loopback port after 100 tries");
 }
 
-/// The absolute path of a required external program; panics (fails the test) if it is missing.
+/// The absolute path of a required external program (a name looked up in PATH, or an absolute
+/// path); panics (fails the test) if it is missing.
 pub fn require_program(name: &str, apt_package: &str) -> PathBuf {
+    if name.starts_with('/') {
+        assert!(
+            Path::new(name).exists(),
+            "{name} is missing: install it (apt-get install {apt_package}); \
+             ./scripts/test.sh does this for you"
+        );
+        return PathBuf::from(name);
+    }
     let path = std::env::var_os("PATH").unwrap_or_default();
     for dir in std::env::split_paths(&path) {
         let candidate = dir.join(name);

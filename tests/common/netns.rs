@@ -2,9 +2,11 @@
 //! namespace per server joined to the bridge by a veth pair.
 //!
 //! Guarantees:
-//! - Every namespace is named `k3rs-t<test pid>-<seq>-…`, so parallel tests and parallel test
+//! - Every namespace a test makes (here, in [`super::node_lab`] and elsewhere) is named
+//!   [`unique_prefix`]`-…` = `k3rs-t<test pid>-<seq>-…`, so parallel tests and parallel test
 //!   binaries never share one; namespaces left behind by a test process that no longer exists
-//!   (killed -9) are removed by the next [`Lab::new`].
+//!   (killed -9) are removed by the next [`remove_stale`] ([`Lab::new`] and
+//!   [`super::node_lab::NodeLab::new`] call it).
 //! - Addresses are private (`10.213.0.0/24`), no namespace has a default route and nothing is
 //!   connected to the root namespace: no packet leaves the namespaces the test created.
 //! - Dropping the [`Lab`] (also while unwinding from a panic) deletes every namespace it made,
@@ -15,7 +17,7 @@
 //! server keeps running but reaches no one, and no one reaches it), healed by bringing it up.
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -24,6 +26,15 @@ pub const SUBNET: [u8; 3] = [10, 213, 0];
 
 /// Per-process counter so two labs of one test binary get different names.
 static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// `k3rs-t<pid>-<seq>`: a name prefix no other namespace of this or another test process has.
+pub fn unique_prefix() -> String {
+    format!(
+        "k3rs-t{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
 
 /// A hub namespace with a bridge and `n` server namespaces attached to it.
 #[derive(Debug)]
@@ -59,8 +70,32 @@ fn list_namespaces() -> Vec<String> {
         .collect()
 }
 
+/// Runs `f` on a new thread that entered the network namespace at `path` and returns its
+/// result (a panic in `f` is re-raised here). Threads and processes `f` starts (a tokio
+/// runtime, etcdctl, a server) inherit the namespace; the calling thread's is left alone, as
+/// are other threads of the test binary. `setns`, unlike `ip netns exec`, leaves `/sys` and so
+/// the cgroup mounts alone.
+pub fn run_inside<T: Send>(path: &Path, f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        let handle = scope.spawn(|| {
+            let ns = std::fs::File::open(path)
+                .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+            rustix::thread::move_into_link_name_space(
+                std::os::fd::AsFd::as_fd(&ns),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )
+            .unwrap_or_else(|e| panic!("setns {}: {e}", path.display()));
+            f()
+        });
+        match handle.join() {
+            Ok(v) => v,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
 /// Removes `k3rs-t<pid>-…` namespaces whose test process is gone.
-fn remove_stale() {
+pub fn remove_stale() {
     for name in list_namespaces() {
         let Some(rest) = name.strip_prefix("k3rs-t") else {
             continue;
@@ -80,11 +115,7 @@ impl Lab {
     pub fn new(servers: usize) -> Lab {
         assert!((1..=50).contains(&servers), "1..=50 servers");
         remove_stale();
-        let prefix = format!(
-            "k3rs-t{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
+        let prefix = unique_prefix();
         // Constructed first, so a failure half-way still removes what exists.
         let lab = Lab { prefix, servers };
         let hub = lab.hub();
@@ -111,7 +142,7 @@ impl Lab {
         lab
     }
 
-    /// The hub namespace's name (the test's clients run there, see [`Lab::enter_hub`]).
+    /// The hub namespace's name (the test's clients run there, see [`Lab::in_hub`]).
     pub fn hub(&self) -> String {
         format!("{}-hub", self.prefix)
     }
@@ -139,32 +170,9 @@ impl Lab {
         cmd
     }
 
-    /// Moves the calling thread into the hub namespace for good (prefer [`Lab::in_hub`]: the
-    /// test harness may reuse a thread). Threads and processes it starts later
-    /// (a tokio runtime, etcdctl) inherit it; other threads of the test binary are unaffected.
-    fn enter_hub(&self) {
-        let path = format!("/run/netns/{}", self.hub());
-        let ns = std::fs::File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
-        rustix::thread::move_into_link_name_space(
-            std::os::fd::AsFd::as_fd(&ns),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .unwrap_or_else(|e| panic!("setns {path}: {e}"));
-    }
-
-    /// Runs `f` on a new thread inside the hub namespace and returns its result (a panic in
-    /// `f` is re-raised here). The calling thread's namespace is left alone.
+    /// Runs `f` inside the hub namespace ([`run_inside`]) and returns its result.
     pub fn in_hub<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        std::thread::scope(|scope| {
-            let handle = scope.spawn(|| {
-                self.enter_hub();
-                f()
-            });
-            match handle.join() {
-                Ok(v) => v,
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        })
+        run_inside(Path::new(&format!("/run/netns/{}", self.hub())), f)
     }
 
     /// Cuts server `i` off the bridge: its interface goes down inside its namespace.

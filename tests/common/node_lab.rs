@@ -2,8 +2,13 @@
 //! containerd, pods) inside it, plus the cgroup root the agent puts its pods under.
 //!
 //! Guarantees:
-//! - The namespace is `k3rs-t<pid>-<name>` (no route anywhere, nothing connected to the root
-//!   namespace); ones left by a test process that is gone are removed by [`NodeLab::new`].
+//! - [`NodeLab::run`] is the whole preamble of such a test: it fails the test (never skips it)
+//!   unless run as root on a host that can run a node ([`require_node_host`]), then runs the
+//!   scenario inside a fresh lab.
+//! - The namespace is `k3rs-t<pid>-<seq>-<name>` ([`super::netns::unique_prefix`]; no route
+//!   anywhere, nothing connected to the root namespace), the cgroup root `/` the same name,
+//!   so tests running at once in one test binary never share either; ones left by a test
+//!   process that is gone are removed by [`NodeLab::new`].
 //! - [`NodeLab::inside`] runs a closure on a thread that entered the namespace (with `setns`,
 //!   which, unlike `ip netns exec`, leaves `/sys` and so the cgroup mounts alone); processes it
 //!   starts inherit the namespace.
@@ -12,9 +17,13 @@
 //!   namespaces those processes held, unmounts what is left under the scratch dir, removes the
 //!   cgroups and the namespace.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+use super::k3rs::{K3rs, WITH_AGENT};
+use super::kubectl::Kubectl;
 
 /// The lab.
 pub struct NodeLab {
@@ -36,20 +45,38 @@ fn ip(args: &[&str]) {
     );
 }
 
-fn remove_stale(suffix: &str) {
-    let out = Command::new("ip").args(["netns", "list"]).output();
-    let Ok(out) = out else { return };
-    for name in String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-    {
-        let pid = name
-            .strip_prefix("k3rs-t")
-            .and_then(|r| r.strip_suffix(suffix))
-            .and_then(|p| p.parse::<u32>().ok());
-        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
-            let _ = Command::new("ip").args(["netns", "del", name]).status();
-        }
+/// Programs a host needs to run a node with containers, with the apt package of each.
+const NODE_PROGRAMS: [(&str, &str); 6] = [
+    ("containerd", "containerd"),
+    ("ctr", "containerd"),
+    ("runc", "runc"),
+    ("ip", "iproute2"),
+    ("iptables", "iptables"),
+    ("curl", "curl"),
+];
+
+/// The CNI plugins of the agent's pod network.
+const CNI_PLUGINS: [&str; 4] = ["bridge", "host-local", "portmap", "loopback"];
+
+/// Server flags: the node's status every 2 s (the kubelet's default is 10 s).
+pub const FAST_STATUS: [&str; 2] = ["--kubelet-arg", "node-status-update-frequency=2s"];
+
+/// Fails the test (never skips it) unless it runs as root on a host that can run a node:
+/// containerd, ctr, runc, ip, iptables, curl and the CNI plugins in `/usr/lib/cni`
+/// (`scripts/prereqs.sh test` installs them).
+pub fn require_node_host() {
+    assert!(
+        rustix::process::getuid().is_root(),
+        "this test runs containers and writes iptables rules: run it as root"
+    );
+    for (program, package) in NODE_PROGRAMS {
+        super::require_program(program, package);
+    }
+    for plugin in CNI_PLUGINS {
+        assert!(
+            Path::new("/usr/lib/cni").join(plugin).exists(),
+            "/usr/lib/cni/{plugin} is missing: apt-get install containernetworking-plugins"
+        );
     }
 }
 
@@ -75,6 +102,19 @@ fn remove_cgroups(dir: &Path) {
 
 fn net_ns_inode(path: &Path) -> Option<u64> {
     std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).ok()?).into()
+}
+
+/// Runs `scripts/build-images.sh dir` (the pause and busybox image tarballs).
+pub fn build_images(dir: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
+    run(Command::new("bash").arg(&script).arg(dir));
+}
+
+/// Writes the images into the server's `<data-dir>/agent/images` and restarts it, so that
+/// its embedded agent imports them (air-gapped images are imported when the agent starts).
+pub fn add_images(server: &mut K3rs) {
+    build_images(&server.data_dir().join("agent/images"));
+    server.restart();
 }
 
 /// Runs `cmd`, panicking with its output unless it succeeds; its stdout.
@@ -125,13 +165,22 @@ pub fn wait_json(
 }
 
 impl NodeLab {
+    /// A test that runs a node: [`require_node_host`], then `scenario` on a thread inside a
+    /// fresh lab named after `name` ([`NodeLab::inside`]); the lab is cleaned up afterwards,
+    /// also when `scenario` panics.
+    pub fn run<T: Send>(name: &str, scenario: impl FnOnce(&NodeLab) -> T + Send) -> T {
+        require_node_host();
+        let lab = NodeLab::new(name);
+        lab.inside(|| scenario(&lab))
+    }
+
+    /// A lab named `k3rs-t<pid>-<seq>-<name>`, without the host checks of [`NodeLab::run`].
     pub fn new(name: &str) -> NodeLab {
-        let suffix = format!("-{name}");
-        remove_stale(&suffix);
-        let pid = std::process::id();
+        super::netns::remove_stale();
+        let name = format!("{}-{name}", super::netns::unique_prefix());
         let lab = NodeLab {
-            netns: format!("k3rs-t{pid}{suffix}"),
-            cgroup_root: format!("/k3rs-t{pid}{suffix}"),
+            cgroup_root: format!("/{name}"),
+            netns: name,
             scratch: tempfile::Builder::new()
                 .prefix("k3rs-node-")
                 .tempdir()
@@ -146,11 +195,36 @@ impl NodeLab {
     /// `agent/images` (imported at the agent's start).
     pub fn agent_data_with_images(&self) -> PathBuf {
         let data = self.scratch.path().join("agent-data");
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
-        run(Command::new("bash")
-            .arg(&script)
-            .arg(data.join("agent/images")));
+        build_images(&data.join("agent/images"));
         data
+    }
+
+    /// Starts `k3rs server` with its embedded agent as node `node` at `node_ip`, pods under
+    /// the lab's cgroup root, `extra_args` added and `env` in the server's environment, with
+    /// the images of `scripts/build-images.sh` imported ([`add_images`]). Call it from inside
+    /// the lab ([`NodeLab::run`]). Returns once kubectl reaches the API, not once the node is
+    /// Ready.
+    pub fn start_server(
+        &self,
+        node: &str,
+        node_ip: &str,
+        extra_args: &[&str],
+        env: &[(&str, &OsStr)],
+    ) -> (K3rs, Kubectl) {
+        let cgroup_root = format!("cgroup-root={}", self.cgroup_root);
+        let mut args = vec![
+            WITH_AGENT,
+            "--node-name",
+            node,
+            "--node-ip",
+            node_ip,
+            "--kubelet-arg",
+            &cgroup_root,
+        ];
+        args.extend_from_slice(extra_args);
+        let (mut server, k) = Kubectl::start_server_with_env(&args, env);
+        add_images(&mut server);
+        (server, k)
     }
 
     /// Starts `k3rs agent` (data dir `data`, node `node` at 127.0.0.1, pods under the lab's
@@ -194,25 +268,9 @@ impl NodeLab {
         PathBuf::from(format!("/run/netns/{}", self.netns))
     }
 
-    /// Runs `f` on a thread inside the namespace; a panic in `f` is re-raised here.
+    /// Runs `f` on a thread inside the namespace ([`super::netns::run_inside`]).
     pub fn inside<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        std::thread::scope(|scope| {
-            let handle = scope.spawn(|| {
-                let path = self.netns_path();
-                let ns = std::fs::File::open(&path)
-                    .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-                rustix::thread::move_into_link_name_space(
-                    std::os::fd::AsFd::as_fd(&ns),
-                    Some(rustix::thread::LinkNameSpaceType::Network),
-                )
-                .unwrap_or_else(|e| panic!("setns {}: {e}", path.display()));
-                f()
-            });
-            match handle.join() {
-                Ok(v) => v,
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        })
+        super::netns::run_inside(&self.netns_path(), f)
     }
 
     /// `<mount>/<cgroup root>` in every cgroup hierarchy that has it.

@@ -8,7 +8,6 @@
 //! - Everything is cleaned up when the lab drops (each [`NodeLab`] kills what is left in its
 //!   namespace and cgroups by PID, including an agent's containerd and shims).
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,8 @@ use serde_json::Value;
 
 use super::k3rs::WITH_AGENT;
 use super::kubectl::Kubectl;
-use super::node_lab::NodeLab;
+pub use super::node_lab::{add_images, build_images, run};
+use super::node_lab::{require_node_host, NodeLab};
 use super::process::ChildGuard;
 use super::K3rs;
 
@@ -42,17 +42,6 @@ pub struct TwoNodes {
     pub node_b: Value,
 }
 
-/// Runs `cmd`, panics unless it succeeds, returns its stdout.
-pub fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
 /// The node as JSON if its Ready condition is True.
 pub fn ready(k: &Kubectl, node: &str) -> Option<Value> {
     let out = k.run(&["get", "node", node, "-o", "json"]);
@@ -67,20 +56,9 @@ pub fn ready(k: &Kubectl, node: &str) -> Option<Value> {
 
 impl TwoNodeLab {
     /// Makes namespaces `<tag>a` and `<tag>b` joined by a veth (`<tag>a0`/`<tag>b0`). Fails
-    /// the test unless run as root with containerd, runc, curl and iptables installed.
+    /// the test unless run as root on a host that can run a node ([`require_node_host`]).
     pub fn new(tag: &str) -> TwoNodeLab {
-        assert!(
-            rustix::process::getuid().is_root(),
-            "this test runs containers, routes and iptables rules: run it as root"
-        );
-        for (program, package) in [
-            ("containerd", "containerd"),
-            ("runc", "runc"),
-            ("curl", "curl"),
-            ("iptables", "iptables"),
-        ] {
-            super::require_program(program, package);
-        }
+        require_node_host();
         let lab = TwoNodeLab {
             a: NodeLab::new(&format!("{tag}a")),
             b: NodeLab::new(&format!("{tag}b")),
@@ -190,17 +168,4 @@ impl TwoNodeLab {
             (ChildGuard::spawn("k3rs agent", cmd, &log), spawned)
         })
     }
-}
-
-/// Runs `scripts/build-images.sh dir` (the pause and busybox image tarballs).
-pub fn build_images(dir: &Path) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
-    run(Command::new("bash").arg(&script).arg(dir));
-}
-
-/// Writes the images into the server's `<data-dir>/agent/images` and restarts it, so that
-/// its embedded agent imports them.
-pub fn add_images(server: &mut K3rs) {
-    build_images(&server.data_dir().join("agent/images"));
-    server.restart();
 }

@@ -1,0 +1,6 @@
+//! Raft nodes through their public API: one node's writes, leases and crash durability, and
+//! clusters of nodes with membership changes and failover (one test binary; each file is a
+//! module).
+
+mod cluster;
+mod node;

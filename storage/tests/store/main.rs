@@ -1,0 +1,15 @@
+//! The MVCC store through its public API: key-value, txn, lease, watch, compaction and
+//! snapshot semantics with exact expected values, a model-based property test, robustness
+//! against arbitrary input and crash consistency (one test binary; each file is a module).
+
+mod common;
+
+mod compact;
+mod crash;
+mod kv;
+mod lease;
+mod model;
+mod robustness;
+mod snapshot;
+mod txn;
+mod watch;

@@ -1,0 +1,18 @@
+//! The Kubernetes API: the in-process router and the real `k3rs server` driven by
+//! `kubectl` and the Python client (resources, CRDs, CEL, ValidatingAdmissionPolicy, HPA).
+//!
+//! One test binary for the area: each file here is a module, reaching the shared helpers as
+//! `crate::common`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod apiserver_router;
+mod hpa;
+mod kubectl_cel;
+mod kubectl_crd;
+mod kubectl_resources_a;
+mod kubectl_resources_b;
+mod kubectl_suite;
+mod kubectl_vap;
+mod python_client;

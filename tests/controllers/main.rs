@@ -1,0 +1,20 @@
+//! The controllers of `k3rs server` against its API, with hollow nodes where pods must run:
+//! workloads, jobs, daemonsets, garbage collection, namespaces, the scheduler, disruption
+//! budgets, endpoints and persistent volumes.
+//!
+//! One test binary for the area: each file here is a module, reaching the shared helpers as
+//! `crate::common`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod apps_controllers;
+mod daemonset_controller;
+mod disruption_controller;
+mod endpoints;
+mod garbage_collector;
+mod hollow_nodes;
+mod job_controller;
+mod namespace_controller;
+mod persistent_volumes;
+mod scheduler;

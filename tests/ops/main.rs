@@ -1,0 +1,15 @@
+//! Operating k3rs: `install.sh`, the config file, host commands, systemd readiness, the
+//! server's lifecycle and the auto-deploy manifests.
+//!
+//! One test binary for the area: each file here is a module, reaching the shared helpers as
+//! `crate::common`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod auto_deploy;
+mod config_file;
+mod host_commands;
+mod install_sh;
+mod sd_notify;
+mod server_lifecycle;
