@@ -25,8 +25,8 @@ use crate::common::client::Clients;
 use crate::common::netns::Lab;
 use crate::common::ns_cluster::NsCluster;
 use crate::common::workload::{self, prefix_end, WatchEvent, Workload, PREFIX};
-use k3rs_lincheck::{check, KvInput, KvModel, KvOperation, KvOutput, Verdict};
 use k3rs_datastore::etcdpb::{PutRequest, RangeRequest, StatusRequest};
+use k3rs_lincheck::{check, KvInput, KvModel, KvOperation, KvOutput, Verdict};
 
 const SERVERS: usize = 3;
 const CLIENTS_PER_SERVER: u64 = 2;
