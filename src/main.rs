@@ -389,18 +389,11 @@ fn parse_mode(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("invalid file mode {s:?}: expected octal, e.g. 0600"))
 }
 
+/// A flag's duration, in Go's form (`30s`, `5m`, `1h30m`, `1.5h`), as k3s's flags take it.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 30s, 5m, 1h"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        _ => return Err(format!("invalid duration unit in {s:?}: use s, m or h")),
-    };
-    Ok(Duration::from_secs(secs))
+    k3rs_apimachinery::duration::parse(s).ok_or_else(|| {
+        format!("invalid duration {s:?}: expected a Go duration, e.g. 30s, 5m, 1h30m")
+    })
 }
 
 fn init_logging(debug: bool, format: LogFormat) {

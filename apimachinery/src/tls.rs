@@ -1,13 +1,14 @@
-//! HTTPS serving: tokio-rustls + hyper-util, one task per connection. The client certificate
-//! chain of each connection (verified against the client CA during the handshake) is put into
-//! every request's extensions as [`PeerCertificates`], for authentication.
+//! HTTPS serving for the API server and the kubelet: tokio-rustls + hyper-util, one task per
+//! connection, bounded by [`Limits`]. The client certificate chain of each connection
+//! (verified against the client CA during the handshake) is put into every request's
+//! extensions as [`PeerCertificates`], for authentication, and its address as [`PeerAddr`].
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulShutdown;
 use rustls::pki_types::pem::PemObject;
@@ -15,9 +16,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
-
-/// Concurrent streams per HTTP/2 connection.
-const HTTP2_MAX_STREAMS: u32 = 1000;
 
 /// The verified client certificate chain of the connection (empty when none was presented).
 #[derive(Debug, Clone, Default)]
@@ -113,44 +111,94 @@ pub fn client_verifier_for(
         .map_err(|e| TlsError::Config(e.to_string()))
 }
 
-/// Accepts connections until `stop`, then lets open connections finish for `drain` and
-/// closes the rest.
+/// What one HTTPS server allows its clients (the same for the API server and the kubelet).
+///
+/// # Guarantees
+/// - A connection that has not finished its TLS handshake after `handshake_timeout` is
+///   closed (half-open and slow clients cost a task each, for that long at most).
+/// - An HTTP/1 connection that sends no complete request header for `header_read_timeout`
+///   (idle keep-alive included) is closed; an HTTP/2 connection whose peer stops answering
+///   pings (`keepalive` interval, then as long again) is closed.
+/// - At most `max_connections` connections are open; beyond that new ones are closed at
+///   once, so open connections cannot exhaust memory or file descriptors.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub handshake_timeout: Duration,
+    pub header_read_timeout: Duration,
+    pub keepalive: Duration,
+    pub max_connections: usize,
+    /// Concurrent streams per HTTP/2 connection (kube-apiserver's
+    /// `--http2-max-streams-per-connection` is 1000; clients multiplex their watches).
+    pub http2_max_streams: u32,
+    /// How long open connections may finish after `stop` before they are closed.
+    pub drain: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(30),
+            keepalive: Duration::from_secs(30),
+            max_connections: 8192,
+            http2_max_streams: 1000,
+            drain: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Accepts connections until `stop`, then lets open connections finish for `limits.drain`
+/// and closes the rest. `what` names the server in logs.
 pub async fn serve(
     listener: TcpListener,
     tls: rustls::ServerConfig,
     app: Router,
     stop: CancellationToken,
-    drain: Duration,
+    limits: &Limits,
+    what: &'static str,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let graceful = GracefulShutdown::new();
+    let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let mut conns = tokio::task::JoinSet::new();
     loop {
         let (tcp, peer) = tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
-                    tracing::warn!(error = %e, "accepting an API connection");
+                    tracing::warn!(server = what, error = %e, "accepting a connection");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             },
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::debug!(server = what, %peer, max = limits.max_connections, "too many connections; closing a new one");
+            drop(tcp);
+            continue;
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let app = app.clone();
         let watcher = graceful.watcher();
         let stop = stop.clone();
-        tokio::spawn(async move {
+        let limits = limits.clone();
+        conns.spawn(async move {
+            let _permit = permit;
             let tls = tokio::select! {
                 _ = stop.cancelled() => return,
-                r = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)) => match r {
+                r = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(tcp)) => match r {
                     Ok(Ok(tls)) => tls,
                     Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        tracing::debug!(server = what, %peer, error = %e, "TLS handshake failed");
                         return;
                     }
-                    Err(_) => return,
+                    Err(_) => {
+                        tracing::debug!(server = what, %peer, "TLS handshake timed out");
+                        return;
+                    }
                 },
             };
             let chain = PeerCertificates(Arc::new(
@@ -168,19 +216,27 @@ pub async fn serve(
                 },
             );
             let mut builder = Builder::new(TokioExecutor::new());
-            // Clients multiplex their watches on one HTTP/2 connection (kube-apiserver's
-            // --http2-max-streams-per-connection is 1000; hyper's default is 200).
-            builder.http2().max_concurrent_streams(HTTP2_MAX_STREAMS);
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout);
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .max_concurrent_streams(limits.http2_max_streams)
+                .keep_alive_interval(limits.keepalive)
+                .keep_alive_timeout(limits.keepalive);
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
             if let Err(e) = watcher.watch(conn.into_owned()).await {
-                tracing::debug!(%peer, error = %e, "API connection ended");
+                tracing::debug!(server = what, %peer, error = %e, "connection ended");
             }
         });
     }
-    if tokio::time::timeout(drain, graceful.shutdown())
+    if tokio::time::timeout(limits.drain, graceful.shutdown())
         .await
         .is_err()
     {
-        tracing::warn!("open API connections did not drain in {drain:?}; closing them");
+        tracing::warn!(server = what, drain = ?limits.drain, "open connections did not drain; closing them");
     }
+    conns.abort_all();
 }

@@ -529,7 +529,12 @@ impl Started {
     /// Serves HTTPS until the stop token is cancelled, drains, then stops the informers.
     pub async fn serve(self) {
         let stop = self.state.stop.clone();
-        k3rs_apimachinery::tls::serve(self.listener, self.tls, self.app, stop, DRAIN_GRACE).await;
+        let limits = k3rs_apimachinery::tls::Limits {
+            drain: DRAIN_GRACE,
+            ..Default::default()
+        };
+        k3rs_apimachinery::tls::serve(self.listener, self.tls, self.app, stop, &limits, "api")
+            .await;
         for t in self.tasks {
             t.abort();
             let _ = t.await;

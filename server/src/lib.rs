@@ -387,7 +387,12 @@ impl HttpsServer {
                 if let Err(e) = k3rs_apimachinery::sd_notify::ready("supervisor serving") {
                     tracing::warn!(error = %e, "notifying the service manager (NOTIFY_SOCKET)");
                 }
-                k3rs_apimachinery::tls::serve(listener, tls, app, stop, DRAIN_GRACE).await;
+                let limits = k3rs_apimachinery::tls::Limits {
+                    drain: DRAIN_GRACE,
+                    ..Default::default()
+                };
+                k3rs_apimachinery::tls::serve(listener, tls, app, stop, &limits, "supervisor")
+                    .await;
                 Ok(())
             }
         }

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::str::FromStr;
 use std::time::Duration;
 
 use crate::common;
@@ -228,6 +229,51 @@ stringData:
     let k = as_token(&admin, &server, "valid1", "valid1.0123456789abcdef");
     let out = k.run(&["get", "--raw", "/api"]);
     assert!(out.ok, "a token expiring in 2099 authenticates: {out:?}");
+
+    // Go durations, as every duration flag takes them: --ttl 1h30m expires in 90 minutes.
+    let long = token_cli(&server, &["create", "--ttl", "1h30m"]);
+    let long_id = long
+        .trim()
+        .split_once("::")
+        .unwrap()
+        .1
+        .split_once('.')
+        .unwrap()
+        .0
+        .to_string();
+    let expiration = admin.ok(&[
+        "-n",
+        "kube-system",
+        "get",
+        "secret",
+        &format!("bootstrap-token-{long_id}"),
+        "-o",
+        "jsonpath={.data.expiration}",
+    ]);
+    use base64::Engine;
+    let expiration = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(expiration.trim())
+            .unwrap(),
+    )
+    .unwrap();
+    let expires: std::time::SystemTime = k8s_openapi::jiff::Timestamp::from_str(&expiration)
+        .map(std::time::SystemTime::from)
+        .unwrap_or_else(|e| panic!("{expiration}: {e}"));
+    let left = expires
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    assert!(
+        left > Duration::from_secs(85 * 60) && left <= Duration::from_secs(90 * 60),
+        "--ttl 1h30m expires in {left:?} ({expiration})"
+    );
+    let mut bad = Command::new(env!("CARGO_BIN_EXE_k3rs"));
+    bad.args(["token", "create", "--ttl", "1x"]);
+    let (code, _, err) = run_with_timeout(bad, None, Duration::from_secs(30));
+    assert!(
+        code != Some(0) && err.contains("invalid duration \"1x\""),
+        "{err}"
+    );
 
     // `k3rs token create --ttl 1s`: authenticates until it expires, then 401.
     let full = token_cli(&server, &["create", "--ttl", "1s"]);

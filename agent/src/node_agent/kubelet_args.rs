@@ -38,18 +38,11 @@ pub struct KubeletArgs {
     pub register_with_taints: Vec<Taint>,
 }
 
-/// A Go duration of whole seconds, minutes or hours (`10s`, `1m`, `1h`).
+/// A Go duration (`10s`, `1m30s`, `1.5h`), as the kubelet's flags take it.
 fn duration(key: &str, v: &str) -> Result<Duration, String> {
-    let bad = || format!("--kubelet-arg {key}={v}: expected a duration like 10s, 1m or 1h");
-    let (num, unit) = v.split_at(v.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        _ => return Err(bad()),
-    };
-    Ok(Duration::from_secs(secs))
+    k3rs_apimachinery::duration::parse(v).ok_or_else(|| {
+        format!("--kubelet-arg {key}={v}: expected a duration like 10s, 1m or 1h30m")
+    })
 }
 
 impl KubeletArgs {

@@ -19,7 +19,7 @@ pub mod cri_log;
 pub mod logs;
 mod stats;
 pub mod streaming;
-mod tls;
+use k3rs_apimachinery::tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cri::RuntimeService;
 
-pub use tls::PeerCertificates;
+pub use k3rs_apimachinery::tls::PeerCertificates;
 
 /// The kubelet's default `--port`.
 pub const DEFAULT_PORT: u16 = 10250;
@@ -224,7 +224,11 @@ pub async fn run(
         }
     }
     let tls = match tls::server_config(&cfg.serving_cert, &cfg.serving_key, &cfg.client_ca) {
-        Ok(t) => t,
+        Ok(mut t) => {
+            // HTTP/1.1 only: exec, attach and port-forward are HTTP/1.1 upgrades.
+            t.alpn_protocols = vec![b"http/1.1".to_vec()];
+            t
+        }
         Err(e) => {
             tracing::error!(error = %e, "kubelet API TLS");
             return;
@@ -244,5 +248,10 @@ pub async fn run(
         cri,
         cpu_rate: stats::CpuRate::default(),
     });
-    tls::serve(listener, tls, router(k), stop).await;
+    // Open streams (exec, logs -f) end with the kubelet.
+    let limits = tls::Limits {
+        drain: Duration::ZERO,
+        ..Default::default()
+    };
+    tls::serve(listener, tls, router(k), stop, &limits, "kubelet").await;
 }
