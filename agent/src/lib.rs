@@ -17,3 +17,4 @@ pub mod join;
 pub mod kubelet;
 pub mod node_agent;
 pub mod proxy;
+pub mod report;

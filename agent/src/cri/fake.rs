@@ -41,6 +41,7 @@ pub enum Call {
     RemoveContainer(String),
     ListContainers,
     ContainerStatus(String),
+    ReopenContainerLog(String),
     ExecSync {
         container_id: String,
         cmd: Vec<String>,
@@ -296,8 +297,13 @@ impl RuntimeService for FakeRuntime {
         &self,
         pod_sandbox_id: String,
         config: pb::ContainerConfig,
-        _sandbox_config: pb::PodSandboxConfig,
+        sandbox_config: pb::PodSandboxConfig,
     ) -> BoxFuture<'_, Result<String>> {
+        // Like containerd: the status names the file under the sandbox's log directory.
+        let log_path = std::path::Path::new(&sandbox_config.log_directory)
+            .join(&config.log_path)
+            .to_string_lossy()
+            .into_owned();
         let meta = config.metadata.clone().unwrap_or_default();
         let image = config.image.clone().unwrap_or_default();
         let call = Call::CreateContainer {
@@ -330,7 +336,7 @@ impl RuntimeService for FakeRuntime {
                 image_ref: image.image,
                 labels: config.labels,
                 annotations: config.annotations,
-                log_path: config.log_path,
+                log_path,
                 ..Default::default()
             };
             s.containers.insert(id.clone(), (pod_sandbox_id, status));
@@ -430,6 +436,31 @@ impl RuntimeService for FakeRuntime {
                 None => Err(not_found("ContainerStatus", "container", &container_id)),
             },
         ))
+    }
+
+    /// Creates the container's log file if it is missing (as a runtime opening it anew
+    /// would); refused unless the container runs.
+    fn reopen_container_log(&self, container_id: String) -> BoxFuture<'_, Result<()>> {
+        let call = Call::ReopenContainerLog(container_id.clone());
+        ready(self.enter("ReopenContainerLog", call).and_then(|s| {
+            match s.containers.get(&container_id) {
+                Some((_, c)) if c.state == RUNNING => std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&c.log_path)
+                    .map(drop)
+                    .map_err(|e| {
+                        Error::rpc("ReopenContainerLog", tonic::Status::internal(e.to_string()))
+                    }),
+                Some(_) => Err(Error::rpc(
+                    "ReopenContainerLog",
+                    tonic::Status::failed_precondition(format!(
+                        "container \"{container_id}\" is not running"
+                    )),
+                )),
+                None => Err(not_found("ReopenContainerLog", "container", &container_id)),
+            }
+        }))
     }
 
     fn exec_sync(

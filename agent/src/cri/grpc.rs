@@ -285,6 +285,15 @@ impl RuntimeService for Cri {
         )
     }
 
+    fn reopen_container_log(&self, container_id: String) -> BoxFuture<'_, Result<()>> {
+        let reply: BoxFuture<'_, Result<pb::ReopenContainerLogResponse>> = call!(
+            self.runtime
+                .reopen_container_log(pb::ReopenContainerLogRequest { container_id }),
+            "ReopenContainerLog"
+        );
+        Box::pin(async move { reply.await.map(drop) })
+    }
+
     fn exec_sync(
         &self,
         container_id: String,

@@ -55,6 +55,9 @@ pub trait RuntimeService: Send + Sync {
         container_id: String,
         verbose: bool,
     ) -> BoxFuture<'_, Result<pb::ContainerStatusResponse>>;
+    /// Makes the runtime close the container's log file and open its log path anew (after
+    /// log rotation renamed the file). The container must be running.
+    fn reopen_container_log(&self, container_id: String) -> BoxFuture<'_, Result<()>>;
     /// Runs `cmd` in the container and waits for it (0 `timeout_secs` = no timeout).
     fn exec_sync(
         &self,

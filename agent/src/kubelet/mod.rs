@@ -1,6 +1,7 @@
 //! The real kubelet: runs the pods bound to this node on a container runtime.
 
 pub mod events;
+pub mod log_rotation;
 pub mod node_status;
 pub mod plan;
 pub mod pods;

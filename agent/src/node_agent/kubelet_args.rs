@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
+use k3rs_apimachinery::quantity::Quantity;
 use k8s_openapi::api::core::v1::Taint;
 
+use crate::kubelet::log_rotation::LogRotatePolicy;
 use crate::kubelet::node_status::node;
 
 /// The keys understood.
@@ -12,6 +14,8 @@ pub const KNOWN: &[&str] = &[
     "cgroup-root",
     "cluster-dns",
     "cluster-domain",
+    "container-log-max-files",
+    "container-log-max-size",
     "max-pods",
     "node-labels",
     "node-status-update-frequency",
@@ -28,6 +32,10 @@ pub struct KubeletArgs {
     /// The cluster DNS server(s) pods resolve with.
     pub cluster_dns: Vec<std::net::IpAddr>,
     pub cluster_domain: Option<String>,
+    /// When container logs are rotated and how many files of each are kept
+    /// (`container-log-max-size`, a quantity of bytes, default 10Mi; `container-log-max-files`,
+    /// at least 2, default 5).
+    pub container_log: LogRotatePolicy,
     pub max_pods: Option<u32>,
     pub node_labels: Vec<(String, String)>,
     pub node_status_update_frequency: Option<Duration>,
@@ -72,6 +80,27 @@ impl KubeletArgs {
                     }
                 }
                 "cluster-domain" => out.cluster_domain = Some(v.to_string()),
+                "container-log-max-files" => {
+                    out.container_log.max_files =
+                        v.parse().ok().filter(|n| *n >= 2).ok_or_else(|| {
+                            format!(
+                                "--kubelet-arg container-log-max-files={v}: expected a whole \
+                                 number of at least 2"
+                            )
+                        })?
+                }
+                "container-log-max-size" => {
+                    out.container_log.max_size = Quantity::parse(v)
+                        .map(Quantity::value)
+                        .and_then(|b| u64::try_from(b).ok())
+                        .filter(|b| *b > 0)
+                        .ok_or_else(|| {
+                            format!(
+                                "--kubelet-arg container-log-max-size={v}: expected a size in \
+                                 bytes like 10Mi or 500Ki"
+                            )
+                        })?
+                }
                 "max-pods" => {
                     out.max_pods = Some(v.parse().map_err(|_| {
                         format!("--kubelet-arg max-pods={v}: expected a whole number")
@@ -152,6 +181,28 @@ mod tests {
             vec!["10.43.0.10".parse::<std::net::IpAddr>().unwrap()]
         );
         assert_eq!(b.cluster_domain.as_deref(), Some("example.local"));
+        assert_eq!(b.container_log, LogRotatePolicy::default());
+        let logs = KubeletArgs::parse(&s(&[
+            "container-log-max-size=100Ki",
+            "container-log-max-files=3",
+        ]))
+        .unwrap();
+        assert_eq!(
+            logs.container_log,
+            LogRotatePolicy {
+                max_size: 100 * 1024,
+                max_files: 3
+            }
+        );
+        for bad in [
+            "container-log-max-size=0",
+            "container-log-max-size=-1Mi",
+            "container-log-max-size=big",
+            "container-log-max-files=1",
+            "container-log-max-files=many",
+        ] {
+            assert!(KubeletArgs::parse(&s(&[bad])).is_err(), "{bad}");
+        }
         assert!(KubeletArgs::parse(&s(&["cgroup-root=k3rs"])).is_err());
         assert!(KubeletArgs::parse(&s(&["cluster-dns=dns"])).is_err());
     }
@@ -162,7 +213,8 @@ mod tests {
             KubeletArgs::parse(&s(&["cgroup-driver=systemd"])),
             Err(
                 "--kubelet-arg: unknown kubelet flag \"cgroup-driver\" (k3rs understands: \
-                 cgroup-root, cluster-dns, cluster-domain, max-pods, node-labels, \
+                 cgroup-root, cluster-dns, cluster-domain, container-log-max-files, \
+                 container-log-max-size, max-pods, node-labels, \
                  node-status-update-frequency, pod-manifest-path, port, register-with-taints)"
                     .into()
             )

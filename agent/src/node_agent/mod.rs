@@ -163,6 +163,14 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
                 },
             ));
         }
+        {
+            let (cri, policy) = (Arc::new(runtime.cri.clone()), cfg.kubelet.container_log);
+            running.spawn(tasks::supervise(
+                "agent/container-log-rotation",
+                stop.clone(),
+                move |stop| crate::kubelet::log_rotation::run(cri.clone(), policy, stop),
+            ));
+        }
         if cfg.container_runtime_endpoint.is_none() {
             let (latest, node, data_dir) =
                 (latest.clone(), cfg.node.name.clone(), cfg.data_dir.clone());

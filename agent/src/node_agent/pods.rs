@@ -18,6 +18,7 @@ use crate::containerd::{self, host, Config, Endpoint, Runtime, SupervisorOptions
 use crate::kubelet::node_status::{machine::Machine, node};
 use crate::kubelet::plan::{parse_resolv_conf, Allocatable, NodeDns, Quantity};
 use crate::kubelet::pods::NodeContext;
+use crate::report::error_chain;
 
 /// The pod sandbox image (`scripts/build-images.sh` writes it as `pause.tar`).
 pub const SANDBOX_IMAGE: &str = "docker.io/k3rs/pause:3.6";
@@ -80,17 +81,6 @@ pub async fn start_runtime_retrying(
             _ = tokio::time::sleep(Duration::from_secs(5)) => {}
         }
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 /// What the executor knows of the node.

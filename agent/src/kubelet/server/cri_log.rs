@@ -8,7 +8,7 @@
 //! - [`LogWriter::write`] emits what upstream's kubelet emits for each entry: the optional
 //!   `<time> ` prefix (the file's own timestamp), the content, a newline only for `F` entries;
 //!   entries before `since` are skipped; output stops exactly at `limitBytes`.
-//! - [`tail_start`] counts file lines (one per entry, partial ones included) as upstream does.
+//! - [`LineBuffer`] hands out whole file lines only; a line still being written waits.
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -148,26 +148,36 @@ pub fn parse_options(pairs: &[(String, String)], now: Timestamp) -> Result<LogOp
     Ok(o)
 }
 
-/// The offset in `data` (a whole file) where its last `n` lines begin.
-pub fn tail_start(data: &[u8], n: u64) -> usize {
-    if n == 0 {
-        return data.len();
-    }
-    // A last line without its newline yet counts as a line.
-    let mut end = data.len();
-    if data.last() == Some(&b'\n') {
-        end -= 1;
-    }
-    let mut seen = 0;
-    for (i, b) in data[..end].iter().enumerate().rev() {
-        if *b == b'\n' {
-            seen += 1;
-            if seen == n {
-                return i + 1;
+/// Splits what is read from a log file into file lines (without their newline), keeping an
+/// unfinished last line until the rest of it is read.
+#[derive(Debug, Clone, Default)]
+pub struct LineBuffer {
+    pending: Vec<u8>,
+}
+
+impl LineBuffer {
+    /// Appends `data` and hands each line it completes to `line`, until that says
+    /// [`Flow::Done`].
+    pub fn push(&mut self, data: &[u8], mut line: impl FnMut(&[u8]) -> Flow) -> Flow {
+        self.pending.extend_from_slice(data);
+        let mut consumed = 0;
+        let mut flow = Flow::More;
+        while let Some(nl) = self.pending[consumed..].iter().position(|b| *b == b'\n') {
+            let end = consumed + nl;
+            flow = line(&self.pending[consumed..end]);
+            consumed = end + 1;
+            if flow == Flow::Done {
+                break;
             }
         }
+        self.pending.drain(..consumed);
+        flow
     }
-    0
+
+    /// The unfinished line (the file ended without its newline), taken.
+    pub fn take_rest(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.pending)
+    }
 }
 
 /// What the writer says after an entry.
@@ -360,14 +370,28 @@ mod tests {
     }
 
     #[test]
-    fn tail_counts_file_lines_from_the_end() {
-        let data = b"a\nb\nc\n";
-        assert_eq!(tail_start(data, 0), 6);
-        assert_eq!(tail_start(data, 1), 4);
-        assert_eq!(tail_start(data, 2), 2);
-        assert_eq!(tail_start(data, 3), 0);
-        assert_eq!(tail_start(data, 10), 0);
-        assert_eq!(tail_start(b"a\nb", 1), 2);
-        assert_eq!(tail_start(b"", 1), 0);
+    fn lines_are_split_at_newlines_and_an_unfinished_one_waits() {
+        let mut b = LineBuffer::default();
+        let mut seen: Vec<Vec<u8>> = Vec::new();
+        let mut take = |l: &[u8]| {
+            seen.push(l.to_vec());
+            Flow::More
+        };
+        assert_eq!(b.push(b"a\nb", &mut take), Flow::More);
+        assert_eq!(b.push(b"c\n\nd", &mut take), Flow::More);
+        assert_eq!(seen, vec![b"a".to_vec(), b"bc".to_vec(), b"".to_vec()]);
+        assert_eq!(b.take_rest(), b"d");
+        assert_eq!(b.take_rest(), b"");
+        // Done stops at that line.
+        let mut n = 0;
+        let flow = b.push(b"x\ny\nz\n", |_| {
+            n += 1;
+            if n == 2 {
+                Flow::Done
+            } else {
+                Flow::More
+            }
+        });
+        assert_eq!((flow, n), (Flow::Done, 2));
     }
 }

@@ -3,6 +3,13 @@
 //! [`cri_log::LogWriter`], followed while the container runs when `follow` is set.
 //!
 //! # Guarantees
+//! - `tailLines` starts at the file's last lines found by reading it backwards
+//!   ([`tail::tail_start`]): the cost is the size of those lines, not of the file. Then
+//!   `sinceTime`/`sinceSeconds`, `timestamps` and `limitBytes` apply to what follows, as
+//!   upstream does.
+//! - Only the live file is read (as upstream): rotated files (`<log>.<time>`, `.gz`) are not.
+//! - A follow stream survives log rotation: once the log path names a new file, the old one
+//!   is read to its end and the new one from its start.
 //! - A follow stream ends when the container is no longer running and its file is read to
 //!   the end, when `limitBytes` is reached, or when the client goes away.
 
@@ -15,12 +22,14 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use std::io::{Seek, SeekFrom};
+use tokio::fs::File;
+use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use super::cri_log::{self, Flow, LogOptions, LogWriter};
-use super::{text_error, Kubelet};
-use crate::cri::pb;
+use super::cri_log::{self, Flow, LineBuffer, LogOptions, LogWriter};
+use super::{tail, text_error, Kubelet};
+use crate::cri::{pb, RuntimeService};
 use crate::kubelet::plan::labels;
 
 /// How often a followed file is looked at again.
@@ -97,7 +106,7 @@ pub async fn container_logs(
         Err(e) => return text_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     let path = PathBuf::from(&status.log_path);
-    let file = match tokio::fs::File::open(&path).await {
+    let file = match open_at_tail(path.clone(), opts.tail_lines).await {
         Ok(f) => f,
         Err(e) => {
             return text_error(
@@ -107,7 +116,7 @@ pub async fn container_logs(
         }
     };
     let (tx, rx) = mpsc::channel::<Vec<u8>>(16);
-    tokio::spawn(stream_file(k.clone(), chosen.id, file, opts, tx));
+    tokio::spawn(stream_file(k.cri.clone(), chosen.id, path, file, opts, tx));
     let body = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
@@ -120,8 +129,24 @@ pub async fn container_logs(
         .into_response()
 }
 
-async fn running(k: &Kubelet, id: &str) -> bool {
-    match k.cri.container_status(id.to_string(), false).await {
+/// Opens `path` positioned at the start of its last `tail_lines` lines (read backwards, see
+/// [`tail`]), or at its start.
+async fn open_at_tail(path: PathBuf, tail_lines: Option<u64>) -> std::io::Result<File> {
+    let file = tokio::task::spawn_blocking(move || {
+        let mut f = std::fs::File::open(&path)?;
+        if let Some(n) = tail_lines {
+            let start = tail::tail_start(&mut f, n)?;
+            f.seek(SeekFrom::Start(start))?;
+        }
+        Ok::<_, std::io::Error>(f)
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    Ok(File::from_std(file))
+}
+
+async fn running(cri: &dyn RuntimeService, id: &str) -> bool {
+    match cri.container_status(id.to_string(), false).await {
         Ok(s) => s
             .status
             .is_some_and(|s| s.state == pb::ContainerState::ContainerRunning as i32),
@@ -129,33 +154,46 @@ async fn running(k: &Kubelet, id: &str) -> bool {
     }
 }
 
+/// Whether `path` now names another file than `open` (log rotation renamed it and the runtime
+/// created a new one).
+async fn replaced(open: &File, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(a), Ok(b)) = (open.metadata().await, tokio::fs::metadata(path).await) else {
+        return false;
+    };
+    (a.dev(), a.ino()) != (b.dev(), b.ino())
+}
+
+/// Writes the unfinished last line, if any; false if the client went away.
+async fn flush_rest(
+    lines: &mut LineBuffer,
+    writer: &mut LogWriter,
+    tx: &mpsc::Sender<Vec<u8>>,
+) -> bool {
+    let rest = lines.take_rest();
+    let mut out = Vec::new();
+    if !rest.is_empty() {
+        writer.write(&rest, &mut out);
+    }
+    out.is_empty() || tx.send(out).await.is_ok()
+}
+
 async fn stream_file(
-    k: Arc<Kubelet>,
+    cri: Arc<dyn RuntimeService>,
     id: String,
-    mut file: tokio::fs::File,
+    path: PathBuf,
+    mut file: File,
     opts: LogOptions,
     tx: mpsc::Sender<Vec<u8>>,
 ) {
-    if let Some(n) = opts.tail_lines {
-        let mut all = Vec::new();
-        if file.read_to_end(&mut all).await.is_err() {
-            return;
-        }
-        let start = cri_log::tail_start(&all, n);
-        if file
-            .seek(std::io::SeekFrom::Start(start as u64))
-            .await
-            .is_err()
-        {
-            return;
-        }
-    }
     let follow = opts.follow;
     let mut writer = LogWriter::new(opts);
-    let mut pending: Vec<u8> = Vec::new();
+    let mut lines = LineBuffer::default();
     let mut buf = vec![0u8; 32 * 1024];
     let mut idle = 0u32;
     let mut stopping = false;
+    // A rotated file's successor was seen: the old one is read once more, then left.
+    let mut successor = false;
     loop {
         let n = match file.read(&mut buf).await {
             Ok(n) => n,
@@ -163,37 +201,40 @@ async fn stream_file(
         };
         if n > 0 {
             idle = 0;
-            pending.extend_from_slice(&buf[..n]);
             let mut out = Vec::new();
-            let mut done = false;
-            let mut consumed = 0;
-            while let Some(nl) = pending[consumed..].iter().position(|b| *b == b'\n') {
-                let line = &pending[consumed..consumed + nl];
-                consumed += nl + 1;
-                if writer.write(line, &mut out) == Flow::Done {
-                    done = true;
-                    break;
-                }
-            }
-            pending.drain(..consumed);
-            if !out.is_empty() && tx.send(out).await.is_err() {
-                return;
-            }
-            if done {
+            let flow = lines.push(&buf[..n], |l| writer.write(l, &mut out));
+            let gone = !out.is_empty() && tx.send(out).await.is_err();
+            if gone || flow == Flow::Done {
                 return;
             }
             continue;
         }
+        // At the end: what is left is an unfinished last line, shown when the stream ends or
+        // moves on to a rotated file's successor.
         if !follow {
+            flush_rest(&mut lines, &mut writer, &tx).await;
             return;
         }
-        // At the end: keep waiting while the container runs (checked every ~1 s); once it
-        // stopped, one more read catches what it wrote last.
+        if successor || (stopping && replaced(&file, &path).await) {
+            successor = false;
+            let Ok(next) = File::open(&path).await else {
+                return;
+            };
+            if !flush_rest(&mut lines, &mut writer, &tx).await {
+                return;
+            }
+            file = next;
+            continue;
+        }
         if stopping {
+            flush_rest(&mut lines, &mut writer, &tx).await;
             return;
         }
+        successor = replaced(&file, &path).await;
+        // Keep waiting while the container runs (checked every ~1 s); once it stopped, one
+        // more read catches what it wrote last.
         idle += 1;
-        if idle.is_multiple_of(5) && !running(&k, &id).await {
+        if !successor && idle.is_multiple_of(5) && !running(&*cri, &id).await {
             stopping = true;
             continue;
         }
@@ -207,6 +248,7 @@ async fn stream_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cri::fake::FakeRuntime;
 
     fn c(id: &str, name: &str, attempt: u32, created: i64) -> pb::Container {
         pb::Container {
@@ -237,5 +279,139 @@ mod tests {
         assert_eq!(choose(b.clone(), false).unwrap().id, "b0");
         assert_eq!(choose(b, true), None);
         assert!(named(&all, "z").is_empty());
+    }
+
+    async fn running_container(rt: &FakeRuntime) -> String {
+        rt.add_image("busybox");
+        let sb = rt
+            .run_pod_sandbox(pb::PodSandboxConfig::default(), String::new())
+            .await
+            .unwrap();
+        let config = pb::ContainerConfig {
+            image: Some(pb::ImageSpec {
+                image: "busybox".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let id = rt
+            .create_container(sb, config, pb::PodSandboxConfig::default())
+            .await
+            .unwrap();
+        rt.start_container(id.clone()).await.unwrap();
+        id
+    }
+
+    fn entry(second: u32, text: &str) -> String {
+        format!("2026-11-29T04:30:{second:02}Z stdout F {text}\n")
+    }
+
+    fn append(path: &std::path::Path, text: &str) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    /// Streams `path` with the query `pairs`; the receiving end.
+    async fn stream(
+        rt: Arc<FakeRuntime>,
+        id: &str,
+        path: &std::path::Path,
+        pairs: &[(&str, &str)],
+    ) -> mpsc::Receiver<Vec<u8>> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let opts = cri_log::parse_options(&pairs, "2026-11-29T04:31:00Z".parse().unwrap()).unwrap();
+        let file = open_at_tail(path.to_path_buf(), opts.tail_lines)
+            .await
+            .unwrap();
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(stream_file(
+            rt,
+            id.to_string(),
+            path.to_path_buf(),
+            file,
+            opts,
+            tx,
+        ));
+        rx
+    }
+
+    async fn all(mut rx: mpsc::Receiver<Vec<u8>>) -> String {
+        let mut out = Vec::new();
+        while let Some(b) = rx.recv().await {
+            out.extend(b);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    #[tokio::test]
+    async fn tail_combines_with_since_timestamps_and_limit_bytes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("0.log");
+        let text: String = (1..=5).map(|i| entry(i, &format!("line-{i}"))).collect();
+        std::fs::write(&path, &text).unwrap();
+        let rt = Arc::new(FakeRuntime::new());
+        let logs = |pairs: &'static [(&'static str, &'static str)]| {
+            let (rt, path) = (rt.clone(), path.clone());
+            async move { all(stream(rt, "c", &path, pairs).await).await }
+        };
+        assert_eq!(logs(&[("tailLines", "2")]).await, "line-4\nline-5\n");
+        assert_eq!(logs(&[("tailLines", "0")]).await, "");
+        assert_eq!(
+            logs(&[("tailLines", "9")]).await,
+            "line-1\nline-2\nline-3\nline-4\nline-5\n"
+        );
+        assert_eq!(
+            logs(&[("tailLines", "3"), ("sinceTime", "2026-11-29T04:30:04Z")]).await,
+            "line-4\nline-5\n"
+        );
+        assert_eq!(
+            logs(&[("tailLines", "1"), ("timestamps", "true")]).await,
+            "2026-11-29T04:30:05Z line-5\n"
+        );
+        assert_eq!(
+            logs(&[("tailLines", "2"), ("limitBytes", "9")]).await,
+            "line-4\nli"
+        );
+        // A last line still being written is shown when not following.
+        append(&path, "2026-11-29T04:30:06Z stdout P unfinished");
+        assert_eq!(logs(&[("tailLines", "1")]).await, "unfinished");
+        assert!(rt.calls().is_empty(), "no runtime call without follow");
+    }
+
+    #[tokio::test]
+    async fn a_follow_stream_goes_on_in_the_file_that_replaces_a_rotated_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("0.log");
+        std::fs::write(&path, entry(1, "one") + &entry(2, "two")).unwrap();
+        let rt = Arc::new(FakeRuntime::new());
+        let id = running_container(&rt).await;
+        let mut rx = stream(
+            rt.clone(),
+            &id,
+            &path,
+            &[("follow", "true"), ("tailLines", "1")],
+        )
+        .await;
+        assert_eq!(rx.recv().await.unwrap(), b"two\n");
+        append(&path, &entry(3, "three"));
+        assert_eq!(rx.recv().await.unwrap(), b"three\n");
+        // Rotation: renamed, a last write to the old file, then a new file.
+        std::fs::rename(&path, tmp.path().join("0.log.20261129-043003")).unwrap();
+        append(&tmp.path().join("0.log.20261129-043003"), &entry(4, "four"));
+        append(&path, &entry(5, "five"));
+        append(&path, &entry(6, "six"));
+        rt.exit_container(&id, 0);
+        let rest = tokio::time::timeout(Duration::from_secs(10), all(rx))
+            .await
+            .expect("the stream ends once the container stopped");
+        assert_eq!(rest, "four\nfive\nsix\n");
     }
 }

@@ -19,6 +19,7 @@ pub mod cri_log;
 pub mod logs;
 mod stats;
 pub mod streaming;
+pub mod tail;
 use k3rs_apimachinery::tls;
 
 use std::net::SocketAddr;
