@@ -14,6 +14,7 @@ mod agent_probes;
 mod agent_proxy;
 mod agent_static_pods;
 mod cluster_dns;
+mod container_logs;
 mod cri_containerd;
 mod kubectl_exec;
 mod local_path;
