@@ -103,9 +103,10 @@ fn raft_config(cfg: &NodeConfig) -> Result<Config> {
     .map_err(|e| Error::Fatal(format!("raft config: {e}")))
 }
 
-fn fatal(e: Fatal<NodeId>) -> Error {
+pub(crate) fn fatal(e: Fatal<NodeId>) -> Error {
     match e {
         Fatal::Stopped => Error::Stopped,
+        Fatal::StorageError(e) => Error::StorageFailed(e.to_string()),
         other => Error::Fatal(other.to_string()),
     }
 }
@@ -310,13 +311,26 @@ impl Node {
     }
 
     /// `Stopped` once shutdown began or this member was removed (forwarding would otherwise
-    /// still reach the leader).
+    /// still reach the leader); `StorageFailed` once Raft stopped on a storage failure.
     fn check_running(&self) -> Result<()> {
         if self.cancel.is_cancelled() {
-            Err(Error::Stopped)
-        } else {
-            Ok(())
+            return Err(Error::Stopped);
         }
+        match crate::failure::current(&self.raft) {
+            Some(cause) => Err(Error::StorageFailed(cause)),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves once Raft stopped because the datastore's files failed (a WAL append or
+    /// fdatasync, the vote, a store apply, a snapshot: ENOSPC, EIO, …), with the cause; never
+    /// after [`shutdown`](Self::shutdown). From then on every request answers
+    /// [`Error::StorageFailed`]: the caller stops the process (fail-stop), so that a service
+    /// manager restarts it and clients go elsewhere, instead of keeping a member that accepts
+    /// connections it can only fail. A restart recovers every acknowledged write (see
+    /// [`Node`]'s shutdown notes).
+    pub async fn failed(&self) -> String {
+        crate::failure::wait(&self.raft).await
     }
 
     fn lock_tasks(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
