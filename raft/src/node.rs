@@ -608,8 +608,8 @@ impl Node {
         lessor::min_lease_ttl(self.cfg.election_timeout, self.cfg.heartbeat_interval)
     }
 
-    /// Stops the lease loop, the peer service and Raft, and flushes the state machine.
-    /// Idempotent.
+    /// Stops the lease loop, the peer service and Raft, and flushes the state machine
+    /// (`StorageFailed` without flushing once Raft stopped on a storage failure). Idempotent.
     pub async fn shutdown(&self) -> Result<()> {
         self.cancel.cancel();
         let tasks = std::mem::take(&mut *self.lock_tasks());
@@ -620,6 +620,12 @@ impl Node {
             .shutdown()
             .await
             .map_err(|e| Error::Fatal(format!("raft task: {e}")))?;
+        if let Some(cause) = crate::failure::current(&self.raft) {
+            // Nothing acknowledged depends on the store (the WAL has it), and flushing a
+            // store on a failed disk can wait forever.
+            self.store.poison();
+            return Err(Error::StorageFailed(cause));
+        }
         self.store.flush()?;
         Ok(())
     }

@@ -660,16 +660,21 @@ async fn serve(
     );
 
     let node_for_http = node.clone();
-    let compaction = {
+    // Supervised only when enabled: a disabled compactor returns at once, which supervision
+    // would count as a failure.
+    let compaction = if cfg.auto_compaction_retention.is_zero() {
+        tracing::info!("automatic compaction disabled");
+        None
+    } else {
         let config = compactor::CompactorConfig {
             retention: cfg.auto_compaction_retention,
             ..Default::default()
         };
-        tokio::spawn(tasks::supervise(
+        Some(tokio::spawn(tasks::supervise(
             "datastore/compactor",
             stop.clone(),
             move |stop| compactor::run(node.clone(), config.clone(), stop),
-        ))
+        )))
     };
 
     let listener = tokio::net::TcpListener::bind(cfg.etcd_client_addr)
@@ -714,6 +719,8 @@ async fn serve(
         }
     };
     stop.cancel();
-    let _ = compaction.await;
+    if let Some(compaction) = compaction {
+        let _ = compaction.await;
+    }
     result
 }
