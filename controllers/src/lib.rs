@@ -259,7 +259,7 @@ pub fn context(
 }
 
 /// Runs the ones of `controllers` that `args` selects until `stop`, each supervised as task
-/// `controller/<name>` (restarted with backoff when it panics or returns early), then waits
+/// `controller/<its --controllers name>` (e.g. `controller/replicaset`; restarted with backoff when it panics or returns early), then waits
 /// for all of them to return.
 pub async fn run(
     clients: Arc<dyn ClientBuilder>,
@@ -276,7 +276,7 @@ pub async fn run(
             let (clients, host, args, stop) =
                 (clients.clone(), host.clone(), args.clone(), stop.clone());
             tokio::spawn(async move {
-                tasks::supervise(&format!("controller/{}", c.name), stop, move |stop| {
+                tasks::supervise(&format!("controller/{}", c.controller), stop, move |stop| {
                     (c.start)(context(clients.as_ref(), c.name, &host, &args, stop))
                 })
                 .await

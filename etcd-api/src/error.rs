@@ -52,7 +52,9 @@ impl EtcdError {
             EtcdError::Raft(e) => match e {
                 k3rs_raft::Error::NoLeader
                 | k3rs_raft::Error::Stopped
-                | k3rs_raft::Error::Timeout => Code::Unavailable,
+                | k3rs_raft::Error::Timeout
+                // The member stops (fail-stop): clients go to another one.
+                | k3rs_raft::Error::StorageFailed(_) => Code::Unavailable,
                 k3rs_raft::Error::Fatal(_) | k3rs_raft::Error::Storage(_) => Code::Internal,
             },
             EtcdError::Storage(_) | EtcdError::Internal(_) => Code::Internal,
@@ -199,6 +201,15 @@ mod tests {
         assert_eq!(
             status(k3rs_raft::Error::Timeout),
             (Code::Unavailable, "etcdserver: request timed out".into())
+        );
+        assert_eq!(
+            status(k3rs_raft::Error::StorageFailed(
+                "No space left on device".into()
+            )),
+            (
+                Code::Unavailable,
+                "etcdserver: the datastore cannot write: No space left on device".into()
+            )
         );
         assert_eq!(
             status(EtcdError::LeaseTtlTooLarge),

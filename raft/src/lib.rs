@@ -33,6 +33,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod cluster_reset;
+mod failure;
 mod forward;
 mod leader_changes;
 mod lessor;
@@ -87,6 +88,10 @@ pub enum Error {
     Timeout,
     #[error("raft fatal: {0}")]
     Fatal(String),
+    /// Raft stopped because the datastore's files failed (a WAL or store write, ENOSPC, EIO):
+    /// this member answers nothing any more; stop the process (see [`Node::failed`]).
+    #[error("the datastore cannot write: {0}")]
+    StorageFailed(String),
     #[error(transparent)]
     Storage(#[from] k3rs_storage::Error),
 }

@@ -103,9 +103,10 @@ fn raft_config(cfg: &NodeConfig) -> Result<Config> {
     .map_err(|e| Error::Fatal(format!("raft config: {e}")))
 }
 
-fn fatal(e: Fatal<NodeId>) -> Error {
+pub(crate) fn fatal(e: Fatal<NodeId>) -> Error {
     match e {
         Fatal::Stopped => Error::Stopped,
+        Fatal::StorageError(e) => Error::StorageFailed(e.to_string()),
         other => Error::Fatal(other.to_string()),
     }
 }
@@ -310,13 +311,26 @@ impl Node {
     }
 
     /// `Stopped` once shutdown began or this member was removed (forwarding would otherwise
-    /// still reach the leader).
+    /// still reach the leader); `StorageFailed` once Raft stopped on a storage failure.
     fn check_running(&self) -> Result<()> {
         if self.cancel.is_cancelled() {
-            Err(Error::Stopped)
-        } else {
-            Ok(())
+            return Err(Error::Stopped);
         }
+        match crate::failure::current(&self.raft) {
+            Some(cause) => Err(Error::StorageFailed(cause)),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves once Raft stopped because the datastore's files failed (a WAL append or
+    /// fdatasync, the vote, a store apply, a snapshot: ENOSPC, EIO, …), with the cause; never
+    /// after [`shutdown`](Self::shutdown). From then on every request answers
+    /// [`Error::StorageFailed`]: the caller stops the process (fail-stop), so that a service
+    /// manager restarts it and clients go elsewhere, instead of keeping a member that accepts
+    /// connections it can only fail. A restart recovers every acknowledged write (see
+    /// [`Node`]'s shutdown notes).
+    pub async fn failed(&self) -> String {
+        crate::failure::wait(&self.raft).await
     }
 
     fn lock_tasks(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
@@ -594,8 +608,8 @@ impl Node {
         lessor::min_lease_ttl(self.cfg.election_timeout, self.cfg.heartbeat_interval)
     }
 
-    /// Stops the lease loop, the peer service and Raft, and flushes the state machine.
-    /// Idempotent.
+    /// Stops the lease loop, the peer service and Raft, and flushes the state machine
+    /// (`StorageFailed` without flushing once Raft stopped on a storage failure). Idempotent.
     pub async fn shutdown(&self) -> Result<()> {
         self.cancel.cancel();
         let tasks = std::mem::take(&mut *self.lock_tasks());
@@ -606,6 +620,12 @@ impl Node {
             .shutdown()
             .await
             .map_err(|e| Error::Fatal(format!("raft task: {e}")))?;
+        if let Some(cause) = crate::failure::current(&self.raft) {
+            // Nothing acknowledged depends on the store (the WAL has it), and flushing a
+            // store on a failed disk can wait forever.
+            self.store.poison();
+            return Err(Error::StorageFailed(cause));
+        }
         self.store.flush()?;
         Ok(())
     }

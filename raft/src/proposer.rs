@@ -15,7 +15,7 @@ use std::io;
 use std::sync::Arc;
 
 use k3rs_storage::{Command, Output};
-use openraft::error::{ClientWriteError, Fatal, RaftError};
+use openraft::error::{ClientWriteError, RaftError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -75,8 +75,7 @@ fn write_error(e: &RaftError<NodeId, ClientWriteError<NodeId, crate::types::Node
         RaftError::APIError(e @ ClientWriteError::ChangeMembershipError(_)) => {
             Error::Fatal(e.to_string())
         }
-        RaftError::Fatal(Fatal::Stopped) => Error::Stopped,
-        RaftError::Fatal(e) => Error::Fatal(e.to_string()),
+        RaftError::Fatal(e) => crate::node::fatal(e.clone()),
     }
 }
 
@@ -238,6 +237,7 @@ fn clone_error(e: &Error) -> Error {
         Error::NoLeader => Error::NoLeader,
         Error::Stopped => Error::Stopped,
         Error::Timeout => Error::Timeout,
+        Error::StorageFailed(cause) => Error::StorageFailed(cause.clone()),
         other => Error::Fatal(other.to_string()),
     }
 }

@@ -142,6 +142,10 @@ pub enum Error {
     Snapshot(#[from] etcd_snapshot::Error),
     #[error("serving etcd api: {0}")]
     Serve(String),
+    /// The datastore's files failed (ENOSPC, EIO) and Raft stopped: the server exits
+    /// non-zero (fail-stop) so that its service manager restarts it.
+    #[error("the datastore cannot write; stopping: {0}")]
+    DatastoreFailed(String),
     #[error("i/o on {path}: {source}")]
     Io {
         path: PathBuf,
@@ -275,20 +279,8 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         hostname,
         shutdown.child_token(),
     );
-    // A member removed from the cluster stops serving.
-    let removed = tokio::spawn({
-        let (node, shutdown) = (node.clone(), shutdown.clone());
-        async move {
-            tokio::select! {
-                _ = node.removed() => {
-                    tracing::error!("this server was removed from the cluster; stopping");
-                    shutdown.cancel();
-                    true
-                }
-                _ = shutdown.cancelled() => false,
-            }
-        }
-    });
+    // A member removed from the cluster, or whose datastore cannot write, stops serving.
+    let stopped_by_datastore = tokio::spawn(watch_datastore(node.clone(), shutdown.clone()));
 
     let sup = supervisor_state(&pki, ids, Some(node.clone()))?;
     let https_server = match &cfg.api {
@@ -345,17 +337,48 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         let _ = task.await;
     }
     let stopped = node.shutdown().await;
-    if removed.await.unwrap_or(false) {
-        return Err(Error::Serve(
-            "this server was removed from the cluster; to rejoin, start it with a fresh data dir"
+    match stopped_by_datastore.await {
+        Ok(Some(DatastoreStop::Removed)) => {
+            return Err(Error::Serve(
+                "this server was removed from the cluster; to rejoin, start it with a fresh data \
+                 dir"
                 .into(),
-        ));
+            ))
+        }
+        Ok(Some(DatastoreStop::Failed(cause))) => return Err(Error::DatastoreFailed(cause)),
+        Ok(None) | Err(_) => {}
     }
     served?;
     api_result?;
     stopped?;
     tracing::info!("datastore stopped");
     Ok(())
+}
+
+/// Why the datastore stopped this server.
+enum DatastoreStop {
+    /// This member was removed from the cluster.
+    Removed,
+    /// Raft stopped on a storage failure (the cause).
+    Failed(String),
+}
+
+/// Cancels `shutdown` when this member is removed from the cluster or its datastore cannot
+/// write any more, and says which; `None` when `shutdown` came first.
+async fn watch_datastore(node: Arc<Node>, shutdown: CancellationToken) -> Option<DatastoreStop> {
+    let stop = tokio::select! {
+        _ = node.removed() => {
+            tracing::error!("this server was removed from the cluster; stopping");
+            DatastoreStop::Removed
+        }
+        cause = node.failed() => {
+            tracing::error!(cause = %cause, "the datastore cannot write; stopping");
+            DatastoreStop::Failed(cause)
+        }
+        _ = shutdown.cancelled() => return None,
+    };
+    shutdown.cancel();
+    Some(stop)
 }
 
 /// What serves the HTTPS port: the API server (with the supervisor routes) or, with
@@ -637,16 +660,21 @@ async fn serve(
     );
 
     let node_for_http = node.clone();
-    let compaction = {
+    // Supervised only when enabled: a disabled compactor returns at once, which supervision
+    // would count as a failure.
+    let compaction = if cfg.auto_compaction_retention.is_zero() {
+        tracing::info!("automatic compaction disabled");
+        None
+    } else {
         let config = compactor::CompactorConfig {
             retention: cfg.auto_compaction_retention,
             ..Default::default()
         };
-        tokio::spawn(tasks::supervise(
+        Some(tokio::spawn(tasks::supervise(
             "datastore/compactor",
             stop.clone(),
             move |stop| compactor::run(node.clone(), config.clone(), stop),
-        ))
+        )))
     };
 
     let listener = tokio::net::TcpListener::bind(cfg.etcd_client_addr)
@@ -691,6 +719,8 @@ async fn serve(
         }
     };
     stop.cancel();
-    let _ = compaction.await;
+    if let Some(compaction) = compaction {
+        let _ = compaction.await;
+    }
     result
 }

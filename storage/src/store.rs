@@ -92,6 +92,12 @@ impl Drop for Inner {
     /// log's replay).
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if st.poisoned {
+            // See `Store::flush`: the writes that failed would be waited for forever, also by
+            // sled's own flush when its last handle drops; so that handle is never dropped.
+            std::mem::forget(st.db.clone());
+            return;
+        }
         if let Err(e) = st.db.flush() {
             tracing::warn!(error = %e, "flushing the store on close");
         }
@@ -225,10 +231,27 @@ impl Store {
     }
 
     /// Makes every applied batch durable on disk.
+    ///
+    /// # Errors
+    /// `Poisoned` without touching the disk once an engine failure (or [`Store::poison`])
+    /// stopped the store: after a failed write sled's flush waits forever for it.
     pub fn flush(&self) -> Result<()> {
-        let db = self.inner.read().db.clone();
+        let db = {
+            let st = self.inner.read();
+            if st.poisoned {
+                return Err(Error::Poisoned);
+            }
+            st.db.clone()
+        };
         db.flush()?;
         Ok(())
+    }
+
+    /// Stops the store for good, as an engine failure does: applies, reads and flushes answer
+    /// `Poisoned` from now on. For a caller whose other storage failed (the Raft WAL on a full
+    /// disk), so that shutting down does not wait on writes that cannot succeed.
+    pub fn poison(&self) {
+        self.inner.write().poisoned = true;
     }
 
     /// Reclaims space on disk by rewriting the retained state into a fresh database. Applies

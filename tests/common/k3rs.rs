@@ -40,6 +40,9 @@ pub struct K3rs {
     /// Extra environment of the server process (on every start), e.g. `NOTIFY_SOCKET`; the
     /// test process's own environment is never changed.
     env: Vec<(OsString, OsString)>,
+    /// `--data-dir` when the test provides it (e.g. on a file system it mounted); else
+    /// `<temp dir>/data`.
+    data_dir: Option<PathBuf>,
 }
 
 impl K3rs {
@@ -51,7 +54,13 @@ impl K3rs {
 
     /// Starts with extra `k3rs server` flags.
     pub fn start_with(extra_args: &[&str]) -> K3rs {
-        K3rs::launch(extra_args, None, &[])
+        K3rs::launch(extra_args, None, &[], None)
+    }
+
+    /// [`K3rs::start_with`] with `--data-dir data_dir`, a directory the test owns (e.g. on a
+    /// small file system it mounted); the log stays in the server's temp dir.
+    pub fn start_on(data_dir: &Path, extra_args: &[&str]) -> K3rs {
+        K3rs::launch(extra_args, None, &[], Some(data_dir.to_path_buf()))
     }
 
     /// Starts with the Kubernetes API on a free loopback port (kubeconfig in the temp dir),
@@ -63,10 +72,15 @@ impl K3rs {
     /// [`K3rs::start_kubernetes`] with `env` added to the server's environment (kept for
     /// restarts).
     pub fn start_kubernetes_with_env(extra_args: &[&str], env: &[(&str, &OsStr)]) -> K3rs {
-        K3rs::launch(extra_args, Some(super::free_port()), env)
+        K3rs::launch(extra_args, Some(super::free_port()), env, None)
     }
 
-    fn launch(extra_args: &[&str], api_port: Option<u16>, env: &[(&str, &OsStr)]) -> K3rs {
+    fn launch(
+        extra_args: &[&str],
+        api_port: Option<u16>,
+        env: &[(&str, &OsStr)],
+        data_dir: Option<PathBuf>,
+    ) -> K3rs {
         let dir = tempfile::Builder::new()
             .prefix("k3rs-test-")
             .tempdir()
@@ -79,6 +93,7 @@ impl K3rs {
             https_port: api_port.unwrap_or_else(super::free_port),
             api_port,
             env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            data_dir,
         };
         // A port picked free can be taken by someone else before the server binds it: then
         // pick new ones and start again (the data dir is still fresh).
@@ -161,6 +176,7 @@ impl K3rs {
             api_port: None,
             https_port: super::free_port(),
             env: Vec::new(),
+            data_dir: None,
         };
         k.spawn();
         let status = k.proc.take().and_then(|mut p| p.wait_exit(timeout));
@@ -193,7 +209,9 @@ impl K3rs {
 
     /// `--data-dir` of this server.
     pub fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
+        self.data_dir
+            .clone()
+            .unwrap_or_else(|| self.dir.path().join("data"))
     }
 
     pub fn log_path(&self) -> PathBuf {

@@ -1,6 +1,7 @@
 //! The controllers of `k3rs server` against its API, with hollow nodes where pods must run:
 //! workloads, jobs, daemonsets, garbage collection, namespaces, the scheduler, disruption
-//! budgets, endpoints and persistent volumes.
+//! budgets, endpoints and persistent volumes; and their supervision (a panicking controller is
+//! restarted and reported).
 //!
 //! One test binary for the area: each file here is a module, reaching the shared helpers as
 //! `crate::common`.
@@ -18,3 +19,4 @@ mod job_controller;
 mod namespace_controller;
 mod persistent_volumes;
 mod scheduler;
+mod supervision;

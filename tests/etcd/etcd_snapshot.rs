@@ -6,6 +6,8 @@
 //! - a snapshot with one flipped byte is refused with a clear message and the old data serves;
 //! - `ls`, `delete`, `prune` (retention keeps the newest N of a name);
 //! - a `* * * * *` schedule takes a snapshot and prunes to `--etcd-snapshot-retention`;
+//! - snapshot files and their sidecars are 0600, their directories 0700 (an existing 0755
+//!   directory is tightened);
 //! - Kubernetes objects created before a snapshot are listed by kubectl after the restore,
 //!   those created after it are not, and the API accepts writes again.
 
@@ -71,6 +73,22 @@ fn save(server: &K3rs, name: &str) -> PathBuf {
     );
     assert!(out.contains(&format!("Snapshot {file} saved")), "{out}");
     path
+}
+
+/// The permission bits of `path`.
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Snapshots hold every Secret: only the owner reads them.
+fn assert_private(snapshot: &Path) {
+    let dir = snapshot.parent().unwrap();
+    let sidecar = dir.join(".metadata").join(snapshot.file_name().unwrap());
+    assert_eq!(mode(snapshot), 0o600, "{}", snapshot.display());
+    assert_eq!(mode(&sidecar), 0o600, "{}", sidecar.display());
+    assert_eq!(mode(dir), 0o700, "{}", dir.display());
+    assert_eq!(mode(&dir.join(".metadata")), 0o700);
 }
 
 /// The revision a snapshot's metadata records.
@@ -158,6 +176,7 @@ fn snapshot_under_writes_restores_exactly_and_corrupt_ones_are_refused() {
     // Two old scheduled snapshots: a scheduled one must prune the older.
     let dir = snapshot_dir(&server);
     std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     for t in [100, 200] {
         std::fs::write(dir.join(format!("etcd-snapshot-{host}-{t}")), b"old").unwrap();
     }
@@ -190,6 +209,7 @@ fn snapshot_under_writes_restores_exactly_and_corrupt_ones_are_refused() {
     });
     started_rx.recv().unwrap();
     let snap = save(&server, "load");
+    assert_private(&snap);
     let written = writer.join().unwrap();
     let at = recorded_revision(&snap);
     let (expected, missing): (BTreeMap<_, _>, BTreeMap<_, _>) =
@@ -302,6 +322,7 @@ fn snapshot_under_writes_restores_exactly_and_corrupt_ones_are_refused() {
         .find(|n| **n != format!("etcd-snapshot-{host}-200"))
         .unwrap();
     assert!(recorded_revision(&dir.join(taken)) > 1);
+    assert_private(&dir.join(taken));
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The etcd API end to end: `k3rs server` (and the in-process server) against etcdctl,
 //! the gRPC clients and a real etcd 3.4: compatibility, datastore conformance, watches,
-//! crash durability, snapshots and malformed input.
+//! crash durability, a full disk, snapshots and malformed input.
 //!
 //! One test binary for the area: each file here is a module, reaching the shared helpers as
 //! `crate::common`.
@@ -11,6 +11,7 @@ mod common;
 mod bad_input;
 mod crash_durability;
 mod datastore_conformance;
+mod disk_full;
 mod etcd_api;
 mod etcd_http;
 mod etcd_snapshot;

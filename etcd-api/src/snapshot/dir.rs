@@ -1,8 +1,28 @@
-//! The snapshot directory: which files are snapshots, and pruning to a retention.
+//! The snapshot directory: which files are snapshots, pruning to a retention, and its mode.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use super::{file, io_error, retention, Result};
+
+/// Mode of the snapshot directory and of its `.metadata` directory: a snapshot holds every
+/// Secret of the cluster.
+pub const DIR_MODE: u32 = 0o700;
+
+/// Creates `dir` (and missing parents) with mode 0700, or takes group and other access
+/// away from an existing one, as etcd and k3s keep their snapshot directories.
+pub fn ensure_private(dir: &Path) -> Result<()> {
+    k3rs_apimachinery::fs::create_dir(dir).map_err(io_error(dir))?;
+    let mode = std::fs::metadata(dir)
+        .map_err(io_error(dir))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        let private = std::fs::Permissions::from_mode(mode & DIR_MODE);
+        std::fs::set_permissions(dir, private).map_err(io_error(dir))?;
+    }
+    Ok(())
+}
 
 /// Deletes the snapshots of `<base>-<node_name>-` in `dir` beyond the newest `keep`.
 pub fn prune(dir: &Path, base: &str, node_name: &str, keep: usize) -> Result<Vec<String>> {
@@ -50,5 +70,19 @@ mod tests {
         std::fs::create_dir(tmp.path().join("subdir")).unwrap();
         assert_eq!(list_names(tmp.path()).unwrap(), ["a-n-1", "b-n-2"]);
         assert!(list_names(&tmp.path().join("missing")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn ensure_private_creates_0700_and_tightens_an_open_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let fresh = tmp.path().join("a/snapshots");
+        ensure_private(&fresh).unwrap();
+        assert_eq!(mode(&fresh), 0o700);
+        let open = tmp.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_private(&open).unwrap();
+        assert_eq!(mode(&open), 0o700);
     }
 }

@@ -3,6 +3,7 @@
 
 use std::fs::{self, File};
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +17,8 @@ const SHA256_LEN: u64 = 32;
 pub const METADATA_DIR: &str = ".metadata";
 /// Suffix of a snapshot being written.
 pub const PART_SUFFIX: &str = ".part";
+/// Mode of snapshot files and their sidecars (etcd's `PrivateFileMode`).
+pub const FILE_MODE: u32 = 0o600;
 
 /// What a restore checks, recorded next to each snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,11 +132,18 @@ pub fn save(
     created: i64,
     fill: impl FnOnce(&mut File) -> Result<()>,
 ) -> Result<(PathBuf, Metadata)> {
-    fs::create_dir_all(dir).map_err(io_error(dir))?;
+    super::dir::ensure_private(dir)?;
     let path = dir.join(name);
     let part = dir.join(format!("{name}{PART_SUFFIX}"));
     let result = (|| {
-        let mut f = File::create(&part).map_err(io_error(&part))?;
+        // A leftover part file would keep its mode: start afresh.
+        let _ = fs::remove_file(&part);
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(FILE_MODE)
+            .open(&part)
+            .map_err(io_error(&part))?;
         fill(&mut f)?;
         f.sync_all().map_err(io_error(&part))?;
         drop(f);
@@ -159,8 +169,8 @@ pub fn save(
     };
     let json = serde_json::to_vec_pretty(&meta).expect("metadata serializes");
     let meta_path = metadata_path(&path);
-    fs::create_dir_all(dir.join(METADATA_DIR)).map_err(io_error(dir))?;
-    k3rs_apimachinery::fs::write_atomic(&meta_path, &json, 0o600)
+    super::dir::ensure_private(&dir.join(METADATA_DIR))?;
+    k3rs_apimachinery::fs::write_atomic(&meta_path, &json, FILE_MODE)
         .map_err(|(path, source)| Error::Io { path, source })?;
     Ok((path, meta))
 }
@@ -250,6 +260,14 @@ mod tests {
         assert_eq!(meta.sha256, hex::encode(Sha256::digest(&bytes)));
         assert_eq!(read_metadata(&path).unwrap(), Some(meta.clone()));
         assert_eq!(verify(&path).unwrap().revision, 3);
+        let mode = |p: &Path| {
+            use std::os::unix::fs::PermissionsExt;
+            fs::metadata(p).unwrap().permissions().mode() & 0o777
+        };
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&metadata_path(&path)), 0o600);
+        assert_eq!(mode(tmp.path()), 0o700);
+        assert_eq!(mode(&tmp.path().join(METADATA_DIR)), 0o700);
 
         // A flipped byte anywhere is refused; so is a file that disagrees with its sidecar.
         for at in [10, export.len() + 3, bytes.len() - 1] {
