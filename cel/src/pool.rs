@@ -130,15 +130,24 @@ fn work(q: &Queue) {
     }
 }
 
+/// A job's result once it is there, and the task to wake then.
+struct SlotState<T> {
+    result: Option<Result<T, PoolError>>,
+    waker: Option<Waker>,
+}
+
 struct Slot<T> {
-    state: Mutex<(Option<Result<T, PoolError>>, Option<Waker>)>,
+    state: Mutex<SlotState<T>>,
     done: Condvar,
 }
 
 impl<T> Default for Slot<T> {
     fn default() -> Self {
         Slot {
-            state: Mutex::new((None, None)),
+            state: Mutex::new(SlotState {
+                result: None,
+                waker: None,
+            }),
             done: Condvar::new(),
         }
     }
@@ -147,8 +156,8 @@ impl<T> Default for Slot<T> {
 impl<T> Slot<T> {
     fn fill(&self, r: Result<T, PoolError>) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.0 = Some(r);
-        if let Some(w) = s.1.take() {
+        s.result = Some(r);
+        if let Some(w) = s.waker.take() {
             w.wake();
         }
         drop(s);
@@ -167,7 +176,7 @@ impl<T> Pending<T> {
     pub fn wait(self) -> Result<T, PoolError> {
         let mut s = self.slot.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(r) = s.0.take() {
+            if let Some(r) = s.result.take() {
                 return r;
             }
             let now = Instant::now();
@@ -196,10 +205,10 @@ impl<T> Future for Pending<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut s = self.slot.state.lock().unwrap_or_else(|e| e.into_inner());
-        match s.0.take() {
+        match s.result.take() {
             Some(r) => Poll::Ready(r),
             None => {
-                s.1 = Some(cx.waker().clone());
+                s.waker = Some(cx.waker().clone());
                 Poll::Pending
             }
         }

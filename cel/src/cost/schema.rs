@@ -101,7 +101,7 @@ fn object(s: &Value, root: bool) -> Shape {
     if s["x-kubernetes-preserve-unknown-fields"] == true {
         if let Shape::Map { len, other, .. } = &mut out {
             *len = MAX_REQUEST_BYTES / 6;
-            *other = Box::new(Shape::Any(MAX_REQUEST_BYTES));
+            **other = Shape::Any(MAX_REQUEST_BYTES);
         }
     }
     out

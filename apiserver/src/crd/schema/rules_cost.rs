@@ -40,7 +40,7 @@ impl Total {
             return;
         }
         self.dearest.push((field, cost));
-        self.dearest.sort_by(|a, b| b.1.cmp(&a.1));
+        self.dearest.sort_by_key(|d| std::cmp::Reverse(d.1));
         self.dearest.truncate(4);
     }
 }
