@@ -1,20 +1,15 @@
 //! The environment: cel-rust's standard library and macros (`has`, `all`, `exists`,
 //! `exists_one`, `map`, `filter`), its strings/lists/math extensions (`lowerAscii`,
 //! `upperAscii`, `trim`, `split`, `join`, `indexOf`, `replace`, `substring`, …) and
-//! Kubernetes' list library ([`super::library`]), and compile-time guards.
+//! Kubernetes' list library ([`super::library`]), and the length bound. What an
+//! expression may cost is decided by [`super::cost`], not here.
 
 use std::sync::{Arc, OnceLock};
 
 use cel::{Env, Program};
 
-/// The longest expression accepted (upstream bounds rules by estimated cost; this server
-/// bounds their size and nesting instead, and their evaluation time at run time).
+/// The longest expression accepted (the parser recurses over it).
 pub const MAX_EXPRESSION_LEN: usize = 10 * 1024;
-
-/// How deeply comprehensions (`all`, `exists`, `map`, `filter`, …) may nest: each level
-/// multiplies the work by the size of a list, so deeper nesting is how a hostile rule hangs
-/// an evaluator.
-pub const MAX_COMPREHENSION_DEPTH: usize = 2;
 
 /// Why an expression does not compile, in cel-go's words (`ERROR: <input>:1:5: …`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -56,12 +51,6 @@ pub fn compile(source: &str, variables: &[&str]) -> Result<Compiled, CompileErro
     let program = environment()
         .compile(source)
         .map_err(|e| CompileError(e.to_string()))?;
-    let depth = comprehension_depth(program.expression());
-    if depth > MAX_COMPREHENSION_DEPTH {
-        return Err(CompileError(format!(
-            "estimated rule cost exceeds budget: {depth} nested comprehensions, at most {MAX_COMPREHENSION_DEPTH} (try simplifying the rule)"
-        )));
-    }
     let bound = comprehension_variables(program.expression());
     let refs = program.references();
     if let Some(undeclared) = refs
@@ -83,26 +72,6 @@ pub fn compile(source: &str, variables: &[&str]) -> Result<Compiled, CompileErro
 /// Names that start qualified function calls (`math.ceil`, `strings.quote`, `lists.range`).
 fn is_namespace(v: &str) -> bool {
     matches!(v, "math" | "strings" | "lists" | "optional" | "base64")
-}
-
-fn comprehension_depth(e: &cel::common::ast::IdedExpr) -> usize {
-    use cel::common::ast::Expr;
-    match &e.expr {
-        Expr::Comprehension(c) => {
-            let body = comprehension_depth(&c.loop_step).max(comprehension_depth(&c.loop_cond));
-            let around = [&c.iter_range, &c.accu_init, &c.result]
-                .into_iter()
-                .map(comprehension_depth)
-                .max()
-                .unwrap_or(0);
-            (body + 1).max(around)
-        }
-        _ => children(e)
-            .into_iter()
-            .map(comprehension_depth)
-            .max()
-            .unwrap_or(0),
-    }
 }
 
 fn comprehension_variables(e: &cel::common::ast::IdedExpr) -> Vec<String> {

@@ -1,16 +1,10 @@
-//! Evaluating a compiled expression with bound variables, errors in cel-go's words, and
-//! the wall-clock bound that keeps a hostile expression from holding a request (or the
-//! server) forever.
-
-use std::time::Duration;
+//! Evaluating a compiled expression with bound variables, errors in cel-go's words. Callers
+//! check the expression's cost first ([`super::cost`]) and run it on the bounded pool
+//! ([`super::pool`]).
 
 use cel::common::types::CelOptional;
 use cel::common::value::Val;
 use cel::{Context, ExecutionError, Program};
-
-/// How long one batch of evaluations (all the rules of one object, all the validations of
-/// one policy) may run before it is abandoned.
-pub const BUDGET: Duration = Duration::from_secs(2);
 
 /// A variable's binding.
 #[derive(Debug, Clone)]
@@ -65,17 +59,4 @@ fn message(e: &ExecutionError) -> String {
 
 fn shown(v: &cel::Value) -> String {
     super::value::to_json(v).map_or_else(|| format!("{v:?}"), |j| j.to_string())
-}
-
-/// Runs `f` on its own thread and waits at most [`BUDGET`] for it; `None` when it ran out of
-/// time (the thread is left to finish on its own) or could not start.
-pub fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    std::thread::Builder::new()
-        .name("cel-eval".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        })
-        .ok()?;
-    rx.recv_timeout(BUDGET).ok()
 }

@@ -108,7 +108,7 @@ fn schema_types_the_values() {
 }
 
 #[test]
-fn compile_reports_syntax_undeclared_names_and_nesting() {
+fn compile_reports_syntax_and_undeclared_names() {
     let c = compile("self.a >= oldSelf.a", &["self", "oldSelf"]).unwrap();
     assert!(c.uses_old_self);
     assert!(
@@ -123,13 +123,12 @@ fn compile_reports_syntax_undeclared_names_and_nesting() {
         "ERROR: <input>:1:1: undeclared reference to 'foo' (in container '')"
     );
     assert!(compile("self.l.all(x, self.l.all(y, x != y || x == y))", &["self"]).is_ok());
-    let e = compile(
+    // Nesting is priced by the cost estimator, not refused here.
+    assert!(compile(
         "self.l.all(x, self.l.all(y, self.l.all(z, x + y + z > 0)))",
         &["self"],
     )
-    .unwrap_err()
-    .0;
-    assert!(e.starts_with("estimated rule cost exceeds budget"), "{e}");
+    .is_ok());
     assert!(compile(&"1 + ".repeat(5000), &["self"]).is_err());
 }
 
@@ -150,9 +149,4 @@ fn optional_old_self() {
     assert_eq!(run(None), cel::Value::Bool(true));
     assert_eq!(run(Some(2)), cel::Value::Bool(true));
     assert_eq!(run(Some(4)), cel::Value::Bool(false));
-}
-
-#[test]
-fn bounded_gives_up() {
-    assert_eq!(super::bounded(|| 7), Some(7));
 }

@@ -10,6 +10,7 @@ mod common;
 mod apiserver_router;
 mod hpa;
 mod kubectl_cel;
+mod kubectl_cel_cost;
 mod kubectl_crd;
 mod kubectl_resources_a;
 mod kubectl_resources_b;

@@ -15,6 +15,7 @@
 //! Implement [`Mutating`] and/or [`Validating`] and add it to [`Chain::standard`] at the
 //! position kube-apiserver's recommended plugin order gives it.
 
+pub mod cel_pool;
 pub mod default_storage_class;
 pub mod default_toleration_seconds;
 pub mod limit_ranger;

@@ -180,6 +180,7 @@ fn versions_rules(spec: &Value, out: &mut Vec<Cause>) {
                     ));
                 }
                 structural(s, &sat, "", out);
+                super::schema::rules_cost::check(s, &sat, out);
             }
             _ => out.push(Cause::required(
                 format!("{at}.schema.openAPIV3Schema"),

@@ -3,7 +3,12 @@
 //! and audit annotations, with the policy's `failurePolicy` applied to every error.
 //!
 //! # Guarantees
-//! - Pure and synchronous; [`evaluate_bounded`] runs it under the CEL time budget.
+//! - Pure and synchronous; [`evaluate_on_pool`] runs it on the CEL pool.
+//! - Every expression's cost is estimated from the sizes of the values it will see before
+//!   it runs ([`k3rs_cel::cost`]): one over the per-call limit fails with
+//!   `operation cancelled: actual cost limit exceeded`; once one evaluation's expressions
+//!   would exceed the runtime budget, the evaluation is one error decision
+//!   ([`OUT_OF_BUDGET`]). Both follow `failurePolicy`.
 //! - A false matchCondition skips the policy (no decisions); an erroring one — when none is
 //!   false — is one error decision.
 //! - A validation that is not `true` denies with `messageExpression`'s string (trimmed,
@@ -17,15 +22,14 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::model::{Expr, Policy};
-use k3rs_cel::{self as k8scel, value::to_cel, Var, Vars};
+use k3rs_cel::cost::{Budget, Refusal};
+use k3rs_cel::{self as k8scel, value::to_cel, Shape, Var, Vars};
 
 /// The longest message a `messageExpression` may produce (upstream's
 /// `MaxEvaluatedMessageExpressionSizeBytes`).
 pub const MAX_MESSAGE_LEN: usize = 5 * 1024;
 
-/// What ran out of time says.
-pub const OUT_OF_BUDGET: &str =
-    "validation failed due to running out of cost budget, no further validation rules will be run";
+pub use k3rs_cel::cost::OUT_OF_BUDGET;
 
 /// The values expressions see (JSON `null` where absent).
 #[derive(Debug, Clone, Default)]
@@ -91,9 +95,16 @@ fn static_reason(reason: Option<&str>) -> &'static str {
     }
 }
 
+/// The evaluation's budget ran out: it stops with one error.
+struct OutOfBudget;
+
 struct Scope {
     vars: Vars,
     variables: HashMap<String, cel::Value>,
+    /// Sizes of the variables, `variables` included, for cost estimates.
+    shapes: Vec<(&'static str, Shape)>,
+    variable_shapes: std::collections::BTreeMap<String, Shape>,
+    budget: Budget,
 }
 
 impl Scope {
@@ -106,48 +117,86 @@ impl Scope {
             ("namespaceObject", plain(&input.namespace_object)),
             ("params", plain(&input.params)),
         ];
+        let shapes = vec![
+            ("object", Shape::of_json(&input.object)),
+            ("oldObject", Shape::of_json(&input.old_object)),
+            ("request", Shape::of_json(&input.request)),
+            ("namespaceObject", Shape::of_json(&input.namespace_object)),
+            ("params", Shape::of_json(&input.params)),
+            ("authorizer", Shape::Scalar),
+        ];
         if let Some(a) = &input.authorizer {
             vars.push(("authorizer", Var::Authorizer(Box::new(a.clone()))));
         }
         Scope {
             vars,
             variables: HashMap::new(),
+            shapes,
+            variable_shapes: Default::default(),
+            budget: Budget::runtime(),
         }
     }
 
-    fn run(&self, e: &Expr) -> Result<cel::Value, String> {
+    /// Binds variable `name` to `value`.
+    fn define(&mut self, name: &str, value: cel::Value) {
+        let shape = k8scel::value::to_json(&value)
+            .map_or(Shape::Any(k8scel::cost::MAX_REQUEST_BYTES), |j| {
+                Shape::of_json(&j)
+            });
+        self.variable_shapes.insert(name.to_string(), shape);
+        self.variables.insert(name.to_string(), value);
+    }
+
+    fn run(&mut self, e: &Expr) -> Result<Result<cel::Value, String>, OutOfBudget> {
+        let mut shapes = self.shapes.clone();
+        let variables = Shape::object(self.variable_shapes.clone());
+        shapes.push(("variables", variables));
+        let failed = |err: &dyn std::fmt::Display| {
+            format!("expression '{}' resulted in error: {err}", e.source.trim())
+        };
+        match self.budget.charge(k8scel::cost_of(&e.program, &shapes)) {
+            Ok(()) => {}
+            Err(Refusal::OutOfBudget) => return Err(OutOfBudget),
+            Err(call @ Refusal::CallLimit) => return Ok(Err(failed(&call))),
+        }
         let mut vars = self.vars.clone();
         vars.push((
             "variables",
             Var::Plain(cel::Value::from(self.variables.clone())),
         ));
-        k8scel::evaluate(&e.program, &vars)
-            .map_err(|err| format!("expression '{}' resulted in error: {err}", e.source.trim()))
+        Ok(k8scel::evaluate(&e.program, &vars).map_err(|err| failed(&err)))
     }
 }
 
 /// The message of a failed validation.
-fn message(scope: &Scope, v: &super::model::Validation) -> String {
-    let from_expression = v
-        .message_expression
-        .as_ref()
-        .and_then(|m| match scope.run(m) {
+fn message(scope: &mut Scope, v: &super::model::Validation) -> Result<String, OutOfBudget> {
+    let from_expression = match &v.message_expression {
+        Some(m) => match scope.run(m)? {
             Ok(cel::Value::String(s)) => Some(s.trim().to_string()),
             _ => None,
-        })
-        .filter(|m| !m.is_empty() && m.len() <= MAX_MESSAGE_LEN && !m.contains('\n'));
-    from_expression
+        },
+        None => None,
+    }
+    .filter(|m| !m.is_empty() && m.len() <= MAX_MESSAGE_LEN && !m.contains('\n'));
+    Ok(from_expression
         .or_else(|| Some(v.message.trim().to_string()).filter(|m| !m.is_empty()))
-        .unwrap_or_else(|| format!("failed expression: {}", v.expr.source.trim()))
+        .unwrap_or_else(|| format!("failed expression: {}", v.expr.source.trim())))
 }
 
 /// Evaluates `policy` against `input`.
 pub fn evaluate(policy: &Policy, input: &Input) -> Evaluation {
+    evaluate_within_budget(policy, input).unwrap_or_else(|OutOfBudget| Evaluation {
+        decisions: vec![failure(policy, 0, OUT_OF_BUDGET.to_string())],
+        annotations: Vec::new(),
+    })
+}
+
+fn evaluate_within_budget(policy: &Policy, input: &Input) -> Result<Evaluation, OutOfBudget> {
     let mut scope = Scope::new(input);
     let mut condition_error = None;
     for c in &policy.match_conditions {
-        match scope.run(c) {
-            Ok(cel::Value::Bool(false)) => return Evaluation::default(),
+        match scope.run(c)? {
+            Ok(cel::Value::Bool(false)) => return Ok(Evaluation::default()),
             Ok(cel::Value::Bool(true)) => {}
             Ok(_) => {
                 condition_error.get_or_insert(format!(
@@ -161,21 +210,21 @@ pub fn evaluate(policy: &Policy, input: &Input) -> Evaluation {
         }
     }
     if let Some(e) = condition_error {
-        return Evaluation {
+        return Ok(Evaluation {
             decisions: vec![failure(policy, 0, e)],
             annotations: Vec::new(),
-        };
+        });
     }
     // Variables in order, each seeing the earlier ones; a failing one stays undefined, so
     // only expressions that use it fail.
     for v in &policy.variables {
-        if let Ok(value) = scope.run(v) {
-            scope.variables.insert(v.name.clone(), value);
+        if let Ok(value) = scope.run(v)? {
+            scope.define(&v.name, value);
         }
     }
     let mut out = Evaluation::default();
     for (i, v) in policy.validations.iter().enumerate() {
-        out.decisions.push(match scope.run(&v.expr) {
+        out.decisions.push(match scope.run(&v.expr)? {
             Err(e) => failure(policy, i, e),
             Ok(cel::Value::Bool(true)) => Decision {
                 index: i,
@@ -186,13 +235,13 @@ pub fn evaluate(policy: &Policy, input: &Input) -> Evaluation {
             Ok(_) => Decision {
                 index: i,
                 action: Action::Deny,
-                message: message(&scope, v),
+                message: message(&mut scope, v)?,
                 reason: static_reason(v.reason.as_deref()),
             },
         });
     }
     for (key, e) in &policy.audit_annotations {
-        match scope.run(e) {
+        match scope.run(e)? {
             Ok(cel::Value::String(s)) if !s.trim().is_empty() => {
                 out.annotations.push((key.clone(), s.trim().to_string()))
             }
@@ -208,14 +257,16 @@ pub fn evaluate(policy: &Policy, input: &Input) -> Evaluation {
             Err(err) => out.decisions.push(failure(policy, 0, err)),
         }
     }
-    out
+    Ok(out)
 }
 
-/// [`evaluate`] under the CEL time budget; running out of it is a failure.
-pub fn evaluate_bounded(policy: std::sync::Arc<Policy>, input: Input) -> Evaluation {
+/// [`evaluate`] on the CEL pool; a full pool (or a job past the backstop) is a failure
+/// under the policy's `failurePolicy`.
+pub async fn evaluate_on_pool(policy: std::sync::Arc<Policy>, input: Input) -> Evaluation {
     let p = policy.clone();
-    k8scel::bounded(move || evaluate(&p, &input)).unwrap_or_else(|| Evaluation {
-        decisions: vec![failure(&policy, 0, OUT_OF_BUDGET.to_string())],
+    let result = crate::admission::cel_pool::run(move || evaluate(&p, &input)).await;
+    result.unwrap_or_else(|e| Evaluation {
+        decisions: vec![failure(&policy, 0, e.to_string())],
         annotations: Vec::new(),
     })
 }
@@ -344,12 +395,51 @@ mod tests {
         assert_eq!(e.decisions[0].action, Action::Admit);
     }
 
-    #[test]
-    fn bounded_evaluation_returns_the_result() {
+    #[tokio::test]
+    async fn pooled_evaluation_returns_the_result() {
         let p = policy(json!({"validations": [{"expression":
             "[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, string(a*b).size() > 0)) && object.spec.replicas > 0"}]}));
-        // Small enough to finish: the bound only matters for hostile input.
-        let e = evaluate_bounded(std::sync::Arc::new(p), input(1));
+        let e = evaluate_on_pool(std::sync::Arc::new(p), input(1)).await;
         assert_eq!(e.decisions[0].action, Action::Admit);
+    }
+
+    fn with_items(n: usize) -> Input {
+        let mut i = input(1);
+        i.object["spec"]["items"] = Value::Array(vec![json!("abcdefgh"); n]);
+        i
+    }
+
+    #[test]
+    fn an_expression_too_dear_for_the_object_is_not_run() {
+        let pairwise = "object.spec.items.all(a, object.spec.items.exists(b, a == b))";
+        let p = policy(json!({"validations": [{"expression": pairwise}]}));
+        assert_eq!(
+            evaluate(&p, &with_items(10)).decisions[0].action,
+            Action::Admit
+        );
+        let e = evaluate(&p, &with_items(5_000));
+        assert_eq!(
+            actions(&e),
+            vec![(Action::Deny, "expression 'object.spec.items.all(a, object.spec.items.exists(b, a == b))' resulted in error: operation cancelled: actual cost limit exceeded")]
+        );
+        let mut ignore = p.clone();
+        ignore.ignore_failures = true;
+        assert_eq!(
+            evaluate(&ignore, &with_items(5_000)).decisions[0].action,
+            Action::Admit
+        );
+    }
+
+    #[test]
+    fn expressions_share_one_budget() {
+        // Each within the per-call limit; twenty of them are not.
+        let dear = json!({"expression": "object.spec.items.all(a, a.size() < 100 && a.contains('x') == false)"});
+        let p = policy(json!({"validations": vec![dear; 20]}));
+        assert!(evaluate(&p, &with_items(20))
+            .decisions
+            .iter()
+            .all(|d| d.action == Action::Admit));
+        let e = evaluate(&p, &with_items(60_000));
+        assert_eq!(actions(&e), vec![(Action::Deny, OUT_OF_BUDGET)]);
     }
 }

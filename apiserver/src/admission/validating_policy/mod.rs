@@ -173,13 +173,7 @@ async fn dispatch(
                     authorizer: authorizer.clone(),
                 };
                 let policy = policy.clone();
-                let eval =
-                    tokio::task::spawn_blocking(move || evaluate::evaluate_bounded(policy, input))
-                        .await
-                        .unwrap_or_else(|_| evaluate::Evaluation {
-                            decisions: Vec::new(),
-                            annotations: Vec::new(),
-                        });
+                let eval = evaluate::evaluate_on_pool(policy, input).await;
                 out.record(&hook.policy, binding, eval);
             }
         }

@@ -48,7 +48,8 @@ use model::Webhook;
 use review::Verdict;
 
 /// Whether the match conditions select the request (`Err`: one failed, none was false).
-/// They are evaluated off the async workers (an `authorizer` check waits for the chain).
+/// They are evaluated on the CEL pool (an `authorizer` check waits for the chain there),
+/// each within the per-call cost limit and all within one runtime budget.
 async fn conditions(
     w: &Webhook,
     a: &Attributes,
@@ -58,6 +59,19 @@ async fn conditions(
     if w.match_conditions.is_empty() {
         return Ok(true);
     }
+    let null = Value::Null;
+    let shapes = vec![
+        (
+            "object",
+            k3rs_cel::Shape::of_json(a.object.as_ref().unwrap_or(&null)),
+        ),
+        (
+            "oldObject",
+            k3rs_cel::Shape::of_json(a.old_object.as_ref().unwrap_or(&null)),
+        ),
+        ("request", k3rs_cel::Shape::of_json(request)),
+        ("authorizer", k3rs_cel::Shape::Scalar),
+    ];
     let mut vars: k3rs_cel::Vars = vec![
         ("object", plain(a.object.as_ref())),
         ("oldObject", plain(a.old_object.as_ref())),
@@ -69,8 +83,16 @@ async fn conditions(
     let conditions = w.match_conditions.clone();
     let evaluate = move || {
         let mut error = None;
+        let mut budget = k3rs_cel::Budget::runtime();
         for c in &conditions {
-            match k3rs_cel::evaluate(&c.program, &vars) {
+            let result = match budget.charge(k3rs_cel::cost_of(&c.program, &shapes)) {
+                Err(k3rs_cel::Refusal::OutOfBudget) => {
+                    return Err(k3rs_cel::cost::OUT_OF_BUDGET.to_string())
+                }
+                Err(refused) => Err(refused.to_string()),
+                Ok(()) => k3rs_cel::evaluate(&c.program, &vars).map_err(|e| e.to_string()),
+            };
+            match result {
                 Ok(cel::Value::Bool(false)) => return Ok(false),
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(_) => {
@@ -86,11 +108,9 @@ async fn conditions(
         }
         error.map_or(Ok(true), Err)
     };
-    tokio::task::spawn_blocking(move || k3rs_cel::bounded(evaluate))
+    super::cel_pool::run(evaluate)
         .await
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| Err("match conditions ran out of time".into()))
+        .unwrap_or_else(|e| Err(e.to_string()))
 }
 
 fn plain(v: Option<&Value>) -> k3rs_cel::Var {

@@ -7,6 +7,7 @@ pub mod list_type;
 pub mod prune;
 pub mod rule;
 pub mod rules;
+pub mod rules_cost;
 pub mod rules_definition;
 pub mod structural;
 pub mod validate;

@@ -3,17 +3,20 @@
 //! `self` (and `oldSelf`, the correlated old value, on updates), after defaulting and
 //! pruning. Transition rules (those using `oldSelf`) only run when an old value correlates
 //! (same property, same map key, same list-map key), unless `optionalOldSelf`.
+//!
+//! # Cost
+//! Before a rule (or its `messageExpression`) runs, its cost is estimated from the sizes
+//! of the very values it will see ([`k3rs_cel::cost`]); one over the per-call limit, or
+//! over what is left of the object's budget, is not run and ends the validation with
+//! upstream's errors. The whole validation runs on the CEL pool ([`k3rs_cel::Pool`]).
 
 use serde_json::Value;
 
 use super::rule::{self, Rule};
 use super::{child, field_schema, index};
 use k3rs_apimachinery::status::Cause;
-use k3rs_cel::{self as k8scel, Var};
-
-/// The message when a batch of rules ran out of time.
-pub const OUT_OF_BUDGET: &str =
-    "validation failed due to running out of cost budget, no further validation rules will be run";
+use k3rs_cel::cost::{Budget, Refusal, OUT_OF_BUDGET};
+use k3rs_cel::{self as k8scel, Shape, Var};
 
 /// Whether any node of `schema` has rules.
 pub fn has_rules(schema: &Value) -> bool {
@@ -36,29 +39,57 @@ pub fn has_rules(schema: &Value) -> bool {
 }
 
 /// Every rule failure of `obj` (a whole custom resource; `old` on updates) under `schema`,
-/// evaluated within [`k3rs_cel::eval::BUDGET`].
+/// evaluated on the CEL pool within the runtime cost budget. The calling thread waits;
+/// inside a multi-threaded tokio runtime it hands its other tasks off first.
 pub fn validate(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     if !has_rules(schema) {
         return Vec::new();
     }
     let (schema, obj, old) = (schema.clone(), obj.clone(), old.cloned());
-    k8scel::bounded(move || validate_now(&schema, &obj, old.as_ref()))
-        .unwrap_or_else(|| vec![rule::invalid(String::new(), "object", OUT_OF_BUDGET)])
+    let job = move || validate_now(&schema, &obj, old.as_ref());
+    let result = match k8scel::Pool::global().submit(job) {
+        Ok(pending) => wait(pending),
+        Err(e) => Err(e),
+    };
+    result.unwrap_or_else(|e| {
+        vec![rule::invalid(
+            String::new(),
+            "object",
+            &format!("validation rules were not evaluated: {e}"),
+        )]
+    })
 }
 
-/// [`validate`] on the calling thread, without the time bound.
+fn wait<T>(pending: k8scel::pool::Pending<T>) -> Result<T, k8scel::PoolError> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(|| pending.wait()),
+        _ => pending.wait(),
+    }
+}
+
+/// [`validate`] on the calling thread (still within the cost budget).
 pub fn validate_now(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut out = Vec::new();
-    walk(schema, obj, old, "", &mut out);
+    let mut budget = Some(Budget::runtime());
+    walk(schema, obj, old, "", &mut budget, &mut out);
     out
 }
 
-fn walk(schema: &Value, v: &Value, old: Option<&Value>, at: &str, out: &mut Vec<Cause>) {
-    if v.is_null() {
+/// `budget` is `None` once validation stopped (over a limit).
+fn walk(
+    schema: &Value,
+    v: &Value,
+    old: Option<&Value>,
+    at: &str,
+    budget: &mut Option<Budget>,
+    out: &mut Vec<Cause>,
+) {
+    if v.is_null() || budget.is_none() {
         return;
     }
     let old = old.filter(|o| !o.is_null());
-    node(schema, v, old, at, out);
+    node(schema, v, old, at, budget, out);
     match v {
         Value::Object(m) => {
             for (k, x) in m {
@@ -70,7 +101,7 @@ fn walk(schema: &Value, v: &Value, old: Option<&Value>, at: &str, out: &mut Vec<
                 } else {
                     format!("{at}[{k}]")
                 };
-                walk(sub, x, old.and_then(|o| o.get(k)), &at, out);
+                walk(sub, x, old.and_then(|o| o.get(k)), &at, budget, out);
             }
         }
         Value::Array(items) => {
@@ -80,7 +111,7 @@ fn walk(schema: &Value, v: &Value, old: Option<&Value>, at: &str, out: &mut Vec<
             let olds = old.and_then(Value::as_array);
             for (i, x) in items.iter().enumerate() {
                 let o = olds.and_then(|olds| correlated(schema, x, olds));
-                walk(item_schema, x, o, &index(at, i), out);
+                walk(item_schema, x, o, &index(at, i), budget, out);
             }
         }
         _ => {}
@@ -105,7 +136,14 @@ fn correlated<'a>(schema: &Value, item: &Value, olds: &'a [Value]) -> Option<&'a
     }
 }
 
-fn node(schema: &Value, v: &Value, old: Option<&Value>, at: &str, out: &mut Vec<Cause>) {
+fn node(
+    schema: &Value,
+    v: &Value,
+    old: Option<&Value>,
+    at: &str,
+    budget: &mut Option<Budget>,
+    out: &mut Vec<Cause>,
+) {
     let rules = Rule::all_of(schema);
     if rules.is_empty() {
         return;
@@ -113,7 +151,15 @@ fn node(schema: &Value, v: &Value, old: Option<&Value>, at: &str, out: &mut Vec<
     let typ = schema["type"].as_str().unwrap_or("");
     let this = k8scel::value::to_cel(v, Some(schema));
     let previous = old.map(|o| k8scel::value::to_cel(o, Some(schema)));
+    let this_shape = Shape::of_json(v);
+    let shapes = [
+        ("self", this_shape.clone()),
+        ("oldSelf", old.map_or(this_shape, Shape::of_json)),
+    ];
     for r in &rules {
+        let Some(b) = budget.as_mut() else {
+            return;
+        };
         let compiled = match k8scel::compile(&r.rule, &["self", "oldSelf"]) {
             Ok(c) => c,
             Err(e) => {
@@ -137,10 +183,29 @@ fn node(schema: &Value, v: &Value, old: Option<&Value>, at: &str, out: &mut Vec<
         // Ratcheting (CRDValidationRatcheting, on since 1.30): a value the update left as it
         // was may keep failing the rules that do not compare it with its old self.
         let unchanged = old == Some(v) && !compiled.uses_old_self;
+        if let Err(refused) = b.charge(k8scel::cost_of(&compiled.program, &shapes)) {
+            let why = match refused {
+                Refusal::OutOfBudget => OUT_OF_BUDGET.to_string(),
+                Refusal::CallLimit => format!(
+                    "'{refused}': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+                    r.error_string()
+                ),
+            };
+            out.push(rule::invalid(at.into(), typ, &why));
+            *budget = None;
+            return;
+        }
         match k8scel::evaluate(&compiled.program, &vars) {
             Ok(cel::Value::Bool(true)) => {}
             _ if unchanged => {}
-            Ok(cel::Value::Bool(false)) => out.push(failure(schema, r, &vars, at, typ)),
+            Ok(cel::Value::Bool(false)) => match message_expression(r, &vars, &shapes, b) {
+                Ok(detail) => out.push(failure(schema, r, detail, at, typ)),
+                Err(why) => {
+                    out.push(rule::invalid(at.into(), typ, &why));
+                    *budget = None;
+                    return;
+                }
+            },
             Ok(_) => out.push(rule::invalid(
                 at.into(),
                 typ,
@@ -155,30 +220,51 @@ fn node(schema: &Value, v: &Value, old: Option<&Value>, at: &str, out: &mut Vec<
     }
 }
 
-fn failure(schema: &Value, r: &Rule, vars: &k8scel::Vars, at: &str, typ: &str) -> Cause {
+/// The failure of rule `r`; `detail` from its `messageExpression`, if that gave one.
+fn failure(schema: &Value, r: &Rule, detail: Option<String>, at: &str, typ: &str) -> Cause {
     let field = if r.field_path.is_empty() {
         at.to_string()
     } else {
         rule::field_path(schema, at, &r.field_path).unwrap_or_else(|_| at.to_string())
     };
-    let detail = message_expression(r, vars).unwrap_or_else(|| r.message_or_default());
+    let detail = detail.unwrap_or_else(|| r.message_or_default());
     r.failure(field, typ, &detail)
 }
 
-/// The `messageExpression`'s string, trimmed; `None` (fall back to the message) when it
-/// fails, is not a string, is empty or has line breaks.
-fn message_expression(r: &Rule, vars: &k8scel::Vars) -> Option<String> {
+/// The `messageExpression`'s string, trimmed; `Ok(None)` (fall back to the message) when
+/// it fails, is not a string, is empty or has line breaks; `Err` with upstream's error
+/// when its cost may not be paid (validation stops).
+fn message_expression(
+    r: &Rule,
+    vars: &k8scel::Vars,
+    shapes: &[(&str, Shape)],
+    budget: &mut Budget,
+) -> Result<Option<String>, String> {
     if r.message_expression.is_empty() {
-        return None;
+        return Ok(None);
     }
-    let compiled = k8scel::compile(&r.message_expression, &["self", "oldSelf"]).ok()?;
-    match k8scel::evaluate(&compiled.program, vars) {
+    let Ok(compiled) = k8scel::compile(&r.message_expression, &["self", "oldSelf"]) else {
+        return Ok(None);
+    };
+    match budget.charge(k8scel::cost_of(&compiled.program, shapes)) {
+        Err(Refusal::OutOfBudget) => {
+            return Err("messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".into())
+        }
+        Err(Refusal::CallLimit) => {
+            return Err(format!(
+                "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                serde_json::json!(r.message_expression)
+            ))
+        }
+        Ok(()) => {}
+    }
+    Ok(match k8scel::evaluate(&compiled.program, vars) {
         Ok(cel::Value::String(s)) => {
             let s = s.trim();
             (!s.is_empty() && !s.contains('\n')).then(|| s.to_string())
         }
         _ => None,
-    }
+    })
 }
 
 #[cfg(test)]

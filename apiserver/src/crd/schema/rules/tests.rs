@@ -80,3 +80,39 @@ fn schemas_without_rules_cost_nothing() {
     ));
     assert!(has_rules(&schema()));
 }
+
+fn tags_schema(rules: usize) -> Value {
+    json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "tags": {"type": "array", "maxItems": 600, "items": {"type": "string", "maxLength": 15},
+            "x-kubernetes-validations": vec![json!({"rule": "self.all(x, self.exists(y, x == y))"}); rules]}}}}})
+}
+
+fn tags(n: usize) -> Value {
+    let tags: Vec<String> = (0..n).map(|i| format!("tag-{i:011}")).collect();
+    json!({"spec": {"tags": tags}})
+}
+
+fn messages(schema: &Value, obj: &Value) -> Vec<String> {
+    validate(schema, obj, None)
+        .into_iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect()
+}
+
+#[test]
+fn a_rule_too_dear_for_the_object_is_not_run() {
+    assert!(messages(&tags_schema(1), &tags(20)).is_empty());
+    assert_eq!(
+        messages(&tags_schema(2), &tags(600)),
+        ["spec.tags: Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: self.all(x, self.exists(y, x == y))"]
+    );
+}
+
+#[test]
+fn the_rules_of_one_object_share_one_budget() {
+    assert!(messages(&tags_schema(20), &tags(30)).is_empty());
+    assert_eq!(
+        messages(&tags_schema(20), &tags(250)),
+        ["spec.tags: Invalid value: \"array\": validation failed due to running out of cost budget, no further validation rules will be run"]
+    );
+}
