@@ -114,8 +114,10 @@ pub fn rfc3339(t: std::time::SystemTime) -> String {
     )
 }
 
-/// The last second RFC 3339 can write (`9999-12-31T23:59:59Z`): times past it saturate there.
-pub const MAX_TIME_SECONDS: i64 = 253_402_300_799;
+/// The last second every client can read back (`9999-12-30T22:00:00Z`, the end of jiff's
+/// range, which k8s-openapi and so kube-rs use; Go's reaches a day further): times past it
+/// saturate there, since one unreadable timestamp would stall every kube-rs watcher of the kind.
+pub const MAX_TIME_SECONDS: i64 = 253_402_207_200;
 
 /// `base` plus `secs` seconds (negative counts as 0), saturating at [`MAX_TIME_SECONDS`]:
 /// `terminationGracePeriodSeconds: 9223372036854775807` is a valid (if endless) grace period.
@@ -168,8 +170,16 @@ mod tests {
         let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         assert_eq!(
             rfc3339(seconds_after(now, i64::MAX)),
-            "9999-12-31T23:59:59Z"
+            "9999-12-30T22:00:00Z"
         );
+        assert_eq!(
+            MAX_TIME_SECONDS,
+            k8s_openapi::jiff::Timestamp::MAX.as_second()
+        );
+        let back: k8s_openapi::jiff::Timestamp = rfc3339(seconds_after(now, i64::MAX))
+            .parse()
+            .expect("kube-rs reads the saturated time");
+        assert_eq!(back.as_second(), MAX_TIME_SECONDS);
         assert_eq!(rfc3339(seconds_after(now, -5)), rfc3339(now));
         assert_eq!(rfc3339(seconds_after(now, 30)), "2027-01-15T08:00:30Z");
         let ts = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
