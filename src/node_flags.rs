@@ -85,7 +85,14 @@ impl NodeFlags {
                 .cluster_domain
                 .clone()
                 .unwrap_or_else(|| "cluster.local".into()),
-            upstreams: None,
+            upstreams: kubelet
+                .resolv_conf
+                .as_deref()
+                .map(|p| k3rs_agent::dns::upstream::host(Some(p))),
+            allowed: k3rs_agent::dns::sources::Allowed {
+                nets: vec![ipnet::IpNet::V4(join.cluster_cidr)],
+                local: node.ips.clone(),
+            },
         });
         if dns.is_some() {
             node.labels

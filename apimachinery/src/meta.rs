@@ -95,11 +95,47 @@ pub fn now_rfc3339() -> String {
 pub fn rfc3339(t: std::time::SystemTime) -> String {
     let secs = t
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let ts = k8s_openapi::jiff::Timestamp::from_second(secs)
-        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-    ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+        .min(MAX_TIME_SECONDS);
+    // Civil arithmetic rather than a timestamp type: it reaches the end of year 9999.
+    let (days, tod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let epoch = jiff::civil::date(1970, 1, 1);
+    let date = jiff::Span::new()
+        .try_days(days)
+        .ok()
+        .and_then(|span| epoch.checked_add(span).ok())
+        .unwrap_or(epoch);
+    format!(
+        "{date}T{:02}:{:02}:{:02}Z",
+        tod / 3600,
+        tod % 3600 / 60,
+        tod % 60
+    )
+}
+
+/// The last second every client can read back (`9999-12-30T22:00:00Z`, the end of jiff's
+/// range, which k8s-openapi and so kube-rs use; Go's reaches a day further): times past it
+/// saturate there, since one unreadable timestamp would stall every kube-rs watcher of the kind.
+pub const MAX_TIME_SECONDS: i64 = 253_402_207_200;
+
+/// `base` plus `secs` seconds (negative counts as 0), saturating at [`MAX_TIME_SECONDS`]:
+/// `terminationGracePeriodSeconds: 9223372036854775807` is a valid (if endless) grace period.
+pub fn seconds_after(base: std::time::SystemTime, secs: i64) -> std::time::SystemTime {
+    let max = std::time::UNIX_EPOCH + std::time::Duration::from_secs(MAX_TIME_SECONDS as u64);
+    base.checked_add(std::time::Duration::from_secs(secs.max(0) as u64))
+        .map_or(max, |t| t.min(max))
+}
+
+/// `base` plus `secs` seconds for jiff timestamps, saturating at the largest timestamp.
+pub fn timestamp_after(
+    base: k8s_openapi::jiff::Timestamp,
+    secs: i64,
+) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::SignedDuration::try_from(std::time::Duration::from_secs(secs.max(0) as u64))
+        .ok()
+        .and_then(|d| base.checked_add(d).ok())
+        .unwrap_or(k8s_openapi::jiff::Timestamp::MAX)
 }
 
 /// generateName's suffix: 5 characters of `[a-z0-9]` without vowels-lookalikes (like
@@ -127,6 +163,32 @@ pub fn parse_time(v: &Value) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_saturate_instead_of_overflowing() {
+        use std::time::{Duration, UNIX_EPOCH};
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert_eq!(
+            rfc3339(seconds_after(now, i64::MAX)),
+            "9999-12-30T22:00:00Z"
+        );
+        assert_eq!(
+            MAX_TIME_SECONDS,
+            k8s_openapi::jiff::Timestamp::MAX.as_second()
+        );
+        let back: k8s_openapi::jiff::Timestamp = rfc3339(seconds_after(now, i64::MAX))
+            .parse()
+            .expect("kube-rs reads the saturated time");
+        assert_eq!(back.as_second(), MAX_TIME_SECONDS);
+        assert_eq!(rfc3339(seconds_after(now, -5)), rfc3339(now));
+        assert_eq!(rfc3339(seconds_after(now, 30)), "2027-01-15T08:00:30Z");
+        let ts = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        assert_eq!(
+            timestamp_after(ts, i64::MAX),
+            k8s_openapi::jiff::Timestamp::MAX
+        );
+        assert_eq!(timestamp_after(ts, 30).as_second(), 1_800_000_030);
+    }
 
     #[test]
     fn timestamps_and_suffixes() {

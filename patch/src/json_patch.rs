@@ -1,7 +1,9 @@
 //! RFC 6902 JSON patch (`application/json-patch+json`) with the `json-patch` crate, errors
 //! mapped as kube-apiserver maps them: a body that is not a JSON array of objects is 400, an
 //! operation that cannot be applied (a `test` that does not match, a path that does not exist,
-//! an unknown `op`, a missing `path`) is 422, more than 10,000 operations is 413.
+//! an unknown `op`, a missing `path`) is 422, more than 10,000 operations is 413, and `copy`
+//! operations that together copy more than 3 MiB are 413 (upstream's
+//! `AccumulatedCopySizeLimit`), so a short patch cannot double an object until memory runs out.
 
 use serde_json::Value;
 
@@ -9,6 +11,10 @@ use super::PatchError;
 
 /// kube-apiserver's `maxJSONPatchOperations`.
 pub const MAX_OPERATIONS: usize = 10_000;
+
+/// How many bytes (as JSON) all `copy` operations of one patch may copy: kube-apiserver's
+/// request body limit.
+pub const MAX_COPIED_BYTES: usize = 3 * 1024 * 1024;
 
 /// Applies a JSON patch body to `live`; atomic: on error nothing is applied.
 ///
@@ -35,11 +41,52 @@ pub fn apply(live: &Value, body: &[u8]) -> Result<Value, PatchError> {
         })
         .collect::<Result<Vec<json_patch::PatchOperation>, _>>()?;
     let mut doc = live.clone();
-    json_patch::patch(&mut doc, &ops).map_err(|e| match e.kind {
-        json_patch::PatchErrorKind::TestFailed => PatchError::TestFailed(e.to_string()),
-        _ => PatchError::Invalid(e.to_string()),
-    })?;
+    let mut copied = 0usize;
+    // One operation at a time, so that the copy budget is checked before each copy is made.
+    for op in &ops {
+        if let json_patch::PatchOperation::Copy(c) = op {
+            if let Some(from) = doc.pointer(c.from.as_str()) {
+                copied = copied.saturating_add(json_size(from, MAX_COPIED_BYTES - copied));
+                if copied > MAX_COPIED_BYTES {
+                    return Err(PatchError::TooLarge(format!(
+                        "Unable to copy {} to {}: the patch copies more than {MAX_COPIED_BYTES} bytes",
+                        c.from, c.path
+                    )));
+                }
+            }
+        }
+        json_patch::patch(&mut doc, std::slice::from_ref(op)).map_err(|e| match e.kind {
+            json_patch::PatchErrorKind::TestFailed => PatchError::TestFailed(e.to_string()),
+            _ => PatchError::Invalid(e.to_string()),
+        })?;
+    }
     Ok(doc)
+}
+
+/// The length of `v` as JSON, counted only up to `budget + 1` bytes (serializing stops there).
+fn json_size(v: &Value, budget: usize) -> usize {
+    struct Counter {
+        n: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.n += buf.len();
+            if self.n > self.limit {
+                return Err(std::io::Error::other("over budget"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Counter {
+        n: 0,
+        limit: budget,
+    };
+    let _ = serde_json::to_writer(&mut c, v);
+    c.n
 }
 
 #[cfg(test)]
@@ -78,6 +125,25 @@ mod tests {
                    "metadata": {"name": "a", "labels": {"copy": "n"}},
                    "data": {"new": "n", "moved": "v"}, "list": [9, 2, 3, 4]})
         );
+    }
+
+    #[test]
+    fn copies_that_double_the_object_are_refused_before_they_grow_it() {
+        let live = json!({"data": {"a": "x".repeat(64 * 1024)}});
+        // Each copy doubles `/data/d`: 64 KiB, 128 KiB, ... far past any limit after 40 ops.
+        let mut ops = vec![json!({"op": "copy", "from": "/data/a", "path": "/data/d"})];
+        for _ in 0..40 {
+            ops.push(json!({"op": "copy", "from": "/data", "path": "/data/d"}));
+        }
+        let err = run(live.clone(), Value::Array(ops)).unwrap_err();
+        assert!(matches!(err, PatchError::TooLarge(_)), "{err:?}");
+        assert_eq!(err.status_code(), 413);
+
+        // A few small copies are fine.
+        let ops = json!([{"op": "copy", "from": "/data/a", "path": "/data/b"},
+                         {"op": "copy", "from": "/data/a", "path": "/data/c"}]);
+        let out = run(live, ops).unwrap();
+        assert_eq!(out["data"]["b"], out["data"]["a"]);
     }
 
     #[test]

@@ -243,11 +243,22 @@ fn random_serial() -> SerialNumber {
     SerialNumber::from_slice(&bytes)
 }
 
-/// Valid from the start of today (UTC) for `years` years.
+/// Valid from the start of today (UTC) for `years` years (from February 29 to February 28
+/// when the last year is not a leap year).
 fn set_validity(params: &mut CertificateParams, years: i32) {
     let (y, m, d) = civil_from_days(unix_now().div_euclid(86_400));
     params.not_before = rcgen::date_time_ymd(y, m, d);
-    params.not_after = rcgen::date_time_ymd(y + years, m, d.min(28));
+    params.not_after = rcgen::date_time_ymd(y + years, m, last_day(y + years, m, d));
+}
+
+/// `d`, or February 28 when `y` has no February 29.
+fn last_day(y: i32, m: u8, d: u8) -> u8 {
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if m == 2 && d == 29 && !leap {
+        28
+    } else {
+        d
+    }
 }
 
 fn unix_now() -> i64 {
@@ -282,5 +293,16 @@ mod tests {
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
         assert_eq!(civil_from_days(20_511), (2026, 2, 27));
         assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
+
+    #[test]
+    fn a_year_ends_on_the_same_day_except_after_a_leap_day() {
+        // Certificates issued on the 29th to 31st once lost up to three days.
+        assert_eq!(last_day(2027, 11, 29), 29);
+        assert_eq!(last_day(2027, 12, 31), 31);
+        assert_eq!(last_day(2029, 2, 29), 28);
+        assert_eq!(last_day(2028, 2, 29), 29);
+        assert_eq!(last_day(2100, 2, 29), 28);
+        assert_eq!(last_day(2400, 2, 29), 29);
     }
 }

@@ -216,7 +216,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
                     .map_err(|e| Error::Serve(format!("datastore endpoint: {e}")))?,
             );
             let sup = supervisor_state(&pki, ids, None)?;
-            let (ds, encryption) = secrets_encryption(&cfg, ds)?;
+            let (ds, encryption) = secrets_encryption(&cfg, &pki, ds, ids, &shutdown)?;
             let server = apiserver::ApiServer::bind(&api_config(&cfg), &pki, ds, shutdown)
                 .await?
                 .with_supervisor(supervisor::router(sup), None)
@@ -286,7 +286,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let https_server = match &cfg.api {
         Some(_) => {
             let ds = Arc::new(datastore::Embedded::new(node.clone()));
-            match secrets_encryption(&cfg, ds) {
+            match secrets_encryption(&cfg, &pki, ds, ids, &shutdown) {
                 Ok((ds, encryption)) => {
                     apiserver::ApiServer::bind(&api_config(&cfg), &pki, ds, shutdown.clone())
                         .await
@@ -511,11 +511,16 @@ fn peer_config(
 }
 
 /// With `--secrets-encryption`, `ds` wrapped to encrypt Secrets with the keys of
-/// `<data-dir>/server/cred/encryption-config.json` (created with a fresh key if missing).
+/// `<data-dir>/server/cred/encryption-config.json` (created with a fresh key if missing), kept
+/// the same as every other server's through the datastore (sealed with the token's secret)
+/// by a supervised task until `stop`.
 #[allow(clippy::type_complexity)]
 fn secrets_encryption(
     cfg: &ServerConfig,
+    pki: &pki::Pki,
     ds: Arc<dyn datastore::Datastore>,
+    ids: identity::Identity,
+    stop: &CancellationToken,
 ) -> Result<(
     Arc<dyn datastore::Datastore>,
     Option<Arc<encryption::SecretsEncryption>>,
@@ -527,9 +532,27 @@ fn secrets_encryption(
     std::fs::create_dir_all(&cred)
         .map_err(|e| Error::Serve(format!("creating {}: {e}", cred.display())))?;
     let path = cred.join(encryption::config::FILE);
-    let (enc, ds) = encryption::SecretsEncryption::open(path, ds)
+    let (enc, wrapped) = encryption::SecretsEncryption::open(path, ds.clone())
         .map_err(|e| Error::Serve(format!("secrets encryption: {e}")))?;
-    Ok((ds, Some(enc)))
+    let sync = Arc::new(encryption::KeySync::new(
+        ds,
+        &pki.server_token.password,
+        &format!("{}-{:x}", identity::hostname(), ids.member_id),
+    ));
+    let shared = enc.clone();
+    tokio::spawn(tasks::supervise(
+        "secrets-encryption/sync",
+        stop.clone(),
+        move |stop| {
+            let (shared, sync) = (shared.clone(), sync.clone());
+            async move {
+                if let Err(e) = shared.share(sync, stop).await {
+                    tracing::warn!(error = %e, "secrets encryption: sharing the keys failed");
+                }
+            }
+        },
+    ));
+    Ok((wrapped, Some(enc)))
 }
 
 fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {

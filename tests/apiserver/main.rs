@@ -7,7 +7,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod api_fuzz;
 mod apiserver_router;
+mod bombs;
 mod hpa;
 mod kubectl_cel;
 mod kubectl_cel_cost;

@@ -102,19 +102,42 @@ impl KubeClient {
         path: &str,
         body: Option<&Value>,
     ) -> anyhow::Result<(u16, h2::RecvStream)> {
+        let body = body.map(serde_json::to_vec).transpose()?.map(Bytes::from);
+        self.start_raw(method, path, "application/json", body).await
+    }
+
+    async fn start_raw(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: Option<Bytes>,
+    ) -> anyhow::Result<(u16, h2::RecvStream)> {
         let req = http::Request::builder()
             .method(method)
             .uri(format!("https://{}{path}", self.authority))
-            .header("content-type", "application/json")
+            .header("content-type", content_type)
             .header("accept", "application/json")
             .body(())?;
         let mut send = self.send.clone().ready().await?;
         let (resp, mut stream) = send.send_request(req, body.is_none())?;
         if let Some(body) = body {
-            stream.send_data(Bytes::from(serde_json::to_vec(body)?), true)?;
+            stream.send_data(body, true)?;
         }
         let resp = resp.await?;
         Ok((resp.status().as_u16(), resp.into_body()))
+    }
+
+    /// One request with a body of any media type: the status code and the raw answer.
+    pub async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: Option<Bytes>,
+    ) -> anyhow::Result<(u16, Vec<u8>)> {
+        let (code, recv) = self.start_raw(method, path, content_type, body).await?;
+        Ok((code, read_all(recv).await?))
     }
 
     /// One request; the status code and the JSON body.
@@ -124,13 +147,8 @@ impl KubeClient {
         path: &str,
         body: Option<&Value>,
     ) -> anyhow::Result<(u16, Value)> {
-        let (code, mut recv) = self.start(method, path, body).await?;
-        let mut buf = Vec::new();
-        while let Some(chunk) = recv.data().await {
-            let chunk = chunk?;
-            let _ = recv.flow_control().release_capacity(chunk.len());
-            buf.extend_from_slice(&chunk);
-        }
+        let (code, recv) = self.start(method, path, body).await?;
+        let buf = read_all(recv).await?;
         let value = serde_json::from_slice(&buf)
             .with_context(|| format!("{method} {path}: {}", String::from_utf8_lossy(&buf)))?;
         Ok((code, value))
@@ -199,4 +217,15 @@ impl WatchLines {
             }
         }
     }
+}
+
+/// The whole body of a response stream, releasing flow-control capacity as it goes.
+async fn read_all(mut recv: h2::RecvStream) -> anyhow::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    while let Some(chunk) = recv.data().await {
+        let chunk = chunk?;
+        let _ = recv.flow_control().release_capacity(chunk.len());
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf)
 }

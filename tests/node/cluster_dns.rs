@@ -3,7 +3,10 @@
 //! resolv.conf the kubelet wrote (ClusterFirst) resolves `kubernetes.default` and a Service
 //! through its search list, Service names, a
 //! headless Service's pods, a StatefulSet pod's hostname, SRV and PTR records through the
-//! service proxy, while an unknown name under `cluster.local` is NXDOMAIN.
+//! service proxy, while an unknown name under `cluster.local` is NXDOMAIN. Names outside the
+//! cluster are relayed to the node's resolvers (`--kubelet-arg resolv-conf`, here a small
+//! resolver the test runs) for pods, while a source outside the cluster's networks (a second
+//! namespace the test makes) is REFUSED, for outside and cluster names alike.
 //!
 //! As root, inside a network namespace the test makes (a veth pair carries the node IP,
 //! no route out), with the images of `scripts/build-images.sh`. The pod runs its lookups in a
@@ -19,6 +22,12 @@ use serde_json::Value;
 
 const NODE: &str = "dns-1";
 const NODE_IP: &str = "10.99.0.1";
+/// The node's (only) upstream resolver: [`fake_upstream`].
+const UPSTREAM_IP: &str = "10.99.0.2";
+/// What the upstream answers for every A question.
+const OUTSIDE_ANSWER: [u8; 4] = [192, 0, 2, 7];
+/// The source outside the cluster, in its own namespace.
+const STRANGER_IP: &str = "10.98.0.2";
 
 const WORKLOAD: &str = r#"
 apiVersion: v1
@@ -77,6 +86,7 @@ spec:
         q srv -type=srv _http._tcp.web.default.svc.cluster.local
         q ptr 10.43.0.1
         q nope nope.default.svc.cluster.local
+        q outside outside.example.com
         sleep 1
       done
 "#;
@@ -98,6 +108,94 @@ fn ip(args: &[&str]) {
         "ip {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A resolver at `addr:53` that answers every A question with [`OUTSIDE_ANSWER`] (and other
+/// types with no records) until `stop` is set.
+fn fake_upstream(
+    addr: &str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    let sock = std::net::UdpSocket::bind((addr, 53)).expect("bind the fake upstream");
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let Ok((n, peer)) = sock.recv_from(&mut buf) else {
+                continue;
+            };
+            // Header (12 bytes) and one question: name, type (2), class (2).
+            let Some(end) = buf[12..n].iter().position(|b| *b == 0).map(|p| 12 + p + 5) else {
+                continue;
+            };
+            if end > n {
+                continue;
+            }
+            let is_a = buf[end - 4..end - 2] == [0, 1];
+            let mut reply = buf[..end].to_vec();
+            reply[2] = 0x81; // QR, RD
+            reply[3] = 0x80; // RA, NOERROR
+            reply[6..8].copy_from_slice(&[0, u8::from(is_a)]); // ANCOUNT
+            reply[8..12].fill(0);
+            if is_a {
+                // The question's name (pointer), A, IN, TTL 60, 4 bytes.
+                reply.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
+                reply.extend_from_slice(&OUTSIDE_ANSWER);
+            }
+            let _ = sock.send_to(&reply, peer);
+        }
+    })
+}
+
+/// A network namespace outside the cluster, joined to the lab by a veth pair; removed on drop.
+struct Stranger {
+    ns: String,
+}
+
+impl Stranger {
+    fn new() -> Stranger {
+        let ns = format!("{}-out", common::netns::unique_prefix());
+        ip(&["netns", "add", &ns]);
+        let s = Stranger { ns };
+        ip(&[
+            "link", "add", "dnso0", "type", "veth", "peer", "name", "dnso1", "netns", &s.ns,
+        ]);
+        ip(&["addr", "add", "10.98.0.1/24", "dev", "dnso0"]);
+        ip(&["link", "set", "dnso0", "up"]);
+        let inside = |args: &[&str]| {
+            let mut all = vec!["-n", s.ns.as_str()];
+            all.extend_from_slice(args);
+            ip(&all);
+        };
+        inside(&["addr", "add", &format!("{STRANGER_IP}/24"), "dev", "dnso1"]);
+        inside(&["link", "set", "dnso1", "up"]);
+        inside(&["link", "set", "lo", "up"]);
+        inside(&["route", "add", "default", "via", "10.98.0.1"]);
+        s
+    }
+
+    /// `busybox nslookup name server` from the stranger's namespace: its output.
+    fn lookup(&self, name: &str, server: &str) -> String {
+        let busybox = common::require_program("busybox", "busybox-static");
+        let out = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", self.ns))
+            .arg(busybox)
+            .args(["timeout", "10", "nslookup", name, server])
+            .output()
+            .expect("nsenter busybox nslookup");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+    }
 }
 
 #[test]
@@ -126,7 +224,16 @@ fn scenario(lab: &NodeLab) {
     ip(&["addr", "add", &format!("{NODE_IP}/24"), "dev", "dns0"]);
     ip(&["link", "set", "dns0", "up"]);
     ip(&["link", "set", "dns1", "up"]);
-    let (mut server, k) = lab.start_server(NODE, NODE_IP, &FAST_STATUS, &[]);
+    ip(&["addr", "add", &format!("{UPSTREAM_IP}/32"), "dev", "dns1"]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let upstream = fake_upstream(UPSTREAM_IP, stop.clone());
+    let resolv = tempfile::tempdir().unwrap();
+    let resolv_conf = resolv.path().join("resolv.conf");
+    std::fs::write(&resolv_conf, format!("nameserver {UPSTREAM_IP}\n")).unwrap();
+    let resolv_arg = format!("resolv-conf={}", resolv_conf.display());
+    let mut args = FAST_STATUS.to_vec();
+    args.extend_from_slice(&["--kubelet-arg", &resolv_arg]);
+    let (mut server, k) = lab.start_server(NODE, NODE_IP, &args, &[]);
     wait_ready(&mut server, &k);
 
     // The server's kube-dns Service sits at the cluster DNS address and lists the node.
@@ -305,4 +412,24 @@ fn scenario(lab: &NodeLab) {
     let out = lookup("nope", "an unknown name", &|o| o.contains("rc="));
     assert!(out.contains("NXDOMAIN"), "{out}");
     assert!(out.contains("rc=1"), "{out}");
+
+    // Outside names: relayed for the pod; refused to a stranger, as are cluster names.
+    lookup("outside", "outside.example.com from a pod", &|o| {
+        answered(o) && o.contains("Address: 192.0.2.7")
+    });
+    let stranger = Stranger::new();
+    for name in [
+        "outside.example.com",
+        "kubernetes.default.svc.cluster.local",
+    ] {
+        let out = stranger.lookup(name, NODE_IP);
+        assert!(out.contains("REFUSED"), "{name} from {STRANGER_IP}: {out}");
+        assert!(
+            !out.contains("192.0.2.7") && !out.contains("10.43.0.1"),
+            "{out}"
+        );
+    }
+    drop(stranger);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    upstream.join().unwrap();
 }

@@ -2,7 +2,8 @@
 //! Secrets as `k8s:enc:aesgcm:v1:<key>:…` (seen with the real etcdctl on its etcd port) while
 //! kubectl reads them in plain; ConfigMaps stay plain; `k3rs secrets-encrypt status`,
 //! `rotate-keys` (new key, every Secret re-encrypted, old key dropped) and `reencrypt` work and
-//! survive a restart; the key file is 0600; a server without the flag says encryption is off.
+//! survive a restart; the key file is 0600; a server without the flag says encryption is off;
+//! joined servers share the keys, also through a rotation started on any of three servers.
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
@@ -149,7 +150,7 @@ fn without_the_flag_secrets_are_plain_and_the_cli_says_so() {
 }
 
 #[test]
-fn a_joining_server_gets_the_cluster_keys_and_reads_its_secrets() {
+fn servers_share_their_keys_through_joins_and_rotations() {
     let p1 = common::free_port().to_string();
     let (first, k1) =
         Kubectl::start_server(&["--secrets-encryption", "--etcd-peer-port", p1.as_str()]);
@@ -203,5 +204,72 @@ fn a_joining_server_gets_the_cluster_keys_and_reads_its_secrets() {
     assert_eq!(
         k1.ok(&["get", "secret", "s2", "-o", "jsonpath={.data.k}"]),
         "dg=="
+    );
+
+    // A third server; then the keys are rotated on the second, and every server reads every
+    // Secret, each stored with the new key, and holds the same key file.
+    let p3 = common::free_port().to_string();
+    let third = K3rs::join_kubernetes(
+        &first,
+        &first.token(),
+        &["--secrets-encryption", "--etcd-peer-port", p3.as_str()],
+    );
+    let k3 = Kubectl {
+        bin: k1.bin.clone(),
+        kubeconfig: third.kubeconfig(),
+    };
+    common::wait_for(
+        "s1 through the third server",
+        Duration::from_secs(60),
+        || k3.run(&["get", "secret", "s1"]).ok.then_some(()),
+    );
+    k3.ok(&["create", "secret", "generic", "s3", "--from-literal=k=w"]);
+    let rotated = cli_ok(&second, &["rotate-keys"]);
+    let new_key = active_key(&cli_ok(&second, &["status"]));
+    assert_ne!(new_key, key, "{rotated}");
+    let servers = [(&first, &k1), (&second, &k2), (&third, &k3)];
+    for (server, k) in servers {
+        common::wait_for(
+            "the new key on every server",
+            Duration::from_secs(30),
+            || (active_key(&cli_ok(server, &["status"])) == new_key).then_some(()),
+        );
+        assert_eq!(
+            k.ok(&["get", "secret", "s1", "-o", "jsonpath={.data.password}"]),
+            "aHVudGVyMg=="
+        );
+        assert_eq!(
+            k.ok(&["get", "secret", "s2", "-o", "jsonpath={.data.k}"]),
+            "dg=="
+        );
+        assert_eq!(
+            k.ok(&["get", "secret", "s3", "-o", "jsonpath={.data.k}"]),
+            "dw=="
+        );
+        assert_eq!(
+            std::fs::read(keys(server)).unwrap(),
+            std::fs::read(keys(&second)).unwrap(),
+            "{}",
+            keys(server).display()
+        );
+    }
+    for s in ["s1", "s2", "s3"] {
+        let raw = stored(&first, &format!("/registry/secrets/default/{s}"));
+        assert!(
+            raw.starts_with(&format!("k8s:enc:aesgcm:v1:{new_key}:")),
+            "{s}: {raw}"
+        );
+    }
+    // The keys travel sealed: the store never holds them in the clear.
+    let shared = stored(&first, "/k3rs/secrets-encryption/config");
+    assert!(
+        !shared.contains(&new_key),
+        "the shared configuration is sealed"
+    );
+    // New Secrets written through any server are read through the others.
+    k1.ok(&["create", "secret", "generic", "s4", "--from-literal=k=x"]);
+    assert_eq!(
+        k3.ok(&["get", "secret", "s4", "-o", "jsonpath={.data.k}"]),
+        "eA=="
     );
 }

@@ -64,6 +64,15 @@ pub struct Index {
     pub serial: u32,
 }
 
+impl Index {
+    /// Whether `ip` is an endpoint of the `kube-dns` Service: a node serving cluster DNS.
+    pub fn is_dns_node(&self, ip: IpAddr) -> bool {
+        self.services
+            .get(&("kube-system".to_string(), "kube-dns".to_string()))
+            .is_some_and(|s| s.endpoints.iter().any(|e| e.ip == ip))
+    }
+}
+
 /// `10.1.2.3` → `10-1-2-3`, `fd00::1` → `fd00--1`.
 pub fn dashed(ip: &IpAddr) -> String {
     ip.to_string().replace(['.', ':'], "-")

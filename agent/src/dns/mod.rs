@@ -17,6 +17,8 @@
 //! - Names under the cluster domain are answered only from the index, never forwarded; until
 //!   both watches have listed they fail with SERVFAIL.
 //! - The agent keeps running when the DNS port can not be bound (the error is logged).
+//! - Not an open resolver: only the sources [`sources`] allows get answers (others REFUSED),
+//!   each with a bounded number of queries in flight.
 //!
 //! Assumptions: every node answering for the Service listens on the port in its label; pods
 //! are not watched, so pod records are answered from the name (CoreDNS's `pods insecure`)
@@ -24,13 +26,14 @@
 
 pub mod answer;
 pub mod index;
+pub mod sources;
 pub mod upstream;
 pub mod wire;
 
 #[cfg(test)]
 mod tests;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,18 +65,27 @@ pub struct DnsConfig {
     pub cluster_domain: String,
     /// Where names outside the zone go; `None`: the host's ([`upstream::host`]).
     pub upstreams: Option<Vec<SocketAddr>>,
+    /// Who may ask besides the node itself and the nodes serving cluster DNS.
+    pub allowed: sources::Allowed,
 }
 
 struct Shared {
     index: watch::Receiver<Option<Arc<Index>>>,
     domain: String,
     upstreams: Vec<SocketAddr>,
+    allowed: sources::Allowed,
+    in_flight: sources::InFlight,
 }
 
 impl Shared {
-    /// The reply to `request`, if any.
-    async fn handle(&self, request: &[u8], udp: bool) -> Option<Vec<u8>> {
+    /// The reply to `request` from `source`, if any.
+    async fn handle(&self, request: &[u8], source: IpAddr, udp: bool) -> Option<Vec<u8>> {
         let index = self.index.borrow().clone();
+        if !sources::may_ask(source, &self.allowed, index.as_deref()) {
+            tracing::debug!(%source, "dns: refused a source outside the cluster");
+            return wire::refused(request);
+        }
+        let _slot = self.in_flight.admit(source)?;
         match wire::step(request, index.as_deref(), &self.domain, udp) {
             Step::Reply(bytes) => Some(bytes),
             Step::Drop => None,
@@ -93,12 +105,17 @@ impl Shared {
 /// Runs the DNS server until `stop`, with the latest client of `clients` for its watches.
 pub async fn run(clients: watch::Receiver<Client>, cfg: DnsConfig, stop: CancellationToken) {
     let (index_tx, index_rx) = watch::channel(None);
-    let upstreams = cfg.upstreams.clone().unwrap_or_else(upstream::host);
+    let upstreams = cfg
+        .upstreams
+        .clone()
+        .unwrap_or_else(|| upstream::host(None));
     tracing::info!(listen = ?cfg.listen, ?upstreams, "dns: starting");
     let shared = Arc::new(Shared {
         index: index_rx,
         domain: cfg.cluster_domain.to_ascii_lowercase(),
         upstreams,
+        allowed: cfg.allowed.clone(),
+        in_flight: sources::InFlight::default(),
     });
     let mut tasks = tokio::task::JoinSet::new();
     for addr in &cfg.listen {
@@ -138,7 +155,7 @@ async fn serve_udp(sock: UdpSocket, shared: Arc<Shared>) {
         let request = buf[..n].to_vec();
         let (sock, shared) = (sock.clone(), shared.clone());
         tokio::spawn(async move {
-            if let Some(reply) = shared.handle(&request, true).await {
+            if let Some(reply) = shared.handle(&request, peer.ip(), true).await {
                 let _ = sock.send_to(&reply, peer).await;
             }
         });
@@ -148,8 +165,8 @@ async fn serve_udp(sock: UdpSocket, shared: Arc<Shared>) {
 async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) {
     loop {
         match listener.accept().await {
-            Ok((conn, _)) => {
-                tokio::spawn(serve_conn(conn, shared.clone()));
+            Ok((conn, peer)) => {
+                tokio::spawn(serve_conn(conn, peer.ip(), shared.clone()));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "dns: TCP accept failed");
@@ -160,7 +177,7 @@ async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 /// Length-prefixed queries on one connection until EOF or 10 s idle.
-async fn serve_conn(mut conn: TcpStream, shared: Arc<Shared>) {
+async fn serve_conn(mut conn: TcpStream, source: IpAddr, shared: Arc<Shared>) {
     let idle = Duration::from_secs(10);
     loop {
         let mut len = [0u8; 2];
@@ -175,7 +192,7 @@ async fn serve_conn(mut conn: TcpStream, shared: Arc<Shared>) {
         ) {
             return;
         }
-        let Some(reply) = shared.handle(&request, false).await else {
+        let Some(reply) = shared.handle(&request, source, false).await else {
             return;
         };
         let Ok(n) = u16::try_from(reply.len()) else {

@@ -49,12 +49,12 @@ pub fn choose(resolv_conf: Option<&str>, systemd: Option<&str>) -> Vec<SocketAdd
     etc
 }
 
-/// The upstream servers of this host.
-pub fn host() -> Vec<SocketAddr> {
-    let read = |p: &str| std::fs::read_to_string(p).ok();
+/// The upstream servers of this host, from `resolv_conf` (default [`RESOLV_CONF`]).
+pub fn host(resolv_conf: Option<&std::path::Path>) -> Vec<SocketAddr> {
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).ok();
     choose(
-        read(RESOLV_CONF).as_deref(),
-        read(SYSTEMD_RESOLV_CONF).as_deref(),
+        read(resolv_conf.unwrap_or(std::path::Path::new(RESOLV_CONF))).as_deref(),
+        read(std::path::Path::new(SYSTEMD_RESOLV_CONF)).as_deref(),
     )
 }
 

@@ -149,6 +149,12 @@ pub fn servfail(request: &[u8]) -> Option<Vec<u8>> {
     Some(encode(&reply(&req, ResponseCode::ServFail), None))
 }
 
+/// REFUSED for `request` (a source that may not ask); no larger than the question.
+pub fn refused(request: &[u8]) -> Option<Vec<u8>> {
+    let req = Message::from_vec(request).ok()?;
+    Some(encode(&reply(&req, ResponseCode::Refused), None))
+}
+
 #[cfg(test)]
 mod tests {
     use hickory_proto::op::Query;

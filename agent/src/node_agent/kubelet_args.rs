@@ -22,6 +22,7 @@ pub const KNOWN: &[&str] = &[
     "pod-manifest-path",
     "port",
     "register-with-taints",
+    "resolv-conf",
 ];
 
 /// What `--kubelet-arg`s set.
@@ -44,6 +45,9 @@ pub struct KubeletArgs {
     /// The kubelet API's port (upstream's `--port`, 10250).
     pub port: Option<u16>,
     pub register_with_taints: Vec<Taint>,
+    /// The resolv.conf pods with `dnsPolicy: Default` get and the cluster DNS forwards to
+    /// (default `/etc/resolv.conf`, as the kubelet's `--resolv-conf`).
+    pub resolv_conf: Option<std::path::PathBuf>,
 }
 
 /// A Go duration (`10s`, `1m30s`, `1.5h`), as the kubelet's flags take it.
@@ -133,6 +137,7 @@ impl KubeletArgs {
                         out.register_with_taints.push(node::parse_taint(t)?);
                     }
                 }
+                "resolv-conf" => out.resolv_conf = Some(v.into()),
                 _ => {
                     return Err(format!(
                         "--kubelet-arg: unknown kubelet flag {k:?} (k3rs understands: {})",
@@ -173,8 +178,13 @@ mod tests {
             "cgroup-root=/k3rs",
             "cluster-dns=10.43.0.10",
             "cluster-domain=example.local",
+            "resolv-conf=/run/k3rs/resolv.conf",
         ]))
         .unwrap();
+        assert_eq!(
+            b.resolv_conf.as_deref(),
+            Some(std::path::Path::new("/run/k3rs/resolv.conf"))
+        );
         assert_eq!(b.cgroup_root.as_deref(), Some("/k3rs"));
         assert_eq!(
             b.cluster_dns,
@@ -215,7 +225,8 @@ mod tests {
                 "--kubelet-arg: unknown kubelet flag \"cgroup-driver\" (k3rs understands: \
                  cgroup-root, cluster-dns, cluster-domain, container-log-max-files, \
                  container-log-max-size, max-pods, node-labels, \
-                 node-status-update-frequency, pod-manifest-path, port, register-with-taints)"
+                 node-status-update-frequency, pod-manifest-path, port, register-with-taints, \
+                 resolv-conf)"
                     .into()
             )
         );

@@ -93,7 +93,9 @@ pub fn node_context(cfg: &AgentConfig) -> NodeContext {
     } else {
         cfg.kubelet.cluster_dns.clone()
     };
-    let host = std::fs::read_to_string("/etc/resolv.conf")
+    let resolv_conf = (cfg.kubelet.resolv_conf.as_deref())
+        .unwrap_or(std::path::Path::new(crate::dns::upstream::RESOLV_CONF));
+    let host = std::fs::read_to_string(resolv_conf)
         .ok()
         .map(|t| parse_resolv_conf(&t));
     NodeContext {

@@ -50,10 +50,16 @@ pub fn parse(media: &str, bytes: &[u8]) -> ApiResult<Value> {
             ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
         })?,
         super::protobuf::MEDIA_TYPE => super::protobuf::decode(bytes)?,
-        "application/yaml" | "application/x-yaml" | "text/yaml" => serde_norway::from_slice(bytes)
-            .map_err(|e| {
+        "application/yaml" | "application/x-yaml" | "text/yaml" => {
+            if flow_depth(bytes) > MAX_YAML_FLOW_DEPTH {
+                return Err(ApiError::bad_request(format!(
+                    "error converting YAML to JSON: yaml: exceeded max depth of {MAX_YAML_FLOW_DEPTH}"
+                )));
+            }
+            serde_norway::from_slice(bytes).map_err(|e| {
                 ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}"))
-            })?,
+            })?
+        }
         other => return Err(ApiError::unsupported_media_type(other)),
     };
     if !value.is_object() {
@@ -62,6 +68,39 @@ pub fn parse(media: &str, bytes: &[u8]) -> ApiResult<Value> {
         ));
     }
     Ok(value)
+}
+
+/// How deep `[`/`{` may nest in a YAML body before it is refused unparsed: the YAML parser
+/// takes time quadratic in the nesting of flow collections (100,000 levels: over a minute),
+/// while the decoder refuses more than 128 levels anyway. High enough that brackets inside
+/// scalars never reach it.
+pub const MAX_YAML_FLOW_DEPTH: usize = 1000;
+
+/// The deepest nesting of `[`/`{` in `bytes` outside quoted scalars and comments (an
+/// over-estimate elsewhere, e.g. brackets inside plain or block scalars).
+pub fn flow_depth(bytes: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut quote: Option<u8> = None;
+    let mut comment = false;
+    let mut prev = b'\n';
+    for &b in bytes {
+        match (quote, comment, b) {
+            (_, true, b'\n') => comment = false,
+            (_, true, _) => {}
+            (Some(q), _, _) if b == q => quote = None,
+            (Some(_), _, _) => {}
+            (None, _, b'"' | b'\'') => quote = Some(b),
+            (None, _, b'#') if prev.is_ascii_whitespace() => comment = true,
+            (None, _, b'[' | b'{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (None, _, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = b;
+    }
+    deepest
 }
 
 /// Checks (and fills in when absent) `apiVersion` and `kind` against what the path serves.
@@ -116,6 +155,38 @@ mod tests {
         assert_eq!(parse("application/yaml", b"a: [").unwrap_err().code, 400);
         assert_eq!(parse("application/json", b"[1]").unwrap_err().code, 400);
         assert_eq!(parse("text/plain", b"{}").unwrap_err().code, 415);
+    }
+
+    #[test]
+    fn deep_yaml_is_refused_before_the_parser_sees_it() {
+        let deep = format!("v: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        let t0 = std::time::Instant::now();
+        let err = parse("application/yaml", deep.as_bytes()).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(
+            err.message.contains("exceeded max depth"),
+            "{}",
+            err.message
+        );
+        assert!(t0.elapsed() < std::time::Duration::from_secs(1));
+        // Brackets in quotes and comments do not count; real nesting just under the parser's
+        // limit parses.
+        assert_eq!(flow_depth(b"a: \"[[[\"\nb: '{{' # [[[\nc: [1, [2]]\n"), 2);
+        let ok = format!("v: {}{}\n", "[".repeat(100), "]".repeat(100));
+        assert!(parse("application/yaml", ok.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn billion_laughs_are_refused() {
+        let mut y = String::from(
+            "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+        );
+        for w in ["a", "b", "c", "d", "e", "f", "g", "h", "i"].windows(2) {
+            let refs = vec![format!("*{}", w[0]); 9].join(",");
+            y.push_str(&format!("{}: &{} [{refs}]\n", w[1], w[1]));
+        }
+        let err = parse("application/yaml", y.as_bytes()).unwrap_err();
+        assert_eq!(err.code, 400, "{}", err.message);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! approve|deny` PUT the request to `/approval` that way (k8s.io/api
 //! `certificates/v1/generated.proto` field numbers).
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 use prost::Message;
 use serde_json::{json, Map, Value};
@@ -81,7 +81,9 @@ struct CertificateSigningRequest {
 /// A set (non-zero) time as RFC 3339; Go's zero time is unset.
 fn time(t: Option<Time>) -> Option<String> {
     let secs = t.and_then(|t| t.seconds).filter(|s| *s > 0)?;
-    Some(rfc3339(UNIX_EPOCH + Duration::from_secs(secs as u64)))
+    Some(rfc3339(k3rs_apimachinery::meta::seconds_after(
+        UNIX_EPOCH, secs,
+    )))
 }
 
 fn b64(bytes: Option<Vec<u8>>) -> Option<String> {

@@ -3,7 +3,7 @@
 //! graceful deletion (deletionTimestamp + deletionGracePeriodSeconds), deletecollection, and
 //! namespace termination (Terminating first; gone once the namespace controller finalized it).
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use serde_json::{json, Value};
 
@@ -111,7 +111,7 @@ impl Registry {
                 let mut new = old.clone();
                 let m = meta::metadata_mut(&mut new);
                 if !m.contains_key("deletionTimestamp") {
-                    let at = SystemTime::now() + Duration::from_secs(grace as u64);
+                    let at = meta::seconds_after(SystemTime::now(), grace);
                     m.insert("deletionTimestamp".into(), json!(meta::rfc3339(at)));
                     m.insert("deletionGracePeriodSeconds".into(), json!(grace));
                 }

@@ -11,6 +11,7 @@ mod delete;
 mod event_ttl;
 pub mod eviction;
 pub mod keys;
+pub mod limits;
 mod list;
 pub mod managed_fields;
 pub mod patch;
@@ -205,7 +206,11 @@ pub fn encode(obj: &Value) -> ApiResult<Vec<u8>> {
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
-    rmp_serde::to_vec_named(&obj).map_err(|e| ApiError::internal(format!("encoding object: {e}")))
+    limits::check_depth(&obj)?;
+    let bytes = rmp_serde::to_vec_named(&obj)
+        .map_err(|e| ApiError::internal(format!("encoding object: {e}")))?;
+    limits::check_size(&bytes)?;
+    Ok(bytes)
 }
 
 /// Serializes an object written through `r` in its stored form (events.k8s.io Events are

@@ -3,8 +3,6 @@
 //! tolerated, after the smallest `tolerationSeconds` of the tolerations used otherwise, never
 //! when they tolerate it forever.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::jiff::Timestamp;
 
@@ -67,8 +65,7 @@ pub fn eviction(tolerations: &[Toleration], taints: &[Taint], now: Timestamp) ->
         .map(|t| t.time_added.as_ref().map_or(now, |x| x.0))
         .max()
         .unwrap_or(now);
-    let wait = Duration::from_secs(seconds.max(0) as u64);
-    Eviction::At(start + wait)
+    Eviction::At(k3rs_apimachinery::meta::timestamp_after(start, seconds))
 }
 
 #[cfg(test)]

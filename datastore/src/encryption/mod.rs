@@ -5,9 +5,11 @@ pub mod client;
 pub mod config;
 pub mod ops;
 pub mod store;
+pub mod sync;
 pub mod transformer;
 
 pub use config::Config;
 pub use ops::SecretsEncryption;
 pub use store::Encrypted;
+pub use sync::KeySync;
 pub use transformer::Transformer;

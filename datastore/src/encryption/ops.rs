@@ -2,12 +2,18 @@
 //! with the current key, rotate to a fresh key. One operation at a time per server.
 
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
 
 use serde_json::{json, Value};
 
 use super::config::{Config, ConfigError};
 use super::store::{reencrypt, Encrypted};
+use super::sync::{KeySync, SyncError, HEARTBEAT};
 use super::transformer::{TransformError, Transformer};
 use crate::Datastore;
 
@@ -20,7 +26,12 @@ pub enum OpError {
     Key(#[from] TransformError),
     #[error("re-encrypting the secrets: {0}")]
     Store(#[from] crate::Error),
+    #[error("sharing the keys with the other servers: {0}")]
+    Sync(#[from] SyncError),
 }
+
+/// How long a rotation waits for every live server to install a step.
+pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A server's secrets encryption: its key file, the live transformer and the raw store.
 pub struct SecretsEncryption {
@@ -28,6 +39,10 @@ pub struct SecretsEncryption {
     config: tokio::sync::Mutex<Config>,
     transformer: Arc<RwLock<Transformer>>,
     raw: Arc<dyn Datastore>,
+    /// The other servers, once [`SecretsEncryption::share`] runs.
+    sync: OnceLock<Arc<KeySync>>,
+    /// The revision of the shared configuration installed here (0: none yet).
+    installed: AtomicI64,
 }
 
 impl std::fmt::Debug for SecretsEncryption {
@@ -60,6 +75,8 @@ impl SecretsEncryption {
             config: tokio::sync::Mutex::new(config),
             transformer,
             raw,
+            sync: OnceLock::new(),
+            installed: AtomicI64::new(0),
         });
         Ok((this, store))
     }
@@ -75,23 +92,113 @@ impl SecretsEncryption {
         Ok(reencrypt(&*self.raw, &self.transformer).await?)
     }
 
-    /// A fresh key goes first (the old ones still decrypt), every Secret is re-encrypted with
-    /// it, then the old keys are dropped. The key file is written before each step that
-    /// depends on it, so a crash leaves a file that decrypts everything stored.
+    /// A fresh key is added, made the write key, every Secret is re-encrypted with it, then
+    /// the old keys are dropped. The key file is written before each step that depends on it,
+    /// so a crash leaves a file that decrypts everything stored. With other servers (HA) each
+    /// step is published and every live server must install it before the next: first the new
+    /// key only to read, then to write, so that no server meets a Secret it cannot decrypt.
     pub async fn rotate_keys(&self) -> Result<Value, OpError> {
         let mut config = self.config.lock().await;
-        let mut next = config.clone();
-        next.keys
-            .insert(0, Config::generate(&key_name()).keys.remove(0));
-        next.encrypt = true;
-        self.install(&mut config, next)?;
+        let fresh = Config::generate(&key_name()).keys.remove(0);
+        let mut readable = config.clone();
+        readable.keys.push(fresh.clone());
+        readable.encrypt = true;
+        self.step(&mut config, readable, true).await?;
+        let mut writing = config.clone();
+        writing.keys.retain(|k| k.0 != fresh.0);
+        writing.keys.insert(0, fresh);
+        self.step(&mut config, writing, true).await?;
         let rewritten = reencrypt(&*self.raw, &self.transformer).await?;
         let mut last = config.clone();
         last.keys.truncate(1);
-        self.install(&mut config, last)?;
+        self.step(&mut config, last, false).await?;
         let mut out = status_json(&config);
         out["reencrypted"] = json!(rewritten);
         Ok(out)
+    }
+
+    /// Installs `next` here and, when shared, on every server (waiting for them when `wait`).
+    async fn step(&self, current: &mut Config, next: Config, wait: bool) -> Result<(), OpError> {
+        let Some(sync) = self.sync.get() else {
+            return self.install(current, next);
+        };
+        let revision = sync
+            .publish(&next, self.installed.load(Ordering::SeqCst))
+            .await?;
+        self.install(current, next)?;
+        self.installed.store(revision, Ordering::SeqCst);
+        sync.acknowledge(revision).await?;
+        if wait {
+            sync.wait_applied(revision, INSTALL_TIMEOUT).await?;
+        }
+        Ok(())
+    }
+
+    /// Keeps this server's keys the cluster's until `stop`: adopts the shared configuration (or
+    /// publishes this one when there is none yet), then installs every one published and
+    /// acknowledges it. Returns on a store error (the caller restarts it).
+    pub async fn share(&self, sync: Arc<KeySync>, stop: CancellationToken) -> Result<(), OpError> {
+        let sync = self.sync.get_or_init(|| sync).clone();
+        loop {
+            let revision = {
+                let mut config = self.config.lock().await;
+                match sync.fetch().await? {
+                    Some((shared, revision)) => {
+                        if shared != *config {
+                            tracing::info!(keys = ?shared.key_names(), "secrets encryption: installing the cluster's keys");
+                            self.install(&mut config, shared)?;
+                        }
+                        revision
+                    }
+                    None => match sync.publish(&config, 0).await {
+                        Ok(r) => r,
+                        Err(SyncError::Raced) => continue,
+                        Err(e) => return Err(e.into()),
+                    },
+                }
+            };
+            self.installed.store(revision, Ordering::SeqCst);
+            sync.acknowledge(revision).await?;
+            let mut events = sync.watch(revision).await?;
+            let mut beat = tokio::time::interval(HEARTBEAT);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return Ok(()),
+                    _ = beat.tick() => sync.acknowledge(self.installed.load(Ordering::SeqCst)).await?,
+                    item = events.next() => match item {
+                        Some(crate::WatchItem::Events(evs)) => {
+                            for ev in evs {
+                                if let crate::Event::Put { kv, .. } = ev {
+                                    self.adopt(&sync, &kv.value, kv.mod_revision).await?;
+                                }
+                            }
+                        }
+                        Some(crate::WatchItem::Progress { .. }) => {}
+                        _ => break,
+                    },
+                }
+            }
+        }
+    }
+
+    /// Installs a published configuration unless this server already has it (its own step).
+    async fn adopt(&self, sync: &KeySync, sealed: &[u8], revision: i64) -> Result<(), OpError> {
+        if revision <= self.installed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let shared = sync.open_value(sealed)?;
+        let mut config = self.config.lock().await;
+        if revision <= self.installed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if shared != *config {
+            tracing::info!(keys = ?shared.key_names(), "secrets encryption: installing the cluster's keys");
+            self.install(&mut config, shared)?;
+        }
+        self.installed.store(revision, Ordering::SeqCst);
+        drop(config);
+        sync.acknowledge(revision).await?;
+        Ok(())
     }
 
     fn install(&self, current: &mut Config, next: Config) -> Result<(), OpError> {
