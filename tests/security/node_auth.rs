@@ -320,7 +320,13 @@ fn a_node_mints_tokens_only_for_its_own_pods() {
         &uid(&admin, "mine-other-sa"),
         "1h",
     );
-    assert!(!out.ok && out.stderr.contains("Forbidden"), "{out:?}");
+    assert!(
+        !out.ok
+            && out
+                .stderr
+                .contains("no relationship found between node 'n2'"),
+        "{out:?}"
+    );
 
     // The lifetime bounds: under 10 minutes is 422 for everyone; beyond u64 too; an admin's
     // long token is not shortened.
