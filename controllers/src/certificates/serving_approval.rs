@@ -17,6 +17,8 @@
 //! A loopback address reaches only the machine it is used on, so nodes may share one (test
 //! clusters run every node at 127.0.0.1): it is never another node's.
 
+use std::net::IpAddr;
+
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
 
@@ -54,51 +56,64 @@ fn reserved_name(d: &str) -> bool {
         || d.starts_with("kubernetes.default.svc.")
 }
 
-fn reserved_ip(ip: std::net::IpAddr) -> bool {
+fn reserved_ip(ip: IpAddr) -> bool {
     ip.is_unspecified() || ip.is_multicast()
 }
 
 /// A Node's DNS names (its name and DNS-type addresses) and IP addresses.
-fn names_of(node: &Node) -> (Vec<String>, Vec<std::net::IpAddr>) {
-    let addresses = node
-        .status
-        .as_ref()
-        .and_then(|s| s.addresses.clone())
-        .unwrap_or_default();
-    let mut dns: Vec<String> = node.metadata.name.iter().cloned().collect();
-    let mut ips = Vec::new();
-    for a in addresses {
-        match a.type_.as_str() {
-            "Hostname" | "InternalDNS" | "ExternalDNS" => dns.push(a.address),
-            "InternalIP" | "ExternalIP" => ips.extend(a.address.parse::<std::net::IpAddr>().ok()),
-            _ => {}
+struct NodeNames {
+    node: String,
+    dns: Vec<String>,
+    ips: Vec<IpAddr>,
+}
+
+impl NodeNames {
+    fn of(node: &Node) -> NodeNames {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let addresses = node
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.clone())
+            .unwrap_or_default();
+        let mut dns = vec![name.clone()];
+        let mut ips = Vec::new();
+        for a in addresses {
+            match a.type_.as_str() {
+                "Hostname" | "InternalDNS" | "ExternalDNS" => dns.push(a.address),
+                "InternalIP" | "ExternalIP" => ips.extend(a.address.parse::<IpAddr>().ok()),
+                _ => {}
+            }
+        }
+        NodeNames {
+            node: name,
+            dns,
+            ips,
         }
     }
-    (dns, ips)
+
+    fn has_dns(&self, d: &str) -> bool {
+        self.dns.iter().any(|o| o.eq_ignore_ascii_case(d))
+    }
 }
 
 /// Whether every SAN of `req` is among `node`'s name and addresses, is not reserved and is
 /// no other Node's in `nodes` (`Err`: the first SAN that fails, and why).
 pub fn sans_match(req: &Request, node: &Node, nodes: &[Node]) -> Result<(), String> {
-    let name = node.metadata.name.clone().unwrap_or_default();
-    let (own_dns, own_ips) = names_of(node);
-    let others: Vec<(String, (Vec<String>, Vec<std::net::IpAddr>))> = nodes
+    let own = NodeNames::of(node);
+    let others: Vec<NodeNames> = nodes
         .iter()
-        .filter(|n| n.metadata.name.as_deref() != Some(name.as_str()))
-        .map(|n| (n.metadata.name.clone().unwrap_or_default(), names_of(n)))
+        .map(NodeNames::of)
+        .filter(|n| n.node != own.node)
         .collect();
     for d in &req.dns_names {
         if reserved_name(d) {
             return Err(format!("DNS name {d:?} is reserved"));
         }
-        if !own_dns.iter().any(|o| o.eq_ignore_ascii_case(d)) {
+        if !own.has_dns(d) {
             return Err(format!("DNS name {d:?} is not the node's"));
         }
-        if let Some((other, _)) = others
-            .iter()
-            .find(|(_, (dns, _))| dns.iter().any(|o| o.eq_ignore_ascii_case(d)))
-        {
-            return Err(format!("DNS name {d:?} is node {other:?}'s"));
+        if let Some(other) = others.iter().find(|o| o.has_dns(d)) {
+            return Err(format!("DNS name {d:?} is node {:?}'s", other.node));
         }
     }
     for ip in &req.ip_addresses {
@@ -108,14 +123,12 @@ pub fn sans_match(req: &Request, node: &Node, nodes: &[Node]) -> Result<(), Stri
         if reserved_ip(want) {
             return Err(format!("IP address {want} is reserved"));
         }
-        if !own_ips.contains(&want) {
+        if !own.ips.contains(&want) {
             return Err(format!("IP address {want} is not the node's"));
         }
-        let shared = |(_, (_, ips)): &&(String, (Vec<String>, Vec<std::net::IpAddr>))| {
-            !want.is_loopback() && ips.contains(&want)
-        };
-        if let Some((other, _)) = others.iter().find(shared) {
-            return Err(format!("IP address {want} is node {other:?}'s"));
+        let shared = |o: &&NodeNames| !want.is_loopback() && o.ips.contains(&want);
+        if let Some(other) = others.iter().find(shared) {
+            return Err(format!("IP address {want} is node {:?}'s", other.node));
         }
     }
     Ok(())
