@@ -16,3 +16,6 @@ pub const NODE_USER_PREFIX: &str = "system:node:";
 pub const CONTROLLER_MANAGER: &str = "system:kube-controller-manager";
 /// Identity of the in-process scheduler.
 pub const SCHEDULER: &str = "system:kube-scheduler";
+/// The annotation of a kubelet client CertificateSigningRequest carrying the node's password
+/// (k3rs's node passwords, after k3s's); the API server checks and removes it before storing.
+pub const NODE_PASSWORD_ANNOTATION: &str = "k3rs.io/node-password";

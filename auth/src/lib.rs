@@ -16,6 +16,7 @@ pub mod authz;
 pub mod bootstrap_token;
 pub mod impersonation;
 pub mod node;
+pub mod node_password;
 pub mod node_restriction;
 pub mod oidc;
 pub mod rbac;

@@ -8,6 +8,8 @@
 //!   changing its taints on update; create only mirror pods bound to itself that reference no
 //!   secrets, configmaps, claims or service accounts; update the status of, evict and delete
 //!   only pods bound to itself; create only its own Lease in `kube-node-lease`.
+//! - A node's TokenRequest must be bound to a pod (by name and uid) that is bound to the node
+//!   and runs as the requested service account ([`admit_token_request`]).
 //! - Refusals are upstream's messages; the caller renders them as 403 `Forbidden`.
 
 use std::collections::BTreeSet;
@@ -71,18 +73,66 @@ fn node_of(pod: Option<&Value>) -> &str {
         .unwrap_or_default()
 }
 
-/// `Err(message)` when `user`, a node, may not make this write.
-pub fn admit(user: &UserInfo, r: &Request<'_>) -> Result<(), String> {
+/// The node `user` is, when it is one (`system:node:<name>` in `system:nodes`); `Err` for a
+/// node user whose name is missing.
+pub fn requesting_node(user: &UserInfo) -> Option<Result<&str, String>> {
     if !user.in_group(super::user::NODES_GROUP)
         || !user.username.starts_with(super::user::NODE_USER_PREFIX)
     {
-        return Ok(());
+        return None;
     }
-    let Some(node) = user.node_name() else {
+    Some(
+        user.node_name()
+            .ok_or_else(|| format!("could not determine node from user {:?}", user.username)),
+    )
+}
+
+/// The bound object a TokenRequest names: `(kind, name, uid)` (uid empty when not given).
+pub type BoundRef<'a> = (&'a str, &'a str, &'a str);
+
+/// `Err(message)` when `node` may not mint a token for `service_account` bound to `bound`
+/// (upstream's `admitServiceAccount`, and the pod's account checked here too so a node never
+/// gets a token for an account its pod does not run as). `pod` is the stored pod `bound`
+/// names, when it exists (a missing pod is the caller's 404).
+pub fn admit_token_request(
+    node: &str,
+    service_account: &str,
+    bound: Option<BoundRef<'_>>,
+    pod: Option<&Value>,
+) -> Result<(), String> {
+    let Some((kind, name, uid)) = bound.filter(|(k, n, _)| *k == "Pod" && !n.is_empty()) else {
+        return Err("node requested token not bound to a pod".into());
+    };
+    debug_assert_eq!(kind, "Pod");
+    if uid.is_empty() {
+        return Err("node requested token with a pod binding without a uid".into());
+    }
+    let Some(pod) = pod else {
+        return Err(format!("pod {name:?} not found"));
+    };
+    let stored_uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+    if uid != stored_uid {
+        return Err(format!("the UID in the bound object reference ({uid}) does not match the UID in record. The object might have been deleted and then recreated"));
+    }
+    if node_of(Some(pod)) != node {
+        return Err("node requested token bound to a pod scheduled on a different node".into());
+    }
+    let runs_as = pod["spec"]["serviceAccountName"]
+        .as_str()
+        .unwrap_or_default();
+    if runs_as != service_account {
         return Err(format!(
-            "could not determine node from user {:?}",
-            user.username
+            "node requested token for service account {service_account:?} bound to a pod running as {runs_as:?}"
         ));
+    }
+    Ok(())
+}
+
+/// `Err(message)` when `user`, a node, may not make this write.
+pub fn admit(user: &UserInfo, r: &Request<'_>) -> Result<(), String> {
+    let node = match requesting_node(user) {
+        None => return Ok(()),
+        Some(node) => node?,
     };
     match (r.group, r.resource) {
         ("", "pods") => admit_pod(node, r),
@@ -144,7 +194,8 @@ fn admit_pod(node: &str, r: &Request<'_>) -> Result<(), String> {
             }
             Ok(())
         }
-        (Operation::Create, "eviction") => {
+        // The pod deletion an eviction makes is checked like the eviction itself.
+        (Operation::Create | Operation::Delete, "eviction") => {
             if node_of(r.old) != node {
                 return Err(format!(
                     "node {node:?} can only evict pods with spec.nodeName set to itself"
@@ -356,6 +407,51 @@ mod tests {
         elsewhere["spec"]["nodeName"] = json!("n2");
         let r = req(Operation::Create, "pods", "", "p", Some(&elsewhere), None);
         assert!(admit(&n1(), &r).is_err());
+    }
+
+    #[test]
+    fn tokens_only_for_own_pods_by_uid_and_account() {
+        let pod = |node: &str| {
+            json!({"metadata": {"name": "p", "uid": "u1"},
+                "spec": {"nodeName": node, "serviceAccountName": "sa"}})
+        };
+        let mine = pod("n1");
+        let admit = |sa: &str, bound: Option<BoundRef<'_>>, pod: Option<&Value>| {
+            admit_token_request("n1", sa, bound, pod)
+        };
+        assert_eq!(admit("sa", Some(("Pod", "p", "u1")), Some(&mine)), Ok(()));
+        assert_eq!(
+            admit("sa", None, None),
+            Err("node requested token not bound to a pod".into())
+        );
+        assert_eq!(
+            admit("sa", Some(("Secret", "s", "u")), None),
+            Err("node requested token not bound to a pod".into())
+        );
+        assert_eq!(
+            admit("sa", Some(("Pod", "p", "")), Some(&mine)),
+            Err("node requested token with a pod binding without a uid".into())
+        );
+        assert!(admit("sa", Some(("Pod", "p", "u2")), Some(&mine))
+            .unwrap_err()
+            .starts_with("the UID in the bound object reference (u2) does not match"));
+        assert_eq!(
+            admit("sa", Some(("Pod", "p", "u1")), Some(&pod("n2"))),
+            Err("node requested token bound to a pod scheduled on a different node".into())
+        );
+        assert_eq!(
+            admit("sa", Some(("Pod", "p", "u1")), Some(&pod(""))),
+            Err("node requested token bound to a pod scheduled on a different node".into())
+        );
+        assert_eq!(
+            admit("other", Some(("Pod", "p", "u1")), Some(&mine)),
+            Err("node requested token for service account \"other\" bound to a pod running as \"sa\"".into())
+        );
+        assert_eq!(
+            requesting_node(&UserInfo::authenticated("alice", vec![])),
+            None
+        );
+        assert_eq!(requesting_node(&n1()), Some(Ok("n1")));
     }
 
     #[test]

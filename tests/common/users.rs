@@ -124,6 +124,16 @@ pub fn cert_files_kubeconfig(server: &K3rs, name: &str, cert: &Path, key: &Path)
 /// A PEM certificate request for `subject` (e.g. `/O=system:nodes/CN=system:node:n1`) with a
 /// new P-256 key; returns `(request PEM, key path)`, the key in the server's data dir.
 pub fn certificate_request(server: &K3rs, name: &str, subject: &str) -> (String, PathBuf) {
+    certificate_request_with_sans(server, name, subject, &[])
+}
+
+/// [`certificate_request`] asking also for the subjectAltNames `sans` (`DNS:x`, `IP:1.2.3.4`).
+pub fn certificate_request_with_sans(
+    server: &K3rs,
+    name: &str,
+    subject: &str,
+    sans: &[&str],
+) -> (String, PathBuf) {
     let dir = server.data_dir().join("test-users");
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join(format!("{name}.key"));
@@ -138,16 +148,15 @@ pub fn certificate_request(server: &K3rs, name: &str, subject: &str) -> (String,
         "-out",
         &p(&key),
     ]);
-    openssl(&[
-        "req",
-        "-new",
-        "-key",
-        &p(&key),
-        "-subj",
-        subject,
-        "-out",
-        &p(&csr),
-    ]);
+    let san = format!("subjectAltName={}", sans.join(","));
+    let (key_path, csr_path) = (p(&key), p(&csr));
+    let mut args = vec![
+        "req", "-new", "-key", &key_path, "-subj", subject, "-out", &csr_path,
+    ];
+    if !sans.is_empty() {
+        args.extend(["-addext", &san]);
+    }
+    openssl(&args);
     (std::fs::read_to_string(&csr).unwrap(), key)
 }
 

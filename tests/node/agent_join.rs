@@ -5,7 +5,9 @@
 //! NodeRestriction, the Node registered with its labels, taints, addresses, capacity and
 //! nodeInfo, NotReady with the runtime-down message when no containerd answers, the Lease
 //! renewed, a restart reusing the identity; and a wrong
-//! CA hash or token refused with a clear message and no credential written.
+//! CA hash or token refused with a clear message and no credential written. Node passwords:
+//! a second agent under an existing node name (its own data dir, so its own password) is
+//! refused while the first keeps working, and joins once the node's password Secret is gone.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -43,8 +45,13 @@ fn agent_command(server_url: &str, token: &str, data_dir: &Path, extra: &[&str])
 
 /// Runs an agent that must refuse to join; its exit status and output.
 fn refused(server_url: &str, token: &str, data_dir: &Path) -> String {
+    refused_as(server_url, token, data_dir, &["--node-name", "refused"])
+}
+
+/// [`refused`] with these agent arguments.
+fn refused_as(server_url: &str, token: &str, data_dir: &Path, args: &[&str]) -> String {
     let out = common::process::run_with_timeout(
-        agent_command(server_url, token, data_dir, &["--node-name", "refused"]),
+        agent_command(server_url, token, data_dir, args),
         None,
         Duration::from_secs(60),
     );
@@ -106,38 +113,46 @@ fn wait_lease_renewed(k: &Kubectl, node: &str) {
     );
 }
 
+/// The `edge-1` agent's arguments (no runtime answers on its endpoint).
+fn edge_args(data_dir: &Path) -> Vec<String> {
+    [
+        "--node-name",
+        "edge-1",
+        "--node-ip",
+        "10.99.0.5",
+        "--node-label",
+        "tier=edge",
+        "--node-taint",
+        "dedicated=edge:NoSchedule",
+        "--kubelet-arg",
+        "node-status-update-frequency=2s",
+        // No runtime answers there.
+        "--container-runtime-endpoint",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([format!(
+        "unix://{}",
+        data_dir.join("no-runtime.sock").display()
+    )])
+    .collect()
+}
+
 fn start_agent(server_url: &str, token: &str, data_dir: &Path, log: &Path) -> ChildGuard {
-    let cmd = agent_command(
-        server_url,
-        token,
-        data_dir,
-        &[
-            "--node-name",
-            "edge-1",
-            "--node-ip",
-            "10.99.0.5",
-            "--node-label",
-            "tier=edge",
-            "--node-taint",
-            "dedicated=edge:NoSchedule",
-            "--kubelet-arg",
-            "node-status-update-frequency=2s",
-            // No runtime answers there.
-            "--container-runtime-endpoint",
-            &format!("unix://{}", data_dir.join("no-runtime.sock").display()),
-        ],
-    );
-    ChildGuard::spawn("k3rs agent", cmd, log)
+    let args = edge_args(data_dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ChildGuard::spawn(
+        "k3rs agent",
+        agent_command(server_url, token, data_dir, &args),
+        log,
+    )
 }
 
 #[test]
 fn an_agent_joins_by_token_and_registers_its_node() {
     let (server, admin) = Kubectl::start_server(&[]);
     let url = format!("https://127.0.0.1:{}", server.https_port());
-    let token = std::fs::read_to_string(server.data_dir().join("server/agent-token"))
-        .unwrap()
-        .trim()
-        .to_string();
+    let token = agent_token(&server);
     let (hash, bearer) = token.strip_prefix("K10").unwrap().split_once("::").unwrap();
     let work = tempfile::tempdir().unwrap();
 
@@ -379,4 +394,125 @@ fn an_agent_joins_by_token_and_registers_its_node() {
     let again = json(&admin, &["get", "node", "edge-1"]);
     assert_eq!(again["metadata"]["uid"], uid);
     agent.assert_running();
+}
+
+fn agent_token(server: &common::K3rs) -> String {
+    std::fs::read_to_string(server.data_dir().join("server/agent-token"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// The stored hash of `node`'s password, if its Secret exists.
+fn password_hash(k: &Kubectl, node: &str) -> Option<String> {
+    use base64::Engine;
+    let secret = format!("{node}.node-password.k3rs");
+    let out = k.run(&[
+        "get",
+        "secret",
+        "-n",
+        "kube-system",
+        &secret,
+        "-o",
+        "jsonpath={.data.hash}",
+    ]);
+    out.ok.then(|| {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(out.stdout.trim())
+            .unwrap();
+        String::from_utf8(bytes).unwrap()
+    })
+}
+
+#[test]
+fn a_second_agent_cannot_take_an_existing_node_name() {
+    let (server, admin) = Kubectl::start_server(&[]);
+    let url = format!("https://127.0.0.1:{}", server.https_port());
+    let token = agent_token(&server);
+    let work = tempfile::tempdir().unwrap();
+
+    let first = work.path().join("first");
+    let mut agent = start_agent(&url, &token, &first, &work.path().join("first.log"));
+    common::wait_for("edge-1 to register", Duration::from_secs(60), || {
+        agent.assert_running();
+        admin.run(&["get", "node", "edge-1"]).ok.then_some(())
+    });
+    // The server keeps a salted hash, never the password; no request keeps it either.
+    let password = std::fs::read_to_string(first.join("agent/node-password")).unwrap();
+    let password = password.trim();
+    assert_eq!(password.len(), 64);
+    assert_eq!(mode(&first.join("agent/node-password")), 0o600);
+    let hash = password_hash(&admin, "edge-1").expect("the node password Secret");
+    assert!(
+        hash.starts_with("sha256:") && !hash.contains(password),
+        "{hash}"
+    );
+    for c in csrs(&admin) {
+        assert!(
+            c["metadata"]["annotations"]["k3rs.io/node-password"].is_null(),
+            "{c:#}"
+        );
+    }
+
+    // Same node name, its own data dir and so its own password: refused, nothing written.
+    let second = work.path().join("second");
+    let args = edge_args(&second);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let err = refused_as(&url, &token, &second, &args);
+    assert!(
+        err.contains("403 Forbidden") && err.contains("node password rejected"),
+        "{err}"
+    );
+    assert!(
+        err.contains("edge-1.node-password.k3rs in kube-system"),
+        "{err}"
+    );
+    no_credentials(&second);
+    assert_eq!(
+        password_hash(&admin, "edge-1").as_deref(),
+        Some(hash.as_str())
+    );
+
+    // The first one carries on.
+    wait_lease_renewed(&admin, "edge-1");
+    agent.assert_running();
+
+    // Re-registering: the old node goes, its password Secret is deleted; the second joins.
+    assert!(agent.terminate(Duration::from_secs(10)).is_some());
+    admin.ok(&[
+        "delete",
+        "secret",
+        "-n",
+        "kube-system",
+        "edge-1.node-password.k3rs",
+    ]);
+    let log = work.path().join("second.log");
+    let mut agent = start_agent(&url, &token, &second, &log);
+    common::wait_for(
+        "the second agent's identity",
+        Duration::from_secs(60),
+        || {
+            agent.assert_running();
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("node identity issued and stored")
+                .then_some(())
+        },
+    );
+    let as_node = Kubectl {
+        bin: admin.bin.clone(),
+        kubeconfig: second.join("agent/kubelet.kubeconfig"),
+    };
+    assert_eq!(
+        as_node.ok(&[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}"
+        ]),
+        "system:node:edge-1"
+    );
+    let new_hash = password_hash(&admin, "edge-1").expect("the new password Secret");
+    assert_ne!(new_hash, hash);
+    wait_lease_renewed(&admin, "edge-1");
 }

@@ -39,15 +39,6 @@ fn whoami(k: &Kubectl) -> Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("whoami output {out:?}: {e}"))
 }
 
-fn claims_of(token: &str) -> Value {
-    use base64::Engine;
-    let payload = token.split('.').nth(1).expect("a JWT");
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload)
-        .expect("base64url payload");
-    serde_json::from_slice(&bytes).expect("JSON claims")
-}
-
 fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -73,7 +64,7 @@ fn pod_bound_tokens_authenticate_until_the_pod_is_gone() {
     ]);
     let token = token.trim();
     let pod_uid = admin.ok(&["get", "pod", "p", "-o", "jsonpath={.metadata.uid}"]);
-    let c = claims_of(token);
+    let c = jwt::claims(token);
     assert_eq!(c["iss"], "https://kubernetes.default.svc.cluster.local");
     assert_eq!(c["sub"], "system:serviceaccount:default:default");
     assert_eq!(c["kubernetes.io"]["pod"]["name"], "p");
@@ -160,7 +151,7 @@ fn forged_expired_and_garbage_tokens_are_401_and_discovery_is_served() {
     // An audience the API server does not accept.
     let vault = admin.ok(&["create", "token", "default", "--audience", "vault"]);
     let key = server.data_dir().join("server/tls/service.key");
-    let claims = claims_of(&token);
+    let claims = jwt::claims(&token);
     let header = json!({"alg": "ES256"});
     let mut expired = claims.clone();
     expired["iat"] = json!(now() - 7200);

@@ -7,6 +7,7 @@
 use std::net::IpAddr;
 
 use base64::Engine;
+use k3rs_apimachinery::users::NODE_PASSWORD_ANNOTATION;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use serde_json::json;
 
@@ -78,16 +79,21 @@ pub fn generate(kind: Kind, node: &str, ips: &[IpAddr]) -> Result<KeyAndRequest,
     })
 }
 
-/// The `CertificateSigningRequest` for `request_pem` (named `csr-<random>` by the server).
-pub fn object(kind: Kind, request_pem: &str) -> CertificateSigningRequest {
+/// The `CertificateSigningRequest` for `request_pem` (named `csr-<random>` by the server),
+/// carrying the node's `password` when given (a request made with the join token).
+pub fn object(kind: Kind, request_pem: &str, password: Option<&str>) -> CertificateSigningRequest {
     let (signer, usages) = match kind {
         Kind::Client => (KUBELET_CLIENT, ["digital signature", "client auth"]),
         Kind::Serving => (KUBELET_SERVING, ["digital signature", "server auth"]),
     };
+    let mut metadata = json!({ "generateName": "csr-" });
+    if let Some(p) = password {
+        metadata["annotations"] = json!({ (NODE_PASSWORD_ANNOTATION): p });
+    }
     serde_json::from_value(json!({
         "apiVersion": "certificates.k8s.io/v1",
         "kind": "CertificateSigningRequest",
-        "metadata": { "generateName": "csr-" },
+        "metadata": metadata,
         "spec": {
             "request": base64::engine::general_purpose::STANDARD.encode(request_pem),
             "signerName": signer,
@@ -221,14 +227,14 @@ mod tests {
 
     #[test]
     fn objects_use_upstreams_signers_and_usages() {
-        let v = serde_json::to_value(object(Kind::Client, "PEM")).unwrap();
+        let v = serde_json::to_value(object(Kind::Client, "PEM", None)).unwrap();
         assert_eq!(
             v["spec"],
             json!({"request": "UEVN", "signerName": KUBELET_CLIENT,
                 "usages": ["digital signature", "client auth"]})
         );
         assert_eq!(v["metadata"], json!({"generateName": "csr-"}));
-        let v = serde_json::to_value(object(Kind::Serving, "PEM")).unwrap();
+        let v = serde_json::to_value(object(Kind::Serving, "PEM", None)).unwrap();
         assert_eq!(v["spec"]["signerName"], json!(KUBELET_SERVING));
         assert_eq!(
             v["spec"]["usages"],
@@ -238,7 +244,7 @@ mod tests {
 
     #[test]
     fn outcomes() {
-        let mut c = object(Kind::Client, "PEM");
+        let mut c = object(Kind::Client, "PEM", None);
         assert_eq!(outcome(&c), Outcome::Pending);
         c.status = Some(
             serde_json::from_value(json!({"conditions": [

@@ -6,6 +6,7 @@
 //! | `kubelet-client.crt` / `.key` | the node's client identity `system:node:<name>` |
 //! | `serving-kubelet.crt` / `.key` | the kubelet's serving certificate (once issued) |
 //! | `kubelet.kubeconfig` | server URL, the CA and the client certificate, for the kubelet |
+//! | `node-password` | the node's password ([`super::password`]) |
 //!
 //! # Guarantees
 //! - Every file is written atomically (temp file in the same directory, fsync, rename); keys
@@ -50,6 +51,9 @@ impl Layout {
     }
     pub fn serving_key(&self) -> PathBuf {
         self.dir.join("serving-kubelet.key")
+    }
+    pub fn node_password(&self) -> PathBuf {
+        self.dir.join("node-password")
     }
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.join("kubelet.kubeconfig")

@@ -2,8 +2,9 @@
 //!
 //! 1. fetch `/cacerts` and check its sha256 against the join token's `K10<hash>` ([`cacerts`]);
 //! 2. with the bootstrap token as bearer, submit a `CertificateSigningRequest` for
-//!    `system:node:<name>` in `system:nodes` (key made here, [`csr`]) and wait, bounded, for the
-//!    server's auto-approver and signer to issue it;
+//!    `system:node:<name>` in `system:nodes` (key made here, [`csr`]) carrying the node's
+//!    password ([`password`]; the server refuses it when the node name is registered with
+//!    another one) and wait, bounded, for the server's auto-approver and signer to issue it;
 //! 3. store the CA, the pair and `kubelet.kubeconfig` under `<data-dir>/agent` ([`files`]) and
 //!    from then on authenticate with the client certificate only.
 //!
@@ -23,6 +24,7 @@
 pub mod cacerts;
 pub mod csr;
 pub mod files;
+pub mod password;
 pub mod renew;
 pub mod rotation;
 pub mod serving;
@@ -69,6 +71,10 @@ pub enum Error {
     NoToken { dir: PathBuf },
     #[error("the server refused the bootstrap token (401 Unauthorized): check --token")]
     Unauthorized,
+    #[error("the server refused the {kind:?} certificate request (403 Forbidden): {message}")]
+    Forbidden { kind: csr::Kind, message: String },
+    #[error(transparent)]
+    Password(#[from] password::PasswordError),
     #[error("submitting the {kind:?} certificate request: {source}")]
     Submit {
         kind: csr::Kind,
@@ -199,8 +205,12 @@ async fn bootstrap(cfg: &JoinConfig, layout: &Layout) -> Result<Identity, Error>
         ),
     }
     let bootstrap = crate::client::from_token(&cfg.server, &token.bearer, Some(ca.clone()))?;
+    let password = password::ensure(layout)?;
     // Only what the server issued is stored, and the CA only with it.
-    let staged = Staged { ca: &ca };
+    let staged = Staged {
+        ca: &ca,
+        password: &password,
+    };
     let validity = request_client_identity(cfg, layout, &bootstrap, Some(staged)).await?;
     tracing::info!(node = %cfg.node_name, "node identity issued and stored");
     Ok(Identity {
@@ -210,10 +220,11 @@ async fn bootstrap(cfg: &JoinConfig, layout: &Layout) -> Result<Identity, Error>
     })
 }
 
-/// The CA to store with a bootstrapped identity.
+/// What a bootstrap carries: the CA to store with the identity, the node password to send.
 #[derive(Clone, Copy)]
 pub(crate) struct Staged<'a> {
     ca: &'a [u8],
+    password: &'a str,
 }
 
 /// Requests a new client identity with `client` and stores it (with the CA, when staged).
@@ -224,8 +235,15 @@ pub(crate) async fn request_client_identity(
     staged: Option<Staged<'_>>,
 ) -> Result<Validity, Error> {
     let req = csr::generate(csr::Kind::Client, &cfg.node_name, &[])?;
-    let (name, cert) =
-        submit_and_wait(client, csr::Kind::Client, &req.request_pem, cfg.csr_timeout).await?;
+    let password = staged.map(|s| s.password);
+    let (name, cert) = submit_and_wait(
+        client,
+        csr::Kind::Client,
+        &req.request_pem,
+        password,
+        cfg.csr_timeout,
+    )
+    .await?;
     let validity = csr::validity_of_pair(&cert, req.key_pem.as_bytes())
         .map_err(|source| Error::Issued { name, source })?;
     if let Some(s) = staged {
@@ -250,19 +268,28 @@ pub(crate) async fn node_client(cfg: &JoinConfig, layout: &Layout) -> Result<kub
     Ok(crate::client::from_kubeconfig(&path, None).await?)
 }
 
-/// Submits a request and waits until it is issued (its name and the certificate PEM).
+/// Submits a request (with the node `password`, when given) and waits until it is issued
+/// (its name and the certificate PEM).
 pub(crate) async fn submit_and_wait(
     client: &kube::Client,
     kind: csr::Kind,
     request_pem: &str,
+    password: Option<&str>,
     timeout: Duration,
 ) -> Result<(String, Vec<u8>), Error> {
     let api: Api<CertificateSigningRequest> = Api::all(client.clone());
     let created = api
-        .create(&PostParams::default(), &csr::object(kind, request_pem))
+        .create(
+            &PostParams::default(),
+            &csr::object(kind, request_pem, password),
+        )
         .await
         .map_err(|source| match source {
             kube::Error::Api(s) if s.code == 401 => Error::Unauthorized,
+            kube::Error::Api(s) if s.code == 403 => Error::Forbidden {
+                kind,
+                message: s.message,
+            },
             source => Error::Submit { kind, source },
         })?;
     let name = created.metadata.name.clone().unwrap_or_default();

@@ -32,7 +32,7 @@ pub async fn request(
     let layout = Layout::new(&cfg.data_dir);
     let req = csr::generate(csr::Kind::Serving, &cfg.node_name, &cfg.node_ips)?;
     let (name, cert) =
-        super::submit_and_wait(client, csr::Kind::Serving, &req.request_pem, timeout).await?;
+        super::submit_and_wait(client, csr::Kind::Serving, &req.request_pem, None, timeout).await?;
     let validity = csr::validity_of_pair(&cert, req.key_pem.as_bytes())
         .map_err(|source| Error::Issued { name, source })?;
     files::write_pair(

@@ -20,6 +20,7 @@ pub mod default_storage_class;
 pub mod default_toleration_seconds;
 pub mod limit_ranger;
 pub mod namespace_lifecycle;
+pub mod node_password;
 pub mod node_restriction;
 pub mod pod_security;
 pub mod priority;
@@ -224,6 +225,7 @@ impl Chain {
                 Arc::new(tolerations),
                 Arc::new(default_storage_class::DefaultStorageClass),
                 Arc::new(storage_protection::StorageObjectInUseProtection),
+                Arc::new(node_password::NodePassword),
             ],
             validating: vec![
                 limits,
@@ -402,7 +404,8 @@ mod tests {
                 "Priority",
                 "DefaultTolerationSeconds",
                 "DefaultStorageClass",
-                "StorageObjectInUseProtection"
+                "StorageObjectInUseProtection",
+                "NodePassword"
             ]
         );
         assert_eq!(

@@ -364,6 +364,7 @@ async fn resource_request(
             let warnings = openapi::check_body(q, &rp, &mut obj)?;
             let out = k3rs_auth::serviceaccount::token_request::create(
                 sa,
+                user.as_deref(),
                 rp.namespace.as_deref().unwrap_or_default(),
                 target.name(),
                 obj,

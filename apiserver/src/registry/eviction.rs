@@ -2,6 +2,12 @@
 //! pod unless that would break its PodDisruptionBudget. The decision is [`plan`], a pure
 //! function of the pod and the budgets of its namespace (kube's `EvictionREST.Create` and
 //! `checkAndDecrement`); the registry then writes the budget and deletes the pod.
+//!
+//! # Guarantees
+//! - The eviction is admitted (a `CREATE` of `pods/eviction` with the Eviction as object and
+//!   the pod as old object: NodeRestriction lets a node evict only pods bound to itself,
+//!   webhooks see it) before any budget is read or charged: a refused eviction leaves the
+//!   PodDisruptionBudget as it was.
 
 use serde_json::{json, Value};
 
@@ -10,6 +16,7 @@ use super::keys;
 use super::DeleteOptions;
 use super::Registry;
 use super::Target;
+use crate::admission::{Attributes, Operation};
 use k3rs_apimachinery::catalog;
 use k3rs_apimachinery::meta;
 use k3rs_apimachinery::selector::LabelSelector;
@@ -187,6 +194,7 @@ impl Registry {
         for _ in 0..ATTEMPTS {
             let (kv, _) = self.ds.get(&t.key()).await?;
             let pod = decode(&kv.ok_or_else(|| ApiError::not_found(t.subject()))?)?;
+            self.admit_eviction(t, eviction, &pod, &opts).await?;
             let mut pdbs = Vec::new();
             if let Some(r) = pdbs_resource {
                 let prefix = keys::list_prefix(r, t.namespace.as_deref());
@@ -219,6 +227,21 @@ impl Registry {
             return Ok(super::binding::created_status());
         }
         Err(ApiError::conflict(t.subject()))
+    }
+
+    /// Runs the admission chain on the eviction of `pod` (before any budget is charged).
+    async fn admit_eviction(
+        &self,
+        t: &Target,
+        eviction: &Value,
+        pod: &Value,
+        opts: &DeleteOptions,
+    ) -> ApiResult<()> {
+        let mut a = Attributes::of_write(Operation::Create, t, &opts.write);
+        a.object = Some(eviction.clone());
+        a.old_object = Some(pod.clone());
+        self.admission.admit(&mut a, self).await?;
+        self.admission.validate(&a, self).await
     }
 }
 

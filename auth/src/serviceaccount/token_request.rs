@@ -7,12 +7,17 @@
 //!   kube-apiserver); `spec.audiences` default to the API server's.
 //! - A bound object must exist (404), have the given uid if one is given (409), and a pod
 //!   must run as this service account (400); other kinds are 400.
+//! - A node (`system:node:<name>`) gets a token only bound to a pod bound to it, by uid, that
+//!   runs as the account (403 otherwise, NodeRestriction's rule), and for at most
+//!   [`MAX_NODE_EXPIRATION_SECONDS`] (longer requests are shortened, as kube-apiserver's
+//!   `--service-account-max-token-expiration` does; the kubelet refreshes within 24 h anyway).
 
 use serde_json::{json, Value};
 
 use super::authenticator::Kind;
 use super::claims::{self, Binding, BoundToken, ObjectRef};
 use super::ServiceAccounts;
+use crate::{node_restriction, UserInfo};
 use k3rs_apimachinery::meta::rfc3339;
 use k3rs_apimachinery::status::{ApiError, ApiResult, Cause, Subject};
 
@@ -22,6 +27,9 @@ pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 pub const MIN_EXPIRATION_SECONDS: i64 = 600;
 /// Longest lifetime accepted.
 pub const MAX_EXPIRATION_SECONDS: i64 = 1 << 32;
+
+/// Longest lifetime a node gets.
+pub const MAX_NODE_EXPIRATION_SECONDS: i64 = 24 * 3600;
 
 /// A validated and defaulted request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +63,13 @@ pub fn spec_of(body: &Value, sa_name: &str) -> ApiResult<Spec> {
     };
     let expiration_seconds = match &spec["expirationSeconds"] {
         Value::Null => DEFAULT_EXPIRATION_SECONDS,
-        v => v.as_i64().unwrap_or(0),
+        // Beyond i64 is beyond the maximum too; never wraps.
+        v if v.as_u64().is_some_and(|n| n > i64::MAX as u64) => i64::MAX,
+        v => v.as_i64().ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "TokenRequest.spec.expirationSeconds: expected an integer, got {v}"
+            ))
+        })?,
     };
     let field = "spec.expirationSeconds";
     if expiration_seconds < MIN_EXPIRATION_SECONDS {
@@ -109,14 +123,16 @@ pub fn spec_of(body: &Value, sa_name: &str) -> ApiResult<Spec> {
 }
 
 /// Mints the token for `namespace/sa_name` and answers the TokenRequest (status filled in).
+/// `user` is who asks (`None`: the server itself).
 pub async fn create(
     sa: &ServiceAccounts,
+    user: Option<&UserInfo>,
     namespace: &str,
     sa_name: &str,
     mut body: Value,
     now: i64,
 ) -> ApiResult<Value> {
-    let spec = spec_of(&body, sa_name)?;
+    let mut spec = spec_of(&body, sa_name)?;
     let lookup = |kind: Kind, name: String| async move {
         sa.tokens
             .lookup()
@@ -124,6 +140,38 @@ pub async fn create(
             .await
             .map_err(ApiError::internal)
     };
+    if let Some(node) = user.and_then(node_restriction::requesting_node) {
+        let forbidden = |why: &str| {
+            ApiError::forbidden(
+                Subject {
+                    group: "",
+                    kind: "serviceaccounts",
+                    name: sa_name,
+                },
+                why,
+            )
+        };
+        let node = node.map_err(|why| forbidden(&why))?;
+        let bound = spec
+            .bound
+            .as_ref()
+            .map(|(k, n, u)| (kind_name(*k), n.as_str(), u.as_str()));
+        let pod = match bound {
+            Some(("Pod", name, _)) if !name.is_empty() => {
+                Some(lookup(Kind::Pod, name.to_string()).await?.ok_or_else(|| {
+                    ApiError::not_found(Subject {
+                        group: "",
+                        kind: "pods",
+                        name,
+                    })
+                })?)
+            }
+            _ => None,
+        };
+        node_restriction::admit_token_request(node, sa_name, bound, pod.as_ref())
+            .map_err(|why| forbidden(&why))?;
+        spec.expiration_seconds = spec.expiration_seconds.min(MAX_NODE_EXPIRATION_SECONDS);
+    }
     let account = lookup(Kind::ServiceAccount, sa_name.to_string())
         .await?
         .ok_or_else(|| {
@@ -262,6 +310,15 @@ mod tests {
         );
         let e = spec_of(&json!({"spec": {"expirationSeconds": 1i64 << 33}}), "sa").unwrap_err();
         assert_eq!(e.code, 422);
+        let e = spec_of(&json!({"spec": {"expirationSeconds": u64::MAX}}), "sa").unwrap_err();
+        assert_eq!(e.code, 422);
+        assert!(
+            e.message.contains("larger than 2^32 seconds"),
+            "{}",
+            e.message
+        );
+        let e = spec_of(&json!({"spec": {"expirationSeconds": 1e300}}), "sa").unwrap_err();
+        assert_eq!(e.code, 400);
         assert!(spec_of(&json!({"spec": {"expirationSeconds": 600}}), "sa").is_ok());
     }
 

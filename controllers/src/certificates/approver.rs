@@ -171,8 +171,9 @@ async fn reconcile(
     Ok(Action::await_change())
 }
 
-/// A node's serving request: approved once its Node has every name and address asked for
-/// (looked at again every few seconds while the Node's status catches up).
+/// A node's serving request: approved once its Node has every name and address asked for and
+/// no other Node has any of them (looked at again every few seconds while the Node's status
+/// catches up).
 async fn approve_serving(
     csr: &CertificateSigningRequest,
     req: &Request,
@@ -180,10 +181,20 @@ async fn approve_serving(
     ctx: &Context,
 ) -> Result<Action, Error> {
     let retry = Action::requeue(Duration::from_secs(3));
-    let Ok(Some(n)) = Api::<Node>::all(ctx.client.clone()).get_opt(node).await else {
+    let Ok(nodes) = Api::<Node>::all(ctx.client.clone())
+        .list(&Default::default())
+        .await
+    else {
         return Ok(retry);
     };
-    if let Err(why) = super::serving_approval::sans_match(req, &n) {
+    let Some(n) = nodes
+        .items
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(node))
+    else {
+        return Ok(retry);
+    };
+    if let Err(why) = super::serving_approval::sans_match(req, n, &nodes.items) {
         tracing::debug!(node, %why, "kubelet serving request not approved yet");
         return Ok(retry);
     }

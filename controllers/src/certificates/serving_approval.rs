@@ -4,6 +4,20 @@
 //! `system:nodes`) and every name and address it asks for is one its Node object has (its
 //! name, `Hostname`/`InternalDNS`/`ExternalDNS` addresses, `InternalIP`/`ExternalIP`
 //! addresses).
+//!
+//! # Guarantees
+//! A node writes its own Node status, so what it lists there is not trusted alone: a request
+//! stays pending (never approved here) when any of its names or addresses
+//! - is another Node's name or one of another Node's addresses (one node cannot get a
+//!   certificate for a peer it put in its own status);
+//! - is a wildcard, `localhost` or one of the API server's in-cluster names (`kubernetes`,
+//!   `kubernetes.default`, `kubernetes.default.svc[.<domain>]`: the kubelet-serving signer is
+//!   the API server's CA), or an unspecified or multicast address.
+//!
+//! A loopback address reaches only the machine it is used on, so nodes may share one (test
+//! clusters run every node at 127.0.0.1): it is never another node's.
+
+use std::net::IpAddr;
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
@@ -30,37 +44,92 @@ pub fn own_node(csr: &CertificateSigningRequest, req: &Request) -> Option<String
         .map(str::to_string)
 }
 
-/// Whether every SAN of `req` is among `node`'s name and addresses (`Err`: the first that
-/// is not).
-pub fn sans_match(req: &Request, node: &Node) -> Result<(), String> {
-    let name = node.metadata.name.clone().unwrap_or_default();
-    let addresses = node
-        .status
-        .as_ref()
-        .and_then(|s| s.addresses.clone())
-        .unwrap_or_default();
-    let dns_ok = |d: &str| {
-        d == name
-            || addresses.iter().any(|a| {
-                matches!(a.type_.as_str(), "Hostname" | "InternalDNS" | "ExternalDNS")
-                    && a.address == d
-            })
-    };
-    let ip_ok = |ip: &str| {
-        let Some(want) = request_ip(ip) else {
-            return false;
-        };
-        addresses.iter().any(|a| {
-            matches!(a.type_.as_str(), "InternalIP" | "ExternalIP")
-                && a.address.parse::<std::net::IpAddr>().ok() == Some(want)
-        })
-    };
-    if let Some(d) = req.dns_names.iter().find(|d| !dns_ok(d)) {
-        return Err(format!("DNS name {d:?} is not the node's"));
+/// Names only the API server answers to (any cluster domain).
+fn reserved_name(d: &str) -> bool {
+    let d = d.trim_end_matches('.').to_ascii_lowercase();
+    d.contains('*')
+        || d == "localhost"
+        || d.ends_with(".localhost")
+        || d == "kubernetes"
+        || d == "kubernetes.default"
+        || d == "kubernetes.default.svc"
+        || d.starts_with("kubernetes.default.svc.")
+}
+
+fn reserved_ip(ip: IpAddr) -> bool {
+    ip.is_unspecified() || ip.is_multicast()
+}
+
+/// A Node's DNS names (its name and DNS-type addresses) and IP addresses.
+struct NodeNames {
+    node: String,
+    dns: Vec<String>,
+    ips: Vec<IpAddr>,
+}
+
+impl NodeNames {
+    fn of(node: &Node) -> NodeNames {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let addresses = node
+            .status
+            .as_ref()
+            .and_then(|s| s.addresses.clone())
+            .unwrap_or_default();
+        let mut dns = vec![name.clone()];
+        let mut ips = Vec::new();
+        for a in addresses {
+            match a.type_.as_str() {
+                "Hostname" | "InternalDNS" | "ExternalDNS" => dns.push(a.address),
+                "InternalIP" | "ExternalIP" => ips.extend(a.address.parse::<IpAddr>().ok()),
+                _ => {}
+            }
+        }
+        NodeNames {
+            node: name,
+            dns,
+            ips,
+        }
     }
-    if let Some(ip) = req.ip_addresses.iter().find(|ip| !ip_ok(ip)) {
-        let shown = request_ip(ip).map_or_else(|| ip.clone(), |i| i.to_string());
-        return Err(format!("IP address {shown} is not the node's"));
+
+    fn has_dns(&self, d: &str) -> bool {
+        self.dns.iter().any(|o| o.eq_ignore_ascii_case(d))
+    }
+}
+
+/// Whether every SAN of `req` is among `node`'s name and addresses, is not reserved and is
+/// no other Node's in `nodes` (`Err`: the first SAN that fails, and why).
+pub fn sans_match(req: &Request, node: &Node, nodes: &[Node]) -> Result<(), String> {
+    let own = NodeNames::of(node);
+    let others: Vec<NodeNames> = nodes
+        .iter()
+        .map(NodeNames::of)
+        .filter(|n| n.node != own.node)
+        .collect();
+    for d in &req.dns_names {
+        if reserved_name(d) {
+            return Err(format!("DNS name {d:?} is reserved"));
+        }
+        if !own.has_dns(d) {
+            return Err(format!("DNS name {d:?} is not the node's"));
+        }
+        if let Some(other) = others.iter().find(|o| o.has_dns(d)) {
+            return Err(format!("DNS name {d:?} is node {:?}'s", other.node));
+        }
+    }
+    for ip in &req.ip_addresses {
+        let Some(want) = request_ip(ip) else {
+            return Err(format!("IP address {ip} is not the node's"));
+        };
+        if reserved_ip(want) {
+            return Err(format!("IP address {want} is reserved"));
+        }
+        if !own.ips.contains(&want) {
+            return Err(format!("IP address {want} is not the node's"));
+        }
+        let shared = |o: &&NodeNames| !want.is_loopback() && o.ips.contains(&want);
+        if let Some(other) = others.iter().find(shared) {
+            return Err(format!("IP address {want} is node {:?}'s", other.node));
+        }
     }
     Ok(())
 }
@@ -117,23 +186,84 @@ mod tests {
         .unwrap()
     }
 
+    fn alone(r: &Request) -> Result<(), String> {
+        sans_match(r, &node(), &[node()])
+    }
+
     #[test]
     fn only_the_nodes_own_names_and_addresses_match() {
+        assert_eq!(alone(&req(&["n1", "N1.lan"], &["10.0.0.5"])), Ok(()));
         assert_eq!(
-            sans_match(&req(&["n1", "n1.lan"], &["10.0.0.5"]), &node()),
-            Ok(())
-        );
-        assert_eq!(
-            sans_match(&req(&["n1"], &["fd00::1"]), &node()),
+            alone(&req(&["n1"], &["fd00::1"])),
             Err("IP address fd00::1 is not the node's".into())
         );
         assert_eq!(
-            sans_match(&req(&["n2"], &[]), &node()),
+            alone(&req(&["n2"], &[])),
             Err("DNS name \"n2\" is not the node's".into())
         );
         assert_eq!(
-            sans_match(&req(&["n1"], &["10.0.0.6"]), &node()),
+            alone(&req(&["n1"], &["10.0.0.6"])),
             Err("IP address 10.0.0.6 is not the node's".into())
+        );
+    }
+
+    #[test]
+    fn what_a_node_lists_of_a_peer_or_the_api_server_is_not_its_own() {
+        let peer: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n2"},
+            "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.6"},
+                {"type": "Hostname", "address": "n2.lan"}]}
+        }))
+        .unwrap();
+        // n1 lists n2's name and address in its own status.
+        let greedy: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1"},
+            "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.5"},
+                {"type": "InternalIP", "address": "10.0.0.6"},
+                {"type": "InternalIP", "address": "0.0.0.0"},
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": "n2"},
+                {"type": "Hostname", "address": "*.lan"},
+                {"type": "InternalDNS", "address": "kubernetes.default.svc.cluster.local"}]}
+        }))
+        .unwrap();
+        let nodes = [greedy.clone(), peer];
+        let check = |dns: &[&str], ips: &[&str]| sans_match(&req(dns, ips), &greedy, &nodes);
+        assert_eq!(check(&["n1"], &["10.0.0.5"]), Ok(()));
+        assert_eq!(
+            check(&["n1"], &["10.0.0.6"]),
+            Err("IP address 10.0.0.6 is node \"n2\"'s".into())
+        );
+        assert_eq!(
+            check(&["n2"], &[]),
+            Err("DNS name \"n2\" is node \"n2\"'s".into())
+        );
+        assert_eq!(
+            check(&["*.lan"], &[]),
+            Err("DNS name \"*.lan\" is reserved".into())
+        );
+        assert_eq!(
+            check(&["kubernetes.default.svc.cluster.local"], &[]),
+            Err("DNS name \"kubernetes.default.svc.cluster.local\" is reserved".into())
+        );
+        assert_eq!(
+            check(&[], &["0.0.0.0"]),
+            Err("IP address 0.0.0.0 is reserved".into())
+        );
+        // Loopback is every node's own.
+        let mut peer_on_loopback = nodes[1].clone();
+        peer_on_loopback
+            .status
+            .as_mut()
+            .unwrap()
+            .addresses
+            .as_mut()
+            .unwrap()[0]
+            .address = "127.0.0.1".into();
+        let nodes = [greedy.clone(), peer_on_loopback];
+        assert_eq!(
+            sans_match(&req(&["n1"], &["127.0.0.1"]), &greedy, &nodes),
+            Ok(())
         );
     }
 

@@ -173,6 +173,27 @@ pub fn prepare_for_update(subresource: Option<&str>, new: &mut Value, old: &Valu
     }
 }
 
+/// The subject common name of `request` (the base64 of `spec.request`), if it parses.
+pub fn request_common_name(request_b64: &str) -> Option<String> {
+    use x509_parser::prelude::FromDer;
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(request_b64)
+        .ok()?;
+    let (_, block) = x509_parser::pem::parse_x509_pem(&pem).ok()?;
+    let (_, csr) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(&block.contents)
+            .ok()?;
+    let cn = csr
+        .certification_request_info
+        .subject
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
+    Some(cn)
+}
+
 /// Why `request` (the base64 of `spec.request`) is not a PEM certificate request with a
 /// valid signature, in kube's words where it has them.
 pub fn request_error(request_b64: &str) -> Option<String> {
