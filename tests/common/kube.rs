@@ -96,25 +96,29 @@ impl KubeClient {
         })
     }
 
+    /// A JSON request's head.
+    fn head(&self, method: &str, path: &str) -> anyhow::Result<http::Request<()>> {
+        Ok(http::Request::builder()
+            .method(method)
+            .uri(format!("https://{}{path}", self.authority))
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(())?)
+    }
+
     async fn start(
         &self,
         method: &str,
         path: &str,
         body: Option<&Value>,
-    ) -> anyhow::Result<(u16, h2::RecvStream)> {
-        let req = http::Request::builder()
-            .method(method)
-            .uri(format!("https://{}{path}", self.authority))
-            .header("content-type", "application/json")
-            .header("accept", "application/json")
-            .body(())?;
+    ) -> anyhow::Result<(http::response::Parts, h2::RecvStream)> {
+        let req = self.head(method, path)?;
         let mut send = self.send.clone().ready().await?;
         let (resp, mut stream) = send.send_request(req, body.is_none())?;
         if let Some(body) = body {
             stream.send_data(Bytes::from(serde_json::to_vec(body)?), true)?;
         }
-        let resp = resp.await?;
-        Ok((resp.status().as_u16(), resp.into_body()))
+        Ok(resp.await?.into_parts())
     }
 
     /// One request; the status code and the JSON body.
@@ -124,7 +128,8 @@ impl KubeClient {
         path: &str,
         body: Option<&Value>,
     ) -> anyhow::Result<(u16, Value)> {
-        let (code, mut recv) = self.start(method, path, body).await?;
+        let (parts, mut recv) = self.start(method, path, body).await?;
+        let code = parts.status.as_u16();
         let mut buf = Vec::new();
         while let Some(chunk) = recv.data().await {
             let chunk = chunk?;
@@ -134,6 +139,39 @@ impl KubeClient {
         let value = serde_json::from_slice(&buf)
             .with_context(|| format!("{method} {path}: {}", String::from_utf8_lossy(&buf)))?;
         Ok((code, value))
+    }
+
+    /// [`KubeClient::request`] with the answer's headers (the body as text).
+    pub async fn request_with_headers(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<(u16, http::HeaderMap, String)> {
+        let (parts, mut recv) = self.start(method, path, body).await?;
+        let mut buf = Vec::new();
+        while let Some(chunk) = recv.data().await {
+            let chunk = chunk?;
+            let _ = recv.flow_control().release_capacity(chunk.len());
+            buf.extend_from_slice(&chunk);
+        }
+        Ok((
+            parts.status.as_u16(),
+            parts.headers,
+            String::from_utf8_lossy(&buf).into_owned(),
+        ))
+    }
+
+    /// Starts a request whose body never comes: the server's handler waits for it while
+    /// the stream stays open. Dropping the returned stream (with its connection) ends it.
+    pub async fn start_without_body(
+        &self,
+        method: &str,
+        path: &str,
+    ) -> anyhow::Result<(h2::client::ResponseFuture, h2::SendStream<Bytes>)> {
+        let req = self.head(method, path)?;
+        let mut send = self.send.clone().ready().await?;
+        Ok(send.send_request(req, false)?)
     }
 
     /// Like [`KubeClient::request`] but fails unless the status is 2xx.
@@ -152,7 +190,8 @@ impl KubeClient {
 
     /// Opens a watch (`path` should include `watch=1`); fails unless the answer is 200.
     pub async fn watch(&self, path: &str) -> anyhow::Result<WatchLines> {
-        let (code, recv) = self.start("GET", path, None).await?;
+        let (parts, recv) = self.start("GET", path, None).await?;
+        let code = parts.status.as_u16();
         if code != 200 {
             bail!("watch {path}: {code}");
         }
