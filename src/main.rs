@@ -10,6 +10,7 @@ mod embedded_agent;
 mod etcd_snapshot_cli;
 mod multicall;
 mod node_flags;
+mod open_files;
 
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -380,6 +381,14 @@ struct ServerArgs {
     /// Client key for the external datastore.
     #[arg(long, env = "K3RS_DATASTORE_KEYFILE")]
     datastore_keyfile: Option<PathBuf>,
+    /// How long a client of the HTTPS and etcd ports may take to finish its TLS handshake
+    /// (hidden: for tests).
+    #[arg(long, hide = true, default_value = "10s", value_parser = parse_duration)]
+    tls_handshake_timeout: Duration,
+    /// How long an HTTPS connection may wait before sending a request header (hidden: for
+    /// tests).
+    #[arg(long, hide = true, default_value = "30s", value_parser = parse_duration)]
+    https_header_read_timeout: Duration,
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -438,6 +447,9 @@ async fn main() -> anyhow::Result<()> {
     let cli =
         Cli::from_arg_matches_mut(&mut command.get_matches_from(argv)).unwrap_or_else(|e| e.exit());
     init_logging(cli.debug, cli.log_format);
+    if matches!(cli.command, Command::Server(_) | Command::Agent(_)) {
+        open_files::raise();
+    }
     match cli.command {
         Command::Server(args) => {
             // The server's own settings first, so that a --kube-controller-manager-arg
@@ -505,6 +517,11 @@ async fn main() -> anyhow::Result<()> {
                     token: args.token.clone().unwrap_or_default(),
                 }),
                 token: args.token,
+                connection_limits: k3rs_apimachinery::tls::Limits {
+                    handshake_timeout: args.tls_handshake_timeout,
+                    header_read_timeout: args.https_header_read_timeout,
+                    ..k3rs_server::https_limits()
+                },
                 api: (!args.disable_apiserver).then(|| k3rs_server::ApiSettings {
                     tls_sans: args.tls_san,
                     write_kubeconfig: Some(args.write_kubeconfig),

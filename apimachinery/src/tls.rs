@@ -116,6 +116,8 @@ pub fn client_verifier_for(
 /// # Guarantees
 /// - A connection that has not finished its TLS handshake after `handshake_timeout` is
 ///   closed (half-open and slow clients cost a task each, for that long at most).
+/// - A connection that sends nothing for `header_read_timeout` after its handshake is
+///   closed (HTTP/1 and HTTP/2 alike).
 /// - An HTTP/1 connection that sends no complete request header for `header_read_timeout`
 ///   (idle keep-alive included) is closed; an HTTP/2 connection whose peer stops answering
 ///   pings (`keepalive` interval, then as long again) is closed.
@@ -226,9 +228,27 @@ pub async fn serve(
                 .max_concurrent_streams(limits.http2_max_streams)
                 .keep_alive_interval(limits.keepalive)
                 .keep_alive_timeout(limits.keepalive);
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-            if let Err(e) = watcher.watch(conn.into_owned()).await {
-                tracing::debug!(server = what, %peer, error = %e, "connection ended");
+            // hyper waits for the first bytes (HTTP/1 or the HTTP/2 preface) without a
+            // timeout of its own: a client silent after its handshake is closed here.
+            let (first, spoke) = tokio::sync::oneshot::channel();
+            let io = FirstBytes {
+                io: tls,
+                first: Some(first),
+            };
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+            let silent = async {
+                match tokio::time::timeout(limits.header_read_timeout, spoke).await {
+                    Err(_) => {}
+                    Ok(_) => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                r = watcher.watch(conn.into_owned()) => if let Err(e) = r {
+                    tracing::debug!(server = what, %peer, error = %e, "connection ended");
+                },
+                () = silent => {
+                    tracing::debug!(server = what, %peer, "no request after the TLS handshake; closing");
+                }
             }
         });
     }
@@ -239,4 +259,63 @@ pub async fn serve(
         tracing::warn!(server = what, drain = ?limits.drain, "open connections did not drain; closing them");
     }
     conns.abort_all();
+}
+
+/// The connection's I/O, reporting the first bytes the client sends.
+struct FirstBytes<I> {
+    io: I,
+    first: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl<I: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for FirstBytes<I> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            if let Some(first) = self.first.take() {
+                let _ = first.send(());
+            }
+        }
+        polled
+    }
+}
+
+impl<I: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for FirstBytes<I> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
 }

@@ -67,6 +67,8 @@ pub struct Args {
     pub oidc: k3rs_auth::oidc::Options,
     /// `authentication-config`: the structured authentication configuration (JWT issuers).
     pub authentication_config: Option<std::path::PathBuf>,
+    /// `max-requests-inflight` / `max-mutating-requests-inflight` (400 / 200; 0: no limit).
+    pub inflight: crate::http::inflight::InflightLimits,
 }
 
 impl Default for Args {
@@ -85,12 +87,13 @@ impl Default for Args {
             pod_security: Default::default(),
             oidc: Default::default(),
             authentication_config: None,
+            inflight: Default::default(),
         }
     }
 }
 
 /// The flags [`Args::parse`] knows.
-const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, admission-control-config-file, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-uid-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version, oidc-issuer-url, oidc-client-id, oidc-username-claim, oidc-username-prefix, oidc-groups-claim, oidc-groups-prefix, oidc-required-claim, oidc-signing-algs, oidc-ca-file, authentication-config";
+const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, admission-control-config-file, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-uid-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version, oidc-issuer-url, oidc-client-id, oidc-username-claim, oidc-username-prefix, oidc-groups-claim, oidc-groups-prefix, oidc-required-claim, oidc-signing-algs, oidc-ca-file, authentication-config, max-requests-inflight, max-mutating-requests-inflight";
 
 /// A `--kube-apiserver-arg` that cannot be used (kube-apiserver's words where it has them).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -211,6 +214,10 @@ impl Args {
                 }
                 "oidc-ca-file" => args.oidc.ca_file = Some(value.into()),
                 "authentication-config" => args.authentication_config = Some(value.into()),
+                flag @ "max-requests-inflight" => args.inflight.readonly = slots(flag, value)?,
+                flag @ "max-mutating-requests-inflight" => {
+                    args.inflight.mutating = slots(flag, value)?
+                }
                 other => return Err(ArgError::Unsupported(other.to_string())),
             }
         }
@@ -312,6 +319,14 @@ fn list(value: &str) -> Vec<String> {
 /// A non-negative integer flag.
 fn count(flag: &str, value: &str) -> Result<u64, ArgError> {
     value.parse::<u64>().map_err(|_| ArgError::Count {
+        flag: flag.to_string(),
+        value: value.to_string(),
+    })
+}
+
+/// A non-negative number of concurrent requests.
+fn slots(flag: &str, value: &str) -> Result<usize, ArgError> {
+    usize::try_from(count(flag, value)?).map_err(|_| ArgError::Count {
         flag: flag.to_string(),
         value: value.to_string(),
     })
@@ -522,6 +537,35 @@ mod tests {
         assert_eq!(
             parse(&["audit-log-format=legacy"]).unwrap_err(),
             ArgError::Unsupported("audit-log-format".into())
+        );
+    }
+
+    #[test]
+    fn inflight_limits() {
+        use crate::http::inflight::InflightLimits;
+        let limits = |items: &[&str]| parse(items).unwrap().inflight;
+        assert_eq!(
+            limits(&[]),
+            InflightLimits {
+                readonly: 400,
+                mutating: 200
+            }
+        );
+        assert_eq!(
+            limits(&[
+                "max-requests-inflight=0",
+                "max-mutating-requests-inflight=7"
+            ]),
+            InflightLimits {
+                readonly: 0,
+                mutating: 7
+            }
+        );
+        assert_eq!(
+            parse(&["max-requests-inflight=-1"])
+                .unwrap_err()
+                .to_string(),
+            r#"invalid argument "-1" for "--max-requests-inflight" flag: expected a non-negative integer"#
         );
     }
 

@@ -55,6 +55,8 @@ pub struct ApiServerConfig {
     pub kubeconfig_mode: u32,
     /// `--kube-apiserver-arg`s.
     pub args: args::Args,
+    /// What the HTTPS port allows its clients (timeouts, connection and stream caps).
+    pub limits: k3rs_apimachinery::tls::Limits,
 }
 
 /// Failures that stop the API server (as opposed to request errors).
@@ -122,6 +124,8 @@ pub struct ApiState {
     /// The client CA bundle, served to agents at `/v1-k3rs/client-ca.crt` (their kubelets
     /// authenticate the API server and users with it).
     pub client_ca_pem: String,
+    /// `max-requests-inflight` / `max-mutating-requests-inflight`.
+    pub inflight: http::inflight::Inflight,
 }
 
 /// The API server's identity towards itself (kube-apiserver's loopback client).
@@ -140,6 +144,7 @@ const DRAIN_GRACE: Duration = Duration::from_secs(5);
 pub struct ApiServer {
     listener: tokio::net::TcpListener,
     tls: rustls::ServerConfig,
+    limits: k3rs_apimachinery::tls::Limits,
     state: Arc<ApiState>,
     bootstrap_port: u16,
     /// The default agent token, whose Secret is made at start.
@@ -336,10 +341,12 @@ impl ApiServer {
             audit,
             kubelet: Some(kubelet_client),
             client_ca_pem: String::from_utf8_lossy(&read(pki.client_ca_cert())?).into_owned(),
+            inflight: http::inflight::Inflight::new(cfg.args.inflight),
         });
         Ok(ApiServer {
             listener,
             tls,
+            limits: cfg.limits.clone(),
             state,
             bootstrap_port: port,
             agent_token,
@@ -499,6 +506,7 @@ impl ApiServer {
             app,
             listener: self.listener,
             tls: self.tls,
+            limits: self.limits,
             state: self.state,
             tasks,
         })
@@ -511,6 +519,7 @@ pub struct Started {
     app: axum::Router,
     listener: tokio::net::TcpListener,
     tls: rustls::ServerConfig,
+    limits: k3rs_apimachinery::tls::Limits,
     state: Arc<ApiState>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -531,7 +540,7 @@ impl Started {
         let stop = self.state.stop.clone();
         let limits = k3rs_apimachinery::tls::Limits {
             drain: DRAIN_GRACE,
-            ..Default::default()
+            ..self.limits
         };
         k3rs_apimachinery::tls::serve(self.listener, self.tls, self.app, stop, &limits, "api")
             .await;

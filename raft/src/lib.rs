@@ -33,6 +33,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod cluster_reset;
+pub mod conn_limit;
 mod failure;
 mod forward;
 mod leader_changes;

@@ -14,7 +14,6 @@ use std::sync::Weak;
 use std::time::Instant;
 
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
-use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Response, Status};
@@ -112,16 +111,13 @@ pub(crate) async fn spawn(
 ) -> std::io::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let local = listener.local_addr()?;
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
-        let conn = conn?;
-        conn.set_nodelay(true)?;
-        Ok::<_, std::io::Error>(conn)
-    });
+    let incoming = crate::conn_limit::incoming(listener, crate::conn_limit::MAX_CONNECTIONS);
     let mut builder = Server::builder();
     if let Some(tls) = tls {
         let cfg = ServerTlsConfig::new()
             .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem))
-            .client_ca_root(Certificate::from_pem(&tls.ca_pem));
+            .client_ca_root(Certificate::from_pem(&tls.ca_pem))
+            .timeout(crate::conn_limit::HANDSHAKE_TIMEOUT);
         builder = builder
             .tls_config(cfg)
             .map_err(|e| std::io::Error::other(format!("peer TLS: {e}")))?;

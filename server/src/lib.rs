@@ -68,6 +68,9 @@ pub struct ServerConfig {
     /// `--token` without `--server`: the secret of a new cluster's server token (kept in
     /// `<data-dir>/server/token`; ignored once that exists).
     pub token: Option<String>,
+    /// What the HTTPS port (API server or supervisor) allows its clients; its handshake
+    /// timeout and connection cap apply to the etcd client port too.
+    pub connection_limits: k3rs_apimachinery::tls::Limits,
 }
 
 /// `k3rs server`'s Kubernetes API settings.
@@ -124,7 +127,16 @@ impl ServerConfig {
             snapshots: etcd_snapshot::Settings::default(),
             join: None,
             token: None,
+            connection_limits: https_limits(),
         }
+    }
+}
+
+/// The HTTPS servers' default limits, draining for [`DRAIN_GRACE`].
+pub fn https_limits() -> k3rs_apimachinery::tls::Limits {
+    k3rs_apimachinery::tls::Limits {
+        drain: DRAIN_GRACE,
+        ..Default::default()
     }
 }
 
@@ -392,6 +404,7 @@ enum HttpsServer {
         tls: rustls::ServerConfig,
         app: axum::Router,
         stop: CancellationToken,
+        limits: k3rs_apimachinery::tls::Limits,
     },
 }
 
@@ -404,16 +417,13 @@ impl HttpsServer {
                 tls,
                 app,
                 stop,
+                limits,
             } => {
                 tracing::info!(addr = ?listener.local_addr().ok(), "supervisor listening (API server disabled)");
                 // No /readyz without the API server: ready once the supervisor listens.
                 if let Err(e) = k3rs_apimachinery::sd_notify::ready("supervisor serving") {
                     tracing::warn!(error = %e, "notifying the service manager (NOTIFY_SOCKET)");
                 }
-                let limits = k3rs_apimachinery::tls::Limits {
-                    drain: DRAIN_GRACE,
-                    ..Default::default()
-                };
                 k3rs_apimachinery::tls::serve(listener, tls, app, stop, &limits, "supervisor")
                     .await;
                 Ok(())
@@ -444,6 +454,7 @@ async fn bind_supervisor(
         tls,
         app: supervisor::standalone_router(sup),
         stop,
+        limits: cfg.connection_limits.clone(),
     })
 }
 
@@ -563,6 +574,7 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
         kubeconfig_path: api.write_kubeconfig.clone(),
         kubeconfig_mode: api.write_kubeconfig_mode,
         args: api.apiserver_args.clone(),
+        limits: cfg.connection_limits.clone(),
     }
 }
 
@@ -660,7 +672,6 @@ async fn serve(
     node: Arc<Node>,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    use tokio_stream::StreamExt;
     use tonic::transport::{Certificate, Identity as TlsIdentity, Server, ServerTlsConfig};
 
     // Cancelled on shutdown, or when serving fails: ends streams and the compactor.
@@ -670,7 +681,8 @@ async fn serve(
     let (cert, key) = pki.etcd_serving_cert();
     let tls = ServerTlsConfig::new()
         .identity(TlsIdentity::from_pem(read(cert)?, read(key)?))
-        .client_ca_root(Certificate::from_pem(read(pki.etcd_server_ca_cert())?));
+        .client_ca_root(Certificate::from_pem(read(pki.etcd_server_ca_cert())?))
+        .timeout(cfg.connection_limits.handshake_timeout);
 
     let api = etcd::Api::new(
         node.clone(),
@@ -708,12 +720,7 @@ async fn serve(
         .map_err(|e| Error::Serve(e.to_string()))?;
     tracing::info!(addr = %local, "etcd API listening on {local}");
 
-    // Small responses must not wait for Nagle's algorithm.
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
-        let conn = conn?;
-        conn.set_nodelay(true)?;
-        Ok::<_, std::io::Error>(conn)
-    });
+    let incoming = k3rs_raft::conn_limit::incoming(listener, cfg.connection_limits.max_connections);
     let server = Server::builder()
         .tls_config(tls)
         .map_err(|e| Error::Serve(format!("tls: {e}")))?

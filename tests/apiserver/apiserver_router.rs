@@ -68,6 +68,7 @@ async fn start() -> Api {
         audit: None,
         kubelet: None,
         client_ca_pem: "CLIENT CA".into(),
+        inflight: k3rs_apiserver::http::inflight::Inflight::new(Default::default()),
     });
     Api {
         app: router(state),

@@ -96,12 +96,27 @@ impl KubeClient {
         })
     }
 
+    /// A request's head, for a body of `content_type`.
+    fn head(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+    ) -> anyhow::Result<http::Request<()>> {
+        Ok(http::Request::builder()
+            .method(method)
+            .uri(format!("https://{}{path}", self.authority))
+            .header("content-type", content_type)
+            .header("accept", "application/json")
+            .body(())?)
+    }
+
     async fn start(
         &self,
         method: &str,
         path: &str,
         body: Option<&Value>,
-    ) -> anyhow::Result<(u16, h2::RecvStream)> {
+    ) -> anyhow::Result<(http::response::Parts, h2::RecvStream)> {
         let body = body.map(serde_json::to_vec).transpose()?.map(Bytes::from);
         self.start_raw(method, path, "application/json", body).await
     }
@@ -112,20 +127,14 @@ impl KubeClient {
         path: &str,
         content_type: &str,
         body: Option<Bytes>,
-    ) -> anyhow::Result<(u16, h2::RecvStream)> {
-        let req = http::Request::builder()
-            .method(method)
-            .uri(format!("https://{}{path}", self.authority))
-            .header("content-type", content_type)
-            .header("accept", "application/json")
-            .body(())?;
+    ) -> anyhow::Result<(http::response::Parts, h2::RecvStream)> {
+        let req = self.head(method, path, content_type)?;
         let mut send = self.send.clone().ready().await?;
         let (resp, mut stream) = send.send_request(req, body.is_none())?;
         if let Some(body) = body {
             stream.send_data(body, true)?;
         }
-        let resp = resp.await?;
-        Ok((resp.status().as_u16(), resp.into_body()))
+        Ok(resp.await?.into_parts())
     }
 
     /// One request with a body of any media type: the status code and the raw answer.
@@ -136,8 +145,8 @@ impl KubeClient {
         content_type: &str,
         body: Option<Bytes>,
     ) -> anyhow::Result<(u16, Vec<u8>)> {
-        let (code, recv) = self.start_raw(method, path, content_type, body).await?;
-        Ok((code, read_all(recv).await?))
+        let (parts, recv) = self.start_raw(method, path, content_type, body).await?;
+        Ok((parts.status.as_u16(), read_all(recv).await?))
     }
 
     /// One request; the status code and the JSON body.
@@ -147,11 +156,40 @@ impl KubeClient {
         path: &str,
         body: Option<&Value>,
     ) -> anyhow::Result<(u16, Value)> {
-        let (code, recv) = self.start(method, path, body).await?;
+        let (parts, recv) = self.start(method, path, body).await?;
+        let code = parts.status.as_u16();
         let buf = read_all(recv).await?;
         let value = serde_json::from_slice(&buf)
             .with_context(|| format!("{method} {path}: {}", String::from_utf8_lossy(&buf)))?;
         Ok((code, value))
+    }
+
+    /// [`KubeClient::request`] with the answer's headers (the body as text).
+    pub async fn request_with_headers(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> anyhow::Result<(u16, http::HeaderMap, String)> {
+        let (parts, recv) = self.start(method, path, body).await?;
+        let buf = read_all(recv).await?;
+        Ok((
+            parts.status.as_u16(),
+            parts.headers,
+            String::from_utf8_lossy(&buf).into_owned(),
+        ))
+    }
+
+    /// Starts a request whose body never comes: the server's handler waits for it while
+    /// the stream stays open. Dropping the returned stream (with its connection) ends it.
+    pub async fn start_without_body(
+        &self,
+        method: &str,
+        path: &str,
+    ) -> anyhow::Result<(h2::client::ResponseFuture, h2::SendStream<Bytes>)> {
+        let req = self.head(method, path, "application/json")?;
+        let mut send = self.send.clone().ready().await?;
+        Ok(send.send_request(req, false)?)
     }
 
     /// Like [`KubeClient::request`] but fails unless the status is 2xx.
@@ -170,7 +208,8 @@ impl KubeClient {
 
     /// Opens a watch (`path` should include `watch=1`); fails unless the answer is 200.
     pub async fn watch(&self, path: &str) -> anyhow::Result<WatchLines> {
-        let (code, recv) = self.start("GET", path, None).await?;
+        let (parts, recv) = self.start("GET", path, None).await?;
+        let code = parts.status.as_u16();
         if code != 200 {
             bail!("watch {path}: {code}");
         }

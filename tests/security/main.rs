@@ -25,3 +25,4 @@ mod certificates_api;
 mod node_auth;
 mod pod_security;
 mod secrets_encryption;
+mod slow_clients;

@@ -5,6 +5,7 @@ pub mod body;
 mod connect;
 pub mod encryption;
 pub mod handlers;
+pub mod inflight;
 pub mod protobuf;
 mod protobuf_authentication;
 mod protobuf_autoscaling;

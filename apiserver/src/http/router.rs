@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use super::{audit, encryption, handlers};
+use super::{audit, encryption, handlers, inflight};
 use crate::metrics::RequestLabels;
 use crate::{health, openapi, version, ApiState};
 use k3rs_apimachinery::request_info::RequestInfo;
@@ -137,6 +137,19 @@ async fn authorize_and_run(
             }
             Err(e) => return e.into_response(),
         }
+    };
+    // kube-apiserver's order: impersonation, then the in-flight limits, then authorization.
+    // The in-process clients are the API server's loopback (system:masters upstream).
+    let privileged = req.extensions().get::<InProcessUser>().is_some()
+        || user.in_group(k3rs_apimachinery::users::SYSTEM_MASTERS);
+    let _slot = match st
+        .inflight
+        .admit(&super::request::info_of(&req), privileged)
+    {
+        inflight::Admission::Slot(slot) => Some(slot),
+        inflight::Admission::Exempt => None,
+        // Counted in apiserver_request_total with code 429 by `record`.
+        inflight::Admission::Refused(e) => return e.into_response(),
     };
     if !public {
         let attrs = Attributes::of(user.clone(), &super::request::info_of(&req));

@@ -51,6 +51,8 @@ pub struct Provider {
     issuer: String,
     discovery: String,
     tls: Arc<rustls::ClientConfig>,
+    /// One pooled client for the discovery document and the keys (made on first use).
+    client: Mutex<Option<WebhookClient>>,
     keys: RwLock<Option<Arc<KeySet>>>,
     jwks_uri: Mutex<Option<String>>,
     last_refresh: Mutex<Option<Instant>>,
@@ -69,6 +71,7 @@ impl Provider {
             issuer: issuer.to_string(),
             discovery: discovery.map_or_else(|| discovery_url(issuer), str::to_string),
             tls,
+            client: Mutex::new(None),
             keys: RwLock::new(None),
             jwks_uri: Mutex::new(None),
             last_refresh: Mutex::new(None),
@@ -155,10 +158,18 @@ impl Provider {
     }
 
     async fn get(&self, url: &str) -> Result<Vec<u8>, String> {
-        WebhookClient::for_url(url, Some(self.tls.clone()))?
-            .get()
-            .await
-            .map_err(|e| format!("{url}: {e}"))
+        let client = {
+            let mut pooled = self.client.lock().unwrap_or_else(|e| e.into_inner());
+            match &*pooled {
+                Some(c) => c.at(url)?,
+                None => {
+                    let c = WebhookClient::for_url(url, Some(self.tls.clone()))?;
+                    *pooled = Some(c.clone());
+                    c
+                }
+            }
+        };
+        client.get().await.map_err(|e| format!("{url}: {e}"))
     }
 }
 

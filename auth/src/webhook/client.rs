@@ -9,7 +9,11 @@
 //! ([`WebhookClient::for_url`], [`WebhookClient::get`]).
 //!
 //! # Guarantees
-//! - Requests go to `server` exactly (its path included), one connection per request.
+//! - Requests go to `server` exactly (its path included).
+//! - One client keeps a pool of HTTP/1.1 keep-alive connections (idle ones closed after
+//!   [`IDLE_TIMEOUT`]); its clones share it, so a webhook called again reuses a connection
+//!   instead of a new TCP and TLS handshake.
+//! - An answer's body larger than [`MAX_RESPONSE_BYTES`] is an error, read no further.
 //! - Transport failures, `429` and `5xx` answers are retried with upstream's backoff
 //!   (0.5 s, ×1.5, 5 attempts); any other non-2xx answer is an error at once.
 
@@ -19,9 +23,10 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde::Deserialize;
@@ -31,6 +36,14 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Upstream's `DefaultRequestRetry`: 500 ms, factor 1.5, 5 steps.
 const ATTEMPTS: u32 = 5;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// The largest answer body read (an AdmissionReview with a patch of the largest storable
+/// object, 1.5 MiB, base64-encoded, fits several times over; key sets and TokenReviews are
+/// far smaller). kube-apiserver reads webhook answers unbounded; k3rs does not.
+pub const MAX_RESPONSE_BYTES: usize = 10 << 20;
+/// How long an idle pooled connection is kept (Go's `http.Transport` default).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// Idle connections kept per endpoint.
+const MAX_IDLE: usize = 8;
 
 /// Why the kubeconfig could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +65,8 @@ pub enum CallError {
     Transport(String),
     #[error("the webhook answered {status}: {body}")]
     Status { status: u16, body: String },
+    #[error("the webhook's answer is larger than {MAX_RESPONSE_BYTES} bytes")]
+    TooLarge,
 }
 
 impl CallError {
@@ -59,18 +74,26 @@ impl CallError {
         match self {
             CallError::Transport(_) => true,
             CallError::Status { status, .. } => *status == 429 || *status >= 500,
+            CallError::TooLarge => false,
         }
     }
 }
 
-/// Where and how to POST reviews.
+/// The pooled HTTP(S) client of one endpoint.
+type Pool =
+    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// Where and how to POST reviews; clones share the connection pool.
 #[derive(Clone)]
 pub struct WebhookClient {
     host: String,
     port: u16,
     path: String,
-    tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+    https: bool,
+    /// What an `https` server is checked against; the name overrides the URL's host.
+    tls: Option<(Arc<rustls::ClientConfig>, Option<ServerName<'static>>)>,
     token: Option<String>,
+    pool: Pool,
 }
 
 impl std::fmt::Debug for WebhookClient {
@@ -218,9 +241,13 @@ impl WebhookClient {
             (None, None) => None,
         };
         let tls = if https {
-            let name = cluster.tls_server_name.clone().unwrap_or(host.clone());
-            let name = ServerName::try_from(name.clone())
-                .map_err(|e| format!("server name {name:?}: {e}"))?;
+            let name = match &cluster.tls_server_name {
+                Some(name) => Some(
+                    ServerName::try_from(name.clone())
+                        .map_err(|e| format!("server name {name:?}: {e}"))?,
+                ),
+                None => None,
+            };
             let roots = match (cluster.insecure_skip_tls_verify, ca.as_deref()) {
                 (true, _) => Roots::Insecure,
                 (false, Some(pem)) => Roots::Pem(pem),
@@ -235,9 +262,11 @@ impl WebhookClient {
             None
         };
         Ok(WebhookClient {
+            pool: pool(tls.as_ref())?,
             host,
             port,
             path,
+            https,
             tls,
             token,
         })
@@ -252,27 +281,44 @@ impl WebhookClient {
         let tls = match (https, tls) {
             (false, _) => None,
             (true, None) => return Err(format!("{url:?}: https needs a TLS configuration")),
-            (true, Some(config)) => {
-                let name = ServerName::try_from(host.clone())
-                    .map_err(|e| format!("server name {host:?}: {e}"))?;
-                Some((config, name))
-            }
+            (true, Some(config)) => Some((config, None)),
         };
         Ok(WebhookClient {
+            pool: pool(tls.as_ref())?,
             host,
             port,
             path,
+            https,
             tls,
             token: None,
         })
     }
 
+    /// The same client (its pool and credentials) for another URL: an `https` one is
+    /// checked against the same roots.
+    pub fn at(&self, url: &str) -> Result<WebhookClient, String> {
+        let (https, host, port, path) = split_url(url)?;
+        if https && self.tls.is_none() {
+            return Err(format!("{url:?}: https needs a TLS configuration"));
+        }
+        Ok(WebhookClient {
+            host,
+            port,
+            path,
+            https,
+            ..self.clone()
+        })
+    }
+
     /// The same client verifying the server's certificate for `name` (a service's
-    /// `<name>.<namespace>.svc`) while connecting to the URL's address.
+    /// `<name>.<namespace>.svc`) while connecting to the URL's address (a new pool).
     pub fn with_server_name(mut self, name: &str) -> Result<WebhookClient, String> {
         if let Some((_, n)) = &mut self.tls {
-            *n = ServerName::try_from(name.to_string())
-                .map_err(|e| format!("server name {name:?}: {e}"))?;
+            *n = Some(
+                ServerName::try_from(name.to_string())
+                    .map_err(|e| format!("server name {name:?}: {e}"))?,
+            );
+            self.pool = pool(self.tls.as_ref())?;
         }
         Ok(self)
     }
@@ -318,49 +364,21 @@ impl WebhookClient {
         }
     }
 
-    async fn send_once(&self, method: &str, body: Option<&[u8]>) -> Result<Vec<u8>, CallError> {
-        let transport = |what: &str| {
-            let what = what.to_string();
-            move |e: std::io::Error| CallError::Transport(format!("{what}: {e}"))
+    /// The URL requests go to.
+    fn uri(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
         };
-        let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
-            .await
-            .map_err(transport("connecting"))?;
-        match &self.tls {
-            Some((config, name)) => {
-                let tls = tokio_rustls::TlsConnector::from(config.clone())
-                    .connect(name.clone(), tcp)
-                    .await
-                    .map_err(transport("TLS"))?;
-                self.exchange(TokioIo::new(tls), method, body).await
-            }
-            None => self.exchange(TokioIo::new(tcp), method, body).await,
-        }
+        format!("{scheme}://{host}:{}{}", self.port, self.path)
     }
 
-    async fn exchange<IO>(
-        &self,
-        io: IO,
-        method: &str,
-        body: Option<&[u8]>,
-    ) -> Result<Vec<u8>, CallError>
-    where
-        IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    {
-        let http = |e: hyper::Error| CallError::Transport(format!("HTTP: {e}"));
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
-            .await
-            .map_err(http)?;
-        let conn = tokio::spawn(conn);
-        let host = if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        };
+    async fn send_once(&self, method: &str, body: Option<&[u8]>) -> Result<Vec<u8>, CallError> {
         let mut req = hyper::Request::builder()
             .method(method)
-            .uri(&self.path)
-            .header(hyper::header::HOST, host)
+            .uri(self.uri())
             .header(hyper::header::ACCEPT, "application/json")
             .header(hyper::header::USER_AGENT, "k3rs-apiserver");
         if let Some(t) = &self.token {
@@ -372,16 +390,24 @@ impl WebhookClient {
         let req = req
             .body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default())))
             .map_err(|e| CallError::Transport(format!("building the request: {e}")))?;
-        let resp = sender.send_request(req).await.map_err(http)?;
+        let resp = self
+            .pool
+            .request(req)
+            .await
+            .map_err(|e| CallError::Transport(describe(&e)))?;
         let status = resp.status().as_u16();
-        let body = resp
-            .into_body()
+        let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
             .collect()
             .await
-            .map_err(http)?
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    CallError::TooLarge
+                } else {
+                    CallError::Transport(format!("HTTP: {e}"))
+                }
+            })?
             .to_bytes()
             .to_vec();
-        conn.abort();
         if !(200..300).contains(&status) {
             let mut text = String::from_utf8_lossy(&body).into_owned();
             text.truncate(512);
@@ -389,6 +415,47 @@ impl WebhookClient {
         }
         Ok(body)
     }
+}
+
+/// A pooled client for one endpoint: TLS with `tls` (roots and the certificate name) for
+/// `https`, plain TCP for `http`.
+fn pool(
+    tls: Option<&(Arc<rustls::ClientConfig>, Option<ServerName<'static>>)>,
+) -> Result<Pool, String> {
+    let (config, name) = match tls {
+        Some((config, name)) => (config.as_ref().clone(), name.clone()),
+        // Never used for `http`; an `https` URL then fails its handshake.
+        None => (tls_config(Roots::Pem(b""), None)?, None),
+    };
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_or_http();
+    let builder = match name {
+        Some(name) => {
+            builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+        }
+        None => builder,
+    };
+    let connector = builder.enable_http1().build();
+    Ok(
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(IDLE_TIMEOUT)
+            .pool_max_idle_per_host(MAX_IDLE)
+            .build(connector),
+    )
+}
+
+/// A client error with its causes (`connecting: …` when no connection was made).
+fn describe(e: &hyper_util::client::legacy::Error) -> String {
+    let mut out = if e.is_connect() { "connecting" } else { "HTTP" }.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = std::error::Error::source(c);
+    }
+    out
 }
 
 /// `http(s)://host[:port][/path]` → (https, host, port, path).

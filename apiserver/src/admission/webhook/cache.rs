@@ -21,6 +21,8 @@ pub struct WebhookCache {
     validating: Store<ValidatingWebhookConfiguration>,
     mutating: Store<MutatingWebhookConfiguration>,
     parsed: Arc<Parsed>,
+    /// The webhooks' pooled clients, one per endpoint.
+    clients: super::call::Clients,
 }
 
 impl std::fmt::Debug for WebhookCache {
@@ -53,6 +55,7 @@ pub fn webhook_cache() -> (WebhookCache, WebhookFeed) {
             validating,
             mutating,
             parsed: Default::default(),
+            clients: Default::default(),
         },
         WebhookFeed {
             validating: validating_w,
@@ -126,6 +129,11 @@ impl WebhookCache {
     /// The validating webhooks, configuration by configuration.
     pub fn validating(&self) -> Vec<(String, Arc<Vec<Webhook>>)> {
         webhooks_of(&self.parsed, "validating", self.validating.state())
+    }
+
+    /// The pooled clients the webhooks are called with.
+    pub fn clients(&self) -> &super::call::Clients {
+        &self.clients
     }
 
     /// The mutating webhooks, configuration by configuration.

@@ -130,6 +130,7 @@ fn failure(w: &Webhook, why: &str) -> ApiResult<Option<Verdict>> {
 /// Calls `w` when it selects the request; `None` when it does not (or failed, ignored).
 /// `labels` are the request's namespace's labels, when a webhook selects on them.
 pub(crate) async fn consult(
+    clients: &call::Clients,
     w: &Webhook,
     a: &Attributes,
     reg: &Registry,
@@ -158,7 +159,7 @@ pub(crate) async fn consult(
         )));
     }
     let review = review::request(a, request);
-    let verdict = match call::call(reg, w, &review).await {
+    let verdict = match call::call(clients, reg, w, &review).await {
         Ok(body) => review::verdict(&body, &uid),
         Err(e) => Err(e),
     };

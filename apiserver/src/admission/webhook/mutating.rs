@@ -56,8 +56,9 @@ impl Mutating for MutatingWebhooks {
                 if !a.reinvocation.should_call(&key) {
                     continue;
                 }
-                let Some(v) = consult(w, a, reg, labels.as_ref(), self.authorizer.as_ref()).await?
-                else {
+                let authz = self.authorizer.as_ref();
+                let clients = self.cache.clients();
+                let Some(v) = consult(clients, w, a, reg, labels.as_ref(), authz).await? else {
                     continue;
                 };
                 if !v.allowed {

@@ -38,11 +38,10 @@ impl Validating for ValidatingWebhooks {
                 .collect();
             let labels = namespace_labels(hooks.iter().copied(), a, reg).await;
             // All are called at once, as upstream does; the first failure in order wins.
-            let verdicts = futures::future::join_all(
-                hooks
-                    .iter()
-                    .map(|w| consult(w, a, reg, labels.as_ref(), self.authorizer.as_ref())),
-            )
+            let verdicts = futures::future::join_all(hooks.iter().map(|w| {
+                let authz = self.authorizer.as_ref();
+                consult(self.cache.clients(), w, a, reg, labels.as_ref(), authz)
+            }))
             .await;
             for (w, verdict) in hooks.iter().zip(verdicts) {
                 if let Some(v) = verdict? {
