@@ -156,6 +156,8 @@ pub async fn write_cni_config(
                 match cni::write(&config, &conf_dir) {
                     Ok(path) => {
                         tracing::info!(conflist = %path.display(), cidrs = ?config.pod_cidrs, "CNI network configured");
+                        // Done; a supervised task that returned would count as failed.
+                        stop.cancelled().await;
                         return;
                     }
                     Err(e) => tracing::warn!("writing the CNI conflist: {e}"),

@@ -222,16 +222,12 @@ async fn approve(
 }
 
 /// Runs the approver until `stop`.
-pub async fn run(ctx: Context, stop: CancellationToken) {
+pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("csr-approver");
     let api = Api::<CertificateSigningRequest>::all(ctx.client.clone());
     Controller::new(api, kube::runtime::watcher::Config::default())
         .graceful_shutdown_on(async move { stop.cancelled().await })
-        .run(
-            backoff.reconcile(reconcile),
-            backoff.policy(),
-            Arc::new(ctx),
-        )
+        .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
 }

@@ -10,6 +10,7 @@ pub mod sign;
 pub mod signer;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -42,28 +43,30 @@ impl Signers {
 /// The identity of the approver and the signers (kube-controller-manager's).
 pub const CONTROLLER_NAME: &str = "certificate-controller";
 
-/// Starts the approver and the signers until `stop`.
+/// Starts the approver and the signers until `stop`, each supervised (restarted with backoff
+/// when it panics or stops early).
 pub fn spawn(
     clients: &dyn ClientBuilder,
     signers: Signers,
     stop: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     let client = || clients.controller(CONTROLLER_NAME);
+    let approver = Arc::new(approver::Context { client: client() });
+    let signer = Arc::new(signer::Context {
+        client: client(),
+        client_ca: signers.client_ca,
+        server_ca: signers.server_ca,
+    });
     vec![
-        tasks::spawn(
+        tokio::spawn(tasks::supervise(
             "controller/csr-approver",
-            approver::run(approver::Context { client: client() }, stop.clone()),
-        ),
-        tasks::spawn(
+            stop.clone(),
+            move |stop| approver::run(approver.clone(), stop),
+        )),
+        tokio::spawn(tasks::supervise(
             "controller/csr-signer",
-            signer::run(
-                signer::Context {
-                    client: client(),
-                    client_ca: signers.client_ca,
-                    server_ca: signers.server_ca,
-                },
-                stop.clone(),
-            ),
-        ),
+            stop.clone(),
+            move |stop| signer::run(signer.clone(), stop),
+        )),
     ]
 }
