@@ -17,6 +17,44 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 /// How long one request may take, connection included.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why a `--server` URL or an address cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    #[error("unclosed '['")]
+    UnclosedBracket,
+    #[error("invalid port {0:?}")]
+    Port(String),
+    #[error("no host")]
+    NoHost,
+    #[error("--server {0:?}: expected https://host:port")]
+    NotHttps(String),
+    #[error("--server {0:?}: {1}")]
+    Server(String, Box<AddressError>),
+}
+
+/// Why a request got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("no answer in {0:?}")]
+    Timeout(Duration),
+    #[error("server name {0:?}: {1}")]
+    ServerName(String, rustls::pki_types::InvalidDnsNameError),
+    #[error("connecting: {0}")]
+    Connect(std::io::Error),
+    #[error("TLS: {0}")]
+    Tls(std::io::Error),
+    #[error("HTTP: {0}")]
+    Http(hyper::Error),
+    #[error("building the request: {0}")]
+    Build(hyper::http::Error),
+    #[error("reading the answer: {0}")]
+    Body(hyper::Error),
+    #[error("{0}")]
+    Rustls(rustls::Error),
+    #[error("the cluster CA: {0}")]
+    Ca(String),
+}
+
 /// Whom to trust.
 #[derive(Debug, Clone)]
 pub enum Trust {
@@ -35,24 +73,24 @@ pub struct ServerUrl {
 
 impl ServerUrl {
     /// Parses the `--server` URL (port 6443 when none is given).
-    pub fn parse(url: &str) -> Result<ServerUrl, String> {
+    pub fn parse(url: &str) -> Result<ServerUrl, AddressError> {
         let rest = url
             .strip_prefix("https://")
-            .ok_or_else(|| format!("--server {url:?}: expected https://host:port"))?;
+            .ok_or_else(|| AddressError::NotHttps(url.to_string()))?;
         let authority = rest.trim_end_matches('/');
         if authority.is_empty() || authority.contains('/') {
-            return Err(format!("--server {url:?}: expected https://host:port"));
+            return Err(AddressError::NotHttps(url.to_string()));
         }
-        let (host, port) =
-            host_port(authority, 6443).map_err(|e| format!("--server {url:?}: {e}"))?;
+        let (host, port) = host_port(authority, 6443)
+            .map_err(|e| AddressError::Server(url.to_string(), Box::new(e)))?;
         Ok(ServerUrl { host, port })
     }
 }
 
 /// `host[:port]` or `[v6][:port]` → (host, port), `default_port` when none is given.
-pub fn host_port(authority: &str, default_port: u16) -> Result<(String, u16), String> {
+pub fn host_port(authority: &str, default_port: u16) -> Result<(String, u16), AddressError> {
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let (h, after) = v6.split_once(']').ok_or("unclosed '['")?;
+        let (h, after) = v6.split_once(']').ok_or(AddressError::UnclosedBracket)?;
         (h.to_string(), after.strip_prefix(':'))
     } else {
         match authority.rsplit_once(':') {
@@ -61,11 +99,11 @@ pub fn host_port(authority: &str, default_port: u16) -> Result<(String, u16), St
         }
     };
     let port = match port {
-        Some(p) => p.parse().map_err(|_| format!("invalid port {p:?}"))?,
+        Some(p) => p.parse().map_err(|_| AddressError::Port(p.to_string()))?,
         None => default_port,
     };
     if host.is_empty() {
-        return Err("no host".into());
+        return Err(AddressError::NoHost);
     }
     Ok((host, port))
 }
@@ -85,13 +123,13 @@ pub async fn request(
     path: &str,
     authorization: Option<&str>,
     body: Option<Vec<u8>>,
-) -> Result<Reply, String> {
+) -> Result<Reply, RequestError> {
     tokio::time::timeout(
         REQUEST_TIMEOUT,
         send(server, trust, method, path, authorization, body),
     )
     .await
-    .map_err(|_| format!("no answer in {REQUEST_TIMEOUT:?}"))?
+    .map_err(|_| RequestError::Timeout(REQUEST_TIMEOUT))?
 }
 
 async fn send(
@@ -101,20 +139,20 @@ async fn send(
     path: &str,
     authorization: Option<&str>,
     body: Option<Vec<u8>>,
-) -> Result<Reply, String> {
+) -> Result<Reply, RequestError> {
     let config = client_config(trust)?;
     let name = ServerName::try_from(server.host.clone())
-        .map_err(|e| format!("server name {:?}: {e}", server.host))?;
+        .map_err(|e| RequestError::ServerName(server.host.clone(), e))?;
     let tcp = tokio::net::TcpStream::connect((server.host.as_str(), server.port))
         .await
-        .map_err(|e| format!("connecting: {e}"))?;
+        .map_err(RequestError::Connect)?;
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await
-        .map_err(|e| format!("TLS: {e}"))?;
+        .map_err(RequestError::Tls)?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
-        .map_err(|e| format!("HTTP: {e}"))?;
+        .map_err(RequestError::Http)?;
     let conn = tokio::spawn(conn);
     let mut req = hyper::Request::builder().method(method).uri(path).header(
         hyper::header::HOST,
@@ -128,28 +166,25 @@ async fn send(
     }
     let req = req
         .body(Full::new(Bytes::from(body.unwrap_or_default())))
-        .map_err(|e| format!("building the request: {e}"))?;
-    let resp = sender
-        .send_request(req)
-        .await
-        .map_err(|e| format!("HTTP: {e}"))?;
+        .map_err(RequestError::Build)?;
+    let resp = sender.send_request(req).await.map_err(RequestError::Http)?;
     let status = resp.status().as_u16();
     let body = resp
         .into_body()
         .collect()
         .await
-        .map_err(|e| format!("reading the answer: {e}"))?
+        .map_err(RequestError::Body)?
         .to_bytes()
         .to_vec();
     conn.abort();
     Ok(Reply { status, body })
 }
 
-fn client_config(trust: &Trust) -> Result<rustls::ClientConfig, String> {
+fn client_config(trust: &Trust) -> Result<rustls::ClientConfig, RequestError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
+        .map_err(RequestError::Rustls)?;
     let config = match trust {
         Trust::Any => builder
             .dangerous()
@@ -158,10 +193,10 @@ fn client_config(trust: &Trust) -> Result<rustls::ClientConfig, String> {
         Trust::Ca(pem) => {
             let mut roots = rustls::RootCertStore::empty();
             for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| format!("the cluster CA: {e}"))?;
+                let cert = cert.map_err(|e| RequestError::Ca(e.to_string()))?;
                 roots
                     .add(cert)
-                    .map_err(|e| format!("the cluster CA: {e}"))?;
+                    .map_err(|e| RequestError::Ca(e.to_string()))?;
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         }
@@ -240,9 +275,25 @@ mod tests {
         );
         assert_eq!(u("https://k3rs.example/").unwrap().port, 6443);
         assert_eq!(u("https://[::1]:7443").unwrap().host, "::1");
-        assert!(u("http://10.0.0.1:6443").is_err());
-        assert!(u("https://10.0.0.1:x").is_err());
-        assert!(u("https://h:1/path").is_err());
-        assert!(u("https://").is_err());
+        // The messages users see on the command line.
+        let e = |s: &str| u(s).unwrap_err().to_string();
+        assert_eq!(
+            e("http://10.0.0.1:6443"),
+            "--server \"http://10.0.0.1:6443\": expected https://host:port"
+        );
+        assert_eq!(
+            e("https://10.0.0.1:x"),
+            "--server \"https://10.0.0.1:x\": invalid port \"x\""
+        );
+        assert_eq!(
+            e("https://[::1:1"),
+            "--server \"https://[::1:1\": unclosed '['"
+        );
+        assert_eq!(e("https://:1"), "--server \"https://:1\": no host");
+        assert!(matches!(
+            u("https://h:1/path"),
+            Err(AddressError::NotHttps(_))
+        ));
+        assert!(matches!(u("https://"), Err(AddressError::NotHttps(_))));
     }
 }

@@ -112,7 +112,7 @@ pub struct Cluster {
 impl Cluster {
     /// Steps 1 and 2: the CA (checked against the token) and the bootstrap data.
     pub async fn bootstrap(cfg: &JoinConfig) -> Result<(Cluster, BootstrapData), Error> {
-        let url = ServerUrl::parse(&cfg.server).map_err(Error::Url)?;
+        let url = ServerUrl::parse(&cfg.server).map_err(|e| Error::Url(e.to_string()))?;
         let token = parse_token(&cfg.token);
         let server = cfg.server.trim_end_matches('/').to_string();
         let reply = retrying(&server, "/cacerts", || {
@@ -173,7 +173,7 @@ impl Cluster {
 async fn retrying<F, Fut>(server: &str, path: &str, mut send: F) -> Result<Reply, Error>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Reply, String>>,
+    Fut: std::future::Future<Output = Result<Reply, https::RequestError>>,
 {
     let deadline = tokio::time::Instant::now() + RETRY_FOR;
     loop {
@@ -188,7 +188,7 @@ where
                 Err(reason) => Err(Error::Transport {
                     server: server.into(),
                     path: path.into(),
-                    reason,
+                    reason: reason.to_string(),
                 }),
             };
         }
