@@ -144,10 +144,7 @@ impl SecretsEncryption {
                 let mut config = self.config.lock().await;
                 match sync.fetch().await? {
                     Some((shared, revision)) => {
-                        if shared != *config {
-                            tracing::info!(keys = ?shared.key_names(), "secrets encryption: installing the cluster's keys");
-                            self.install(&mut config, shared)?;
-                        }
+                        self.adopt_config(&mut config, shared)?;
                         revision
                     }
                     None => match sync.publish(&config, 0).await {
@@ -191,14 +188,20 @@ impl SecretsEncryption {
         if revision <= self.installed.load(Ordering::SeqCst) {
             return Ok(());
         }
-        if shared != *config {
-            tracing::info!(keys = ?shared.key_names(), "secrets encryption: installing the cluster's keys");
-            self.install(&mut config, shared)?;
-        }
+        self.adopt_config(&mut config, shared)?;
         self.installed.store(revision, Ordering::SeqCst);
         drop(config);
         sync.acknowledge(revision).await?;
         Ok(())
+    }
+
+    /// Installs the cluster's `shared` configuration unless this server has it already.
+    fn adopt_config(&self, current: &mut Config, shared: Config) -> Result<(), OpError> {
+        if shared == *current {
+            return Ok(());
+        }
+        tracing::info!(keys = ?shared.key_names(), "secrets encryption: installing the cluster's keys");
+        self.install(current, shared)
     }
 
     fn install(&self, current: &mut Config, next: Config) -> Result<(), OpError> {

@@ -11,11 +11,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ring::aead;
-use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{json, Value};
 
 use super::config::Config;
+use super::transformer::{Key, Transformer};
 use crate::{Datastore, GuardedOp, ListRequest, WriteOutcome};
 
 /// Where the sealed configuration is kept.
@@ -46,7 +45,7 @@ pub enum SyncError {
 /// One server's handle on the shared configuration.
 pub struct KeySync {
     ds: Arc<dyn Datastore>,
-    key: aead::LessSafeKey,
+    sealer: Transformer,
     server: String,
 }
 
@@ -58,46 +57,30 @@ impl std::fmt::Debug for KeySync {
     }
 }
 
-/// The sealing key for a cluster whose token secret is `secret`.
-fn sealing_key(secret: &str) -> aead::LessSafeKey {
+/// The sealer for a cluster whose token secret is `secret`: the Secrets' own `aesgcm`
+/// transformer, with one key derived from the secret and the config key as associated data.
+fn sealer(secret: &str) -> Transformer {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     ctx.update(b"k3rs secrets-encryption config v1\0");
     ctx.update(secret.as_bytes());
-    let digest = ctx.finish();
-    let unbound =
-        aead::UnboundKey::new(&aead::AES_256_GCM, digest.as_ref()).expect("a 32-byte key");
-    aead::LessSafeKey::new(unbound)
+    let key = Key::new("cluster-token", ctx.finish().as_ref())
+        .expect("a SHA-256 digest is an AES-256 key");
+    Transformer::new(vec![key], true)
 }
 
-/// `nonce || ciphertext+tag` of `plain`.
-fn seal(key: &aead::LessSafeKey, plain: &[u8]) -> Vec<u8> {
-    let mut nonce = [0u8; aead::NONCE_LEN];
-    SystemRandom::new()
-        .fill(&mut nonce)
-        .expect("the system's random source");
-    let mut buf = plain.to_vec();
-    key.seal_in_place_append_tag(
-        aead::Nonce::assume_unique_for_key(nonce),
-        aead::Aad::from(CONFIG_KEY),
-        &mut buf,
-    )
-    .expect("sealing");
-    let mut out = nonce.to_vec();
-    out.extend_from_slice(&buf);
-    out
+/// `plain` sealed by `t`.
+fn seal(t: &Transformer, plain: &[u8]) -> Result<Vec<u8>, SyncError> {
+    t.encrypt(CONFIG_KEY, plain).map_err(|_| SyncError::Unseal)
 }
 
-fn unseal(key: &aead::LessSafeKey, sealed: &[u8]) -> Result<Vec<u8>, SyncError> {
-    if sealed.len() < aead::NONCE_LEN {
+/// The plain form of a value `t` sealed; anything else (plain, or another cluster's) fails.
+fn unseal(t: &Transformer, sealed: &[u8]) -> Result<Vec<u8>, SyncError> {
+    if !t.is_current(sealed) {
         return Err(SyncError::Unseal);
     }
-    let (nonce, rest) = sealed.split_at(aead::NONCE_LEN);
-    let nonce = aead::Nonce::try_assume_unique_for_key(nonce).map_err(|_| SyncError::Unseal)?;
-    let mut buf = rest.to_vec();
-    let plain = key
-        .open_in_place(nonce, aead::Aad::from(CONFIG_KEY), &mut buf)
-        .map_err(|_| SyncError::Unseal)?;
-    Ok(plain.to_vec())
+    t.decrypt(CONFIG_KEY, sealed)
+        .map(|p| p.into_owned())
+        .map_err(|_| SyncError::Unseal)
 }
 
 fn now_secs() -> u64 {
@@ -125,7 +108,7 @@ impl KeySync {
     pub fn new(ds: Arc<dyn Datastore>, secret: &str, server: &str) -> KeySync {
         KeySync {
             ds,
-            key: sealing_key(secret),
+            sealer: sealer(secret),
             server: server.to_string(),
         }
     }
@@ -140,7 +123,7 @@ impl KeySync {
     }
 
     fn decode(&self, sealed: &[u8]) -> Result<Config, SyncError> {
-        let plain = unseal(&self.key, sealed)?;
+        let plain = unseal(&self.sealer, sealed)?;
         let v: Value =
             serde_json::from_slice(&plain).map_err(|e| SyncError::Invalid(e.to_string()))?;
         Config::from_json("the shared configuration", &v)
@@ -151,7 +134,7 @@ impl KeySync {
     pub async fn publish(&self, config: &Config, based_on: i64) -> Result<i64, SyncError> {
         let body = serde_json::to_vec(&config.to_json()).expect("JSON serializes");
         let op = GuardedOp::Put {
-            value: seal(&self.key, &body),
+            value: seal(&self.sealer, &body)?,
             lease: 0,
         };
         match self.ds.guarded(CONFIG_KEY, based_on, op).await? {
@@ -239,21 +222,23 @@ mod tests {
 
     #[test]
     fn sealed_configurations_open_only_with_the_same_secret() {
-        let key = sealing_key("s3cret");
-        let sealed = seal(&key, b"{\"a\":1}");
+        let key = sealer("s3cret");
+        let sealed = seal(&key, b"{\"a\":1}").unwrap();
         assert!(
             !sealed.windows(5).any(|w| w == b"\"a\":1"),
             "not in the clear"
         );
         assert_eq!(unseal(&key, &sealed).unwrap(), b"{\"a\":1}");
         assert!(matches!(
-            unseal(&sealing_key("other"), &sealed),
+            unseal(&sealer("other"), &sealed),
             Err(SyncError::Unseal)
         ));
         let mut tampered = sealed.clone();
         *tampered.last_mut().unwrap() ^= 1;
         assert!(unseal(&key, &tampered).is_err());
         assert!(unseal(&key, b"short").is_err());
+        // A plain value planted in the store is not taken for a sealed one.
+        assert!(unseal(&key, b"{\"a\":1}").is_err());
     }
 
     #[test]
