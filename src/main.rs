@@ -6,11 +6,13 @@ use std::time::Duration;
 
 mod certificate;
 mod config_file;
+mod disable;
 mod embedded_agent;
 mod etcd_snapshot_cli;
 mod multicall;
 mod node_flags;
 mod open_files;
+mod runtime_tools;
 
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -74,6 +76,12 @@ enum Command {
     CheckConfig,
     /// Check or rotate the node's certificates.
     Certificate(certificate::CertificateArgs),
+    /// Inspect the node's containers, pods and images over CRI (crictl's ps, pods, images,
+    /// inspect, inspectp, logs, rmi, version).
+    Crictl(runtime_tools::CrictlArgs),
+    /// Run containerd's ctr against the node's containerd (namespace k8s.io).
+    #[command(disable_help_flag = true)]
+    Ctr(runtime_tools::CtrArgs),
     /// Run the system kubectl as the cluster admin (/etc/k3rs/k3rs.yaml unless KUBECONFIG
     /// is set).
     #[command(disable_help_flag = true)]
@@ -337,8 +345,10 @@ struct ServerArgs {
     /// binds them).
     #[arg(long, env = "K3RS_DISABLE_SCHEDULER")]
     disable_scheduler: bool,
-    /// Do not deploy these packaged components (k3s's flag; today: local-storage, the
-    /// local-path provisioner and its default StorageClass `local-path`). Repeatable.
+    /// Do not run these packaged components (k3s's flag; repeatable or comma-separated):
+    /// coredns (the kube-dns Service and the embedded DNS), servicelb, local-storage (the
+    /// local-path provisioner). traefik, metrics-server and runtimes are not shipped by k3rs:
+    /// disabling them only warns. Objects created by an earlier start are kept.
     #[arg(
         long = "disable",
         value_name = "COMPONENT",
@@ -451,7 +461,15 @@ async fn main() -> anyhow::Result<()> {
         open_files::raise();
     }
     match cli.command {
-        Command::Server(args) => {
+        Command::Server(mut args) => {
+            let disabled = disable::Disabled::parse(&args.disable).unwrap_or_else(|e| {
+                Cli::command()
+                    .error(clap::error::ErrorKind::InvalidValue, e)
+                    .exit()
+            });
+            for warning in disabled.warnings() {
+                tracing::warn!("{warning}");
+            }
             // The server's own settings first, so that a --kube-controller-manager-arg
             // overrides them (as in k3s).
             let controller_args = std::iter::once(format!("cluster-cidr={}", args.cluster_cidr))
@@ -463,12 +481,14 @@ async fn main() -> anyhow::Result<()> {
                         .error(clap::error::ErrorKind::InvalidValue, e)
                         .exit()
                 });
-            controller_args.local_storage = (!args.disable.iter().any(|d| d == "local-storage"))
-                .then(|| {
-                    args.default_local_storage_path
-                        .clone()
-                        .unwrap_or_else(|| args.data_dir.join("storage"))
-                });
+            for controller in disabled.controllers() {
+                controller_args.controllers.exclude(controller);
+            }
+            controller_args.local_storage = (!disabled.local_storage).then(|| {
+                args.default_local_storage_path
+                    .clone()
+                    .unwrap_or_else(|| args.data_dir.join("storage"))
+            });
             // k3s's own flag first, so that a --kube-apiserver-arg overrides it.
             let kube_apiserver_args = args
                 .pod_security_admission_config_file
@@ -482,6 +502,8 @@ async fn main() -> anyhow::Result<()> {
                         .error(clap::error::ErrorKind::InvalidValue, e)
                         .exit()
                 });
+            // The embedded agent answers cluster DNS only while the cluster has it.
+            args.node.disable_cluster_dns |= disabled.coredns;
             let agent = (!args.disable_agent && !args.disable_apiserver).then(|| {
                 let join = node_flags::Join {
                     server: format!("https://127.0.0.1:{}", args.https_listen_port),
@@ -530,6 +552,7 @@ async fn main() -> anyhow::Result<()> {
                     cluster_cidr: args.cluster_cidr,
                     disable_controller_manager: args.disable_controller_manager,
                     disable_scheduler: args.disable_scheduler,
+                    cluster_dns_service: !disabled.coredns,
                     controller_args,
                     secrets_encryption: args.secrets_encryption,
                     apiserver_args,
@@ -562,6 +585,8 @@ async fn main() -> anyhow::Result<()> {
         Command::CheckConfig => check_config(),
         Command::Certificate(args) => certificate::run(args)?,
         Command::Kubectl { args } => return Err(kubectl(args)),
+        Command::Crictl(args) => runtime_tools::crictl(args).await?,
+        Command::Ctr(args) => return Err(runtime_tools::ctr(args)),
         Command::Token(args) => {
             use k3rs_apiserver::tokens::{client, TokenSpec};
             let cmd = match args.command {

@@ -57,6 +57,8 @@ pub struct ApiServerConfig {
     pub args: args::Args,
     /// What the HTTPS port allows its clients (timeouts, connection and stream caps).
     pub limits: k3rs_apimachinery::tls::Limits,
+    /// Whether the `kube-system/kube-dns` Service is created (false: `--disable coredns`).
+    pub cluster_dns_service: bool,
 }
 
 /// Failures that stop the API server (as opposed to request errors).
@@ -146,7 +148,7 @@ pub struct ApiServer {
     tls: rustls::ServerConfig,
     limits: k3rs_apimachinery::tls::Limits,
     state: Arc<ApiState>,
-    bootstrap_port: u16,
+    bootstrap: bootstrap::Settings,
     /// The default agent token, whose Secret is made at start.
     agent_token: crate::tokens::Token,
     /// The Node authorizer's graph, fed from watches once the router serves.
@@ -348,7 +350,10 @@ impl ApiServer {
             tls,
             limits: cfg.limits.clone(),
             state,
-            bootstrap_port: port,
+            bootstrap: bootstrap::Settings {
+                https_port: port,
+                kube_dns: cfg.cluster_dns_service,
+            },
             agent_token,
             node_graph: node_authorizer.graph(),
             extra_routes: None,
@@ -404,7 +409,7 @@ impl ApiServer {
         // The datastore may still be electing its leader: retry the bootstrap briefly.
         let mut attempt = 0;
         loop {
-            match bootstrap::ensure(&self.state.registry, self.bootstrap_port).await {
+            match bootstrap::ensure(&self.state.registry, self.bootstrap).await {
                 Ok(()) => break,
                 Err(e) if attempt < 300 && !stop.is_cancelled() => {
                     attempt += 1;

@@ -92,6 +92,8 @@ pub struct ApiSettings {
     pub disable_controller_manager: bool,
     /// `--disable-scheduler`: no in-process scheduler.
     pub disable_scheduler: bool,
+    /// Whether the `kube-dns` Service exists (false: `--disable coredns`).
+    pub cluster_dns_service: bool,
     /// `--kube-controller-manager-arg`s.
     pub controller_args: controllers::Args,
     /// `--secrets-encryption`: Secrets encrypted at rest (AES-GCM).
@@ -182,6 +184,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         cfg.cluster_reset,
     )?;
     pki::files::create_dir(&server_dir)?;
+    ready_notify::progress("starting: certificates and datastore");
     let hostname = identity::hostname();
     let etcd_ip = cfg.etcd_client_addr.ip();
     let node_ip = cfg.node_ip.unwrap_or_else(identity::default_ip);
@@ -189,6 +192,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let joining = match &cfg.join {
         Some(j) if !cfg.cluster_reset && !server_dir.join("db").exists() => {
             tracing::info!(server = %j.server, "joining the cluster");
+            ready_notify::progress(&format!("joining the cluster at {}", j.server));
             let (cluster, data) = join::Cluster::bootstrap(j).await?;
             join::install(&server_dir, &data)?;
             Some(cluster)
@@ -274,6 +278,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         snapshot_entries: SNAPSHOT_ENTRIES,
     };
     let node = Node::start_member(node_cfg, peer_config(&cfg, &server_dir, peer_addr)?).await?;
+    ready_notify::progress("datastore started; starting the Kubernetes API");
     if cfg.cluster_reset {
         // Like k3s: the reset is done; running on with the flag would reset again next time
         // (and drop the members added meanwhile).
@@ -575,6 +580,7 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
         kubeconfig_mode: api.write_kubeconfig_mode,
         args: api.apiserver_args.clone(),
         limits: cfg.connection_limits.clone(),
+        cluster_dns_service: api.cluster_dns_service,
     }
 }
 

@@ -115,3 +115,27 @@ fn a_key_that_is_no_flag_is_refused() {
         "{log}"
     );
 }
+
+#[test]
+fn a_disable_item_that_is_no_component_is_refused() {
+    // In the config file as k3s users write it, and as a flag: the typo is named.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, "disable:\n  - traefik\n  - core-dns\n").unwrap();
+    let (status, log, _dir) = K3rs::run_to_exit(
+        &["--config", &path.display().to_string()],
+        Duration::from_secs(30),
+    );
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}: {log}");
+    assert!(
+        log.contains(r#"--disable: "core-dns" is not a packaged component (valid items: coredns, servicelb, traefik, local-storage, metrics-server, runtimes)"#),
+        "{log}"
+    );
+    let (status, log, _dir) =
+        K3rs::run_to_exit(&["--disable", "servicelb,ingress"], Duration::from_secs(30));
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}: {log}");
+    assert!(
+        log.contains(r#""ingress" is not a packaged component"#),
+        "{log}"
+    );
+}
