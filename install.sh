@@ -29,8 +29,8 @@
 #   INSTALL_K3RS_FROM_SOURCE   1: `cargo build --release` the checkout this script is in.
 #   INSTALL_K3RS_BIN_DIR       Binary, symlink and scripts go here (default /usr/local/bin).
 #   INSTALL_K3RS_SYSTEMD_DIR   Unit and env file go here (default /etc/systemd/system).
-#   INSTALL_K3RS_SYMLINK       skip: no kubectl symlink; force: replace an existing one;
-#                              default: link kubectl -> k3rs when no kubectl is on the PATH.
+#   INSTALL_K3RS_SYMLINK       skip: no kubectl/crictl symlinks; force: replace existing ones;
+#                              default: link kubectl and crictl -> k3rs when not on the PATH.
 #   INSTALL_K3RS_SKIP_ENABLE   true: neither enable nor start the service.
 #   INSTALL_K3RS_SKIP_START    true: enable but do not (re)start the service.
 #   INSTALL_K3RS_FORCE_RESTART true: restart the service even when nothing changed.
@@ -414,23 +414,26 @@ on_path() {
     return 1
 }
 
-# --- kubectl -> k3rs (k3rs run as kubectl is `k3rs kubectl`: the admin kubeconfig) ---
+# --- kubectl, crictl -> k3rs (k3rs run as kubectl is `k3rs kubectl`: the admin kubeconfig;
+# as crictl, `k3rs crictl`: the node's containerd) ---
 create_symlinks() {
     [ "${INSTALL_K3RS_SYMLINK:-}" = skip ] && return 0
-    link=$BIN_DIR/kubectl
-    if [ -L "$R$link" ] && [ "$(readlink "$R$link")" = k3rs ]; then
-        info "Unchanged: $link -> k3rs"
-    elif [ "${INSTALL_K3RS_SYMLINK:-}" = force ]; then
-        ln -sfn k3rs "$R$link"
-        info "Linked $link -> k3rs (INSTALL_K3RS_SYMLINK=force)"
-    elif [ -e "$R$link" ] || [ -L "$R$link" ]; then
-        info "Not linking $link -> k3rs: $link exists"
-    elif found=$(on_path kubectl); then
-        info "Not linking $link -> k3rs: kubectl is on the PATH at $found"
-    else
-        ln -s k3rs "$R$link"
-        info "Linked $link -> k3rs"
-    fi
+    for cmd in kubectl crictl; do
+        link=$BIN_DIR/$cmd
+        if [ -L "$R$link" ] && [ "$(readlink "$R$link")" = k3rs ]; then
+            info "Unchanged: $link -> k3rs"
+        elif [ "${INSTALL_K3RS_SYMLINK:-}" = force ]; then
+            ln -sfn k3rs "$R$link"
+            info "Linked $link -> k3rs (INSTALL_K3RS_SYMLINK=force)"
+        elif [ -e "$R$link" ] || [ -L "$R$link" ]; then
+            info "Not linking $link -> k3rs: $link exists"
+        elif found=$(on_path "$cmd"); then
+            info "Not linking $link -> k3rs: $cmd is on the PATH at $found"
+        else
+            ln -s k3rs "$R$link"
+            info "Linked $link -> k3rs"
+        fi
+    done
 }
 
 # --- the environment file: K3RS_* and the proxy variables, sorted, mode 0600 ---
@@ -473,7 +476,9 @@ LimitNOFILE=1048576
 LimitNPROC=infinity
 LimitCORE=infinity
 TasksMax=infinity
-TimeoutStartSec=0
+# Starting sends STATUS= progress (systemctl status shows what it waits for); a start that
+# is not READY in 15 minutes fails instead of hanging.
+TimeoutStartSec=15min
 Restart=always
 RestartSec=5s
 ExecStartPre=-/sbin/modprobe br_netfilter
@@ -715,9 +720,11 @@ for other in "\$R$SYSTEMD_DIR"/k3rs*.service "\$R"/etc/init.d/k3rs*; do
     fi
 done
 
-if [ "\$(readlink "\$R$BIN_DIR/kubectl" 2>/dev/null || true)" = k3rs ]; then
-    rm -f "\$R$BIN_DIR/kubectl"
-fi
+for cmd in kubectl crictl; do
+    if [ "\$(readlink "\$R$BIN_DIR/\$cmd" 2>/dev/null || true)" = k3rs ]; then
+        rm -f "\$R$BIN_DIR/\$cmd"
+    fi
+done
 rm -f "\$R$BIN_DIR/k3rs" "\$R$KILLALL_SH"
 created=\$(cat "\$R$DIRS_LIST" 2>/dev/null || true)
 for dir in "\$R/etc/k3rs" "\$R/run/k3rs" "\$R\$K3RS_DATA_DIR"; do

@@ -1,21 +1,21 @@
 //! The names the `k3rs` binary answers to besides its own (install.sh links them to it), as
 //! k3s's binary does: run as `kubectl`, it is `k3rs kubectl` (the system kubectl with the
-//! admin kubeconfig when KUBECONFIG is unset).
+//! admin kubeconfig when KUBECONFIG is unset); run as `crictl`, `k3rs crictl`.
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The command line as k3rs's own: `kubectl ARGS` (argv[0] named `kubectl`) becomes
-/// `k3rs kubectl ARGS`; any other argv[0] is left alone.
+/// `k3rs kubectl ARGS`, `crictl ARGS` `k3rs crictl ARGS`; any other argv[0] is left alone.
 pub fn argv(mut argv: Vec<OsString>) -> Vec<OsString> {
-    let called_as_kubectl = argv
+    let called_as = argv
         .first()
         .and_then(|a| Path::new(a).file_name())
-        .is_some_and(|name| name == "kubectl");
-    if called_as_kubectl {
+        .and_then(|name| ["kubectl", "crictl"].into_iter().find(|c| name == *c));
+    if let Some(command) = called_as {
         argv[0] = OsString::from("k3rs");
-        argv.insert(1, OsString::from("kubectl"));
+        argv.insert(1, OsString::from(command));
     }
     argv
 }
@@ -52,6 +52,11 @@ mod tests {
             os(&["/usr/local/bin/k3rs", "server"])
         );
         assert_eq!(argv(os(&["kubectl-foo"])), os(&["kubectl-foo"]));
+        assert_eq!(
+            argv(os(&["/usr/local/bin/crictl", "ps", "-a"])),
+            os(&["k3rs", "crictl", "ps", "-a"])
+        );
+        assert_eq!(argv(os(&["ctr"])), os(&["ctr"]));
     }
 
     #[test]

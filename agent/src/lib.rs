@@ -8,6 +8,7 @@ pub mod client;
 pub mod cni;
 pub mod containerd;
 pub mod cri;
+pub mod crictl;
 pub mod dns;
 pub mod hollow;
 pub mod host_check;

@@ -211,6 +211,23 @@ fn server_and_agent_systemd_install_rerun_and_uninstall() {
         std::fs::read_link(root.join("usr/local/bin/kubectl")).unwrap(),
         Path::new("k3rs")
     );
+    // crictl too when this machine has none (`k3rs crictl`, built in).
+    if crate::common::find_program("crictl").is_none() {
+        assert_eq!(
+            std::fs::read_link(root.join("usr/local/bin/crictl")).unwrap(),
+            Path::new("k3rs")
+        );
+        let out = Command::new(root.join("usr/local/bin/crictl"))
+            .arg("--help")
+            .env_clear()
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("inspectp"),
+            "{}",
+            text(&out)
+        );
+    }
     // The link runs the system kubectl (never itself), or says there is none.
     let linked = |path: &str| {
         Command::new(root.join("usr/local/bin/kubectl"))
@@ -462,6 +479,7 @@ fn openrc_install_and_uninstall() {
     assert_eq!(mode(&root, "/etc/init.d/k3rs"), 0o755);
     shellcheck(&root.join("etc/init.d/k3rs"));
     assert!(!root.join("usr/local/bin/kubectl").exists());
+    assert!(!root.join("usr/local/bin/crictl").exists());
     assert_eq!(
         std::fs::read_link(root.join("etc/runlevels/default/k3rs")).unwrap(),
         Path::new("/etc/init.d/k3rs")
