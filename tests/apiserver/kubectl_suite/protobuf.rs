@@ -246,9 +246,11 @@ pub fn stored_like_json(c: &Ctx) {
         pb.extend(with(&pb_name));
         c.k.ok(&pb.iter().map(String::as_str).collect::<Vec<_>>());
         // JSON: the same generator, printed, then created from the file.
-        let mut dry: Vec<String> = vec!["-n".into(), json_ns.clone(), "create".into()];
+        // (Flags before the generator's own: job and cronjob end with `-- command`.)
+        let mut dry: Vec<String> = ["-n", &json_ns, "create", "--dry-run=client", "-o", "json"]
+            .map(String::from)
+            .to_vec();
         dry.extend(with(&js_name));
-        dry.extend(["--dry-run=client".into(), "-o".into(), "json".into()]);
         let printed = c.k.ok(&dry.iter().map(String::as_str).collect::<Vec<_>>());
         c.k.ok_stdin(&["-n", &json_ns, "create", "-f", "-"], Some(&printed));
 
