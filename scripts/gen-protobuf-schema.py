@@ -235,7 +235,9 @@ def main():
             if known is not None and tag in known:
                 jname, flags = known[tag]
             else:
-                missing.append(f"{rename[name]}.{rust}")
+                # Special messages have their own JSON form; their field names do not matter.
+                if rename[name] not in SPECIAL and short not in lists.get(module, ()):
+                    missing.append(f"{rename[name]}.{rust}")
                 jname, flags = camel(rust), ["omit"]
             ty = rename.get(ty, ty)
             print(f"field {tag} {jname} {card} {ty} {','.join(flags) or '-'}")

@@ -281,3 +281,32 @@ fn int_or_string_quantities_and_raw_extensions_round_trip() {
         "data": {"spec": {"x": [1, 2]}}, "revision": 2});
     assert_eq!(decode(&encode(&revision).unwrap()).unwrap(), revision);
 }
+
+#[test]
+fn delete_options_under_any_group_and_lists_with_typed_items() {
+    let body = envelope(
+        "meta.k8s.io/v1",
+        "DeleteOptions",
+        Msg::default().i(1, 0).s(4, "Foreground").s(5, "All"),
+    );
+    assert_eq!(
+        decode(&body).unwrap(),
+        json!({"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0, "propagationPolicy": "Foreground", "dryRun": ["All"]})
+    );
+    // A list's items may carry apiVersion/kind in JSON; protobuf has no place for them.
+    let list = json!({"apiVersion": "v1", "kind": "ConfigMapList",
+        "metadata": {"resourceVersion": "7"},
+        "items": [{"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "a", "creationTimestamp": null}}]});
+    let mut expected = list.clone();
+    let item = expected["items"][0].as_object_mut().unwrap();
+    item.remove("apiVersion");
+    item.remove("kind");
+    assert_eq!(decode(&encode(&list).unwrap()).unwrap(), expected);
+    // Errors answer as meta/v1 Status.
+    let status = json!({"apiVersion": "v1", "kind": "Status", "metadata": {},
+        "status": "Failure", "message": "nope", "reason": "NotFound", "code": 404,
+        "details": {"name": "x", "kind": "configmaps"}});
+    assert_eq!(decode(&encode(&status).unwrap()).unwrap(), status);
+}
