@@ -310,3 +310,21 @@ fn delete_options_under_any_group_and_lists_with_typed_items() {
         "details": {"name": "x", "kind": "configmaps"}});
     assert_eq!(decode(&encode(&status).unwrap()).unwrap(), status);
 }
+
+proptest::proptest! {
+    /// Arbitrary bytes as a Deployment (or a mutated real one) are decoded or refused with
+    /// 400/415, never a panic.
+    #[test]
+    fn arbitrary_bodies_never_panic(raw in proptest::collection::vec(proptest::num::u8::ANY, 0..512),
+                                    cut in 0usize..400) {
+        let real = envelope("apps/v1", "Deployment", Msg::default().m(1, meta("web")));
+        let mut mutated = real.clone();
+        mutated.truncate(cut.max(4));
+        mutated.extend(&raw);
+        for body in [envelope("apps/v1", "Deployment", Msg(Writer { buf: raw.clone() })), mutated] {
+            if let Err(e) = decode(&body) {
+                proptest::prop_assert!(e.code == 400 || e.code == 415, "{}", e.message);
+            }
+        }
+    }
+}
