@@ -61,10 +61,15 @@ pub async fn api(State(st): State<Arc<ApiState>>, req: Request) -> Response {
         ApiPath::Resource(rp) => {
             let verb = verb_of(req.method(), &rp, &request::info_of(&req).query);
             let resource = rp.resource.plural;
+            // Watch streams stay JSON (client-go reads their Content-Type).
+            let protobuf = verb != "WATCH" && super::protobuf::preferred(req.headers());
             let mut resp = match resource_request(&st, rp, req).await {
                 Ok(r) => r,
                 Err(e) => e.into_response(),
             };
+            if protobuf {
+                resp = super::protobuf::respond(resp).await;
+            }
             resp.extensions_mut()
                 .insert(RequestLabels { verb, resource });
             resp
