@@ -305,6 +305,27 @@ struct ServerArgs {
         env = "K3RS_ETCD_WATCH_PROGRESS_NOTIFY_INTERVAL"
     )]
     etcd_watch_progress_notify_interval: Duration,
+    /// Backend quota in bytes, like etcd's --quota-backend-bytes: when the database would
+    /// outgrow it, the member raises the NOSPACE alarm and refuses writes that add data until
+    /// the space is reclaimed (compact, defrag) and the alarm disarmed. 0: etcd's default of
+    /// 2 GiB; negative: no quota.
+    #[arg(
+        long,
+        default_value_t = 0,
+        allow_negative_numbers = true,
+        env = "K3RS_ETCD_QUOTA_BACKEND_BYTES"
+    )]
+    etcd_quota_backend_bytes: i64,
+    /// Interval of the leader's cross-member data check, like etcd's
+    /// --experimental-corrupt-check-time: a member whose HashKV differs gets the CORRUPT alarm,
+    /// which refuses writes. 0 (the default, as etcd's) disables it.
+    #[arg(
+        long,
+        default_value = "0s",
+        value_parser = parse_duration,
+        env = "K3RS_ETCD_EXPERIMENTAL_CORRUPT_CHECK_TIME"
+    )]
+    etcd_experimental_corrupt_check_time: Duration,
     /// Port of the Kubernetes API (HTTPS).
     #[arg(long, default_value_t = 6443, env = "K3RS_HTTPS_LISTEN_PORT")]
     https_listen_port: u16,
@@ -528,6 +549,8 @@ async fn main() -> anyhow::Result<()> {
                 etcd_client_addr: SocketAddr::new(args.etcd_client_address, args.etcd_client_port),
                 auto_compaction_retention: args.etcd_auto_compaction_retention,
                 watch_progress_notify_interval: args.etcd_watch_progress_notify_interval,
+                quota_backend_bytes: args.etcd_quota_backend_bytes,
+                corrupt_check_time: args.etcd_experimental_corrupt_check_time,
                 etcd_peer_port: args.etcd_peer_port,
                 cluster_reset: args.cluster_reset,
                 cluster_reset_restore_path: args.snapshots.cluster_reset_restore_path.clone(),

@@ -91,6 +91,8 @@ fn request_code(e: &RequestError) -> Code {
         RequestError::Compacted { .. } | RequestError::FutureRevision => Code::OutOfRange,
         RequestError::LeaseNotFound => Code::NotFound,
         RequestError::LeaseExists => Code::FailedPrecondition,
+        RequestError::NoSpace => Code::ResourceExhausted,
+        RequestError::Corrupt => Code::DataLoss,
         RequestError::DuplicateKey
         | RequestError::KeyNotFound
         | RequestError::TooManyOps
@@ -120,6 +122,21 @@ mod tests {
     fn status(e: impl Into<EtcdError>) -> (Code, String) {
         let s = Status::from(e.into());
         (s.code(), s.message().to_string())
+    }
+
+    #[test]
+    fn alarm_refusals_map_to_etcd_codes_and_messages() {
+        assert_eq!(
+            status(RequestError::NoSpace),
+            (
+                Code::ResourceExhausted,
+                "etcdserver: mvcc: database space exceeded".into()
+            )
+        );
+        assert_eq!(
+            status(RequestError::Corrupt),
+            (Code::DataLoss, "etcdserver: corrupt cluster".into())
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@ impl LeaseService {
         if req.ttl > MAX_LEASE_TTL {
             return Err(EtcdError::LeaseTtlTooLarge);
         }
+        self.api.check_quota(crate::quota::LEASE_COST).await?;
         let ttl = granted_ttl(req.ttl, self.api.node().min_lease_ttl());
         let Output { revision, result } = self
             .api

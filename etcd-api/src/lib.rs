@@ -10,12 +10,14 @@
 
 pub mod cluster;
 pub mod convert;
+pub mod corrupt;
 pub mod error;
 pub mod http;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
 pub mod metrics;
+pub mod quota;
 pub mod snapshot;
 pub mod watch;
 
@@ -49,6 +51,8 @@ pub struct ApiConfig {
     pub progress_notify_interval: Duration,
     /// Directory where snapshots are staged while streamed to a client.
     pub scratch_dir: PathBuf,
+    /// The backend quota (`--etcd-quota-backend-bytes`).
+    pub quota: quota::Quota,
 }
 
 /// What every service shares: the node, identity and the shutdown signal.
@@ -104,6 +108,24 @@ impl Api {
             revision,
             raft_term: status.term,
         })
+    }
+
+    /// etcd's quota check before proposing a request that costs `cost`: if the backend would
+    /// outgrow the quota, raises NOSPACE for this member and refuses the request.
+    pub async fn check_quota(&self, cost: u64) -> Result<(), EtcdError> {
+        let node = &self.inner.node;
+        if self.inner.cfg.quota.available(node.store().db_size(), cost) {
+            return Ok(());
+        }
+        let raise = k3rs_storage::Command::Alarm {
+            action: k3rs_storage::AlarmAction::Activate,
+            member_id: node.status().member_id,
+            alarm: k3rs_storage::AlarmType::Nospace,
+        };
+        if let Err(e) = node.write(raise).await {
+            tracing::warn!(error = %e, "raising the NOSPACE alarm");
+        }
+        Err(k3rs_storage::RequestError::NoSpace.into())
     }
 
     /// A response header at the store's current revision.

@@ -1,4 +1,4 @@
-//! The Maintenance service: Status, Snapshot, Defragment, Alarm, MoveLeader.
+//! The Maintenance service: Status, Snapshot, Defragment, Alarm, Hash, HashKV, MoveLeader.
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
@@ -10,6 +10,8 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
+
+use k3rs_storage::{AlarmAction, AlarmMember, AlarmType, Command, CommandResponse, Output};
 
 use super::error::{ApiResult, EtcdError};
 use super::{Api, ETCD_VERSION};
@@ -44,6 +46,7 @@ impl MaintenanceService {
         if st.leader.is_none() {
             errors.push(EtcdError::NoLeader.message());
         }
+        errors.extend(store.alarms(AlarmType::None).iter().map(alarm_status_text));
         pb::StatusResponse {
             header: self.api.current_header(),
             version: ETCD_VERSION.to_string(),
@@ -59,35 +62,79 @@ impl MaintenanceService {
         }
     }
 
-    /// A hash of every key at `revision` (0 = current): equal on members that agree. Unlike
-    /// etcd's, it covers the latest version of each key, not every retained revision.
+    /// etcd's `HashKV` (see `k3rs_storage::hash`): equal to etcd 3.4's for the same history.
     async fn hash_kv(&self, revision: i64) -> ApiResult<pb::HashKvResponse> {
         let node = self.api.node().clone();
-        let (hash_revision, hash) =
-            tokio::task::spawn_blocking(move || -> ApiResult<(i64, u32)> {
-                let store = node.store();
-                let revision = if revision > 0 {
-                    revision
-                } else {
-                    store.current_revision()
-                };
-                let all = k3rs_storage::RangeRequest {
-                    key: vec![0],
-                    range_end: vec![0],
-                    revision,
-                    ..Default::default()
-                };
-                let (_, resp) = store.range(&all)??;
-                Ok((revision, kv_hash(&resp.kvs)))
-            })
+        let at = tokio::task::spawn_blocking(move || node.store().hash_kv(revision))
             .await
-            .map_err(|e| EtcdError::Internal(format!("hash task: {e}")))??;
+            .map_err(|e| EtcdError::Internal(format!("hash task: {e}")))???;
+        let hash_revision = if revision > 0 {
+            revision
+        } else {
+            at.current_revision
+        };
         Ok(pb::HashKvResponse {
-            header: self.api.current_header(),
-            hash,
-            compact_revision: self.api.node().store().compact_revision(),
+            header: self.api.header(at.current_revision),
+            hash: at.hash,
+            compact_revision: at.compact_revision,
             hash_revision,
         })
+    }
+
+    /// etcd's `Hash`, over the buckets k3rs holds (see `k3rs_storage::hash`).
+    async fn hash(&self) -> ApiResult<pb::HashResponse> {
+        let node = self.api.node().clone();
+        let (revision, hash) = tokio::task::spawn_blocking(move || node.store().hash())
+            .await
+            .map_err(|e| EtcdError::Internal(format!("hash task: {e}")))??;
+        Ok(pb::HashResponse {
+            header: self.api.header(revision),
+            hash,
+        })
+    }
+
+    /// etcd's `Alarm`: GET reads the replicated alarm list (linearizably), ACTIVATE and
+    /// DEACTIVATE go through Raft. Like etcd 3.4's, the answer has no header.
+    async fn alarm(&self, req: pb::AlarmRequest) -> ApiResult<pb::AlarmResponse> {
+        use pb::alarm_request::AlarmAction as Action;
+        let alarm = AlarmType::from_number(i64::from(req.alarm)).ok_or_else(|| {
+            EtcdError::InvalidArgument(format!("unknown alarm type {}", req.alarm))
+        })?;
+        let action = match Action::try_from(req.action) {
+            Ok(Action::Get) => {
+                self.api.node().read_barrier().await?;
+                return Ok(pb::AlarmResponse {
+                    header: None,
+                    alarms: alarm_members(&self.api.node().store().alarms(alarm)),
+                });
+            }
+            Ok(Action::Activate) => AlarmAction::Activate,
+            Ok(Action::Deactivate) => AlarmAction::Deactivate,
+            Err(_) => {
+                return Err(EtcdError::InvalidArgument(format!(
+                    "unknown alarm action {}",
+                    req.action
+                )))
+            }
+        };
+        let cmd = Command::Alarm {
+            action,
+            member_id: req.member_id,
+            alarm,
+        };
+        let Output { result, .. } = self.api.node().write(cmd).await?;
+        match result? {
+            CommandResponse::Alarm { alarms } => {
+                if action == AlarmAction::Activate && !alarms.is_empty() {
+                    tracing::warn!(member = %format!("{:x}", req.member_id), ?alarm, "alarm raised");
+                }
+                Ok(pb::AlarmResponse {
+                    header: None,
+                    alarms: alarm_members(&alarms),
+                })
+            }
+            other => Err(EtcdError::Internal(format!("alarm produced {other:?}"))),
+        }
     }
 
     async fn defragment(&self) -> ApiResult<pb::DefragmentResponse> {
@@ -120,20 +167,26 @@ impl MaintenanceService {
     }
 }
 
-/// The first 4 bytes of a sha256 over every key's fields, in key order.
-fn kv_hash(kvs: &[k3rs_storage::KeyValue]) -> u32 {
-    let mut h = Sha256::new();
-    for kv in kvs {
-        for n in [kv.create_revision, kv.mod_revision, kv.version, kv.lease] {
-            h.update(n.to_be_bytes());
-        }
-        for bytes in [&kv.key, &kv.value] {
-            h.update((bytes.len() as u64).to_be_bytes());
-            h.update(bytes);
-        }
-    }
-    let d = h.finalize();
-    u32::from_be_bytes([d[0], d[1], d[2], d[3]])
+/// The store's alarms as etcd's `AlarmMember`s.
+fn alarm_members(alarms: &[AlarmMember]) -> Vec<pb::AlarmMember> {
+    alarms
+        .iter()
+        .map(|m| pb::AlarmMember {
+            member_id: m.member_id,
+            alarm: i32::from(m.alarm.number()),
+        })
+        .collect()
+}
+
+/// How etcd's Status lists a raised alarm among its errors (the protobuf text form of
+/// `AlarmMember`, as Go prints it).
+pub fn alarm_status_text(m: &AlarmMember) -> String {
+    let name = match m.alarm {
+        AlarmType::None => "NONE",
+        AlarmType::Nospace => "NOSPACE",
+        AlarmType::Corrupt => "CORRUPT",
+    };
+    format!("memberID:{} alarm:{name} ", m.member_id)
 }
 
 /// `len` rounded up to [`SNAPSHOT_ALIGN`].
@@ -210,13 +263,9 @@ impl pb::maintenance_server::Maintenance for MaintenanceService {
         &self,
         request: Request<pb::AlarmRequest>,
     ) -> Result<Response<pb::AlarmResponse>, Status> {
-        // No alarms are ever raised (space stays bounded by compaction + defragmentation), so
-        // GET lists none and ACTIVATE/DEACTIVATE have nothing to change.
-        let _ = request;
-        Ok(Response::new(pb::AlarmResponse {
-            header: self.api.current_header(),
-            alarms: Vec::new(),
-        }))
+        Ok(Response::new(
+            MaintenanceService::alarm(self, request.into_inner()).await?,
+        ))
     }
 
     async fn status(
@@ -237,7 +286,7 @@ impl pb::maintenance_server::Maintenance for MaintenanceService {
         &self,
         _: Request<pb::HashRequest>,
     ) -> Result<Response<pb::HashResponse>, Status> {
-        Err(EtcdError::Unimplemented("k3rs: Hash is not supported").into())
+        Ok(Response::new(MaintenanceService::hash(self).await?))
     }
 
     async fn hash_kv(
@@ -334,38 +383,12 @@ mod tests {
     }
 
     #[test]
-    fn kv_hash_covers_every_field() {
-        let kv = k3rs_storage::KeyValue {
-            key: b"k".to_vec(),
-            value: b"v".to_vec(),
-            mod_revision: 2,
-            ..Default::default()
+    fn alarms_in_status_as_etcd_prints_them() {
+        let m = AlarmMember {
+            member_id: 42,
+            alarm: AlarmType::Nospace,
         };
-        let base = kv_hash(std::slice::from_ref(&kv));
-        assert_eq!(base, kv_hash(std::slice::from_ref(&kv)));
-        assert_ne!(
-            base,
-            kv_hash(&[k3rs_storage::KeyValue {
-                mod_revision: 3,
-                ..kv.clone()
-            }])
-        );
-        assert_ne!(
-            base,
-            kv_hash(&[k3rs_storage::KeyValue {
-                value: b"w".to_vec(),
-                ..kv.clone()
-            }])
-        );
-        // Field boundaries matter: ("kv", "") differs from ("k", "v").
-        assert_ne!(
-            base,
-            kv_hash(&[k3rs_storage::KeyValue {
-                key: b"kv".to_vec(),
-                value: Vec::new(),
-                ..kv
-            }])
-        );
+        assert_eq!(alarm_status_text(&m), "memberID:42 alarm:NOSPACE ");
     }
 
     #[test]

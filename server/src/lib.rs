@@ -46,6 +46,12 @@ pub struct ServerConfig {
     pub auto_compaction_retention: Duration,
     /// Interval of watch progress notifications for watchers that ask for them (etcd: 10 min).
     pub watch_progress_notify_interval: Duration,
+    /// `--etcd-quota-backend-bytes`: the backend quota (0: etcd's default 2 GiB; negative:
+    /// none).
+    pub quota_backend_bytes: i64,
+    /// `--etcd-experimental-corrupt-check-time`: interval of the leader's cross-member hash
+    /// check; zero disables it (etcd's default).
+    pub corrupt_check_time: Duration,
     /// `--bind-address` and `--https-listen-port`: the HTTPS port of the API server and of
     /// the supervisor (what joining servers ask for), served also with `--disable-apiserver`.
     pub https_listen: SocketAddr,
@@ -120,6 +126,8 @@ impl ServerConfig {
             etcd_client_addr,
             auto_compaction_retention: Duration::from_secs(300),
             watch_progress_notify_interval: Duration::from_secs(600),
+            quota_backend_bytes: 0,
+            corrupt_check_time: Duration::ZERO,
             https_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 6443),
             api: None,
             etcd_peer_port: DEFAULT_ETCD_PEER_PORT,
@@ -696,9 +704,26 @@ async fn serve(
             cluster_id: ids.cluster_id,
             progress_notify_interval: cfg.watch_progress_notify_interval,
             scratch_dir: server_dir.join("tmp"),
+            quota: etcd::quota::Quota::from_flag(cfg.quota_backend_bytes),
         },
         stop.clone(),
     );
+    let corrupt_check = (!cfg.corrupt_check_time.is_zero()).then(|| {
+        let (client_cert, client_key) = pki.etcd_client_cert();
+        let peers = etcd::corrupt::PeerHashes {
+            tls: datastore::EtcdTls {
+                ca_file: Some(pki.etcd_server_ca_cert()),
+                cert_file: Some(client_cert),
+                key_file: Some(client_key),
+            },
+        };
+        let (api, interval) = (api.clone(), cfg.corrupt_check_time);
+        tokio::spawn(tasks::supervise(
+            "etcd/corrupt-check",
+            stop.clone(),
+            move |stop| etcd::corrupt::run(api.clone(), interval, peers.clone(), stop),
+        ))
+    });
 
     let node_for_http = node.clone();
     // Supervised only when enabled: a disabled compactor returns at once, which supervision
@@ -757,6 +782,9 @@ async fn serve(
     stop.cancel();
     if let Some(compaction) = compaction {
         let _ = compaction.await;
+    }
+    if let Some(check) = corrupt_check {
+        let _ = check.await;
     }
     result
 }

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use tokio::sync::broadcast;
 
 use crate::compact::compact;
+use crate::hash::KvHash;
 use crate::kv::{delete_command, put_command};
 use crate::range::{range, View};
 use crate::reader::KvReader;
@@ -30,7 +31,7 @@ use crate::txn::txn_command;
 use crate::types::*;
 use crate::watch::{self, LiveBatch, WatchRequest, Watcher};
 use crate::writer::Writer;
-use crate::{dbdir, lease, snapshot};
+use crate::{alarm, dbdir, hash, lease, snapshot};
 
 /// Failures of the storage engine itself (not answers to a request): fatal for the caller.
 #[derive(Debug, thiserror::Error)]
@@ -213,6 +214,32 @@ impl Store {
             .collect())
     }
 
+    /// The raised alarms of type `alarm` (`AlarmType::None`: all), ordered by type, then
+    /// member (etcd's alarm GET, which lists them in map order).
+    pub fn alarms(&self, alarm: AlarmType) -> Vec<AlarmMember> {
+        alarm::list(&self.inner.read().alarms, alarm)
+    }
+
+    /// etcd's `HashKV` at `revision` (0 = current): see [`hash`](crate::hash) for what it
+    /// covers. Reads hold the store's read lock throughout (applies wait).
+    pub fn hash_kv(&self, revision: i64) -> Result<std::result::Result<KvHash, RequestError>> {
+        let st = self.inner.read();
+        if st.poisoned {
+            return Err(Error::Poisoned);
+        }
+        hash::hash_kv(&st, revision)
+    }
+
+    /// etcd's `Hash`, over what k3rs holds of etcd's backend buckets: see
+    /// [`hash`](crate::hash).
+    pub fn hash(&self) -> Result<(i64, u32)> {
+        let st = self.inner.read();
+        if st.poisoned {
+            return Err(Error::Poisoned);
+        }
+        Ok((st.rev, hash::hash_all(&st)?))
+    }
+
     /// Starts a watch. Errors with `Compacted` if `start_revision` is already compacted.
     pub fn watch(&self, req: WatchRequest) -> std::result::Result<Watcher, RequestError> {
         watch::start(&self.inner, req)
@@ -285,6 +312,13 @@ impl Store {
 fn apply_all(w: &mut Writer<'_>, cmds: &[Command], meta: &[u8]) -> Result<Vec<Output>> {
     let mut outputs = Vec::with_capacity(cmds.len());
     for cmd in cmds {
+        if let Some(refused) = alarm::refusal(&w.st.alarms, cmd) {
+            outputs.push(Output {
+                revision: w.st.rev,
+                result: Err(refused),
+            });
+            continue;
+        }
         let result = match cmd {
             Command::Put(p) => put_command(w, p)?.map(CommandResponse::Put),
             Command::DeleteRange(d) => delete_command(w, d)?.map(CommandResponse::DeleteRange),
@@ -294,6 +328,11 @@ fn apply_all(w: &mut Writer<'_>, cmds: &[Command], meta: &[u8]) -> Result<Vec<Ou
             }
             Command::LeaseGrant { id, ttl } => lease::grant(w, *id, *ttl),
             Command::LeaseRevoke { id } => lease::revoke(w, *id),
+            Command::Alarm {
+                action,
+                member_id,
+                alarm,
+            } => Ok(alarm::apply(w, *action, *member_id, *alarm)),
         };
         outputs.push(Output {
             revision: w.st.rev,

@@ -171,6 +171,60 @@ pub enum Command {
     LeaseRevoke {
         id: i64,
     },
+    /// Raise or clear an alarm of one member (etcd's `Alarm` ACTIVATE/DEACTIVATE, applied
+    /// through Raft like etcd's). Does not move the revision.
+    Alarm {
+        action: AlarmAction,
+        member_id: u64,
+        alarm: AlarmType,
+    },
+}
+
+/// etcd's `AlarmType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum AlarmType {
+    /// No alarm: in a GET, every type.
+    None,
+    /// The backend quota is exhausted: writes that add data are refused.
+    Nospace,
+    /// A member's data differs from the others': writes are refused.
+    Corrupt,
+}
+
+impl AlarmType {
+    /// etcd's number of the type (`etcdserverpb.AlarmType`).
+    pub fn number(self) -> u8 {
+        match self {
+            AlarmType::None => 0,
+            AlarmType::Nospace => 1,
+            AlarmType::Corrupt => 2,
+        }
+    }
+
+    /// The type with etcd's number `n`.
+    pub fn from_number(n: i64) -> Option<AlarmType> {
+        match n {
+            0 => Some(AlarmType::None),
+            1 => Some(AlarmType::Nospace),
+            2 => Some(AlarmType::Corrupt),
+            _ => None,
+        }
+    }
+}
+
+/// What an alarm command does (etcd's ACTIVATE and DEACTIVATE; GET is a read,
+/// [`crate::Store::alarms`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AlarmAction {
+    Activate,
+    Deactivate,
+}
+
+/// An alarm raised for one member (etcd `AlarmMember`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AlarmMember {
+    pub member_id: u64,
+    pub alarm: AlarmType,
 }
 
 impl Command {
@@ -192,8 +246,16 @@ pub enum CommandResponse {
     DeleteRange(DeleteRangeResponse),
     Txn(TxnResponse),
     Compact,
-    LeaseGrant { id: i64, ttl: i64 },
+    LeaseGrant {
+        id: i64,
+        ttl: i64,
+    },
     LeaseRevoke,
+    /// The alarm activated or deactivated; empty if the command changed nothing to report
+    /// (deactivating an alarm that is not raised, activating `None`).
+    Alarm {
+        alarms: Vec<AlarmMember>,
+    },
 }
 
 /// The deterministic outcome of applying one command.
@@ -240,4 +302,10 @@ pub enum RequestError {
     /// `ignore_lease` with a non-zero lease.
     #[error("etcdserver: lease is provided")]
     LeaseProvided,
+    /// A NOSPACE alarm is raised: the command would add data.
+    #[error("etcdserver: mvcc: database space exceeded")]
+    NoSpace,
+    /// A CORRUPT alarm is raised: the command would change data.
+    #[error("etcdserver: corrupt cluster")]
+    Corrupt,
 }

@@ -57,6 +57,11 @@ impl K3rs {
         K3rs::launch(extra_args, None, &[], None)
     }
 
+    /// Like [`K3rs::start_with`], with more environment variables (e.g. `K3RS_LOG`).
+    pub fn start_with_env(extra_args: &[&str], env: &[(&str, &OsStr)]) -> K3rs {
+        K3rs::launch(extra_args, None, env, None)
+    }
+
     /// [`K3rs::start_with`] with `--data-dir data_dir`, a directory the test owns (e.g. on a
     /// small file system it mounted); the log stays in the server's temp dir.
     pub fn start_on(data_dir: &Path, extra_args: &[&str]) -> K3rs {

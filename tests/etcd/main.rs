@@ -9,6 +9,7 @@
 mod common;
 
 mod bad_input;
+mod corrupt_check;
 mod crash_durability;
 mod datastore_conformance;
 mod disk_full;
