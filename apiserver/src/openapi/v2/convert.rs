@@ -259,7 +259,7 @@ fn path_item(item: &Value) -> Value {
     for (k, v) in item.as_object().into_iter().flatten() {
         if k == "parameters" {
             out.insert(k.clone(), parameters(v).into());
-        } else if VERBS.contains(&k.as_str()) {
+        } else if VERBS.contains(&k.as_str()) && v.is_object() {
             out.insert(k.clone(), operation(v));
         } else if k.starts_with("x-") {
             out.insert(k.clone(), v.clone());

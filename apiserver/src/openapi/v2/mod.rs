@@ -344,6 +344,11 @@ mod tests {
             "#/definitions/io.k8s.api.authentication.v1.TokenReview"
         );
         assert_eq!(
+            doc["definitions"]["io.k8s.api.authentication.v1.TokenReview"]["required"],
+            serde_json::json!(["spec"]),
+            "as kube's: metadata is never required"
+        );
+        assert_eq!(
             doc["definitions"]["io.k8s.api.core.v1.Pod"]["properties"]["metadata"]["$ref"],
             "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
         );
