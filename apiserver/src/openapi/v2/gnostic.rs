@@ -146,7 +146,7 @@ pub struct Parameter {
 #[derive(Clone, PartialEq, Oneof)]
 pub enum ParameterOneof {
     #[prost(message, tag = "1")]
-    BodyParameter(BodyParameter),
+    BodyParameter(Box<BodyParameter>),
     #[prost(message, tag = "2")]
     NonBodyParameter(NonBodyParameter),
 }
@@ -371,7 +371,7 @@ pub struct AdditionalPropertiesItem {
 #[derive(Clone, PartialEq, Oneof)]
 pub enum AdditionalPropertiesOneof {
     #[prost(message, tag = "1")]
-    Schema(Schema),
+    Schema(Box<Schema>),
     #[prost(bool, tag = "2")]
     Boolean(bool),
 }
