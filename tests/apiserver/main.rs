@@ -18,4 +18,5 @@ mod kubectl_resources_a;
 mod kubectl_resources_b;
 mod kubectl_suite;
 mod kubectl_vap;
+mod openapi_v2;
 mod python_client;

@@ -129,6 +129,8 @@ mod tests {
             doc["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"]["get"]
                 .is_object()
         );
+        let collection = &doc["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets"];
+        assert_eq!(collection.get("patch"), None, "no PATCH on a collection");
         assert!(
             doc["components"]["schemas"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]
                 .is_object()

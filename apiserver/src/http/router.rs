@@ -35,6 +35,7 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .route("/metrics", get(metrics))
         .route(sa_discovery::CONFIGURATION_PATH, get(openid_configuration))
         .route(sa_discovery::JWKS_PATH, get(jwks))
+        .route("/openapi/v2", get(openapi::v2::serve))
         .route("/openapi/v3", get(openapi::index))
         .route("/openapi/v3/{*path}", get(openapi::group_version))
         .route("/api", axum::routing::any(handlers::api))

@@ -1,4 +1,5 @@
-//! OpenAPI v3 (JSON), as kube-apiserver serves it: `/openapi/v3` lists one document per
+//! OpenAPI v3 (JSON), as kube-apiserver serves it (and, from the same documents, OpenAPI v2:
+//! [`v2`]): `/openapi/v3` lists one document per
 //! group-version of the catalog (`api/v1`, `apis/apps/v1`, …) with a content hash, and
 //! `/openapi/v3/<group-version path>` serves each document.
 //!
@@ -16,6 +17,7 @@ pub mod patch_ext;
 pub mod paths;
 pub mod schemas;
 pub mod strict;
+pub mod v2;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -304,6 +306,7 @@ fn strip_directives(v: &mut Value) {
     }
 }
 
+/// Whether `If-None-Match` names `etag` (quoted) or is `*`.
 fn etag_matches(headers: &HeaderMap, etag: &str) -> bool {
     headers
         .get_all(header::IF_NONE_MATCH)
