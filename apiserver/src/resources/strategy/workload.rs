@@ -191,3 +191,34 @@ mod tests {
         );
     }
 }
+
+/// Where a kind keeps the object metadata of its templates, as `(JSON pointer, field path)`:
+/// upstream's `ValidatePodTemplateSpec` checks their labels and annotations like an object's
+/// (a Job named past 63 characters is refused because its pods' `job-name` label would be).
+fn template_metadata(group: &str, kind: &str) -> &'static [(&'static str, &'static str)] {
+    match (group, kind) {
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")
+        | ("", "ReplicationController")
+        | ("batch", "Job") => &[("/spec/template/metadata", "spec.template.metadata")],
+        ("", "PodTemplate") => &[("/template/metadata", "template.metadata")],
+        ("batch", "CronJob") => &[
+            ("/spec/jobTemplate/metadata", "spec.jobTemplate.metadata"),
+            (
+                "/spec/jobTemplate/spec/template/metadata",
+                "spec.jobTemplate.spec.template.metadata",
+            ),
+        ],
+        _ => &[],
+    }
+}
+
+/// Labels and annotations of the templates of `obj`, a `group`/`kind` object.
+pub fn validate_template_metadata(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
+    template_metadata(group, kind)
+        .iter()
+        .filter_map(|(pointer, at)| Some((obj.pointer(pointer)?, at)))
+        .flat_map(|(meta, at)| {
+            k3rs_apimachinery::validation::validate_meta_labels_and_annotations(meta, at)
+        })
+        .collect()
+}
