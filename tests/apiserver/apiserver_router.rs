@@ -728,8 +728,13 @@ async fn writes_follow_kube_apiserver_semantics() {
         .await
         .status_is(404, "NotFound");
     api.post(pods, pod("unbound", None)).await;
+    // Pods' registry returns the deleted object (`ReturnDeletedObject`), not a Status.
     let done = api.delete(&format!("{pods}/unbound")).await.json();
-    assert_eq!(done["status"], "Success");
+    assert_eq!(
+        (&done["kind"], &done["metadata"]["name"]),
+        (&json!("Pod"), &json!("unbound")),
+        "{done}"
+    );
 
     // Services get a ClusterIP; `kubernetes` holds the first one.
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});
