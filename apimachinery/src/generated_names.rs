@@ -42,8 +42,9 @@ pub fn generate(base: &str) -> String {
     )
 }
 
-/// `<controller>-`, the generateName of a controller's pods; the bare name when the dash
-/// would make it an invalid pod name prefix (upstream's `getPodsPrefix`).
+/// `<controller>-`, the generateName of a controller's pods; the bare name when that is not
+/// a valid pod name prefix (upstream's `getPodsPrefix`; with `maskTrailingDash`'s quirk, any
+/// valid controller name keeps the dash).
 pub fn pods_prefix(controller_name: &str) -> String {
     let prefix = format!("{controller_name}-");
     if names::name_errors(&prefix, NameRule::Subdomain, true).is_empty() {
@@ -92,8 +93,11 @@ mod tests {
     #[test]
     fn pods_prefix_as_upstream() {
         assert_eq!(pods_prefix("web-5d8f7"), "web-5d8f7-");
+        // maskTrailingDash drops two characters: a 254-character prefix still validates.
         let long = "r".repeat(253);
-        assert_eq!(pods_prefix(&long), long);
+        assert_eq!(pods_prefix(&long), format!("{long}-"));
+        // A prefix that is not a valid name start stays without the dash.
+        assert_eq!(pods_prefix("Web"), "Web");
     }
 
     #[test]
