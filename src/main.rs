@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Parser)]
 #[command(
     name = "k3rs",
-    version,
+    version = k3rs_apimachinery::version::GIT_VERSION,
     about = "A lightweight, single-binary Kubernetes distribution"
 )]
 struct Cli {

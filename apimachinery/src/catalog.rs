@@ -38,7 +38,8 @@ pub enum NameRule {
     Label,
     /// RFC 1035 label (services).
     Rfc1035Label,
-    /// Any name that is a valid path segment (events, leases' subdomain-ish names).
+    /// Any name that is a valid path segment: not `.` or `..`, no `/` or `%`, any length
+    /// (core/v1 events, RBAC roles and bindings, certificate signing requests).
     PathSegment,
 }
 
@@ -64,6 +65,10 @@ pub struct Resource {
     /// kube-apiserver's etcd key prefix, without the trailing slash.
     pub storage_prefix: &'static str,
     pub name_rule: NameRule,
+    /// Whether a DELETE that removes the object answers with the object rather than a
+    /// `Status` (upstream's `ReturnDeletedObject` on the resource's registry). A delete that
+    /// leaves the object pending (finalizers, grace period) answers with it either way.
+    pub returns_deleted_object: bool,
     /// Field selector labels beyond `metadata.name`/`metadata.namespace`, with the dotted
     /// path they read.
     pub field_labels: &'static [(&'static str, &'static str)],
@@ -156,6 +161,7 @@ const fn row(
         has_spec: false,
         storage_prefix: "",
         name_rule: NameRule::Subdomain,
+        returns_deleted_object: false,
         field_labels: &[],
     }
 }
@@ -177,6 +183,7 @@ pub static CATALOG: &[Resource] = &[
             "create", "delete", "get", "list", "patch", "update", "watch",
         ],
         field_labels: &[("status.phase", "status.phase")],
+        returns_deleted_object: true,
         ..row("", "v1", "Namespace", "namespaces", "namespace", false)
     },
     Resource {
@@ -196,6 +203,7 @@ pub static CATALOG: &[Resource] = &[
             ("status.podIP", "status.podIP"),
             ("status.nominatedNodeName", "status.nominatedNodeName"),
         ],
+        returns_deleted_object: true,
         ..row("", "v1", "Pod", "pods", "pod", true)
     },
     Resource {
@@ -205,6 +213,7 @@ pub static CATALOG: &[Resource] = &[
         has_status: true,
         storage_prefix: "/registry/services/specs",
         name_rule: NameRule::Rfc1035Label,
+        returns_deleted_object: true,
         ..row("", "v1", "Service", "services", "service", true)
     },
     Resource {
@@ -227,6 +236,7 @@ pub static CATALOG: &[Resource] = &[
             verbs: &["create"],
         }],
         storage_prefix: "/registry/serviceaccounts",
+        returns_deleted_object: true,
         ..row(
             "",
             "v1",
@@ -276,6 +286,7 @@ pub static CATALOG: &[Resource] = &[
         subresources: &[status_of("", "v1", "PersistentVolume")],
         has_status: true,
         storage_prefix: "/registry/persistentvolumes",
+        returns_deleted_object: true,
         ..row(
             "",
             "v1",
@@ -290,6 +301,7 @@ pub static CATALOG: &[Resource] = &[
         subresources: &[status_of("", "v1", "PersistentVolumeClaim")],
         has_status: true,
         storage_prefix: "/registry/persistentvolumeclaims",
+        returns_deleted_object: true,
         ..row(
             "",
             "v1",
@@ -304,6 +316,7 @@ pub static CATALOG: &[Resource] = &[
         subresources: &[status_of("", "v1", "ResourceQuota")],
         has_status: true,
         storage_prefix: "/registry/resourcequotas",
+        returns_deleted_object: true,
         ..row(
             "",
             "v1",
@@ -337,6 +350,7 @@ pub static CATALOG: &[Resource] = &[
     },
     Resource {
         storage_prefix: "/registry/podtemplates",
+        returns_deleted_object: true,
         ..row("", "v1", "PodTemplate", "podtemplates", "podtemplate", true)
     },
     Resource {
@@ -558,6 +572,7 @@ pub static CATALOG: &[Resource] = &[
     Resource {
         short_names: &["sc"],
         storage_prefix: "/registry/storageclasses",
+        returns_deleted_object: true,
         ..row(
             "storage.k8s.io",
             "v1",
@@ -569,6 +584,7 @@ pub static CATALOG: &[Resource] = &[
     },
     Resource {
         storage_prefix: "/registry/csidrivers",
+        returns_deleted_object: true,
         ..row(
             "storage.k8s.io",
             "v1",
@@ -728,6 +744,8 @@ pub static CATALOG: &[Resource] = &[
         ],
         has_status: true,
         storage_prefix: "/registry/certificatesigningrequests",
+        // "We don't care what you call your certificate requests": only the path rules.
+        name_rule: NameRule::PathSegment,
         field_labels: &[("spec.signerName", "spec.signerName")],
         ..row(
             "certificates.k8s.io",

@@ -3,10 +3,7 @@
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-/// The Kubernetes minor version served (kubectl 1.32 accepts ±1).
-pub const KUBE_MAJOR: &str = "1";
-pub const KUBE_MINOR: &str = "33";
-pub const GIT_VERSION: &str = concat!("v1.33.0-k3rs", env!("CARGO_PKG_VERSION"));
+pub use k3rs_apimachinery::version::{GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
 
 pub fn info() -> serde_json::Value {
     json!({

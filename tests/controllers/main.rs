@@ -16,6 +16,7 @@ mod endpoints;
 mod garbage_collector;
 mod hollow_nodes;
 mod job_controller;
+mod long_names;
 mod namespace_controller;
 mod persistent_volumes;
 mod scheduler;

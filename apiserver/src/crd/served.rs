@@ -49,6 +49,8 @@ pub fn row_of(cv: &CustomVersion) -> &'static Resource {
         has_spec: true,
         storage_prefix: intern::str(&format!("/registry/{}/{}", cv.group, cv.plural)),
         name_rule: NameRule::Subdomain,
+        // customresource/etcd.go: a removed custom resource answers with a Status.
+        returns_deleted_object: false,
         field_labels: &[],
     })
 }

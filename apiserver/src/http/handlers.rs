@@ -16,8 +16,7 @@ use super::request::{self, ApiPath, ResourcePath};
 use crate::discovery;
 use crate::metrics::RequestLabels;
 use crate::registry::{
-    managed_fields, DeleteOptions, Deleted, ListOptions, RvMatch, Target, WatchOptions,
-    WriteOptions,
+    managed_fields, DeleteOptions, ListOptions, RvMatch, Target, WatchOptions, WriteOptions,
 };
 use crate::{crd, openapi, table, ApiState};
 use k3rs_apimachinery::request_info::QueryParams;
@@ -403,10 +402,11 @@ async fn resource_request(
         (Method::DELETE, true) if sub.is_none() => {
             let b = read_delete_body(req).await?;
             let opts = delete_options(q, b.as_ref(), &user)?;
-            match reg.delete(&target, &opts).await? {
-                Deleted::Gone(v) => Ok(json_response(StatusCode::OK, &v)),
-                Deleted::Pending(v) => Ok(json_response(StatusCode::OK, &v)),
-            }
+            let deleted = reg.delete(&target, &opts).await?;
+            Ok(json_response(
+                StatusCode::OK,
+                &deleted.answer(target.resource),
+            ))
         }
         (Method::DELETE, false) => {
             let list = list_options(q, &rp)?;

@@ -22,6 +22,7 @@ use super::Target;
 use super::WriteOptions;
 use crate::admission::{Attributes, Operation};
 use crate::resources::strategy;
+use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::{success, ApiError, ApiResult, Subject};
 use k3rs_datastore::WriteOutcome;
 
@@ -39,10 +40,31 @@ pub struct DeleteOptions {
 /// What a delete did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Deleted {
-    /// The object is gone; the body to answer with.
+    /// The object is gone: its last stored state.
     Gone(Value),
     /// Deletion is pending (finalizers or a grace period): the updated object.
     Pending(Value),
+}
+
+impl Deleted {
+    /// The body of the DELETE answer, as upstream's generic registry (`finalizeDelete`)
+    /// makes it: a pending object as it now is; a removed one itself where the resource's
+    /// registry returns deleted objects, else a `Status` Success naming it (group, resource
+    /// as `kind`, name, uid).
+    pub fn answer(self, r: &Resource) -> Value {
+        match self {
+            Deleted::Pending(obj) => obj,
+            Deleted::Gone(obj) if r.returns_deleted_object => obj,
+            Deleted::Gone(obj) => success(
+                Subject {
+                    group: r.group,
+                    kind: r.plural,
+                    name: meta::name(&obj),
+                },
+                meta::uid(&obj),
+            ),
+        }
+    }
 }
 
 const ATTEMPTS: usize = 16;
@@ -142,16 +164,7 @@ impl Registry {
                 self.ds.delete(&t.key(), kv.mod_revision).await?
             };
             match outcome {
-                WriteOutcome::Done { .. } => {
-                    return Ok(Deleted::Gone(success(
-                        Subject {
-                            group: t.resource.group,
-                            kind: t.resource.plural,
-                            name: t.name(),
-                        },
-                        meta::uid(&old),
-                    )))
-                }
+                WriteOutcome::Done { .. } => return Ok(Deleted::Gone(old)),
                 WriteOutcome::Conflict { .. } => continue,
             }
         }
@@ -159,7 +172,7 @@ impl Registry {
     }
 
     /// DELETE on a collection: deletes every object the selectors match; answers with the
-    /// list of what was deleted or is now pending deletion.
+    /// list of them as they were listed (upstream's `DeleteCollection`).
     pub async fn delete_collection(
         &self,
         t: &Target,
@@ -179,10 +192,10 @@ impl Registry {
                 // Protected objects (system priority classes) stay; the rest goes.
                 continue;
             }
+            // As upstream's `DeleteCollection`: the answer lists the objects as listed.
             match self.delete(&one, opts).await {
-                Ok(Deleted::Pending(obj)) => out.push(obj),
-                Ok(Deleted::Gone(_)) => out.push(item),
-                Err(e) if e.code == 404 => {}
+                Ok(_) => out.push(item),
+                Err(e) if e.code == 404 => out.push(item),
                 Err(e) => return Err(e),
             }
         }
@@ -231,4 +244,50 @@ fn grace_period(t: &Target, obj: &Value, opts: &DeleteOptions) -> i64 {
     opts.grace_period_seconds
         .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
         .unwrap_or(30)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k3rs_apimachinery::catalog;
+
+    #[test]
+    fn answers_are_the_registries() {
+        let obj = |kind: &str| {
+            json!({"kind": kind, "metadata": {"name": "x", "uid": "u-1",
+                "deletionTimestamp": "2026-01-01T00:00:00Z"}})
+        };
+        let cms = catalog::lookup("", "v1", "configmaps").unwrap();
+        let svcs = catalog::lookup("", "v1", "services").unwrap();
+        assert_eq!(
+            Deleted::Gone(obj("ConfigMap")).answer(cms),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": "x", "kind": "configmaps", "uid": "u-1"}})
+        );
+        assert_eq!(Deleted::Gone(obj("Service")).answer(svcs), obj("Service"));
+        assert_eq!(
+            Deleted::Pending(obj("ConfigMap")).answer(cms),
+            obj("ConfigMap")
+        );
+        let rdo: Vec<&str> = catalog::CATALOG
+            .iter()
+            .filter(|r| r.returns_deleted_object)
+            .map(|r| r.plural)
+            .collect();
+        assert_eq!(
+            rdo,
+            [
+                "namespaces",
+                "pods",
+                "services",
+                "serviceaccounts",
+                "persistentvolumes",
+                "persistentvolumeclaims",
+                "resourcequotas",
+                "podtemplates",
+                "storageclasses",
+                "csidrivers"
+            ]
+        );
+    }
 }

@@ -19,7 +19,7 @@ use super::conditions::{MEMORY_AVAILABLE_MIN, NODEFS_AVAILABLE_MIN_PERCENT};
 use super::machine::Machine;
 
 /// The kubelet version nodes report (the server's `gitVersion`).
-pub const KUBELET_VERSION: &str = concat!("v1.33.0-k3rs", env!("CARGO_PKG_VERSION"));
+pub const KUBELET_VERSION: &str = k3rs_apimachinery::version::GIT_VERSION;
 
 /// The machine's architecture in Go's (and so Kubernetes') words.
 pub fn go_arch() -> &'static str {

@@ -134,6 +134,13 @@ pub fn prepare_for_create(r: &Resource, obj: &mut Value) {
 
 /// Kind-specific validation; field paths are kube-apiserver's.
 pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
+    let mut causes = workload::validate_template_metadata(r.group, r.kind, obj);
+    causes.extend(validate_kind(r, obj));
+    causes
+}
+
+/// The kind-specific part of [`validate`].
+fn validate_kind(r: &Resource, obj: &Value) -> Vec<Cause> {
     match (r.group, r.kind) {
         ("", "Pod") => pod::validate_spec(&obj["spec"], "spec"),
         ("", "Service") => service::validate(obj),
