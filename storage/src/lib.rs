@@ -10,7 +10,8 @@
 //! `revision`/`record` (on-disk encoding), `state` (in-memory state, rebuilt on open),
 //! `writer` (a batch being applied: overlay of pending records, events), `kv`/`txn`/`lease`/
 //! `compact` (the commands), `range` (reads), `watch` (the hub), `snapshot` and `dbdir`
-//! (export/import, defragmentation, database generations).
+//! (export/import, defragmentation, database generations), `history` (the retained history in
+//! etcd's terms, for etcd-format snapshots).
 //!
 //! # Where the store checks what etcd checks elsewhere
 //! etcd's gRPC layer rejects empty keys, `ignore_value` with a value, `ignore_lease` with a
@@ -29,6 +30,7 @@ pub mod watch;
 
 mod compact;
 mod dbdir;
+mod history;
 mod keyindex;
 mod kv;
 mod lease;
@@ -42,6 +44,7 @@ mod store;
 mod txn;
 mod writer;
 
+pub use history::{HistoryRecord, HistoryState};
 pub use snapshot::SnapshotInfo;
 pub use store::{Error, Result, Store};
 pub use types::*;
