@@ -137,16 +137,20 @@ fn etcdctl_snapshot_of_k3rs_restores_into_a_real_etcd() {
         "every key, value, revision, version and lease"
     );
     // History: the overwritten value at its revision; the compaction is kept.
-    for rev in [3, 6, 7] {
-        assert_eq!(
-            get_at(&eep, "h/a", rev),
-            get_at(&ep, "h/a", rev),
-            "at {rev}"
-        );
+    for rev in [5, 6, 8, revision] {
+        let old = get_at(&ep, "h/a", rev).unwrap();
+        assert_eq!(get_at(&eep, "h/a", rev).unwrap(), old, "at {rev}");
     }
-    let compacted = get_at(&eep, "h/a", 2).unwrap_err();
-    assert!(compacted.contains("compacted"), "{compacted}");
-    assert!(get_at(&ep, "h/a", 2).unwrap_err().contains("compacted"));
+    assert_eq!(
+        get_at(&eep, "h/a", 8).unwrap()[0]["value"],
+        "Mg==",
+        "h/a was 2 before its overwrite at 9"
+    );
+    for rev in [2, 4] {
+        let compacted = get_at(&eep, "h/a", rev).unwrap_err();
+        assert!(compacted.contains("compacted"), "{compacted}");
+        assert!(get_at(&ep, "h/a", rev).unwrap_err().contains("compacted"));
+    }
     // The lease: its TTL and its key.
     let (ttl, keys) = lease_info(&eep, &lease_id);
     assert_eq!((ttl, keys), lease_info(&ep, &lease_id));
@@ -159,7 +163,7 @@ fn etcdctl_snapshot_of_k3rs_restores_into_a_real_etcd() {
 /// A txn putting two keys in one revision (etcdctl's non-interactive form: compares, a blank
 /// line, success requests, a blank line, failure requests).
 fn ctl_txn(ep: &Endpoint) {
-    let out = etcdctl(ep, &["txn"], Some("\nput h/t1 v1\nput h/t2 v2\n\n"));
+    let out = etcdctl(ep, &["txn"], Some("\nput h/t1 v1\nput h/t2 v2\n\n\n"));
     assert!(out.success() && out.stdout.contains("SUCCESS"), "{out:?}");
 }
 
