@@ -122,10 +122,11 @@ fn history_roundtrip_keeps_every_revision() {
     assert_eq!(state.revision, src.current_revision());
     assert_eq!(state.compact_revision, 3);
     assert_eq!(state.leases, vec![(3, 60)]);
-    // Compacted revisions are left out; the tombstone of `a` is there.
+    // Nothing is compacted away here (a@2 is a's value at the compacted revision 3); the
+    // tombstone of `a` is there.
     let revs: Vec<(i64, bool)> = records.iter().map(|r| (r.main, r.tombstone)).collect();
-    assert_eq!(revs, vec![(3, false), (4, false), (5, true)]);
-    assert_eq!(records[2].kv.key, b"a");
+    assert_eq!(revs, vec![(2, false), (3, false), (4, false), (5, true)]);
+    assert_eq!(records[3].kv.key, b"a");
 
     let (_d2, dst) = open();
     apply(&dst, put("zzz", "old"));
