@@ -344,7 +344,7 @@ impl<'a> Bucket<'a> {
             for (key, child) in branch_children(h, body)? {
                 // A branch key is its child's first key.
                 let first = self.first_key(child, depth + 1)?;
-                if first.as_deref() != Some(key) {
+                if first != Some(key) {
                     return Err(Error::Corrupt(format!(
                         "page {id}: branch key {key:?} is not the first key of page {child}"
                     )));

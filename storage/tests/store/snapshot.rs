@@ -8,6 +8,19 @@ fn dump(s: &Store) -> Vec<u8> {
     out
 }
 
+/// Every key at `rev` (0: current).
+fn all(s: &Store, rev: i64) -> Result<(i64, RangeResponse), RequestError> {
+    range(
+        s,
+        RangeRequest {
+            key: vec![0],
+            range_end: vec![0],
+            revision: rev,
+            ..Default::default()
+        },
+    )
+}
+
 fn populated() -> (tempfile::TempDir, Store) {
     let (d, s) = open();
     apply(&s, Command::LeaseGrant { id: 3, ttl: 60 });
@@ -37,17 +50,6 @@ fn roundtrip_replaces_state() {
     assert_eq!(dst.applied_meta().unwrap(), Some(b"meta".to_vec()));
     assert_eq!(get(&dst, "zzz"), None);
     assert_eq!(dst.leases().unwrap(), src.leases().unwrap());
-    let all = |s: &Store, rev| {
-        range(
-            s,
-            RangeRequest {
-                key: vec![0],
-                range_end: vec![0],
-                revision: rev,
-                ..Default::default()
-            },
-        )
-    };
     for rev in 0..=src.current_revision() {
         assert_eq!(all(&dst, rev), all(&src, rev), "at {rev}");
     }
@@ -136,17 +138,6 @@ fn history_roundtrip_keeps_every_revision() {
     assert_eq!(dst.compact_revision(), 3);
     assert_eq!(dst.applied_meta().unwrap(), Some(b"m2".to_vec()));
     assert_eq!(dst.leases().unwrap(), src.leases().unwrap());
-    let all = |s: &Store, rev| {
-        range(
-            s,
-            RangeRequest {
-                key: vec![0],
-                range_end: vec![0],
-                revision: rev,
-                ..Default::default()
-            },
-        )
-    };
     for rev in 3..=src.current_revision() {
         assert_eq!(all(&dst, rev), all(&src, rev), "at {rev}");
     }
