@@ -1,7 +1,7 @@
 //! The Maintenance service: Status, Snapshot, Defragment, Alarm, Hash, HashKV, MoveLeader.
 
 use std::fs::{self, File};
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
@@ -20,8 +20,8 @@ use k3rs_datastore::etcdpb as pb;
 /// Bytes per snapshot message.
 pub const SNAPSHOT_CHUNK: usize = 64 * 1024;
 /// Snapshot data is zero-padded to a multiple of this: etcdctl recognizes the sha256 trailer
-/// by `size % 512 == 32` (bbolt's page alignment). Our snapshot format ends with its own
-/// length-checked trailer, so readers ignore the padding.
+/// by `size % 512 == 32` (bbolt's page alignment). A bbolt database is a whole number of
+/// pages, so nothing is added to it.
 pub const SNAPSHOT_ALIGN: u64 = 512;
 
 #[derive(Debug, Clone)]
@@ -144,18 +144,22 @@ impl MaintenanceService {
         })
     }
 
-    /// Exports the store into an unlinked scratch file; returns it rewound, with its size.
+    /// Writes the store as an etcd backend database (bbolt, etcd's v3 layout; see
+    /// [`crate::snapshot::etcd_format`]) into an unlinked scratch file; returns it rewound,
+    /// with its size.
     async fn stage_snapshot(&self) -> ApiResult<(File, u64)> {
         let node = self.api.node().clone();
         let dir = self.api.config().scratch_dir.clone();
         tokio::task::spawn_blocking(move || -> ApiResult<(File, u64)> {
             let (mut file, path) = scratch_file(&dir)?;
             let _ = fs::remove_file(&path); // unlinked: nothing is left behind on a crash
-            {
-                let mut w = BufWriter::new(&mut file);
-                node.store().export_snapshot(&mut w)?;
-                w.flush().map_err(io_error)?;
-            }
+            let applied = node.status().applied_index;
+            crate::snapshot::etcd_format::write_db(node.store(), &mut file, applied).map_err(
+                |e| match e {
+                    crate::snapshot::etcd_format::FormatError::Store(e) => EtcdError::from(e),
+                    e => EtcdError::Internal(format!("snapshot: {e}")),
+                },
+            )?;
             let len = file.seek(SeekFrom::End(0)).map_err(io_error)?;
             let size = padded_len(len);
             file.set_len(size).map_err(io_error)?;
@@ -336,6 +340,7 @@ impl pb::maintenance_server::Maintenance for MaintenanceService {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn collect(size: usize) -> Vec<pb::SnapshotResponse> {
         let dir = tempfile::tempdir().unwrap();

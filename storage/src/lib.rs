@@ -11,7 +11,8 @@
 //! `writer` (a batch being applied: overlay of pending records, events), `kv`/`txn`/`lease`/
 //! `compact`/`alarm` (the commands), `range` (reads), `watch` (the hub), `snapshot` and
 //! `dbdir` (export/import, defragmentation, database generations), `hash` (etcd's `HashKV`
-//! and `Hash` over etcd's encoding of the data).
+//! and `Hash` over etcd's encoding of the data), `history` (the retained history in etcd's
+//! terms, for etcd-format snapshots).
 //!
 //! # Where the store checks what etcd checks elsewhere
 //! etcd's gRPC layer rejects empty keys, `ignore_value` with a value, `ignore_lease` with a
@@ -32,6 +33,7 @@ mod alarm;
 mod compact;
 mod dbdir;
 pub mod hash;
+mod history;
 mod keyindex;
 mod kv;
 mod lease;
@@ -46,6 +48,7 @@ mod txn;
 mod writer;
 
 pub use hash::KvHash;
+pub use history::{HistoryRecord, HistoryState};
 pub use snapshot::SnapshotInfo;
 pub use store::{Error, Result, Store};
 pub use types::*;

@@ -31,7 +31,7 @@ use crate::txn::txn_command;
 use crate::types::*;
 use crate::watch::{self, LiveBatch, WatchRequest, Watcher};
 use crate::writer::Writer;
-use crate::{alarm, dbdir, hash, lease, snapshot};
+use crate::{alarm, dbdir, hash, history, lease, snapshot};
 
 /// Failures of the storage engine itself (not answers to a request): fatal for the caller.
 #[derive(Debug, thiserror::Error)]
@@ -300,6 +300,28 @@ impl Store {
     /// Watchers continue from their next revision in the new state (or end as compacted).
     pub fn import_snapshot(&self, r: &mut dyn Read) -> Result<()> {
         snapshot::import(&self.inner, r)
+    }
+
+    /// Calls `each` with every retained revision of every key, in revision order, and
+    /// returns the current and compacted revision and the leases, all from one consistent
+    /// state (applies wait meanwhile, as for [`Store::export_snapshot`]).
+    pub fn export_history<E: From<Error>>(
+        &self,
+        each: &mut dyn FnMut(history::HistoryRecord) -> Result<(), E>,
+    ) -> Result<history::HistoryState, E> {
+        history::export(&self.inner, each)
+    }
+
+    /// Replaces the whole state with a history (from another store, e.g. an etcd snapshot):
+    /// its records keep their revisions; `meta` becomes the applied-state blob. On error the
+    /// store is unchanged.
+    pub fn import_history(
+        &self,
+        state: &history::HistoryState,
+        records: &mut dyn Iterator<Item = history::HistoryRecord>,
+        meta: &[u8],
+    ) -> Result<()> {
+        history::import(&self.inner, state, records, meta)
     }
 
     /// Reads a whole snapshot written by `export_snapshot` and checks it (checksum, entry

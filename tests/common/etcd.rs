@@ -70,6 +70,32 @@ impl Etcd {
         members
     }
 
+    /// A member started on what `etcdctl snapshot restore` makes of `snapshot` (restored with
+    /// this member's name and peer URL, as etcd's docs do it).
+    pub fn restore_and_start(snapshot: &std::path::Path) -> Etcd {
+        let mut e = Etcd::unstarted("default".into());
+        let peer = format!("http://127.0.0.1:{}", e.peer_port);
+        let data_dir = e.data_dir();
+        let restore = [
+            "snapshot",
+            "restore",
+            snapshot.to_str().expect("utf-8 path"),
+            "--data-dir",
+            data_dir.to_str().expect("utf-8 path"),
+            "--name",
+            &e.name,
+            "--initial-cluster",
+            &format!("{}={peer}", e.name),
+            "--initial-advertise-peer-urls",
+            &peer,
+        ];
+        let out = etcdctl_with_timeout(&e.endpoint(), &restore, None, Duration::from_secs(60));
+        assert!(out.success(), "etcdctl snapshot restore failed: {out:?}");
+        e.spawn();
+        e.wait_ready();
+        e
+    }
+
     /// SIGKILL, like a power cut for the process.
     pub fn kill(&mut self) {
         if let Some(mut p) = self.proc.take() {

@@ -16,6 +16,7 @@ mod disk_full;
 mod etcd_api;
 mod etcd_http;
 mod etcd_snapshot;
+mod etcd_snapshot_interop;
 mod etcdctl_compat;
 mod watch_consistency;
 mod watch_fanout;

@@ -1,11 +1,13 @@
 //! `k3rs server --cluster-reset --cluster-reset-restore-path FILE`: the snapshot is verified
 //! first (nothing is touched if it is corrupt or truncated), the member directory is moved to
 //! `db/etcd-old-<seconds>`, and a fresh member is made from the snapshot
-//! ([`k3rs_raft::restore`]); the cluster reset then makes it a cluster of one.
+//! ([`k3rs_raft::restore`]); the cluster reset then makes it a cluster of one. Snapshots in
+//! etcd's format (k3rs's own, or written by etcd 3.4/3.5 or k3s) keep their revisions.
 
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use super::{file, io_error, layout, Error, Result};
+use super::{etcd_format, file, io_error, layout, Error, Result};
 
 /// A snapshot that passed [`verify`].
 #[derive(Debug, Clone)]
@@ -41,12 +43,10 @@ pub fn install(server_dir: &Path, snap: &Checked, now_secs: u64) -> Result<Optio
     }
     let old = layout::move_member_aside(server_dir, now_secs)?;
     let member = layout::member_dir(server_dir)?;
-    let made = std::fs::File::open(&snap.path)
-        .map_err(io_error(&snap.path))
-        .and_then(|f| {
-            let mut r = std::io::BufReader::new(f);
-            k3rs_raft::restore::restore(&member, &mut r).map_err(|e| restore_err(e.to_string()))
-        });
+    let made = make_member(&member, &snap.path).map_err(|e| match e {
+        Error::Restore { reason, .. } => restore_err(reason),
+        e => e,
+    });
     if let Err(e) = made {
         let _ = std::fs::remove_dir_all(&member);
         if let Some(old) = &old {
@@ -61,6 +61,34 @@ pub fn install(server_dir: &Path, snap: &Checked, now_secs: u64) -> Result<Optio
         "restored the datastore from the snapshot"
     );
     Ok(old)
+}
+
+/// Makes a member in `member` from the snapshot at `path`: an etcd-format one (bbolt, from
+/// k3rs, etcd 3.4/3.5 or k3s) keeps every revision, tombstone, lease and the compacted
+/// revision; an older k3rs one is imported as it was exported.
+fn make_member(member: &Path, path: &Path) -> Result<()> {
+    let restore_err = |reason: String| Error::Restore {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut f = std::fs::File::open(path).map_err(io_error(path))?;
+    let mut head = Vec::with_capacity(20);
+    (&mut f)
+        .take(20)
+        .read_to_end(&mut head)
+        .map_err(io_error(path))?;
+    if etcd_format::is_bbolt(&head) {
+        let data = std::fs::read(path).map_err(io_error(path))?;
+        let history = etcd_format::read_snapshot(data).map_err(|e| restore_err(e.to_string()))?;
+        k3rs_raft::restore::restore_foreign(member, move |store, meta| {
+            store.import_history(&history.state, &mut history.records.into_iter(), meta)
+        })
+    } else {
+        f.seek(SeekFrom::Start(0)).map_err(io_error(path))?;
+        k3rs_raft::restore::restore(member, &mut std::io::BufReader::new(f))
+    }
+    .map(drop)
+    .map_err(|e| restore_err(e.to_string()))
 }
 
 /// `--cluster-reset-restore-path`, verified (`None` when not given).
