@@ -26,6 +26,36 @@ pub struct LabelSelector {
     pub requirements: Vec<Requirement>,
 }
 
+/// Why a `metav1.LabelSelector` object is invalid (`metav1.LabelSelectorAsSelector`'s errors).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// A `matchLabels` or `matchExpressions` key is not a qualified label name.
+    #[error("invalid label key {key:?}: {reason}")]
+    Key {
+        /// The key as written.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A `matchLabels` value is not a valid label value.
+    #[error("invalid label value {value:?}: {reason}")]
+    Value {
+        /// The value as written.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `In`/`NotIn` without values.
+    #[error("for 'in', 'notin' operators, values set can't be empty")]
+    EmptyValues,
+    /// `Exists`/`DoesNotExist` with values.
+    #[error("values set must be empty for exists and does not exist")]
+    UnexpectedValues,
+    /// An operator other than `In`, `NotIn`, `Exists`, `DoesNotExist`.
+    #[error("{0:?} is not a valid label selector operator")]
+    Operator(String),
+}
+
 fn bad(sel: &str, why: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request(format!(
         "unable to parse requirement: {why} (in label selector {sel:?})"
@@ -125,16 +155,19 @@ impl LabelSelector {
     /// A `metav1.LabelSelector` object (`matchLabels` + `matchExpressions`), as
     /// `metav1.LabelSelectorAsSelector` reads it: `{}` selects everything. The error is the
     /// reason the selector is invalid (an unknown operator, values on `Exists`, a bad key).
-    pub fn from_object(sel: &serde_json::Value) -> Result<LabelSelector, String> {
+    pub fn from_object(sel: &serde_json::Value) -> Result<LabelSelector, SelectorError> {
         let mut requirements = Vec::new();
         if let Some(m) = sel["matchLabels"].as_object() {
             for (k, v) in m {
                 let v = v.as_str().unwrap_or("").to_string();
-                if let Some(e) = label_key_error(k) {
-                    return Err(format!("invalid label key {k:?}: {e}"));
+                if let Some(reason) = label_key_error(k) {
+                    return Err(SelectorError::Key {
+                        key: k.clone(),
+                        reason,
+                    });
                 }
-                if let Some(e) = label_value_error(&v) {
-                    return Err(format!("invalid label value {v:?}: {e}"));
+                if let Some(reason) = label_value_error(&v) {
+                    return Err(SelectorError::Value { value: v, reason });
                 }
                 requirements.push(Requirement {
                     key: k.clone(),
@@ -144,8 +177,8 @@ impl LabelSelector {
         }
         for e in sel["matchExpressions"].as_array().into_iter().flatten() {
             let key = e["key"].as_str().unwrap_or("").to_string();
-            if let Some(err) = label_key_error(&key) {
-                return Err(format!("invalid label key {key:?}: {err}"));
+            if let Some(reason) = label_key_error(&key) {
+                return Err(SelectorError::Key { key, reason });
             }
             let values: Vec<String> = e["values"]
                 .as_array()
@@ -158,15 +191,9 @@ impl LabelSelector {
                 ("NotIn", false) => Op::NotIn(values),
                 ("Exists", true) => Op::Exists,
                 ("DoesNotExist", true) => Op::DoesNotExist,
-                ("In" | "NotIn", true) => {
-                    return Err("for 'in', 'notin' operators, values set can't be empty".into())
-                }
-                ("Exists" | "DoesNotExist", false) => {
-                    return Err("values set must be empty for exists and does not exist".into())
-                }
-                (other, _) => {
-                    return Err(format!("{other:?} is not a valid label selector operator"))
-                }
+                ("In" | "NotIn", true) => return Err(SelectorError::EmptyValues),
+                ("Exists" | "DoesNotExist", false) => return Err(SelectorError::UnexpectedValues),
+                (other, _) => return Err(SelectorError::Operator(other.to_string())),
             };
             requirements.push(Requirement { key, op });
         }
@@ -255,7 +282,7 @@ mod tests {
         assert!(LabelSelector::from_object(&bad).is_err());
         let bad = serde_json::json!({"matchExpressions": [{"key": "a", "operator": "Near"}]});
         assert_eq!(
-            LabelSelector::from_object(&bad).unwrap_err(),
+            LabelSelector::from_object(&bad).unwrap_err().to_string(),
             "\"Near\" is not a valid label selector operator"
         );
     }

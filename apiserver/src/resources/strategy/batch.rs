@@ -101,7 +101,11 @@ fn validate_job_spec(spec: &Value, path: &str, selector_required: bool) -> Vec<C
         sel => match LabelSelector::from_object(sel) {
             Ok(s) => Some(s),
             Err(e) => {
-                causes.push(Cause::invalid_value(format!("{path}.selector"), sel, &e));
+                causes.push(Cause::invalid_value(
+                    format!("{path}.selector"),
+                    sel,
+                    &e.to_string(),
+                ));
                 None
             }
         },
