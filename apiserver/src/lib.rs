@@ -7,6 +7,10 @@
 //! - `resourceVersion` is the datastore's `mod_revision`; lists carry the revision they read.
 //! - Shuts down with the server's cancellation token: stops accepting, ends watches, drains.
 
+// Issue 22: the workspace warns on `missing_docs`; 492 public items of this crate are still
+// undocumented. Remove this allow once they are.
+#![allow(missing_docs)]
+
 pub mod admission;
 pub mod args;
 pub mod audit;

@@ -11,6 +11,10 @@
 //! - Watches are ordered, gap-free and end with [`WatchItem::Compacted`] when their start was
 //!   compacted away.
 
+// Issue 22: the workspace warns on `missing_docs`; 48 public items of this crate are still
+// undocumented. Remove this allow once they are.
+#![allow(missing_docs)]
+
 pub mod compactor;
 mod embedded;
 pub mod encryption;

@@ -8,6 +8,10 @@
 //! - Calls with gRPC metadata `hasleader: true` fail with `Unavailable "etcdserver: no leader"`
 //!   while there is no leader, like etcd's interceptor.
 
+// Issue 22: the workspace warns on `missing_docs`; 82 public items of this crate are still
+// undocumented. Remove this allow once they are.
+#![allow(missing_docs)]
+
 pub mod cluster;
 pub mod convert;
 pub mod error;

@@ -11,6 +11,10 @@
 //! A certificate without its key (or the reverse) is an error, not a reason to regenerate:
 //! replacing a CA would lock every existing client out.
 
+// Issue 22: the workspace warns on `missing_docs`; 29 public items of this crate are still
+// undocumented. Remove this allow once they are.
+#![allow(missing_docs)]
+
 pub mod ca;
 pub mod check;
 pub mod files;

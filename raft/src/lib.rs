@@ -29,6 +29,10 @@
 //!   the import runs on a blocking thread (`StateMachine::install_snapshot`) while the Raft
 //!   core keeps handling heartbeats and votes; `peer_server` logs how long it took.
 
+// Issue 22: the workspace warns on `missing_docs`; 64 public items of this crate are still
+// undocumented. Remove this allow once they are.
+#![allow(missing_docs)]
+
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -10,7 +10,7 @@ pub fn pv(name: &str, size: &str, extra: Value) -> PersistentVolume {
                  "hostPath": {"path": format!("/tmp/{name}")}},
         "status": {"phase": "Available"}});
     merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
+    serde_json::from_value(v).expect("a test's extra JSON keeps the PersistentVolume decodable")
 }
 
 pub fn pvc(name: &str, size: &str, extra: Value) -> PersistentVolumeClaim {
@@ -18,7 +18,8 @@ pub fn pvc(name: &str, size: &str, extra: Value) -> PersistentVolumeClaim {
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
         "status": {"phase": "Pending"}});
     merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
+    serde_json::from_value(v)
+        .expect("a test's extra JSON keeps the PersistentVolumeClaim decodable")
 }
 
 pub fn merge(a: &mut Value, b: Value) {
@@ -41,5 +42,5 @@ pub fn delayed_class(name: &str, provisioner: &str) -> k8s_openapi::api::storage
         "reclaimPolicy": "Delete",
         "volumeBindingMode": "WaitForFirstConsumer",
     }))
-    .unwrap()
+    .expect("a constant StorageClass decodes")
 }
