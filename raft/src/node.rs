@@ -172,7 +172,8 @@ impl Node {
             cfg.node_id = member_id(&cfg, p, fresh).await?;
         }
         if bootstrap == Bootstrap::ClusterReset {
-            crate::cluster_reset::reset(&wal, cfg.node_id, me.clone()).map_err(Error::Fatal)?;
+            crate::cluster_reset::reset(&wal, cfg.node_id, me.clone())
+                .map_err(|e| Error::Fatal(e.to_string()))?;
         }
 
         let startup = StartupFloor {

@@ -118,8 +118,13 @@ pub(crate) fn encode<T: Serialize>(v: &T) -> pb::Msg {
     }
 }
 
-pub(crate) fn decode<T: for<'de> Deserialize<'de>>(m: &pb::Msg) -> Result<T, String> {
-    rmp_serde::from_slice(&m.data).map_err(|e| format!("decoding a peer message: {e}"))
+/// A peer message that does not decode as the type its RPC carries.
+#[derive(Debug, thiserror::Error)]
+#[error("decoding a peer message: {0}")]
+pub(crate) struct DecodeError(#[from] rmp_serde::decode::Error);
+
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(m: &pb::Msg) -> Result<T, DecodeError> {
+    Ok(rmp_serde::from_slice(&m.data)?)
 }
 
 /// Largest peer message: an AppendEntries carries up to `MAX_PAYLOAD_ENTRIES` entries of up to
