@@ -85,14 +85,52 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Why a certificate file could not be inspected.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    /// The file could not be read.
+    #[error("{}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The read error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file holds no PEM block.
+    #[error("{}: not a PEM certificate: {error}", .path.display())]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// The PEM parser's error.
+        error: x509_parser::nom::Err<x509_parser::error::PEMError>,
+    },
+    /// The PEM block is not an X.509 certificate.
+    #[error("{}: not a certificate: {error}", .path.display())]
+    Certificate {
+        /// The file.
+        path: PathBuf,
+        /// The X.509 parser's error.
+        error: x509_parser::nom::Err<x509_parser::error::X509Error>,
+    },
+}
+
 /// Reads the first certificate of a PEM file.
-pub fn inspect(data_dir: &Path, path: &Path) -> Result<CertInfo, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let (_, pem) = x509_parser::pem::parse_x509_pem(&bytes)
-        .map_err(|e| format!("{}: not a PEM certificate: {e}", path.display()))?;
+pub fn inspect(data_dir: &Path, path: &Path) -> Result<CertInfo, InspectError> {
+    let bytes = std::fs::read(path).map_err(|source| InspectError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&bytes).map_err(|error| InspectError::Pem {
+        path: path.to_path_buf(),
+        error,
+    })?;
     let cert = pem
         .parse_x509()
-        .map_err(|e| format!("{}: not a certificate: {e}", path.display()))?;
+        .map_err(|error| InspectError::Certificate {
+            path: path.to_path_buf(),
+            error,
+        })?;
     let mut usages = Vec::new();
     if cert.is_ca() {
         usages.push("CertSign".to_string());
