@@ -315,7 +315,7 @@ impl ApiServer {
             .map_err(|e| Error::Oidc(e.to_string()))?;
         for jwt in jwts {
             authn.push(Arc::new(
-                k3rs_auth::oidc::Oidc::start(jwt).map_err(Error::Oidc)?,
+                k3rs_auth::oidc::Oidc::start(jwt).map_err(|e| Error::Oidc(e.to_string()))?,
             ));
         }
         if cfg.args.token_webhook.config_file.is_some() {
