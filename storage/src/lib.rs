@@ -24,10 +24,6 @@
 //! - Sorting is stable (ties keep key order); etcd's sort is unstable for more than 12 keys.
 //! - `LeaseGrant { id: 0 }` picks IDs from a persisted counter, not at random.
 
-// Issue 22: the workspace warns on `missing_docs`; 119 public items of this crate are still
-// undocumented. Remove this allow once they are.
-#![allow(missing_docs)]
-
 pub mod types;
 pub mod watch;
 
