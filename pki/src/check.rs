@@ -12,11 +12,14 @@ use super::renew::RENEW_BEFORE;
 /// A certificate's state at some instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
+    /// Valid now and beyond the renewal window.
     Ok,
     /// Expires within the renewal window: renewed at the next start (leaves) or soon
     /// unusable (CAs).
     Warning,
+    /// Past `notAfter`.
     Expired,
+    /// Before `notBefore`.
     NotYetValid,
 }
 
@@ -55,7 +58,9 @@ pub struct CertInfo {
     pub subject: String,
     /// `CertSign` for CAs, else `ServerAuth`/`ClientAuth`.
     pub usages: Vec<String>,
+    /// `notBefore`, unix seconds.
     pub not_before: i64,
+    /// `notAfter`, unix seconds.
     pub not_after: i64,
 }
 

@@ -57,6 +57,7 @@ pub fn leaves(services: &[String]) -> Result<Vec<&'static str>, UnknownService> 
 /// What [`rotate`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rotated {
+    /// The directory the previous `tls/` was copied to (`tls-<unix time>`).
     pub backup: PathBuf,
     /// The certificate files removed (their keys went too).
     pub removed: Vec<PathBuf>,
