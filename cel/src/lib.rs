@@ -13,10 +13,6 @@
 //!   on a thread of their own. Expressions longer than [`env::MAX_EXPRESSION_LEN`] do not
 //!   compile.
 
-// Issue 22: the workspace warns on `missing_docs`; 23 public items of this crate are still
-// undocumented. Remove this allow once they are.
-#![allow(missing_docs)]
-
 pub mod authz;
 pub mod cost;
 pub mod env;
