@@ -19,10 +19,6 @@
 //! - The search is bounded by a step budget per part; exceeding it answers
 //!   [`Verdict::Unknown`], never a false "linearizable".
 
-// Issue 22: the workspace warns on `missing_docs`; 28 public items of this crate are still
-// undocumented. Remove this allow once they are.
-#![allow(missing_docs)]
-
 use std::collections::BTreeMap;
 
 mod kv;
