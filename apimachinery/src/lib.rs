@@ -17,10 +17,6 @@
 //!   files ([`fs`]), the node's address ([`net`]), its labels ([`labels`]) and systemd
 //!   notification ([`sd_notify`]).
 
-// Issue 22: the workspace warns on `missing_docs`; 135 public items of this crate are still
-// undocumented. Remove this allow once they are.
-#![allow(missing_docs)]
-
 pub mod catalog;
 pub mod clients;
 pub mod component_args;

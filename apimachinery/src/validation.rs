@@ -19,6 +19,7 @@ fn lower_alnum(c: u8) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit()
 }
 
+/// Whether `s` is an RFC 1123 label (lowercase alphanumerics and `-`, at most 63).
 pub fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
@@ -28,10 +29,12 @@ pub fn is_dns1123_label(s: &str) -> bool {
         && b.iter().all(|&c| lower_alnum(c) || c == b'-')
 }
 
+/// Whether `s` is an RFC 1123 subdomain (dot-separated labels, at most 253).
 pub fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 
+/// Whether `s` is an RFC 1035 label (an RFC 1123 label starting with a letter).
 pub fn is_dns1035_label(s: &str) -> bool {
     is_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()
 }

@@ -6,23 +6,32 @@ use std::collections::BTreeMap;
 use crate::status::ApiError;
 use crate::validation::{label_key_error, label_value_error};
 
+/// A requirement's operator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
+    /// `key in (…)` (and `key=value`).
     In(Vec<String>),
+    /// `key notin (…)` (and `key!=value`).
     NotIn(Vec<String>),
+    /// `key`.
     Exists,
+    /// `!key`.
     DoesNotExist,
 }
 
+/// One term of a selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Requirement {
+    /// The label key.
     pub key: String,
+    /// What the label must satisfy.
     pub op: Op,
 }
 
 /// A parsed label selector; empty matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LabelSelector {
+    /// The terms, all of which must hold.
     pub requirements: Vec<Requirement>,
 }
 
@@ -106,6 +115,7 @@ fn set_values(sel: &str, rest: &str) -> Result<Vec<String>, ApiError> {
 }
 
 impl LabelSelector {
+    /// Parses the `labelSelector` query form; a 400 with upstream's message otherwise.
     pub fn parse(sel: &str) -> Result<LabelSelector, ApiError> {
         let mut requirements = Vec::new();
         if sel.trim().is_empty() {
@@ -200,10 +210,12 @@ impl LabelSelector {
         Ok(LabelSelector { requirements })
     }
 
+    /// Whether it selects everything.
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
 
+    /// Whether `labels` satisfy every term.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.requirements.iter().all(|r| match &r.op {
             Op::In(vals) => labels.get(&r.key).is_some_and(|v| vals.contains(v)),

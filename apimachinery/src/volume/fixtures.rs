@@ -4,6 +4,7 @@
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use serde_json::{json, Value};
 
+/// An Available hostPath volume `name` of `size`, merged with `extra`.
 pub fn pv(name: &str, size: &str, extra: Value) -> PersistentVolume {
     let mut v = json!({"metadata": {"name": name},
         "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
@@ -13,6 +14,7 @@ pub fn pv(name: &str, size: &str, extra: Value) -> PersistentVolume {
     serde_json::from_value(v).expect("a test's extra JSON keeps the PersistentVolume decodable")
 }
 
+/// A Pending claim `name` in `ns` asking for `size`, merged with `extra`.
 pub fn pvc(name: &str, size: &str, extra: Value) -> PersistentVolumeClaim {
     let mut v = json!({"metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
@@ -22,6 +24,7 @@ pub fn pvc(name: &str, size: &str, extra: Value) -> PersistentVolumeClaim {
         .expect("a test's extra JSON keeps the PersistentVolumeClaim decodable")
 }
 
+/// Merges `b` into `a`, object by object; other values replace.
 pub fn merge(a: &mut Value, b: Value) {
     match (a, b) {
         (Value::Object(a), Value::Object(b)) => {
