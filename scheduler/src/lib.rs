@@ -8,10 +8,6 @@
 //! [`shell`]) watches pods and nodes, binds through `pods/binding` and reports with Events and
 //! the `PodScheduled` condition.
 
-// Issue 22: the workspace warns on `missing_docs`; 55 public items of this crate are still
-// undocumented. Remove this allow once they are.
-#![allow(missing_docs)]
-
 pub mod algorithm;
 pub mod cache;
 pub mod filters;

@@ -12,10 +12,14 @@ use super::interpod;
 use super::snapshot::{NodeInfo, Snapshot};
 use super::topology_spread;
 
+/// Why a pod with `preemptionPolicy: Never` does not preempt.
 pub const NOT_ELIGIBLE_NEVER: &str = "not eligible due to preemptionPolicy=Never";
+/// Why a pod waits for a victim that is terminating.
 pub const NOT_ELIGIBLE_TERMINATING: &str =
     "not eligible due to a terminating pod on the nominated node";
+/// A node where preemption cannot help.
 pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+/// A node where no set of victims makes room.
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 
 /// Why preemption found no plan: the message upstream puts after `preemption: ` (without the
@@ -39,7 +43,9 @@ pub enum PreemptionError {
 /// What preemption decided: evict `victims` from `node`, then nominate it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
+    /// The node to nominate.
     pub node: String,
+    /// The pods to evict from it.
     pub victims: Vec<Arc<Pod>>,
 }
 

@@ -14,10 +14,14 @@ use super::snapshot::NodeInfo;
 use k3rs_apimachinery::volume::matching::{claim_class, find_match, node_affinity_admits, NodeRef};
 use k3rs_apimachinery::volume::{delayed_binding, NO_PROVISIONER};
 
+/// A bound volume's node affinity excludes the node.
 pub const ERR_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
+/// No free volume on the node fits a delayed claim.
 pub const ERR_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
+/// A claim is bound to a volume that does not exist.
 pub const ERR_PV_NOT_EXIST: &str =
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
+/// An Immediate claim is not bound yet.
 pub const ERR_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
 
 /// Why VolumeBinding's PreFilter leaves a pod unschedulable on every node (upstream's text).
@@ -37,8 +41,11 @@ pub enum PreFilterError {
 /// The claims and volumes the scheduler knows.
 #[derive(Clone, Copy, Debug)]
 pub struct Storage<'a> {
+    /// The claims.
     pub claims: &'a [PersistentVolumeClaim],
+    /// The volumes.
     pub volumes: &'a [PersistentVolume],
+    /// The StorageClasses.
     pub classes: &'a [StorageClass],
 }
 
