@@ -8,10 +8,6 @@
 //! - Calls with gRPC metadata `hasleader: true` fail with `Unavailable "etcdserver: no leader"`
 //!   while there is no leader, like etcd's interceptor.
 
-// Issue 22: the workspace warns on `missing_docs`; 82 public items of this crate are still
-// undocumented. Remove this allow once they are.
-#![allow(missing_docs)]
-
 pub mod cluster;
 pub mod convert;
 pub mod error;
@@ -48,6 +44,7 @@ pub const ETCD_VERSION: &str = "3.5.16";
 /// Settings of the API front end.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
+    /// The cluster id reported in response headers.
     pub cluster_id: u64,
     /// Interval of watch progress notifications (etcd: 10 minutes).
     pub progress_notify_interval: Duration,
@@ -87,14 +84,17 @@ impl Api {
         }
     }
 
+    /// The local Raft member.
     pub fn node(&self) -> &Arc<Node> {
         &self.inner.node
     }
 
+    /// The API's configuration.
     pub fn config(&self) -> &ApiConfig {
         &self.inner.cfg
     }
 
+    /// Cancelled when the server shuts down (ends watch streams).
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.inner.shutdown
     }

@@ -10,7 +10,9 @@ use super::{file, io_error, layout, Error, Result};
 /// A snapshot that passed [`verify`].
 #[derive(Debug, Clone)]
 pub struct Checked {
+    /// The snapshot file.
     pub path: PathBuf,
+    /// What reading it found.
     pub found: file::Verified,
 }
 
