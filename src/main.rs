@@ -422,18 +422,25 @@ struct ServerArgs {
     https_header_read_timeout: Duration,
 }
 
-fn parse_mode(s: &str) -> Result<u32, String> {
+/// A flag value clap's parsers below refuse (the message clap prints after the flag).
+#[derive(Debug, thiserror::Error)]
+enum FlagValueError {
+    #[error("invalid file mode {0:?}: expected octal, e.g. 0600")]
+    Mode(String),
+    #[error("invalid duration {0:?}: expected a Go duration, e.g. 30s, 5m, 1h30m")]
+    Duration(String),
+}
+
+fn parse_mode(s: &str) -> Result<u32, FlagValueError> {
     u32::from_str_radix(s.trim_start_matches("0o"), 8)
         .ok()
         .filter(|m| *m <= 0o777)
-        .ok_or_else(|| format!("invalid file mode {s:?}: expected octal, e.g. 0600"))
+        .ok_or_else(|| FlagValueError::Mode(s.to_string()))
 }
 
 /// A flag's duration, in Go's form (`30s`, `5m`, `1h30m`, `1.5h`), as k3s's flags take it.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    k3rs_apimachinery::duration::parse(s).ok_or_else(|| {
-        format!("invalid duration {s:?}: expected a Go duration, e.g. 30s, 5m, 1h30m")
-    })
+fn parse_duration(s: &str) -> Result<Duration, FlagValueError> {
+    k3rs_apimachinery::duration::parse(s).ok_or_else(|| FlagValueError::Duration(s.to_string()))
 }
 
 fn init_logging(debug: bool, format: LogFormat) {

@@ -63,7 +63,10 @@ pub struct Join {
 
 impl NodeFlags {
     /// The agent's configuration, or why the kubelet flags are wrong.
-    pub fn agent_config(&self, join: Join) -> Result<AgentConfig, String> {
+    pub fn agent_config(
+        &self,
+        join: Join,
+    ) -> Result<AgentConfig, k3rs_agent::node_agent::kubelet_args::KubeletArgError> {
         let kubelet = KubeletArgs::parse(&self.kubelet_arg)?;
         let name = self.node_name.clone().unwrap_or_else(machine::hostname);
         let mut node = NodeConfig::new(&name, node_agent::node_ips(&join.node_ips));

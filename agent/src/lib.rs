@@ -4,6 +4,10 @@
 //!
 //! The agent never depends on the server crate: it talks to the API server like any client.
 
+// Issue 22: the workspace warns on `missing_docs`; 596 public items of this crate are still
+// undocumented. Remove this allow once they are.
+#![allow(missing_docs)]
+
 pub mod client;
 pub mod cni;
 pub mod containerd;

@@ -21,11 +21,15 @@ pub const SUB_VERBS: &[&str] = &["get", "patch", "update"];
 /// A subresource served under `<resource>/<name>/<subresource>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Subresource {
+    /// Its name (`status`, `scale`, …).
     pub name: &'static str,
     /// Response kind (group, version, kind); the parent's for `status`.
     pub group: &'static str,
+    /// The response kind's version.
     pub version: &'static str,
+    /// The response kind.
     pub kind: &'static str,
+    /// The verbs it serves.
     pub verbs: &'static [&'static str],
 }
 
@@ -48,15 +52,23 @@ pub enum NameRule {
 pub struct Resource {
     /// "" for the core group.
     pub group: &'static str,
+    /// The version served.
     pub version: &'static str,
+    /// The kind.
     pub kind: &'static str,
     /// Plural, as in URLs.
     pub plural: &'static str,
+    /// Singular, as in discovery.
     pub singular: &'static str,
+    /// Whether objects live in namespaces.
     pub namespaced: bool,
+    /// The verbs served.
     pub verbs: &'static [&'static str],
+    /// kubectl's short names (`po`, `svc`).
     pub short_names: &'static [&'static str],
+    /// Discovery categories (`all`).
     pub categories: &'static [&'static str],
+    /// The subresources served.
     pub subresources: &'static [Subresource],
     /// Whether writes through the main resource ignore `.status` (a `status` subresource).
     pub has_status: bool,
@@ -64,6 +76,7 @@ pub struct Resource {
     pub has_spec: bool,
     /// kube-apiserver's etcd key prefix, without the trailing slash.
     pub storage_prefix: &'static str,
+    /// How object names are validated.
     pub name_rule: NameRule,
     /// Whether a DELETE that removes the object answers with the object rather than a
     /// `Status` (upstream's `ReturnDeletedObject` on the resource's registry). A delete that
@@ -84,6 +97,7 @@ impl Resource {
         }
     }
 
+    /// Whether subresource `name` is served.
     pub fn has_subresource(&self, name: &str) -> bool {
         self.subresources.iter().any(|s| s.name == name)
     }

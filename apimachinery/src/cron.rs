@@ -24,18 +24,25 @@ pub struct Schedule {
 /// Why a schedule does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
+    /// Not five fields (how many, and the spec).
     #[error("expected exactly 5 fields, found {0}: {1}")]
     Fields(usize, String),
+    /// An unknown `@` descriptor.
     #[error("unrecognized descriptor: {0}")]
     Descriptor(String),
+    /// A value that is not a number.
     #[error("failed to parse int from {0}")]
     Number(String),
+    /// A range whose end is below its start.
     #[error("end of range ({1}) below start of range ({0}): {2}")]
     Order(u32, u32, String),
+    /// A value below the field's minimum.
     #[error("beginning of range ({0}) below minimum ({1}): {2}")]
     Low(u32, u32, String),
+    /// A value above the field's maximum.
     #[error("end of range ({0}) above maximum ({1}): {2}")]
     High(u32, u32, String),
+    /// A step that is not positive.
     #[error("step of range should be a positive number: {0}")]
     Step(String),
 }

@@ -17,11 +17,14 @@ use kube::api::{Api, PostParams};
 /// `type` of an Event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
+    /// An informational event.
     Normal,
+    /// A warning event.
     Warning,
 }
 
 impl EventType {
+    /// The Event `type` value.
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::Normal => "Normal",

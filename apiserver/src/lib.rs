@@ -7,6 +7,10 @@
 //! - `resourceVersion` is the datastore's `mod_revision`; lists carry the revision they read.
 //! - Shuts down with the server's cancellation token: stops accepting, ends watches, drains.
 
+// Issue 22: the workspace warns on `missing_docs`; 492 public items of this crate are still
+// undocumented. Remove this allow once they are.
+#![allow(missing_docs)]
+
 pub mod admission;
 pub mod args;
 pub mod audit;
@@ -313,7 +317,7 @@ impl ApiServer {
             .map_err(|e| Error::Oidc(e.to_string()))?;
         for jwt in jwts {
             authn.push(Arc::new(
-                k3rs_auth::oidc::Oidc::start(jwt).map_err(Error::Oidc)?,
+                k3rs_auth::oidc::Oidc::start(jwt).map_err(|e| Error::Oidc(e.to_string()))?,
             ));
         }
         if cfg.args.token_webhook.config_file.is_some() {

@@ -99,6 +99,17 @@ impl Chain {
     }
 }
 
+/// Why a verified client certificate names no user.
+#[derive(Debug, thiserror::Error)]
+pub enum CertificateUserError {
+    /// The certificate does not parse.
+    #[error("parsing the client certificate: {0}")]
+    Parse(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    /// The subject has no CN.
+    #[error("client certificate without a common name")]
+    NoCommonName,
+}
+
 /// x509 client certificates: the TLS handshake verified the chain against the client CA;
 /// the subject's CN is the user and its O values the groups.
 #[derive(Debug, Clone, Copy, Default)]
@@ -106,9 +117,9 @@ pub struct X509;
 
 impl X509 {
     /// The user named by a (verified) client certificate.
-    pub fn user_of(cert: &CertificateDer<'_>) -> Result<UserInfo, String> {
+    pub fn user_of(cert: &CertificateDer<'_>) -> Result<UserInfo, CertificateUserError> {
         let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
-            .map_err(|e| format!("parsing the client certificate: {e}"))?;
+            .map_err(CertificateUserError::Parse)?;
         let subject = parsed.subject();
         let cn = subject
             .iter_common_name()
@@ -116,7 +127,7 @@ impl X509 {
             .and_then(|a| a.as_str().ok())
             .unwrap_or_default();
         if cn.is_empty() {
-            return Err("client certificate without a common name".into());
+            return Err(CertificateUserError::NoCommonName);
         }
         let groups = subject
             .iter_organization()
@@ -133,7 +144,7 @@ impl Authenticator for X509 {
                 None => Outcome::NotApplicable,
                 Some(leaf) => match X509::user_of(leaf) {
                     Ok(u) => Outcome::Authenticated(u),
-                    Err(e) => Outcome::Rejected(e),
+                    Err(e) => Outcome::Rejected(e.to_string()),
                 },
             }
         })

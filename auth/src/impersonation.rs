@@ -31,8 +31,17 @@ pub struct Requested {
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
+/// Impersonation headers without `Impersonate-User`; `asked` lists what they ask for
+/// (`groups=["dev"], uid="u"`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("requested {asked} without impersonating a user")]
+pub struct WithoutUser {
+    /// What the headers ask for besides a user.
+    pub asked: String,
+}
+
 /// The request's impersonation headers: `Ok(None)` when there are none.
-pub fn requested(headers: &HeaderMap) -> Result<Option<Requested>, String> {
+pub fn requested(headers: &HeaderMap) -> Result<Option<Requested>, WithoutUser> {
     let text = |v: &HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
     let mut r = Requested::default();
     let mut any = false;
@@ -68,10 +77,9 @@ pub fn requested(headers: &HeaderMap) -> Result<Option<Requested>, String> {
         if !r.extra.is_empty() {
             asked.push(format!("extra={:?}", r.extra));
         }
-        return Err(format!(
-            "requested {} without impersonating a user",
-            asked.join(", ")
-        ));
+        return Err(WithoutUser {
+            asked: asked.join(", "),
+        });
     }
     Ok(Some(r))
 }
@@ -201,7 +209,7 @@ pub(crate) mod tests {
             }
         );
         assert_eq!(
-            requested(&headers(&[("Impersonate-Group", "dev")])),
+            requested(&headers(&[("Impersonate-Group", "dev")])).map_err(|e| e.to_string()),
             Err(r#"requested groups=["dev"] without impersonating a user"#.into())
         );
     }

@@ -26,8 +26,20 @@ pub enum TokenFileError {
     Csv {
         path: String,
         record: usize,
-        message: String,
+        #[source]
+        message: CsvError,
     },
+}
+
+/// A line that is not a CSV record (Go's `encoding/csv` messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CsvError {
+    /// A quoted field not closed, or followed by something other than `,`.
+    #[error("extraneous or missing \" in quoted-field")]
+    QuotedField,
+    /// A quote inside an unquoted field.
+    #[error("bare \" in non-quoted-field")]
+    BareQuote,
 }
 
 /// The tokens of one file.
@@ -102,7 +114,7 @@ impl TokenFile {
 
 /// One CSV record (Go's `encoding/csv` with `TrimLeadingSpace`): fields separated by `,`,
 /// optionally double-quoted with `""` for a quote inside.
-fn csv_record(line: &str) -> Result<Vec<String>, String> {
+fn csv_record(line: &str) -> Result<Vec<String>, CsvError> {
     let mut fields = Vec::new();
     let mut chars = line.trim_end_matches('\r').chars().peekable();
     loop {
@@ -120,7 +132,7 @@ fn csv_record(line: &str) -> Result<Vec<String>, String> {
                     }
                     Some('"') => break,
                     Some(c) => field.push(c),
-                    None => return Err("extraneous or missing \" in quoted-field".into()),
+                    None => return Err(CsvError::QuotedField),
                 }
             }
             match chars.next() {
@@ -129,7 +141,7 @@ fn csv_record(line: &str) -> Result<Vec<String>, String> {
                     return Ok(fields);
                 }
                 Some(',') => fields.push(field),
-                Some(_) => return Err("extraneous or missing \" in quoted-field".into()),
+                Some(_) => return Err(CsvError::QuotedField),
             }
         } else {
             loop {
@@ -139,7 +151,7 @@ fn csv_record(line: &str) -> Result<Vec<String>, String> {
                         return Ok(fields);
                     }
                     Some(',') => break,
-                    Some('"') => return Err("bare \" in non-quoted-field".into()),
+                    Some('"') => return Err(CsvError::BareQuote),
                     Some(c) => field.push(c),
                 }
             }

@@ -5,6 +5,10 @@
 //! [`EventRecorder`] reporting as `<name>`. They run while this server holds the
 //! `kube-system/kube-controller-manager` Lease (see [`crate::components`]).
 
+// Issue 22: the workspace warns on `missing_docs`; 296 public items of this crate are still
+// undocumented. Remove this allow once they are.
+#![allow(missing_docs)]
+
 pub mod args;
 pub mod backoff;
 pub mod certificates;

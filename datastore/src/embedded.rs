@@ -30,6 +30,7 @@ impl std::fmt::Debug for Embedded {
 }
 
 impl Embedded {
+    /// The datastore served by the local Raft member `node`.
     pub fn new(node: Arc<Node>) -> Embedded {
         Embedded { node }
     }

@@ -8,12 +8,14 @@ use super::error::{ApiResult, EtcdError};
 use super::{check_size, quota, Api};
 use k3rs_datastore::etcdpb as pb;
 
+/// etcd's `KV` gRPC service over the local member.
 #[derive(Debug, Clone)]
 pub struct KvService {
     api: Api,
 }
 
 impl KvService {
+    /// The service over `api`.
     pub fn new(api: Api) -> KvService {
         KvService { api }
     }

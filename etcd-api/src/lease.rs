@@ -15,12 +15,14 @@ use k3rs_datastore::etcdpb as pb;
 /// etcd's `MaxLeaseTTL`.
 pub const MAX_LEASE_TTL: i64 = 9_000_000_000;
 
+/// etcd's `Lease` gRPC service over the local member.
 #[derive(Debug, Clone)]
 pub struct LeaseService {
     api: Api,
 }
 
 impl LeaseService {
+    /// The service over `api`.
     pub fn new(api: Api) -> LeaseService {
         LeaseService { api }
     }

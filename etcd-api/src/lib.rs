@@ -46,6 +46,7 @@ pub const ETCD_VERSION: &str = "3.5.16";
 /// Settings of the API front end.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
+    /// The cluster id reported in response headers.
     pub cluster_id: u64,
     /// Interval of watch progress notifications (etcd: 10 minutes).
     pub progress_notify_interval: Duration,
@@ -87,14 +88,17 @@ impl Api {
         }
     }
 
+    /// The local Raft member.
     pub fn node(&self) -> &Arc<Node> {
         &self.inner.node
     }
 
+    /// The API's configuration.
     pub fn config(&self) -> &ApiConfig {
         &self.inner.cfg
     }
 
+    /// Cancelled when the server shuts down (ends watch streams).
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.inner.shutdown
     }

@@ -24,12 +24,14 @@ pub const SNAPSHOT_CHUNK: usize = 64 * 1024;
 /// pages, so nothing is added to it.
 pub const SNAPSHOT_ALIGN: u64 = 512;
 
+/// etcd's `Maintenance` gRPC service over the local member.
 #[derive(Debug, Clone)]
 pub struct MaintenanceService {
     api: Api,
 }
 
 impl MaintenanceService {
+    /// The service over `api`.
     pub fn new(api: Api) -> MaintenanceService {
         MaintenanceService { api }
     }

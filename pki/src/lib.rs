@@ -30,26 +30,41 @@ use ca::{ensure_leaf, load_or_create_ca, LeafSpec};
 /// Failures while creating or loading the PKI.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Reading or writing a file failed.
     #[error("i/o on {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
+    /// rcgen could not make a key or certificate (`what` names it).
     #[error("generating {what}: {source}")]
     Generate {
+        /// What was being made.
         what: String,
+        /// rcgen's error.
         #[source]
         source: rcgen::Error,
     },
+    /// A key or certificate on disk does not parse.
     #[error("loading {path}: {source}")]
     Load {
+        /// The file.
         path: PathBuf,
+        /// rcgen's error.
         #[source]
         source: rcgen::Error,
     },
+    /// A certificate without its key, or the reverse.
     #[error("{present} exists but {missing} does not; restore it or remove both")]
-    Incomplete { present: PathBuf, missing: PathBuf },
+    Incomplete {
+        /// The file that exists.
+        present: PathBuf,
+        /// Its missing partner.
+        missing: PathBuf,
+    },
 }
 
 /// What the generated certificates must cover.

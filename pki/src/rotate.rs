@@ -24,8 +24,16 @@ pub const SERVICES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// A `--service` name `k3rs certificate rotate` does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown service {name:?}; known services: {}", SERVICES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "))]
+pub struct UnknownService {
+    /// The name as given.
+    pub name: String,
+}
+
 /// The leaves to rotate for `services` (every leaf when empty), or the unknown name.
-pub fn leaves(services: &[String]) -> Result<Vec<&'static str>, String> {
+pub fn leaves(services: &[String]) -> Result<Vec<&'static str>, UnknownService> {
     if services.is_empty() {
         return Ok(SERVICES
             .iter()
@@ -35,11 +43,7 @@ pub fn leaves(services: &[String]) -> Result<Vec<&'static str>, String> {
     let mut out = Vec::new();
     for s in services {
         let Some((_, l)) = SERVICES.iter().find(|(name, _)| name == s) else {
-            let known: Vec<&str> = SERVICES.iter().map(|(n, _)| *n).collect();
-            return Err(format!(
-                "unknown service {s:?}; known services: {}",
-                known.join(", ")
-            ));
+            return Err(UnknownService { name: s.clone() });
         };
         for leaf in l.iter() {
             if !out.contains(leaf) {
@@ -53,6 +57,7 @@ pub fn leaves(services: &[String]) -> Result<Vec<&'static str>, String> {
 /// What [`rotate`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rotated {
+    /// The directory the previous `tls/` was copied to (`tls-<unix time>`).
     pub backup: PathBuf,
     /// The certificate files removed (their keys went too).
     pub removed: Vec<PathBuf>,
@@ -125,7 +130,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            leaves(&["kubelet".into()]),
+            leaves(&["kubelet".into()]).map_err(|e| e.to_string()),
             Err("unknown service \"kubelet\"; known services: admin, api-server, etcd".into())
         );
     }

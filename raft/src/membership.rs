@@ -24,24 +24,34 @@ use crate::NodeId;
 /// Why a membership change was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum MembershipError {
+    /// No member has the id.
     #[error("etcdserver: member not found")]
     MemberNotFound,
+    /// The id is taken.
     #[error("etcdserver: member ID already exist")]
     MemberExists,
+    /// Another member has the peer URL.
     #[error("etcdserver: Peer URLs already exists")]
     PeerUrlExists,
+    /// Promoting a voter.
     #[error("etcdserver: can only promote a learner member")]
     NotLearner,
+    /// Promoting a learner that lags the leader.
     #[error("etcdserver: can only promote a learner member which is in sync with leader")]
     LearnerNotReady,
+    /// The change would leave too few started voters for a quorum.
     #[error("etcdserver: re-configuration failed due to not enough started members")]
     NotEnoughStartedMembers,
+    /// No leader to make the change.
     #[error("etcdserver: no leader")]
     NoLeader,
+    /// The change did not commit in time.
     #[error("etcdserver: request timed out")]
     Timeout,
+    /// The member is shutting down.
     #[error("etcdserver: server stopped")]
     Stopped,
+    /// Any other failure (its message).
     #[error("etcdserver: {0}")]
     Failed(String),
 }
@@ -49,12 +59,15 @@ pub enum MembershipError {
 /// The leader's view of the membership, for the checks.
 #[derive(Debug, Clone, Default)]
 pub struct View {
+    /// The voting members.
     pub voters: BTreeSet<NodeId>,
+    /// Every member (voters and learners).
     pub nodes: BTreeMap<NodeId, NodeInfo>,
     /// Members that acknowledged replication (the leader counts itself): etcd's "started".
     pub started: BTreeSet<NodeId>,
     /// Matched log index per member (the leader: its last log index).
     pub matched: BTreeMap<NodeId, u64>,
+    /// The leader's last log index.
     pub leader_last_index: u64,
 }
 
@@ -86,6 +99,7 @@ impl View {
         }
     }
 
+    /// Whether member `id` at `node` may be added (etcd's checks).
     pub fn check_add(
         &self,
         id: NodeId,
@@ -108,6 +122,7 @@ impl View {
         Ok(())
     }
 
+    /// Whether learner `id` may become a voter (it must be in sync, and quorum must hold).
     pub fn check_promote(&self, id: NodeId) -> Result<(), MembershipError> {
         if !self.nodes.contains_key(&id) {
             return Err(MembershipError::MemberNotFound);
@@ -121,6 +136,7 @@ impl View {
         self.check_voters_after(self.voters.len() + 1, self.started_voters())
     }
 
+    /// Whether member `id` may be removed without losing quorum.
     pub fn check_remove(&self, id: NodeId) -> Result<(), MembershipError> {
         if !self.nodes.contains_key(&id) {
             return Err(MembershipError::MemberNotFound);

@@ -29,10 +29,13 @@ use crate::wal::{Wal, DEFAULT_SEGMENT_SIZE};
 /// Why a restore failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RestoreError {
+    /// The data dir (given) already holds a member.
     #[error("{0} already holds a datastore; move it away first")]
     NotEmpty(std::path::PathBuf),
+    /// The snapshot could not be imported.
     #[error("importing the snapshot: {0}")]
     Import(#[source] k3rs_storage::Error),
+    /// The restored member's WAL or id could not be written.
     #[error("writing the restored member state: {0}")]
     Write(String),
 }

@@ -1,6 +1,10 @@
 //! k3rs-server: the control plane. For now: the cluster PKI and server token, the Raft-backed
 //! datastore and the etcd v3 gRPC API in front of it, and automatic compaction.
 
+// Issue 22: the workspace warns on `missing_docs`; 66 public items of this crate are still
+// undocumented. Remove this allow once they are.
+#![allow(missing_docs)]
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;

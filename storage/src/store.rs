@@ -36,18 +36,24 @@ use crate::{alarm, dbdir, hash, history, lease, snapshot};
 /// Failures of the storage engine itself (not answers to a request): fatal for the caller.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// sled could not open the database.
     #[error("opening the store: {0}")]
     Open(#[source] sled::Error),
+    /// sled failed.
     #[error("storage engine: {0}")]
     Engine(#[from] sled::Error),
+    /// A record does not decode (what).
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// Writing or reading a snapshot failed.
     #[error("snapshot i/o: {0}")]
     SnapshotIo(#[from] std::io::Error),
     /// Managing the store's directory (database generations) failed.
     #[error("store directory {path}: {source}")]
     Dir {
+        /// The directory.
         path: PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
@@ -56,6 +62,7 @@ pub enum Error {
     Poisoned,
 }
 
+/// A storage result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Compacted records deleted from sled with every applied batch (plus two per command).

@@ -50,65 +50,90 @@ pub struct KubeletArgs {
     pub resolv_conf: Option<std::path::PathBuf>,
 }
 
+/// A `--kubelet-arg` refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KubeletArgError {
+    /// No `=`.
+    #[error("--kubelet-arg {0:?}: expected KEY=VALUE")]
+    NotKeyValue(String),
+    /// A value the flag does not take; `expected` says what it takes.
+    #[error("--kubelet-arg {key}={value}: expected {expected}")]
+    Value {
+        /// The flag.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What the flag takes.
+        expected: &'static str,
+    },
+    /// A bad `node-labels` entry.
+    #[error(transparent)]
+    Label(#[from] node::LabelError),
+    /// A bad `register-with-taints` entry.
+    #[error(transparent)]
+    Taint(#[from] node::TaintError),
+    /// A flag k3rs does not know.
+    #[error("--kubelet-arg: unknown kubelet flag {flag:?} (k3rs understands: {})", KNOWN.join(", "))]
+    Unknown {
+        /// The flag.
+        flag: String,
+    },
+}
+
+fn bad(key: &str, value: &str, expected: &'static str) -> KubeletArgError {
+    KubeletArgError::Value {
+        key: key.to_string(),
+        value: value.to_string(),
+        expected,
+    }
+}
+
 /// A Go duration (`10s`, `1m30s`, `1.5h`), as the kubelet's flags take it.
-fn duration(key: &str, v: &str) -> Result<Duration, String> {
-    k3rs_apimachinery::duration::parse(v).ok_or_else(|| {
-        format!("--kubelet-arg {key}={v}: expected a duration like 10s, 1m or 1h30m")
-    })
+fn duration(key: &str, v: &str) -> Result<Duration, KubeletArgError> {
+    k3rs_apimachinery::duration::parse(v)
+        .ok_or_else(|| bad(key, v, "a duration like 10s, 1m or 1h30m"))
 }
 
 impl KubeletArgs {
     /// Parses `KEY=VALUE`s (a leading `--` on the key is accepted); later ones win, list
     /// values (`node-labels`, `register-with-taints`, comma separated) accumulate.
-    pub fn parse(args: &[String]) -> Result<KubeletArgs, String> {
+    pub fn parse(args: &[String]) -> Result<KubeletArgs, KubeletArgError> {
         let mut out = KubeletArgs::default();
         for a in args {
             let (k, v) = a
                 .split_once('=')
-                .ok_or_else(|| format!("--kubelet-arg {a:?}: expected KEY=VALUE"))?;
+                .ok_or_else(|| KubeletArgError::NotKeyValue(a.clone()))?;
             let k = k.trim_start_matches("--");
             match k {
                 "cgroup-root" => {
                     if !v.starts_with('/') {
-                        return Err(format!(
-                            "--kubelet-arg cgroup-root={v}: expected an absolute cgroup path"
-                        ));
+                        return Err(bad(k, v, "an absolute cgroup path"));
                     }
                     out.cgroup_root = Some(v.to_string())
                 }
                 "cluster-dns" => {
                     for ip in v.split(',').filter(|i| !i.is_empty()) {
-                        out.cluster_dns.push(ip.parse().map_err(|_| {
-                            format!("--kubelet-arg cluster-dns={v}: expected IP addresses")
-                        })?);
+                        out.cluster_dns
+                            .push(ip.parse().map_err(|_| bad(k, v, "IP addresses"))?);
                     }
                 }
                 "cluster-domain" => out.cluster_domain = Some(v.to_string()),
                 "container-log-max-files" => {
-                    out.container_log.max_files =
-                        v.parse().ok().filter(|n| *n >= 2).ok_or_else(|| {
-                            format!(
-                                "--kubelet-arg container-log-max-files={v}: expected a whole \
-                                 number of at least 2"
-                            )
-                        })?
+                    out.container_log.max_files = v
+                        .parse()
+                        .ok()
+                        .filter(|n| *n >= 2)
+                        .ok_or_else(|| bad(k, v, "a whole number of at least 2"))?
                 }
                 "container-log-max-size" => {
                     out.container_log.max_size = Quantity::parse(v)
                         .map(Quantity::value)
                         .and_then(|b| u64::try_from(b).ok())
                         .filter(|b| *b > 0)
-                        .ok_or_else(|| {
-                            format!(
-                                "--kubelet-arg container-log-max-size={v}: expected a size in \
-                                 bytes like 10Mi or 500Ki"
-                            )
-                        })?
+                        .ok_or_else(|| bad(k, v, "a size in bytes like 10Mi or 500Ki"))?
                 }
                 "max-pods" => {
-                    out.max_pods = Some(v.parse().map_err(|_| {
-                        format!("--kubelet-arg max-pods={v}: expected a whole number")
-                    })?)
+                    out.max_pods = Some(v.parse().map_err(|_| bad(k, v, "a whole number"))?)
                 }
                 "node-labels" => {
                     for l in v.split(',').filter(|l| !l.is_empty()) {
@@ -120,17 +145,17 @@ impl KubeletArgs {
                 }
                 "pod-manifest-path" => {
                     if !v.starts_with('/') {
-                        return Err(format!(
-                            "--kubelet-arg pod-manifest-path={v}: expected an absolute path"
-                        ));
+                        return Err(bad(k, v, "an absolute path"));
                     }
                     out.pod_manifest_path = Some(v.into())
                 }
                 "port" => {
-                    out.port =
-                        Some(v.parse().ok().filter(|p| *p > 0).ok_or_else(|| {
-                            format!("--kubelet-arg port={v}: expected a port number")
-                        })?)
+                    out.port = Some(
+                        v.parse()
+                            .ok()
+                            .filter(|p| *p > 0)
+                            .ok_or_else(|| bad(k, v, "a port number"))?,
+                    )
                 }
                 "register-with-taints" => {
                     for t in v.split(',').filter(|t| !t.is_empty()) {
@@ -139,10 +164,9 @@ impl KubeletArgs {
                 }
                 "resolv-conf" => out.resolv_conf = Some(v.into()),
                 _ => {
-                    return Err(format!(
-                        "--kubelet-arg: unknown kubelet flag {k:?} (k3rs understands: {})",
-                        KNOWN.join(", ")
-                    ))
+                    return Err(KubeletArgError::Unknown {
+                        flag: k.to_string(),
+                    })
                 }
             }
         }
@@ -220,7 +244,7 @@ mod tests {
     #[test]
     fn unknown_keys_and_bad_values_are_refused() {
         assert_eq!(
-            KubeletArgs::parse(&s(&["cgroup-driver=systemd"])),
+            KubeletArgs::parse(&s(&["cgroup-driver=systemd"])).map_err(|e| e.to_string()),
             Err(
                 "--kubelet-arg: unknown kubelet flag \"cgroup-driver\" (k3rs understands: \
                  cgroup-root, cluster-dns, cluster-domain, container-log-max-files, \

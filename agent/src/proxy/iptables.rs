@@ -3,7 +3,7 @@
 //! `iptables`, `iptables-save` and `iptables-restore` of the network namespace the agent runs in.
 
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 use futures::future::BoxFuture;
 use tokio::io::AsyncWriteExt;
@@ -153,7 +153,8 @@ pub enum Call {
 }
 
 /// A fake for unit tests: records every call; `chains` answers with the chains set in
-/// `existing`; `restore` fails while `fail_restore` is set.
+/// `existing`; `restore` fails while `fail_restore` is set. A lock poisoned by a panicking test
+/// still holds a complete record, so it is read through.
 #[derive(Debug, Default)]
 pub struct RecordingIptables {
     pub calls: Mutex<Vec<Call>>,
@@ -164,18 +165,25 @@ pub struct RecordingIptables {
 impl RecordingIptables {
     /// The calls so far, and forget them.
     pub fn take(&self) -> Vec<Call> {
-        std::mem::take(&mut *self.calls.lock().unwrap())
+        std::mem::take(&mut *self.calls.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn record(&self, call: Call) {
-        self.calls.lock().unwrap().push(call);
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(call);
     }
 }
 
 impl Iptables for RecordingIptables {
     fn chains(&self, table: &str) -> BoxFuture<'_, Result<Vec<String>>> {
         self.record(Call::Chains(table.to_string()));
-        let existing = self.existing.lock().unwrap().clone();
+        let existing = self
+            .existing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         Box::pin(async move { Ok(existing) })
     }
 
@@ -195,7 +203,10 @@ impl Iptables for RecordingIptables {
 
     fn restore(&self, input: &str) -> BoxFuture<'_, Result<()>> {
         self.record(Call::Restore(input.to_string()));
-        let fail = *self.fail_restore.lock().unwrap();
+        let fail = *self
+            .fail_restore
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         Box::pin(async move {
             if fail {
                 Err(Error::Failed {

@@ -6,23 +6,28 @@ use serde_json::Value;
 use crate::catalog::Resource;
 use crate::status::ApiError;
 
+/// One `field=value` or `field!=value` term.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldRequirement {
     /// The selector's field label.
     pub field: String,
     /// Dotted path into the object.
     pub path: String,
+    /// The value compared.
     pub value: String,
+    /// `=` (true) or `!=` (false).
     pub equal: bool,
 }
 
 /// A parsed field selector; empty matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldSelector {
+    /// The terms, all of which must hold.
     pub requirements: Vec<FieldRequirement>,
 }
 
 impl FieldSelector {
+    /// Parses `sel` for resource `r` (only the fields `r` supports); a 400 otherwise.
     pub fn parse(sel: &str, r: &Resource) -> Result<FieldSelector, ApiError> {
         let mut requirements = Vec::new();
         for t in terms(sel)? {
@@ -47,6 +52,7 @@ impl FieldSelector {
         Ok(FieldSelector { requirements })
     }
 
+    /// Whether it selects everything.
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
@@ -59,6 +65,7 @@ impl FieldSelector {
             .map(|r| r.value.as_str())
     }
 
+    /// Whether `obj` satisfies every term.
     pub fn matches(&self, obj: &Value) -> bool {
         self.requirements.iter().all(|r| {
             let actual = field_value(obj, &r.path);

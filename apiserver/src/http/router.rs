@@ -198,7 +198,7 @@ async fn impersonate(
     let requested = match impersonation::requested(headers) {
         Ok(None) => return Ok((user, false)),
         Ok(Some(r)) => r,
-        Err(msg) => return Err(ApiError::bad_request(msg)),
+        Err(msg) => return Err(ApiError::bad_request(msg.to_string())),
     };
     for a in impersonation::checks(&user, &requested) {
         if let Decision::Deny(reason) = st.authz.authorize(&a).await {

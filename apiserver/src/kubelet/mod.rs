@@ -57,6 +57,20 @@ pub enum Error {
     Tls(String),
 }
 
+/// Why no TLS connection to a kubelet was made.
+#[derive(Debug, thiserror::Error)]
+enum DialError {
+    /// The host is not a DNS name or IP.
+    #[error("{0}")]
+    ServerName(#[from] rustls::pki_types::InvalidDnsNameError),
+    /// Connecting or the handshake failed.
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    /// Nothing within the dial timeout.
+    #[error("no connection within {DIAL_TIMEOUT:?}")]
+    Timeout,
+}
+
 impl KubeletClient {
     /// Trusts `server_ca` (kubelet serving certificates) and presents `cert`/`key`.
     pub fn load(server_ca: &Path, cert: &Path, key: &Path) -> Result<KubeletClient, Error> {
@@ -89,24 +103,21 @@ impl KubeletClient {
     async fn dial(
         &self,
         at: &KubeletAddress,
-    ) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
-        let name = ServerName::try_from(at.host.clone()).map_err(|e| e.to_string())?;
+    ) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, DialError> {
+        let name = ServerName::try_from(at.host.clone())?;
         let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
         let host = at.host.clone();
         let port = at.port;
         let dial = async move {
             let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(DialError::Io)?;
             let _ = tcp.set_nodelay(true);
-            connector
-                .connect(name, tcp)
-                .await
-                .map_err(|e| e.to_string())
+            connector.connect(name, tcp).await.map_err(DialError::Io)
         };
         tokio::time::timeout(DIAL_TIMEOUT, dial)
             .await
-            .map_err(|_| format!("no connection within {DIAL_TIMEOUT:?}"))?
+            .map_err(|_| DialError::Timeout)?
     }
 
     /// Sends `req` (its method, headers other than credentials, and body) to `path_and_query`
@@ -117,16 +128,16 @@ impl KubeletClient {
         path_and_query: &str,
         mut req: Request,
     ) -> Result<Response, ApiError> {
-        let unreachable = |e: String| {
+        let unreachable = |e: &dyn std::fmt::Display| {
             ApiError::unavailable(format!(
                 "error dialing backend: the kubelet at {}:{} is unreachable: {e}",
                 at.host, at.port
             ))
         };
-        let tls = self.dial(at).await.map_err(unreachable)?;
+        let tls = self.dial(at).await.map_err(|e| unreachable(&e))?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
-            .map_err(|e| unreachable(e.to_string()))?;
+            .map_err(|e| unreachable(&e))?;
         tokio::spawn(async move {
             let _ = conn.with_upgrades().await;
         });
@@ -155,7 +166,7 @@ impl KubeletClient {
         let mut resp = sender
             .send_request(out)
             .await
-            .map_err(|e| unreachable(e.to_string()))?;
+            .map_err(|e| unreachable(&e))?;
         let status = resp.status();
         if status == StatusCode::SWITCHING_PROTOCOLS {
             if let Some(downstream) = downstream {

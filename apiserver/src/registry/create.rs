@@ -202,7 +202,7 @@ pub(super) fn check_body(t: &Target, body: &Value) -> ApiResult<()> {
     if t.subresource.as_deref() == Some("scale") {
         return Ok(());
     }
-    typed::check_structure(t.resource, body).map_err(ApiError::bad_request)
+    typed::check_structure(t.resource, body).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
 /// Validation of the object about to be stored (after defaulting and merging).

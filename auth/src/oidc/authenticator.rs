@@ -64,7 +64,7 @@ pub struct Oidc {
 
 impl Oidc {
     /// The authenticator of `jwt`; starts fetching the provider's keys in the background.
-    pub fn start(jwt: JwtAuthenticator) -> Result<Oidc, String> {
+    pub fn start(jwt: JwtAuthenticator) -> Result<Oidc, super::model::IssuerTlsError> {
         let provider = Provider::new(&jwt.issuer_url, jwt.discovery_url.as_deref(), jwt.tls()?);
         provider.start();
         Ok(Oidc { jwt, provider })

@@ -207,6 +207,17 @@ pub enum VerifyError {
     Signature,
 }
 
+/// Why a JWKS document could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum KeySetError {
+    /// The document is not JSON.
+    #[error("not JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// The document has no `keys` array.
+    #[error("no \"keys\" array")]
+    NoKeys,
+}
+
 /// A provider's usable keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeySet {
@@ -215,12 +226,12 @@ pub struct KeySet {
 
 impl KeySet {
     /// The usable keys of a JWKS document (`{"keys": [...]}`).
-    pub fn parse(doc: &[u8]) -> Result<KeySet, String> {
-        let v: Value = serde_json::from_slice(doc).map_err(|e| format!("not JSON: {e}"))?;
+    pub fn parse(doc: &[u8]) -> Result<KeySet, KeySetError> {
+        let v: Value = serde_json::from_slice(doc).map_err(KeySetError::Json)?;
         let keys = v
             .get("keys")
             .and_then(Value::as_array)
-            .ok_or("no \"keys\" array")?;
+            .ok_or(KeySetError::NoKeys)?;
         Ok(KeySet {
             keys: keys.iter().filter_map(Jwk::parse).collect(),
         })

@@ -23,8 +23,8 @@ pub struct Expression {
 
 impl Expression {
     /// Compiles `source`, which may refer to `variable` only.
-    pub fn compile(source: &str, variable: &str) -> Result<Expression, String> {
-        let compiled = k3rs_cel::compile(source, &[variable]).map_err(|e| e.to_string())?;
+    pub fn compile(source: &str, variable: &str) -> Result<Expression, k3rs_cel::CompileError> {
+        let compiled = k3rs_cel::compile(source, &[variable])?;
         Ok(Expression {
             source: source.to_string(),
             program: Arc::new(compiled.program),
@@ -60,6 +60,17 @@ pub enum ClaimRule {
 pub struct UserRule {
     pub expression: Expression,
     pub message: String,
+}
+
+/// The issuer's TLS client configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("oidc issuer {issuer}: {source}")]
+pub struct IssuerTlsError {
+    /// The issuer URL.
+    pub issuer: String,
+    /// Why.
+    #[source]
+    pub source: crate::webhook::client::TlsConfigError,
 }
 
 /// One issuer's authenticator.
@@ -133,7 +144,7 @@ impl JwtAuthenticator {
     }
 
     /// A TLS client configuration trusting the issuer's CA (or the system's roots).
-    pub fn tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+    pub fn tls(&self) -> Result<Arc<rustls::ClientConfig>, IssuerTlsError> {
         use crate::webhook::client::{tls_config, Roots};
         let roots = match &self.certificate_authority {
             Some(pem) => Roots::Pem(pem),
@@ -141,6 +152,9 @@ impl JwtAuthenticator {
         };
         tls_config(roots, None)
             .map(Arc::new)
-            .map_err(|e| format!("oidc issuer {}: {e}", self.issuer_url))
+            .map_err(|source| IssuerTlsError {
+                issuer: self.issuer_url.clone(),
+                source,
+            })
     }
 }

@@ -19,32 +19,36 @@ pub trait PolicySource: Send + Sync {
     fn role_bindings(&self, namespace: &str) -> Vec<Arc<RoleBinding>>;
 }
 
+/// Why a role reference grants nothing (upstream's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RoleRefError {
+    /// The ClusterRole does not exist.
+    #[error("clusterrole.rbac.authorization.k8s.io {0:?} not found")]
+    ClusterRoleNotFound(String),
+    /// The Role does not exist.
+    #[error("role.rbac.authorization.k8s.io {0:?} not found")]
+    RoleNotFound(String),
+    /// Neither `ClusterRole` nor `Role`.
+    #[error("unsupported role reference kind: {0:?}")]
+    Kind(String),
+}
+
 /// The rules `role_ref` grants in `namespace`, or upstream's not-found message.
 pub fn role_ref_rules(
     src: &dyn PolicySource,
     role_ref: &RoleRef,
     namespace: &str,
-) -> Result<Vec<PolicyRule>, String> {
+) -> Result<Vec<PolicyRule>, RoleRefError> {
     match role_ref.kind.as_str() {
         "ClusterRole" => src
             .cluster_role(&role_ref.name)
             .map(|r| r.rules.clone().unwrap_or_default())
-            .ok_or_else(|| {
-                format!(
-                    "clusterrole.rbac.authorization.k8s.io {:?} not found",
-                    role_ref.name
-                )
-            }),
+            .ok_or_else(|| RoleRefError::ClusterRoleNotFound(role_ref.name.clone())),
         "Role" => src
             .role(namespace, &role_ref.name)
             .map(|r| r.rules.clone().unwrap_or_default())
-            .ok_or_else(|| {
-                format!(
-                    "role.rbac.authorization.k8s.io {:?} not found",
-                    role_ref.name
-                )
-            }),
-        other => Err(format!("unsupported role reference kind: {other:?}")),
+            .ok_or_else(|| RoleRefError::RoleNotFound(role_ref.name.clone())),
+        other => Err(RoleRefError::Kind(other.to_string())),
     }
 }
 
@@ -60,7 +64,7 @@ pub fn visit_rules(
     let mut each = |role_ref: &RoleRef, ns: &str| -> bool {
         match role_ref_rules(src, role_ref, ns) {
             Ok(rules) => rules.iter().all(|r| visit(Some(r), None)),
-            Err(e) => visit(None, Some(&e)),
+            Err(e) => visit(None, Some(&e.to_string())),
         }
     };
     for b in src.cluster_role_bindings() {

@@ -138,7 +138,7 @@ pub async fn create(
             .lookup()
             .object(kind, namespace, &name)
             .await
-            .map_err(ApiError::internal)
+            .map_err(|e| ApiError::internal(e.to_string()))
     };
     if let Some(node) = user.and_then(node_restriction::requesting_node) {
         let forbidden = |why: &str| {
@@ -151,7 +151,7 @@ pub async fn create(
                 why,
             )
         };
-        let node = node.map_err(|why| forbidden(&why))?;
+        let node = node.map_err(|why| forbidden(&why.to_string()))?;
         let bound = spec
             .bound
             .as_ref()
@@ -169,7 +169,7 @@ pub async fn create(
             _ => None,
         };
         node_restriction::admit_token_request(node, sa_name, bound, pod.as_ref())
-            .map_err(|why| forbidden(&why))?;
+            .map_err(|why| forbidden(&why.to_string()))?;
         spec.expiration_seconds = spec.expiration_seconds.min(MAX_NODE_EXPIRATION_SECONDS);
     }
     let account = lookup(Kind::ServiceAccount, sa_name.to_string())

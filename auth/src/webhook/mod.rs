@@ -11,6 +11,29 @@ pub mod token_review;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Why a review could not be had from the webhook.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// The call failed.
+    #[error(transparent)]
+    Call(#[from] client::CallError),
+    /// The answer is not a review object (`kind` names which).
+    #[error("decoding the webhook's {kind}: {source}")]
+    Decode {
+        /// `TokenReview` or `SubjectAccessReview`.
+        kind: &'static str,
+        /// The decoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The answer reports an error (`status.error`).
+    #[error("the webhook: {0}")]
+    Reported(String),
+    /// A token authenticated for none of the requested audiences.
+    #[error("the webhook authenticated the token for other audiences")]
+    OtherAudiences,
+}
+
 /// Which review API version the webhook speaks (`--*-webhook-version`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Version {

@@ -121,7 +121,7 @@ pub fn read_dir(dir: &Path) -> std::io::Result<Vec<Manifest>> {
                 Err(e) => Manifest {
                     source,
                     checksum: String::new(),
-                    objects: Err(format!("reading the file: {e}")),
+                    objects: Err(manifest::ManifestError::Read(e.to_string())),
                 },
             }
         })
@@ -187,8 +187,8 @@ mod tests {
         assert_eq!(sources, ["a.yaml", "sub/b.json"]);
         assert_eq!(got[0].objects.as_ref().unwrap().len(), 1);
         assert_eq!(
-            got[1].objects,
-            Err("document 1: apiVersion is missing".to_string())
+            got[1].objects.as_ref().map_err(|e| e.to_string()).err(),
+            Some("document 1: apiVersion is missing".to_string())
         );
         assert_eq!(read_dir(&dir.path().join("new")).unwrap(), vec![]);
     }

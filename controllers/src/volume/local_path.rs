@@ -72,6 +72,17 @@ pub fn to_provision<'a>(
         .collect()
 }
 
+/// Why no volume can be made for a claim.
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    /// The claim names no selected node (rancher's message).
+    #[error("configuration error, no node was specified")]
+    NoNode,
+    /// The volume built does not decode as a PersistentVolume.
+    #[error("{0}")]
+    Volume(#[from] serde_json::Error),
+}
+
 /// The hostPath volume at `<base>/pvc-<uid>_<namespace>_<name>` on the claim's selected node
 /// (node affinity on `kubernetes.io/hostname`), pre-bound to the claim, with the class's
 /// reclaim policy; `Err` is rancher's message when no node was selected.
@@ -79,10 +90,10 @@ pub fn volume_for(
     claim: &PersistentVolumeClaim,
     class: &StorageClass,
     base: &Path,
-) -> Result<PersistentVolume, String> {
+) -> Result<PersistentVolume, ProvisionError> {
     let node = annotation(&claim.metadata, ANN_SELECTED_NODE)
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| "configuration error, no node was specified".to_string())?;
+        .ok_or(ProvisionError::NoNode)?;
     let name = volume_name(claim);
     let ns = claim.metadata.namespace.as_deref().unwrap_or("");
     let claim_name = claim.metadata.name.as_deref().unwrap_or("");
@@ -110,7 +121,7 @@ pub fn volume_for(
                 {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
         },
     });
-    serde_json::from_value(v).map_err(|e| e.to_string())
+    Ok(serde_json::from_value(v)?)
 }
 
 /// The helper pod's name for a volume.
@@ -268,7 +279,9 @@ mod tests {
             .unwrap()
             .remove(ANN_SELECTED_NODE);
         assert_eq!(
-            volume_for(&no_node, &storage_class(), Path::new("/s")).unwrap_err(),
+            volume_for(&no_node, &storage_class(), Path::new("/s"))
+                .unwrap_err()
+                .to_string(),
             "configuration error, no node was specified"
         );
     }

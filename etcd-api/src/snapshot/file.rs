@@ -24,7 +24,9 @@ pub const FILE_MODE: u32 = 0o600;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
+    /// The snapshot's name (its file name).
     pub name: String,
+    /// The node that took it.
     pub node_name: String,
     /// The store revision the snapshot holds.
     pub revision: i64,
@@ -39,8 +41,11 @@ pub struct Metadata {
 /// What reading a whole snapshot file found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
+    /// The store revision it holds.
     pub revision: i64,
+    /// Its size in bytes.
     pub size: u64,
+    /// Hex sha256 of the whole file.
     pub sha256: String,
 }
 

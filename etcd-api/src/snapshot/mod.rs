@@ -45,24 +45,43 @@ pub const DEFAULT_RETENTION: usize = 5;
 /// When scheduled snapshots are taken (`--etcd-snapshot-schedule-cron`).
 pub const DEFAULT_SCHEDULE: &str = "0 */12 * * *";
 
+/// Why a snapshot operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A file operation failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
+    /// A snapshot file fails its checks.
     #[error("snapshot {path} is corrupt or incomplete: {reason}")]
-    Corrupt { path: PathBuf, reason: String },
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Restoring a snapshot failed.
     #[error("restoring {path}: {reason}")]
-    Restore { path: PathBuf, reason: String },
+    Restore {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Taking a snapshot failed (why).
     #[error("taking the snapshot: {0}")]
     Take(String),
+    /// No snapshot of that name (the message).
     #[error("{0}")]
     NotFound(String),
 }
 
+/// A snapshot result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) fn io_error(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Error + '_ {

@@ -12,7 +12,9 @@ use super::{etcd_format, file, io_error, layout, Error, Result};
 /// A snapshot that passed [`verify`].
 #[derive(Debug, Clone)]
 pub struct Checked {
+    /// The snapshot file.
     pub path: PathBuf,
+    /// What reading it found.
     pub found: file::Verified,
 }
 

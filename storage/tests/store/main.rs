@@ -2,6 +2,9 @@
 //! hash and snapshot semantics with exact expected values, a model-based property test, robustness
 //! against arbitrary input and crash consistency (one test binary; each file is a module).
 
+// A test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 mod alarm;

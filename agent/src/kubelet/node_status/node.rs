@@ -64,43 +64,66 @@ impl NodeConfig {
     }
 }
 
+/// A `--node-label` the kubelet refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabelError {
+    /// No `=`.
+    #[error("invalid node label {0:?}: expected key=value")]
+    NotKeyValue(String),
+    /// An empty key.
+    #[error("invalid node label {0:?}: the key is empty")]
+    EmptyKey(String),
+    /// A `kubernetes.io`/`k8s.io` label (the key) a kubelet may not set.
+    #[error("unknown 'kubernetes.io' or 'k8s.io' label {key:?} specified with --node-label: labels in the 'kubernetes.io' namespace must begin with an allowed prefix ({}) or be in the specifically allowed set ({})", labels::KUBELET_LABEL_DOMAINS.join(", "), labels::KUBELET_LABELS.join(", "))]
+    Restricted {
+        /// The label's key.
+        key: String,
+    },
+}
+
+/// A `--node-taint` the kubelet refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaintError {
+    /// No `:Effect`.
+    #[error("invalid node taint {0:?}: expected key=value:Effect")]
+    NoEffect(String),
+    /// An effect other than the three.
+    #[error("invalid node taint {0:?}: effect must be NoSchedule, PreferNoSchedule or NoExecute")]
+    Effect(String),
+    /// An empty key.
+    #[error("invalid node taint {0:?}: the key is empty")]
+    EmptyKey(String),
+}
+
 /// Parses a `--node-label` `key=value`, refusing what upstream kubelet refuses: labels in the
 /// `kubernetes.io`/`k8s.io` domains that a kubelet may not set itself.
-pub fn parse_label(s: &str) -> Result<(String, String), String> {
+pub fn parse_label(s: &str) -> Result<(String, String), LabelError> {
     let (k, v) = s
         .split_once('=')
-        .ok_or_else(|| format!("invalid node label {s:?}: expected key=value"))?;
+        .ok_or_else(|| LabelError::NotKeyValue(s.to_string()))?;
     if k.is_empty() {
-        return Err(format!("invalid node label {s:?}: the key is empty"));
+        return Err(LabelError::EmptyKey(s.to_string()));
     }
     if labels::restricted_for_kubelet(k) {
-        return Err(format!(
-            "unknown 'kubernetes.io' or 'k8s.io' label {k:?} specified with --node-label: labels \
-             in the 'kubernetes.io' namespace must begin with an allowed prefix \
-             ({}) or be in the specifically allowed set ({})",
-            labels::KUBELET_LABEL_DOMAINS.join(", "),
-            labels::KUBELET_LABELS.join(", ")
-        ));
+        return Err(LabelError::Restricted { key: k.to_string() });
     }
     Ok((k.to_string(), v.to_string()))
 }
 
 /// Parses a `--node-taint` `key=value:Effect` or `key:Effect`.
-pub fn parse_taint(s: &str) -> Result<Taint, String> {
+pub fn parse_taint(s: &str) -> Result<Taint, TaintError> {
     let (kv, effect) = s
         .rsplit_once(':')
-        .ok_or_else(|| format!("invalid node taint {s:?}: expected key=value:Effect"))?;
+        .ok_or_else(|| TaintError::NoEffect(s.to_string()))?;
     if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
-        return Err(format!(
-            "invalid node taint {s:?}: effect must be NoSchedule, PreferNoSchedule or NoExecute"
-        ));
+        return Err(TaintError::Effect(s.to_string()));
     }
     let (key, value) = match kv.split_once('=') {
         Some((k, v)) => (k, Some(v.to_string())),
         None => (kv, None),
     };
     if key.is_empty() {
-        return Err(format!("invalid node taint {s:?}: the key is empty"));
+        return Err(TaintError::EmptyKey(s.to_string()));
     }
     Ok(Taint {
         key: key.to_string(),
@@ -271,6 +294,7 @@ mod tests {
         );
         assert!(parse_label("node-role.kubernetes.io/worker=true")
             .unwrap_err()
+            .to_string()
             .starts_with(
                 "unknown 'kubernetes.io' or 'k8s.io' label \"node-role.kubernetes.io/worker\""
             ));

@@ -87,8 +87,40 @@ const VOLUME_RESYNC: Duration = Duration::from_secs(60);
 /// How often dead containers are collected.
 const GC_PERIOD: Duration = Duration::from_secs(60);
 
-/// Why a step failed.
-type StepError = String;
+/// Why a sync step failed (logged; the worker retries on its next sync).
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// Listing the pod's containers and sandboxes failed.
+    #[error("{0}")]
+    Observe(#[source] crate::cri::error::Error),
+    /// A container could not be stopped.
+    #[error("stopping container {name}: {source}")]
+    StopContainer {
+        /// The container.
+        name: String,
+        /// The runtime's error.
+        #[source]
+        source: crate::cri::error::Error,
+    },
+    /// A sandbox could not be stopped.
+    #[error("stopping sandbox {id}: {source}")]
+    StopSandbox {
+        /// The sandbox.
+        id: String,
+        /// The runtime's error.
+        #[source]
+        source: crate::cri::error::Error,
+    },
+    /// The runtime did not create the sandbox.
+    #[error("creating the pod sandbox: {0}")]
+    CreateSandbox(#[source] crate::cri::error::Error),
+    /// The new sandbox's status could not be read.
+    #[error("reading the new sandbox: {0}")]
+    ReadSandbox(#[source] crate::cri::error::Error),
+    /// A status patch or the final delete failed.
+    #[error(transparent)]
+    Api(#[from] super::api::Error),
+}
 
 /// The sandbox the plan's containers go into.
 pub(super) struct Sandbox {
@@ -143,7 +175,7 @@ impl Executor {
         let probes = self.probes.results();
         let observed = observe(&*self.runtime, &*self.images, &pod_uid, Some(pod))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(StepError::Observe)?;
         let now = Timestamp::now();
         let plan = {
             let mut backoffs = self.backoffs.lock().unwrap_or_else(|e| e.into_inner());
@@ -186,13 +218,19 @@ impl Executor {
                     self.killing(pod, name, message);
                     if let Err(e) = self.runtime.stop_container(id.clone(), timeout).await {
                         if !e.is_not_found() {
-                            return Err(format!("stopping container {name}: {e}"));
+                            return Err(StepError::StopContainer {
+                                name: name.clone(),
+                                source: e,
+                            });
                         }
                     }
                 }
                 Action::KillSandbox { id } => {
                     if let Err(e) = self.runtime.stop_pod_sandbox(id.clone()).await {
-                        return Err(format!("stopping sandbox {id}: {e}"));
+                        return Err(StepError::StopSandbox {
+                            id: id.clone(),
+                            source: e,
+                        });
                     }
                     if sandbox.as_ref().is_some_and(|s| s.id == *id) {
                         sandbox = None;
@@ -213,7 +251,7 @@ impl Executor {
                         .runtime
                         .pod_sandbox_status(id.clone(), false)
                         .await
-                        .map_err(|e| format!("reading the new sandbox: {e}"))?;
+                        .map_err(StepError::ReadSandbox)?;
                     let ips = status
                         .status
                         .and_then(|s| s.network)
@@ -297,7 +335,7 @@ impl Executor {
                     }
                     let fresh = observe(&*self.runtime, &*self.images, &pod_uid, None)
                         .await
-                        .map_err(|e| e.to_string())?;
+                        .map_err(StepError::Observe)?;
                     let Some(id) = fresh.latest(name).map(|c| c.id.clone()) else {
                         continue;
                     };
@@ -371,7 +409,7 @@ impl Executor {
         } else {
             observe(&*self.runtime, &*self.images, &pod_uid, Some(pod))
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(StepError::Observe)?
         };
         let running = !mount_failed && !is_deleting(pod) && !api_phase_is_terminal(pod);
         if running
@@ -430,7 +468,7 @@ impl Executor {
         self.probes.remove_pod(pod_uid);
         let observed = observe(&*self.runtime, &*self.images, pod_uid, None)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(StepError::Observe)?;
         if observed.containers.is_empty() && observed.sandboxes.is_empty() {
             volumes::remove_pod_dir(&self.node.pods_dir, pod_uid);
             remove_pod_logs(&self.node.pod_logs_dir, pod_uid);
@@ -450,7 +488,7 @@ impl Executor {
         }
         let left = observe(&*self.runtime, &*self.images, pod_uid, None)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(StepError::Observe)?;
         let gone = left.containers.is_empty() && left.sandboxes.is_empty();
         if gone {
             volumes::remove_pod_dir(&self.node.pods_dir, pod_uid);

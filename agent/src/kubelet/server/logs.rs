@@ -81,7 +81,7 @@ pub async fn container_logs(
         .collect();
     let opts = match cri_log::parse_options(&pairs, k8s_openapi::jiff::Timestamp::now()) {
         Ok(o) => o,
-        Err(e) => return text_error(StatusCode::BAD_REQUEST, e),
+        Err(e) => return text_error(StatusCode::BAD_REQUEST, e.to_string()),
     };
     let all = match pod_containers(&k, &namespace, &pod).await {
         Ok(a) => a,

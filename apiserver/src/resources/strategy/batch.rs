@@ -101,7 +101,11 @@ fn validate_job_spec(spec: &Value, path: &str, selector_required: bool) -> Vec<C
         sel => match LabelSelector::from_object(sel) {
             Ok(s) => Some(s),
             Err(e) => {
-                causes.push(Cause::invalid_value(format!("{path}.selector"), sel, &e));
+                causes.push(Cause::invalid_value(
+                    format!("{path}.selector"),
+                    sel,
+                    &e.to_string(),
+                ));
                 None
             }
         },
@@ -212,8 +216,40 @@ fn cron_value(s: &str, field: usize) -> Option<u32> {
         .map(|i| i as u32 + u32::from(field == 3))
 }
 
+/// Why a CronJob schedule is refused (robfig/cron's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    /// A step that is not a positive integer.
+    #[error("failed to parse int from {0}")]
+    Step(String),
+    /// A value out of its field's range or not a number.
+    #[error("failed to parse {field} in {part:?}: out of range or not a number")]
+    Value {
+        /// The field's name (`minute`, `hour`, …).
+        field: &'static str,
+        /// The list item.
+        part: String,
+    },
+    /// A range whose start is past its end.
+    #[error("beginning of range ({lo}) beyond end of range ({hi}): {part}")]
+    Range {
+        /// The start.
+        lo: u32,
+        /// The end.
+        hi: u32,
+        /// The list item.
+        part: String,
+    },
+    /// An `@` descriptor robfig/cron does not know.
+    #[error("unrecognized descriptor: {0}")]
+    Descriptor(String),
+    /// Not five fields.
+    #[error("expected exactly 5 fields, found {}: [{}]", .0.len(), .0.join(" "))]
+    FieldCount(Vec<String>),
+}
+
 /// One field of a cron expression: `*`, `?`, values, ranges, steps, lists.
-fn cron_field(f: &str, field: usize) -> Result<(), String> {
+fn cron_field(f: &str, field: usize) -> Result<(), ScheduleError> {
     for part in f.split(',') {
         let (range, step) = match part.split_once('/') {
             Some((r, s)) => (r, Some(s)),
@@ -221,7 +257,7 @@ fn cron_field(f: &str, field: usize) -> Result<(), String> {
         };
         if let Some(s) = step {
             if s.parse::<u32>().map_or(true, |n| n == 0) {
-                return Err(format!("failed to parse int from {s}"));
+                return Err(ScheduleError::Step(s.to_string()));
             }
         }
         if range == "*" || range == "?" {
@@ -229,22 +265,24 @@ fn cron_field(f: &str, field: usize) -> Result<(), String> {
         }
         let (lo, hi) = range.split_once('-').unwrap_or((range, range));
         let (Some(lo), Some(hi)) = (cron_value(lo, field), cron_value(hi, field)) else {
-            return Err(format!(
-                "failed to parse {} in {part:?}: out of range or not a number",
-                CRON_FIELDS[field].0
-            ));
+            return Err(ScheduleError::Value {
+                field: CRON_FIELDS[field].0,
+                part: part.to_string(),
+            });
         };
         if lo > hi {
-            return Err(format!(
-                "beginning of range ({lo}) beyond end of range ({hi}): {part}"
-            ));
+            return Err(ScheduleError::Range {
+                lo,
+                hi,
+                part: part.to_string(),
+            });
         }
     }
     Ok(())
 }
 
 /// robfig/cron's standard parser: five fields, or a descriptor (`@hourly`, `@every 1h`, …).
-pub fn check_schedule(schedule: &str) -> Result<(), String> {
+pub fn check_schedule(schedule: &str) -> Result<(), ScheduleError> {
     let s = schedule.trim();
     if let Some(d) = s.strip_prefix('@') {
         return match d {
@@ -252,15 +290,13 @@ pub fn check_schedule(schedule: &str) -> Result<(), String> {
                 Ok(())
             }
             _ if d.starts_with("every ") => Ok(()),
-            _ => Err(format!("unrecognized descriptor: {s}")),
+            _ => Err(ScheduleError::Descriptor(s.to_string())),
         };
     }
     let fields: Vec<&str> = s.split_whitespace().collect();
     if fields.len() != 5 {
-        return Err(format!(
-            "expected exactly 5 fields, found {}: [{}]",
-            fields.len(),
-            fields.join(" ")
+        return Err(ScheduleError::FieldCount(
+            fields.into_iter().map(str::to_string).collect(),
         ));
     }
     for (i, f) in fields.iter().enumerate() {
@@ -318,7 +354,7 @@ pub fn validate_cronjob(cj: &Value) -> Vec<Cause> {
         )),
         s => {
             if let Err(e) = check_schedule(s) {
-                causes.push(Cause::invalid("spec.schedule", s, &e));
+                causes.push(Cause::invalid("spec.schedule", s, &e.to_string()));
             }
         }
     }

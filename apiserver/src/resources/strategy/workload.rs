@@ -45,7 +45,7 @@ pub fn label_selector(
     let parsed = match LabelSelector::from_object(sel) {
         Ok(s) => s,
         Err(e) => {
-            causes.push(Cause::invalid_value(path, sel, &e));
+            causes.push(Cause::invalid_value(path, sel, &e.to_string()));
             return None;
         }
     };

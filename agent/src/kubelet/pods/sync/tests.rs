@@ -34,11 +34,16 @@ impl PodApi for FakeApi {
         _name: &str,
         _uid: &str,
         patch: Value,
-    ) -> BoxFuture<'_, Result<(), String>> {
+    ) -> BoxFuture<'_, Result<(), crate::kubelet::pods::api::Error>> {
         self.calls.lock().unwrap().push(ApiCall::Status(patch));
         Box::pin(async { Ok(()) })
     }
-    fn delete(&self, _ns: &str, name: &str, uid: &str) -> BoxFuture<'_, Result<(), String>> {
+    fn delete(
+        &self,
+        _ns: &str,
+        name: &str,
+        uid: &str,
+    ) -> BoxFuture<'_, Result<(), crate::kubelet::pods::api::Error>> {
         self.calls
             .lock()
             .unwrap()
@@ -49,11 +54,15 @@ impl PodApi for FakeApi {
         &self,
         _ns: &str,
         name: &str,
-    ) -> BoxFuture<'_, Result<Option<ConfigMap>, String>> {
+    ) -> BoxFuture<'_, Result<Option<ConfigMap>, crate::kubelet::pods::api::Error>> {
         let m = self.config_maps.get(name).cloned();
         Box::pin(async move { Ok(m) })
     }
-    fn secret(&self, _ns: &str, _name: &str) -> BoxFuture<'_, Result<Option<Secret>, String>> {
+    fn secret(
+        &self,
+        _ns: &str,
+        _name: &str,
+    ) -> BoxFuture<'_, Result<Option<Secret>, crate::kubelet::pods::api::Error>> {
         Box::pin(async { Ok(None) })
     }
     fn token<'a>(
@@ -63,7 +72,7 @@ impl PodApi for FakeApi {
         _aud: Option<&'a str>,
         _exp: Option<i64>,
         _pod: &'a Pod,
-    ) -> BoxFuture<'a, Result<String, String>> {
+    ) -> BoxFuture<'a, Result<String, crate::kubelet::pods::api::Error>> {
         Box::pin(async { Ok("the-token".to_string()) })
     }
 }
