@@ -16,8 +16,11 @@ pub const LABEL_MAX_LENGTH: usize = 63;
 /// `DNS1123SubdomainMaxLength`.
 pub const SUBDOMAIN_MAX_LENGTH: usize = 253;
 
+/// Upstream's message for a name that is no RFC 1123 label.
 pub const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+/// Upstream's message for a name that is no RFC 1123 subdomain.
 pub const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+/// Upstream's message for a name that is no DNS-1035 label.
 pub const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 const NO_DOTS_MSG: &str = "must not contain dots";
 
@@ -97,14 +100,17 @@ pub fn path_segment_errors(s: &str, prefix: bool) -> Vec<String> {
         .collect()
 }
 
+/// Whether `s` is an RFC 1123 label (`IsDNS1123Label`: at most 63 characters).
 pub fn is_dns1123_label(s: &str) -> bool {
     dns1123_label_errors(s).is_empty()
 }
 
+/// Whether `s` is an RFC 1123 subdomain (`IsDNS1123Subdomain`: at most 253 characters).
 pub fn is_dns1123_subdomain(s: &str) -> bool {
     dns1123_subdomain_errors(s).is_empty()
 }
 
+/// Whether `s` is a DNS-1035 label (`IsDNS1035Label`: an RFC 1123 label starting with a letter).
 pub fn is_dns1035_label(s: &str) -> bool {
     dns1035_label_errors(s).is_empty()
 }

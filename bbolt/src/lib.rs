@@ -27,26 +27,37 @@ pub use writer::{BucketWriter, Writer};
 /// Why reading or writing a bbolt file failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The file could not be read.
     #[error("reading {path}: {source}")]
     Io {
+        /// The file.
         path: std::path::PathBuf,
         #[source]
+        /// Why.
         source: std::io::Error,
     },
+    /// Neither meta page is valid (magic, version or checksum).
     #[error("not a valid bbolt meta page: {0}")]
     InvalidMeta(String),
+    /// A page or element points outside the file or is malformed.
     #[error("corrupt bbolt file: {0}")]
     Corrupt(String),
+    /// The output could not be written.
     #[error("writing the bbolt file: {0}")]
     Write(#[source] std::io::Error),
+    /// An unusable page size.
     #[error("page size {0} is not a power of two of at least 1024")]
     InvalidPageSize(u32),
+    /// An empty key or bucket name (bbolt refuses them).
     #[error("keys and bucket names must not be empty")]
     EmptyKey,
+    /// Keys given to the writer out of order.
     #[error("key {0:?} is not after the previous key")]
     Unsorted(Vec<u8>),
+    /// A key or value larger than a page element can describe.
     #[error("an entry of {0} bytes is too large")]
     TooLarge(usize),
 }
 
+/// This crate's result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

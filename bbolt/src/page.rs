@@ -29,9 +29,13 @@ pub const META_SIZE: usize = 64;
 /// Bytes of the meta covered by its checksum (everything before the checksum).
 const META_CHECKED: usize = 56;
 
+/// Page flag: a branch page (keys and child page ids).
 pub const BRANCH_PAGE: u16 = 0x01;
+/// Page flag: a leaf page (keys and values).
 pub const LEAF_PAGE: u16 = 0x02;
+/// Page flag: one of the two meta pages.
 pub const META_PAGE: u16 = 0x04;
+/// Page flag: the freelist.
 pub const FREELIST_PAGE: u16 = 0x10;
 /// Leaf element flag: the value is a bucket.
 pub const BUCKET_LEAF_FLAG: u32 = 0x01;
@@ -50,13 +54,18 @@ pub const NO_FREELIST: u64 = u64::MAX;
 /// A page header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageHeader {
+    /// The page's id (its offset in pages).
     pub id: u64,
+    /// What the page holds ([`BRANCH_PAGE`], [`LEAF_PAGE`], …).
     pub flags: u16,
+    /// How many elements it holds.
     pub count: u16,
+    /// How many pages after it continue it.
     pub overflow: u32,
 }
 
 impl PageHeader {
+    /// Appends the header's 16 little-endian bytes.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.id.to_le_bytes());
         out.extend_from_slice(&self.flags.to_le_bytes());
@@ -64,6 +73,7 @@ impl PageHeader {
         out.extend_from_slice(&self.overflow.to_le_bytes());
     }
 
+    /// Reads a header from the start of `b`.
     pub fn decode(b: &[u8]) -> Result<PageHeader> {
         if b.len() < PAGE_HEADER_SIZE {
             return Err(Error::Corrupt(format!("page header of {} bytes", b.len())));
@@ -80,15 +90,19 @@ impl PageHeader {
 /// A meta page's content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Meta {
+    /// The database's page size.
     pub page_size: u32,
+    /// Meta flags (unused by bbolt; 0).
     pub flags: u32,
     /// Root page of the root bucket (the bucket of top-level buckets).
     pub root: u64,
+    /// The root bucket's sequence.
     pub root_sequence: u64,
     /// Page of the freelist ([`NO_FREELIST`] when not written).
     pub freelist: u64,
     /// The high-water mark: pages `0..pgid` exist.
     pub pgid: u64,
+    /// The transaction that wrote this meta (the newer valid meta wins).
     pub txid: u64,
 }
 

@@ -27,7 +27,9 @@ pub struct Database {
 /// One entry of a bucket, borrowed from the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry<'a> {
+    /// The key.
     pub key: &'a [u8],
+    /// The value (for a bucket, its bucket header and inline page).
     pub value: &'a [u8],
     /// The value is a nested bucket (open it with [`Bucket::bucket`]).
     pub is_bucket: bool,
@@ -38,6 +40,7 @@ pub struct Entry<'a> {
 pub struct Bucket<'a> {
     db: &'a Database,
     root: Root<'a>,
+    /// The bucket's sequence (bbolt's `NextSequence`).
     pub sequence: u64,
 }
 

@@ -27,10 +27,13 @@ const PEER_TIMEOUT: Duration = Duration::from_secs(5);
 /// A peer's answer to `HashKV` at the leader's revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerHash {
+    /// The peer's member id.
     pub member_id: u64,
     /// The peer's current revision (its response header's).
     pub revision: i64,
+    /// The peer's compacted revision (hashes compare only past it).
     pub compact_revision: i64,
+    /// The peer's `HashKV` at the leader's revision.
     pub hash: u32,
 }
 
@@ -58,6 +61,7 @@ pub fn decide(leader_id: u64, before: KvHash, after: KvHash, peers: &[PeerHash])
 /// etcd client certificate.
 #[derive(Debug, Clone)]
 pub struct PeerHashes {
+    /// The client certificate and CA the peers' client URLs are reached with.
     pub tls: EtcdTls,
 }
 

@@ -26,6 +26,7 @@ pub const LEASE_COST: u64 = 64;
 pub enum Quota {
     /// A negative `--etcd-quota-backend-bytes`: no quota.
     Disabled,
+    /// At most this many backend bytes.
     Bytes(u64),
 }
 

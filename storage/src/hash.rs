@@ -37,6 +37,7 @@ use crate::types::{AlarmMember, RequestError};
 /// What `HashKV` answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvHash {
+    /// etcd's CRC-32C over the key bucket up to the compared revision.
     pub hash: u32,
     /// The store's current revision (the response header's).
     pub current_revision: i64,

@@ -22,9 +22,13 @@ use crate::types::KeyValue;
 /// carries only the key (and its `mod_revision`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryRecord {
+    /// The revision's main part (the transaction's revision).
     pub main: i64,
+    /// The revision's sub part (the change's index within the transaction).
     pub sub: i64,
+    /// A deletion (etcd marks its key with a trailing `t`).
     pub tombstone: bool,
+    /// The key and value as etcd's `mvccpb.KeyValue`.
     pub kv: KeyValue,
 }
 

@@ -254,8 +254,11 @@ pub enum Command {
     /// Raise or clear an alarm of one member (etcd's `Alarm` ACTIVATE/DEACTIVATE, applied
     /// through Raft like etcd's). Does not move the revision.
     Alarm {
+        /// Raise or clear.
         action: AlarmAction,
+        /// The member the alarm is about (etcd's member id).
         member_id: u64,
+        /// Which alarm.
         alarm: AlarmType,
     },
 }
@@ -296,14 +299,18 @@ impl AlarmType {
 /// [`crate::Store::alarms`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AlarmAction {
+    /// Raise the alarm.
     Activate,
+    /// Clear the alarm.
     Deactivate,
 }
 
 /// An alarm raised for one member (etcd `AlarmMember`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct AlarmMember {
+    /// The member the alarm is about.
     pub member_id: u64,
+    /// Which alarm.
     pub alarm: AlarmType,
 }
 

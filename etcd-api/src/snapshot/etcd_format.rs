@@ -33,11 +33,17 @@ use k3rs_storage::{HistoryRecord, HistoryState, KeyValue, Store};
 use prost::Message;
 use sha2::{Digest, Sha256};
 
+/// etcd's bucket of key revisions.
 pub const KEY_BUCKET: &[u8] = b"key";
+/// etcd's bucket of backend metadata.
 pub const META_BUCKET: &[u8] = b"meta";
+/// etcd's bucket of leases.
 pub const LEASE_BUCKET: &[u8] = b"lease";
+/// The `meta` key of the last applied Raft index.
 pub const CONSISTENT_INDEX: &[u8] = b"consistent_index";
+/// The `meta` key of the last finished compaction's revision.
 pub const FINISHED_COMPACT: &[u8] = b"finishedCompactRev";
+/// The `meta` key of the last scheduled compaction's revision.
 pub const SCHEDULED_COMPACT: &[u8] = b"scheduledCompactRev";
 /// The cluster version written into the `cluster` bucket.
 pub const CLUSTER_VERSION: &[u8] = b"3.4.0";
@@ -52,10 +58,13 @@ pub const TRAILER_ALIGN: u64 = 512;
 /// etcd's `leasepb.Lease`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct LeaseRecord {
+    /// The lease id.
     #[prost(int64, tag = "1")]
     pub id: i64,
+    /// The granted TTL in seconds.
     #[prost(int64, tag = "2")]
     pub ttl: i64,
+    /// The TTL left when it was written (etcd writes 0 unless checkpointing).
     #[prost(int64, tag = "3")]
     pub remaining_ttl: i64,
 }
@@ -63,20 +72,29 @@ pub struct LeaseRecord {
 /// Why an etcd-format snapshot could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
+    /// The bbolt file is unreadable or could not be written.
     #[error(transparent)]
     Bbolt(#[from] k3rs_bbolt::Error),
+    /// The store could not be read or loaded.
     #[error("reading the store: {0}")]
     Store(#[from] k3rs_storage::Error),
+    /// Reading or writing the snapshot file failed.
     #[error("snapshot i/o: {0}")]
     Io(#[from] std::io::Error),
+    /// The sha256 trailer does not match the database.
     #[error("sha256 mismatch: the snapshot is corrupt or truncated")]
     Sha256Mismatch,
+    /// A record that is not in etcd's encoding.
     #[error("bucket {bucket}, key {key:?}: {reason}")]
     Record {
+        /// Its bucket.
         bucket: &'static str,
+        /// Its key.
         key: Vec<u8>,
+        /// What is wrong with it.
         reason: String,
     },
+    /// The database has no `key` bucket.
     #[error("no `key` bucket: not an etcd v3 backend")]
     NoKeyBucket,
 }
@@ -84,7 +102,9 @@ pub enum FormatError {
 /// A store's history read from an etcd database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdHistory {
+    /// Revision, compacted revision and leases.
     pub state: HistoryState,
+    /// Every key revision, in revision order.
     pub records: Vec<HistoryRecord>,
 }
 
