@@ -2,6 +2,7 @@
 //! with robfig/cron's `ParseStandard`): minute, hour, day of month, month, day of week; each a
 //! list of `*`/`?`, values, ranges `a-b` and steps `/n`, month and weekday names, and the
 //! descriptors `@yearly`, `@annually`, `@monthly`, `@weekly`, `@daily`, `@midnight`, `@hourly`.
+//! Day of week 7 is Sunday, as in most crons. Errors carry robfig/cron's messages.
 //!
 //! Guarantees: when neither day field is `*`, a day matches if either matches (cron's rule);
 //! times are whole minutes of the civil time given (the caller converts to the time zone).
@@ -24,8 +25,8 @@ pub struct Schedule {
 /// Why a schedule does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
-    /// Not five fields (how many, and the spec).
-    #[error("expected exactly 5 fields, found {0}: {1}")]
+    /// Not five fields (how many, and the fields joined by a space).
+    #[error("expected exactly 5 fields, found {0}: [{1}]")]
     Fields(usize, String),
     /// An unknown `@` descriptor.
     #[error("unrecognized descriptor: {0}")]
@@ -34,7 +35,7 @@ pub enum ParseError {
     #[error("failed to parse int from {0}")]
     Number(String),
     /// A range whose end is below its start.
-    #[error("end of range ({1}) below start of range ({0}): {2}")]
+    #[error("beginning of range ({0}) beyond end of range ({1}): {2}")]
     Order(u32, u32, String),
     /// A value below the field's minimum.
     #[error("beginning of range ({0}) below minimum ({1}): {2}")]
@@ -67,7 +68,7 @@ impl Schedule {
         };
         let fields: Vec<&str> = expanded.split_whitespace().collect();
         if fields.len() != 5 {
-            return Err(ParseError::Fields(fields.len(), spec.to_string()));
+            return Err(ParseError::Fields(fields.len(), fields.join(" ")));
         }
         let star = |f: &str| f.starts_with('*') || f.starts_with('?');
         Ok(Schedule {
@@ -75,7 +76,7 @@ impl Schedule {
             hours: field(fields[1], 0, 23, &[])?,
             days: field(fields[2], 1, 31, &[])?,
             months: field(fields[3], 1, 12, MONTHS)?,
-            weekdays: field(fields[4], 0, 6, WEEKDAYS)?,
+            weekdays: sunday_seven(field(fields[4], 0, 7, WEEKDAYS)?),
             day_star: star(fields[2]) || star(fields[4]),
         })
     }
@@ -134,6 +135,11 @@ impl Schedule {
         }
         None
     }
+}
+
+/// Day of week 7 is Sunday, as 0 is.
+fn sunday_seven(weekdays: u64) -> u64 {
+    (weekdays | weekdays >> 7) & 0x7f
 }
 
 fn floor_minute(t: &Zoned) -> Zoned {
@@ -217,6 +223,8 @@ mod tests {
         );
         assert_eq!(Schedule::parse("@hourly"), Schedule::parse("0 * * * *"));
         assert_eq!(Schedule::parse("@annually"), Schedule::parse("0 0 1 1 *"));
+        assert_eq!(Schedule::parse("0 0 * * 7"), Schedule::parse("0 0 * * 0"));
+        assert_eq!(Schedule::parse("0 0 * * *").unwrap().weekdays, 0x7f);
     }
 
     #[test]
@@ -224,6 +232,14 @@ mod tests {
         assert_eq!(
             Schedule::parse("* * * *"),
             Err(ParseError::Fields(4, "* * * *".into()))
+        );
+        assert_eq!(
+            Schedule::parse("every  minute").unwrap_err().to_string(),
+            "expected exactly 5 fields, found 2: [every minute]"
+        );
+        assert_eq!(
+            Schedule::parse("* * * * 8"),
+            Err(ParseError::High(8, 7, "8".into()))
         );
         assert_eq!(
             Schedule::parse("60 * * * *"),

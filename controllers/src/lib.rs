@@ -326,6 +326,16 @@ pub(crate) fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Sy
     move |source| SyncError::Api { what, source }
 }
 
+/// The API's message for a failed request: the Status message, as upstream's events and
+/// conditions quote it (kube's Display repeats the status around it); otherwise the error
+/// itself.
+pub(crate) fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// The API's status code of a kube error, if it is an API error.
 pub(crate) fn status_code(e: &kube::Error) -> Option<u16> {
     match e {

@@ -31,9 +31,11 @@ pub const SCHEDULER_LEASE: &str = "kube-scheduler";
 /// `--disable-scheduler`, …).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enabled {
+    /// Run the controllers (off with `--disable-controller-manager`).
     pub controller_manager: bool,
     /// `--kube-controller-manager-arg`s.
     pub controller_args: ControllerArgs,
+    /// Run the scheduler (off with `--disable-scheduler`).
     pub scheduler: bool,
     /// The manifests dir the controller-manager leader applies ([`k3rs_controllers::deploy`]).
     pub manifests_dir: Option<PathBuf>,

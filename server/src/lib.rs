@@ -1,10 +1,6 @@
 //! k3rs-server: the control plane. For now: the cluster PKI and server token, the Raft-backed
 //! datastore and the etcd v3 gRPC API in front of it, and automatic compaction.
 
-// Issue 22: the workspace warns on `missing_docs`; 66 public items of this crate are still
-// undocumented. Remove this allow once they are.
-#![allow(missing_docs)]
-
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -118,7 +114,9 @@ pub struct ApiSettings {
 /// An external etcd (`--datastore-endpoint` and its TLS files).
 #[derive(Debug, Clone)]
 pub struct ExternalDatastore {
+    /// `--datastore-endpoint`: the etcd URL(s).
     pub endpoint: String,
+    /// The client TLS files for it (`--datastore-cafile`, `-certfile`, `-keyfile`).
     pub tls: datastore::EtcdTls,
 }
 
@@ -154,32 +152,43 @@ pub fn https_limits() -> k3rs_apimachinery::tls::Limits {
     }
 }
 
+/// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Creating or loading the cluster PKI failed.
     #[error("pki: {0}")]
     Pki(#[from] pki::Error),
+    /// The embedded datastore failed.
     #[error("datastore: {0}")]
     Datastore(#[from] k3rs_raft::Error),
+    /// The API server failed.
     #[error("api server: {0}")]
     Api(#[from] apiserver::Error),
+    /// Joining an existing cluster failed.
     #[error("joining the cluster: {0}")]
     Join(#[from] join::Error),
+    /// Restoring or taking an etcd snapshot failed.
     #[error("etcd snapshot: {0}")]
     Snapshot(#[from] etcd_snapshot::Error),
+    /// A serving task failed or could not start.
     #[error("serving etcd api: {0}")]
     Serve(String),
     /// The datastore's files failed (ENOSPC, EIO) and Raft stopped: the server exits
     /// non-zero (fail-stop) so that its service manager restarts it.
     #[error("the datastore cannot write; stopping: {0}")]
     DatastoreFailed(String),
+    /// Reading a file failed.
     #[error("i/o on {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
 }
 
+/// The result of the server's operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Runs the server until `shutdown` is cancelled, then drains and returns.

@@ -36,11 +36,11 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
+use super::api_message;
 use super::deployment::hash::compute_hash;
 use super::expectations::{seen, Expectations};
 use super::history::{holds, renumber, revision_data};
 use super::ref_manager;
-use super::replicaset::api_message;
 use super::replicaset::plan::slow_start_batches;
 use super::SyncError as Error;
 use super::{api_err, claim, Context, EventRecorder, EventType};

@@ -268,36 +268,28 @@ impl Applier {
     }
 }
 
-/// An API error's message alone (kube's Display repeats the status around it).
 /// Why one object could not be applied or deleted (an Event's line).
 #[derive(Debug, thiserror::Error)]
 enum ApplyError {
     /// The server-side apply failed.
-    #[error("{object}: {}", message(.source))]
+    #[error("{object}: {}", crate::api_message(.source))]
     Apply {
         object: ObjectRef,
         #[source]
         source: kube::Error,
     },
     /// The delete failed.
-    #[error("deleting {object}: {}", message(.source))]
+    #[error("deleting {object}: {}", crate::api_message(.source))]
     Delete {
         object: ObjectRef,
         #[source]
         source: kube::Error,
     },
     /// The server does not serve the object's kind.
-    #[error("{object}: the server does not serve kind {} in {} ({})", .object.kind, .object.api_version, message(.source))]
+    #[error("{object}: the server does not serve kind {} in {} ({})", .object.kind, .object.api_version, crate::api_message(.source))]
     Kind {
         object: ObjectRef,
         #[source]
         source: kube::Error,
     },
-}
-
-fn message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
 }

@@ -36,8 +36,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
+use super::api_message;
 use super::ref_manager::{self, Claim};
-use super::replicaset::api_message;
 use super::{Context, EventRecorder, EventType};
 use plan::{Scale, Spec};
 

@@ -42,7 +42,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
-use super::replicaset::api_message as message;
+use super::api_message as message;
 use super::{api_err, Context, EventRecorder, EventType, SyncError as Error};
 use decide::{decide, wants_metrics, InvalidMetric, MetricOutcome, ValidMetric};
 use normalize::{Behavior, Bounds, History, Policy, Rules, Select};

@@ -32,9 +32,9 @@ use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
+use super::api_message;
 use super::deployment::hash;
 use super::history::{renumber, revision_data, revision_template};
-use super::replicaset::api_message;
 use super::SyncError as Error;
 use super::{api_err, claim, pods, ref_manager, Context, EventRecorder, EventType};
 use plan::{Member, Revision, Step};

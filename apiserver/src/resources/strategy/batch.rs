@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::default_field;
 use super::pod::default_pod_spec;
 use super::workload::{non_negative, pod_template};
+use k3rs_apimachinery::cron::{ParseError, Schedule};
 use k3rs_apimachinery::selector::LabelSelector;
 use k3rs_apimachinery::status::Cause;
 
@@ -186,123 +187,13 @@ pub fn cronjob_defaults(cj: &mut Value) {
     }
 }
 
-/// The bounds of the five fields of a standard cron schedule.
-const CRON_FIELDS: &[(&str, u32, u32)] = &[
-    ("minute", 0, 59),
-    ("hour", 0, 23),
-    ("day of month", 1, 31),
-    ("month", 1, 12),
-    ("day of week", 0, 7),
-];
-const MONTHS: &[&str] = &[
-    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-];
-const DAYS: &[&str] = &["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
-
-fn cron_value(s: &str, field: usize) -> Option<u32> {
-    if let Ok(n) = s.parse::<u32>() {
-        let (_, lo, hi) = CRON_FIELDS[field];
-        return (lo..=hi).contains(&n).then_some(n);
+/// robfig/cron's standard parser, as `ValidateCronJobCreate` uses it: five fields or a
+/// descriptor. `@every <duration>` is accepted here though the CronJob controller cannot run it.
+fn check_schedule(schedule: &str) -> Result<(), ParseError> {
+    if schedule.trim().starts_with("@every ") {
+        return Ok(());
     }
-    let names = match field {
-        3 => MONTHS,
-        4 => DAYS,
-        _ => return None,
-    };
-    let lower = s.to_ascii_lowercase();
-    names
-        .iter()
-        .position(|n| *n == lower)
-        .map(|i| i as u32 + u32::from(field == 3))
-}
-
-/// Why a CronJob schedule is refused (robfig/cron's messages).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ScheduleError {
-    /// A step that is not a positive integer.
-    #[error("failed to parse int from {0}")]
-    Step(String),
-    /// A value out of its field's range or not a number.
-    #[error("failed to parse {field} in {part:?}: out of range or not a number")]
-    Value {
-        /// The field's name (`minute`, `hour`, …).
-        field: &'static str,
-        /// The list item.
-        part: String,
-    },
-    /// A range whose start is past its end.
-    #[error("beginning of range ({lo}) beyond end of range ({hi}): {part}")]
-    Range {
-        /// The start.
-        lo: u32,
-        /// The end.
-        hi: u32,
-        /// The list item.
-        part: String,
-    },
-    /// An `@` descriptor robfig/cron does not know.
-    #[error("unrecognized descriptor: {0}")]
-    Descriptor(String),
-    /// Not five fields.
-    #[error("expected exactly 5 fields, found {}: [{}]", .0.len(), .0.join(" "))]
-    FieldCount(Vec<String>),
-}
-
-/// One field of a cron expression: `*`, `?`, values, ranges, steps, lists.
-fn cron_field(f: &str, field: usize) -> Result<(), ScheduleError> {
-    for part in f.split(',') {
-        let (range, step) = match part.split_once('/') {
-            Some((r, s)) => (r, Some(s)),
-            None => (part, None),
-        };
-        if let Some(s) = step {
-            if s.parse::<u32>().map_or(true, |n| n == 0) {
-                return Err(ScheduleError::Step(s.to_string()));
-            }
-        }
-        if range == "*" || range == "?" {
-            continue;
-        }
-        let (lo, hi) = range.split_once('-').unwrap_or((range, range));
-        let (Some(lo), Some(hi)) = (cron_value(lo, field), cron_value(hi, field)) else {
-            return Err(ScheduleError::Value {
-                field: CRON_FIELDS[field].0,
-                part: part.to_string(),
-            });
-        };
-        if lo > hi {
-            return Err(ScheduleError::Range {
-                lo,
-                hi,
-                part: part.to_string(),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// robfig/cron's standard parser: five fields, or a descriptor (`@hourly`, `@every 1h`, …).
-pub fn check_schedule(schedule: &str) -> Result<(), ScheduleError> {
-    let s = schedule.trim();
-    if let Some(d) = s.strip_prefix('@') {
-        return match d {
-            "yearly" | "annually" | "monthly" | "weekly" | "daily" | "midnight" | "hourly" => {
-                Ok(())
-            }
-            _ if d.starts_with("every ") => Ok(()),
-            _ => Err(ScheduleError::Descriptor(s.to_string())),
-        };
-    }
-    let fields: Vec<&str> = s.split_whitespace().collect();
-    if fields.len() != 5 {
-        return Err(ScheduleError::FieldCount(
-            fields.into_iter().map(str::to_string).collect(),
-        ));
-    }
-    for (i, f) in fields.iter().enumerate() {
-        cron_field(f, i)?;
-    }
-    Ok(())
+    Schedule::parse(schedule).map(drop)
 }
 
 /// Why `tz` cannot be a CronJob's `timeZone` (upstream's `validateTimeZone`): well-formed
