@@ -2,7 +2,8 @@
 //! with robfig/cron's `ParseStandard`): minute, hour, day of month, month, day of week; each a
 //! list of `*`/`?`, values, ranges `a-b` and steps `/n`, month and weekday names, and the
 //! descriptors `@yearly`, `@annually`, `@monthly`, `@weekly`, `@daily`, `@midnight`, `@hourly`.
-//! Day of week 7 is Sunday, as in most crons. Errors carry robfig/cron's messages.
+//! Day of week is 0–6 (Sunday is 0; 7 is refused, as robfig/cron's bounds refuse it). Errors
+//! carry robfig/cron's messages.
 //!
 //! Guarantees: when neither day field is `*`, a day matches if either matches (cron's rule);
 //! times are whole minutes of the civil time given (the caller converts to the time zone).
@@ -76,7 +77,7 @@ impl Schedule {
             hours: field(fields[1], 0, 23, &[])?,
             days: field(fields[2], 1, 31, &[])?,
             months: field(fields[3], 1, 12, MONTHS)?,
-            weekdays: sunday_seven(field(fields[4], 0, 7, WEEKDAYS)?),
+            weekdays: field(fields[4], 0, 6, WEEKDAYS)?,
             day_star: star(fields[2]) || star(fields[4]),
         })
     }
@@ -135,11 +136,6 @@ impl Schedule {
         }
         None
     }
-}
-
-/// Day of week 7 is Sunday, as 0 is.
-fn sunday_seven(weekdays: u64) -> u64 {
-    (weekdays | weekdays >> 7) & 0x7f
 }
 
 fn floor_minute(t: &Zoned) -> Zoned {
@@ -223,7 +219,11 @@ mod tests {
         );
         assert_eq!(Schedule::parse("@hourly"), Schedule::parse("0 * * * *"));
         assert_eq!(Schedule::parse("@annually"), Schedule::parse("0 0 1 1 *"));
-        assert_eq!(Schedule::parse("0 0 * * 7"), Schedule::parse("0 0 * * 0"));
+        assert_eq!(
+            Schedule::parse("0 0 * * 7"),
+            Err(ParseError::High(7, 6, "7".into())),
+            "robfig/cron's day-of-week bounds are 0-6"
+        );
         assert_eq!(Schedule::parse("0 0 * * *").unwrap().weekdays, 0x7f);
     }
 
@@ -239,7 +239,7 @@ mod tests {
         );
         assert_eq!(
             Schedule::parse("* * * * 8"),
-            Err(ParseError::High(8, 7, "8".into()))
+            Err(ParseError::High(8, 6, "8".into()))
         );
         assert_eq!(
             Schedule::parse("60 * * * *"),
