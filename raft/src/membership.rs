@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::{ChangeMembers, ServerState};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -194,6 +194,33 @@ pub(crate) fn change_error(
     }
 }
 
+/// How long a change waits for the one before it to commit (openraft allows one membership
+/// change at a time; etcd queues them, so a client never sees the overlap).
+const IN_PROGRESS_WAIT: Duration = Duration::from_secs(10);
+const IN_PROGRESS_TICK: Duration = Duration::from_millis(100);
+
+type ChangeResult<T> = Result<T, RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>>;
+
+/// Runs `change`, again every [`IN_PROGRESS_TICK`] while another membership change (e.g. a
+/// learner's automatic promotion) is still committing, for at most [`IN_PROGRESS_WAIT`].
+async fn one_at_a_time<T, F, Fut>(mut change: F) -> Result<T, MembershipError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ChangeResult<T>>,
+{
+    let deadline = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
+    loop {
+        match change().await {
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                ChangeMembershipError::InProgress(_),
+            ))) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(IN_PROGRESS_TICK).await;
+            }
+            r => return r.map_err(change_error),
+        }
+    }
+}
+
 /// Leader-side changes; the caller made sure this node leads (or gets `NoLeader`).
 pub(crate) async fn add(
     raft: &Raft,
@@ -204,17 +231,16 @@ pub(crate) async fn add(
 ) -> Result<(), MembershipError> {
     View::of(raft, me).check_add(id, &node, learner)?;
     node.auto_promote = !learner;
-    raft.add_learner(id, node, false)
-        .await
-        .map_err(change_error)?;
+    one_at_a_time(|| raft.add_learner(id, node.clone(), false)).await?;
     Ok(())
 }
 
 pub(crate) async fn promote(raft: &Raft, me: NodeId, id: NodeId) -> Result<(), MembershipError> {
     View::of(raft, me).check_promote(id)?;
-    raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), true)
-        .await
-        .map_err(change_error)?;
+    one_at_a_time(|| {
+        raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), true)
+    })
+    .await?;
     Ok(())
 }
 
@@ -222,13 +248,15 @@ pub(crate) async fn remove(raft: &Raft, me: NodeId, id: NodeId) -> Result<(), Me
     let view = View::of(raft, me);
     view.check_remove(id)?;
     if view.voters.contains(&id) {
-        raft.change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
-            .await
-            .map_err(change_error)?;
+        one_at_a_time(|| {
+            raft.change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
+        })
+        .await?;
     } else {
-        raft.change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
-            .await
-            .map_err(change_error)?;
+        one_at_a_time(|| {
+            raft.change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
+        })
+        .await?;
     }
     Ok(())
 }
@@ -259,9 +287,11 @@ pub(crate) async fn update(
     if *old == node {
         return Ok(());
     }
-    raft.change_membership(ChangeMembers::SetNodes(BTreeMap::from([(id, node)])), true)
-        .await
-        .map_err(change_error)?;
+    one_at_a_time(|| {
+        let nodes = BTreeMap::from([(id, node.clone())]);
+        raft.change_membership(ChangeMembers::SetNodes(nodes), true)
+    })
+    .await?;
     Ok(())
 }
 
