@@ -28,11 +28,12 @@
 
 use std::collections::HashSet;
 
+use crate::etcd_layout::{alarm_member_pb, key_value_pb, lease_pb, revision_key};
 use crate::record;
 use crate::revision::{self, Rev};
 use crate::state::State;
 use crate::store::Result;
-use crate::types::{AlarmMember, RequestError};
+use crate::types::RequestError;
 
 /// What `HashKV` answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +90,11 @@ pub(crate) fn hash_kv(st: &State, revision: i64) -> Result<Result<KvHash, Reques
 pub(crate) fn hash_all(st: &State) -> Result<u32> {
     let mut h = Crc32c::default();
     h.write(b"alarm");
-    let mut alarms: Vec<Vec<u8>> = st.alarms.iter().map(|&a| alarm_member_pb(a)).collect();
+    let mut alarms: Vec<Vec<u8>> = st
+        .alarms
+        .iter()
+        .map(|a| alarm_member_pb(a.member_id, a.alarm.number()))
+        .collect();
     alarms.sort();
     for a in alarms {
         h.write(&a);
@@ -112,17 +117,14 @@ pub(crate) fn hash_all(st: &State) -> Result<u32> {
     leases.sort();
     for (id, ttl) in leases {
         h.write(&id.to_be_bytes());
-        let mut pb = Vec::new();
-        varint_field(&mut pb, 1, id);
-        varint_field(&mut pb, 2, ttl as u64);
-        h.write(&pb);
+        h.write(&lease_pb(id as i64, ttl));
     }
     Ok(h.sum())
 }
 
 fn write_record(h: &mut Crc32c, rev: Rev, stored: &[u8]) -> Result<()> {
     let r = record::parse(rev, stored)?;
-    h.write(&etcd_revision_key(rev, r.tombstone));
+    h.write(&revision_key(rev.main, rev.sub, r.tombstone));
     let kv = if r.tombstone {
         key_value_pb(r.key, 0, 0, 0, &[], 0)
     } else {
@@ -137,69 +139,6 @@ fn write_record(h: &mut Crc32c, rev: Rev, stored: &[u8]) -> Result<()> {
     };
     h.write(&kv);
     Ok(())
-}
-
-/// A key of etcd's `key` bucket: `main` 8 BE, `_`, `sub` 8 BE, then `t` for a tombstone.
-pub(crate) fn etcd_revision_key(rev: Rev, tombstone: bool) -> Vec<u8> {
-    let mut k = Vec::with_capacity(18);
-    k.extend_from_slice(&rev.main.to_be_bytes());
-    k.push(b'_');
-    k.extend_from_slice(&rev.sub.to_be_bytes());
-    if tombstone {
-        k.push(b't');
-    }
-    k
-}
-
-/// `mvccpb.KeyValue` in protobuf as etcd (gogoproto, proto3) marshals it: fields in number
-/// order, zero values left out.
-pub(crate) fn key_value_pb(
-    key: &[u8],
-    create_revision: i64,
-    mod_revision: i64,
-    version: i64,
-    value: &[u8],
-    lease: i64,
-) -> Vec<u8> {
-    let mut b = Vec::with_capacity(key.len() + value.len() + 40);
-    bytes_field(&mut b, 1, key);
-    varint_field(&mut b, 2, create_revision as u64);
-    varint_field(&mut b, 3, mod_revision as u64);
-    varint_field(&mut b, 4, version as u64);
-    bytes_field(&mut b, 5, value);
-    varint_field(&mut b, 6, lease as u64);
-    b
-}
-
-/// `etcdserverpb.AlarmMember` in protobuf (the key of etcd's `alarm` bucket).
-fn alarm_member_pb(a: AlarmMember) -> Vec<u8> {
-    let mut b = Vec::new();
-    varint_field(&mut b, 1, a.member_id);
-    varint_field(&mut b, 2, u64::from(a.alarm.number()));
-    b
-}
-
-fn varint(b: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        b.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    b.push(n as u8);
-}
-
-fn varint_field(b: &mut Vec<u8>, field: u64, n: u64) {
-    if n != 0 {
-        varint(b, field << 3);
-        varint(b, n);
-    }
-}
-
-fn bytes_field(b: &mut Vec<u8>, field: u64, data: &[u8]) {
-    if !data.is_empty() {
-        varint(b, (field << 3) | 2);
-        varint(b, data.len() as u64);
-        b.extend_from_slice(data);
-    }
 }
 
 /// Go's `crc32.New(crc32.MakeTable(crc32.Castagnoli))`, written to piece by piece.
@@ -219,33 +158,6 @@ impl Crc32c {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn revision_keys_as_etcd_writes_them() {
-        assert_eq!(
-            etcd_revision_key(Rev::new(2, 1), false),
-            b"\0\0\0\0\0\0\0\x02_\0\0\0\0\0\0\0\x01".to_vec()
-        );
-        assert_eq!(etcd_revision_key(Rev::new(300, 0), true).len(), 18);
-        assert_eq!(etcd_revision_key(Rev::new(300, 0), true)[17], b't');
-    }
-
-    #[test]
-    fn key_value_protobuf_leaves_zero_fields_out() {
-        // etcd's KeyValue{Key: "foo", CreateRevision: 2, ModRevision: 2, Version: 1,
-        // Value: "bar"}: tags 0x0a, 0x10, 0x18, 0x20, 0x2a.
-        assert_eq!(
-            key_value_pb(b"foo", 2, 2, 1, b"bar", 0),
-            b"\x0a\x03foo\x10\x02\x18\x02\x20\x01\x2a\x03bar".to_vec()
-        );
-        assert_eq!(key_value_pb(b"k", 0, 0, 0, &[], 0), b"\x0a\x01k".to_vec());
-        // A 300 lease: varint 0xac 0x02 under tag 0x30; negative numbers take 10 bytes.
-        assert_eq!(
-            key_value_pb(b"", 0, 0, 0, &[], 300),
-            b"\x30\xac\x02".to_vec()
-        );
-        assert_eq!(key_value_pb(b"", 0, 0, 0, &[], -1).len(), 11);
-    }
 
     #[test]
     fn crc32c_is_castagnoli() {

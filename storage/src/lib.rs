@@ -32,6 +32,7 @@ pub mod watch;
 mod alarm;
 mod compact;
 mod dbdir;
+pub mod etcd_layout;
 pub mod hash;
 mod history;
 mod keyindex;

@@ -206,11 +206,12 @@ fn watch_event() -> Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use k3rs_apimachinery::catalog::{in_group_version, CATALOG};
 
-    fn refs(v: &Value, out: &mut Vec<String>) {
+    /// Every `$ref` under `v`, depth first.
+    pub(crate) fn refs(v: &Value, out: &mut Vec<String>) {
         match v {
             Value::Object(m) => {
                 if let Some(Value::String(r)) = m.get("$ref") {

@@ -9,16 +9,18 @@
 //! | `lease` | lease ID (8 BE) | `leasepb.Lease {ID, TTL}` |
 //! | `cluster` | `clusterVersion` | `3.4.0` |
 //! | `auth` | `authRevision` | 8 BE (1) |
-//! | `alarm`, `authRoles`, `authUsers`, `members`, `members_removed` | | empty |
+//! | `alarm` | `etcdserverpb.AlarmMember` of each raised alarm | empty |
+//! | `authRoles`, `authUsers`, `members`, `members_removed` | | empty |
 //!
 //! # Written
 //! Every retained revision of every key (compacted ones are gone, as in etcd), tombstones,
-//! leases (granted TTL), the compacted revision. Members are not written: `etcdctl snapshot
+//! leases (granted TTL), the compacted revision, the raised alarms. Members are not written: `etcdctl snapshot
 //! restore` replaces them with the restored cluster's anyway. 3.5's `term` and `confState`
 //! meta keys are not written (3.5 reads a 3.4 file without them).
 //!
 //! # Read
-//! `key`, `meta` (compaction) and `lease`; other buckets are ignored. The current revision is
+//! `key`, `meta` (compaction) and `lease`; other buckets are ignored (alarms too: they name
+//! members of the cluster the snapshot came from). The current revision is
 //! the newest record's, or the compacted revision if later (as etcd restores it).
 //!
 //! A snapshot file is the database followed by the sha256 of it (32 bytes) when its size
@@ -29,7 +31,10 @@ use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
 use k3rs_bbolt::Database;
 use k3rs_datastore::mvccpb;
-use k3rs_storage::{HistoryRecord, HistoryState, KeyValue, Store};
+use k3rs_storage::etcd_layout::{
+    alarm_member_pb, key_value_pb, lease_pb, parse_revision_key, revision_key,
+};
+use k3rs_storage::{AlarmType, HistoryRecord, HistoryState, KeyValue, Store};
 use prost::Message;
 use sha2::{Digest, Sha256};
 
@@ -47,9 +52,6 @@ pub const FINISHED_COMPACT: &[u8] = b"finishedCompactRev";
 pub const SCHEDULED_COMPACT: &[u8] = b"scheduledCompactRev";
 /// The cluster version written into the `cluster` bucket.
 pub const CLUSTER_VERSION: &[u8] = b"3.4.0";
-/// Bytes of a revision key (`revBytesLen`); a tombstone has one more, `t`.
-pub const REV_BYTES_LEN: usize = 17;
-const TOMBSTONE_MARK: u8 = b't';
 /// Length of the sha256 trailer of a snapshot file.
 pub const SHA256_LEN: u64 = 32;
 /// etcdctl recognizes the trailer by `size % 512 == 32`.
@@ -108,39 +110,19 @@ pub struct EtcdHistory {
     pub records: Vec<HistoryRecord>,
 }
 
-/// The 17 (18 for a tombstone) bytes of a revision key.
-pub fn rev_bytes(main: i64, sub: i64, tombstone: bool) -> Vec<u8> {
-    let mut b = Vec::with_capacity(REV_BYTES_LEN + 1);
-    b.extend_from_slice(&main.to_be_bytes());
-    b.push(b'_');
-    b.extend_from_slice(&sub.to_be_bytes());
-    if tombstone {
-        b.push(TOMBSTONE_MARK);
-    }
-    b
-}
-
-/// Parses a revision key: (main, sub, tombstone).
-pub fn parse_rev_bytes(b: &[u8]) -> Option<(i64, i64, bool)> {
-    let tombstone = match b.len() {
-        REV_BYTES_LEN => false,
-        n if n == REV_BYTES_LEN + 1 && b[REV_BYTES_LEN] == TOMBSTONE_MARK => true,
-        _ => return None,
-    };
-    if b[8] != b'_' {
-        return None;
-    }
-    let main = i64::from_be_bytes(b[0..8].try_into().ok()?);
-    let sub = i64::from_be_bytes(b[9..17].try_into().ok()?);
-    Some((main, sub, tombstone))
-}
-
 /// Writes `store`'s whole retained history as an etcd bbolt database at the start of `out`
 /// (which should be empty); returns the revision it holds.
 pub fn write_db(store: &Store, out: &mut File, consistent_index: u64) -> Result<i64, FormatError> {
     let mut w = k3rs_bbolt::Writer::new(BufWriter::with_capacity(1 << 16, &mut *out))?;
+    let mut alarms: Vec<Vec<u8>> = store
+        .alarms(AlarmType::None)
+        .iter()
+        .map(|a| alarm_member_pb(a.member_id, a.alarm.number()))
+        .collect();
+    alarms.sort();
+    let alarms = alarms.iter().map(|k| (&k[..], Vec::new())).collect();
     for (bucket, entries) in [
-        (&b"alarm"[..], vec![]),
+        (&b"alarm"[..], alarms),
         (
             b"auth",
             vec![(&b"authRevision"[..], 1u64.to_be_bytes().to_vec())],
@@ -157,39 +139,31 @@ pub fn write_db(store: &Store, out: &mut File, consistent_index: u64) -> Result<
     let mut keys = w.bucket(KEY_BUCKET)?;
     let state = store.export_history(&mut |r: HistoryRecord| -> Result<(), FormatError> {
         let kv = if r.tombstone {
-            mvccpb::KeyValue {
-                key: r.kv.key,
-                ..Default::default()
-            }
+            key_value_pb(&r.kv.key, 0, 0, 0, &[], 0)
         } else {
-            mvccpb::KeyValue {
-                key: r.kv.key,
-                create_revision: r.kv.create_revision,
-                mod_revision: r.kv.mod_revision,
-                version: r.kv.version,
-                value: r.kv.value,
-                lease: r.kv.lease,
-            }
+            key_value_pb(
+                &r.kv.key,
+                r.kv.create_revision,
+                r.kv.mod_revision,
+                r.kv.version,
+                &r.kv.value,
+                r.kv.lease,
+            )
         };
-        keys.put(&rev_bytes(r.main, r.sub, r.tombstone), &kv.encode_to_vec())?;
+        keys.put(&revision_key(r.main, r.sub, r.tombstone), &kv)?;
         Ok(())
     })?;
     keys.finish()?;
     let mut leases = w.bucket(LEASE_BUCKET)?;
     for &(id, ttl) in &state.leases {
-        let lease = LeaseRecord {
-            id,
-            ttl,
-            remaining_ttl: 0,
-        };
-        leases.put(&id.to_be_bytes(), &lease.encode_to_vec())?;
+        leases.put(&id.to_be_bytes(), &lease_pb(id, ttl))?;
     }
     leases.finish()?;
     put_all(&mut w, b"members", &[])?;
     put_all(&mut w, b"members_removed", &[])?;
     let mut meta = vec![(CONSISTENT_INDEX, consistent_index.to_be_bytes().to_vec())];
     if state.compact_revision > 0 {
-        let compact = rev_bytes(state.compact_revision, 0, false);
+        let compact = revision_key(state.compact_revision, 0, false);
         meta.push((FINISHED_COMPACT, compact.clone()));
         meta.push((SCHEDULED_COMPACT, compact));
     }
@@ -275,7 +249,7 @@ pub fn read_db(db: &Database) -> Result<EtcdHistory, FormatError> {
     if let Some(meta) = db.bucket(META_BUCKET)? {
         for (k, v) in meta.entries()? {
             if k == FINISHED_COMPACT || k == SCHEDULED_COMPACT {
-                let (main, _, _) = parse_rev_bytes(&v).ok_or_else(|| FormatError::Record {
+                let (main, _, _) = parse_revision_key(&v).ok_or_else(|| FormatError::Record {
                     bucket: "meta",
                     key: k.clone(),
                     reason: "not a revision".into(),
@@ -315,7 +289,7 @@ fn history_record(key: &[u8], value: &[u8]) -> Result<HistoryRecord, FormatError
         reason,
     };
     let (main, sub, tombstone) =
-        parse_rev_bytes(key).ok_or_else(|| bad("not a revision".into()))?;
+        parse_revision_key(key).ok_or_else(|| bad("not a revision".into()))?;
     let kv = mvccpb::KeyValue::decode(value).map_err(|e| bad(e.to_string()))?;
     if kv.key.is_empty() {
         return Err(bad("a record without a key".into()));
@@ -380,26 +354,19 @@ mod tests {
     }
 
     #[test]
-    fn revision_keys_as_etcd_writes_them() {
-        assert_eq!(
-            rev_bytes(5, 2, false),
-            [0, 0, 0, 0, 0, 0, 0, 5, b'_', 0, 0, 0, 0, 0, 0, 0, 2]
-        );
-        assert_eq!(rev_bytes(5, 2, true).last(), Some(&b't'));
-        assert_eq!(parse_rev_bytes(&rev_bytes(9, 1, true)), Some((9, 1, true)));
-        assert_eq!(
-            parse_rev_bytes(&rev_bytes(9, 1, false)),
-            Some((9, 1, false))
-        );
-        assert_eq!(parse_rev_bytes(b"short"), None);
-        let mut bad = rev_bytes(9, 1, false);
-        bad[8] = b'-';
-        assert_eq!(parse_rev_bytes(&bad), None);
-    }
-
-    #[test]
     fn written_snapshot_reads_back_as_the_same_history() {
         let (_tmp, store) = populated();
+        let raise = |member_id, alarm| Command::Alarm {
+            action: k3rs_storage::AlarmAction::Activate,
+            member_id,
+            alarm,
+        };
+        store
+            .apply_batch(
+                &[raise(9, AlarmType::Corrupt), raise(2, AlarmType::Nospace)],
+                b"m",
+            )
+            .unwrap();
         let out = tempfile::tempdir().unwrap();
         let path = out.path().join("snap");
         let mut f = std::fs::OpenOptions::new()
@@ -435,13 +402,21 @@ mod tests {
                 "meta"
             ]
         );
+        let alarms = db.bucket(b"alarm").unwrap().unwrap().entries().unwrap();
+        assert_eq!(
+            alarms,
+            vec![
+                (b"\x08\x02\x10\x01".to_vec(), vec![]),
+                (b"\x08\x09\x10\x02".to_vec(), vec![]),
+            ]
+        );
         let meta = db.bucket(META_BUCKET).unwrap().unwrap().entries().unwrap();
         assert_eq!(
             meta,
             vec![
                 (CONSISTENT_INDEX.to_vec(), 42u64.to_be_bytes().to_vec()),
-                (FINISHED_COMPACT.to_vec(), rev_bytes(3, 0, false)),
-                (SCHEDULED_COMPACT.to_vec(), rev_bytes(3, 0, false)),
+                (FINISHED_COMPACT.to_vec(), revision_key(3, 0, false)),
+                (SCHEDULED_COMPACT.to_vec(), revision_key(3, 0, false)),
             ]
         );
         let keys = db.bucket(KEY_BUCKET).unwrap().unwrap().entries().unwrap();
@@ -450,10 +425,10 @@ mod tests {
         assert_eq!(
             revs,
             [
-                rev_bytes(3, 0, false),
-                rev_bytes(4, 0, false),
-                rev_bytes(5, 0, true),
-                rev_bytes(6, 0, false)
+                revision_key(3, 0, false),
+                revision_key(4, 0, false),
+                revision_key(5, 0, true),
+                revision_key(6, 0, false)
             ]
         );
         let b = mvccpb::KeyValue::decode(keys[1].1.as_slice()).unwrap();

@@ -316,20 +316,8 @@ mod tests {
             });
             assert!(listed, "{}/{} {}", r.group, r.version, r.kind);
         }
-        fn refs(v: &Value, out: &mut Vec<String>) {
-            match v {
-                Value::Object(m) => {
-                    if let Some(Value::String(r)) = m.get("$ref") {
-                        out.push(r.clone());
-                    }
-                    m.values().for_each(|v| refs(v, out));
-                }
-                Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
-                _ => {}
-            }
-        }
         let mut all = Vec::new();
-        refs(&doc, &mut all);
+        crate::openapi::schemas::tests::refs(&doc, &mut all);
         for r in all {
             let name = r
                 .strip_prefix(convert::V2_REF)
