@@ -37,6 +37,7 @@ pub mod resources;
 pub mod scheduling;
 pub mod sd_notify;
 pub mod selector;
+pub mod semantic;
 pub mod serviceaccount;
 pub mod status;
 pub mod tasks;

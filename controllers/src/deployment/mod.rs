@@ -644,7 +644,8 @@ impl Sync<'_> {
         }
     }
 
-    /// The Deployment's revision annotation follows its new ReplicaSet's.
+    /// The Deployment's revision annotation follows its new ReplicaSet's. Written through the
+    /// status, as upstream: an annotation change of the Deployment itself bumps its generation.
     async fn sync_revision_annotation(&self, new: &ReplicaSet) -> Result<(), Error> {
         let rev = revision::revision(new).to_string();
         let cur = self
@@ -657,7 +658,7 @@ impl Sync<'_> {
             return Ok(());
         }
         let api: Api<Deployment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        super::update_fresh(&api, &self.d.name_any(), false, |d| {
+        super::update_fresh(&api, &self.d.name_any(), true, |d| {
             d.annotations_mut().insert(revision::REVISION.into(), rev);
         })
         .await

@@ -17,6 +17,7 @@ mod service;
 pub mod csr;
 mod endpointslice;
 mod event;
+mod generation;
 mod networking;
 mod rbac;
 pub mod scheduling;
@@ -31,6 +32,7 @@ use super::event_convert::to_core;
 use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::Cause;
 
+pub use generation::{bumps_generation, prepare_for_status_update};
 pub use pod::{default_pod_spec, mirror_service_account, requests_from_limits};
 
 /// Applies the kind's defaults (kube-apiserver's `SetDefaults_*`).
