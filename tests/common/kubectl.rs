@@ -34,7 +34,20 @@ impl Kubectl {
         extra_args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
     ) -> (super::K3rs, Kubectl) {
-        let mut server = super::K3rs::start_kubernetes_with_env(extra_args, env);
+        Kubectl::attach(super::K3rs::start_kubernetes_with_env(extra_args, env))
+    }
+
+    /// [`Kubectl::start_server_with_env`] with the server's data dir at `data_dir`.
+    pub fn start_server_on(
+        data_dir: &Path,
+        extra_args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> (super::K3rs, Kubectl) {
+        Kubectl::attach(super::K3rs::start_kubernetes_on(data_dir, extra_args, env))
+    }
+
+    /// A kubectl for `server`, once it can read the `default` namespace.
+    fn attach(mut server: super::K3rs) -> (super::K3rs, Kubectl) {
         let k = Kubectl {
             bin: super::require_program("kubectl", "kubectl"),
             kubeconfig: server.kubeconfig(),

@@ -156,6 +156,7 @@ impl TwoNodeLab {
                 .arg(&data)
                 .args(["--node-name", B, "--node-ip", B_IP])
                 .args(["--kubelet-arg", "node-status-update-frequency=2s"])
+                .args(super::k3rs::TEST_NODE_KUBELET_ARGS)
                 .args([
                     "--kubelet-arg",
                     &format!("cgroup-root={}", self.b.cgroup_root),

@@ -19,6 +19,7 @@ mod agent_static_pods;
 mod cluster_dns;
 mod container_logs;
 mod cri_containerd;
+mod disk_pressure;
 mod kubectl_exec;
 mod local_path;
 mod node_failover;

@@ -75,6 +75,9 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
     node.taints
         .extend(cfg.kubelet.register_with_taints.iter().cloned());
     let mut status_cfg = NodeStatusConfig::new(node, cfg.data_dir.clone());
+    // The eviction manager reports the node's pressure; the node status publishes it.
+    let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(Default::default());
+    status_cfg.pressure = Some(pressure_rx);
     if let Some(f) = cfg.kubelet.node_status_update_frequency {
         status_cfg.status_update_frequency = f;
     }
@@ -190,7 +193,8 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
                 },
             ));
         }
-        pods::run(latest, &runtime, &cfg, stop).await;
+        let protection = pods::protection(&cfg, pressure_tx);
+        pods::run(latest, &runtime, &cfg, protection, stop).await;
         runtime.stop().await;
     }
     while running.join_next().await.is_some() {}

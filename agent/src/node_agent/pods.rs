@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 use super::AgentConfig;
 use crate::cni;
 use crate::containerd::{self, host, Config, Endpoint, Runtime, SupervisorOptions};
+use crate::kubelet::eviction::NodeProtection;
+use crate::kubelet::node_status::conditions::Pressure;
 use crate::kubelet::node_status::{machine::Machine, node};
 use crate::kubelet::plan::{parse_resolv_conf, Allocatable, NodeDns, Quantity};
 use crate::kubelet::pods::NodeContext;
@@ -173,11 +175,29 @@ pub async fn write_cni_config(
     }
 }
 
-/// Runs the pods of the node on `runtime` until `stop`.
+/// The node's disk and memory protection: the `--kubelet-arg` settings, the data dir as the
+/// node filesystem and the agent's containerd root as the image filesystem (an external
+/// runtime's is not known: the node's counts).
+pub fn protection(cfg: &AgentConfig, pressure: watch::Sender<Pressure>) -> NodeProtection {
+    NodeProtection {
+        eviction: cfg.kubelet.eviction.clone(),
+        image_gc: cfg.kubelet.image_gc,
+        node_dir: cfg.data_dir.clone(),
+        image_dir: cfg
+            .container_runtime_endpoint
+            .is_none()
+            .then(|| containerd::Layout::new(&agent_dir(&cfg.data_dir)).root),
+        sandbox_image: SANDBOX_IMAGE.to_string(),
+        pressure,
+    }
+}
+
+/// Runs the pods of the node on `runtime` until `stop`, protected by `protection`.
 pub async fn run(
     clients: watch::Receiver<kube::Client>,
     runtime: &Runtime,
     cfg: &AgentConfig,
+    protection: NodeProtection,
     stop: CancellationToken,
 ) {
     let cri = Arc::new(runtime.cri.clone());
@@ -193,6 +213,7 @@ pub async fn run(
                 .clone()
                 .unwrap_or_else(|| pod_manifest_dir(&cfg.data_dir)),
         ),
+        Some(protection),
         stop,
     )
     .await

@@ -51,6 +51,9 @@ pub struct NodeStatusConfig {
     pub status_update_frequency: Duration,
     /// How often the status is reported when nothing changed (upstream: 5 min).
     pub status_report_frequency: Duration,
+    /// The pressure the eviction manager reports; `None`: the default thresholds applied to
+    /// the machine as observed.
+    pub pressure: Option<watch::Receiver<conditions::Pressure>>,
 }
 
 impl NodeStatusConfig {
@@ -63,6 +66,7 @@ impl NodeStatusConfig {
             lease_renew_interval: Duration::from_secs(10),
             status_update_frequency: Duration::from_secs(10),
             status_report_frequency: Duration::from_secs(300),
+            pressure: None,
         }
     }
 }
@@ -100,7 +104,11 @@ async fn observe(
 ) -> NodeStatus {
     let m = Machine::observe(&cfg.data_dir);
     let r = runtime.status().await;
-    let conds = conditions::conditions(&r, conditions::pressure(&m), previous, now);
+    let pressure = match &cfg.pressure {
+        Some(p) => *p.borrow(),
+        None => conditions::pressure(&m),
+    };
+    let conds = conditions::conditions(&r, pressure, previous, now);
     node::status(&cfg.node, &m, &r.version, conds)
 }
 

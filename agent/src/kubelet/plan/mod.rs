@@ -57,7 +57,7 @@ mod observed;
 mod phase;
 mod pod_status;
 mod qos;
-mod resources;
+pub(crate) mod resources;
 mod sandbox_spec;
 mod service_env;
 pub(crate) mod spec;

@@ -9,7 +9,10 @@
 //!
 //! - probes ([`crate::kubelet::prober`]) and Events ([`crate::kubelet::events`], [`record`]).
 //!
-//! Not done here: the kubelet API, pod admission (resources, host ports) and eviction.
+//! - with a [`NodeProtection`], the image garbage collector ([`crate::kubelet::image_gc`]) and
+//!   the eviction manager ([`crate::kubelet::eviction`]) over the same pods.
+//!
+//! Not done here: the kubelet API and pod admission (resources, host ports).
 
 pub mod api;
 pub mod cgroups;
@@ -32,6 +35,8 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::cri::{ImageService, RuntimeService};
+use crate::kubelet::eviction::{self, NodeProtection};
+use crate::kubelet::image_gc::ImageGc;
 use crate::kubelet::static_pods;
 pub use sync::{Executor, NodeContext};
 
@@ -75,6 +80,7 @@ pub async fn run(
     node_name: String,
     node: NodeContext,
     manifests: Option<std::path::PathBuf>,
+    protection: Option<NodeProtection>,
     stop: CancellationToken,
 ) {
     let kube = client.borrow().clone();
@@ -114,9 +120,9 @@ pub async fn run(
         crate::kubelet::prober::Manager::new(runtime.clone(), events.clone(), changed.clone());
     let exec = Arc::new(Executor {
         probes: Arc::new(probes),
-        events,
-        runtime,
-        images,
+        events: events.clone(),
+        runtime: runtime.clone(),
+        images: images.clone(),
         api: Arc::new(api::KubeApi {
             client: client.clone(),
         }),
@@ -161,6 +167,29 @@ pub async fn run(
         );
         all
     });
+    if let Some(p) = protection {
+        let image_gc = Arc::new(ImageGc::new(
+            runtime.clone(),
+            images.clone(),
+            p.image_gc,
+            p.image_dir.clone().unwrap_or_else(|| p.node_dir.clone()),
+            p.sandbox_image.clone(),
+        ));
+        tasks.spawn(image_gc.clone().run(stop.clone()));
+        let manager = eviction::Manager {
+            config: p.eviction,
+            runtime: runtime.clone(),
+            api: exec.api.clone(),
+            events,
+            image_gc,
+            node_dir: p.node_dir,
+            image_dir: p.image_dir,
+            pods_dir: exec.node.pods_dir.clone(),
+            pod_logs_dir: exec.node.pod_logs_dir.clone(),
+            pressure: p.pressure,
+        };
+        tasks.spawn(manager.run(list.clone(), stop.clone()));
+    }
     workers::run(exec, list, changed, stop).await;
     while tasks.join_next().await.is_some() {}
 }

@@ -30,6 +30,7 @@ fn stats(id: &str, pod: &str, container: &str, cpu: u64, ws: u64) -> pb::Contain
             working_set_bytes: u(ws),
             ..Default::default()
         }),
+        writable_layer: None,
     }
 }
 
