@@ -4,6 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod airgap_images;
 mod certificate;
 mod config_file;
 mod disable;
@@ -79,11 +80,13 @@ enum Command {
     /// Inspect the node's containers, pods and images over CRI (crictl's ps, pods, images,
     /// inspect, inspectp, logs, rmi, version).
     Crictl(runtime_tools::CrictlArgs),
+    /// Write the air-gap images tarball (the pause image k3rs embeds), as releases ship it.
+    AirgapImages(airgap_images::AirgapImagesArgs),
     /// Run containerd's ctr against the node's containerd (namespace k8s.io).
     #[command(disable_help_flag = true)]
     Ctr(runtime_tools::CtrArgs),
-    /// Run the system kubectl as the cluster admin (/etc/k3rs/k3rs.yaml unless KUBECONFIG
-    /// is set).
+    /// Run kubectl as the cluster admin (/etc/k3rs/k3rs.yaml unless KUBECONFIG is set): the
+    /// PATH's kubectl, else the k3rs-kubectl install.sh put beside k3rs.
     #[command(disable_help_flag = true)]
     Kubectl {
         /// kubectl's own arguments.
@@ -613,6 +616,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Agent(args) => run_agent(args).await?,
         Command::EtcdSnapshot(args) => etcd_snapshot_cli::run(args).await?,
         Command::CheckConfig => check_config(),
+        Command::AirgapImages(args) => airgap_images::run(args)?,
         Command::Certificate(args) => certificate::run(args)?,
         Command::Kubectl { args } => return Err(kubectl(args)),
         Command::Crictl(args) => runtime_tools::crictl(args).await?,
@@ -688,7 +692,9 @@ fn kubectl(args: Vec<std::ffi::OsString>) -> anyhow::Error {
     let me = std::env::current_exe().unwrap_or_default();
     let Some(bin) = multicall::system_kubectl(&path, &me) else {
         return anyhow::anyhow!(
-            "k3rs kubectl: no kubectl on PATH (k3rs does not bundle it; install kubectl)"
+            "k3rs kubectl: no kubectl on PATH nor {} beside k3rs (k3rs does not bundle it: \
+             install kubectl, or run install.sh without INSTALL_K3RS_SKIP_KUBECTL)",
+            multicall::PRIVATE_KUBECTL
         );
     };
     let mut cmd = std::process::Command::new(&bin);

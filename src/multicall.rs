@@ -1,6 +1,10 @@
 //! The names the `k3rs` binary answers to besides its own (install.sh links them to it), as
 //! k3s's binary does: run as `kubectl`, it is `k3rs kubectl` (the system kubectl with the
 //! admin kubeconfig when KUBECONFIG is unset); run as `crictl`, `k3rs crictl`.
+//!
+//! k3rs does not bundle kubectl: `k3rs kubectl` runs the first `kubectl` on the PATH, else
+//! [`PRIVATE_KUBECTL`] next to the k3rs binary (install.sh downloads the official kubectl
+//! there when the machine has none).
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
@@ -20,16 +24,26 @@ pub fn argv(mut argv: Vec<OsString>) -> Vec<OsString> {
     argv
 }
 
-/// The first executable `kubectl` on `path_var` that is not `self_exe` (a `kubectl` symlink to
-/// k3rs must not run itself).
+/// The kubectl install.sh puts beside the k3rs binary when the machine has none.
+pub const PRIVATE_KUBECTL: &str = "k3rs-kubectl";
+
+fn executable(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The kubectl `k3rs kubectl` runs: the first executable `kubectl` on `path_var` that is not
+/// `self_exe` (a `kubectl` symlink to k3rs must not run itself), else an executable
+/// [`PRIVATE_KUBECTL`] in the directory of `self_exe`'s target.
 pub fn system_kubectl(path_var: &str, self_exe: &Path) -> Option<PathBuf> {
     let me = std::fs::canonicalize(self_exe).ok();
-    std::env::split_paths(path_var)
+    let on_path = std::env::split_paths(path_var)
         .map(|dir| dir.join("kubectl"))
-        .filter(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-        .find(|p| me.is_none() || std::fs::canonicalize(p).ok() != me)
+        .filter(|p| executable(p))
+        .find(|p| me.is_none() || std::fs::canonicalize(p).ok() != me);
+    on_path.or_else(|| {
+        let private = me.as_deref()?.parent()?.join(PRIVATE_KUBECTL);
+        executable(&private).then_some(private)
+    })
 }
 
 #[cfg(test)]
@@ -87,6 +101,24 @@ mod tests {
         assert_eq!(
             system_kubectl(&path(&[&linked]), &real.join("kubectl")),
             Some(linked.join("kubectl"))
+        );
+        // With none on the PATH, the private one beside k3rs (also when run through a link).
+        let private = linked.join(PRIVATE_KUBECTL);
+        std::fs::write(&private, "kubectl").unwrap();
+        assert_eq!(
+            system_kubectl(&path(&[&empty]), &me),
+            None,
+            "not executable"
+        );
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(
+            system_kubectl(&path(&[&empty]), &linked.join("kubectl")),
+            Some(private.clone())
+        );
+        assert_eq!(
+            system_kubectl(&path(&[&linked, &real]), &me),
+            Some(real.join("kubectl")),
+            "the PATH's kubectl first"
         );
     }
 }

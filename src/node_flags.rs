@@ -28,6 +28,10 @@ pub struct NodeFlags {
     /// unix://<data-dir>/agent/containerd/containerd.sock).
     #[arg(long, env = "K3RS_CONTAINER_RUNTIME_ENDPOINT")]
     pub container_runtime_endpoint: Option<String>,
+    /// The pod sandbox ("pause") image (default: the one built into k3rs, imported into the
+    /// agent's containerd at start, so no registry is needed).
+    #[arg(long, env = "K3RS_PAUSE_IMAGE")]
+    pub pause_image: Option<String>,
     /// A kubelet flag as KEY=VALUE (repeatable; today max-pods, node-labels,
     /// node-status-update-frequency, register-with-taints, cgroup-root, cluster-dns,
     /// cluster-domain).
@@ -113,6 +117,7 @@ impl NodeFlags {
             proxy,
             node,
             container_runtime_endpoint: self.container_runtime_endpoint.clone(),
+            pause_image: self.pause_image.clone(),
             data_dir: join.data_dir,
             kubelet,
             csr_timeout: join.csr_timeout,

@@ -14,5 +14,6 @@ mod auto_deploy;
 mod config_file;
 mod host_commands;
 mod install_sh;
+mod release_install;
 mod sd_notify;
 mod server_lifecycle;

@@ -31,6 +31,8 @@ pub struct AgentConfig {
     /// `--container-runtime-endpoint` (`unix:///…`): someone else's CRI runtime; `None`:
     /// the agent's own containerd.
     pub container_runtime_endpoint: Option<String>,
+    /// `--pause-image`: the pod sandbox image; `None`: the one embedded in the binary.
+    pub pause_image: Option<String>,
     pub kubelet: KubeletArgs,
     /// How long the client certificate request may take.
     pub csr_timeout: Duration,

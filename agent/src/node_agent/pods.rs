@@ -22,8 +22,6 @@ use crate::kubelet::plan::{parse_resolv_conf, Allocatable, NodeDns, Quantity};
 use crate::kubelet::pods::NodeContext;
 use crate::report::error_chain;
 
-/// The pod sandbox image (`scripts/build-images.sh` writes it as `pause.tar`).
-pub const SANDBOX_IMAGE: &str = "docker.io/k3rs/pause:3.6";
 /// The cluster DNS address when `--kubelet-arg cluster-dns` is not given (k3s's).
 pub const DEFAULT_CLUSTER_DNS: &str = "10.43.0.10";
 
@@ -38,9 +36,18 @@ pub fn pod_manifest_dir(data_dir: &Path) -> PathBuf {
     agent_dir(data_dir).join("pod-manifests")
 }
 
+/// The pod sandbox image: `--pause-image`, else the pause image embedded in the binary
+/// ([`crate::images::pause`]).
+pub fn sandbox_image(cfg: &AgentConfig) -> &str {
+    match cfg.pause_image.as_deref() {
+        Some(image) => image,
+        None => crate::images::pause::default_image(),
+    }
+}
+
 /// The containerd config for this agent (adapted to the host).
-pub fn containerd_config(data_dir: &Path) -> Config {
-    let mut config = Config::new(&agent_dir(data_dir), SANDBOX_IMAGE);
+pub fn containerd_config(data_dir: &Path, sandbox_image: &str) -> Config {
+    let mut config = Config::new(&agent_dir(data_dir), sandbox_image);
     for note in host::adapt(&mut config) {
         tracing::info!("containerd: {note}");
     }
@@ -48,12 +55,13 @@ pub fn containerd_config(data_dir: &Path) -> Config {
 }
 
 /// Brings the runtime up: `--container-runtime-endpoint` if given, else the agent's own
-/// containerd with the images of `<data-dir>/agent/images` imported.
+/// containerd with the embedded pause image (when it is the sandbox image) and the images of
+/// `<data-dir>/agent/images` imported.
 pub async fn start_runtime(cfg: &AgentConfig) -> Result<Runtime, containerd::runtime::Error> {
     let endpoint = match &cfg.container_runtime_endpoint {
         Some(e) => Endpoint::External(PathBuf::from(e.strip_prefix("unix://").unwrap_or(e))),
         None => Endpoint::Supervised {
-            config: containerd_config(&cfg.data_dir),
+            config: containerd_config(&cfg.data_dir, sandbox_image(cfg)),
             options: SupervisorOptions::default(),
             images_dir: Some(agent_dir(&cfg.data_dir).join("images")),
         },
