@@ -148,7 +148,12 @@ fn scenario(lab: &NodeLab) {
     let install = format!(
         "curl -sfL {url}/dist/install.sh | sh -s - server --data-dir {data} \
          --write-kubeconfig {kubeconfig} --node-ip 127.0.0.1 --bind-address 127.0.0.1 \
-         --kubelet-arg cgroup-root={cgroup} --kubelet-arg node-status-update-frequency=2s",
+         --kubelet-arg cgroup-root={cgroup} --kubelet-arg node-status-update-frequency=2s \
+         {test_node}",
+        // Quoted: `<` is a redirection to the shell.
+        test_node = crate::common::k3rs::TEST_NODE_KUBELET_ARGS
+            .map(|a| format!("'{a}'"))
+            .join(" "),
         data = data_dir.display(),
         kubeconfig = kubeconfig.display(),
         cgroup = lab.cgroup_root,

@@ -195,7 +195,7 @@ pub fn protection(cfg: &AgentConfig, pressure: watch::Sender<Pressure>) -> NodeP
             .container_runtime_endpoint
             .is_none()
             .then(|| containerd::Layout::new(&agent_dir(&cfg.data_dir)).root),
-        sandbox_image: SANDBOX_IMAGE.to_string(),
+        sandbox_image: sandbox_image(cfg).to_string(),
         pressure,
     }
 }
