@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::AgentConfig;
 use crate::cni;
+use crate::containerd::registries::system_image::with_registry;
 use crate::containerd::{self, host, Config, Endpoint, Runtime, SupervisorOptions};
 use crate::kubelet::node_status::{machine::Machine, node};
 use crate::kubelet::plan::{parse_resolv_conf, Allocatable, NodeDns, Quantity};
@@ -36,9 +37,24 @@ pub fn pod_manifest_dir(data_dir: &Path) -> PathBuf {
     agent_dir(data_dir).join("pod-manifests")
 }
 
-/// The containerd config for this agent (adapted to the host).
-pub fn containerd_config(data_dir: &Path) -> Config {
-    let mut config = Config::new(&agent_dir(data_dir), SANDBOX_IMAGE);
+/// The containerd config for this agent (adapted to the host), with its private registries
+/// and the sandbox image under `--system-default-registry`.
+pub fn containerd_config(cfg: &AgentConfig) -> Config {
+    let sandbox_image = with_registry(
+        cfg.system_default_registry.as_deref().unwrap_or_default(),
+        SANDBOX_IMAGE,
+    );
+    let mut config = Config::new(&agent_dir(&cfg.data_dir), &sandbox_image);
+    config.registries = cfg.registries.clone();
+    for (registry, mirror) in &config.registries.mirrors {
+        if !mirror.rewrite.is_empty() {
+            tracing::warn!(
+                registry,
+                "registries.yaml: the mirror's rewrite is written to hosts.toml, but upstream \
+                 containerd ignores it (only k3s's containerd build applies it)"
+            );
+        }
+    }
     for note in host::adapt(&mut config) {
         tracing::info!("containerd: {note}");
     }
@@ -51,7 +67,7 @@ pub async fn start_runtime(cfg: &AgentConfig) -> Result<Runtime, containerd::run
     let endpoint = match &cfg.container_runtime_endpoint {
         Some(e) => Endpoint::External(PathBuf::from(e.strip_prefix("unix://").unwrap_or(e))),
         None => Endpoint::Supervised {
-            config: containerd_config(&cfg.data_dir),
+            config: containerd_config(cfg),
             options: SupervisorOptions::default(),
             images_dir: Some(agent_dir(&cfg.data_dir).join("images")),
         },
