@@ -1,5 +1,6 @@
 //! The real kubelet: runs the pods bound to this node on a container runtime.
 
+pub mod credentials;
 pub mod events;
 pub mod log_rotation;
 pub mod node_status;
