@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use k3rs_agent::containerd::registries;
 use k3rs_agent::dns::{DnsConfig, PORT_LABEL};
 use k3rs_agent::host_gw::HostGwConfig;
 use k3rs_agent::join::JoinToken;
@@ -51,6 +52,24 @@ pub struct NodeFlags {
     #[arg(long, env = "K3RS_FLANNEL_BACKEND", default_value = "host-gw",
         value_parser = ["host-gw", "none"])]
     pub flannel_backend: String,
+    /// The private registry configuration file (k3s's registries.yaml format: mirrors and
+    /// per-registry auth and TLS); a missing file is no configuration.
+    #[arg(long, env = "K3RS_PRIVATE_REGISTRY", value_name = "FILE",
+        default_value = registries::DEFAULT_PATH)]
+    pub private_registry: PathBuf,
+    /// A registry for the system images (the pod sandbox image): `docker.io/k3rs/pause:3.6`
+    /// is pulled as `<registry>/k3rs/pause:3.6`.
+    #[arg(long, env = "K3RS_SYSTEM_DEFAULT_REGISTRY", value_name = "REGISTRY")]
+    pub system_default_registry: Option<String>,
+}
+
+/// Why the node's flags cannot make an agent configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeConfigError {
+    #[error(transparent)]
+    KubeletArg(#[from] k3rs_agent::node_agent::kubelet_args::KubeletArgError),
+    #[error("--private-registry: {}", k3rs_agent::report::error_chain(.0))]
+    Registries(#[from] registries::Error),
 }
 
 /// Where the node's agent joins, and as what.
@@ -66,12 +85,10 @@ pub struct Join {
 }
 
 impl NodeFlags {
-    /// The agent's configuration, or why the kubelet flags are wrong.
-    pub fn agent_config(
-        &self,
-        join: Join,
-    ) -> Result<AgentConfig, k3rs_agent::node_agent::kubelet_args::KubeletArgError> {
+    /// The agent's configuration, or why the kubelet flags or registries.yaml are wrong.
+    pub fn agent_config(&self, join: Join) -> Result<AgentConfig, NodeConfigError> {
         let kubelet = KubeletArgs::parse(&self.kubelet_arg)?;
+        let registries = registries::load(&self.private_registry)?.unwrap_or_default();
         let name = self.node_name.clone().unwrap_or_else(machine::hostname);
         let mut node = NodeConfig::new(&name, node_agent::node_ips(&join.node_ips));
         node.labels.extend(self.node_label.iter().cloned());
@@ -121,6 +138,8 @@ impl NodeFlags {
             data_dir: join.data_dir,
             kubelet,
             csr_timeout: join.csr_timeout,
+            registries,
+            system_default_registry: self.system_default_registry.clone(),
         })
     }
 }

@@ -63,6 +63,11 @@ fn openssl(dir: &Path, args: &[&str]) {
 
 /// Makes `ca.crt`, `server.crt`, `server.key` (EC P-256) in `dir` for `127.0.0.1`.
 pub fn make_certs(dir: &Path) {
+    make_certs_for(dir, &["127.0.0.1"]);
+}
+
+/// Makes `ca.crt`, `server.crt`, `server.key` (EC P-256) in `dir` for the IP addresses `ips`.
+pub fn make_certs_for(dir: &Path, ips: &[&str]) {
     let ec = [
         "-newkey",
         "ec",
@@ -74,13 +79,20 @@ pub fn make_certs(dir: &Path) {
     ca.extend(ec);
     ca.extend(["-keyout", "ca.key", "-out", "ca.crt"]);
     openssl(dir, &ca);
-    let mut csr = vec!["req", "-new", "-subj", "/CN=127.0.0.1"];
+    let subject = format!("/CN={}", ips[0]);
+    let mut csr = vec!["req", "-new", "-subj", &subject];
     csr.extend(ec);
     csr.extend(["-keyout", "server.key", "-out", "server.csr"]);
     openssl(dir, &csr);
     std::fs::write(
         dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        format!(
+            "subjectAltName={}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+            ips.iter()
+                .map(|ip| format!("IP:{ip}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
     )
     .unwrap();
     openssl(

@@ -24,6 +24,7 @@ mod kubectl_exec;
 mod local_path;
 mod node_failover;
 mod node_lifecycle;
+mod private_registry;
 mod server_embedded_agent;
 mod servicelb;
 mod two_nodes;

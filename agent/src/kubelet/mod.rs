@@ -1,5 +1,6 @@
 //! The real kubelet: runs the pods bound to this node on a container runtime.
 
+pub mod credentials;
 pub mod events;
 pub mod eviction;
 pub mod image_gc;

@@ -42,6 +42,10 @@ pub struct AgentConfig {
     pub dns: Option<crate::dns::DnsConfig>,
     /// Routes to the other nodes' pod CIDRs; `None`: none (`--flannel-backend=none`).
     pub host_gw: Option<crate::host_gw::HostGwConfig>,
+    /// `--private-registry` (`registries.yaml`), rendered into the agent's containerd config.
+    pub registries: crate::containerd::registries::Registries,
+    /// `--system-default-registry`: where the system images (the sandbox image) come from.
+    pub system_default_registry: Option<String>,
 }
 
 /// The node's addresses: the given ones, else the default route's.

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::AgentConfig;
 use crate::cni;
+use crate::containerd::registries::system_image::with_registry;
 use crate::containerd::{self, host, Config, Endpoint, Runtime, SupervisorOptions};
 use crate::kubelet::eviction::NodeProtection;
 use crate::kubelet::node_status::conditions::Pressure;
@@ -37,17 +38,32 @@ pub fn pod_manifest_dir(data_dir: &Path) -> PathBuf {
 }
 
 /// The pod sandbox image: `--pause-image`, else the pause image embedded in the binary
-/// ([`crate::images::pause`]).
-pub fn sandbox_image(cfg: &AgentConfig) -> &str {
+/// ([`crate::images::pause`]), under `--system-default-registry` when given (then pulled
+/// from that registry: the embedded copy is imported only under its own name).
+pub fn sandbox_image(cfg: &AgentConfig) -> String {
     match cfg.pause_image.as_deref() {
-        Some(image) => image,
-        None => crate::images::pause::default_image(),
+        Some(image) => image.to_string(),
+        None => with_registry(
+            cfg.system_default_registry.as_deref().unwrap_or_default(),
+            crate::images::pause::default_image(),
+        ),
     }
 }
 
-/// The containerd config for this agent (adapted to the host).
-pub fn containerd_config(data_dir: &Path, sandbox_image: &str) -> Config {
-    let mut config = Config::new(&agent_dir(data_dir), sandbox_image);
+/// The containerd config for this agent (adapted to the host), with its private registries
+/// and the sandbox image under `--system-default-registry`.
+pub fn containerd_config(cfg: &AgentConfig) -> Config {
+    let mut config = Config::new(&agent_dir(&cfg.data_dir), &sandbox_image(cfg));
+    config.registries = cfg.registries.clone();
+    for (registry, mirror) in &config.registries.mirrors {
+        if !mirror.rewrite.is_empty() {
+            tracing::warn!(
+                registry,
+                "registries.yaml: the mirror's rewrite is written to hosts.toml, but upstream \
+                 containerd ignores it (only k3s's containerd build applies it)"
+            );
+        }
+    }
     for note in host::adapt(&mut config) {
         tracing::info!("containerd: {note}");
     }
@@ -61,7 +77,7 @@ pub async fn start_runtime(cfg: &AgentConfig) -> Result<Runtime, containerd::run
     let endpoint = match &cfg.container_runtime_endpoint {
         Some(e) => Endpoint::External(PathBuf::from(e.strip_prefix("unix://").unwrap_or(e))),
         None => Endpoint::Supervised {
-            config: containerd_config(&cfg.data_dir, sandbox_image(cfg)),
+            config: containerd_config(cfg),
             options: SupervisorOptions::default(),
             images_dir: Some(agent_dir(&cfg.data_dir).join("images")),
         },
@@ -195,7 +211,7 @@ pub fn protection(cfg: &AgentConfig, pressure: watch::Sender<Pressure>) -> NodeP
             .container_runtime_endpoint
             .is_none()
             .then(|| containerd::Layout::new(&agent_dir(&cfg.data_dir)).root),
-        sandbox_image: sandbox_image(cfg).to_string(),
+        sandbox_image: sandbox_image(cfg),
         pressure,
     }
 }

@@ -19,6 +19,7 @@ pub mod cgroups;
 pub mod cri_config;
 pub mod hooks;
 pub mod observe;
+mod pull;
 mod record;
 mod start;
 pub mod sync;

@@ -265,14 +265,10 @@ impl Executor {
                     sandbox = Some(Sandbox { id, config, ips });
                 }
                 Action::PullImage { container, image } => {
-                    let spec = pb::ImageSpec {
-                        image: image.clone(),
-                        ..Default::default()
-                    };
                     let sandbox_config = sandbox.as_ref().map(|s| s.config.clone());
                     pulled.insert(container.clone());
                     let pulling = self.pulling(pod, container, image);
-                    let result = self.images.pull_image(spec, None, sandbox_config).await;
+                    let result = self.pull(pod, image, sandbox_config).await;
                     self.pull_done(pod, container, image, pulling, &result);
                     if let Err(e) = result {
                         let mut backoffs = self.backoffs.lock().unwrap_or_else(|e| e.into_inner());
