@@ -20,11 +20,32 @@ fn usage(gen: &mut SchemaGenerator, description: &str) -> Schema {
     })
 }
 
-fn common(gen: &mut SchemaGenerator) -> (Schema, Schema) {
-    (
-        gen.subschema_for::<ObjectMeta>(),
-        gen.subschema_for::<Time>(),
-    )
+/// A metrics kind: `apiVersion`, `kind`, `metadata`, `timestamp`, `window` and its own
+/// `field` (required, like `timestamp` and `window`).
+fn metrics_kind(
+    gen: &mut SchemaGenerator,
+    description: &str,
+    field: &str,
+    schema: Schema,
+) -> Schema {
+    let metadata = gen.subschema_for::<ObjectMeta>();
+    let time = gen.subschema_for::<Time>();
+    let mut out = json_schema!({
+        "description": description,
+        "type": "object",
+        "properties": {
+            "apiVersion": {"description": API_VERSION, "type": "string"},
+            "kind": {"description": KIND, "type": "string"},
+            "metadata": metadata,
+            "timestamp": time,
+            "window": {"type": "string"},
+        },
+        "required": ["timestamp", "window", field],
+    });
+    if let Some(props) = out.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        props.insert(field.to_string(), schema.into());
+    }
+    out
 }
 
 /// `NodeMetrics`: the resource usage of a node.
@@ -37,21 +58,13 @@ impl JsonSchema for NodeMetrics {
     }
 
     fn json_schema(gen: &mut SchemaGenerator) -> Schema {
-        let (metadata, time) = common(gen);
         let usage = usage(gen, "The memory usage is the memory working set.");
-        json_schema!({
-            "description": "NodeMetrics sets resource usage metrics of a node.",
-            "type": "object",
-            "properties": {
-                "apiVersion": {"description": API_VERSION, "type": "string"},
-                "kind": {"description": KIND, "type": "string"},
-                "metadata": metadata,
-                "timestamp": time,
-                "window": {"type": "string"},
-                "usage": usage,
-            },
-            "required": ["timestamp", "window", "usage"],
-        })
+        metrics_kind(
+            gen,
+            "NodeMetrics sets resource usage metrics of a node.",
+            "usage",
+            usage,
+        )
     }
 }
 
@@ -88,24 +101,51 @@ impl JsonSchema for PodMetrics {
     }
 
     fn json_schema(gen: &mut SchemaGenerator) -> Schema {
-        let (metadata, time) = common(gen);
         let container = gen.subschema_for::<ContainerMetrics>();
-        json_schema!({
-            "description": "PodMetrics sets resource usage metrics of a pod.",
-            "type": "object",
-            "properties": {
-                "apiVersion": {"description": API_VERSION, "type": "string"},
-                "kind": {"description": KIND, "type": "string"},
-                "metadata": metadata,
-                "timestamp": time,
-                "window": {"type": "string"},
-                "containers": {
-                    "description": "Metrics for all containers are collected within the same time window.",
-                    "type": "array",
-                    "items": container,
-                },
-            },
-            "required": ["timestamp", "window", "containers"],
-        })
+        let containers = json_schema!({
+            "description": "Metrics for all containers are collected within the same time window.",
+            "type": "array",
+            "items": container,
+        });
+        metrics_kind(
+            gen,
+            "PodMetrics sets resource usage metrics of a pod.",
+            "containers",
+            containers,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::schemars::generate::SchemaSettings;
+    use serde_json::{json, Value};
+
+    const REF: &str = "#/components/schemas/";
+
+    #[test]
+    fn kinds_reference_the_meta_types_and_require_their_fields() {
+        let mut gen = SchemaGenerator::new(SchemaSettings::openapi3());
+        let node: Value = NodeMetrics::json_schema(&mut gen).into();
+        assert_eq!(node["required"], json!(["timestamp", "window", "usage"]));
+        assert_eq!(
+            node["properties"]["usage"]["additionalProperties"]["$ref"],
+            format!("{REF}io.k8s.apimachinery.pkg.api.resource.Quantity")
+        );
+        assert_eq!(
+            node["properties"]["metadata"]["$ref"],
+            format!("{REF}io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+        );
+        let pod: Value = PodMetrics::json_schema(&mut gen).into();
+        assert_eq!(
+            pod["required"],
+            json!(["timestamp", "window", "containers"])
+        );
+        assert_eq!(
+            pod["properties"]["containers"]["items"]["$ref"],
+            format!("{REF}io.k8s.metrics.pkg.apis.metrics.v1beta1.ContainerMetrics")
+        );
+        assert_eq!(pod["properties"]["window"]["type"], "string");
     }
 }
