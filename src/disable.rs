@@ -1,11 +1,13 @@
 //! `k3rs server --disable <component>` (k3s's flag): which packaged components not to run.
 //!
 //! k3s's valid items are `coredns`, `servicelb`, `traefik`, `local-storage`, `metrics-server`
-//! and `runtimes`. k3rs ships three of them as built-ins rather than manifests:
+//! and `runtimes`. k3rs ships four of them as built-ins rather than manifests:
 //! - `coredns`: the cluster DNS (the `kube-system/kube-dns` Service, the `cluster-dns`
 //!   controller that gives it endpoints, and the embedded agent's DNS server);
 //! - `servicelb`: the `servicelb` controller (LoadBalancer Services then stay pending);
-//! - `local-storage`: the local-path provisioner and its `local-path` StorageClass.
+//! - `local-storage`: the local-path provisioner and its `local-path` StorageClass;
+//! - `metrics-server`: the API server's built-in `metrics.k8s.io` API (its kubelet scraper
+//!   and the group in discovery), so that a user can install their own metrics server.
 //!
 //! The others name components k3rs does not ship: disabling them changes nothing, which the
 //! server says in a warning. Anything else is refused with the list of valid items, so a typo
@@ -22,7 +24,7 @@ pub struct UnknownComponent(pub String);
 const VALID: &str = "coredns, servicelb, traefik, local-storage, metrics-server, runtimes";
 
 /// Components k3s packages that k3rs does not ship (`--disable` of one is a no-op).
-const NOT_SHIPPED: &[&str] = &["traefik", "metrics-server", "runtimes"];
+const NOT_SHIPPED: &[&str] = &["traefik", "runtimes"];
 
 /// What `--disable` turns off.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,6 +35,8 @@ pub struct Disabled {
     pub servicelb: bool,
     /// `local-storage`: no local-path provisioner.
     pub local_storage: bool,
+    /// `metrics-server`: no built-in metrics API.
+    pub metrics_server: bool,
     /// Items naming components k3rs does not ship, in the order given.
     pub not_shipped: Vec<String>,
 }
@@ -46,6 +50,7 @@ impl Disabled {
                 "coredns" => d.coredns = true,
                 "servicelb" => d.servicelb = true,
                 "local-storage" => d.local_storage = true,
+                "metrics-server" => d.metrics_server = true,
                 other if NOT_SHIPPED.contains(&other) => {
                     if !d.not_shipped.iter().any(|n| n == other) {
                         d.not_shipped.push(other.to_string());
@@ -88,8 +93,8 @@ mod tests {
 
     #[test]
     fn shipped_components_are_turned_off() {
-        let d = parse(&["coredns", " servicelb", "local-storage"]).unwrap();
-        assert!(d.coredns && d.servicelb && d.local_storage);
+        let d = parse(&["coredns", " servicelb", "local-storage", "metrics-server"]).unwrap();
+        assert!(d.coredns && d.servicelb && d.local_storage && d.metrics_server);
         assert_eq!(d.controllers(), ["cluster-dns", "servicelb"]);
         assert!(d.warnings().is_empty());
     }
@@ -103,9 +108,9 @@ mod tests {
 
     #[test]
     fn components_k3rs_does_not_ship_only_warn_once_each() {
-        let d = parse(&["traefik", "metrics-server", "traefik", "runtimes"]).unwrap();
-        assert!(!d.coredns && !d.servicelb && !d.local_storage);
-        assert_eq!(d.not_shipped, ["traefik", "metrics-server", "runtimes"]);
+        let d = parse(&["traefik", "runtimes", "traefik"]).unwrap();
+        assert!(!d.coredns && !d.servicelb && !d.local_storage && !d.metrics_server);
+        assert_eq!(d.not_shipped, ["traefik", "runtimes"]);
         assert_eq!(
             d.warnings()[0],
             "--disable traefik: k3rs does not ship traefik; nothing to disable"

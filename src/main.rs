@@ -371,8 +371,9 @@ struct ServerArgs {
     disable_scheduler: bool,
     /// Do not run these packaged components (k3s's flag; repeatable or comma-separated):
     /// coredns (the kube-dns Service and the embedded DNS), servicelb, local-storage (the
-    /// local-path provisioner). traefik, metrics-server and runtimes are not shipped by k3rs:
-    /// disabling them only warns. Objects created by an earlier start are kept.
+    /// local-path provisioner), metrics-server (the built-in metrics.k8s.io API). traefik and
+    /// runtimes are not shipped by k3rs: disabling them only warns. Objects created by an
+    /// earlier start are kept.
     #[arg(
         long = "disable",
         value_name = "COMPONENT",
@@ -380,6 +381,10 @@ struct ServerArgs {
         env = "K3RS_DISABLE"
     )]
     disable: Vec<String>,
+    /// How often the built-in metrics API scrapes the kubelets (metrics-server's flag; k3s
+    /// runs it with 15s): the window `kubectl top` and the HPA see.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, env = "K3RS_METRIC_RESOLUTION")]
+    metric_resolution: Duration,
     /// Where the local-path provisioner creates volumes (default <data-dir>/storage).
     #[arg(long, env = "K3RS_DEFAULT_LOCAL_STORAGE_PATH")]
     default_local_storage_path: Option<PathBuf>,
@@ -501,6 +506,14 @@ async fn main() -> anyhow::Result<()> {
             for warning in disabled.warnings() {
                 tracing::warn!("{warning}");
             }
+            if args.metric_resolution < Duration::from_secs(1) {
+                Cli::command()
+                    .error(
+                        clap::error::ErrorKind::InvalidValue,
+                        "--metric-resolution must be at least 1s",
+                    )
+                    .exit()
+            }
             // The server's own settings first, so that a --kube-controller-manager-arg
             // overrides them (as in k3s).
             let controller_args = std::iter::once(format!("cluster-cidr={}", args.cluster_cidr))
@@ -586,6 +599,7 @@ async fn main() -> anyhow::Result<()> {
                     disable_controller_manager: args.disable_controller_manager,
                     disable_scheduler: args.disable_scheduler,
                     cluster_dns_service: !disabled.coredns,
+                    metric_resolution: (!disabled.metrics_server).then_some(args.metric_resolution),
                     controller_args,
                     secrets_encryption: args.secrets_encryption,
                     apiserver_args,

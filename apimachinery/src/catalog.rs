@@ -846,6 +846,63 @@ pub static CATALOG: &[Resource] = &[
     },
 ];
 
+/// The resource metrics API (`metrics.k8s.io/v1beta1`, metrics-server's): NodeMetrics and
+/// PodMetrics, read-only and never stored (the prefixes are never written). Served only while
+/// the API server runs its built-in metrics server ([`set_local_extensions`]).
+pub static METRICS_API: &[Resource] = &[
+    Resource {
+        verbs: &["get", "list"],
+        storage_prefix: "/registry/metrics.k8s.io/nodes",
+        ..row(
+            "metrics.k8s.io",
+            "v1beta1",
+            "NodeMetrics",
+            "nodes",
+            "nodemetrics",
+            false,
+        )
+    },
+    Resource {
+        verbs: &["get", "list"],
+        storage_prefix: "/registry/metrics.k8s.io/pods",
+        ..row(
+            "metrics.k8s.io",
+            "v1beta1",
+            "PodMetrics",
+            "pods",
+            "podmetrics",
+            true,
+        )
+    },
+];
+
+/// The rows of the optional API groups the API server itself serves now (the built-in
+/// metrics API unless it is disabled), set once at start ([`set_local_extensions`]).
+fn local_extensions_cell() -> &'static RwLock<Arc<Vec<&'static Resource>>> {
+    static S: OnceLock<RwLock<Arc<Vec<&'static Resource>>>> = OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+fn local_extensions() -> Arc<Vec<&'static Resource>> {
+    local_extensions_cell()
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
+
+/// The rows of the optional built-in groups served now.
+pub fn local_extension_rows() -> Vec<&'static Resource> {
+    local_extensions().to_vec()
+}
+
+/// Replaces the served rows of the API server's optional built-in groups (e.g.
+/// [`METRICS_API`]); they follow the built-in rows in discovery and win over custom ones.
+pub fn set_local_extensions(rows: Vec<&'static Resource>) {
+    *local_extensions_cell()
+        .write()
+        .unwrap_or_else(|p| p.into_inner()) = Arc::new(rows);
+}
+
 /// The rows of the custom resources served now, in discovery order. The API server's CRD
 /// controller replaces them whole ([`set_custom`]) whenever the set of
 /// CustomResourceDefinitions changes.
@@ -866,10 +923,14 @@ pub fn set_custom(rows: Vec<&'static Resource>) {
     *custom_cell().write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rows);
 }
 
-/// Every served resource: the built-in rows, then the custom resources of the current
-/// CustomResourceDefinitions.
+/// Every served resource: the built-in rows, the optional built-in groups served now, then
+/// the custom resources of the current CustomResourceDefinitions.
 pub fn all() -> Vec<&'static Resource> {
-    CATALOG.iter().chain(custom().iter().copied()).collect()
+    CATALOG
+        .iter()
+        .chain(local_extensions().iter().copied())
+        .chain(custom().iter().copied())
+        .collect()
 }
 
 /// The resource served at `group/version/plural`. Built-in rows win over custom ones.
@@ -878,6 +939,7 @@ pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static Resou
     CATALOG
         .iter()
         .find(hit)
+        .or_else(|| local_extensions().iter().copied().find(hit))
         .or_else(|| custom().iter().copied().find(hit))
 }
 
@@ -927,8 +989,18 @@ mod tests {
     }
 
     #[test]
+    fn local_extensions_are_served_once_set() {
+        set_local_extensions(METRICS_API.iter().collect());
+        let nodes = lookup("metrics.k8s.io", "v1beta1", "nodes").unwrap();
+        assert_eq!((nodes.kind, nodes.namespaced), ("NodeMetrics", false));
+        assert_eq!(nodes.verbs, ["get", "list"]);
+        assert!(groups().contains(&("metrics.k8s.io", vec!["v1beta1"])));
+        assert_eq!(in_group_version("metrics.k8s.io", "v1beta1").count(), 2);
+    }
+
+    #[test]
     fn every_row_has_a_storage_prefix() {
-        for r in CATALOG {
+        for r in CATALOG.iter().chain(METRICS_API) {
             assert!(r.storage_prefix.starts_with("/registry/"), "{}", r.plural);
             assert!(!r.storage_prefix.ends_with('/'), "{}", r.plural);
         }

@@ -25,6 +25,7 @@ pub mod kubelet;
 pub mod metrics;
 pub mod openapi;
 pub mod registry;
+pub mod resource_metrics;
 pub mod resources;
 pub mod reviews;
 mod secret_source;
@@ -63,6 +64,9 @@ pub struct ApiServerConfig {
     pub limits: k3rs_apimachinery::tls::Limits,
     /// Whether the `kube-system/kube-dns` Service is created (false: `--disable coredns`).
     pub cluster_dns_service: bool,
+    /// `--metric-resolution` of the built-in metrics API (`None`: `--disable metrics-server`,
+    /// the `metrics.k8s.io` group is not served).
+    pub metric_resolution: Option<Duration>,
 }
 
 /// Failures that stop the API server (as opposed to request errors).
@@ -132,6 +136,8 @@ pub struct ApiState {
     pub client_ca_pem: String,
     /// `max-requests-inflight` / `max-mutating-requests-inflight`.
     pub inflight: http::inflight::Inflight,
+    /// The built-in metrics API's usage (`None`: `metrics.k8s.io` is not served).
+    pub resource_metrics: Option<Arc<resource_metrics::Store>>,
 }
 
 /// The API server's identity towards itself (kube-apiserver's loopback client).
@@ -172,6 +178,8 @@ pub struct ApiServer {
     rbac_cache: k3rs_auth::rbac::cache::PolicyCache,
     /// `--secrets-encryption`'s keys and operations (`/v1-k3rs/encrypt/…`).
     secrets_encryption: Option<Arc<k3rs_datastore::encryption::SecretsEncryption>>,
+    /// `--metric-resolution` (`None`: the metrics API is off).
+    metric_resolution: Option<Duration>,
 }
 
 impl ApiServer {
@@ -348,6 +356,14 @@ impl ApiServer {
             kubelet: Some(kubelet_client),
             client_ca_pem: String::from_utf8_lossy(&read(pki.client_ca_cert())?).into_owned(),
             inflight: http::inflight::Inflight::new(cfg.args.inflight),
+            resource_metrics: cfg
+                .metric_resolution
+                .map(|_| Arc::new(resource_metrics::Store::default())),
+        });
+        // The metrics API's group is served (in routing and discovery) only while it runs.
+        k3rs_apimachinery::catalog::set_local_extensions(match cfg.metric_resolution {
+            Some(_) => k3rs_apimachinery::catalog::METRICS_API.iter().collect(),
+            None => Vec::new(),
         });
         Ok(ApiServer {
             listener,
@@ -369,6 +385,7 @@ impl ApiServer {
             webhook_feed: Some(Box::new(webhook_feed)),
             webhook_cache,
             secrets_encryption: None,
+            metric_resolution: cfg.metric_resolution,
         })
     }
 
@@ -501,12 +518,33 @@ impl ApiServer {
                 move |stop| k3rs_auth::node::populator::run(client.clone(), graph.clone(), stop),
             ))
         };
+        let scraper = match (
+            &self.state.resource_metrics,
+            &self.state.kubelet,
+            self.metric_resolution,
+        ) {
+            (Some(store), Some(kubelet), Some(resolution)) => {
+                let scraper = resource_metrics::scraper::Scraper {
+                    registry: self.state.registry.clone(),
+                    kubelet: kubelet.clone(),
+                    store: store.clone(),
+                    resolution,
+                };
+                Some(tokio::spawn(tasks::supervise(
+                    "apiserver/metrics-scraper",
+                    stop.clone(),
+                    move |stop| scraper.clone().run(stop),
+                )))
+            }
+            _ => None,
+        };
         let tasks = [
             Some(crds),
             rbac_feed,
             policy_feed,
             webhook_feed,
             Some(node_graph),
+            scraper,
         ]
         .into_iter()
         .flatten()

@@ -100,6 +100,8 @@ pub struct ApiSettings {
     pub disable_scheduler: bool,
     /// Whether the `kube-dns` Service exists (false: `--disable coredns`).
     pub cluster_dns_service: bool,
+    /// `--metric-resolution` of the built-in metrics API (`None`: `--disable metrics-server`).
+    pub metric_resolution: Option<std::time::Duration>,
     /// `--kube-controller-manager-arg`s.
     pub controller_args: controllers::Args,
     /// `--secrets-encryption`: Secrets encrypted at rest (AES-GCM).
@@ -602,6 +604,7 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
         args: api.apiserver_args.clone(),
         limits: cfg.connection_limits.clone(),
         cluster_dns_service: api.cluster_dns_service,
+        metric_resolution: api.metric_resolution,
     }
 }
 

@@ -73,6 +73,7 @@ async fn start() -> Api {
         kubelet: None,
         client_ca_pem: "CLIENT CA".into(),
         inflight: k3rs_apiserver::http::inflight::Inflight::new(Default::default()),
+        resource_metrics: None,
     });
     Api {
         app: router(state),

@@ -22,6 +22,7 @@ mod kubectl_resources_a;
 mod kubectl_resources_b;
 mod kubectl_suite;
 mod kubectl_vap;
+mod metrics_api;
 mod name_lengths;
 mod openapi_v2;
 mod python_client;

@@ -22,6 +22,7 @@ mod cri_containerd;
 mod disk_pressure;
 mod kubectl_exec;
 mod local_path;
+mod metrics_top;
 mod node_failover;
 mod node_lifecycle;
 mod private_registry;

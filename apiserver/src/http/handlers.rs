@@ -232,6 +232,9 @@ async fn resource_request(
     let sub = rp.subresource.as_deref();
     let watch = rp.legacy_watch || q.flag("watch");
     let table = table::negotiate(req.headers(), q, &rp)?;
+    if rp.resource.group == "metrics.k8s.io" {
+        return crate::resource_metrics::serve::answer(st, &rp, &method, q, watch, table).await;
+    }
     if let Some(s) = rp
         .subresource
         .as_deref()

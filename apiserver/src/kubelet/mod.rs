@@ -199,6 +199,31 @@ impl KubeletClient {
         );
         Ok(r.into_response())
     }
+
+    /// GETs `path_and_query` from the kubelet at `at`: its body, at most `limit` bytes
+    /// (a longer body is an error, as is any answer but 2xx).
+    pub async fn get(
+        &self,
+        at: &KubeletAddress,
+        path_and_query: &str,
+        limit: usize,
+    ) -> Result<axum::body::Bytes, ApiError> {
+        let req = axum::http::Request::builder()
+            .uri(path_and_query)
+            .body(Body::empty())
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let resp = self.forward(at, path_and_query, req).await?;
+        http_body_util::Limited::new(resp.into_body(), limit)
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .map_err(|e| {
+                ApiError::unavailable(format!(
+                    "reading {path_and_query} from the kubelet at {}:{}: {e}",
+                    at.host, at.port
+                ))
+            })
+    }
 }
 
 fn is_credential(name: &header::HeaderName) -> bool {

@@ -90,10 +90,15 @@ pub fn document(c: &schemas::Components, resources: &[&'static Resource]) -> Val
 }
 
 impl OpenApiV3 {
-    /// Builds every document of the catalog.
+    /// Builds every document of the catalog (the built-in rows and the optional built-in
+    /// groups served when it is built).
     pub fn build() -> OpenApiV3 {
+        let rows: Vec<&'static Resource> = CATALOG
+            .iter()
+            .chain(k3rs_apimachinery::catalog::local_extension_rows())
+            .collect();
         let mut gvs: Vec<(&'static str, &'static str)> = Vec::new();
-        for r in CATALOG {
+        for r in &rows {
             if !gvs.contains(&(r.group, r.version)) {
                 gvs.push((r.group, r.version));
             }
@@ -102,8 +107,9 @@ impl OpenApiV3 {
         let mut all_schemas = Map::new();
         let mut kinds = Vec::new();
         for (g, v) in gvs {
-            let resources: Vec<&'static Resource> = CATALOG
+            let resources: Vec<&'static Resource> = rows
                 .iter()
+                .copied()
                 .filter(|r| r.group == g && r.version == v)
                 .collect();
             let c = schemas::components(&resources);

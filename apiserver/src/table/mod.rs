@@ -14,6 +14,7 @@ pub mod autoscaling;
 pub mod batch;
 pub mod cluster;
 pub mod core;
+pub mod metrics;
 pub mod pod;
 pub mod printers;
 pub mod storage_net;

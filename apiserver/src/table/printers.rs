@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::{admission, autoscaling, batch, cluster, core, pod, storage_net, workloads};
+use super::{admission, autoscaling, batch, cluster, core, metrics, pod, storage_net, workloads};
 
 /// One `metav1.TableColumnDefinition`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +87,7 @@ pub struct Printer {
 pub fn printer_for(group: &str, kind: &str) -> Printer {
     let (columns, cells): (&'static [Column], Cells) = match (group, kind) {
         ("", "Pod") => (pod::COLUMNS, pod::cells),
+        ("metrics.k8s.io", "NodeMetrics" | "PodMetrics") => (metrics::COLUMNS, metrics::cells),
         ("apps", "Deployment") => (workloads::DEPLOYMENT_COLUMNS, workloads::deployment_cells),
         ("apps", "ReplicaSet") => (workloads::REPLICASET_COLUMNS, workloads::replicaset_cells),
         ("autoscaling", "Scale") => (workloads::SCALE_COLUMNS, workloads::scale_cells),
