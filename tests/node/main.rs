@@ -21,6 +21,7 @@ mod container_logs;
 mod cri_containerd;
 mod kubectl_exec;
 mod local_path;
+mod network_policy;
 mod node_failover;
 mod node_lifecycle;
 mod server_embedded_agent;

@@ -142,6 +142,14 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
             }
         });
     }
+    if let Some(cidr) = cfg.host_gw.as_ref().and_then(|h| h.cluster_cidr) {
+        running.spawn(async move {
+            let ipt = crate::proxy::iptables::SystemIptables;
+            if let Err(e) = crate::host_gw::no_snat::ensure(&ipt, &cidr).await {
+                tracing::error!(error = %e, "host-gw: pods on other nodes will see node addresses");
+            }
+        });
+    }
     if let Some(host_gw) = cfg.host_gw.clone() {
         let latest = latest.clone();
         running.spawn(tasks::supervise(
