@@ -211,6 +211,12 @@ impl Rules {
     }
 }
 
+/// One rule's peers (`from` or `to`) and ports.
+type RuleParts<'a> = (
+    Option<&'a Vec<NetworkPolicyPeer>>,
+    Option<&'a Vec<NetworkPolicyPort>>,
+);
+
 struct PolicyCtx<'a> {
     policy: &'a NetworkPolicy,
     spec: &'a NetworkPolicySpec,
@@ -251,10 +257,7 @@ impl PolicyCtx<'_> {
             self.namespace(),
             self.policy.metadata.name.as_deref().unwrap_or_default()
         );
-        let rule_parts: Vec<(
-            Option<&Vec<NetworkPolicyPeer>>,
-            Option<&Vec<NetworkPolicyPort>>,
-        )> = match dir {
+        let rule_parts: Vec<RuleParts<'_>> = match dir {
             Direction::Ingress => spec
                 .ingress
                 .iter()
