@@ -1,13 +1,16 @@
 //! `k3rs server --disable <component>` (k3s's flag): which packaged components not to run.
 //!
 //! k3s's valid items are `coredns`, `servicelb`, `traefik`, `local-storage`, `metrics-server`
-//! and `runtimes`. k3rs ships four of them as built-ins rather than manifests:
+//! and `runtimes`. k3rs ships four of them as built-ins rather than manifests, and takes
+//! `network-policy` as a fifth (a separate flag in k3s):
 //! - `coredns`: the cluster DNS (the `kube-system/kube-dns` Service, the `cluster-dns`
 //!   controller that gives it endpoints, and the embedded agent's DNS server);
 //! - `servicelb`: the `servicelb` controller (LoadBalancer Services then stay pending);
 //! - `local-storage`: the local-path provisioner and its `local-path` StorageClass;
 //! - `metrics-server`: the API server's built-in `metrics.k8s.io` API (its kubelet scraper
 //!   and the group in discovery), so that a user can install their own metrics server.
+//! - `network-policy`: NetworkPolicy enforcement on the server's own node (k3s's
+//!   `--disable-network-policy`, which both commands also take; a joined agent needs its own).
 //!
 //! The others name components k3rs does not ship: disabling them changes nothing, which the
 //! server says in a warning. Anything else is refused with the list of valid items, so a typo
@@ -21,7 +24,8 @@
 #[error("--disable: {0:?} is not a packaged component (valid items: {VALID})")]
 pub struct UnknownComponent(pub String);
 
-const VALID: &str = "coredns, servicelb, traefik, local-storage, metrics-server, runtimes";
+const VALID: &str =
+    "coredns, servicelb, traefik, local-storage, metrics-server, runtimes, network-policy";
 
 /// Components k3s packages that k3rs does not ship (`--disable` of one is a no-op).
 const NOT_SHIPPED: &[&str] = &["traefik", "runtimes"];
@@ -37,6 +41,8 @@ pub struct Disabled {
     pub local_storage: bool,
     /// `metrics-server`: no built-in metrics API.
     pub metrics_server: bool,
+    /// `network-policy`: the embedded agent enforces no NetworkPolicies.
+    pub network_policy: bool,
     /// Items naming components k3rs does not ship, in the order given.
     pub not_shipped: Vec<String>,
 }
@@ -51,6 +57,7 @@ impl Disabled {
                 "servicelb" => d.servicelb = true,
                 "local-storage" => d.local_storage = true,
                 "metrics-server" => d.metrics_server = true,
+                "network-policy" => d.network_policy = true,
                 other if NOT_SHIPPED.contains(&other) => {
                     if !d.not_shipped.iter().any(|n| n == other) {
                         d.not_shipped.push(other.to_string());
@@ -93,8 +100,17 @@ mod tests {
 
     #[test]
     fn shipped_components_are_turned_off() {
-        let d = parse(&["coredns", " servicelb", "local-storage", "metrics-server"]).unwrap();
-        assert!(d.coredns && d.servicelb && d.local_storage && d.metrics_server);
+        let d = parse(&[
+            "coredns",
+            " servicelb",
+            "local-storage",
+            "metrics-server",
+            "network-policy",
+        ])
+        .unwrap();
+        assert!(
+            d.coredns && d.servicelb && d.local_storage && d.metrics_server && d.network_policy
+        );
         assert_eq!(d.controllers(), ["cluster-dns", "servicelb"]);
         assert!(d.warnings().is_empty());
     }
@@ -110,6 +126,7 @@ mod tests {
     fn components_k3rs_does_not_ship_only_warn_once_each() {
         let d = parse(&["traefik", "runtimes", "traefik"]).unwrap();
         assert!(!d.coredns && !d.servicelb && !d.local_storage && !d.metrics_server);
+        assert!(!d.network_policy);
         assert_eq!(d.not_shipped, ["traefik", "runtimes"]);
         assert_eq!(
             d.warnings()[0],

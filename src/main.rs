@@ -548,6 +548,7 @@ async fn main() -> anyhow::Result<()> {
                 });
             // The embedded agent answers cluster DNS only while the cluster has it.
             args.node.disable_cluster_dns |= disabled.coredns;
+            args.node.disable_network_policy |= disabled.network_policy;
             let agent = (!args.disable_agent && !args.disable_apiserver).then(|| {
                 let join = node_flags::Join {
                     server: format!("https://127.0.0.1:{}", args.https_listen_port),

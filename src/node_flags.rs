@@ -11,6 +11,7 @@ use k3rs_agent::dns::{DnsConfig, PORT_LABEL};
 use k3rs_agent::host_gw::HostGwConfig;
 use k3rs_agent::join::JoinToken;
 use k3rs_agent::kubelet::node_status::{machine, node, NodeConfig};
+use k3rs_agent::netpol::NetworkPolicyConfig;
 use k3rs_agent::node_agent::{self, AgentConfig, KubeletArgs};
 use k3rs_agent::proxy::{NodeContext, ProxyConfig};
 
@@ -41,6 +42,10 @@ pub struct NodeFlags {
     /// Do not run the service proxy (no iptables rules are written).
     #[arg(long, env = "K3RS_DISABLE_KUBE_PROXY")]
     pub disable_kube_proxy: bool,
+    /// Do not enforce NetworkPolicies on this node (k3s's `--disable-network-policy`; the
+    /// server's `--disable network-policy` sets it for its own node).
+    #[arg(long, env = "K3RS_DISABLE_NETWORK_POLICY")]
+    pub disable_network_policy: bool,
     /// Do not answer cluster DNS on this node (the node then serves no `kube-dns` endpoint).
     #[arg(long, env = "K3RS_DISABLE_CLUSTER_DNS")]
     pub disable_cluster_dns: bool,
@@ -99,6 +104,8 @@ impl NodeFlags {
                 cluster_cidr: Some(join.cluster_cidr),
             })
         });
+        let network_policy =
+            (!self.disable_network_policy).then(|| NetworkPolicyConfig::new(&name));
         let dns = (!self.disable_cluster_dns).then(|| DnsConfig {
             listen: node
                 .ips
@@ -132,6 +139,7 @@ impl NodeFlags {
             server: join.server,
             token: join.token,
             proxy,
+            network_policy,
             node,
             container_runtime_endpoint: self.container_runtime_endpoint.clone(),
             pause_image: self.pause_image.clone(),

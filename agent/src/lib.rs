@@ -20,6 +20,7 @@ pub mod host_gw;
 pub mod images;
 pub mod join;
 pub mod kubelet;
+pub mod netpol;
 pub mod node_agent;
 pub mod proxy;
 pub mod report;

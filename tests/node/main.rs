@@ -23,6 +23,7 @@ mod disk_pressure;
 mod kubectl_exec;
 mod local_path;
 mod metrics_top;
+mod network_policy;
 mod node_failover;
 mod node_lifecycle;
 mod private_registry;

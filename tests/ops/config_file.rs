@@ -128,7 +128,7 @@ fn a_disable_item_that_is_no_component_is_refused() {
     );
     assert!(status.is_some_and(|s| !s.success()), "{status:?}: {log}");
     assert!(
-        log.contains(r#"--disable: "core-dns" is not a packaged component (valid items: coredns, servicelb, traefik, local-storage, metrics-server, runtimes)"#),
+        log.contains(r#"--disable: "core-dns" is not a packaged component (valid items: coredns, servicelb, traefik, local-storage, metrics-server, runtimes, network-policy)"#),
         "{log}"
     );
     let (status, log, _dir) =

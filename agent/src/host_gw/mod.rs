@@ -11,6 +11,7 @@
 //! default route is ever installed; a failed route is logged and retried, it does not stop
 //! the others.
 
+pub mod no_snat;
 pub mod plan;
 pub mod routes;
 

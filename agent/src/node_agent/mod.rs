@@ -38,6 +38,9 @@ pub struct AgentConfig {
     pub csr_timeout: Duration,
     /// The service proxy's settings; `None`: no proxy.
     pub proxy: Option<crate::proxy::ProxyConfig>,
+    /// The NetworkPolicy enforcer's settings; `None`: policies are not enforced on this node
+    /// (and rules a previous run left are removed).
+    pub network_policy: Option<crate::netpol::NetworkPolicyConfig>,
     /// The cluster DNS server's settings; `None`: no DNS server.
     pub dns: Option<crate::dns::DnsConfig>,
     /// Routes to the other nodes' pod CIDRs; `None`: none (`--flannel-backend=none`).
@@ -128,6 +131,33 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
             let ipt = crate::proxy::iptables::SystemIptables;
             crate::proxy::run(latest.clone(), ipt, proxy.clone(), stop)
         }));
+    }
+    if let Some(netpol) = cfg.network_policy.clone() {
+        let latest = latest.clone();
+        running.spawn(tasks::supervise(
+            "agent/network-policy",
+            stop.clone(),
+            move |stop| {
+                let ipt = crate::proxy::iptables::SystemIptables;
+                crate::netpol::run(latest.clone(), ipt, netpol.clone(), stop)
+            },
+        ));
+    } else {
+        running.spawn(async {
+            // Disabled: take away what an enforcing run of this node may have left.
+            let ipt = crate::proxy::iptables::SystemIptables;
+            if let Err(e) = crate::netpol::sync::remove(&ipt).await {
+                tracing::debug!(error = %e, "network policy disabled; removing old rules failed");
+            }
+        });
+    }
+    if let Some(cidr) = cfg.host_gw.as_ref().and_then(|h| h.cluster_cidr) {
+        running.spawn(async move {
+            let ipt = crate::proxy::iptables::SystemIptables;
+            if let Err(e) = crate::host_gw::no_snat::ensure(&ipt, &cidr).await {
+                tracing::error!(error = %e, "host-gw: pods on other nodes will see node addresses");
+            }
+        });
     }
     if let Some(host_gw) = cfg.host_gw.clone() {
         let latest = latest.clone();

@@ -524,6 +524,20 @@ pub(super) fn cluster_roles() -> Vec<ClusterRole> {
             "system:kube-dns",
             vec![rule(&["list", "watch"], &[""], &["endpoints", "services"])],
         ),
+        // What a node's NetworkPolicy enforcer reads (k3s's agent does it with its own
+        // `system:k3s-controller` identity, which has the same read access).
+        cluster_role(
+            "k3rs:network-policy",
+            vec![
+                rule(&["list", "watch"], &[""], &["pods", "namespaces"]),
+                rule(
+                    &["list", "watch"],
+                    &["networking.k8s.io"],
+                    &["networkpolicies"],
+                ),
+                events_rule(),
+            ],
+        ),
         cluster_role(
             "system:kubelet-api-admin",
             vec![
@@ -622,6 +636,11 @@ pub(super) fn bindings() -> Vec<ClusterRoleBinding> {
         binding(
             "k3rs:node-proxier",
             "system:node-proxier",
+            vec![subject("Group", "system:nodes")],
+        ),
+        binding(
+            "k3rs:network-policy",
+            "k3rs:network-policy",
             vec![subject("Group", "system:nodes")],
         ),
         binding(
