@@ -16,6 +16,7 @@
 //! - TLS serving ([`tls`]) and HTTPS requests that pin a CA ([`https`]); atomic private
 //!   files ([`fs`]), the node's address ([`net`]), its labels ([`labels`]) and systemd
 //!   notification ([`sd_notify`]).
+//! - What in-process caches keep of an object ([`transform`]).
 
 pub mod catalog;
 pub mod clients;
@@ -42,6 +43,7 @@ pub mod serviceaccount;
 pub mod status;
 pub mod tasks;
 pub mod tls;
+pub mod transform;
 pub mod users;
 pub mod validation;
 pub mod version;

@@ -64,6 +64,7 @@ pub use selection::Selection;
 
 use k3rs_apimachinery::clients::ClientBuilder;
 use k3rs_apimachinery::tasks;
+use k3rs_apimachinery::transform::strip_managed_fields;
 
 /// What a controller is started with.
 #[derive(Clone)]
@@ -382,7 +383,7 @@ where
 
 /// A cache of every `K` that `api` lists, kept current by a watch in the returned task
 /// (abort it to stop). The store is empty until the first list completes
-/// (`Store::wait_until_ready`).
+/// (`Store::wait_until_ready`). It holds objects without their managedFields.
 pub(crate) fn informer<K>(api: Api<K>) -> (Store<K>, JoinHandle<()>)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -390,7 +391,9 @@ where
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(
         writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
+        watcher(api, watcher::Config::default())
+            .modify(strip_managed_fields)
+            .default_backoff(),
     );
     let task = tokio::spawn(stream.for_each(|_| async {}));
     (reader, task)
@@ -398,7 +401,7 @@ where
 
 /// A cache of every `K` the client lists, and the stream of the objects each change touches,
 /// for `Controller::watches_stream`/`owns_stream` (the cache is current once the stream is
-/// polled).
+/// polled). Neither holds managedFields.
 pub(crate) fn watched<K>(
     client: &kube::Client,
 ) -> (
@@ -411,7 +414,8 @@ where
     let (store, writer) = reflector::store();
     let events = reflector::reflector(
         writer,
-        watcher(Api::<K>::all(client.clone()), watcher::Config::default()),
+        watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+            .modify(strip_managed_fields),
     )
     .default_backoff()
     .touched_objects();

@@ -21,6 +21,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use k3rs_apimachinery::transform::strip_managed_fields;
+
 use super::algorithm;
 use super::cache::{self, Cache, PodChange};
 use super::filters::PodInfo;
@@ -110,7 +112,9 @@ where
     let (store, writer) = reflector::store();
     let events = reflector::reflector(
         writer,
-        watcher(Api::<K>::all(client.clone()), watcher::Config::default()).default_backoff(),
+        watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+            .modify(strip_managed_fields)
+            .default_backoff(),
     )
     .map(|_| ());
     (store, events)
@@ -118,10 +122,13 @@ where
 
 /// Runs the scheduler with `client` (its identity: `system:kube-scheduler`) until `stop`.
 pub async fn run(client: kube::Client, stop: CancellationToken) {
-    let pods =
-        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).default_backoff();
-    let nodes =
-        watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
+    // The scheduler's cache holds every pod and node: without their managedFields.
+    let pods = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
+        .modify(strip_managed_fields)
+        .default_backoff();
+    let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
+        .modify(strip_managed_fields)
+        .default_backoff();
     let (claims, e1) = storage_watch::<PersistentVolumeClaim>(&client);
     let (volumes, e2) = storage_watch::<PersistentVolume>(&client);
     let (classes, e3) = storage_watch::<StorageClass>(&client);

@@ -1,7 +1,7 @@
 //! The controllers of `k3rs server` against its API, with hollow nodes where pods must run:
 //! workloads, jobs, daemonsets, garbage collection, namespaces, the scheduler, disruption
 //! budgets, endpoints and persistent volumes; and their supervision (a panicking controller is
-//! restarted and reported).
+//! restarted and reported); and a small scale run as a regression guard.
 //!
 //! One test binary for the area: each file here is a module, reaching the shared helpers as
 //! `crate::common`.
@@ -22,5 +22,6 @@ mod job_controller;
 mod long_names;
 mod namespace_controller;
 mod persistent_volumes;
+mod scale_guard;
 mod scheduler;
 mod supervision;

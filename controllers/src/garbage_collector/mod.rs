@@ -8,6 +8,7 @@
 //! `foregroundDeletion` finalizer) goes once its `blockOwnerDeletion` dependents are gone; an
 //! owner deleted with `Orphan` (the `orphan` finalizer) goes once no dependent references it.
 //! An owner is taken as gone only after a live read confirms it (404 or another uid).
+//! The caches hold each object's ownership metadata only (`keep_ownership`).
 //!
 //! Upstream keeps an incremental dependency graph; this one recomputes the decisions from the
 //! informers' caches (level-triggered, and so restart-safe), which is linear in the number of
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::discovery::{verbs, ApiResource, Discovery};
 use kube::runtime::reflector::{self, Store};
@@ -134,7 +136,9 @@ impl Collector {
         let changed = self.changed.clone();
         let stream = reflector::reflector(
             writer,
-            watcher(api, watcher::Config::default()).default_backoff(),
+            watcher(api, watcher::Config::default())
+                .modify(keep_ownership)
+                .default_backoff(),
         );
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
@@ -315,6 +319,24 @@ impl Collector {
     }
 }
 
+/// What the collector's caches keep of an object: the identity and ownership metadata its
+/// decisions and writes read (upstream's collector watches metadata only); the body, labels,
+/// annotations and managedFields go.
+fn keep_ownership(obj: &mut DynamicObject) {
+    let m = std::mem::take(&mut obj.metadata);
+    obj.metadata = ObjectMeta {
+        name: m.name,
+        namespace: m.namespace,
+        uid: m.uid,
+        resource_version: m.resource_version,
+        owner_references: m.owner_references,
+        finalizers: m.finalizers,
+        deletion_timestamp: m.deletion_timestamp,
+        ..ObjectMeta::default()
+    };
+    obj.data = Value::Null;
+}
+
 /// Sets `metadata.<field>` to `items` (removed when empty) with a merge patch that holds the
 /// resourceVersion the decision was made at (409 when the object changed since).
 async fn set_metadata_list(
@@ -333,4 +355,35 @@ async fn set_metadata_list(
     api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caches_keep_identity_and_ownership_only() {
+        let mut pod: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "labels": {"app": "a"}, "annotations": {"note": "x"},
+                "finalizers": ["f"], "deletionTimestamp": "2026-11-29T10:00:00Z",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "rs", "uid": "u0", "blockOwnerDeletion": true}],
+                "managedFields": [{"manager": "m", "operation": "Update"}]},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        keep_ownership(&mut pod);
+        let kept = serde_json::to_value(&pod.metadata).unwrap_or_default();
+        assert_eq!(
+            kept,
+            json!({"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "finalizers": ["f"], "deletionTimestamp": "2026-11-29T10:00:00Z",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "rs", "uid": "u0", "blockOwnerDeletion": true}]})
+        );
+        assert_eq!(pod.data, Value::Null);
+        assert_eq!(pod.types.map(|t| t.kind).as_deref(), Some("Pod"));
+    }
 }
