@@ -153,17 +153,28 @@ pub fn json(k: &Kubectl, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&k.ok(&all)).expect("kubectl json")
 }
 
-/// Waits (90 s at most) until `check` holds for `kubectl get <args> -o json`.
+/// Waits (90 s at most) until `check` holds for `kubectl get <args> -o json`; a timeout shows
+/// the last object seen.
 pub fn wait_json(
     k: &Kubectl,
     what: &str,
     args: &[&str],
     check: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    super::wait_for(what, Duration::from_secs(90), || {
+    let timeout = Duration::from_secs(90);
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
         let v = json(k, args);
-        check(&v).then_some(v)
-    })
+        if check(&v) {
+            return v;
+        }
+        if std::time::Instant::now() >= deadline {
+            let mut last = v.to_string();
+            last.truncate(last.floor_char_boundary(6000));
+            panic!("timed out after {timeout:?} waiting for {what}; last seen: {last}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The words of the header line of `kubectl get` output.

@@ -212,7 +212,7 @@ fn scenario(lab: &NodeLab) {
         "the pod's image stays: {listed:?}"
     );
     assert!(
-        has_image(&listed, "docker.io/k3rs/pause:3.6"),
+        has_image(&listed, k3rs_agent::images::pause::IMAGE),
         "the sandbox image stays: {listed:?}"
     );
     let p = json(&k, &["get", "pod", "writer", "-o", "json"]);

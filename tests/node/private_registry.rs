@@ -263,10 +263,8 @@ fn scenario(lab: &NodeLab) {
         &["apply", "-f", "-"],
         Some(&pod("anonymous", PRIVATE_IMAGE, j!({}))),
     );
-    let w = waiting(&k, "anonymous", "ErrImagePull");
-    let message = w["message"].as_str().unwrap_or_default().to_string();
-    assert!(message.contains("401 Unauthorized"), "{w}");
-    assert!(message.contains(PRIVATE_IMAGE), "{w}");
+    // ErrImagePull lasts only until the next sync of the pod; its message stays in the
+    // `Failed` Event.
     let w = waiting(&k, "anonymous", "ImagePullBackOff");
     assert_eq!(
         w["message"],
@@ -279,6 +277,13 @@ fn scenario(lab: &NodeLab) {
             .iter()
             .any(|(r, m)| r == reason && m.starts_with(prefix))
     };
+    let pull_failure = format!("Failed to pull image \"{PRIVATE_IMAGE}\": ");
+    assert!(
+        events.iter().any(|(r, m)| r == "Failed"
+            && m.starts_with(&pull_failure)
+            && m.contains("401 Unauthorized")),
+        "the registry's answer: {events:?}"
+    );
     assert!(
         has(
             "Failed",
@@ -301,13 +306,13 @@ fn scenario(lab: &NodeLab) {
         j!({"imagePullSecrets": [{"name": "wrong"}]}),
     );
     k.ok_stdin(&["apply", "-f", "-"], Some(&wrong));
-    let w = waiting(&k, "wrong", "ErrImagePull");
+    waiting(&k, "wrong", "ImagePullBackOff");
+    let events = events_of(&k, "wrong");
     assert!(
-        w["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("401 Unauthorized"),
-        "{w}"
+        events.iter().any(|(r, m)| r == "Failed"
+            && m.starts_with(&pull_failure)
+            && m.contains("401 Unauthorized")),
+        "{events:?}"
     );
     let right = pod(
         "right",

@@ -44,7 +44,7 @@ fn curl_pipe_install_runs_a_pod_with_the_embedded_pause_image() {
 }
 
 /// The ExecStart command of a unit written by install.sh (one argument per continued line,
-/// quoted the way install.sh quotes: none of ours needs it).
+/// double-quoted as install.sh quotes an argument with shell characters).
 fn exec_start(unit: &str) -> Vec<String> {
     let mut words = Vec::new();
     let lines = unit.lines().skip_while(|l| !l.starts_with("ExecStart="));
@@ -55,11 +55,21 @@ fn exec_start(unit: &str) -> Vec<String> {
             None => (line, false),
         };
         let word = body.trim();
-        assert!(
-            !word.contains(['"', '$', '%']),
-            "an ExecStart argument needs unquoting: {word}"
-        );
-        words.extend(word.split_whitespace().map(String::from));
+        // A double-quoted argument (install.sh quotes those with shell characters) is taken
+        // whole when it holds nothing systemd would expand or unescape.
+        let quoted = word
+            .strip_prefix('"')
+            .and_then(|w| w.strip_suffix('"'))
+            .filter(|w| !w.contains(['"', '\\', '$', '%']));
+        if let Some(arg) = quoted {
+            words.push(arg.to_string());
+        } else {
+            assert!(
+                !word.contains(['"', '$', '%']),
+                "an ExecStart argument needs unquoting: {word}"
+            );
+            words.extend(word.split_whitespace().map(String::from));
+        }
         if !continued {
             break;
         }
