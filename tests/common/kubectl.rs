@@ -169,8 +169,7 @@ pub fn wait_json(
             return v;
         }
         if std::time::Instant::now() >= deadline {
-            let mut last = v.to_string();
-            last.truncate(last.floor_char_boundary(6000));
+            let last: String = v.to_string().chars().take(6000).collect();
             panic!("timed out after {timeout:?} waiting for {what}; last seen: {last}");
         }
         std::thread::sleep(Duration::from_millis(50));
