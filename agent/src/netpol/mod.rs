@@ -35,6 +35,7 @@ use std::time::Duration;
 
 use futures::{stream, StreamExt};
 use k3rs_apimachinery::events::{EventRecorder, EventType};
+use k3rs_apimachinery::transform::strip_managed_fields;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::runtime::reflector::{self, Store};
@@ -108,7 +109,9 @@ where
     let (store, writer) = reflector::store::<K>();
     let events = reflector::reflector(
         writer,
-        watcher(Api::<K>::all(client.clone()), watcher::Config::default()),
+        // Every pod of the cluster is cached: without managedFields, as the controllers'.
+        watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+            .modify(strip_managed_fields),
     )
     .default_backoff()
     .map(move |e| seen(e, which));
