@@ -20,8 +20,8 @@ pub fn prepare_for_status_update(r: &Resource, body: &Value, new: &mut Value) {
 /// Deployment a change of its annotations too (they are copied to its ReplicaSets).
 pub fn bumps_generation(r: &Resource, new: &Value, old: &Value) -> bool {
     let differs = |path: &[&str]| {
-        let at = |v: &Value| path.iter().fold(v.clone(), |v, k| v[*k].clone());
-        !k3rs_apimachinery::semantic::equal(&at(new), &at(old))
+        let at = |v| path.iter().fold(v, |v: &Value, k| &v[*k]);
+        !k3rs_apimachinery::semantic::equal(at(new), at(old))
     };
     let deployment = (r.group, r.kind) == ("apps", "Deployment");
     r.has_spec && differs(&["spec"]) || deployment && differs(&["metadata", "annotations"])
