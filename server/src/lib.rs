@@ -325,7 +325,10 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let sup = supervisor_state(&pki, ids, Some(node.clone()))?;
     let https_server = match &cfg.api {
         Some(_) => {
-            let ds = Arc::new(datastore::Embedded::new(node.clone()));
+            let ds = Arc::new(
+                datastore::Embedded::new(node.clone())
+                    .with_quota(datastore::quota::Quota::from_flag(cfg.quota_backend_bytes)),
+            );
             match secrets_encryption(&cfg, &pki, ds, ids, &shutdown) {
                 Ok((ds, encryption)) => {
                     apiserver::ApiServer::bind(&api_config(&cfg), &pki, ds, shutdown.clone())

@@ -24,6 +24,7 @@ mod kubectl_suite;
 mod kubectl_vap;
 mod metrics_api;
 mod name_lengths;
+mod nospace;
 mod openapi_v2;
 mod python_client;
 mod served_objects;
