@@ -205,6 +205,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let restore = etcd_snapshot::restore::verify_requested(
         cfg.cluster_reset_restore_path.as_deref(),
         cfg.cluster_reset,
+        &server_dir.join("tmp"),
     )?;
     pki::files::create_dir(&server_dir)?;
     ready_notify::progress("starting: certificates and datastore");
@@ -307,8 +308,8 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         // (and drop the members added meanwhile).
         node.shutdown().await?;
         tracing::info!("cluster reset done: this server is a cluster of one with its data; restart it without --cluster-reset");
-        if let Some(r) = &restore {
-            tracing::info!(snapshot = %r.path.display(), revision = r.found.revision, "restored; restart without --cluster-reset and --cluster-reset-restore-path; on the other servers, back up and delete <data-dir>/server/db, then start them to rejoin");
+        if let (Some(r), Some(path)) = (&restore, &cfg.cluster_reset_restore_path) {
+            tracing::info!(snapshot = %path.display(), revision = r.found.revision, "restored; restart without --cluster-reset and --cluster-reset-restore-path; on the other servers, back up and delete <data-dir>/server/db, then start them to rejoin");
         }
         return Ok(());
     }
