@@ -35,16 +35,23 @@ impl Default for Args {
 /// A `--kube-controller-manager-arg` that cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ArgError {
+    /// The item (given) has no `=`.
     #[error("--kube-controller-manager-arg {0:?}: expected KEY=VALUE")]
     NotKeyValue(String),
+    /// The flag (given) is not one this controller manager implements.
     #[error("--kube-controller-manager-arg: unsupported kube-controller-manager flag {0:?} (supported: controllers, cluster-cidr, node-monitor-grace-period)")]
     Unsupported(String),
+    /// The flag's value does not parse.
     #[error("--kube-controller-manager-arg {key}: {value:?} is not a valid {what}")]
     Invalid {
+        /// The flag (e.g. `cluster-cidr`).
         key: &'static str,
+        /// The value given.
         value: String,
+        /// What the value should be (e.g. `CIDR`, `duration`).
         what: &'static str,
     },
+    /// `controllers` names a controller the manager does not have.
     #[error(transparent)]
     Controllers(#[from] UnknownController),
 }

@@ -2,7 +2,6 @@
 //! `local-path` StorageClass, the hostPath volume for a claim on its selected node, and the
 //! steps of deleting a released volume's directory through a helper pod on that node.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
@@ -211,15 +210,16 @@ pub fn teardown(volume: &PersistentVolume, helper: Option<&Pod>) -> Teardown {
     }
 }
 
-/// The labels-free default-class annotation map (for tests and the admission plugin).
-pub fn default_annotation() -> BTreeMap<String, String> {
-    BTreeMap::from([(DEFAULT_CLASS_ANNOTATION.to_string(), "true".to_string())])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use k3rs_apimachinery::volume::fixtures::{pv, pvc};
+    use std::collections::BTreeMap;
+
+    /// The default-class annotation map.
+    fn default_annotation() -> BTreeMap<String, String> {
+        BTreeMap::from([(DEFAULT_CLASS_ANNOTATION.to_string(), "true".to_string())])
+    }
 
     fn claim() -> PersistentVolumeClaim {
         pvc(
