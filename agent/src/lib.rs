@@ -24,3 +24,4 @@ pub mod netpol;
 pub mod node_agent;
 pub mod proxy;
 pub mod report;
+pub mod watches;
