@@ -22,5 +22,7 @@ pub mod join;
 pub mod kubelet;
 pub mod netpol;
 pub mod node_agent;
+pub mod pod_network;
 pub mod proxy;
 pub mod report;
+pub mod vxlan;
