@@ -323,3 +323,27 @@ fn host_gw_scenario(lab: &TwoNodeLab) {
         "host-gw makes no VXLAN device: {links}"
     );
 }
+
+#[test]
+fn wireguard_native_is_refused_at_start() {
+    NodeLab::run("wg", |lab| {
+        let out = Command::new("timeout")
+            .arg("60")
+            .arg(env!("CARGO_BIN_EXE_k3rs"))
+            .args(["server", "--data-dir"])
+            .arg(lab.scratch.path().join("data"))
+            .args(["--flannel-backend", "wireguard-native"])
+            .env("K3RS_CONFIG_FILE", "/dev/null")
+            .output()
+            .expect("k3rs server");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("--flannel-backend=wireguard-native") && stderr.contains("use vxlan"),
+            "{stderr}"
+        );
+        // The probe link, if the kernel made one, is gone.
+        let links = ip_in("ip", lab, &["link", "show"]);
+        assert!(!links.contains("k3rs-wgprobe"), "{links}");
+    });
+}
