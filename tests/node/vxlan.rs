@@ -228,6 +228,9 @@ fn vxlan_scenario(lab: &TwoNodeLab) {
     );
     assert_eq!(client["spec"]["nodeName"], A);
     let client_ip = client["status"]["podIP"].as_str().unwrap().to_string();
+    // Pods get the tunnel's MTU.
+    let mtu = k.ok(&["exec", "client", "--", "cat", "/sys/class/net/eth0/mtu"]);
+    assert_eq!(mtu.trim(), "1450");
     // Pod to pod across the router, unmasqueraded: the web pod sees the client pod's address.
     let direct = common::wait_for(
         "the client's direct fetch from the web pod",

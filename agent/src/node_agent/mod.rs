@@ -243,6 +243,12 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
                 (latest.clone(), cfg.node.name.clone(), cfg.data_dir.clone());
             let conf_dir =
                 crate::containerd::Layout::new(&pods::agent_dir(&cfg.data_dir)).cni_conf_dir;
+            let mtu = match &cfg.pod_network {
+                crate::pod_network::PodNetwork::Vxlan(v) => {
+                    crate::vxlan::pod_mtu(&crate::vxlan::kernel::IpOverlay, v).await
+                }
+                _ => None,
+            };
             running.spawn(tasks::supervise(
                 "agent/cni-config",
                 stop.clone(),
@@ -252,6 +258,7 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
                         node.clone(),
                         data_dir.clone(),
                         conf_dir.clone(),
+                        mtu,
                         stop,
                     )
                 },

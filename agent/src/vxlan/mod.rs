@@ -15,6 +15,8 @@
 //!   device's current MAC, then the entries of [`plan`].
 //! - Nothing is routed before this node has a pod CIDR (the device's address is its
 //!   network address).
+//! - Pods get `flannel.1`'s MTU ([`pod_mtu`], written into the CNI conflist), so their
+//!   packets fit in the tunnel without fragmenting.
 //! - IP forwarding is turned on at start; a failed change is logged and retried, it does not
 //!   stop the others.
 //!
@@ -187,6 +189,23 @@ pub async fn run<O: Overlay>(
         tracing::error!(error = %e, "vxlan: pods on other nodes will not be reachable");
     }
     crate::pod_network::watch::run(clients, Vxlan { kernel, cfg }, "vxlan", stop).await;
+}
+
+/// The pods' MTU under the overlay: `flannel.1`'s (the node interface's minus the VXLAN
+/// overhead), as flannel hands its CNI plugin; `None` (logged) if the interface is not found.
+pub async fn pod_mtu<O: Overlay>(kernel: &O, cfg: &VxlanConfig) -> Option<u32> {
+    let ip = cfg.node_ip?;
+    match kernel.interface_of(ip).await {
+        Ok(Some(link)) => Some(DeviceSpec::new(ip, &link.name, link.mtu).mtu),
+        Ok(None) => {
+            tracing::warn!(%ip, "vxlan: no interface holds the node address; pods keep the default MTU");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "vxlan: reading the node interface's MTU failed; pods keep the default MTU");
+            None
+        }
+    }
 }
 
 /// Removes `flannel.1` if a vxlan run left it (the node now runs another backend).

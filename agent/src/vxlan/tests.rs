@@ -121,3 +121,13 @@ async fn nothing_is_routed_before_the_node_has_a_pod_cidr() {
     assert!(sync_entries(&fake, &cfg(), &[a, b]).await);
     assert_eq!(fake.take(), []);
 }
+
+#[tokio::test]
+async fn pods_get_the_tunnels_mtu() {
+    assert_eq!(pod_mtu(&fake(), &cfg()).await, Some(1450));
+    let elsewhere = VxlanConfig {
+        node_ip: Some(Ipv4Addr::new(10, 9, 9, 9)),
+        ..cfg()
+    };
+    assert_eq!(pod_mtu(&fake(), &elsewhere).await, None);
+}
