@@ -13,6 +13,8 @@
 //! - Every sync first makes sure `flannel.1` exists as [`device`] says (re-creating it if
 //!   its tunnel settings changed), then that this node's Node carries the annotations of the
 //!   device's current MAC, then the entries of [`plan`].
+//! - A node whose address is loopback or not IPv4 (a single-node test setup) gets no
+//!   overlay and keeps the default pod MTU; that is logged once.
 //! - Nothing is routed before this node has a pod CIDR (the device's address is its
 //!   network address).
 //! - Pods get `flannel.1`'s MTU ([`pod_mtu`], written into the CNI conflist), so their
@@ -58,6 +60,10 @@ pub struct VxlanConfig {
 pub enum SetupError {
     #[error("the node has no IPv4 address for the VXLAN tunnel (--node-ip)")]
     NoNodeIp,
+    #[error(
+        "the node address {0} is a loopback address: no other node can reach its VXLAN tunnel"
+    )]
+    Loopback(Ipv4Addr),
     #[error("no interface holds the node address {0}")]
     NoInterface(Ipv4Addr),
     #[error("{} disappeared right after it was set up", plan::DEVICE)]
@@ -66,12 +72,21 @@ pub enum SetupError {
     Kernel(#[from] kernel::Error),
 }
 
+/// The tunnel's local address: the node's IPv4 address, unless it has none or a loopback one.
+fn tunnel_ip(cfg: &VxlanConfig) -> Result<Ipv4Addr, SetupError> {
+    match cfg.node_ip {
+        None => Err(SetupError::NoNodeIp),
+        Some(ip) if ip.is_loopback() => Err(SetupError::Loopback(ip)),
+        Some(ip) => Ok(ip),
+    }
+}
+
 /// Makes `flannel.1` what [`device`] says; its MAC and the tunnel's local address.
 pub async fn ensure_device<O: Overlay>(
     kernel: &O,
     cfg: &VxlanConfig,
 ) -> Result<(Mac, Ipv4Addr), SetupError> {
-    let local = cfg.node_ip.ok_or(SetupError::NoNodeIp)?;
+    let local = tunnel_ip(cfg)?;
     let link = kernel
         .interface_of(local)
         .await?
@@ -188,13 +203,19 @@ pub async fn run<O: Overlay>(
     if let Err(e) = kernel.enable_forwarding().await {
         tracing::error!(error = %e, "vxlan: pods on other nodes will not be reachable");
     }
+    if let Err(e) = tunnel_ip(&cfg) {
+        // Nothing to retry: the node's address is given at start.
+        tracing::warn!("vxlan: {e}; no overlay on this node");
+        stop.cancelled().await;
+        return;
+    }
     crate::pod_network::watch::run(clients, Vxlan { kernel, cfg }, "vxlan", stop).await;
 }
 
 /// The pods' MTU under the overlay: `flannel.1`'s (the node interface's minus the VXLAN
 /// overhead), as flannel hands its CNI plugin; `None` (logged) if the interface is not found.
 pub async fn pod_mtu<O: Overlay>(kernel: &O, cfg: &VxlanConfig) -> Option<u32> {
-    let ip = cfg.node_ip?;
+    let ip = tunnel_ip(cfg).ok()?;
     match kernel.interface_of(ip).await {
         Ok(Some(link)) => Some(DeviceSpec::new(ip, &link.name, link.mtu).mtu),
         Ok(None) => {

@@ -130,4 +130,13 @@ async fn pods_get_the_tunnels_mtu() {
         ..cfg()
     };
     assert_eq!(pod_mtu(&fake(), &elsewhere).await, None);
+    let loopback = VxlanConfig {
+        node_ip: Some(Ipv4Addr::LOCALHOST),
+        ..cfg()
+    };
+    assert_eq!(pod_mtu(&fake(), &loopback).await, None);
+    assert!(matches!(
+        ensure_device(&fake(), &loopback).await,
+        Err(SetupError::Loopback(_))
+    ));
 }
