@@ -13,7 +13,9 @@ use k3rs_agent::join::JoinToken;
 use k3rs_agent::kubelet::node_status::{machine, node, NodeConfig};
 use k3rs_agent::netpol::NetworkPolicyConfig;
 use k3rs_agent::node_agent::{self, AgentConfig, KubeletArgs};
+use k3rs_agent::pod_network::{self, PodNetwork};
 use k3rs_agent::proxy::{NodeContext, ProxyConfig};
+use k3rs_agent::vxlan::VxlanConfig;
 
 #[derive(Args, Clone)]
 pub struct NodeFlags {
@@ -52,10 +54,12 @@ pub struct NodeFlags {
     /// The port the node's cluster DNS answers on, at each node IP (UDP and TCP).
     #[arg(long, env = "K3RS_CLUSTER_DNS_PORT", default_value_t = 53)]
     pub cluster_dns_port: u16,
-    /// How pods reach pods on other nodes: `host-gw` (routes to each node's pod CIDR via its
-    /// InternalIP; the nodes share a layer-2 network) or `none`.
-    #[arg(long, env = "K3RS_FLANNEL_BACKEND", default_value = "host-gw",
-        value_parser = ["host-gw", "none"])]
+    /// How pods reach pods on other nodes: `vxlan` (an overlay through the `flannel.1` VXLAN
+    /// device, UDP 8472; the nodes only need to reach each other by IP), `host-gw` (routes to
+    /// each node's pod CIDR via its InternalIP; the nodes share a layer-2 network) or `none`.
+    /// `wireguard-native` is refused. Every node of a cluster must use the same backend.
+    #[arg(long, env = "K3RS_FLANNEL_BACKEND", default_value = "vxlan",
+        value_parser = pod_network::BACKENDS)]
     pub flannel_backend: String,
     /// The private registry configuration file (k3s's registries.yaml format: mirrors and
     /// per-registry auth and TLS); a missing file is no configuration.
@@ -75,6 +79,8 @@ pub enum NodeConfigError {
     KubeletArg(#[from] k3rs_agent::node_agent::kubelet_args::KubeletArgError),
     #[error("--private-registry: {}", k3rs_agent::report::error_chain(.0))]
     Registries(#[from] registries::Error),
+    #[error("{0}")]
+    FlannelBackend(String),
 }
 
 /// Where the node's agent joins, and as what.
@@ -129,13 +135,30 @@ impl NodeFlags {
             node.labels
                 .insert(PORT_LABEL.to_string(), self.cluster_dns_port.to_string());
         }
-        let host_gw = (self.flannel_backend == "host-gw").then(|| HostGwConfig {
-            node_name: name.clone(),
-            cluster_cidr: Some(ipnet::IpNet::V4(join.cluster_cidr)),
-        });
+        let cluster_cidr = Some(ipnet::IpNet::V4(join.cluster_cidr));
+        let pod_network = match self.flannel_backend.as_str() {
+            "host-gw" => PodNetwork::HostGw(HostGwConfig {
+                node_name: name.clone(),
+                cluster_cidr,
+            }),
+            "vxlan" => PodNetwork::Vxlan(VxlanConfig {
+                node_name: name.clone(),
+                node_ip: node.ips.iter().find_map(|ip| match ip {
+                    IpAddr::V4(v4) => Some(*v4),
+                    IpAddr::V6(_) => None,
+                }),
+                cluster_cidr,
+            }),
+            "none" => PodNetwork::None,
+            _ => {
+                return Err(NodeConfigError::FlannelBackend(
+                    pod_network::wireguard_refusal(),
+                ))
+            }
+        };
         Ok(AgentConfig {
             dns,
-            host_gw,
+            pod_network,
             server: join.server,
             token: join.token,
             proxy,

@@ -22,6 +22,8 @@ pub mod join;
 pub mod kubelet;
 pub mod netpol;
 pub mod node_agent;
+pub mod pod_network;
 pub mod proxy;
 pub mod report;
+pub mod vxlan;
 pub mod watches;

@@ -31,3 +31,4 @@ mod server_embedded_agent;
 mod servicelb;
 mod two_nodes;
 mod two_nodes_failover;
+mod vxlan;

@@ -45,6 +45,9 @@ pub struct Config {
     /// host-local's allocation store (`<agent>/cni/networks`), so agents sharing a machine
     /// do not share it.
     pub ipam_data_dir: PathBuf,
+    /// The bridge's and the pods' MTU (the overlay's, below the node interface's); `None`:
+    /// the kernel's default.
+    pub mtu: Option<u32>,
 }
 
 impl Config {
@@ -55,6 +58,7 @@ impl Config {
             bridge: "cni0".to_string(),
             pod_cidrs,
             ipam_data_dir: agent_dir.join("cni/networks"),
+            mtu: None,
         }
     }
 
@@ -102,6 +106,7 @@ impl Config {
                 Bridge {
                     r#type: "bridge",
                     bridge: &self.bridge,
+                    mtu: self.mtu,
                     is_gateway: true,
                     ip_masq: true,
                     hairpin_mode: true,
@@ -140,6 +145,8 @@ struct Conflist<'a> {
 struct Bridge<'a> {
     r#type: &'static str,
     bridge: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mtu: Option<u32>,
     is_gateway: bool,
     ip_masq: bool,
     hairpin_mode: bool,
@@ -250,6 +257,14 @@ mod tests {
 }
 "#;
         assert_eq!(c.render().unwrap(), expected);
+    }
+
+    #[test]
+    fn an_overlay_mtu_is_the_bridges() {
+        let mut c = Config::new(vec![cidr("10.42.3.0/24")], Path::new("/a"));
+        c.mtu = Some(1450);
+        let v: serde_json::Value = serde_json::from_str(&c.render().unwrap()).unwrap();
+        assert_eq!(v["plugins"][0]["mtu"], 1450);
     }
 
     #[test]

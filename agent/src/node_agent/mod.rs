@@ -43,8 +43,8 @@ pub struct AgentConfig {
     pub network_policy: Option<crate::netpol::NetworkPolicyConfig>,
     /// The cluster DNS server's settings; `None`: no DNS server.
     pub dns: Option<crate::dns::DnsConfig>,
-    /// Routes to the other nodes' pod CIDRs; `None`: none (`--flannel-backend=none`).
-    pub host_gw: Option<crate::host_gw::HostGwConfig>,
+    /// How pods reach the other nodes' pods (`--flannel-backend`).
+    pub pod_network: crate::pod_network::PodNetwork,
     /// `--private-registry` (`registries.yaml`), rendered into the agent's containerd config.
     pub registries: crate::containerd::registries::Registries,
     /// `--system-default-registry`: where the system images (the sandbox image) come from.
@@ -57,6 +57,44 @@ pub fn node_ips(given: &[IpAddr]) -> Vec<IpAddr> {
         vec![node_status::machine::default_ip()]
     } else {
         given.to_vec()
+    }
+}
+
+/// Starts the pod network backend. host-gw removes the `flannel.1` a vxlan run left (`none`
+/// leaves it: the node's pod network may be someone else's, e.g. a flannel of their own).
+fn spawn_pod_network(
+    running: &mut tokio::task::JoinSet<()>,
+    network: &crate::pod_network::PodNetwork,
+    latest: &tokio::sync::watch::Receiver<kube::Client>,
+    stop: &CancellationToken,
+) {
+    use crate::pod_network::PodNetwork;
+    use crate::vxlan::kernel::IpOverlay;
+    if matches!(network, PodNetwork::HostGw(_)) {
+        running.spawn(async {
+            if let Err(e) = crate::vxlan::remove(&IpOverlay).await {
+                tracing::warn!(error = %e, "removing the vxlan device failed");
+            }
+        });
+    }
+    let latest = latest.clone();
+    match network.clone() {
+        PodNetwork::None => {}
+        PodNetwork::HostGw(host_gw) => {
+            running.spawn(tasks::supervise(
+                "agent/host-gw",
+                stop.clone(),
+                move |stop| {
+                    let routes = crate::host_gw::routes::IpRoute;
+                    crate::host_gw::run(latest.clone(), routes, host_gw.clone(), stop)
+                },
+            ));
+        }
+        PodNetwork::Vxlan(vxlan) => {
+            running.spawn(tasks::supervise("agent/vxlan", stop.clone(), move |stop| {
+                crate::vxlan::run(latest.clone(), IpOverlay, vxlan.clone(), stop)
+            }));
+        }
     }
 }
 
@@ -151,25 +189,15 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
             }
         });
     }
-    if let Some(cidr) = cfg.host_gw.as_ref().and_then(|h| h.cluster_cidr) {
+    if let Some(cidr) = cfg.pod_network.cluster_cidr() {
         running.spawn(async move {
             let ipt = crate::proxy::iptables::SystemIptables;
-            if let Err(e) = crate::host_gw::no_snat::ensure(&ipt, &cidr).await {
-                tracing::error!(error = %e, "host-gw: pods on other nodes will see node addresses");
+            if let Err(e) = crate::pod_network::no_snat::ensure(&ipt, &cidr).await {
+                tracing::error!(error = %e, "pod network: pods on other nodes will see node addresses");
             }
         });
     }
-    if let Some(host_gw) = cfg.host_gw.clone() {
-        let latest = latest.clone();
-        running.spawn(tasks::supervise(
-            "agent/host-gw",
-            stop.clone(),
-            move |stop| {
-                let routes = crate::host_gw::routes::IpRoute;
-                crate::host_gw::run(latest.clone(), routes, host_gw.clone(), stop)
-            },
-        ));
-    }
+    spawn_pod_network(&mut running, &cfg.pod_network, &latest, &stop);
     if let Some(dns) = cfg.dns.clone() {
         let latest = latest.clone();
         running.spawn(tasks::supervise("agent/dns", stop.clone(), move |stop| {
@@ -215,6 +243,12 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
                 (latest.clone(), cfg.node.name.clone(), cfg.data_dir.clone());
             let conf_dir =
                 crate::containerd::Layout::new(&pods::agent_dir(&cfg.data_dir)).cni_conf_dir;
+            let mtu = match &cfg.pod_network {
+                crate::pod_network::PodNetwork::Vxlan(v) => {
+                    crate::vxlan::pod_mtu(&crate::vxlan::kernel::IpOverlay, v).await
+                }
+                _ => None,
+            };
             running.spawn(tasks::supervise(
                 "agent/cni-config",
                 stop.clone(),
@@ -224,6 +258,7 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
                         node.clone(),
                         data_dir.clone(),
                         conf_dir.clone(),
+                        mtu,
                         stop,
                     )
                 },

@@ -172,13 +172,15 @@ pub async fn write_cni_config(
     node_name: String,
     data_dir: PathBuf,
     conf_dir: PathBuf,
+    mtu: Option<u32>,
     stop: CancellationToken,
 ) {
     loop {
         let api: Api<Node> = Api::all(clients.borrow().clone());
         match api.get_opt(&node_name).await {
             Ok(Some(n)) if !pod_cidrs(&n).is_empty() => {
-                let config = cni::Config::new(pod_cidrs(&n), &agent_dir(&data_dir));
+                let mut config = cni::Config::new(pod_cidrs(&n), &agent_dir(&data_dir));
+                config.mtu = mtu;
                 match cni::write(&config, &conf_dir) {
                     Ok(path) => {
                         tracing::info!(conflist = %path.display(), cidrs = ?config.pod_cidrs, "CNI network configured");
