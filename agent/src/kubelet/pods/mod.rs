@@ -23,6 +23,7 @@ mod pull;
 mod record;
 mod start;
 pub mod sync;
+pub mod update;
 pub mod volumes;
 pub mod workers;
 
