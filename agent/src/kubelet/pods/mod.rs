@@ -86,6 +86,9 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     let kube = client.borrow().clone();
+    // Presence is read before every start decision: asked once per image, not per pod.
+    let images: Arc<dyn ImageService> =
+        Arc::new(crate::cri::image_presence::ImagePresence::new(images));
     let changed = Arc::new(Notify::new());
     let (events, event_rx) = crate::kubelet::events::Recorder::channel();
     let mut tasks = tokio::task::JoinSet::new();
