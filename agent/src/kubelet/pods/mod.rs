@@ -133,6 +133,9 @@ pub async fn run(
         }),
         node,
         backoffs: Default::default(),
+        starts: tokio::sync::Semaphore::new(sync::start_concurrency(
+            std::thread::available_parallelism().map_or(1, usize::from),
+        )),
         services: Box::new(move || services.state().iter().map(|s| (**s).clone()).collect()),
     });
     let statics = static_pods::Source::default();

@@ -116,6 +116,7 @@ fn setup_with(api: FakeApi) -> Setup {
             pod_logs_dir: dir.path().join("logs"),
         },
         backoffs: Default::default(),
+        starts: tokio::sync::Semaphore::new(start_concurrency(1)),
         services: Box::new(Vec::new),
     };
     Setup {
@@ -472,6 +473,13 @@ async fn orphans_are_torn_down() {
     s.runtime.clear_calls();
     assert!(s.exec.clean_up("u1").await.unwrap(), "nothing is left");
     assert_eq!(mutations(s.runtime.calls()), vec![]);
+}
+
+#[test]
+fn start_slots_are_twice_the_cpus_and_at_least_four() {
+    assert_eq!(start_concurrency(1), 4);
+    assert_eq!(start_concurrency(2), 4);
+    assert_eq!(start_concurrency(8), 16);
 }
 
 #[test]
