@@ -63,12 +63,13 @@ pub struct Executor {
 }
 
 /// How many pods may create sandboxes and start containers at once on a node with `cpus`
-/// CPUs: twice the CPUs, at least 4. The work is the runtime's (shim, runc, CNI plugins):
-/// a burst of 100 pods started all at once shares the CPUs a hundred ways and every pod
-/// finishes late; in slots, pods finish in the order they came, and the runtime does not
-/// thrash. Pulls and hooks hold no slot.
+/// CPUs: four per CPU, at least 8. The work is the runtime's (shim, runc, CNI plugins): a
+/// burst of 100 pods started all at once shares the CPUs a hundred ways and every pod
+/// finishes late (RunPodSandbox took 9 s on average on 2 CPUs); in slots, pods finish in the
+/// order they came. The runtime's steps also wait (process starts, fsyncs): 2 slots per CPU
+/// left the 2-CPU benchmark node idle part of the time. Pulls and hooks hold no slot.
 pub fn start_concurrency(cpus: usize) -> usize {
-    cpus.saturating_mul(2).max(4)
+    cpus.saturating_mul(4).max(8)
 }
 
 /// What a pod's worker keeps between syncs.

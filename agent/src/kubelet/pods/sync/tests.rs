@@ -476,10 +476,10 @@ async fn orphans_are_torn_down() {
 }
 
 #[test]
-fn start_slots_are_twice_the_cpus_and_at_least_four() {
-    assert_eq!(start_concurrency(1), 4);
-    assert_eq!(start_concurrency(2), 4);
-    assert_eq!(start_concurrency(8), 16);
+fn start_slots_are_four_per_cpu_and_at_least_eight() {
+    assert_eq!(start_concurrency(1), 8);
+    assert_eq!(start_concurrency(2), 8);
+    assert_eq!(start_concurrency(8), 32);
 }
 
 #[test]
