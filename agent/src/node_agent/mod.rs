@@ -213,6 +213,7 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
         if cfg.container_runtime_endpoint.is_none() {
             let (latest, node, data_dir) =
                 (latest.clone(), cfg.node.name.clone(), cfg.data_dir.clone());
+            let cluster_cidr = cfg.host_gw.as_ref().and_then(|h| h.cluster_cidr);
             let conf_dir =
                 crate::containerd::Layout::new(&pods::agent_dir(&cfg.data_dir)).cni_conf_dir;
             running.spawn(tasks::supervise(
@@ -224,6 +225,7 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
                         node.clone(),
                         data_dir.clone(),
                         conf_dir.clone(),
+                        cluster_cidr,
                         stop,
                     )
                 },
