@@ -1,5 +1,5 @@
-//! The watch-then-sync loop the node's rule keepers share (the service proxy, the
-//! NetworkPolicy enforcer; the cluster DNS uses the watches alone): cluster-wide reflectors
+//! The watch-then-sync loop the node's keepers share (the service proxy, the NetworkPolicy
+//! enforcer, the pod network's backends; the cluster DNS uses the watches alone): cluster-wide reflectors
 //! whose events say which watch (re)listed, and [`run_paced`], which syncs once every watch
 //! has listed, as a [`Pacer`] schedules it, and starts the watches again with the newest
 //! client when the node's credentials rotate.
@@ -117,7 +117,7 @@ pub trait Keeper {
 /// interval, and periodically), and again sooner after a failed sync. `what` names it in
 /// logs.
 pub async fn run_paced<K: Keeper>(
-    what: &'static str,
+    what: &str,
     mut clients: watch::Receiver<Client>,
     mut pacer: Pacer,
     stop: &CancellationToken,

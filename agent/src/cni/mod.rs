@@ -3,8 +3,13 @@
 //! IPAM on the node's pod CIDRs, chained with `portmap` for `hostPort`s. containerd adds the
 //! loopback interface itself.
 //!
+//! The bridge does not masquerade per pod: [`masquerade`] puts one rule per node pod CIDR in
+//! place instead (IPv4; a node with an IPv6 pod CIDR keeps the bridge's `ipMasq`).
+//!
 //! [`Config::render`] is pure; [`write`] puts the conflist where containerd's CRI plugin reads it
 //! (its `cni.conf_dir`), atomically, so containerd never loads half a file.
+
+pub mod masquerade;
 
 use std::path::{Path, PathBuf};
 
@@ -108,7 +113,7 @@ impl Config {
                     bridge: &self.bridge,
                     mtu: self.mtu,
                     is_gateway: true,
-                    ip_masq: true,
+                    ip_masq: masquerade::bridge_masquerades(&self.pod_cidrs),
                     hairpin_mode: true,
                     ipam: HostLocal {
                         r#type: "host-local",
@@ -226,7 +231,7 @@ mod tests {
       "type": "bridge",
       "bridge": "cni0",
       "isGateway": true,
-      "ipMasq": true,
+      "ipMasq": false,
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
@@ -286,6 +291,8 @@ mod tests {
             ipam["routes"],
             json!([{ "dst": "0.0.0.0/0" }, { "dst": "::/0" }])
         );
+        // The agent's rules are IPv4 only: the bridge masquerades for IPv6 pods.
+        assert_eq!(v["plugins"][0]["ipMasq"], json!(true));
     }
 
     #[test]

@@ -241,6 +241,7 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
         if cfg.container_runtime_endpoint.is_none() {
             let (latest, node, data_dir) =
                 (latest.clone(), cfg.node.name.clone(), cfg.data_dir.clone());
+            let cluster_cidr = cfg.pod_network.cluster_cidr();
             let conf_dir =
                 crate::containerd::Layout::new(&pods::agent_dir(&cfg.data_dir)).cni_conf_dir;
             let mtu = match &cfg.pod_network {
@@ -259,6 +260,7 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
                         data_dir.clone(),
                         conf_dir.clone(),
                         mtu,
+                        cluster_cidr,
                         stop,
                     )
                 },

@@ -5,16 +5,14 @@
 use std::future::Future;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Api, Client};
+use kube::runtime::reflector::Store;
+use kube::Client;
 use tokio::sync::watch;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::proxy::sync::Pacer;
+use crate::watches::{keep, run_paced, watch_all, Keeper, Watches};
 
 /// One sync of a backend against the Nodes.
 pub trait NodeSync: Send {
@@ -26,47 +24,35 @@ fn snapshot(store: &Store<Node>) -> Vec<Node> {
     store.state().iter().map(|n| (**n).clone()).collect()
 }
 
+/// A backend as a [`Keeper`] of the Node watch.
+struct Nodes<S>(S);
+
+impl<S: NodeSync> Keeper for Nodes<S> {
+    type State = (Store<Node>, Client);
+
+    fn watch(&mut self, client: &Client) -> Watches<Self::State> {
+        let (nodes, events) = watch_all::<Node>(client, 0, keep);
+        Watches {
+            state: (nodes, client.clone()),
+            events,
+            count: 1,
+        }
+    }
+
+    async fn sync(&mut self, (nodes, client): &Self::State) -> bool {
+        self.0.sync(client, snapshot(nodes)).await
+    }
+}
+
 /// Runs `backend` until `stop`, with the latest client of `clients`; `what` names it in logs.
 pub async fn run<S: NodeSync>(
-    mut clients: watch::Receiver<Client>,
-    mut backend: S,
+    clients: watch::Receiver<Client>,
+    backend: S,
     what: &str,
     stop: CancellationToken,
 ) {
     let second = Duration::from_secs(1);
-    let mut pacer = Pacer::new(second, Duration::from_secs(30), Duration::from_secs(5));
-    'clients: loop {
-        let client = clients.borrow_and_update().clone();
-        let (nodes, writer) = reflector::store::<Node>();
-        let events = reflector::reflector(
-            writer,
-            watcher(Api::<Node>::all(client.clone()), Default::default()),
-        )
-        .default_backoff();
-        let mut events = std::pin::pin!(events);
-        let mut listed = false;
-        loop {
-            let due = pacer.due(Instant::now());
-            tokio::select! {
-                _ = stop.cancelled() => break 'clients,
-                changed = clients.changed() => {
-                    if changed.is_err() {
-                        break 'clients;
-                    }
-                    continue 'clients;
-                }
-                ev = events.next() => match ev {
-                    Some(Ok(watcher::Event::InitDone)) => { listed = true; pacer.changed(); }
-                    Some(Ok(_)) => pacer.changed(),
-                    Some(Err(e)) => tracing::warn!(error = %e, "{what}: node watch failed"),
-                    None => break 'clients,
-                },
-                _ = tokio::time::sleep_until(due), if listed => {
-                    let ok = backend.sync(&client, snapshot(&nodes)).await;
-                    pacer.synced(Instant::now(), ok);
-                }
-            }
-        }
-    }
+    let pacer = Pacer::new(second, Duration::from_secs(30), Duration::from_secs(5));
+    run_paced(what, clients, pacer, &stop, &mut Nodes(backend)).await;
     tracing::info!("{what} stopped");
 }

@@ -96,11 +96,6 @@ impl Graph {
         std::mem::take(&mut self.dirty)
     }
 
-    /// The object at `key`.
-    pub fn get(&self, key: &ObjectKey) -> Option<&Item> {
-        self.items.get(key)
-    }
-
     /// The owner uids that the objects at `keys` name and the graph does not hold: the shell
     /// verifies each with a live read (an informer may simply not have seen the owner yet)
     /// before [`Graph::decide`] takes those found gone.
