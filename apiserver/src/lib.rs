@@ -12,6 +12,7 @@
 #![allow(missing_docs)]
 
 pub mod admission;
+pub mod aggregator;
 pub mod args;
 pub mod audit;
 pub mod bootstrap;
@@ -106,6 +107,8 @@ pub enum Error {
     KubeletClient(#[source] kubelet::Error),
     #[error("{0}")]
     Oidc(String),
+    #[error("{0}")]
+    Aggregator(#[from] aggregator::Error),
     #[error("reconciling the bootstrap RBAC policy: {0}")]
     RbacBootstrap(#[source] k3rs_auth::rbac::reconcile::Error),
 }
@@ -138,6 +141,8 @@ pub struct ApiState {
     pub inflight: http::inflight::Inflight,
     /// The built-in metrics API's usage (`None`: `metrics.k8s.io` is not served).
     pub resource_metrics: Option<Arc<resource_metrics::Store>>,
+    /// The aggregation layer (`None`: no APIService is proxied, in-process test servers).
+    pub aggregator: Option<Arc<aggregator::Aggregator>>,
 }
 
 /// The API server's identity towards itself (kube-apiserver's loopback client).
@@ -194,8 +199,17 @@ impl ApiServer {
             |path: PathBuf| std::fs::read(&path).map_err(|source| Error::Read { path, source });
         let (cert, key) = pki.apiserver_serving_cert();
         let client_ca = pki.client_ca_cert();
-        let mut client_cas = vec![client_ca.as_path()];
-        client_cas.extend(cfg.args.requestheader_client_ca_file.as_deref());
+        // The authenticating proxy: k3s's defaults (the request-header CA, the aggregation
+        // layer's `system:auth-proxy`) unless `requestheader-client-ca-file` is given.
+        let (request_header_ca, request_header_names) = match &cfg.args.requestheader_client_ca_file
+        {
+            Some(ca) => (ca.clone(), cfg.args.requestheader_allowed_names.clone()),
+            None => (
+                pki.request_header_ca_cert(),
+                vec![k3rs_pki::AUTH_PROXY_NAME.to_string()],
+            ),
+        };
+        let client_cas = [client_ca.as_path(), request_header_ca.as_path()];
         let tls = k3rs_apimachinery::tls::server_config_for(&cert, &key, &client_cas)?;
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
@@ -296,21 +310,19 @@ impl ApiServer {
         // The authenticating proxy, client certificates, then the token file
         // (kube-apiserver's order), bootstrap and service-account tokens.
         let mut authn = k3rs_auth::authn::Chain::default();
-        match &cfg.args.requestheader_client_ca_file {
-            // The handshake accepts both CAs: each authenticator checks its own.
-            Some(ca) => {
-                let provider = Arc::new(rustls::crypto::ring::default_provider());
-                authn.push(Arc::new(k3rs_auth::request_header::RequestHeader {
-                    verifier: k3rs_apimachinery::tls::client_verifier(ca, provider.clone())?,
-                    allowed_names: cfg.args.requestheader_allowed_names.clone(),
-                    headers: cfg.args.requestheader_headers.clone(),
-                }));
-                authn.push(Arc::new(k3rs_auth::request_header::VerifiedX509 {
-                    verifier: k3rs_apimachinery::tls::client_verifier(&client_ca, provider)?,
-                }));
-            }
-            None => authn.push(Arc::new(k3rs_auth::authn::X509)),
-        }
+        // The handshake accepts both CAs: each authenticator checks its own.
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        authn.push(Arc::new(k3rs_auth::request_header::RequestHeader {
+            verifier: k3rs_apimachinery::tls::client_verifier(
+                &request_header_ca,
+                provider.clone(),
+            )?,
+            allowed_names: request_header_names,
+            headers: cfg.args.requestheader_headers.clone(),
+        }));
+        authn.push(Arc::new(k3rs_auth::request_header::VerifiedX509 {
+            verifier: k3rs_apimachinery::tls::client_verifier(&client_ca, provider)?,
+        }));
         if let Some(path) = &cfg.args.token_auth_file {
             authn.push(Arc::new(k3rs_auth::token_file::TokenFile::load(path)?));
         }
@@ -359,6 +371,10 @@ impl ApiServer {
             resource_metrics: cfg
                 .metric_resolution
                 .map(|_| Arc::new(resource_metrics::Store::default())),
+            aggregator: Some(Arc::new(aggregator::Aggregator::load(
+                &pki.auth_proxy_client_cert().0,
+                &pki.auth_proxy_client_cert().1,
+            )?)),
         });
         // The metrics API's group is served (in routing and discovery) only while it runs.
         k3rs_apimachinery::catalog::set_local_extensions(match cfg.metric_resolution {
@@ -538,8 +554,21 @@ impl ApiServer {
             }
             _ => None,
         };
+        let aggregation = self.state.aggregator.clone().map(|aggregator| {
+            let controller = aggregator::availability::AvailabilityController {
+                aggregator,
+                registry: self.state.registry.clone(),
+                client: in_process::client(app.clone(), loopback_user(), "default"),
+            };
+            tokio::spawn(tasks::supervise(
+                "apiserver/apiservice-availability",
+                stop.clone(),
+                move |stop| controller.clone().run(stop),
+            ))
+        });
         let tasks = [
             Some(crds),
+            aggregation,
             rbac_feed,
             policy_feed,
             webhook_feed,
