@@ -15,6 +15,7 @@ pub mod admission;
 pub mod aggregator;
 pub mod args;
 pub mod audit;
+pub mod authentication_trust;
 pub mod bootstrap;
 pub mod crd;
 pub mod discovery;
@@ -185,6 +186,8 @@ pub struct ApiServer {
     secrets_encryption: Option<Arc<k3rs_datastore::encryption::SecretsEncryption>>,
     /// `--metric-resolution` (`None`: the metrics API is off).
     metric_resolution: Option<Duration>,
+    /// Published to extension API servers.
+    authentication_trust: authentication_trust::AuthenticationTrust,
 }
 
 impl ApiServer {
@@ -210,6 +213,13 @@ impl ApiServer {
             ),
         };
         let client_cas = [client_ca.as_path(), request_header_ca.as_path()];
+        let authentication_trust = authentication_trust::AuthenticationTrust {
+            client_ca_pem: String::from_utf8_lossy(&read(client_ca.clone())?).into_owned(),
+            request_header_ca_pem: String::from_utf8_lossy(&read(request_header_ca.clone())?)
+                .into_owned(),
+            allowed_names: request_header_names.clone(),
+            headers: cfg.args.requestheader_headers.clone(),
+        };
         let tls = k3rs_apimachinery::tls::server_config_for(&cert, &key, &client_cas)?;
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
@@ -366,7 +376,7 @@ impl ApiServer {
             service_accounts: Some(service_accounts),
             audit,
             kubelet: Some(kubelet_client),
-            client_ca_pem: String::from_utf8_lossy(&read(pki.client_ca_cert())?).into_owned(),
+            client_ca_pem: authentication_trust.client_ca_pem.clone(),
             inflight: http::inflight::Inflight::new(cfg.args.inflight),
             resource_metrics: cfg
                 .metric_resolution
@@ -402,6 +412,7 @@ impl ApiServer {
             webhook_cache,
             secrets_encryption: None,
             metric_resolution: cfg.metric_resolution,
+            authentication_trust,
         })
     }
 
@@ -566,9 +577,21 @@ impl ApiServer {
                 move |stop| controller.clone().run(stop),
             ))
         });
+        let trust = {
+            let (client, trust) = (
+                in_process::client(app.clone(), loopback_user(), "default"),
+                self.authentication_trust.clone(),
+            );
+            tokio::spawn(tasks::supervise(
+                "apiserver/authentication-trust",
+                stop.clone(),
+                move |stop| trust.clone().run(client.clone(), stop),
+            ))
+        };
         let tasks = [
             Some(crds),
             aggregation,
+            Some(trust),
             rbac_feed,
             policy_feed,
             webhook_feed,

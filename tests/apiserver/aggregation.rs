@@ -5,7 +5,8 @@
 //! `X-Remote-*` headers), `kubectl api-resources` lists its resources and the APIService is
 //! `Available`. Stopped, it becomes `Available=False` (`FailedDiscoveryCheck`) and its group
 //! leaves discovery while discovery and the built-in APIs keep working; an APIService whose
-//! Service does not exist is `ServiceNotFound`. Built-in groups have `Local` APIServices.
+//! Service does not exist is `ServiceNotFound`. Built-in groups have `Local` APIServices, and
+//! `kube-system/extension-apiserver-authentication` publishes the CAs extension servers trust.
 
 use std::sync::Arc;
 
@@ -135,6 +136,48 @@ fn an_extension_api_server_is_reached_through_the_aggregation_layer() {
         Some(&request_header_ca),
         Arc::new(wardle),
     );
+
+    // Extension servers find the CAs to trust where upstream publishes them.
+    let trust = wait_json(
+        &k,
+        "the extension-apiserver-authentication ConfigMap",
+        &[
+            "get",
+            "configmap",
+            "-n",
+            "kube-system",
+            "extension-apiserver-authentication",
+        ],
+        |v| v["data"].is_object(),
+    );
+    let data = &trust["data"];
+    assert_eq!(
+        data["requestheader-client-ca-file"].as_str(),
+        Some(
+            std::fs::read_to_string(&request_header_ca)
+                .unwrap()
+                .as_str()
+        )
+    );
+    assert_eq!(
+        data["requestheader-allowed-names"],
+        "[\"system:auth-proxy\"]"
+    );
+    assert_eq!(
+        data["requestheader-username-headers"],
+        "[\"X-Remote-User\"]"
+    );
+    assert!(data["client-ca-file"]
+        .as_str()
+        .unwrap()
+        .contains("BEGIN CERTIFICATE"));
+    k.ok(&[
+        "get",
+        "role",
+        "-n",
+        "kube-system",
+        "extension-apiserver-authentication-reader",
+    ]);
 
     // Built-in groups are registered as Local APIServices.
     let local = available(&k, "v1.apps", |c| c["status"] == "True");
