@@ -74,6 +74,7 @@ async fn start() -> Api {
         client_ca_pem: "CLIENT CA".into(),
         inflight: k3rs_apiserver::http::inflight::Inflight::new(Default::default()),
         resource_metrics: None,
+        aggregator: None,
     });
     Api {
         app: router(state),

@@ -73,6 +73,7 @@ fn delete_answers_as_upstreams_registries() {
         for r in rows {
             let name = match r.kind {
                 "CustomResourceDefinition" => "widgets.example.com".to_string(),
+                "APIService" => "v1.deleted.example.com".to_string(),
                 "Namespace" => "deleted-namespace".to_string(),
                 _ => format!("t-{}", r.singular),
             };

@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod aggregation;
 mod api_fuzz;
 mod apiserver_router;
 mod bombs;

@@ -9,3 +9,4 @@ pub mod inflight;
 pub mod protobuf;
 pub mod request;
 pub mod router;
+pub mod upstream;
