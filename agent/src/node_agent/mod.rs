@@ -6,6 +6,7 @@
 
 pub mod kubelet_args;
 pub mod pods;
+pub mod server_config;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -61,7 +62,7 @@ pub fn node_ips(given: &[IpAddr]) -> Vec<IpAddr> {
 }
 
 /// Joins and runs the node until `stop`; an error only if joining failed.
-pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::Error> {
+pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::Error> {
     let join_cfg = JoinConfig {
         server: cfg.server.clone(),
         token: cfg.token.clone(),
@@ -71,6 +72,17 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
         csr_timeout: cfg.csr_timeout,
     };
     let identity = join::ensure_identity(&join_cfg).await?;
+    let from_server = tokio::select! {
+        _ = stop.cancelled() => return Ok(()),
+        c = server_config::fetch(identity.client.clone()) => c,
+    };
+    cfg = server_config::apply(cfg, &from_server);
+    tracing::info!(
+        cluster_dns = ?cfg.kubelet.cluster_dns,
+        system_default_registry = ?cfg.system_default_registry,
+        network_policy = cfg.network_policy.is_some(),
+        "settings after the server's"
+    );
     let (clients, latest) = tokio::sync::watch::channel(identity.client.clone());
     let mut node = cfg.node.clone();
     if let Some(p) = cfg.kubelet.max_pods {
