@@ -17,9 +17,11 @@ use k3rs_apimachinery::agent_config::{AgentConfig as FromServer, PATH};
 use super::pods::DEFAULT_CLUSTER_DNS;
 use super::AgentConfig;
 
-/// How often the server is asked before the agent goes on without its answer.
-const ATTEMPTS: u32 = 5;
-const PAUSE: Duration = Duration::from_secs(2);
+/// How often the server is asked before the agent goes on without its answer, and the
+/// first pause (doubling): the API is usually a moment away (the embedded agent starts with
+/// its server), and the container runtime waits for the answer.
+const ATTEMPTS: u32 = 6;
+const FIRST_PAUSE: Duration = Duration::from_millis(250);
 
 /// `cfg` with the server's settings where its own flags left them open.
 pub fn apply(mut cfg: AgentConfig, server: &FromServer) -> AgentConfig {
@@ -42,6 +44,7 @@ pub fn apply(mut cfg: AgentConfig, server: &FromServer) -> AgentConfig {
 /// The server's settings, asked for a few times (an empty set when it does not answer; the
 /// reason is logged).
 pub async fn fetch(client: kube::Client) -> FromServer {
+    let mut pause = FIRST_PAUSE;
     for attempt in 1..=ATTEMPTS {
         let request = http::Request::get(PATH)
             .body(Vec::new())
@@ -55,7 +58,8 @@ pub async fn fetch(client: kube::Client) -> FromServer {
             }
             Err(e) => tracing::debug!("reading {PATH}: {e}; retrying"),
         }
-        tokio::time::sleep(PAUSE).await;
+        tokio::time::sleep(pause).await;
+        pause *= 2;
     }
     FromServer::default()
 }
