@@ -64,8 +64,11 @@ pub struct ApiServerConfig {
     pub args: args::Args,
     /// What the HTTPS port allows its clients (timeouts, connection and stream caps).
     pub limits: k3rs_apimachinery::tls::Limits,
-    /// Whether the `kube-system/kube-dns` Service is created (false: `--disable coredns`).
-    pub cluster_dns_service: bool,
+    /// The `kube-system/kube-dns` Service's ClusterIP (`--cluster-dns`); `None`: the Service
+    /// is not created (`--disable coredns`).
+    pub cluster_dns: Option<std::net::IpAddr>,
+    /// What `/v1-k3rs/agent-config` tells agents.
+    pub agent_config: k3rs_apimachinery::agent_config::AgentConfig,
     /// `--metric-resolution` of the built-in metrics API (`None`: `--disable metrics-server`,
     /// the `metrics.k8s.io` group is not served).
     pub metric_resolution: Option<Duration>,
@@ -184,6 +187,8 @@ pub struct ApiServer {
     rbac_cache: k3rs_auth::rbac::cache::PolicyCache,
     /// `--secrets-encryption`'s keys and operations (`/v1-k3rs/encrypt/…`).
     secrets_encryption: Option<Arc<k3rs_datastore::encryption::SecretsEncryption>>,
+    /// Served on `/v1-k3rs/agent-config`.
+    agent_config: Arc<k3rs_apimachinery::agent_config::AgentConfig>,
     /// `--metric-resolution` (`None`: the metrics API is off).
     metric_resolution: Option<Duration>,
     /// Published to extension API servers.
@@ -398,7 +403,7 @@ impl ApiServer {
             state,
             bootstrap: bootstrap::Settings {
                 https_port: port,
-                kube_dns: cfg.cluster_dns_service,
+                kube_dns: cfg.cluster_dns,
             },
             agent_token,
             node_graph: node_authorizer.graph(),
@@ -411,6 +416,7 @@ impl ApiServer {
             webhook_feed: Some(Box::new(webhook_feed)),
             webhook_cache,
             secrets_encryption: None,
+            agent_config: Arc::new(cfg.agent_config.clone()),
             metric_resolution: cfg.metric_resolution,
             authentication_trust,
         })
@@ -494,6 +500,7 @@ impl ApiServer {
         if let Some(e) = self.secrets_encryption.clone() {
             app = app.layer(axum::Extension(e));
         }
+        app = app.layer(axum::Extension(self.agent_config.clone()));
         if let Some(extra) = self.extra_metrics {
             app = app.layer(axum::middleware::from_fn(move |req, next| {
                 metrics::append(extra.clone(), req, next)

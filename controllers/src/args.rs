@@ -19,6 +19,9 @@ pub struct Args {
     /// Where the built-in local-path provisioner puts volumes (k3s's
     /// `--default-local-storage-path`); `None` when it is off (`--disable local-storage`).
     pub local_storage: Option<std::path::PathBuf>,
+    /// k3s's `--system-default-registry`: the local-path provisioner's helper pods pull their
+    /// image from it.
+    pub system_default_registry: Option<String>,
 }
 
 impl Default for Args {
@@ -28,6 +31,7 @@ impl Default for Args {
             cluster_cidr: "10.42.0.0/16".parse().expect("a CIDR"),
             node_monitor_grace_period: Duration::from_secs(40),
             local_storage: None,
+            system_default_registry: None,
         }
     }
 }

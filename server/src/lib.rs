@@ -17,6 +17,7 @@ use k3rs_pki as pki;
 
 use k3rs_apiserver as apiserver;
 use k3rs_controllers as controllers;
+use k3rs_scheduler as scheduler;
 
 pub mod components;
 pub mod identity;
@@ -98,8 +99,13 @@ pub struct ApiSettings {
     pub disable_controller_manager: bool,
     /// `--disable-scheduler`: no in-process scheduler.
     pub disable_scheduler: bool,
-    /// Whether the `kube-dns` Service exists (false: `--disable coredns`).
-    pub cluster_dns_service: bool,
+    /// `--cluster-dns`: the `kube-dns` Service's ClusterIP; `None`: no such Service
+    /// (`--disable coredns`).
+    pub cluster_dns: Option<IpAddr>,
+    /// `--kube-scheduler-arg`s.
+    pub scheduler_args: scheduler::args::Args,
+    /// What agents learn from this server (`/v1-k3rs/agent-config`).
+    pub agent_config: k3rs_apimachinery::agent_config::AgentConfig,
     /// `--metric-resolution` of the built-in metrics API (`None`: `--disable metrics-server`).
     pub metric_resolution: Option<std::time::Duration>,
     /// `--kube-controller-manager-arg`s.
@@ -607,7 +613,8 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
         kubeconfig_mode: api.write_kubeconfig_mode,
         args: api.apiserver_args.clone(),
         limits: cfg.connection_limits.clone(),
-        cluster_dns_service: api.cluster_dns_service,
+        cluster_dns: api.cluster_dns,
+        agent_config: api.agent_config.clone(),
         metric_resolution: api.metric_resolution,
     }
 }
@@ -621,6 +628,7 @@ fn api_process(cfg: &ServerConfig, pki: &pki::Pki, server: apiserver::ApiServer)
             controller_manager: !api.disable_controller_manager,
             controller_args: api.controller_args.clone(),
             scheduler: !api.disable_scheduler,
+            scheduler_args: api.scheduler_args,
             manifests_dir: Some(cfg.data_dir.join("server").join("manifests")),
         },
         tls_dir: pki.tls_dir().to_path_buf(),

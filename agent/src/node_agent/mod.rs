@@ -6,6 +6,7 @@
 
 pub mod kubelet_args;
 pub mod pods;
+pub mod server_config;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -99,7 +100,7 @@ fn spawn_pod_network(
 }
 
 /// Joins and runs the node until `stop`; an error only if joining failed.
-pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::Error> {
+pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::Error> {
     let join_cfg = JoinConfig {
         server: cfg.server.clone(),
         token: cfg.token.clone(),
@@ -133,6 +134,27 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
     // Every long-running part is a named task: a panic is logged with its name, and the
     // supervised ones start again with backoff (k3rs_apimachinery::tasks).
     let mut running = tokio::task::JoinSet::new();
+    // The Node's status first: a restarted agent replaces the status its last run left
+    // (which may still say Ready) before anything waits on the server.
+    {
+        let latest = latest.clone();
+        running.spawn(tasks::supervise(
+            "agent/node-status",
+            stop.clone(),
+            move |stop| node_status::run(latest.clone(), status_cfg.clone(), health.clone(), stop),
+        ));
+    }
+    let from_server = tokio::select! {
+        _ = stop.cancelled() => return Ok(()),
+        c = server_config::fetch(identity.client.clone()) => c,
+    };
+    cfg = server_config::apply(cfg, &from_server);
+    tracing::info!(
+        cluster_dns = ?cfg.kubelet.cluster_dns,
+        system_default_registry = ?cfg.system_default_registry,
+        network_policy = cfg.network_policy.is_some(),
+        "settings after the server's"
+    );
     let rotation = tasks::spawn(
         "agent/certificate-rotation",
         join::rotation::run(join_cfg.clone(), identity, clients, stop.clone()),
@@ -203,14 +225,6 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
         running.spawn(tasks::supervise("agent/dns", stop.clone(), move |stop| {
             crate::dns::run(latest.clone(), dns.clone(), stop)
         }));
-    }
-    {
-        let latest = latest.clone();
-        running.spawn(tasks::supervise(
-            "agent/node-status",
-            stop.clone(),
-            move |stop| node_status::run(latest.clone(), status_cfg.clone(), health.clone(), stop),
-        ));
     }
     // The node reports the runtime down until it is up.
     if let Some(runtime) = pods::start_runtime_retrying(&cfg, &stop).await {

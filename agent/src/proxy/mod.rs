@@ -20,6 +20,7 @@
 //! alone, unlike upstream's default); the node's credentials may list and watch Services and
 //! EndpointSlices (the server binds `system:node-proxier` to `system:nodes`).
 
+pub mod args;
 pub mod endpoints;
 pub mod iptables;
 pub mod names;

@@ -1,5 +1,6 @@
 //! The HTTP edge: TLS accept loop, router, request parsing, body decoding, handlers.
 
+pub mod agent_config;
 mod audit;
 pub mod body;
 mod connect;
