@@ -219,6 +219,7 @@ impl NodeFlags {
             csr_timeout: join.csr_timeout,
             registries,
             system_default_registry: self.system_default_registry.clone(),
+            notify_ready: true,
         })
     }
 }

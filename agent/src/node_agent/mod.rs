@@ -50,6 +50,10 @@ pub struct AgentConfig {
     pub registries: crate::containerd::registries::Registries,
     /// `--system-default-registry`: where the system images (the sandbox image) come from.
     pub system_default_registry: Option<String>,
+    /// Whether registering the node tells the service manager `READY=1` (`k3rs agent`); the
+    /// server's embedded agent leaves that to the server, which waits for its node to be
+    /// Ready.
+    pub notify_ready: bool,
 }
 
 /// The node's addresses: the given ones, else the default route's.
@@ -123,6 +127,7 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), jo
     node.taints
         .extend(cfg.kubelet.register_with_taints.iter().cloned());
     let mut status_cfg = NodeStatusConfig::new(node, cfg.data_dir.clone());
+    status_cfg.notify_ready = cfg.notify_ready;
     // The eviction manager reports the node's pressure; the node status publishes it.
     let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(Default::default());
     status_cfg.pressure = Some(pressure_rx);

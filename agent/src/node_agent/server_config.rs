@@ -90,6 +90,7 @@ mod tests {
             pod_network: crate::pod_network::PodNetwork::None,
             registries: Default::default(),
             system_default_registry: None,
+            notify_ready: true,
         }
     }
 
