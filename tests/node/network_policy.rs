@@ -713,6 +713,7 @@ fn scenario(lab: &TwoNodeLab) {
     apply(&k, &before, &[]);
     beyond_matrix::established_connection_survives_a_deny(&k, &pods);
     beyond_matrix::dns_only_when_an_egress_rule_allows_it(&k, &pods);
+    beyond_matrix::host_network_pods_are_untouched(&k, &pods);
     beyond_matrix::chains_removed_when_the_agent_stops(&k, &lab.b.netns_path(), || {
         agent.terminate(Duration::from_secs(20));
     });

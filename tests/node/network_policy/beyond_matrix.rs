@@ -3,6 +3,8 @@
 //!   Calico and kube-router enforce), while new connections are refused;
 //! - DNS to the cluster DNS works for an egress-isolated pod only once an egress rule allows
 //!   port 53, as upstream's semantics say (the cluster DNS is an ordinary destination);
+//! - a hostNetwork pod selected by a deny-everything policy is untouched (its traffic is the
+//!   node's);
 //! - the enforcer's chains are gone from a node once its agent stops.
 
 use std::io::{Read, Write};
@@ -19,6 +21,7 @@ use super::{Target, PROBE_TIMEOUT};
 use crate::common;
 use crate::common::kubectl::Kubectl;
 use crate::common::netns::run_inside;
+use crate::common::two_node_lab::{A, A_IP};
 
 /// How long a node may take to enforce a policy change.
 const CONVERGE: Duration = Duration::from_secs(40);
@@ -268,3 +271,82 @@ pub(super) fn chains_removed_when_the_agent_stops(
         "node B's policy chains remain after its agent stopped:\n{rules}"
     );
 }
+
+/// A hostNetwork pod in `x` is selected by a deny-everything policy of `x` and stays
+/// untouched: its traffic is the node's. The test thread runs in node A's network namespace,
+/// which is that pod's network, so it serves and probes as the pod would. The same policy
+/// isolates x/a, which shows it is enforced.
+pub(super) fn host_network_pods_are_untouched(k: &Kubectl, pods: &[Target]) {
+    k.ok_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"namespace": "x", "name": "h", "labels": {"pod": "h"}},
+                "spec": {"hostNetwork": true, "terminationGracePeriodSeconds": 1,
+                    "nodeSelector": {"kubernetes.io/hostname": A},
+                    "containers": [{"name": "c", "image": "docker.io/library/busybox:1.35",
+                                    "command": ["sleep", "7349999"]}]}})
+            .to_string(),
+        ),
+    );
+    common::wait_for("the hostNetwork pod running", CONVERGE, || {
+        let phase = k.ok(&[
+            "get",
+            "pod",
+            "-n",
+            "x",
+            "h",
+            "-o",
+            "jsonpath={.status.phase}",
+        ]);
+        (phase.trim() == "Running").then_some(())
+    });
+    let listener = TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], HOST_PORT))).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let served = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = {
+        let (served, stop) = (served.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut c, _)) => {
+                        let _ = c.write_all(b"ok");
+                        served.store(true, Ordering::Relaxed);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        })
+    };
+    apply(
+        k,
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"namespace": "x", "name": "deny-all"},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}}),
+    );
+    let (a, yb) = (pod(pods, "x/a"), pod(pods, "y/b"));
+    common::wait_for("x/a isolated by deny-all", CONVERGE, || {
+        (!run_inside(&yb.netns, || super::probe(a.ip, 80, "TCP"))).then_some(())
+    });
+    let node_ip: Ipv4Addr = A_IP.parse().unwrap();
+    // Into the hostNetwork pod (the node's address) and out of it (to a pod), both allowed.
+    for _ in 0..3 {
+        assert!(
+            run_inside(&yb.netns, || super::probe(node_ip, HOST_PORT, "TCP")),
+            "y/b could not reach the hostNetwork pod x/h under x's deny-all"
+        );
+        assert!(
+            super::probe(yb.ip, 80, "TCP"),
+            "the hostNetwork pod x/h could not reach y/b under x's deny-all"
+        );
+    }
+    assert!(served.load(Ordering::Relaxed));
+    stop.store(true, Ordering::Relaxed);
+    let _ = server.join();
+    delete(k, "x", "deny-all");
+    k.ok(&["delete", "pod", "-n", "x", "h", "--wait=false"]);
+}
+
+/// The port the "hostNetwork pod" serves on in node A's network namespace.
+const HOST_PORT: u16 = 8383;
