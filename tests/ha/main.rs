@@ -11,5 +11,6 @@
 mod common;
 
 mod ha_cluster;
+mod ha_corrupt;
 mod ha_faults;
 mod ha_netns;
