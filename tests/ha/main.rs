@@ -14,3 +14,4 @@ mod ha_cluster;
 mod ha_corrupt;
 mod ha_faults;
 mod ha_netns;
+mod ha_snapshot;
