@@ -69,6 +69,10 @@ pub struct Args {
     pub authentication_config: Option<std::path::PathBuf>,
     /// `max-requests-inflight` / `max-mutating-requests-inflight` (400 / 200; 0: no limit).
     pub inflight: crate::http::inflight::InflightLimits,
+    /// `enable-aggregator-routing`: extension servers are reached at an endpoint of their
+    /// Service (`true`, k3s's setting) or at its ClusterIP (`false`, kube-apiserver's
+    /// default).
+    pub enable_aggregator_routing: bool,
 }
 
 impl Default for Args {
@@ -88,12 +92,13 @@ impl Default for Args {
             oidc: Default::default(),
             authentication_config: None,
             inflight: Default::default(),
+            enable_aggregator_routing: true,
         }
     }
 }
 
 /// The flags [`Args::parse`] knows.
-const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, admission-control-config-file, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-uid-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version, oidc-issuer-url, oidc-client-id, oidc-username-claim, oidc-username-prefix, oidc-groups-claim, oidc-groups-prefix, oidc-required-claim, oidc-signing-algs, oidc-ca-file, authentication-config, max-requests-inflight, max-mutating-requests-inflight";
+const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, admission-control-config-file, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-uid-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version, oidc-issuer-url, oidc-client-id, oidc-username-claim, oidc-username-prefix, oidc-groups-claim, oidc-groups-prefix, oidc-required-claim, oidc-signing-algs, oidc-ca-file, authentication-config, max-requests-inflight, max-mutating-requests-inflight, enable-aggregator-routing";
 
 /// A `--kube-apiserver-arg` that cannot be used (kube-apiserver's words where it has them).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -110,6 +115,8 @@ pub enum ArgError {
     Seconds { flag: String, value: String },
     #[error("invalid argument {value:?} for \"--{flag}\" flag: expected a non-negative integer")]
     Count { flag: String, value: String },
+    #[error("invalid argument {value:?} for \"--{flag}\" flag: strconv.ParseBool: parsing {value:?}: invalid syntax")]
+    Bool { flag: String, value: String },
     #[error("{0}")]
     File(String),
     #[error("authorization-mode ABAC's authorization policy file not passed")]
@@ -170,6 +177,9 @@ impl Args {
                     args.requestheader_client_ca_file = Some(value.into())
                 }
                 "requestheader-allowed-names" => args.requestheader_allowed_names = list(value),
+                flag @ "enable-aggregator-routing" => {
+                    args.enable_aggregator_routing = boolean(flag, value)?
+                }
                 "requestheader-username-headers" => {
                     args.requestheader_headers.username = list(value)
                 }
@@ -334,6 +344,18 @@ fn slots(flag: &str, value: &str) -> Result<usize, ArgError> {
     })
 }
 
+/// A Go `strconv.ParseBool` value.
+fn boolean(flag: &str, value: &str) -> Result<bool, ArgError> {
+    match value {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(ArgError::Bool {
+            flag: flag.to_string(),
+            value: value.to_string(),
+        }),
+    }
+}
+
 /// `Node,RBAC,…`: known modes, each once.
 pub fn parse_modes(value: &str) -> Result<Vec<Mode>, ArgError> {
     let mut modes = Vec::new();
@@ -389,6 +411,25 @@ mod tests {
 
     fn parse(items: &[&str]) -> Result<Args, ArgError> {
         Args::parse(&items.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn aggregator_routing_is_a_go_bool_defaulting_to_k3s_true() {
+        assert!(parse(&[]).unwrap().enable_aggregator_routing);
+        assert!(
+            !parse(&["enable-aggregator-routing=false"])
+                .unwrap()
+                .enable_aggregator_routing
+        );
+        assert!(
+            parse(&["enable-aggregator-routing=1"])
+                .unwrap()
+                .enable_aggregator_routing
+        );
+        assert_eq!(
+            parse(&["enable-aggregator-routing=yes"]).unwrap_err().to_string(),
+            "invalid argument \"yes\" for \"--enable-aggregator-routing\" flag: strconv.ParseBool: parsing \"yes\": invalid syntax"
+        );
     }
 
     #[test]

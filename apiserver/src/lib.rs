@@ -389,6 +389,11 @@ impl ApiServer {
             aggregator: Some(Arc::new(aggregator::Aggregator::load(
                 &pki.auth_proxy_client_cert().0,
                 &pki.auth_proxy_client_cert().1,
+                if cfg.args.enable_aggregator_routing {
+                    aggregator::resolve::Routing::Endpoints
+                } else {
+                    aggregator::resolve::Routing::ClusterIp
+                },
             )?)),
         });
         // The metrics API's group is served (in routing and discovery) only while it runs.

@@ -61,6 +61,9 @@ pub async fn api(State(st): State<Arc<ApiState>>, req: Request) -> Response {
             .unwrap_or_else(UserInfo::anonymous);
         return crate::aggregator::proxy::serve(agg, &st.registry, &backend, &user, req).await;
     }
+    if let Some(resp) = discovery::aggregated_group(&st, &path) {
+        return resp;
+    }
     let parsed = match request::parse(&path) {
         Ok(p) => p,
         Err(e) => return e.into_response(),
