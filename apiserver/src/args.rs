@@ -1,9 +1,10 @@
 //! `--kube-apiserver-arg KEY=VALUE` (k3s's way to pass kube-apiserver flags): the flags the
-//! API server understands (see [`SUPPORTED`]).
+//! API server understands (see [`Args::parse`]).
 
 use std::sync::Arc;
 
 use crate::admission::default_toleration_seconds::DefaultTolerationSeconds;
+use k3rs_apimachinery::component_args::{self, Component};
 use k3rs_auth::authz::{self, Authorizer, Chain};
 use k3rs_auth::webhook::client::WebhookClient;
 use k3rs_auth::webhook::{AuthorizerWebhookOptions, TokenWebhookOptions, Version};
@@ -92,18 +93,56 @@ impl Default for Args {
     }
 }
 
-/// The flags [`Args::parse`] knows.
-const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, admission-control-config-file, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-uid-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version, oidc-issuer-url, oidc-client-id, oidc-username-claim, oidc-username-prefix, oidc-groups-claim, oidc-groups-prefix, oidc-required-claim, oidc-signing-algs, oidc-ca-file, authentication-config, max-requests-inflight, max-mutating-requests-inflight";
+/// `--kube-apiserver-arg`, with the flags [`Args::parse`] knows.
+const COMPONENT: Component = Component {
+    name: "kube-apiserver",
+    supported: &[
+        "authorization-mode",
+        "default-not-ready-toleration-seconds",
+        "default-unreachable-toleration-seconds",
+        "audit-log-path",
+        "audit-policy-file",
+        "audit-log-maxage",
+        "audit-log-maxbackup",
+        "audit-log-maxsize",
+        "audit-log-format=json",
+        "admission-control-config-file",
+        "token-auth-file",
+        "authorization-policy-file",
+        "requestheader-client-ca-file",
+        "requestheader-allowed-names",
+        "requestheader-username-headers",
+        "requestheader-uid-headers",
+        "requestheader-group-headers",
+        "requestheader-extra-headers-prefix",
+        "authentication-token-webhook-config-file",
+        "authentication-token-webhook-cache-ttl",
+        "authentication-token-webhook-version",
+        "authorization-webhook-config-file",
+        "authorization-webhook-cache-authorized-ttl",
+        "authorization-webhook-cache-unauthorized-ttl",
+        "authorization-webhook-version",
+        "oidc-issuer-url",
+        "oidc-client-id",
+        "oidc-username-claim",
+        "oidc-username-prefix",
+        "oidc-groups-claim",
+        "oidc-groups-prefix",
+        "oidc-required-claim",
+        "oidc-signing-algs",
+        "oidc-ca-file",
+        "authentication-config",
+        "max-requests-inflight",
+        "max-mutating-requests-inflight",
+    ],
+};
 
 /// A `--kube-apiserver-arg` that cannot be used (kube-apiserver's words where it has them).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ArgError {
-    #[error("--kube-apiserver-arg {0:?}: expected KEY=VALUE")]
-    NotKeyValue(String),
-    #[error(
-        "--kube-apiserver-arg: unsupported kube-apiserver flag {0:?} (supported: {SUPPORTED})"
-    )]
-    Unsupported(String),
+    /// An item without `=`, or a flag k3rs does not take.
+    #[error(transparent)]
+    Item(#[from] component_args::ArgError),
     #[error(
         "invalid argument {value:?} for \"--{flag}\" flag: expected a whole number of seconds"
     )]
@@ -140,9 +179,8 @@ impl Args {
     /// Parses [`k3rs_apimachinery::component_args`] items; later items override earlier ones.
     pub fn parse(items: &[String]) -> Result<Args, ArgError> {
         let mut args = Args::default();
-        for item in items {
-            let (key, value) = k3rs_apimachinery::component_args::key_value(item)
-                .ok_or_else(|| ArgError::NotKeyValue(item.clone()))?;
+        for item in COMPONENT.items(items) {
+            let (key, value) = item?;
             match key {
                 "authorization-mode" => args.authorization_modes = parse_modes(value)?,
                 flag @ "default-not-ready-toleration-seconds" => {
@@ -218,7 +256,7 @@ impl Args {
                 flag @ "max-mutating-requests-inflight" => {
                     args.inflight.mutating = slots(flag, value)?
                 }
-                other => return Err(ArgError::Unsupported(other.to_string())),
+                other => return Err(COMPONENT.unsupported(other).into()),
             }
         }
         args.oidc.validate()?;
@@ -538,7 +576,7 @@ mod tests {
             .starts_with("reading the audit policy file /nonexistent/audit.yaml"));
         assert_eq!(
             parse(&["audit-log-format=legacy"]).unwrap_err(),
-            ArgError::Unsupported("audit-log-format".into())
+            ArgError::from(COMPONENT.unsupported("audit-log-format"))
         );
     }
 
@@ -614,13 +652,13 @@ mod tests {
             err(&["authorization-policy-file=/x.jsonl"]),
             "cannot specify --authorization-policy-file without mode ABAC"
         );
+        assert!(err(&["secure-port=1"]).starts_with(
+            "--kube-apiserver-arg: unsupported kube-apiserver flag \"secure-port\" (supported: \
+             authorization-mode, default-not-ready-toleration-seconds,"
+        ));
         assert_eq!(
-            parse(&["secure-port=1"]).unwrap_err(),
-            ArgError::Unsupported("secure-port".into())
-        );
-        assert_eq!(
-            parse(&["authorization-mode"]).unwrap_err(),
-            ArgError::NotKeyValue("authorization-mode".into())
+            err(&["authorization-mode"]),
+            "--kube-apiserver-arg \"authorization-mode\": expected KEY=VALUE"
         );
     }
 
