@@ -7,16 +7,12 @@
 use std::net::IpAddr;
 
 use base64::Engine;
+use k3rs_apimachinery::signers::{KUBELET_CLIENT, KUBELET_SERVING};
 use k3rs_apimachinery::users::NODE_PASSWORD_ANNOTATION;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use serde_json::json;
 
 use super::renew::Validity;
-
-/// The kubelet client signer.
-pub const KUBELET_CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
-/// The kubelet serving signer.
-pub const KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
 
 /// Which certificate a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
