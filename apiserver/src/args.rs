@@ -12,11 +12,17 @@ use k3rs_auth::webhook::{AuthorizerWebhookOptions, TokenWebhookOptions, Version}
 /// One `--authorization-mode` entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// `Node`: kubelets may touch only what their pods need.
     Node,
+    /// `RBAC`.
     Rbac,
+    /// `AlwaysAllow`.
     AlwaysAllow,
+    /// `AlwaysDeny`.
     AlwaysDeny,
+    /// `ABAC`, with `authorization-policy-file`.
     Abac,
+    /// `Webhook`, with `authorization-webhook-config-file`.
     Webhook,
 }
 
@@ -39,37 +45,37 @@ impl Mode {
 pub struct Args {
     /// `authorization-mode`: the authorizers after `system:masters`, in order (k3s's
     /// `Node,RBAC` by default).
-    pub authorization_modes: Vec<Mode>,
+    pub(crate) authorization_modes: Vec<Mode>,
     /// `default-not-ready-toleration-seconds` / `default-unreachable-toleration-seconds`
     /// (300 each).
-    pub default_tolerations: DefaultTolerationSeconds,
+    pub(crate) default_tolerations: DefaultTolerationSeconds,
     /// `audit-policy-file`, `audit-log-path`, `audit-log-maxage/-maxbackup/-maxsize`.
-    pub audit: crate::audit::Options,
+    pub(crate) audit: crate::audit::Options,
     /// `authorization-policy-file`: the ABAC policies (JSON lines).
-    pub authorization_policy_file: Option<std::path::PathBuf>,
+    pub(crate) authorization_policy_file: Option<std::path::PathBuf>,
     /// `requestheader-client-ca-file`: enables the authenticating proxy.
-    pub requestheader_client_ca_file: Option<std::path::PathBuf>,
+    pub(crate) requestheader_client_ca_file: Option<std::path::PathBuf>,
     /// `requestheader-allowed-names` (empty: any CN the CA signed).
-    pub requestheader_allowed_names: Vec<String>,
+    pub(crate) requestheader_allowed_names: Vec<String>,
     /// `requestheader-username-headers`, `-uid-headers`, `-group-headers`,
     /// `-extra-headers-prefix` (k3s's `X-Remote-User`, none, `X-Remote-Group`,
     /// `X-Remote-Extra-` by default).
-    pub requestheader_headers: k3rs_auth::request_header::Headers,
+    pub(crate) requestheader_headers: k3rs_auth::request_header::Headers,
     /// `token-auth-file`: static bearer tokens (CSV).
-    pub token_auth_file: Option<std::path::PathBuf>,
+    pub(crate) token_auth_file: Option<std::path::PathBuf>,
     /// `authentication-token-webhook-*`.
-    pub token_webhook: TokenWebhookOptions,
+    pub(crate) token_webhook: TokenWebhookOptions,
     /// `authorization-webhook-*` (mode `Webhook`).
-    pub authorization_webhook: AuthorizerWebhookOptions,
+    pub(crate) authorization_webhook: AuthorizerWebhookOptions,
     /// `admission-control-config-file`'s PodSecurity configuration (k3s's
     /// `--pod-security-admission-config-file`); upstream's defaults without one.
-    pub pod_security: std::sync::Arc<crate::admission::pod_security::config::Config>,
+    pub(crate) pod_security: std::sync::Arc<crate::admission::pod_security::config::Config>,
     /// `oidc-*`: the OpenID Connect token authenticator (off without an issuer).
-    pub oidc: k3rs_auth::oidc::Options,
+    pub(crate) oidc: k3rs_auth::oidc::Options,
     /// `authentication-config`: the structured authentication configuration (JWT issuers).
-    pub authentication_config: Option<std::path::PathBuf>,
+    pub(crate) authentication_config: Option<std::path::PathBuf>,
     /// `max-requests-inflight` / `max-mutating-requests-inflight` (400 / 200; 0: no limit).
-    pub inflight: crate::http::inflight::InflightLimits,
+    pub(crate) inflight: crate::http::inflight::InflightLimits,
 }
 
 impl Default for Args {
@@ -143,34 +149,68 @@ pub enum ArgError {
     /// An item without `=`, or a flag k3rs does not take.
     #[error(transparent)]
     Item(#[from] component_args::ArgError),
+    /// Not a whole number of seconds.
     #[error(
         "invalid argument {value:?} for \"--{flag}\" flag: expected a whole number of seconds"
     )]
-    Seconds { flag: String, value: String },
+    Seconds {
+        /// The flag.
+        flag: String,
+        /// The value given.
+        value: String,
+    },
+    /// Not a non-negative integer.
     #[error("invalid argument {value:?} for \"--{flag}\" flag: expected a non-negative integer")]
-    Count { flag: String, value: String },
+    Count {
+        /// The flag.
+        flag: String,
+        /// The value given.
+        value: String,
+    },
+    /// A file a flag names cannot be read or parsed.
     #[error("{0}")]
     File(String),
+    /// Mode `ABAC` without `authorization-policy-file`.
     #[error("authorization-mode ABAC's authorization policy file not passed")]
     AbacWithoutFile,
+    /// `authorization-policy-file` without mode `ABAC`.
     #[error("cannot specify --authorization-policy-file without mode ABAC")]
     FileWithoutAbac,
+    /// An empty `authorization-mode`.
     #[error("at least one authorization-mode must be passed")]
     NoModes,
+    /// An `authorization-mode` entry that is not a mode.
     #[error("authorization-mode {0:?} is not a valid mode")]
     UnknownMode(String),
+    /// Mode `Webhook` without `authorization-webhook-config-file`.
     #[error("authorization-mode Webhook's authorization config file not passed")]
     WebhookWithoutFile,
+    /// `authorization-webhook-config-file` without mode `Webhook`.
     #[error("cannot specify --authorization-webhook-config-file without mode Webhook")]
     WebhookFileWithoutMode,
+    /// Not a duration.
     #[error("invalid argument {value:?} for \"--{flag}\" flag: expected a duration such as 30s, 5m or 1h30m")]
-    Duration { flag: String, value: String },
+    Duration {
+        /// The flag.
+        flag: String,
+        /// The value given.
+        value: String,
+    },
+    /// A webhook version other than `v1` or `v1beta1`.
     #[error("invalid argument {value:?} for \"--{flag}\" flag: must be v1 or v1beta1")]
-    Version { flag: String, value: String },
+    Version {
+        /// The flag.
+        flag: String,
+        /// The value given.
+        value: String,
+    },
+    /// An `authorization-mode` entry given twice.
     #[error("authorization-mode {0:?} has mode specified more than once")]
     Duplicate(String),
+    /// The `oidc-*` flags do not make an authenticator.
     #[error(transparent)]
     Oidc(#[from] k3rs_auth::oidc::OptionsError),
+    /// Both `authentication-config` and `oidc-*` flags.
     #[error("authentication-config file and oidc-* flags are mutually exclusive")]
     AuthenticationConfigWithOidc,
 }
