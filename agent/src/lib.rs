@@ -26,7 +26,6 @@ pub mod kubelet;
 pub mod netpol;
 pub mod node_agent;
 pub mod pod_network;
-#[allow(missing_docs)] // TODO(docs)
 pub mod proxy;
 pub mod report;
 #[allow(missing_docs)] // TODO(docs)
