@@ -11,7 +11,6 @@ pub mod containerd;
 #[allow(missing_docs)] // TODO(docs)
 pub mod cri;
 pub mod crictl;
-#[allow(missing_docs)] // TODO(docs)
 pub mod dns;
 pub mod hollow;
 pub mod host_check;
@@ -28,6 +27,5 @@ pub mod node_agent;
 pub mod pod_network;
 pub mod proxy;
 pub mod report;
-#[allow(missing_docs)] // TODO(docs)
 pub mod vxlan;
 pub mod watches;
