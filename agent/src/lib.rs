@@ -8,7 +8,6 @@ pub mod client;
 pub mod cni;
 #[allow(missing_docs)] // TODO(docs)
 pub mod containerd;
-#[allow(missing_docs)] // TODO(docs)
 pub mod cri;
 pub mod crictl;
 pub mod dns;
