@@ -16,7 +16,6 @@ pub mod host_check;
 pub mod host_gw;
 #[allow(missing_docs)] // TODO(docs)
 pub mod images;
-#[allow(missing_docs)] // TODO(docs)
 pub mod join;
 #[allow(missing_docs)] // TODO(docs)
 pub mod kubelet;
