@@ -6,7 +6,6 @@
 
 pub mod client;
 pub mod cni;
-#[allow(missing_docs)] // TODO(docs)
 pub mod containerd;
 pub mod cri;
 pub mod crictl;
