@@ -21,6 +21,9 @@ use k3rs_auth::authz::Decision;
 use k3rs_auth::serviceaccount::discovery as sa_discovery;
 use k3rs_auth::{self as auth, impersonation, Attributes, InProcessUser, UserInfo};
 
+/// Every route of the API server (API groups, discovery, OpenAPI, health, version, metrics,
+/// k3s's endpoints) over `st`, with authentication, authorization, audit and the inflight
+/// limits in front.
 pub fn router(st: Arc<ApiState>) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
