@@ -22,6 +22,7 @@ mod cri_containerd;
 mod disk_pressure;
 mod kubectl_exec;
 mod local_path;
+mod memory_pressure;
 mod metrics_top;
 mod network_policy;
 mod node_failover;

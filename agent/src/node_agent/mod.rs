@@ -122,6 +122,7 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), jo
     if let Some(p) = cfg.kubelet.port {
         node.kubelet_port = i32::from(p);
     }
+    node.reserved = cfg.kubelet.reserved();
     let kubelet_port = u16::try_from(node.kubelet_port).unwrap_or(DEFAULT_PORT);
     node.labels.extend(cfg.kubelet.node_labels.iter().cloned());
     node.taints

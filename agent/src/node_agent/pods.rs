@@ -112,7 +112,7 @@ pub async fn start_runtime_retrying(
 /// What the executor knows of the node.
 pub fn node_context(cfg: &AgentConfig) -> NodeContext {
     let m = Machine::observe(&cfg.data_dir);
-    let (_, allocatable) = node::resources(&m, cfg.node.max_pods);
+    let (_, allocatable) = node::resources(&m, cfg.node.max_pods, cfg.kubelet.reserved());
     let q = |k: &str| allocatable.get(k).map(Quantity::of).unwrap_or_default();
     let cluster_dns = if cfg.kubelet.cluster_dns.is_empty() {
         vec![DEFAULT_CLUSTER_DNS.parse().expect("an IP")]
@@ -221,7 +221,14 @@ pub async fn write_cni_config(
 /// node filesystem and the agent's containerd root as the image filesystem (an external
 /// runtime's is not known: the node's counts).
 pub fn protection(cfg: &AgentConfig, pressure: watch::Sender<Pressure>) -> NodeProtection {
+    let memory = Machine::observe(&cfg.data_dir).memory_bytes;
     NodeProtection {
+        cgroup_root: cfg
+            .kubelet
+            .cgroup_root
+            .clone()
+            .unwrap_or_else(|| "/".into()),
+        allocatable_memory: memory.saturating_sub(cfg.kubelet.reserved().memory),
         eviction: cfg.kubelet.eviction.clone(),
         image_gc: cfg.kubelet.image_gc,
         node_dir: cfg.data_dir.clone(),
