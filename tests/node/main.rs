@@ -16,6 +16,7 @@ mod agent_pods;
 mod agent_probes;
 mod agent_proxy;
 mod agent_static_pods;
+mod airgap_background;
 mod cluster_dns;
 mod container_logs;
 mod cri_containerd;
