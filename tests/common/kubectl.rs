@@ -153,6 +153,31 @@ pub fn json(k: &Kubectl, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&k.ok(&all)).expect("kubectl json")
 }
 
+/// The status of the node's `condition` (empty when it has none) and whether the node has
+/// the NoSchedule taint `taint` (as the node lifecycle controller sets them for pressure).
+pub fn node_condition_and_taint(
+    k: &Kubectl,
+    node: &str,
+    condition: &str,
+    taint: &str,
+) -> (String, bool) {
+    let node = json(k, &["get", "node", node]);
+    let status = node["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == condition)
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    let tainted = node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|t| t["key"] == taint && t["effect"] == "NoSchedule");
+    (status, tainted)
+}
+
 /// Waits (90 s at most) until `check` holds for `kubectl get <args> -o json`; a timeout shows
 /// the last object seen.
 pub fn wait_json(

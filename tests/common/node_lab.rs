@@ -110,6 +110,50 @@ pub fn build_images(dir: &Path) {
     run(Command::new("bash").arg(&script).arg(dir));
 }
 
+/// Writes the busybox image of `scripts/build-images.sh` renamed `name` (tag `1.35`) into
+/// the tarball `dest`, its busybox binary padded with 32 MiB of noise (so it is an image of
+/// its own, and a big one); `work` is a scratch directory.
+pub fn build_renamed_busybox(work: &Path, dest: &Path, name: &str) {
+    const MIB: u64 = 1024 * 1024;
+    std::fs::create_dir_all(work).expect("work dir");
+    let busybox = work.join("busybox");
+    let mut bytes = std::fs::read("/bin/busybox").expect("/bin/busybox (busybox-static)");
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..(32 * MIB / 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(&busybox, bytes).expect("padded busybox");
+    run(Command::new("chmod").arg("0755").arg(&busybox));
+    let out = work.join("out");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
+    run(Command::new("bash")
+        .arg(&script)
+        .arg(&out)
+        .env("BUSYBOX", &busybox));
+    let layout = work.join("layout");
+    std::fs::create_dir_all(&layout).expect("layout dir");
+    run(Command::new("tar")
+        .arg("-C")
+        .arg(&layout)
+        .arg("-xf")
+        .arg(out.join("busybox.tar")));
+    let index = layout.join("index.json");
+    let text = std::fs::read_to_string(&index).expect("index.json");
+    let renamed = text.replace("docker.io/library/busybox", name);
+    assert_ne!(text, renamed, "the image name in {text}");
+    std::fs::write(&index, renamed).expect("index.json");
+    std::fs::create_dir_all(dest.parent().expect("a parent")).expect("images dir");
+    run(Command::new("tar")
+        .arg("-C")
+        .arg(&layout)
+        .arg("-cf")
+        .arg(dest)
+        .args(["oci-layout", "index.json", "blobs"]));
+}
+
 /// Writes the images into the server's `<data-dir>/agent/images` and restarts it, so that
 /// its embedded agent imports them (air-gapped images are imported when the agent starts).
 pub fn add_images(server: &mut K3rs) {

@@ -25,8 +25,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common;
-use crate::common::kubectl::{json, Kubectl};
-use crate::common::node_lab::{run, NodeLab, FAST_STATUS};
+use crate::common::kubectl::{json, node_condition_and_taint, Kubectl};
+use crate::common::node_lab::{build_renamed_busybox, run, NodeLab, FAST_STATUS};
 
 const NODE: &str = "diskgc-node";
 const TMPFS_SIZE: &str = "384m";
@@ -65,49 +65,6 @@ fn fs_space(dir: &Path) -> (u64, u64) {
     (n[0] * n[2], n[1] * n[2])
 }
 
-/// Writes `docker.io/k3rs/filler:1.35` into `dest`: the busybox image of
-/// `scripts/build-images.sh` built from a busybox binary padded with 32 MiB of noise (so it
-/// is an image of its own, and a big one), renamed.
-fn build_filler_image(work: &Path, dest: &Path) {
-    std::fs::create_dir_all(work).expect("filler work dir");
-    let busybox = work.join("busybox");
-    let mut bytes = std::fs::read("/bin/busybox").expect("/bin/busybox (busybox-static)");
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    for _ in 0..(32 * MIB / 8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        bytes.extend_from_slice(&x.to_le_bytes());
-    }
-    std::fs::write(&busybox, bytes).expect("padded busybox");
-    run(Command::new("chmod").arg("0755").arg(&busybox));
-    let out = work.join("out");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-images.sh");
-    run(Command::new("bash")
-        .arg(&script)
-        .arg(&out)
-        .env("BUSYBOX", &busybox));
-    let layout = work.join("layout");
-    std::fs::create_dir_all(&layout).expect("layout dir");
-    run(Command::new("tar")
-        .arg("-C")
-        .arg(&layout)
-        .arg("-xf")
-        .arg(out.join("busybox.tar")));
-    let index = layout.join("index.json");
-    let text = std::fs::read_to_string(&index).expect("index.json");
-    let renamed = text.replace("docker.io/library/busybox", "docker.io/k3rs/filler");
-    assert_ne!(text, renamed, "the image name in {text}");
-    std::fs::write(&index, renamed).expect("index.json");
-    std::fs::create_dir_all(dest.parent().expect("a parent")).expect("images dir");
-    run(Command::new("tar")
-        .arg("-C")
-        .arg(&layout)
-        .arg("-cf")
-        .arg(dest)
-        .args(["oci-layout", "index.json", "blobs"]));
-}
-
 /// The image names containerd has.
 fn images(data: &Path) -> Vec<String> {
     let socket = data.join("agent/containerd/containerd.sock");
@@ -126,21 +83,7 @@ fn has_image(images: &[String], name: &str) -> bool {
 
 /// The node's DiskPressure status and whether it has the disk-pressure NoSchedule taint.
 fn disk_pressure(k: &Kubectl) -> (String, bool) {
-    let node = json(k, &["get", "node", NODE, "-o", "json"]);
-    let status = node["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "DiskPressure")
-        .and_then(|c| c["status"].as_str())
-        .unwrap_or_default()
-        .to_string();
-    let tainted = node["spec"]["taints"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|t| t["key"] == TAINT && t["effect"] == "NoSchedule");
-    (status, tainted)
+    node_condition_and_taint(k, NODE, "DiskPressure", TAINT)
 }
 
 fn scenario(lab: &NodeLab) {
@@ -156,9 +99,10 @@ fn scenario(lab: &NodeLab) {
         ])
         .arg(&data));
     // The lab unmounts what is left under its scratch dir once its processes are gone.
-    build_filler_image(
+    build_renamed_busybox(
         &lab.scratch.path().join("filler"),
         &data.join("agent/images/filler.tar"),
+        "docker.io/k3rs/filler",
     );
     let mut args = FAST_STATUS.to_vec();
     args.extend([

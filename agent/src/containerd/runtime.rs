@@ -73,6 +73,8 @@ pub struct Runtime {
     pub imported: images::Report,
     address: PathBuf,
     supervisor: Option<Supervisor>,
+    /// The supervised containerd's snapshotter (for [`Runtime::ctr`]).
+    snapshotter: String,
 }
 
 /// How long [`Runtime::start`] retries CRI `Version` (containerd serves its socket before
@@ -91,6 +93,7 @@ impl Runtime {
                     imported: images::Report::default(),
                     address,
                     supervisor: None,
+                    snapshotter: String::new(),
                 })
             }
             Endpoint::Supervised {
@@ -119,6 +122,7 @@ impl Runtime {
                         imported,
                         address,
                         supervisor: Some(supervisor),
+                        snapshotter: config.snapshotter.clone(),
                     }),
                     Err(e) => {
                         supervisor.stop().await;
@@ -132,6 +136,13 @@ impl Runtime {
     /// The runtime's CRI socket.
     pub fn address(&self) -> &Path {
         &self.address
+    }
+
+    /// `ctr` for the agent's own containerd (`None` for an external runtime).
+    pub fn ctr(&self) -> Option<images::Ctr> {
+        self.supervisor
+            .as_ref()
+            .map(|_| images::Ctr::new(&self.address, &self.snapshotter))
     }
 
     /// The supervisor of the agent's own containerd (`None` for an external runtime).

@@ -19,6 +19,7 @@
 //!   so a fixed file is imported at the next start. The agent starts anyway (a bad bundle is
 //!   not a crash loop); only a `ctr` that cannot list images fails the step.
 
+pub mod background;
 pub mod pause;
 pub mod plan;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use k3rs_apimachinery::quantity::Quantity;
 use k8s_openapi::api::core::v1::Taint;
 
-use crate::kubelet::eviction::threshold::{parse_eviction_hard, ThresholdError};
+use crate::kubelet::eviction::config::{self, EvictionFlags, FlagError};
 use crate::kubelet::eviction::EvictionConfig;
 use crate::kubelet::image_gc::ImageGcPolicy;
 use crate::kubelet::log_rotation::LogRotatePolicy;
@@ -20,10 +20,15 @@ pub const KNOWN: &[&str] = &[
     "container-log-max-files",
     "container-log-max-size",
     "eviction-hard",
+    "eviction-max-pod-grace-period",
+    "eviction-minimum-reclaim",
     "eviction-pressure-transition-period",
+    "eviction-soft",
+    "eviction-soft-grace-period",
     "image-gc-high-threshold",
     "image-gc-low-threshold",
     "image-minimum-gc-age",
+    "kube-reserved",
     "max-pods",
     "node-labels",
     "node-status-update-frequency",
@@ -31,6 +36,7 @@ pub const KNOWN: &[&str] = &[
     "port",
     "register-with-taints",
     "resolv-conf",
+    "system-reserved",
 ];
 
 /// What `--kubelet-arg`s set.
@@ -45,8 +51,9 @@ pub struct KubeletArgs {
     /// (`container-log-max-size`, a quantity of bytes, default 10Mi; `container-log-max-files`,
     /// at least 2, default 5).
     pub container_log: LogRotatePolicy,
-    /// The hard eviction thresholds (`eviction-hard`, replacing upstream's defaults when
-    /// given) and `eviction-pressure-transition-period` (5m).
+    /// The eviction thresholds (`eviction-hard`, replacing upstream's defaults when given;
+    /// `eviction-soft` with `eviction-soft-grace-period`; `eviction-minimum-reclaim`),
+    /// `eviction-pressure-transition-period` (5m) and `eviction-max-pod-grace-period` (0).
     pub eviction: EvictionConfig,
     /// `image-gc-high-threshold` (85), `image-gc-low-threshold` (80, below the high one),
     /// `image-minimum-gc-age` (2m).
@@ -59,6 +66,9 @@ pub struct KubeletArgs {
     /// The kubelet API's port (upstream's `--port`, 10250).
     pub port: Option<u16>,
     pub register_with_taints: Vec<Taint>,
+    /// `system-reserved` and `kube-reserved` (`cpu=…,memory=…,ephemeral-storage=…`).
+    pub system_reserved: node::Reserved,
+    pub kube_reserved: node::Reserved,
     /// The resolv.conf pods with `dnsPolicy: Default` get and the cluster DNS forwards to
     /// (default `/etc/resolv.conf`, as the kubelet's `--resolv-conf`).
     pub resolv_conf: Option<std::path::PathBuf>,
@@ -83,9 +93,9 @@ pub enum KubeletArgError {
     /// A bad `node-labels` entry.
     #[error(transparent)]
     Label(#[from] node::LabelError),
-    /// A bad `eviction-hard` value.
-    #[error("--kubelet-arg eviction-hard: {0}")]
-    EvictionHard(#[from] ThresholdError),
+    /// A bad eviction threshold, grace period or minimum reclaim.
+    #[error(transparent)]
+    Eviction(#[from] FlagError),
     /// `image-gc-low-threshold` not below `image-gc-high-threshold`.
     #[error(
         "--kubelet-arg: image-gc-low-threshold ({low}) must be less than \
@@ -122,6 +132,26 @@ fn duration(key: &str, v: &str) -> Result<Duration, KubeletArgError> {
         .ok_or_else(|| bad(key, v, "a duration like 10s, 1m or 1h30m"))
 }
 
+/// A `system-reserved`/`kube-reserved` value: `cpu=…,memory=…,ephemeral-storage=…`.
+fn reserved(key: &str, v: &str) -> Result<node::Reserved, KubeletArgError> {
+    const EXPECTED: &str =
+        "cpu=QUANTITY,memory=QUANTITY,ephemeral-storage=QUANTITY (k3rs does not reserve pid)";
+    let mut out = node::Reserved::default();
+    for pair in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (resource, amount) = pair.split_once('=').ok_or_else(|| bad(key, v, EXPECTED))?;
+        let q = Quantity::parse(amount.trim())
+            .filter(|q| !q.is_negative())
+            .ok_or_else(|| bad(key, v, EXPECTED))?;
+        match resource.trim() {
+            "cpu" => out.cpu_millis = q.milli_value().max(0) as u64,
+            "memory" => out.memory = q.value().max(0) as u64,
+            "ephemeral-storage" => out.ephemeral_storage = q.value().max(0) as u64,
+            _ => return Err(bad(key, v, EXPECTED)),
+        }
+    }
+    Ok(out)
+}
+
 /// A whole percentage, 0 to 100.
 fn percent(key: &str, v: &str) -> Result<u8, KubeletArgError> {
     v.parse()
@@ -135,6 +165,7 @@ impl KubeletArgs {
     /// values (`node-labels`, `register-with-taints`, comma separated) accumulate.
     pub fn parse(args: &[String]) -> Result<KubeletArgs, KubeletArgError> {
         let mut out = KubeletArgs::default();
+        let mut eviction = EvictionFlags::default();
         for a in args {
             let (k, v) = a
                 .split_once('=')
@@ -168,10 +199,21 @@ impl KubeletArgs {
                         .filter(|b| *b > 0)
                         .ok_or_else(|| bad(k, v, "a size in bytes like 10Mi or 500Ki"))?
                 }
-                "eviction-hard" => out.eviction.thresholds = parse_eviction_hard(v)?,
+                "eviction-hard" => eviction.hard = Some(v.to_string()),
+                "eviction-soft" => eviction.soft = Some(v.to_string()),
+                "eviction-soft-grace-period" => eviction.soft_grace_period = Some(v.to_string()),
+                "eviction-minimum-reclaim" => eviction.minimum_reclaim = Some(v.to_string()),
+                "eviction-max-pod-grace-period" => {
+                    let secs: u64 = v
+                        .parse()
+                        .map_err(|_| bad(k, v, "a whole number of seconds, 0 or more"))?;
+                    out.eviction.max_pod_grace_period = Duration::from_secs(secs)
+                }
                 "eviction-pressure-transition-period" => {
                     out.eviction.pressure_transition_period = duration(k, v)?
                 }
+                "kube-reserved" => out.kube_reserved = reserved(k, v)?,
+                "system-reserved" => out.system_reserved = reserved(k, v)?,
                 "image-gc-high-threshold" => out.image_gc.high_threshold_percent = percent(k, v)?,
                 "image-gc-low-threshold" => out.image_gc.low_threshold_percent = percent(k, v)?,
                 "image-minimum-gc-age" => out.image_gc.min_age = duration(k, v)?,
@@ -213,6 +255,7 @@ impl KubeletArgs {
                 }
             }
         }
+        out.eviction.thresholds = config::thresholds(&eviction)?;
         let (low, high) = (
             out.image_gc.low_threshold_percent,
             out.image_gc.high_threshold_percent,
@@ -221,6 +264,11 @@ impl KubeletArgs {
             return Err(KubeletArgError::ImageGcThresholds { low, high });
         }
         Ok(out)
+    }
+
+    /// `system-reserved` and `kube-reserved` together.
+    pub fn reserved(&self) -> node::Reserved {
+        self.system_reserved.plus(self.kube_reserved)
     }
 }
 
@@ -308,11 +356,47 @@ mod tests {
         assert_eq!(
             a.eviction,
             EvictionConfig {
-                thresholds: vec![Threshold {
-                    signal: Signal::NodeFsAvailable,
-                    value: ThresholdValue::Percentage(0.3)
-                }],
+                thresholds: vec![Threshold::hard(
+                    Signal::NodeFsAvailable,
+                    ThresholdValue::Percentage(0.3)
+                )],
                 pressure_transition_period: Duration::from_secs(15),
+                max_pod_grace_period: Duration::ZERO,
+            }
+        );
+        let soft = KubeletArgs::parse(&s(&[
+            "eviction-soft=nodefs.available<40%",
+            "eviction-hard=pid.available<100",
+            "eviction-soft-grace-period=nodefs.available=20s",
+            "eviction-minimum-reclaim=pid.available=50",
+            "eviction-max-pod-grace-period=10",
+        ]))
+        .unwrap();
+        assert_eq!(
+            soft.eviction.thresholds,
+            vec![
+                Threshold {
+                    min_reclaim: Some(ThresholdValue::Quantity(50)),
+                    ..Threshold::hard(Signal::PidAvailable, ThresholdValue::Quantity(100))
+                },
+                Threshold {
+                    grace_period: Duration::from_secs(20),
+                    ..Threshold::hard(Signal::NodeFsAvailable, ThresholdValue::Percentage(0.4))
+                },
+            ]
+        );
+        assert_eq!(soft.eviction.max_pod_grace_period, Duration::from_secs(10));
+        let r = KubeletArgs::parse(&s(&[
+            "system-reserved=cpu=500m,memory=1Gi",
+            "kube-reserved=memory=256Mi,ephemeral-storage=2Gi",
+        ]))
+        .unwrap();
+        assert_eq!(
+            r.reserved(),
+            node::Reserved {
+                cpu_millis: 500,
+                memory: (1 << 30) + (256 << 20),
+                ephemeral_storage: 2 << 30
             }
         );
         assert_eq!(
@@ -338,6 +422,31 @@ mod tests {
             "--kubelet-arg eviction-hard: \"memory.available>1Gi\": expected SIGNAL<VALUE (only \
              the < operator is supported)"
         );
+        assert_eq!(
+            err(&["eviction-soft=memory.available<1Gi"]),
+            "--kubelet-arg eviction-soft: grace period must be specified for the soft eviction \
+             threshold memory.available"
+        );
+        assert_eq!(
+            err(&["eviction-max-pod-grace-period=-1"]),
+            "--kubelet-arg eviction-max-pod-grace-period=-1: expected a whole number of seconds, \
+             0 or more"
+        );
+        assert_eq!(
+            err(&["system-reserved=pid=100"]),
+            "--kubelet-arg system-reserved=pid=100: expected cpu=QUANTITY,memory=QUANTITY,\
+             ephemeral-storage=QUANTITY (k3rs does not reserve pid)"
+        );
+        for bad in [
+            "kube-reserved=memory",
+            "kube-reserved=memory=-1Gi",
+            "kube-reserved=memory=lots",
+        ] {
+            assert!(
+                err(&[bad]).starts_with("--kubelet-arg kube-reserved="),
+                "{bad}"
+            );
+        }
         assert!(KubeletArgs::parse(&s(&["image-minimum-gc-age=soon"])).is_err());
     }
 
@@ -348,11 +457,12 @@ mod tests {
             Err(
                 "--kubelet-arg: unknown kubelet flag \"cgroup-driver\" (k3rs understands: \
                  cgroup-root, cluster-dns, cluster-domain, container-log-max-files, \
-                 container-log-max-size, eviction-hard, eviction-pressure-transition-period, \
-                 image-gc-high-threshold, image-gc-low-threshold, image-minimum-gc-age, \
-                 max-pods, node-labels, \
+                 container-log-max-size, eviction-hard, eviction-max-pod-grace-period, \
+                 eviction-minimum-reclaim, eviction-pressure-transition-period, eviction-soft, \
+                 eviction-soft-grace-period, image-gc-high-threshold, image-gc-low-threshold, \
+                 image-minimum-gc-age, kube-reserved, max-pods, node-labels, \
                  node-status-update-frequency, pod-manifest-path, port, register-with-taints, \
-                 resolv-conf)"
+                 resolv-conf, system-reserved)"
                     .into()
             )
         );

@@ -128,6 +128,7 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), jo
     if let Some(p) = cfg.kubelet.port {
         node.kubelet_port = i32::from(p);
     }
+    node.reserved = cfg.kubelet.reserved();
     let kubelet_port = u16::try_from(node.kubelet_port).unwrap_or(DEFAULT_PORT);
     node.labels.extend(cfg.kubelet.node_labels.iter().cloned());
     node.taints
@@ -240,6 +241,7 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), jo
     // The node reports the runtime down until it is up.
     if let Some(runtime) = pods::start_runtime_retrying(&cfg, &stop).await {
         runtime_tx.send_replace(Some(Arc::new(runtime.cri.clone())));
+        let image_imports = pods::import_air_gap_images(&runtime, &cfg, &mut running, &stop);
         {
             let (latest, cri) = (latest.clone(), Arc::new(runtime.cri.clone()));
             running.spawn(tasks::supervise(
@@ -292,7 +294,7 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), jo
             ));
         }
         let protection = pods::protection(&cfg, pressure_tx);
-        pods::run(latest, &runtime, &cfg, protection, stop).await;
+        pods::run(latest, &runtime, &cfg, protection, image_imports, stop).await;
         runtime.stop().await;
     }
     while running.join_next().await.is_some() {}

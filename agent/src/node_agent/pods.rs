@@ -16,6 +16,7 @@ use super::AgentConfig;
 use crate::cni;
 use crate::containerd::registries::system_image::with_registry;
 use crate::containerd::{self, host, Config, Endpoint, Runtime, SupervisorOptions};
+use crate::images::background::ImportsDone;
 use crate::kubelet::eviction::NodeProtection;
 use crate::kubelet::node_status::conditions::Pressure;
 use crate::kubelet::node_status::{machine::Machine, node};
@@ -71,22 +72,42 @@ pub fn containerd_config(cfg: &AgentConfig) -> Config {
 }
 
 /// Brings the runtime up: `--container-runtime-endpoint` if given, else the agent's own
-/// containerd with the embedded pause image (when it is the sandbox image) and the images of
-/// `<data-dir>/agent/images` imported.
+/// containerd with the embedded pause image (when it is the sandbox image) imported. The
+/// images of `<data-dir>/agent/images` are imported afterwards, in the background
+/// ([`import_air_gap_images`]).
 pub async fn start_runtime(cfg: &AgentConfig) -> Result<Runtime, containerd::runtime::Error> {
     let endpoint = match &cfg.container_runtime_endpoint {
         Some(e) => Endpoint::External(PathBuf::from(e.strip_prefix("unix://").unwrap_or(e))),
         None => Endpoint::Supervised {
             config: containerd_config(cfg),
             options: SupervisorOptions::default(),
-            images_dir: Some(agent_dir(&cfg.data_dir).join("images")),
+            images_dir: None,
         },
     };
-    let runtime = Runtime::start(endpoint).await?;
-    for (tarball, images) in &runtime.imported.imported {
-        tracing::info!(tarball = %tarball.display(), ?images, "imported");
-    }
-    Ok(runtime)
+    Runtime::start(endpoint).await
+}
+
+/// Imports the air-gap images of `<data-dir>/agent/images` into the agent's own containerd
+/// until done or `stop`; the returned [`ImportsDone`] says when the pass is over (at once for
+/// an external runtime, whose images are not the agent's to import).
+pub fn import_air_gap_images(
+    runtime: &Runtime,
+    cfg: &AgentConfig,
+    tasks: &mut tokio::task::JoinSet<()>,
+    stop: &CancellationToken,
+) -> ImportsDone {
+    let Some(ctr) = runtime.ctr() else {
+        return ImportsDone::done();
+    };
+    let (done, imports) = ImportsDone::pending();
+    let dir = agent_dir(&cfg.data_dir).join("images");
+    tasks.spawn(crate::images::background::import(
+        ctr,
+        dir,
+        done,
+        stop.clone(),
+    ));
+    imports
 }
 
 /// [`start_runtime`], retried every few seconds until it succeeds (`None`: stopped first).
@@ -109,10 +130,10 @@ pub async fn start_runtime_retrying(
     }
 }
 
-/// What the executor knows of the node.
-pub fn node_context(cfg: &AgentConfig) -> NodeContext {
+/// What the executor knows of the node; `image_imports`: the air-gap import pass.
+pub fn node_context(cfg: &AgentConfig, image_imports: ImportsDone) -> NodeContext {
     let m = Machine::observe(&cfg.data_dir);
-    let (_, allocatable) = node::resources(&m, cfg.node.max_pods);
+    let (_, allocatable) = node::resources(&m, cfg.node.max_pods, cfg.kubelet.reserved());
     let q = |k: &str| allocatable.get(k).map(Quantity::of).unwrap_or_default();
     let cluster_dns = if cfg.kubelet.cluster_dns.is_empty() {
         vec![DEFAULT_CLUSTER_DNS.parse().expect("an IP")]
@@ -149,6 +170,7 @@ pub fn node_context(cfg: &AgentConfig) -> NodeContext {
             .unwrap_or_else(|| "/".into()),
         pods_dir: agent_dir(&cfg.data_dir).join("pods"),
         pod_logs_dir: PathBuf::from(crate::kubelet::plan::labels::POD_LOGS_ROOT),
+        image_imports,
     }
 }
 
@@ -221,7 +243,14 @@ pub async fn write_cni_config(
 /// node filesystem and the agent's containerd root as the image filesystem (an external
 /// runtime's is not known: the node's counts).
 pub fn protection(cfg: &AgentConfig, pressure: watch::Sender<Pressure>) -> NodeProtection {
+    let memory = Machine::observe(&cfg.data_dir).memory_bytes;
     NodeProtection {
+        cgroup_root: cfg
+            .kubelet
+            .cgroup_root
+            .clone()
+            .unwrap_or_else(|| "/".into()),
+        allocatable_memory: memory.saturating_sub(cfg.kubelet.reserved().memory),
         eviction: cfg.kubelet.eviction.clone(),
         image_gc: cfg.kubelet.image_gc,
         node_dir: cfg.data_dir.clone(),
@@ -234,12 +263,14 @@ pub fn protection(cfg: &AgentConfig, pressure: watch::Sender<Pressure>) -> NodeP
     }
 }
 
-/// Runs the pods of the node on `runtime` until `stop`, protected by `protection`.
+/// Runs the pods of the node on `runtime` until `stop`, protected by `protection`; pods
+/// needing an image that is not present wait for `image_imports` first.
 pub async fn run(
     clients: watch::Receiver<kube::Client>,
     runtime: &Runtime,
     cfg: &AgentConfig,
     protection: NodeProtection,
+    image_imports: ImportsDone,
     stop: CancellationToken,
 ) {
     let cri = Arc::new(runtime.cri.clone());
@@ -248,7 +279,7 @@ pub async fn run(
         cri.clone(),
         cri,
         cfg.node.name.clone(),
-        node_context(cfg),
+        node_context(cfg, image_imports),
         Some(
             cfg.kubelet
                 .pod_manifest_path

@@ -4,7 +4,8 @@
 //! followed by one "Container <name> was using <usage>, request is <request>, has larger
 //! consumption of <resource>. " per container whose usage exceeds its request (memory: the
 //! working set; ephemeral storage: writable layer and logs). Quantities are printed as
-//! upstream's binary-SI quantities print (`1Mi`, `1536Ki`, `1000`). Pure.
+//! upstream's binary-SI quantities print (`1Mi`, `1536Ki`, `1000`), inode and process ID
+//! counts as its decimal-SI ones (`1k`, `998`). Pure.
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -34,6 +35,19 @@ pub fn binary_si(v: u64) -> String {
     format!("{n}{}", SUFFIXES[suffix])
 }
 
+/// A count (inodes, process IDs) as a decimal-SI quantity prints in Go: the largest
+/// decimal suffix that divides it exactly (`1k`, `2M`, `1500`).
+pub fn decimal_si(v: u64) -> String {
+    let mut n = v;
+    let mut suffix = 0;
+    const SUFFIXES: [&str; 7] = ["", "k", "M", "G", "T", "P", "E"];
+    while n != 0 && n.is_multiple_of(1000) && suffix < SUFFIXES.len() - 1 {
+        n /= 1000;
+        suffix += 1;
+    }
+    format!("{n}{}", SUFFIXES[suffix])
+}
+
 /// The eviction message for `pod` starved of `resource`; `threshold`: the threshold met's
 /// amount and the available amount observed.
 pub fn eviction_message(
@@ -44,10 +58,14 @@ pub fn eviction_message(
 ) -> String {
     let mut message = format!("The node was low on resource: {resource}. ");
     if let Some((quantity, available)) = threshold {
+        let print = match resource {
+            "inodes" | "pids" => decimal_si,
+            _ => binary_si,
+        };
         message += &format!(
             "Threshold quantity: {}, available: {}. ",
-            binary_si(quantity),
-            binary_si(available)
+            print(quantity),
+            print(available)
         );
     }
     let Some(usage) = usage else {
@@ -101,6 +119,11 @@ mod tests {
         assert_eq!(binary_si(100 * 1024 * 1024), "100Mi");
         assert_eq!(binary_si(1025), "1025");
         assert_eq!(binary_si(3 << 30), "3Gi");
+        assert_eq!(decimal_si(0), "0");
+        assert_eq!(decimal_si(1000), "1k");
+        assert_eq!(decimal_si(1500), "1500");
+        assert_eq!(decimal_si(2_000_000), "2M");
+        assert_eq!(decimal_si(4_193_804), "4193804");
     }
 
     #[test]
@@ -145,6 +168,10 @@ mod tests {
         assert_eq!(
             eviction_message("memory", &pod, None, None),
             "The node was low on resource: memory. "
+        );
+        assert_eq!(
+            eviction_message("pids", &pod, Some(&usage), Some((1000, 998))),
+            "The node was low on resource: pids. Threshold quantity: 1k, available: 998. "
         );
     }
 }

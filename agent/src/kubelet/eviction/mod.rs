@@ -1,24 +1,35 @@
 //! The eviction manager (upstream's `pkg/kubelet/eviction`): every [`MONITORING_INTERVAL`] it
-//! observes the node's memory and filesystems ([`signals`]), compares them with the hard
-//! eviction thresholds ([`threshold`], `--kubelet-arg=eviction-hard=…`), reports
-//! MemoryPressure/DiskPressure ([`pressure`], held for the transition period) and, while a
-//! threshold is met, reclaims: first node-level disk (dead containers of pods that no longer
-//! run, [`reclaim`], then every unused image), then by evicting one pod per round, ranked as
-//! upstream ranks them ([`rank`]).
+//! observes the node's memory, the pods' memory against node allocatable, its filesystems
+//! and its process IDs ([`signals`], [`cgroup_stats`]), compares them with the eviction
+//! thresholds ([`threshold`], [`config`]: `--kubelet-arg=eviction-hard=…`, `eviction-soft=…`
+//! with `eviction-soft-grace-period=…`, `eviction-minimum-reclaim=…`), reports
+//! MemoryPressure/DiskPressure/PIDPressure ([`pressure`], held for the transition period)
+//! and, once a threshold has been met for its grace period ([`round`]), reclaims: for disk,
+//! first node-level (dead containers of pods that no longer run, [`reclaim`], then every
+//! unused image), then by evicting one pod per round, ranked as upstream ranks them
+//! ([`rank`]).
 //!
 //! # Guarantees
 //! - An evicted pod's status is `phase: Failed`, `reason: Evicted`, upstream's message
-//!   ([`message`]) and a `DisruptionTarget` condition (`TerminationByKubelet`); its containers
-//!   are then stopped by its pod worker, which sees the terminal phase. An `Evicted` Warning
-//!   event goes with it.
+//!   ([`message`]) and a `DisruptionTarget` condition (`TerminationByKubelet`); its running
+//!   containers are then stopped with the eviction's grace period ([`round::pod_grace_period`]:
+//!   1 s for a hard threshold, the pod's own capped by `eviction-max-pod-grace-period` for a
+//!   soft one), and its pod worker, which sees the terminal phase, finishes the teardown. An
+//!   `Evicted` Warning event goes with it.
 //! - Critical pods (static, mirror, system priority) are never evicted; at most one pod is
 //!   evicted per round.
-//! - Memory thresholds are handled before disk ones.
+//! - Memory thresholds are handled before the others.
+//! - `allocatableMemory.available` is node allocatable memory (capacity less
+//!   `system-reserved` and `kube-reserved` memory) less the working set of the
+//!   `<cgroup root>/kubepods` cgroup; k3rs does not put that amount on the cgroup as a limit.
 
+pub mod cgroup_stats;
+pub mod config;
 pub mod message;
 pub mod pressure;
 pub mod rank;
 pub mod reclaim;
+pub mod round;
 pub mod signals;
 pub mod threshold;
 pub mod usage;
@@ -35,14 +46,16 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::cri::RuntimeService;
+use crate::cri::{pb, RuntimeService};
 use crate::kubelet::events::Recorder;
 use crate::kubelet::image_gc::ImageGc;
 use crate::kubelet::node_status::conditions::Pressure;
+use crate::kubelet::plan::labels;
 use crate::kubelet::plan::spec::api_phase_is_terminal;
 use crate::kubelet::pods::api::PodApi;
 use crate::report::error_chain;
 use rank::{Candidate, PodUsage};
+use round::RoundState;
 use signals::{thresholds_met, Observations};
 use threshold::{Signal, Threshold};
 
@@ -54,18 +67,23 @@ pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300
 /// The eviction manager's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvictionConfig {
-    /// The hard thresholds (`eviction-hard`).
+    /// Every threshold: hard, soft and allocatable ([`config::thresholds`]).
     pub thresholds: Vec<Threshold>,
     /// How long a pressure condition stays after its thresholds stopped being met
     /// (`eviction-pressure-transition-period`).
     pub pressure_transition_period: Duration,
+    /// The longest grace period a pod evicted for a soft threshold gets
+    /// (`eviction-max-pod-grace-period`, upstream's default 0).
+    pub max_pod_grace_period: Duration,
 }
 
 impl Default for EvictionConfig {
     fn default() -> Self {
         EvictionConfig {
-            thresholds: threshold::defaults(),
+            thresholds: config::thresholds(&config::EvictionFlags::default())
+                .expect("the defaults parse"),
             pressure_transition_period: DEFAULT_PRESSURE_TRANSITION_PERIOD,
+            max_pod_grace_period: Duration::ZERO,
         }
     }
 }
@@ -87,6 +105,10 @@ pub struct Manager {
     /// Where pod volumes and pod logs live.
     pub pods_dir: PathBuf,
     pub pod_logs_dir: PathBuf,
+    /// The cgroup the pods' `kubepods` cgroup is under (`--kubelet-arg=cgroup-root`).
+    pub cgroup_root: String,
+    /// Node allocatable memory for `allocatableMemory.available` (bytes; 0: not observed).
+    pub allocatable_memory: u64,
     /// Where the pressure the node status reports goes.
     pub pressure: watch::Sender<Pressure>,
 }
@@ -104,17 +126,26 @@ pub struct NodeProtection {
     pub image_dir: Option<PathBuf>,
     /// The pod sandbox image (never collected).
     pub sandbox_image: String,
+    /// The cgroup root and node allocatable memory (see [`Manager`]).
+    pub cgroup_root: String,
+    pub allocatable_memory: u64,
     pub pressure: watch::Sender<Pressure>,
-}
-
-/// Memory first, the others in their configured order (upstream's `byEvictionPriority`).
-fn by_eviction_priority(met: &mut [Threshold]) {
-    met.sort_by_key(|t| t.signal != Signal::MemoryAvailable);
 }
 
 impl Manager {
     fn observe(&self) -> Observations {
-        Observations::observe(&self.node_dir, self.image_dir.as_deref())
+        let mut o = Observations::observe(&self.node_dir, self.image_dir.as_deref());
+        if let Some(ws) = cgroup_stats::pods_working_set(&self.cgroup_root) {
+            o.insert(
+                Signal::AllocatableMemoryAvailable,
+                self.allocatable_memory.saturating_sub(ws),
+                self.allocatable_memory,
+            );
+        }
+        if let Some((available, capacity)) = cgroup_stats::node_pids() {
+            o.insert(Signal::PidAvailable, available, capacity);
+        }
+        o
     }
 
     /// Whether the image filesystem is not the node's.
@@ -128,7 +159,7 @@ impl Manager {
 
     /// Observes and reclaims until `stop`.
     pub async fn run(self, pods: PodList, stop: CancellationToken) {
-        let mut state = pressure::PressureState::default();
+        let mut state = RoundState::default();
         let mut evicted: BTreeSet<String> = BTreeSet::new();
         let mut tick = tokio::time::interval(MONITORING_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -144,30 +175,34 @@ impl Manager {
     /// One round (upstream's `synchronize`).
     pub async fn synchronize(
         &self,
-        state: &mut pressure::PressureState,
+        state: &mut RoundState,
         evicted: &mut BTreeSet<String>,
         pods: &PodList,
     ) {
         let observations = self.observe();
-        let mut met = thresholds_met(&self.config.thresholds, &observations);
-        let p = state.update(&met, Instant::now(), self.config.pressure_transition_period);
+        let round = state.step(
+            &self.config.thresholds,
+            &observations,
+            Instant::now(),
+            self.config.pressure_transition_period,
+        );
+        let p = round.pressure;
         self.pressure.send_if_modified(|old| {
             let changed = *old != p;
             if changed {
                 tracing::info!(
                     memory = p.memory,
                     disk = p.disk,
+                    pid = p.pid,
                     "eviction manager: node pressure changed"
                 );
             }
             *old = p;
             changed
         });
-        if met.is_empty() {
+        let Some(&threshold) = round.reclaim.first() else {
             return;
-        }
-        by_eviction_priority(&mut met);
-        let threshold = met[0];
+        };
         let resource = threshold.signal.resource();
         tracing::warn!(
             signal = threshold.signal.name(),
@@ -182,14 +217,14 @@ impl Manager {
             .filter(|p| !evicted.contains(p.metadata.uid.as_deref().unwrap_or_default()))
             .collect();
         evicted.retain(|uid| all.iter().any(|p| p.metadata.uid.as_deref() == Some(uid)));
-        if threshold.signal != Signal::MemoryAvailable {
+        if !threshold.signal.is_memory() && threshold.signal != Signal::PidAvailable {
             let uids = active
                 .iter()
                 .filter_map(|p| p.metadata.uid.clone())
                 .collect();
             self.reclaim_disk(&uids).await;
             let after = self.observe();
-            if thresholds_met(&self.config.thresholds, &after).is_empty() {
+            if thresholds_met(&self.config.thresholds, &after, true).is_empty() {
                 tracing::info!("eviction manager: node-level reclaim relieved the pressure");
                 return;
             }
@@ -213,7 +248,9 @@ impl Manager {
             victim.usage,
             observations.threshold_and_available(&threshold),
         );
-        match self.evict(victim.pod, &text).await {
+        let grace =
+            round::pod_grace_period(&threshold, victim.pod, self.config.max_pod_grace_period);
+        match self.evict(victim.pod, &text, grace).await {
             Ok(()) => {
                 evicted.insert(victim.pod.metadata.uid.clone().unwrap_or_default());
             }
@@ -278,10 +315,12 @@ impl Manager {
             })
             .collect();
         let (pods_dir, logs_dir) = (self.pods_dir.clone(), self.pod_logs_dir.clone());
+        let cgroup_root = self.cgroup_root.clone();
         let measured = tokio::task::spawn_blocking(move || {
             for (ns, name, uid) in &keys {
                 let u = by_uid.entry(uid.clone()).or_default();
                 usage::measure(u, &pods_dir, &logs_dir, (ns, name, uid));
+                u.processes = cgroup_stats::pod_process_count(&cgroup_root, uid);
             }
             by_uid
         })
@@ -289,8 +328,14 @@ impl Manager {
         measured.unwrap_or_default()
     }
 
-    /// Fails `pod` as upstream's eviction does; its worker then stops it.
-    async fn evict(&self, pod: &Pod, text: &str) -> Result<(), crate::kubelet::pods::api::Error> {
+    /// Fails `pod` as upstream's eviction does and stops its running containers with
+    /// `grace`; its worker then finishes the teardown.
+    async fn evict(
+        &self,
+        pod: &Pod,
+        text: &str,
+        grace: Duration,
+    ) -> Result<(), crate::kubelet::pods::api::Error> {
         let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let uid = pod.metadata.uid.as_deref().unwrap_or_default();
@@ -319,35 +364,38 @@ impl Manager {
         tracing::warn!(pod = %format!("{ns}/{name}"), "eviction manager: pod evicted: {text}");
         self.events
             .pod(pod, "Warning", message::REASON, text.to_string());
+        self.stop_containers(uid, grace).await;
         Ok(())
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use threshold::ThresholdValue;
-
-    #[test]
-    fn memory_is_reclaimed_first() {
-        let t = |signal| Threshold {
-            signal,
-            value: ThresholdValue::Percentage(0.1),
+    /// Stops the running containers of the pod `uid` with `grace` (upstream's `killPodFunc`
+    /// with the eviction's grace period override).
+    async fn stop_containers(&self, uid: &str, grace: Duration) {
+        let filter = pb::ContainerFilter {
+            label_selector: [(labels::POD_UID.to_string(), uid.to_string())].into(),
+            ..Default::default()
         };
-        let mut met = vec![
-            t(Signal::NodeFsAvailable),
-            t(Signal::ImageFsAvailable),
-            t(Signal::MemoryAvailable),
-        ];
-        by_eviction_priority(&mut met);
-        let signals: Vec<Signal> = met.iter().map(|t| t.signal).collect();
-        assert_eq!(
-            signals,
-            [
-                Signal::MemoryAvailable,
-                Signal::NodeFsAvailable,
-                Signal::ImageFsAvailable
-            ]
-        );
+        let containers = match self.runtime.list_containers(Some(filter)).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(
+                    "eviction manager: listing the pod's containers: {}",
+                    error_chain(&e)
+                );
+                return;
+            }
+        };
+        let running = containers
+            .into_iter()
+            .filter(|c| c.state == pb::ContainerState::ContainerRunning as i32);
+        for c in running {
+            if let Err(e) = self
+                .runtime
+                .stop_container(c.id.clone(), grace.as_secs() as i64)
+                .await
+            {
+                tracing::warn!(container = %c.id, "eviction manager: stopping an evicted pod's container: {}", error_chain(&e));
+            }
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The node conditions the eviction manager reports (upstream's `nodeConditionsLastObservedAt`
-//! and `nodeConditionsObservedSince`): a condition is set while one of its signals' thresholds
-//! is met and stays set until none has been met for the pressure transition period
-//! (`--kubelet-arg=eviction-pressure-transition-period`, 5m), so it does not flap. Pure.
+//! and `nodeConditionsObservedSince`): a condition (MemoryPressure, DiskPressure, PIDPressure)
+//! is set while one of its signals' thresholds is met and stays set until none has been met
+//! for the pressure transition period (`--kubelet-arg=eviction-pressure-transition-period`,
+//! 5m), so it does not flap. Pure.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -26,7 +27,7 @@ impl PressureState {
         Pressure {
             memory: self.last_observed.contains_key(&Condition::MemoryPressure),
             disk: self.last_observed.contains_key(&Condition::DiskPressure),
-            pid: false,
+            pid: self.last_observed.contains_key(&Condition::PidPressure),
         }
     }
 }
@@ -37,10 +38,7 @@ mod tests {
     use crate::kubelet::eviction::threshold::{Signal, ThresholdValue};
 
     fn t(signal: Signal) -> Threshold {
-        Threshold {
-            signal,
-            value: ThresholdValue::Percentage(0.1),
-        }
+        Threshold::hard(signal, ThresholdValue::Percentage(0.1))
     }
 
     #[test]
@@ -91,6 +89,17 @@ mod tests {
         assert_eq!(
             s.update(&[], t0 + Duration::from_secs(602), Duration::ZERO),
             Pressure::default()
+        );
+        assert_eq!(
+            s.update(
+                &[t(Signal::PidAvailable)],
+                t0 + Duration::from_secs(603),
+                Duration::ZERO
+            ),
+            Pressure {
+                pid: true,
+                ..Pressure::default()
+            }
         );
     }
 }

@@ -1,7 +1,8 @@
 //! Which pod to evict first (upstream's `rankMemoryPressure` and `rankDiskPressureFunc`):
 //! pods whose usage of the starved resource exceeds their requests first, then lower
-//! priority first, then the larger usage above requests first. Critical pods (static and
-//! mirror pods, priority ≥ `system-cluster-critical`) are never chosen. Pure.
+//! priority first, then the larger usage above requests first; under PID pressure
+//! (`rankPIDPressure`) lower priority first, then more processes first. Critical pods (static
+//! and mirror pods, priority ≥ `system-cluster-critical`) are never chosen. Pure.
 
 use k3rs_apimachinery::quantity::Quantity;
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -27,6 +28,8 @@ pub struct ContainerUsage {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PodUsage {
     pub containers: Vec<ContainerUsage>,
+    /// The processes in the pod's cgroup.
+    pub processes: Option<u64>,
     pub volumes_bytes: u64,
     pub volumes_inodes: u64,
     pub logs_inodes: u64,
@@ -135,16 +138,34 @@ pub fn rank<'a>(
     signal: Signal,
     dedicated_imagefs: bool,
 ) -> Vec<Candidate<'a>> {
-    let resource = match signal {
-        Signal::MemoryAvailable => "memory",
-        _ => "ephemeral-storage",
+    let mut out: Vec<Candidate<'a>> = pods
+        .iter()
+        .filter(|c| !is_critical(c.pod))
+        .copied()
+        .collect();
+    if signal == Signal::PidAvailable {
+        let processes = |c: &Candidate| c.usage.and_then(|u| u.processes).unwrap_or(0);
+        out.sort_by(|a, b| {
+            priority(a.pod)
+                .cmp(&priority(b.pod))
+                .then_with(|| processes(b).cmp(&processes(a)))
+        });
+        return out;
+    }
+    let resource = if signal.is_memory() {
+        "memory"
+    } else {
+        "ephemeral-storage"
     };
     let inodes = signal.resource() == "inodes";
     let scope = FsScope::of(signal, dedicated_imagefs);
     let usage = |c: &Candidate| -> i64 {
-        let u = c.usage.map_or(0, |u| match signal {
-            Signal::MemoryAvailable => u.memory(),
-            _ => u.disk(scope, inodes),
+        let u = c.usage.map_or(0, |u| {
+            if signal.is_memory() {
+                u.memory()
+            } else {
+                u.disk(scope, inodes)
+            }
         });
         i64::try_from(u).unwrap_or(i64::MAX)
     };
@@ -156,11 +177,6 @@ pub fn rank<'a>(
             pod_request(c.pod, resource)
         }
     };
-    let mut out: Vec<Candidate<'a>> = pods
-        .iter()
-        .filter(|c| !is_critical(c.pod))
-        .copied()
-        .collect();
     out.sort_by(|a, b| {
         let exceeds = |c: &Candidate| usage(c) > req(c);
         exceeds(b)
@@ -198,6 +214,7 @@ mod tests {
                 rootfs_inodes: Some(rootfs / 100),
                 logs_bytes: Some(10),
             }],
+            processes: Some(memory / (1024 * 1024)),
             volumes_bytes: volumes,
             volumes_inodes: 1,
             logs_inodes: 1,
@@ -239,6 +256,49 @@ mod tests {
         assert_eq!(
             names(&rank(&pods, Signal::MemoryAvailable, false)),
             ["low-big", "big", "small", "high", "within"]
+        );
+        assert_eq!(
+            names(&rank(&pods, Signal::AllocatableMemoryAvailable, false)),
+            ["low-big", "big", "small", "high", "within"]
+        );
+    }
+
+    #[test]
+    fn pid_pressure_ranks_by_priority_then_process_count() {
+        let mi = 1024 * 1024;
+        let (few, many, low, high) = (
+            pod("few", 0, None),
+            pod("many", 0, Some("1Gi")),
+            pod("low", -5, None),
+            pod("high", 100, None),
+        );
+        let critical = pod("critical", 2_000_000_000, None);
+        let unknown = pod("unknown", 0, None);
+        // `usage(memory)` gives memory/1Mi processes.
+        let (u3, u50, u1, u99) = (
+            usage(3 * mi, 0, 0),
+            usage(50 * mi, 0, 0),
+            usage(mi, 0, 0),
+            usage(99 * mi, 0, 0),
+        );
+        let c = |p, u| Candidate {
+            pod: p,
+            usage: Some(u),
+        };
+        let pods = [
+            c(&few, &u3),
+            c(&high, &u99),
+            c(&many, &u50),
+            c(&critical, &u99),
+            c(&low, &u1),
+            Candidate {
+                pod: &unknown,
+                usage: None,
+            },
+        ];
+        assert_eq!(
+            names(&rank(&pods, Signal::PidAvailable, false)),
+            ["low", "many", "few", "unknown", "high"]
         );
     }
 

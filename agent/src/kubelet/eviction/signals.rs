@@ -108,6 +108,19 @@ impl Observations {
         )
     }
 
+    /// Records `signal`'s observation (a zero capacity is no observation).
+    pub fn insert(&mut self, signal: Signal, available: u64, capacity: u64) {
+        if capacity > 0 {
+            self.0.insert(
+                signal,
+                Observation {
+                    available,
+                    capacity,
+                },
+            );
+        }
+    }
+
     /// The threshold's amount and the observed available amount, if its signal was observed.
     pub fn threshold_and_available(&self, t: &Threshold) -> Option<(u64, u64)> {
         let o = self.0.get(&t.signal)?;
@@ -116,14 +129,24 @@ impl Observations {
 }
 
 /// The thresholds `observations` meet: those whose signal's available amount is below the
-/// threshold's amount, in the order given.
-pub fn thresholds_met(thresholds: &[Threshold], observations: &Observations) -> Vec<Threshold> {
+/// threshold's amount (plus its minimum reclaim with `enforce_min_reclaim`), in the order
+/// given (upstream's `thresholdsMet`).
+pub fn thresholds_met(
+    thresholds: &[Threshold],
+    observations: &Observations,
+    enforce_min_reclaim: bool,
+) -> Vec<Threshold> {
     thresholds
         .iter()
         .filter(|t| {
-            observations
-                .threshold_and_available(t)
-                .is_some_and(|(quantity, available)| quantity > available)
+            let Some(o) = observations.0.get(&t.signal) else {
+                return false;
+            };
+            let mut quantity = t.value.quantity(o.capacity);
+            if enforce_min_reclaim {
+                quantity += t.min_reclaim.map_or(0, |r| r.quantity(o.capacity));
+            }
+            quantity > o.available
         })
         .copied()
         .collect()
@@ -151,14 +174,14 @@ mod tests {
             Some(fs(1000, 151, 100, 5)),
             None,
         );
-        assert_eq!(thresholds_met(&defaults(), &ok), vec![]);
+        assert_eq!(thresholds_met(&defaults(), &ok, false), vec![]);
         // The image filesystem is the node's: 15 % of it must stay free.
         let disk = Observations::from_stats(
             Some((100 * mi - 1, 1000 * mi)),
             Some(fs(1000, 149, 100, 4)),
             None,
         );
-        let met: Vec<Signal> = thresholds_met(&defaults(), &disk)
+        let met: Vec<Signal> = thresholds_met(&defaults(), &disk, false)
             .iter()
             .map(|t| t.signal)
             .collect();
@@ -172,7 +195,7 @@ mod tests {
         );
         let separate =
             Observations::from_stats(None, Some(fs(1000, 99, 0, 0)), Some(fs(1000, 500, 10, 10)));
-        let met: Vec<Signal> = thresholds_met(&defaults(), &separate)
+        let met: Vec<Signal> = thresholds_met(&defaults(), &separate, false)
             .iter()
             .map(|t| t.signal)
             .collect();
@@ -181,15 +204,45 @@ mod tests {
 
     #[test]
     fn unobserved_signals_meet_nothing() {
-        let t = [Threshold {
-            signal: Signal::MemoryAvailable,
-            value: ThresholdValue::Quantity(u64::MAX),
-        }];
-        assert_eq!(thresholds_met(&t, &Observations::default()), vec![]);
+        let t = [Threshold::hard(
+            Signal::MemoryAvailable,
+            ThresholdValue::Quantity(u64::MAX),
+        )];
+        assert_eq!(thresholds_met(&t, &Observations::default(), false), vec![]);
         assert_eq!(
             Observations::from_stats(Some((0, 0)), Some(FsStats::default()), None),
             Observations::default()
         );
+    }
+
+    #[test]
+    fn a_met_threshold_stays_met_until_its_minimum_reclaim_is_available() {
+        let t = [Threshold {
+            min_reclaim: Some(ThresholdValue::Percentage(0.05)),
+            ..Threshold::hard(Signal::PidAvailable, ThresholdValue::Quantity(100))
+        }];
+        let mut o = Observations::default();
+        // (available, met without reclaim, met with reclaim) for a capacity of 1000.
+        for (available, plain, reclaim) in [
+            (99, true, true),
+            (100, false, true),
+            (149, false, true),
+            (150, false, false),
+        ] {
+            o.insert(Signal::PidAvailable, available, 1000);
+            assert_eq!(
+                !thresholds_met(&t, &o, false).is_empty(),
+                plain,
+                "{available}"
+            );
+            assert_eq!(
+                !thresholds_met(&t, &o, true).is_empty(),
+                reclaim,
+                "{available}"
+            );
+        }
+        o.insert(Signal::MemoryAvailable, 0, 0);
+        assert!(!o.0.contains_key(&Signal::MemoryAvailable));
     }
 
     #[test]

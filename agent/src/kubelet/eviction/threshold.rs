@@ -1,12 +1,17 @@
-//! Hard eviction thresholds (upstream's `evictionapi.Threshold` and `ParseThresholdConfig`):
-//! `--kubelet-arg=eviction-hard=memory.available<100Mi,nodefs.available<10%`, each a signal,
-//! the `<` operator and a quantity or a percentage of the resource's capacity. Pure.
+//! Eviction thresholds (upstream's `evictionapi.Threshold` and `parseThresholdStatements`):
+//! `--kubelet-arg=eviction-hard=memory.available<100Mi,nodefs.available<10%` (and
+//! `eviction-soft`, same syntax), each a signal, the `<` operator and a quantity or a
+//! percentage of the resource's capacity. How soft thresholds, grace periods and minimum
+//! reclaims are put together is [`super::config`]. Pure.
 //!
 //! # Guarantees
-//! - Without the flag the thresholds are upstream's hard defaults ([`defaults`]); the flag
+//! - Without the flag the hard thresholds are upstream's defaults ([`defaults`]); the flag
 //!   replaces them all, as the kubelet's flag does (a signal left out has no threshold).
 //! - `0` and `0%` disable a signal; a negative value, a percentage above 100 %, an unknown
 //!   signal or another operator is refused, never ignored.
+//! - A threshold with a zero grace period is a hard one (upstream's `isHardEvictionThreshold`).
+
+use std::time::Duration;
 
 use k3rs_apimachinery::quantity::Quantity;
 
@@ -15,6 +20,10 @@ use k3rs_apimachinery::quantity::Quantity;
 pub enum Signal {
     /// Memory not in the node's working set (`memory.available`).
     MemoryAvailable,
+    /// Node allocatable memory not in the pods' working set (`allocatableMemory.available`,
+    /// the `kubepods` cgroup's), added for every hard `memory.available` threshold as the
+    /// kubelet does with `--enforce-node-allocatable=pods` (its default).
+    AllocatableMemoryAvailable,
     /// Free bytes of the kubelet's filesystem, the data dir's (`nodefs.available`).
     NodeFsAvailable,
     /// Free inodes of that filesystem (`nodefs.inodesFree`).
@@ -23,15 +32,22 @@ pub enum Signal {
     ImageFsAvailable,
     /// Free inodes of the image filesystem (`imagefs.inodesFree`).
     ImageFsInodesFree,
+    /// Process IDs left (`pid.available`): the kernel's task limit less the tasks running.
+    PidAvailable,
 }
 
 /// The signals k3rs understands, by their upstream names.
 pub const SIGNALS: &[(&str, Signal)] = &[
     ("memory.available", Signal::MemoryAvailable),
+    (
+        "allocatableMemory.available",
+        Signal::AllocatableMemoryAvailable,
+    ),
     ("nodefs.available", Signal::NodeFsAvailable),
     ("nodefs.inodesFree", Signal::NodeFsInodesFree),
     ("imagefs.available", Signal::ImageFsAvailable),
     ("imagefs.inodesFree", Signal::ImageFsInodesFree),
+    ("pid.available", Signal::PidAvailable),
 ];
 
 /// The node condition a signal's pressure sets.
@@ -39,6 +55,7 @@ pub const SIGNALS: &[(&str, Signal)] = &[
 pub enum Condition {
     MemoryPressure,
     DiskPressure,
+    PidPressure,
 }
 
 impl Signal {
@@ -50,19 +67,42 @@ impl Signal {
             .map_or("", |(n, _)| n)
     }
 
+    /// The signal named `name` (upstream's spelling).
+    pub fn parse(name: &str) -> Result<Signal, ThresholdError> {
+        SIGNALS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| *s)
+            .ok_or_else(|| ThresholdError::UnsupportedSignal {
+                signal: name.to_string(),
+            })
+    }
+
+    /// Whether the signal is about memory (reclaimed first, ranked by memory use).
+    pub fn is_memory(self) -> bool {
+        matches!(
+            self,
+            Signal::MemoryAvailable | Signal::AllocatableMemoryAvailable
+        )
+    }
+
     /// The resource a pod is evicted to reclaim (upstream's `signalToResource`).
     pub fn resource(self) -> &'static str {
         match self {
-            Signal::MemoryAvailable => "memory",
+            Signal::MemoryAvailable | Signal::AllocatableMemoryAvailable => "memory",
             Signal::NodeFsAvailable | Signal::ImageFsAvailable => "ephemeral-storage",
             Signal::NodeFsInodesFree | Signal::ImageFsInodesFree => "inodes",
+            Signal::PidAvailable => "pids",
         }
     }
 
     /// The node condition the signal's pressure sets (upstream's `signalToNodeCondition`).
     pub fn condition(self) -> Condition {
         match self {
-            Signal::MemoryAvailable => Condition::MemoryPressure,
+            Signal::MemoryAvailable | Signal::AllocatableMemoryAvailable => {
+                Condition::MemoryPressure
+            }
+            Signal::PidAvailable => Condition::PidPressure,
             _ => Condition::DiskPressure,
         }
     }
@@ -71,7 +111,7 @@ impl Signal {
 /// How much must stay available.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ThresholdValue {
-    /// An amount (bytes, or inodes).
+    /// An amount (bytes, inodes or process IDs).
     Quantity(u64),
     /// A fraction (0‥1] of the capacity.
     Percentage(f64),
@@ -88,19 +128,45 @@ impl ThresholdValue {
     }
 }
 
-/// A hard eviction threshold: pressure when `signal`'s available amount is below `value`.
+/// An eviction threshold: pressure when `signal`'s available amount is below `value`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Threshold {
     pub signal: Signal,
     pub value: ThresholdValue,
+    /// How long the threshold must be met before pods are evicted for it (zero: a hard
+    /// threshold, evicting at once).
+    pub grace_period: Duration,
+    /// Once met, the threshold stays met until this much more than `value` is available
+    /// (`eviction-minimum-reclaim`).
+    pub min_reclaim: Option<ThresholdValue>,
 }
 
-/// A refused `eviction-hard` value.
+impl Threshold {
+    /// A hard threshold without minimum reclaim.
+    pub fn hard(signal: Signal, value: ThresholdValue) -> Threshold {
+        Threshold {
+            signal,
+            value,
+            grace_period: Duration::ZERO,
+            min_reclaim: None,
+        }
+    }
+
+    /// Whether pods are evicted as soon as it is met (upstream's `isHardEvictionThreshold`).
+    pub fn is_hard(&self) -> bool {
+        self.grace_period.is_zero()
+    }
+}
+
+/// A refused eviction setting.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ThresholdError {
     /// Not `signal<value`.
     #[error("{0:?}: expected SIGNAL<VALUE (only the < operator is supported)")]
     Syntax(String),
+    /// Not `signal=value`.
+    #[error("{0:?}: expected SIGNAL=VALUE")]
+    NotKeyValue(String),
     /// A signal k3rs does not observe.
     #[error("unsupported eviction signal {signal:?} (k3rs supports: {})",
         SIGNALS.iter().map(|s| s.0).collect::<Vec<_>>().join(", "))]
@@ -114,33 +180,39 @@ pub enum ThresholdError {
     /// A percentage above 100 %.
     #[error("eviction percentage threshold {signal} must be <= 100%: {value}")]
     OverHundred { signal: String, value: String },
+    /// A grace period that is not a non-negative duration.
+    #[error(
+        "invalid eviction grace period specified for {signal}: {value:?}, must be a positive \
+         duration like 30s or 1m30s"
+    )]
+    GracePeriod { signal: String, value: String },
+    /// A soft threshold without its grace period (upstream's `ParseThresholdConfig`).
+    #[error("grace period must be specified for the soft eviction threshold {signal}")]
+    SoftWithoutGracePeriod { signal: String },
+    /// A minimum reclaim that is neither a positive percentage nor a non-negative quantity.
+    #[error(
+        "eviction minimum reclaim {signal}: {value:?} must be a quantity >= 0 or a percentage > 0%"
+    )]
+    MinReclaim { signal: String, value: String },
 }
 
 /// Upstream's default hard thresholds: `memory.available<100Mi`, `nodefs.available<10%`,
 /// `nodefs.inodesFree<5%`, `imagefs.available<15%`.
 pub fn defaults() -> Vec<Threshold> {
     vec![
-        Threshold {
-            signal: Signal::MemoryAvailable,
-            value: ThresholdValue::Quantity(100 * 1024 * 1024),
-        },
-        Threshold {
-            signal: Signal::NodeFsAvailable,
-            value: ThresholdValue::Percentage(0.10),
-        },
-        Threshold {
-            signal: Signal::NodeFsInodesFree,
-            value: ThresholdValue::Percentage(0.05),
-        },
-        Threshold {
-            signal: Signal::ImageFsAvailable,
-            value: ThresholdValue::Percentage(0.15),
-        },
+        Threshold::hard(
+            Signal::MemoryAvailable,
+            ThresholdValue::Quantity(100 * 1024 * 1024),
+        ),
+        Threshold::hard(Signal::NodeFsAvailable, ThresholdValue::Percentage(0.10)),
+        Threshold::hard(Signal::NodeFsInodesFree, ThresholdValue::Percentage(0.05)),
+        Threshold::hard(Signal::ImageFsAvailable, ThresholdValue::Percentage(0.15)),
     ]
 }
 
-/// Parses an `eviction-hard` value: comma-separated `signal<value`s (a later one of a signal
-/// wins); disabled signals (`0`, `0%`) are left out.
+/// Parses an `eviction-hard` (or `eviction-soft`) value: comma-separated `signal<value`s (a
+/// later one of a signal wins); disabled signals (`0`, `0%`) are left out. The thresholds
+/// are hard ones; [`super::config`] gives soft ones their grace periods.
 pub fn parse_eviction_hard(text: &str) -> Result<Vec<Threshold>, ThresholdError> {
     let mut out: Vec<Threshold> = Vec::new();
     for statement in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -148,23 +220,20 @@ pub fn parse_eviction_hard(text: &str) -> Result<Vec<Threshold>, ThresholdError>
             .split_once('<')
             .ok_or_else(|| ThresholdError::Syntax(statement.to_string()))?;
         let (name, value) = (name.trim(), value.trim());
-        let signal = SIGNALS
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, s)| *s)
-            .ok_or_else(|| ThresholdError::UnsupportedSignal {
-                signal: name.to_string(),
-            })?;
+        let signal = Signal::parse(name)?;
         out.retain(|t| t.signal != signal);
         if let Some(v) = parse_value(name, value)? {
-            out.push(Threshold { signal, value: v });
+            out.push(Threshold::hard(signal, v));
         }
     }
     Ok(out)
 }
 
 /// A threshold's value; `None`: disabled (zero).
-fn parse_value(signal: &str, value: &str) -> Result<Option<ThresholdValue>, ThresholdError> {
+pub(super) fn parse_value(
+    signal: &str,
+    value: &str,
+) -> Result<Option<ThresholdValue>, ThresholdError> {
     let bad = || ThresholdError::Value {
         signal: signal.to_string(),
         value: value.to_string(),
@@ -211,27 +280,21 @@ mod tests {
         assert_eq!(
             t,
             vec![
-                Threshold {
-                    signal: Signal::MemoryAvailable,
-                    value: ThresholdValue::Quantity(200 * 1024 * 1024)
-                },
-                Threshold {
-                    signal: Signal::NodeFsAvailable,
-                    value: ThresholdValue::Percentage(0.05)
-                },
-                Threshold {
-                    signal: Signal::ImageFsInodesFree,
-                    value: ThresholdValue::Quantity(1000)
-                },
+                Threshold::hard(
+                    Signal::MemoryAvailable,
+                    ThresholdValue::Quantity(200 * 1024 * 1024)
+                ),
+                Threshold::hard(Signal::NodeFsAvailable, ThresholdValue::Percentage(0.05)),
+                Threshold::hard(Signal::ImageFsInodesFree, ThresholdValue::Quantity(1000)),
             ]
         );
         assert_eq!(t[1].value.quantity(1000), 50);
         assert_eq!(
             parse_eviction_hard("nodefs.available<10%,nodefs.available<1Gi").unwrap(),
-            vec![Threshold {
-                signal: Signal::NodeFsAvailable,
-                value: ThresholdValue::Quantity(1 << 30)
-            }]
+            vec![Threshold::hard(
+                Signal::NodeFsAvailable,
+                ThresholdValue::Quantity(1 << 30)
+            )]
         );
     }
 
@@ -255,9 +318,10 @@ mod tests {
             "\"memory.available>100Mi\": expected SIGNAL<VALUE (only the < operator is supported)"
         );
         assert_eq!(
-            err("pid.available<10%"),
-            "unsupported eviction signal \"pid.available\" (k3rs supports: memory.available, \
-             nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree)"
+            err("containerfs.available<10%"),
+            "unsupported eviction signal \"containerfs.available\" (k3rs supports: memory.available, \
+             allocatableMemory.available, nodefs.available, nodefs.inodesFree, \
+             imagefs.available, imagefs.inodesFree, pid.available)"
         );
         assert_eq!(
             err("nodefs.available<-1%"),

@@ -49,6 +49,30 @@ pub struct NodeConfig {
     pub control_plane: bool,
     pub max_pods: u32,
     pub kubelet_port: i32,
+    /// What `system-reserved` and `kube-reserved` keep from pods.
+    pub reserved: Reserved,
+}
+
+/// Resources kept from pods (`--kubelet-arg=system-reserved=…` plus `kube-reserved=…`):
+/// node allocatable is capacity less these (and less the default hard eviction thresholds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reserved {
+    pub cpu_millis: u64,
+    /// Bytes.
+    pub memory: u64,
+    /// Bytes.
+    pub ephemeral_storage: u64,
+}
+
+impl Reserved {
+    /// Both reservations together.
+    pub fn plus(self, other: Reserved) -> Reserved {
+        Reserved {
+            cpu_millis: self.cpu_millis + other.cpu_millis,
+            memory: self.memory + other.memory,
+            ephemeral_storage: self.ephemeral_storage + other.ephemeral_storage,
+        }
+    }
 }
 
 impl NodeConfig {
@@ -63,6 +87,7 @@ impl NodeConfig {
             control_plane: false,
             max_pods: 110,
             kubelet_port: 10250,
+            reserved: Reserved::default(),
         }
     }
 }
@@ -159,16 +184,18 @@ pub fn labels(cfg: &NodeConfig) -> BTreeMap<String, String> {
     l
 }
 
-/// Capacity and allocatable (capacity minus the default hard eviction thresholds), in the
-/// units upstream reports (memory and storage capacity in Ki, allocatable storage in bytes).
+/// Capacity and allocatable (capacity minus `reserved` and the default hard eviction
+/// thresholds), in the units upstream reports (memory and storage capacity in Ki, allocatable
+/// storage in bytes, reserved CPU in millicores).
 pub fn resources(
     m: &Machine,
     max_pods: u32,
+    reserved: Reserved,
 ) -> (BTreeMap<String, Quantity>, BTreeMap<String, Quantity>) {
     let q = |s: String| Quantity(s);
-    let common = |memory: String, storage: String| {
+    let common = |cpu: String, memory: String, storage: String| {
         [
-            ("cpu", m.cpus.to_string()),
+            ("cpu", cpu),
             ("ephemeral-storage", storage),
             ("hugepages-1Gi", "0".to_string()),
             ("hugepages-2Mi", "0".to_string()),
@@ -180,12 +207,21 @@ pub fn resources(
         .collect::<BTreeMap<_, _>>()
     };
     let capacity = common(
+        m.cpus.to_string(),
         format!("{}Ki", m.memory_bytes / 1024),
         format!("{}Ki", m.fs_bytes / 1024),
     );
-    let memory = m.memory_bytes.saturating_sub(MEMORY_AVAILABLE_MIN);
-    let storage = m.fs_bytes - m.fs_bytes * NODEFS_AVAILABLE_MIN_PERCENT / 100;
-    let allocatable = common(format!("{}Ki", memory / 1024), storage.to_string());
+    let cpu = match reserved.cpu_millis {
+        0 => m.cpus.to_string(),
+        r => format!("{}m", (m.cpus * 1000).saturating_sub(r)),
+    };
+    let memory = m
+        .memory_bytes
+        .saturating_sub(MEMORY_AVAILABLE_MIN)
+        .saturating_sub(reserved.memory);
+    let storage = (m.fs_bytes - m.fs_bytes * NODEFS_AVAILABLE_MIN_PERCENT / 100)
+        .saturating_sub(reserved.ephemeral_storage);
+    let allocatable = common(cpu, format!("{}Ki", memory / 1024), storage.to_string());
     (capacity, allocatable)
 }
 
@@ -213,7 +249,7 @@ pub fn status(
     runtime_version: &str,
     conditions: Vec<NodeCondition>,
 ) -> NodeStatus {
-    let (capacity, allocatable) = resources(m, cfg.max_pods);
+    let (capacity, allocatable) = resources(m, cfg.max_pods, cfg.reserved);
     let typed = |type_: &str, ips: &[IpAddr]| {
         ips.iter()
             .map(|ip| NodeAddress {
@@ -342,7 +378,7 @@ mod tests {
 
     #[test]
     fn allocatable_is_capacity_minus_the_eviction_thresholds() {
-        let (cap, alloc) = resources(&machine(), 110);
+        let (cap, alloc) = resources(&machine(), 110, Reserved::default());
         let v = |m: &BTreeMap<String, Quantity>| serde_json::to_value(m).unwrap();
         assert_eq!(
             v(&cap),
@@ -353,6 +389,18 @@ mod tests {
             v(&alloc),
             json!({"cpu": "4", "ephemeral-storage": "96636764160", "hugepages-1Gi": "0",
                 "hugepages-2Mi": "0", "memory": "16290656Ki", "pods": "110"})
+        );
+        let reserved = Reserved {
+            cpu_millis: 500,
+            memory: 1 << 30,
+            ephemeral_storage: 1 << 30,
+        };
+        let (_, alloc) = resources(&machine(), 110, reserved);
+        assert_eq!(
+            v(&alloc),
+            json!({"cpu": "3500m", "ephemeral-storage": "95563022336",
+                "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "15242080Ki",
+                "pods": "110"})
         );
     }
 

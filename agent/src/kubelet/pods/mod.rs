@@ -194,6 +194,8 @@ pub async fn run(
             image_dir: p.image_dir,
             pods_dir: exec.node.pods_dir.clone(),
             pod_logs_dir: exec.node.pod_logs_dir.clone(),
+            cgroup_root: p.cgroup_root,
+            allocatable_memory: p.allocatable_memory,
             pressure: p.pressure,
         };
         tasks.spawn(manager.run(list.clone(), stop.clone()));

@@ -10,6 +10,7 @@ use super::sync::Executor;
 use crate::cri::{error::Error as CriError, pb};
 use crate::kubelet::credentials::{self, repository};
 use crate::kubelet::events::WARNING;
+use crate::kubelet::plan::{pull_policy, PullPolicy};
 
 /// Why a pull failed; the message is the container's `ErrImagePull` message.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +35,39 @@ fn aggregate(errors: &[CriError]) -> String {
 }
 
 impl Executor {
+    /// Whether `image`, to be pulled for the pod's `container`, came with the air-gap import
+    /// pass instead: while the pass runs the pull waits for it; then an image now present is
+    /// used unless the container's pull policy is `Always`.
+    pub(super) async fn imported_meanwhile(&self, pod: &Pod, container: &str, image: &str) -> bool {
+        if !self.node.image_imports.is_pending() {
+            return false;
+        }
+        tracing::info!(
+            pod = %Self::namespace(pod),
+            image,
+            "waiting for the air-gap image imports before pulling"
+        );
+        self.node.image_imports.wait().await;
+        let spec = pod.spec.as_ref();
+        let always = spec
+            .iter()
+            .flat_map(|s| {
+                s.containers
+                    .iter()
+                    .chain(s.init_containers.iter().flatten())
+            })
+            .find(|c| c.name == container)
+            .is_none_or(|c| pull_policy(c) == PullPolicy::Always);
+        if always {
+            return false;
+        }
+        let wanted = pb::ImageSpec {
+            image: image.to_string(),
+            ..Default::default()
+        };
+        matches!(self.images.image_status(wanted, false).await, Ok(Some(_)))
+    }
+
     /// The pod's pull secrets that exist; an Event names those that could not be read.
     async fn pull_secrets(&self, pod: &Pod) -> Vec<Secret> {
         let ns = Self::namespace(pod);

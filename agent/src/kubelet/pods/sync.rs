@@ -43,6 +43,8 @@ pub struct NodeContext {
     pub pods_dir: PathBuf,
     /// Where the pods' log directories go (upstream's `podLogsDir`, `/var/log/pods`).
     pub pod_logs_dir: PathBuf,
+    /// The air-gap image import pass: a pull waits for it ([`Executor::imported_meanwhile`]).
+    pub image_imports: crate::images::background::ImportsDone,
 }
 
 /// The executor's shared parts; one per node.
@@ -288,6 +290,9 @@ impl Executor {
                 }
                 Action::PullImage { container, image } => {
                     slot = None;
+                    if self.imported_meanwhile(pod, container, image).await {
+                        continue;
+                    }
                     let sandbox_config = sandbox.as_ref().map(|s| s.config.clone());
                     pulled.insert(container.clone());
                     let pulling = self.pulling(pod, container, image);

@@ -114,6 +114,7 @@ fn setup_with(api: FakeApi) -> Setup {
             cgroup_root: "/test".into(),
             pods_dir: dir.path().join("pods"),
             pod_logs_dir: dir.path().join("logs"),
+            image_imports: crate::images::background::ImportsDone::done(),
         },
         backoffs: Default::default(),
         starts: tokio::sync::Semaphore::new(start_concurrency(1)),
@@ -697,5 +698,32 @@ async fn without_a_matching_secret_the_pull_is_anonymous_and_its_error_is_the_me
             format!("Failed to pull image \"{image}\": CRI PullImage: Unknown: 401 Unauthorized"),
             "Error: ErrImagePull".to_string(),
         ]
+    );
+}
+
+#[tokio::test]
+async fn a_pull_waits_for_the_air_gap_imports_and_uses_the_image_they_brought() {
+    let mut s = setup();
+    let (done, imports) = crate::images::background::ImportsDone::pending();
+    s.exec.node.image_imports = imports;
+    let image = "airgap.example/app:1";
+    let p = pod(json!({"containers": [c("app", json!({"image": image}))]}));
+    let runtime = s.runtime.clone();
+    let import = async move {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        runtime.add_image(image);
+        done.send_replace(true);
+    };
+    let mut state = PodState::default();
+    let (synced, ()) = tokio::join!(s.exec.sync_pod(&p, &mut state), import);
+    synced.unwrap();
+    let calls = s.runtime.calls();
+    assert!(
+        !calls.iter().any(|c| matches!(c, Call::PullImage(_))),
+        "the imported image is not pulled: {calls:?}"
+    );
+    assert!(
+        calls.iter().any(|c| matches!(c, Call::StartContainer(_))),
+        "{calls:?}"
     );
 }
