@@ -30,21 +30,20 @@ pub mod cidr;
 pub mod plan;
 pub mod sync;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::{stream, StreamExt};
 use k3rs_apimachinery::events::{EventRecorder, EventType};
-use k3rs_apimachinery::transform::strip_managed_fields;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Api, Client};
+use kube::runtime::reflector::Store;
+use kube::Client;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster_watch::{watch_all, Seen};
+use crate::once_per_version::OncePerVersion;
 use crate::proxy::iptables::Iptables;
 use crate::proxy::sync::Pacer;
 
@@ -76,46 +75,6 @@ pub fn kernel_has_sctp() -> bool {
     std::path::Path::new("/proc/sys/net/sctp").exists()
         || std::fs::read_to_string("/proc/net/protocols")
             .is_ok_and(|p| p.lines().any(|l| l.starts_with("SCTP")))
-}
-
-/// Which watch an event came from, and whether it completed a (re)list.
-enum Seen {
-    Listed(usize),
-    Changed,
-    Error(String),
-}
-
-fn seen<K>(ev: Result<watcher::Event<K>, watcher::Error>, which: usize) -> Seen {
-    match ev {
-        Ok(watcher::Event::InitDone) => Seen::Listed(which),
-        Ok(_) => Seen::Changed,
-        Err(e) => Seen::Error(e.to_string()),
-    }
-}
-
-fn watch_all<K>(
-    client: &Client,
-    which: usize,
-) -> (Store<K>, impl futures::Stream<Item = Seen> + Send)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let (store, writer) = reflector::store::<K>();
-    let events = reflector::reflector(
-        writer,
-        // Every pod of the cluster is cached: without managedFields, as the controllers'.
-        watcher(Api::<K>::all(client.clone()), watcher::Config::default())
-            .modify(strip_managed_fields),
-    )
-    .default_backoff()
-    .map(move |e| seen(e, which));
-    (store, events)
 }
 
 /// The three stores a sync reads.
@@ -236,7 +195,7 @@ async fn sync_once<I: Iptables>(
 /// Reports each warning once per policy version.
 #[derive(Default)]
 struct Reporter {
-    reported: BTreeSet<(String, plan::Warning)>,
+    reported: OncePerVersion<plan::Warning>,
 }
 
 impl Reporter {
@@ -254,16 +213,7 @@ impl Reporter {
             }) else {
                 continue;
             };
-            let version = format!(
-                "{}/{}",
-                policy.metadata.uid.as_deref().unwrap_or_default(),
-                policy
-                    .metadata
-                    .resource_version
-                    .as_deref()
-                    .unwrap_or_default()
-            );
-            if !self.reported.insert((version, w.clone())) {
+            if !self.reported.first(&policy.metadata, w.clone()) {
                 continue;
             }
             tracing::warn!(namespace = %w.namespace, policy = %w.policy, reason = w.reason, "network policy: {}", w.message);
