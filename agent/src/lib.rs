@@ -19,6 +19,7 @@ pub mod hollow;
 pub mod host_check;
 pub mod host_gw;
 pub mod images;
+pub mod ingress;
 pub mod join;
 pub mod kubelet;
 pub mod netpol;

@@ -26,6 +26,7 @@ pub mod expectations;
 pub mod garbage_collector;
 pub mod history;
 pub mod hpa;
+pub mod ingress;
 pub mod job;
 pub mod namespace;
 pub mod node_ipam;
@@ -210,6 +211,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: servicelb::CONTROLLER,
         name: servicelb::NAME,
         start: |cx| servicelb::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: ingress::CONTROLLER,
+        name: ingress::NAME,
+        start: |cx| ingress::run(cx.client, cx.stop).boxed(),
     },
     Descriptor {
         controller: volume::binder_shell::CONTROLLER,

@@ -41,6 +41,8 @@ pub struct AgentConfig {
     /// The NetworkPolicy enforcer's settings; `None`: policies are not enforced on this node
     /// (and rules a previous run left are removed).
     pub network_policy: Option<crate::netpol::NetworkPolicyConfig>,
+    /// The ingress controller's settings; `None`: no ingress listeners on this node.
+    pub ingress: Option<crate::ingress::IngressConfig>,
     /// The cluster DNS server's settings; `None`: no DNS server.
     pub dns: Option<crate::dns::DnsConfig>,
     /// Routes to the other nodes' pod CIDRs; `None`: none (`--flannel-backend=none`).
@@ -168,6 +170,14 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
                 let routes = crate::host_gw::routes::IpRoute;
                 crate::host_gw::run(latest.clone(), routes, host_gw.clone(), stop)
             },
+        ));
+    }
+    if let Some(ingress) = cfg.ingress.clone() {
+        let latest = latest.clone();
+        running.spawn(tasks::supervise(
+            "agent/ingress",
+            stop.clone(),
+            move |stop| crate::ingress::run(latest.clone(), ingress.clone(), stop),
         ));
     }
     if let Some(dns) = cfg.dns.clone() {

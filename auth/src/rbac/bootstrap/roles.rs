@@ -538,6 +538,26 @@ pub(super) fn cluster_roles() -> Vec<ClusterRole> {
                 events_rule(),
             ],
         ),
+        // What a node's ingress controller reads to route (k3s's traefik reads the same with
+        // its service account). Secrets cluster-wide: an Ingress's TLS Secret may be in any
+        // namespace, and a node cannot know in advance which.
+        cluster_role(
+            "k3rs:ingress",
+            vec![
+                rule(&["list", "watch"], &[""], &["services", "secrets"]),
+                rule(
+                    &["list", "watch"],
+                    &["discovery.k8s.io"],
+                    &["endpointslices"],
+                ),
+                rule(
+                    &["list", "watch"],
+                    &["networking.k8s.io"],
+                    &["ingresses", "ingressclasses"],
+                ),
+                events_rule(),
+            ],
+        ),
         cluster_role(
             "system:kubelet-api-admin",
             vec![
@@ -641,6 +661,11 @@ pub(super) fn bindings() -> Vec<ClusterRoleBinding> {
         binding(
             "k3rs:network-policy",
             "k3rs:network-policy",
+            vec![subject("Group", "system:nodes")],
+        ),
+        binding(
+            "k3rs:ingress",
+            "k3rs:ingress",
             vec![subject("Group", "system:nodes")],
         ),
         binding(

@@ -1,0 +1,246 @@
+//! The built-in ingress controller on every node (k3s ships traefik for this): the Ingresses
+//! of the `k3rs` IngressClass ([`k3rs_apimachinery::ingress_class`]) are served on the
+//! node's HTTP and HTTPS ports (80 and 443 by default), proxied to the ready endpoints of
+//! their Services.
+//!
+//! [`table`] decides the routes, default backend and certificates without I/O
+//! ([`routes`] holds the Ingress matching rules); [`proxy`] serves one request from the
+//! current table; [`tls`] picks certificates by SNI; [`listen`] runs the listeners; [`run`]
+//! watches Ingresses, IngressClasses, Services, EndpointSlices and Secrets and publishes a new
+//! table on change.
+//!
+//! Guarantees:
+//! - Nothing is routed before all five kinds have been listed (until then every request is a
+//!   404, and every TLS client gets the default certificate).
+//! - A change builds a new table that replaces the old one at once (an `Arc` swap): requests
+//!   and WebSocket tunnels in flight are not interrupted; the next request uses the new table.
+//!   The listeners never restart for a change.
+//! - What an Ingress asks that cannot be served (a Service, port, endpoints or TLS Secret
+//!   missing) is reported once per Ingress version: a Warning Event on the Ingress and a log
+//!   line (the request answers 503, or the default certificate is served).
+//! - The agent never writes Ingress status: the server's `ingress` controller sets
+//!   `status.loadBalancer.ingress` (one writer for the whole cluster).
+//!
+//! Assumptions: the node's credentials may list and watch those five kinds cluster-wide (the
+//! server binds `k3rs:ingress` to `system:nodes`); pod IPs are reachable from the node.
+
+pub mod listen;
+pub mod proxy;
+pub mod routes;
+pub mod table;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{stream, StreamExt};
+use k3rs_apimachinery::events::{EventRecorder, EventType};
+use k3rs_apimachinery::tls::Limits;
+use k8s_openapi::api::core::v1::{ObjectReference, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::runtime::reflector::Store;
+use kube::Client;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster_watch::{watch_all, Seen};
+use crate::once_per_version::OncePerVersion;
+use crate::proxy::sync::Pacer;
+use table::Table;
+
+/// How the node's ingress controller runs.
+#[derive(Debug, Clone)]
+pub struct IngressConfig {
+    pub node_name: String,
+    /// Where plain HTTP is served (the node IPs at `--ingress-http-port`).
+    pub http: Vec<SocketAddr>,
+    /// Where HTTPS is served (the node IPs at `--ingress-https-port`).
+    pub https: Vec<SocketAddr>,
+    /// At most one table rebuild per this period.
+    pub min_sync_period: Duration,
+    /// A rebuild at least this often (Secrets rotated without a watch event, say).
+    pub sync_period: Duration,
+}
+
+impl IngressConfig {
+    /// HTTP on `http_port` and HTTPS on `https_port` of each of `ips`.
+    pub fn new(node_name: &str, ips: &[std::net::IpAddr], http_port: u16, https_port: u16) -> Self {
+        IngressConfig {
+            node_name: node_name.to_string(),
+            http: ips
+                .iter()
+                .map(|ip| SocketAddr::new(*ip, http_port))
+                .collect(),
+            https: ips
+                .iter()
+                .map(|ip| SocketAddr::new(*ip, https_port))
+                .collect(),
+            min_sync_period: Duration::from_millis(200),
+            sync_period: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The Events' `source.component`.
+const COMPONENT: &str = "k3rs-ingress";
+
+/// The stores a table is built from.
+struct Stores {
+    ingresses: Store<Ingress>,
+    classes: Store<IngressClass>,
+    services: Store<Service>,
+    slices: Store<EndpointSlice>,
+    secrets: Store<Secret>,
+}
+
+fn all<K>(store: &Store<K>) -> Vec<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.state().iter().map(|o| (**o).clone()).collect()
+}
+
+/// Runs the listeners and keeps their table current until `stop`, with the latest client of
+/// `clients` (a rotated certificate restarts the watches, not the listeners).
+pub async fn run(
+    mut clients: watch::Receiver<Client>,
+    cfg: IngressConfig,
+    stop: CancellationToken,
+) {
+    let default = match tls::default_certificate() {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            tracing::error!(error = %crate::report::error_chain(&e), "ingress: no default certificate; not serving");
+            return stop.cancelled().await;
+        }
+    };
+    let (tables, table) = watch::channel(Arc::new(Table::default()));
+    let tls_config = match tls::server_config(tls::SniResolver {
+        table: table.clone(),
+        default,
+    }) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %crate::report::error_chain(&e), "ingress: TLS setup failed; not serving");
+            return stop.cancelled().await;
+        }
+    };
+    let limits = Limits::default();
+    let mut listeners = tokio::task::JoinSet::new();
+    let make_proxy = |scheme, port| proxy::Proxy {
+        table: table.clone(),
+        scheme,
+        port,
+        stop: stop.clone(),
+    };
+    for addr in &cfg.http {
+        let app = listen::router(make_proxy("http", addr.port()));
+        listeners.spawn(listen::http(*addr, app, limits.clone(), stop.clone()));
+    }
+    for addr in &cfg.https {
+        let app = listen::router(make_proxy("https", addr.port()));
+        let (tls, limits) = (tls_config.clone(), limits.clone());
+        listeners.spawn(listen::https(*addr, tls, app, limits, stop.clone()));
+    }
+    let mut pacer = Pacer::new(cfg.min_sync_period, cfg.sync_period, cfg.sync_period / 6);
+    let mut reporter = Reporter::default();
+    'clients: loop {
+        let client = clients.borrow_and_update().clone();
+        let (ingresses, e0) = watch_all::<Ingress>(&client, 0);
+        let (classes, e1) = watch_all::<IngressClass>(&client, 1);
+        let (services, e2) = watch_all::<Service>(&client, 2);
+        let (slices, e3) = watch_all::<EndpointSlice>(&client, 3);
+        let (secrets, e4) = watch_all::<Secret>(&client, 4);
+        let stores = Stores {
+            ingresses,
+            classes,
+            services,
+            slices,
+            secrets,
+        };
+        let events =
+            stream::select_all([e0.boxed(), e1.boxed(), e2.boxed(), e3.boxed(), e4.boxed()]);
+        let mut events = std::pin::pin!(events);
+        let mut listed = [false; 5];
+        let recorder = EventRecorder::new(client.clone(), COMPONENT, &cfg.node_name);
+        loop {
+            let due = pacer.due(Instant::now());
+            tokio::select! {
+                _ = stop.cancelled() => break 'clients,
+                changed = clients.changed() => {
+                    if changed.is_err() {
+                        break 'clients;
+                    }
+                    continue 'clients;
+                }
+                ev = events.next() => match ev {
+                    Some(Seen::Listed(i)) => { listed[i] = true; pacer.changed(); }
+                    Some(Seen::Changed) => pacer.changed(),
+                    Some(Seen::Error(e)) => tracing::warn!(error = %e, "ingress: watch failed"),
+                    None => break 'clients,
+                },
+                _ = tokio::time::sleep_until(due), if listed.iter().all(|l| *l) => {
+                    let ingresses = all(&stores.ingresses);
+                    let (new, warnings) = table::build(&table::Input {
+                        ingresses: &ingresses,
+                        classes: &all(&stores.classes),
+                        services: &all(&stores.services),
+                        slices: &all(&stores.slices),
+                        secrets: &all(&stores.secrets),
+                    });
+                    tracing::debug!(routes = new.routes.len(), certificates = new.certs.len(), "ingress: table rebuilt");
+                    tables.send_replace(Arc::new(new));
+                    reporter.report(&warnings, &ingresses, &cfg.node_name, &recorder).await;
+                    pacer.synced(Instant::now(), true);
+                }
+            }
+        }
+    }
+    stop.cancelled().await;
+    while listeners.join_next().await.is_some() {}
+    tracing::info!("ingress: stopped");
+}
+
+/// Reports each warning once per Ingress version.
+#[derive(Default)]
+struct Reporter {
+    reported: OncePerVersion<table::Warning>,
+}
+
+impl Reporter {
+    async fn report(
+        &mut self,
+        warnings: &[table::Warning],
+        ingresses: &[Ingress],
+        node: &str,
+        recorder: &EventRecorder,
+    ) {
+        for w in warnings {
+            let Some(ing) = ingresses.iter().find(|i| {
+                i.metadata.namespace.as_deref() == Some(&w.namespace)
+                    && i.metadata.name.as_deref() == Some(&w.ingress)
+            }) else {
+                continue;
+            };
+            if !self.reported.first(&ing.metadata, w.clone()) {
+                continue;
+            }
+            tracing::warn!(namespace = %w.namespace, ingress = %w.ingress, reason = w.reason, "ingress: {}", w.message);
+            let regarding = ObjectReference {
+                api_version: Some("networking.k8s.io/v1".into()),
+                kind: Some("Ingress".into()),
+                namespace: Some(w.namespace.clone()),
+                name: Some(w.ingress.clone()),
+                uid: ing.metadata.uid.clone(),
+                ..ObjectReference::default()
+            };
+            let message = format!("node {node}: {}", w.message);
+            recorder
+                .publish(&regarding, EventType::Warning, w.reason, &message)
+                .await;
+        }
+    }
+}
