@@ -66,7 +66,8 @@ pub fn make_certs(dir: &Path) {
     make_certs_for(dir, &["127.0.0.1"]);
 }
 
-/// Makes `ca.crt`, `server.crt`, `server.key` (EC P-256) in `dir` for the IP addresses `ips`.
+/// Makes `ca.crt`, `server.crt`, `server.key` (EC P-256) in `dir` for `ips`: IP addresses,
+/// or DNS names (anything that does not parse as an IP address).
 pub fn make_certs_for(dir: &Path, ips: &[&str]) {
     let ec = [
         "-newkey",
@@ -89,7 +90,10 @@ pub fn make_certs_for(dir: &Path, ips: &[&str]) {
         format!(
             "subjectAltName={}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
             ips.iter()
-                .map(|ip| format!("IP:{ip}"))
+                .map(|n| match n.parse::<std::net::IpAddr>() {
+                    Ok(_) => format!("IP:{n}"),
+                    Err(_) => format!("DNS:{n}"),
+                })
                 .collect::<Vec<_>>()
                 .join(",")
         ),
