@@ -14,6 +14,7 @@ mod multicall;
 mod node_flags;
 mod open_files;
 mod runtime_tools;
+mod service_network;
 
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -273,6 +274,12 @@ struct ServerArgs {
     /// client address.
     #[arg(long, default_value_t = 2380, env = "K3RS_ETCD_PEER_PORT")]
     etcd_peer_port: u16,
+    /// Start a new cluster on the embedded datastore, which other servers then join with
+    /// --server (k3s's flag for its embedded etcd). k3rs's embedded datastore is always such a
+    /// cluster (Raft behind the etcd v3 API), so this states the default; it cannot be used
+    /// with --datastore-endpoint, and a server given --server joins that cluster instead.
+    #[arg(long, env = "K3RS_CLUSTER_INIT", conflicts_with = "datastore_endpoint")]
+    cluster_init: bool,
     /// Rewrite this server's membership to itself alone, keeping its data (after losing the
     /// majority of servers), and exit; then start it without the flag and add fresh servers.
     #[arg(long, env = "K3RS_CLUSTER_RESET")]
@@ -351,6 +358,11 @@ struct ServerArgs {
     /// IPv4 network for service ClusterIPs.
     #[arg(long, default_value = "10.43.0.0/16", env = "K3RS_SERVICE_CIDR")]
     service_cidr: ipnet::IpNet,
+    /// The cluster DNS address: the `kube-system/kube-dns` Service's ClusterIP and the
+    /// nameserver kubelets give pods (default: the tenth address of --service-cidr,
+    /// 10.43.0.10). Must be inside --service-cidr.
+    #[arg(long, env = "K3RS_CLUSTER_DNS")]
+    cluster_dns: Option<IpAddr>,
     /// IPv4 network for pod IPs.
     #[arg(long, default_value = "10.42.0.0/16", env = "K3RS_CLUSTER_CIDR")]
     cluster_cidr: ipnet::IpNet,
@@ -391,10 +403,16 @@ struct ServerArgs {
     /// Encrypt Secrets at rest (AES-GCM; keys in <data-dir>/server/cred/encryption-config.json).
     #[arg(long, env = "K3RS_SECRETS_ENCRYPTION")]
     secrets_encryption: bool,
-    /// A kube-controller-manager flag as KEY=VALUE (repeatable; today `controllers=…`, e.g.
-    /// `controllers=*,-resourcequota`).
+    /// A kube-controller-manager flag as KEY=VALUE (repeatable): `controllers=…` (e.g.
+    /// `controllers=*,-resourcequota`), `cluster-cidr`, `node-monitor-grace-period`; an
+    /// unknown KEY is refused.
     #[arg(long = "kube-controller-manager-arg", value_name = "KEY=VALUE")]
     kube_controller_manager_arg: Vec<String>,
+    /// A kube-scheduler flag as KEY=VALUE (repeatable; today `leader-elect=false`, which runs
+    /// the scheduler without the `kube-system/kube-scheduler` Lease; an unknown KEY is
+    /// refused).
+    #[arg(long = "kube-scheduler-arg", value_name = "KEY=VALUE")]
+    kube_scheduler_arg: Vec<String>,
     /// A kube-apiserver flag as KEY=VALUE (repeatable): `authorization-mode=Node,RBAC` (the
     /// default), `default-not-ready-toleration-seconds=300`,
     /// `default-unreachable-toleration-seconds=300`, and the `audit-*`, `token-auth-file`,
@@ -528,6 +546,7 @@ async fn main() -> anyhow::Result<()> {
             for controller in disabled.controllers() {
                 controller_args.controllers.exclude(controller);
             }
+            controller_args.system_default_registry = args.node.system_default_registry.clone();
             controller_args.local_storage = (!disabled.local_storage).then(|| {
                 args.default_local_storage_path
                     .clone()
@@ -546,6 +565,26 @@ async fn main() -> anyhow::Result<()> {
                         .error(clap::error::ErrorKind::InvalidValue, e)
                         .exit()
                 });
+            let scheduler_args = k3rs_scheduler::args::Args::parse(&args.kube_scheduler_arg)
+                .unwrap_or_else(|e| {
+                    Cli::command()
+                        .error(clap::error::ErrorKind::InvalidValue, e)
+                        .exit()
+                });
+            let cluster_dns = service_network::cluster_dns(args.service_cidr, args.cluster_dns)
+                .unwrap_or_else(|e| {
+                    Cli::command()
+                        .error(clap::error::ErrorKind::InvalidValue, e)
+                        .exit()
+                });
+            if args.cluster_init && args.server.is_some() {
+                tracing::info!("--cluster-init with --server: joining that server's cluster");
+            }
+            if let Err(e) = args.node.check_component_args() {
+                Cli::command()
+                    .error(clap::error::ErrorKind::InvalidValue, e)
+                    .exit()
+            }
             // The embedded agent answers cluster DNS only while the cluster has it.
             args.node.disable_cluster_dns |= disabled.coredns;
             args.node.disable_network_policy |= disabled.network_policy;
@@ -557,6 +596,7 @@ async fn main() -> anyhow::Result<()> {
                     data_dir: args.data_dir.clone(),
                     node_ips: args.node_ip.into_iter().collect(),
                     cluster_cidr: pod_network(args.cluster_cidr),
+                    cluster_dns: Some(cluster_dns),
                     csr_timeout: Duration::from_secs(60),
                 };
                 // Wrong kubelet flags are refused now, not after the server started.
@@ -600,7 +640,13 @@ async fn main() -> anyhow::Result<()> {
                     cluster_cidr: args.cluster_cidr,
                     disable_controller_manager: args.disable_controller_manager,
                     disable_scheduler: args.disable_scheduler,
-                    cluster_dns_service: !disabled.coredns,
+                    cluster_dns: (!disabled.coredns).then_some(cluster_dns),
+                    scheduler_args,
+                    agent_config: k3rs_apimachinery::agent_config::AgentConfig {
+                        cluster_dns: vec![cluster_dns],
+                        system_default_registry: args.node.system_default_registry.clone(),
+                        disable_network_policy: disabled.network_policy,
+                    },
                     metric_resolution: (!disabled.metrics_server).then_some(args.metric_resolution),
                     controller_args,
                     secrets_encryption: args.secrets_encryption,
@@ -748,6 +794,7 @@ async fn run_node_agent(args: AgentArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir,
         node_ips: args.node_ip,
         cluster_cidr: args.cluster_cidr,
+        cluster_dns: None,
         csr_timeout: args.csr_timeout,
     };
     let cfg = args.node.agent_config(join).unwrap_or_else(|e| {

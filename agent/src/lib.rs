@@ -25,5 +25,8 @@ pub mod kubelet;
 pub mod netpol;
 pub mod node_agent;
 pub mod once_per_version;
+pub mod pod_network;
 pub mod proxy;
 pub mod report;
+pub mod vxlan;
+pub mod watches;

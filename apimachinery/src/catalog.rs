@@ -688,6 +688,24 @@ pub static CATALOG: &[Resource] = &[
             false,
         )
     },
+    // The aggregation layer's registrations (kube-aggregator's APIService).
+    Resource {
+        categories: &["api-extensions"],
+        subresources: &[status_of("apiregistration.k8s.io", "v1", "APIService")],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/apiregistration.k8s.io/apiservices",
+        // `<version>.<group>`, and `v1.` for the core group (checked by its strategy).
+        name_rule: NameRule::PathSegment,
+        ..row(
+            "apiregistration.k8s.io",
+            "v1",
+            "APIService",
+            "apiservices",
+            "apiservice",
+            false,
+        )
+    },
     Resource {
         categories: &["api-extensions"],
         subresources: &[status_of(

@@ -18,6 +18,7 @@
 //!   notification ([`sd_notify`]).
 //! - What in-process caches keep of an object ([`transform`]).
 
+pub mod agent_config;
 pub mod catalog;
 pub mod clients;
 pub mod component_args;
@@ -42,6 +43,7 @@ pub mod selector;
 pub mod semantic;
 pub mod serviceaccount;
 pub mod status;
+pub mod system_image;
 pub mod tasks;
 pub mod tls;
 pub mod transform;

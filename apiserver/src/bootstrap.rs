@@ -21,9 +21,10 @@ pub const SYSTEM_NAMESPACES: &[&str] =
 pub struct Settings {
     /// The API server's HTTPS port (the `kubernetes` Service's target port).
     pub https_port: u16,
-    /// Whether `kube-system/kube-dns` is created (`--disable coredns` turns it off; an
-    /// existing one is kept, as it may be the user's own DNS).
-    pub kube_dns: bool,
+    /// The ClusterIP of `kube-system/kube-dns` when it is created (`--cluster-dns`, by
+    /// default the tenth address of the service CIDR); `None`: not created (`--disable
+    /// coredns`; an existing one is kept, as it may be the user's own DNS).
+    pub kube_dns: Option<std::net::IpAddr>,
 }
 
 /// Creates whatever of the bootstrap objects is missing.
@@ -72,8 +73,7 @@ pub async fn ensure(reg: &Registry, settings: Settings) -> ApiResult<()> {
         name: Some("kube-dns".into()),
         subresource: None,
     };
-    let dns_ip = super::resources::cluster_ip::cluster_dns_ip(&reg.service_cidr);
-    if let (true, Some(ip), Err(_)) = (settings.kube_dns, dns_ip, reg.get(&t).await) {
+    if let (Some(ip), Err(_)) = (settings.kube_dns, reg.get(&t).await) {
         ignore_exists(reg.create(&t, kube_dns(ip), WriteOptions::default()).await)?;
     }
     for pc in scheduling::SYSTEM_PRIORITY_CLASSES {

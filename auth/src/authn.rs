@@ -19,9 +19,11 @@ use super::user::UserInfo;
 /// What authenticators look at.
 #[derive(Debug, Clone, Copy)]
 pub struct AuthnRequest<'a> {
+    /// The request's HTTP headers (bearer token, front-proxy headers).
     pub headers: &'a HeaderMap,
     /// The client's verified certificate chain (leaf first); empty without one.
     pub peer_certs: &'a [CertificateDer<'static>],
+    /// The request path (none of the built-in authenticators decides on it).
     pub path: &'a str,
 }
 
@@ -42,6 +44,7 @@ impl AuthnRequest<'_> {
 /// One authenticator's verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// The credentials are this authenticator's kind and valid: this is the user.
     Authenticated(UserInfo),
     /// The credentials are not this authenticator's kind (or there are none): ask the next.
     NotApplicable,
@@ -52,6 +55,7 @@ pub enum Outcome {
 
 /// One way of authenticating (x509, bootstrap token, service-account JWT, …).
 pub trait Authenticator: Send + Sync + Debug {
+    /// This authenticator's verdict on `req`'s credentials.
     fn authenticate<'a>(&'a self, req: &'a AuthnRequest<'a>) -> BoxFuture<'a, Outcome>;
 }
 
@@ -62,6 +66,7 @@ pub struct Chain {
 }
 
 impl Chain {
+    /// A chain consulting `authenticators` in order.
     pub fn new(authenticators: Vec<Arc<dyn Authenticator>>) -> Chain {
         Chain { authenticators }
     }

@@ -41,14 +41,21 @@ pub const EXTRA_GROUP_PREFIX: &str = "system:bootstrappers:";
 
 /// Keys of a token Secret's `data`.
 pub mod keys {
+    /// The token's 6-character public id (the `<id>` of `<id>.<secret>`).
     pub const TOKEN_ID: &str = "token-id";
+    /// The token's 16-character secret.
     pub const TOKEN_SECRET: &str = "token-secret";
+    /// RFC 3339 time after which the token is refused; absent: never expires; unparsable:
+    /// expired.
     pub const EXPIRATION: &str = "expiration";
+    /// Human-readable note on what the token is for.
     pub const DESCRIPTION: &str = "description";
+    /// Comma-separated extra groups (each `system:bootstrappers:…`) the token's user gets.
     pub const EXTRA_GROUPS: &str = "auth-extra-groups";
     /// Prefix of the `usage-bootstrap-<usage>` keys.
     pub const USAGE_PREFIX: &str = "usage-bootstrap-";
-    pub const USAGE_AUTHENTICATION: &str = "usage-bootstrap-authentication";
+    /// `"true"` when the token may authenticate to the API server.
+    pub(crate) const USAGE_AUTHENTICATION: &str = "usage-bootstrap-authentication";
 }
 
 /// `(id, secret)` of a token of the shape `[a-z0-9]{6}.[a-z0-9]{16}`.
@@ -215,6 +222,7 @@ pub struct BootstrapTokens {
 }
 
 impl BootstrapTokens {
+    /// The authenticator, looking tokens up as `bootstrap-token-<id>` Secrets in `kube-system`.
     pub fn new(secrets: Arc<dyn SecretSource>) -> BootstrapTokens {
         BootstrapTokens { secrets }
     }

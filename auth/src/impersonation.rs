@@ -15,20 +15,20 @@ use axum::http::{HeaderMap, HeaderValue};
 use super::user::{ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, ANONYMOUS};
 use super::{Attributes, UserInfo};
 
-pub const USER_HEADER: &str = "impersonate-user";
-pub const GROUP_HEADER: &str = "impersonate-group";
-pub const UID_HEADER: &str = "impersonate-uid";
-pub const EXTRA_PREFIX: &str = "impersonate-extra-";
+pub(crate) const USER_HEADER: &str = "impersonate-user";
+pub(crate) const GROUP_HEADER: &str = "impersonate-group";
+pub(crate) const UID_HEADER: &str = "impersonate-uid";
+pub(crate) const EXTRA_PREFIX: &str = "impersonate-extra-";
 
 const SA_PREFIX: &str = "system:serviceaccount:";
 
 /// What the headers ask to impersonate.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Requested {
-    pub user: String,
-    pub uid: String,
-    pub groups: Vec<String>,
-    pub extra: BTreeMap<String, Vec<String>>,
+    pub(crate) user: String,
+    pub(crate) uid: String,
+    pub(crate) groups: Vec<String>,
+    pub(crate) extra: BTreeMap<String, Vec<String>>,
 }
 
 /// Impersonation headers without `Impersonate-User`; `asked` lists what they ask for

@@ -23,20 +23,28 @@ use super::UserInfo;
 /// The write being admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
+    /// A create (POST).
     Create,
+    /// An update or patch (PUT/PATCH).
     Update,
+    /// A delete.
     Delete,
 }
 
 /// The request, as admission sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
+    /// Which kind of write this is.
     pub operation: Operation,
+    /// The API group; empty for the core group.
     pub group: &'a str,
     /// Plural resource name.
     pub resource: &'a str,
+    /// The subresource (e.g. `status`, `eviction`); empty for the object itself.
     pub subresource: &'a str,
+    /// The object's namespace; empty when cluster-scoped.
     pub namespace: &'a str,
+    /// The object's name.
     pub name: &'a str,
     /// The object written (create/update).
     pub object: Option<&'a Value>,

@@ -18,14 +18,30 @@ use super::user::UserInfo;
 /// The token file cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TokenFileError {
+    /// The file could not be read.
     #[error("reading token file '{path}': {message}")]
-    Read { path: String, message: String },
+    Read {
+        /// The `--token-auth-file` path.
+        path: String,
+        /// The I/O error.
+        message: String,
+    },
+    /// A record has fewer than the 3 required columns.
     #[error("token file '{path}' must have at least 3 columns (token, user name, user uid), found {found}")]
-    Columns { path: String, found: usize },
+    Columns {
+        /// The `--token-auth-file` path.
+        path: String,
+        /// How many columns the record has.
+        found: usize,
+    },
+    /// A record is not valid CSV.
     #[error("token file '{path}': record {record}: {message}")]
     Csv {
+        /// The `--token-auth-file` path.
         path: String,
+        /// The record's number, 1-based.
         record: usize,
+        /// The CSV parser's error.
         #[source]
         message: CsvError,
     },

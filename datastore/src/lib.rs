@@ -15,6 +15,7 @@ pub mod compactor;
 mod embedded;
 pub mod encryption;
 mod etcd;
+pub mod quota;
 
 /// etcd v3 `mvccpb` messages (KeyValue, Event), generated from `proto/mvccpb/kv.proto`.
 #[allow(clippy::all, clippy::pedantic, missing_docs)]

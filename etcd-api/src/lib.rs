@@ -117,19 +117,8 @@ impl Api {
     /// etcd's quota check before proposing a request that costs `cost`: if the backend would
     /// outgrow the quota, raises NOSPACE for this member and refuses the request.
     pub async fn check_quota(&self, cost: u64) -> Result<(), EtcdError> {
-        let node = &self.inner.node;
-        if self.inner.cfg.quota.available(node.store().db_size(), cost) {
-            return Ok(());
-        }
-        let raise = k3rs_storage::Command::Alarm {
-            action: k3rs_storage::AlarmAction::Activate,
-            member_id: node.status().member_id,
-            alarm: k3rs_storage::AlarmType::Nospace,
-        };
-        if let Err(e) = node.write(raise).await {
-            tracing::warn!(error = %e, "raising the NOSPACE alarm");
-        }
-        Err(k3rs_storage::RequestError::NoSpace.into())
+        k3rs_datastore::quota::check(&self.inner.node, self.inner.cfg.quota, cost).await?;
+        Ok(())
     }
 
     /// A response header at the store's current revision.

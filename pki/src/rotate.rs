@@ -10,6 +10,7 @@ use super::Error;
 /// The `--service` names and the leaves (`<stem>.crt`/`.key` under `tls/`) each covers.
 pub const SERVICES: &[(&str, &[&str])] = &[
     ("admin", &["client-admin"]),
+    ("auth-proxy", &["client-auth-proxy"]),
     (
         "api-server",
         &["serving-kube-apiserver", "client-kube-apiserver"],
@@ -119,7 +120,7 @@ mod tests {
 
     #[test]
     fn services_select_leaves() {
-        assert_eq!(leaves(&[]).unwrap().len(), 6);
+        assert_eq!(leaves(&[]).unwrap().len(), 7);
         assert_eq!(
             leaves(&["etcd".into(), "admin".into(), "etcd".into()]).unwrap(),
             [
@@ -131,7 +132,10 @@ mod tests {
         );
         assert_eq!(
             leaves(&["kubelet".into()]).map_err(|e| e.to_string()),
-            Err("unknown service \"kubelet\"; known services: admin, api-server, etcd".into())
+            Err(
+                "unknown service \"kubelet\"; known services: admin, auth-proxy, api-server, etcd"
+                    .into()
+            )
         );
     }
 

@@ -5,7 +5,8 @@
 //!
 //! The controller manager runs only while this server holds the
 //! `kube-system/kube-controller-manager` Lease, the scheduler only while it holds
-//! `kube-system/kube-scheduler`, so one server of an HA cluster runs each.
+//! `kube-system/kube-scheduler`, so one server of an HA cluster runs each
+//! (`--kube-scheduler-arg leader-elect=false` runs the scheduler without its Lease).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -37,6 +38,8 @@ pub struct Enabled {
     pub controller_args: ControllerArgs,
     /// Run the scheduler (off with `--disable-scheduler`).
     pub scheduler: bool,
+    /// `--kube-scheduler-arg`s (`leader-elect=false`: it runs without the Lease).
+    pub scheduler_args: k3rs_scheduler::args::Args,
     /// The manifests dir the controller-manager leader applies ([`k3rs_controllers::deploy`]).
     pub manifests_dir: Option<PathBuf>,
 }
@@ -47,6 +50,7 @@ impl Default for Enabled {
             controller_manager: true,
             controller_args: ControllerArgs::default(),
             scheduler: true,
+            scheduler_args: k3rs_scheduler::args::Args::default(),
             manifests_dir: None,
         }
     }
@@ -91,7 +95,16 @@ pub fn spawn(
         );
         running.push(tasks::spawn("controller-manager", elect));
     }
-    if enabled.scheduler {
+    if enabled.scheduler && !enabled.scheduler_args.leader_elect {
+        // kube-scheduler's --leader-elect=false: this server schedules whoever else does.
+        let scheduler = clients.user(users::SCHEDULER, &[], "default");
+        running.push(tasks::spawn(
+            "scheduler",
+            tasks::supervise("scheduler", stop.clone(), move |stop| {
+                k3rs_scheduler::run(scheduler.clone(), stop)
+            }),
+        ));
+    } else if enabled.scheduler {
         let scheduler = clients.user(users::SCHEDULER, &[], "default");
         let elect = lead_while_holding(
             clients.user(users::SCHEDULER, &[], "kube-system"),

@@ -17,6 +17,7 @@ use k3rs_pki as pki;
 
 use k3rs_apiserver as apiserver;
 use k3rs_controllers as controllers;
+use k3rs_scheduler as scheduler;
 
 pub mod components;
 pub mod identity;
@@ -98,8 +99,13 @@ pub struct ApiSettings {
     pub disable_controller_manager: bool,
     /// `--disable-scheduler`: no in-process scheduler.
     pub disable_scheduler: bool,
-    /// Whether the `kube-dns` Service exists (false: `--disable coredns`).
-    pub cluster_dns_service: bool,
+    /// `--cluster-dns`: the `kube-dns` Service's ClusterIP; `None`: no such Service
+    /// (`--disable coredns`).
+    pub cluster_dns: Option<IpAddr>,
+    /// `--kube-scheduler-arg`s.
+    pub scheduler_args: scheduler::args::Args,
+    /// What agents learn from this server (`/v1-k3rs/agent-config`).
+    pub agent_config: k3rs_apimachinery::agent_config::AgentConfig,
     /// `--metric-resolution` of the built-in metrics API (`None`: `--disable metrics-server`).
     pub metric_resolution: Option<std::time::Duration>,
     /// `--kube-controller-manager-arg`s.
@@ -205,6 +211,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let restore = etcd_snapshot::restore::verify_requested(
         cfg.cluster_reset_restore_path.as_deref(),
         cfg.cluster_reset,
+        &server_dir.join("tmp"),
     )?;
     pki::files::create_dir(&server_dir)?;
     ready_notify::progress("starting: certificates and datastore");
@@ -307,8 +314,8 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         // (and drop the members added meanwhile).
         node.shutdown().await?;
         tracing::info!("cluster reset done: this server is a cluster of one with its data; restart it without --cluster-reset");
-        if let Some(r) = &restore {
-            tracing::info!(snapshot = %r.path.display(), revision = r.found.revision, "restored; restart without --cluster-reset and --cluster-reset-restore-path; on the other servers, back up and delete <data-dir>/server/db, then start them to rejoin");
+        if let (Some(r), Some(path)) = (&restore, &cfg.cluster_reset_restore_path) {
+            tracing::info!(snapshot = %path.display(), revision = r.found.revision, "restored; restart without --cluster-reset and --cluster-reset-restore-path; on the other servers, back up and delete <data-dir>/server/db, then start them to rejoin");
         }
         return Ok(());
     }
@@ -325,7 +332,10 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let sup = supervisor_state(&pki, ids, Some(node.clone()))?;
     let https_server = match &cfg.api {
         Some(_) => {
-            let ds = Arc::new(datastore::Embedded::new(node.clone()));
+            let ds = Arc::new(
+                datastore::Embedded::new(node.clone())
+                    .with_quota(datastore::quota::Quota::from_flag(cfg.quota_backend_bytes)),
+            );
             match secrets_encryption(&cfg, &pki, ds, ids, &shutdown) {
                 Ok((ds, encryption)) => {
                     apiserver::ApiServer::bind(&api_config(&cfg), &pki, ds, shutdown.clone())
@@ -603,7 +613,8 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
         kubeconfig_mode: api.write_kubeconfig_mode,
         args: api.apiserver_args.clone(),
         limits: cfg.connection_limits.clone(),
-        cluster_dns_service: api.cluster_dns_service,
+        cluster_dns: api.cluster_dns,
+        agent_config: api.agent_config.clone(),
         metric_resolution: api.metric_resolution,
     }
 }
@@ -617,6 +628,7 @@ fn api_process(cfg: &ServerConfig, pki: &pki::Pki, server: apiserver::ApiServer)
             controller_manager: !api.disable_controller_manager,
             controller_args: api.controller_args.clone(),
             scheduler: !api.disable_scheduler,
+            scheduler_args: api.scheduler_args,
             manifests_dir: Some(cfg.data_dir.join("server").join("manifests")),
         },
         tls_dir: pki.tls_dir().to_path_buf(),

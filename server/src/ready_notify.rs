@@ -35,6 +35,10 @@ pub fn spawn(
 ) -> JoinHandle<()> {
     let client = clients.user("system:apiserver", &[users::SYSTEM_MASTERS], "default");
     let stop = stop.clone();
+    // The embedded node runs in this process: its heartbeats use this clock.
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
     tokio::spawn(async move {
         progress("waiting for the Kubernetes API to be ready");
         if !poll(&stop, || api_ready(&client)).await {
@@ -49,7 +53,7 @@ pub fn spawn(
                 progress(&format!(
                     "API server ready; waiting for node {node} to be Ready"
                 ));
-                if !wait_node(&stop, &client, node).await {
+                if !wait_node(&stop, &client, node, since).await {
                     return;
                 }
                 "API server and node ready"
@@ -83,11 +87,16 @@ where
 
 /// Polls the Node until it is Ready (`true`) or `stop` (`false`); after [`SLOW_NODE`], and
 /// every [`SLOW_NODE`] after that, the status and the log say what it is waiting on.
-async fn wait_node(stop: &CancellationToken, client: &kube::Client, node: &str) -> bool {
+async fn wait_node(
+    stop: &CancellationToken,
+    client: &kube::Client,
+    node: &str,
+    since: i64,
+) -> bool {
     let started = tokio::time::Instant::now();
     let mut next_report = started + SLOW_NODE;
     loop {
-        let state = node_state(client, node).await;
+        let state = node_state(client, node, since).await;
         if state == NodeState::Ready {
             return true;
         }
@@ -122,27 +131,37 @@ enum NodeState {
     Ready,
 }
 
-async fn node_state(client: &kube::Client, node: &str) -> NodeState {
+async fn node_state(client: &kube::Client, node: &str, since: i64) -> NodeState {
     let Ok(req) = axum::http::Request::get(format!("/api/v1/nodes/{node}")).body(Vec::new()) else {
         return NodeState::NotRegistered;
     };
     match client.request_text(req).await {
         Ok(text) => serde_json::from_str(&text)
-            .map(|n| state_of(&n))
+            .map(|n| state_of(&n, since))
             .unwrap_or(NodeState::NotRegistered),
         Err(_) => NodeState::NotRegistered,
     }
 }
 
-/// The state a Node object shows: its `Ready` condition.
-fn state_of(node: &serde_json::Value) -> NodeState {
+/// The state a Node object shows: its `Ready` condition, counted only when its heartbeat is
+/// from this start (at or after `since`, Unix seconds): after a restart the stored Node still
+/// shows the previous run's `Ready`, which says nothing about this one.
+fn state_of(node: &serde_json::Value, since: i64) -> NodeState {
     let ready = node["status"]["conditions"]
         .as_array()
         .into_iter()
         .flatten()
         .find(|c| c["type"] == "Ready");
     match ready {
-        Some(c) if c["status"] == "True" => NodeState::Ready,
+        Some(c) if c["status"] == "True" => {
+            match k3rs_apimachinery::meta::parse_time(&c["lastHeartbeatTime"]) {
+                Some(beat) if beat >= since => NodeState::Ready,
+                _ => NodeState::NotReady(format!(
+                    "Ready only as reported before this start (last heartbeat {})",
+                    c["lastHeartbeatTime"].as_str().unwrap_or("unknown")
+                )),
+            }
+        }
         Some(c) => {
             let reason = c["reason"].as_str().unwrap_or_default();
             let message = c["message"].as_str().unwrap_or_default();
@@ -178,15 +197,31 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn only_a_true_ready_condition_counts() {
+    fn only_a_true_ready_condition_of_this_start_counts() {
         let with = |conditions| json!({"status": {"conditions": conditions}});
+        let since = 1_800_000_000; // 2027-01-15T08:00:00Z
+        let state_of = |n: &serde_json::Value| super::state_of(n, since);
         assert_eq!(
             state_of(&with(json!([
                 {"type": "MemoryPressure", "status": "False"},
-                {"type": "Ready", "status": "True"},
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": "2027-01-15T08:00:00Z"},
             ]))),
             NodeState::Ready
         );
+        // The previous run's Ready, or one without a heartbeat, is not this start's.
+        assert_eq!(
+            state_of(&with(json!([
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": "2027-01-15T07:59:59Z"},
+            ]))),
+            NodeState::NotReady(
+                "Ready only as reported before this start (last heartbeat 2027-01-15T07:59:59Z)"
+                    .into()
+            )
+        );
+        assert!(matches!(
+            state_of(&with(json!([{"type": "Ready", "status": "True"}]))),
+            NodeState::NotReady(_)
+        ));
         assert_eq!(
             state_of(&with(json!([{"type": "Ready", "status": "False",
                 "reason": "KubeletNotReady", "message": "container runtime is down"}]))),

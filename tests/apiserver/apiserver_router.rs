@@ -45,7 +45,7 @@ async fn start() -> Api {
     let registry = Arc::new(Registry::new(ds.clone(), "10.43.0.0/16".parse().unwrap()));
     let settings = bootstrap::Settings {
         https_port: 6443,
-        kube_dns: true,
+        kube_dns: Some("10.43.0.10".parse().unwrap()),
     };
     bootstrap::ensure(&registry, settings).await.unwrap();
     // What the service-account controller (not running here) would create: pods need it.
@@ -74,6 +74,7 @@ async fn start() -> Api {
         client_ca_pem: "CLIENT CA".into(),
         inflight: k3rs_apiserver::http::inflight::Inflight::new(Default::default()),
         resource_metrics: None,
+        aggregator: None,
     });
     Api {
         app: router(state),

@@ -73,6 +73,7 @@ fn delete_answers_as_upstreams_registries() {
         for r in rows {
             let name = match r.kind {
                 "CustomResourceDefinition" => "widgets.example.com".to_string(),
+                "APIService" => "v1.deleted.example.com".to_string(),
                 "Namespace" => "deleted-namespace".to_string(),
                 _ => format!("t-{}", r.singular),
             };
@@ -96,6 +97,23 @@ fn delete_answers_as_upstreams_registries() {
                 returns_object.then_some(r.kind),
                 [r.group, r.plural, &name, &uid],
             );
+            if r.plural == "pods" {
+                // An unbound pod is deleted at once, but as upstream's pod strategy does it:
+                // marked with a deletionTimestamp and a zero grace period first.
+                assert!(
+                    answer["metadata"]["deletionTimestamp"].is_string(),
+                    "{answer}"
+                );
+                assert_eq!(
+                    answer["metadata"]["deletionGracePeriodSeconds"], 0,
+                    "{answer}"
+                );
+                let (code, _) = c
+                    .request("GET", &format!("{path}/{name}"), None)
+                    .await
+                    .unwrap();
+                assert_eq!(code, 404, "the unbound pod is still there");
+            }
         }
 
         check_pending_and_dry_run(&c).await;

@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod aggregation;
 mod api_fuzz;
 mod apiserver_router;
 mod bombs;
@@ -24,6 +25,7 @@ mod kubectl_suite;
 mod kubectl_vap;
 mod metrics_api;
 mod name_lengths;
+mod nospace;
 mod openapi_v2;
 mod python_client;
 mod served_objects;

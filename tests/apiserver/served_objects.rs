@@ -92,6 +92,11 @@ pub fn minimal(r: &Resource, name: &str, ns: &str, csr: &str) -> Option<Value> {
                     "schema": {"openAPIV3Schema": {"type": "object",
                         "x-kubernetes-preserve-unknown-fields": true}}}]}})
         }
+        ("apiregistration.k8s.io", "APIService") => {
+            let (version, group) = name.split_once('.')?;
+            json!({"spec": {"group": group, "version": version,
+                "groupPriorityMinimum": 1000, "versionPriority": 15}})
+        }
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => json!({"spec": {
             "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
                 "operations": ["CREATE"], "resources": ["configmaps"]}]},

@@ -223,7 +223,23 @@ fn an_etcd_snapshot_of_a_kubernetes_cluster_restores_into_k3rs() {
     let (etcd_keys, etcd_revision) = all_keys(&eep);
     let snap = etcd.data_dir().parent().unwrap().join("from-etcd.db");
     ctl(&eep, &["snapshot", "save", snap.to_str().unwrap()]);
-    restore_into_fresh_k3rs(&snap, etcd_keys, etcd_revision, &objects, &versions);
+    restore_into_fresh_k3rs(&snap, etcd_keys.clone(), etcd_revision, &objects, &versions);
+    // The same snapshot compressed as k3s's `--etcd-snapshot-compress` writes it: one
+    // deflated member in a zip archive (made here with Python's zipfile).
+    let zipped = snap.with_extension("zip");
+    let made = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, zipfile\n\
+             with zipfile.ZipFile(sys.argv[2], 'w', zipfile.ZIP_DEFLATED) as z:\n\
+             \x20   z.write(sys.argv[1], 'from-etcd')",
+        ])
+        .arg(&snap)
+        .arg(&zipped)
+        .status()
+        .expect("python3");
+    assert!(made.success());
+    restore_into_fresh_k3rs(&zipped, etcd_keys, etcd_revision, &objects, &versions);
 }
 
 /// A fresh k3rs restored from `snap` holds exactly `etcd_keys` at `etcd_revision`, and

@@ -29,6 +29,8 @@ mod node_failover;
 mod node_lifecycle;
 mod private_registry;
 mod server_embedded_agent;
+mod service_network;
 mod servicelb;
 mod two_nodes;
 mod two_nodes_failover;
+mod vxlan;

@@ -28,6 +28,8 @@ use crate::common::kubectl::{json as kjson, Kubectl};
 use crate::common::netns::run_inside;
 use crate::common::two_node_lab::{TwoNodeLab, TwoNodes, A, B};
 
+mod beyond_matrix;
+
 const NAMESPACES: [&str; 3] = ["x", "y", "z"];
 const PODS: [&str; 3] = ["a", "b", "c"];
 const PORTS: [u16; 2] = [80, 81];
@@ -708,7 +710,13 @@ fn scenario(lab: &TwoNodeLab) {
         }
         before = policies;
     }
-    agent.terminate(Duration::from_secs(20));
+    apply(&k, &before, &[]);
+    beyond_matrix::established_connection_survives_a_deny(&k, &pods);
+    beyond_matrix::dns_only_when_an_egress_rule_allows_it(&k, &pods);
+    beyond_matrix::host_network_pods_are_untouched(&k, &pods);
+    beyond_matrix::chains_removed_when_the_agent_stops(&k, &lab.b.netns_path(), || {
+        agent.terminate(Duration::from_secs(20));
+    });
 }
 
 /// An SCTP port on a kernel without SCTP is reported on the policy (and enforced as denied,

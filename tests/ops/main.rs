@@ -14,6 +14,7 @@ mod auto_deploy;
 mod config_file;
 mod host_commands;
 mod install_sh;
+mod k3s_flags;
 mod release_install;
 mod sd_notify;
 mod server_lifecycle;

@@ -34,18 +34,18 @@ use std::time::Duration;
 
 use futures::{stream, StreamExt};
 use k3rs_apimachinery::events::{EventRecorder, EventType};
+use k3rs_apimachinery::transform::strip_managed_fields;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::runtime::reflector::Store;
 use kube::Client;
 use tokio::sync::watch;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster_watch::{watch_all, Seen};
 use crate::once_per_version::OncePerVersion;
 use crate::proxy::iptables::Iptables;
 use crate::proxy::sync::Pacer;
+use crate::watches::{run_paced, watch_all, Keeper, Watches};
 
 /// How the enforcer runs.
 #[derive(Debug, Clone)]
@@ -87,54 +87,64 @@ struct Stores {
 /// Runs the enforcer until `stop`, with the latest client of `clients` (a rotated certificate
 /// restarts the watches); then removes its rules.
 pub async fn run<I: Iptables>(
-    mut clients: watch::Receiver<Client>,
+    clients: watch::Receiver<Client>,
     ipt: I,
     cfg: NetworkPolicyConfig,
     stop: CancellationToken,
 ) {
-    let mut pacer = Pacer::new(cfg.min_sync_period, cfg.sync_period, cfg.sync_period / 6);
-    let mut reporter = Reporter::default();
-    let mut last_input = String::new();
-    'clients: loop {
-        let client = clients.borrow_and_update().clone();
-        let (policies, pol_events) = watch_all::<NetworkPolicy>(&client, 0);
-        let (pods, pod_events) = watch_all::<Pod>(&client, 1);
-        let (namespaces, ns_events) = watch_all::<Namespace>(&client, 2);
+    let pacer = Pacer::new(cfg.min_sync_period, cfg.sync_period, cfg.sync_period / 6);
+    let mut enforcer = Enforcer {
+        ipt,
+        cfg,
+        reporter: Reporter::default(),
+        last_input: String::new(),
+    };
+    run_paced("network policy", clients, pacer, &stop, &mut enforcer).await;
+    match sync::remove(&enforcer.ipt).await {
+        Ok(()) => tracing::info!("network policy: stopped, rules removed"),
+        Err(e) => tracing::error!(error = %e, "network policy: removing the rules failed"),
+    }
+}
+
+/// The enforcer as a [`Keeper`]: what persists across syncs.
+struct Enforcer<I> {
+    ipt: I,
+    cfg: NetworkPolicyConfig,
+    reporter: Reporter,
+    last_input: String,
+}
+
+impl<I: Iptables> Keeper for Enforcer<I> {
+    type State = (Stores, EventRecorder);
+
+    fn watch(&mut self, client: &Client) -> Watches<Self::State> {
+        // Every pod of the cluster is cached: without managedFields, as the controllers'.
+        let (policies, pol_events) = watch_all::<NetworkPolicy>(client, 0, strip_managed_fields);
+        let (pods, pod_events) = watch_all::<Pod>(client, 1, strip_managed_fields);
+        let (namespaces, ns_events) = watch_all::<Namespace>(client, 2, strip_managed_fields);
         let stores = Stores {
             policies,
             pods,
             namespaces,
         };
-        let events = stream::select(stream::select(pol_events, pod_events), ns_events);
-        let mut events = std::pin::pin!(events);
-        let mut listed = [false; 3];
-        let recorder = EventRecorder::new(client.clone(), COMPONENT, &cfg.node_name);
-        loop {
-            let due = pacer.due(Instant::now());
-            tokio::select! {
-                _ = stop.cancelled() => break 'clients,
-                changed = clients.changed() => {
-                    if changed.is_err() {
-                        break 'clients;
-                    }
-                    continue 'clients;
-                }
-                ev = events.next() => match ev {
-                    Some(Seen::Listed(i)) => { listed[i] = true; pacer.changed(); }
-                    Some(Seen::Changed) => pacer.changed(),
-                    Some(Seen::Error(e)) => tracing::warn!(error = %e, "network policy: watch failed"),
-                    None => break 'clients,
-                },
-                _ = tokio::time::sleep_until(due), if listed.iter().all(|l| *l) => {
-                    let ok = sync_once(&ipt, &cfg, &stores, &mut last_input, &mut reporter, &recorder).await;
-                    pacer.synced(Instant::now(), ok);
-                }
-            }
+        let recorder = EventRecorder::new(client.clone(), COMPONENT, &self.cfg.node_name);
+        Watches {
+            state: (stores, recorder),
+            events: stream::select_all([pol_events, pod_events, ns_events]).boxed(),
+            count: 3,
         }
     }
-    match sync::remove(&ipt).await {
-        Ok(()) => tracing::info!("network policy: stopped, rules removed"),
-        Err(e) => tracing::error!(error = %e, "network policy: removing the rules failed"),
+
+    async fn sync(&mut self, (stores, recorder): &Self::State) -> bool {
+        sync_once(
+            &self.ipt,
+            &self.cfg,
+            stores,
+            &mut self.last_input,
+            &mut self.reporter,
+            recorder,
+        )
+        .await
     }
 }
 

@@ -165,21 +165,39 @@ fn pod_cidrs(n: &Node) -> Vec<ipnet::IpNet> {
     all.iter().filter_map(|c| c.parse().ok()).collect()
 }
 
-/// Waits until the Node has a pod CIDR, then writes the CNI conflist into `conf_dir`
-/// (containerd picks it up and its network becomes ready).
+/// Waits until the Node has a pod CIDR, puts the pods' masquerading in place
+/// ([`cni::masquerade`], sparing `cluster_cidr`), then writes the CNI conflist into
+/// `conf_dir` (containerd picks it up and its network becomes ready).
 pub async fn write_cni_config(
     clients: watch::Receiver<kube::Client>,
     node_name: String,
     data_dir: PathBuf,
     conf_dir: PathBuf,
+    mtu: Option<u32>,
+    cluster_cidr: Option<ipnet::IpNet>,
     stop: CancellationToken,
 ) {
     loop {
         let api: Api<Node> = Api::all(clients.borrow().clone());
         match api.get_opt(&node_name).await {
             Ok(Some(n)) if !pod_cidrs(&n).is_empty() => {
-                let config = cni::Config::new(pod_cidrs(&n), &agent_dir(&data_dir));
-                match cni::write(&config, &conf_dir) {
+                let mut config = cni::Config::new(pod_cidrs(&n), &agent_dir(&data_dir));
+                config.mtu = mtu;
+                let ipt = crate::proxy::iptables::SystemIptables;
+                let masquerade =
+                    cni::masquerade::ensure(&ipt, &config.pod_cidrs, cluster_cidr.as_ref()).await;
+                let written = match masquerade {
+                    Ok(()) => cni::write(&config, &conf_dir),
+                    Err(e) => {
+                        tracing::warn!("masquerading the pods' outbound traffic: {e}");
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                        }
+                        continue;
+                    }
+                };
+                match written {
                     Ok(path) => {
                         tracing::info!(conflist = %path.display(), cidrs = ?config.pod_cidrs, "CNI network configured");
                         // Done; a supervised task that returned would count as failed.

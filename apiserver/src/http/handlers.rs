@@ -49,13 +49,25 @@ pub async fn api(State(st): State<Arc<ApiState>>, req: Request) -> Response {
         });
         return resp;
     }
+    if let Some((agg, backend)) = st
+        .aggregator
+        .as_ref()
+        .and_then(|a| Some((a, a.backend_for(&path)?)))
+    {
+        let user = req
+            .extensions()
+            .get::<Arc<UserInfo>>()
+            .map(|u| (**u).clone())
+            .unwrap_or_else(UserInfo::anonymous);
+        return crate::aggregator::proxy::serve(agg, &st.registry, &backend, &user, req).await;
+    }
     let parsed = match request::parse(&path) {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
     match parsed {
         ApiPath::Root { legacy } => discovery::root(&st, legacy, req.headers()),
-        ApiPath::Group { group } => discovery::group(&group),
+        ApiPath::Group { group } => discovery::group(&st, &group),
         ApiPath::GroupVersion { group, version } => discovery::resource_list(&group, &version),
         ApiPath::Resource(rp) => {
             let verb = verb_of(req.method(), &rp, &request::info_of(&req).query);

@@ -1,5 +1,6 @@
 //! The HTTP edge: TLS accept loop, router, request parsing, body decoding, handlers.
 
+pub mod agent_config;
 mod audit;
 pub mod body;
 mod connect;
@@ -9,3 +10,4 @@ pub mod inflight;
 pub mod protobuf;
 pub mod request;
 pub mod router;
+pub mod upstream;

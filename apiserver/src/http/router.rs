@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use super::{audit, encryption, handlers, inflight};
+use super::{agent_config, audit, encryption, handlers, inflight};
 use crate::metrics::RequestLabels;
 use crate::{health, openapi, version, ApiState};
 use k3rs_apimachinery::request_info::RequestInfo;
@@ -43,6 +43,7 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .route("/apis", axum::routing::any(handlers::api))
         .route("/apis/{*rest}", axum::routing::any(handlers::api))
         .route(encryption::PATH, axum::routing::any(encryption::handle))
+        .route(agent_config::PATH, axum::routing::any(agent_config::handle))
         .fallback(|| async { ApiError::path_not_found().into_response() })
         .layer(middleware::from_fn(warnings))
         .layer(middleware::from_fn_with_state(st.clone(), authenticate))

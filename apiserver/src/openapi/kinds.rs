@@ -6,6 +6,7 @@ use k8s_openapi::api::{
     coordination, core, discovery, events, networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
 use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator};
 
 /// Adds the schema of one type (and everything it references) to a generator; returns the
@@ -102,6 +103,7 @@ pub fn schema_of(group: &str, version: &str, kind: &str) -> Option<AddSchema> {
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => {
             add::<apiextensions::v1::CustomResourceDefinition>
         }
+        ("apiregistration.k8s.io", "v1", "APIService") => add::<apiregistration::v1::APIService>,
         ("metrics.k8s.io", "v1beta1", "NodeMetrics") => {
             add::<crate::resource_metrics::openapi::NodeMetrics>
         }

@@ -157,6 +157,35 @@ impl Registry {
                     }
                     conflict => conflict,
                 }
+            } else if is_pod(t) && !meta::is_deleting(&old) {
+                // Pods always delete gracefully upstream: an unbound or finished pod (or
+                // one deleted with grace period 0) is first marked with a deletionTimestamp
+                // and a zero grace period, which watchers see, then removed; the answer is
+                // the marked pod.
+                let mut marked = old.clone();
+                let m = meta::metadata_mut(&mut marked);
+                m.insert(
+                    "deletionTimestamp".into(),
+                    json!(meta::rfc3339(SystemTime::now())),
+                );
+                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                if opts.write.dry_run {
+                    return Ok(Deleted::Gone(marked));
+                }
+                let revision = match self
+                    .ds
+                    .update(&t.key(), kv.mod_revision, encode_as(t.resource, &marked)?)
+                    .await?
+                {
+                    WriteOutcome::Done { revision } => revision,
+                    WriteOutcome::Conflict { .. } => continue,
+                };
+                meta::set_resource_version(&mut marked, revision);
+                match self.ds.delete(&t.key(), revision).await? {
+                    WriteOutcome::Done { .. } => return Ok(Deleted::Gone(marked)),
+                    // Changed between the two writes: the next attempt sees it marked.
+                    WriteOutcome::Conflict { .. } => continue,
+                }
             } else {
                 if opts.write.dry_run {
                     return Ok(Deleted::Gone(old));
@@ -230,11 +259,14 @@ fn check_preconditions(t: &Target, obj: &Value, opts: &DeleteOptions) -> ApiResu
     Ok(())
 }
 
+fn is_pod(t: &Target) -> bool {
+    t.resource.group.is_empty() && t.resource.kind == "Pod"
+}
+
 /// Pods bound to a node terminate gracefully (the kubelet finishes the deletion); everything
 /// else is deleted at once.
 fn grace_period(t: &Target, obj: &Value, opts: &DeleteOptions) -> i64 {
-    let is_pod = t.resource.group.is_empty() && t.resource.kind == "Pod";
-    if !is_pod || obj["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
+    if !is_pod(t) || obj["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
         return 0;
     }
     let phase = obj["status"]["phase"].as_str().unwrap_or("");

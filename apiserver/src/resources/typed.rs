@@ -94,6 +94,9 @@ pub fn check_structure(r: &Resource, obj: &Value) -> Result<(), StructureError> 
         ("apiextensions.k8s.io", "CustomResourceDefinition") => check::<
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
         >(obj),
+        ("apiregistration.k8s.io", "APIService") => check::<
+            k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+        >(obj),
         _ => Ok(()),
     };
     checked.map_err(|source| StructureError {

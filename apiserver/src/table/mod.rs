@@ -10,6 +10,7 @@
 
 pub mod admission;
 pub mod age;
+pub mod apiregistration;
 pub mod autoscaling;
 pub mod batch;
 pub mod cluster;

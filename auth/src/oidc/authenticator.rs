@@ -24,6 +24,7 @@ use crate::serviceaccount::jwt;
 /// The verdict on one token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
+    /// A final verdict for the chain.
     Outcome(Outcome),
     /// No key of the set verified it; fresher keys might.
     RefreshKeys(VerifyError),

@@ -13,9 +13,13 @@ use crate::UserInfo;
 
 /// Where the roles and bindings come from (an informer cache, or a list in tests).
 pub trait PolicySource: Send + Sync {
+    /// The ClusterRole `name`, if it exists.
     fn cluster_role(&self, name: &str) -> Option<Arc<ClusterRole>>;
+    /// The Role `namespace/name`, if it exists.
     fn role(&self, namespace: &str, name: &str) -> Option<Arc<Role>>;
+    /// Every ClusterRoleBinding.
     fn cluster_role_bindings(&self) -> Vec<Arc<ClusterRoleBinding>>;
+    /// Every RoleBinding in `namespace`.
     fn role_bindings(&self, namespace: &str) -> Vec<Arc<RoleBinding>>;
 }
 
@@ -115,9 +119,13 @@ pub fn rules_for(
 /// A [`PolicySource`] over plain lists (tests, and checks against proposed objects).
 #[derive(Debug, Default, Clone)]
 pub struct StaticPolicy {
+    /// The ClusterRoles.
     pub cluster_roles: Vec<ClusterRole>,
+    /// The Roles, in any namespaces.
     pub roles: Vec<Role>,
+    /// The ClusterRoleBindings.
     pub cluster_role_bindings: Vec<ClusterRoleBinding>,
+    /// The RoleBindings, in any namespaces.
     pub role_bindings: Vec<RoleBinding>,
 }
 

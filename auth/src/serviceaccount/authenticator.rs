@@ -24,9 +24,13 @@ use crate::UserInfo;
 /// The kinds of objects tokens refer to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// A ServiceAccount.
     ServiceAccount,
+    /// A Secret (legacy tokens and secret-bound tokens).
     Secret,
+    /// A Pod (pod-bound tokens).
     Pod,
+    /// A Node (node-bound tokens and the node of a pod-bound token).
     Node,
 }
 
@@ -113,7 +117,9 @@ pub trait Lookup: Send + Sync + std::fmt::Debug {
 /// A user with the audiences the token is valid for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Authenticated {
+    /// The service account user (with the bound object's extras).
     pub user: UserInfo,
+    /// The requested audiences the token is valid for.
     pub audiences: Vec<String>,
 }
 
@@ -125,6 +131,7 @@ pub struct ServiceAccountTokens {
 }
 
 impl ServiceAccountTokens {
+    /// The authenticator verifying with `key` and checking bound objects through `lookup`.
     pub fn new(key: Arc<SigningKey>, lookup: Arc<dyn Lookup>) -> ServiceAccountTokens {
         ServiceAccountTokens { key, lookup }
     }

@@ -25,11 +25,11 @@ pub const LEEWAY_SECONDS: i64 = 60;
 pub const POD_DELETION_GRACE_SECONDS: i64 = 60;
 
 /// `extra` keys of pod- and node-bound tokens, and the credential id.
-pub const EXTRA_POD_NAME: &str = "authentication.kubernetes.io/pod-name";
-pub const EXTRA_POD_UID: &str = "authentication.kubernetes.io/pod-uid";
-pub const EXTRA_NODE_NAME: &str = "authentication.kubernetes.io/node-name";
-pub const EXTRA_NODE_UID: &str = "authentication.kubernetes.io/node-uid";
-pub const EXTRA_CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
+pub(crate) const EXTRA_POD_NAME: &str = "authentication.kubernetes.io/pod-name";
+pub(crate) const EXTRA_POD_UID: &str = "authentication.kubernetes.io/pod-uid";
+pub(crate) const EXTRA_NODE_NAME: &str = "authentication.kubernetes.io/node-name";
+pub(crate) const EXTRA_NODE_UID: &str = "authentication.kubernetes.io/node-uid";
+pub(crate) const EXTRA_CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 
 const LEGACY_NS: &str = "kubernetes.io/serviceaccount/namespace";
 const LEGACY_SECRET: &str = "kubernetes.io/serviceaccount/secret.name";
@@ -39,30 +39,41 @@ const LEGACY_SA_UID: &str = "kubernetes.io/serviceaccount/service-account.uid";
 /// A named object with its uid.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ObjectRef {
+    /// The object's name.
     pub name: String,
+    /// The object's `metadata.uid` (the token stops working if the object is recreated).
     pub uid: String,
 }
 
 /// The object a bound token is tied to (it stops working when the object is gone).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Binding {
+    /// Bound to a Pod (TokenRequest's `boundObjectRef`); the token adds the pod's name and uid to `user.extra`.
     Pod(ObjectRef),
+    /// Bound to a Secret.
     Secret(ObjectRef),
+    /// Bound to a Node; the token adds the node's name and uid to `user.extra`.
     Node(ObjectRef),
 }
 
 /// A bound token to mint (TokenRequest).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoundToken {
+    /// The service account's namespace.
     pub namespace: String,
+    /// The service account the token authenticates as.
     pub service_account: ObjectRef,
+    /// The token's `aud`.
     pub audiences: Vec<String>,
     /// Unix seconds.
     pub issued_at: i64,
+    /// Lifetime in seconds from `issued_at` (`exp = issued_at + expiration_seconds`).
     pub expiration_seconds: i64,
+    /// The object the token is bound to, if any.
     pub binding: Option<Binding>,
     /// The node the bound pod runs on, when known (upstream adds it to pod-bound tokens).
     pub pod_node: Option<ObjectRef>,
+    /// The token's id (`jti`), reported as `authentication.kubernetes.io/credential-id`.
     pub jti: String,
 }
 
@@ -125,10 +136,13 @@ pub fn is_ours(claims: &Map<String, Value>) -> bool {
 /// What a verified token claims, still to be checked against the cluster's objects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
+    /// The service account's namespace.
     pub namespace: String,
+    /// The service account the token claims to be.
     pub service_account: ObjectRef,
     /// A legacy token: the Secret that must still hold exactly this token.
     pub legacy_secret: Option<String>,
+    /// The bound object the token names, if any (it must still exist with that uid).
     pub binding: Option<Binding>,
     /// The user, should the objects check out.
     pub user: UserInfo,

@@ -34,7 +34,10 @@ pub const MAX_NODE_EXPIRATION_SECONDS: i64 = 24 * 3600;
 /// A validated and defaulted request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spec {
+    /// `spec.audiences`; the API server's audiences ([`claims::API_AUDIENCES`]) when empty.
     pub audiences: Vec<String>,
+    /// `spec.expirationSeconds` (an hour when absent); a value outside
+    /// [`MIN_EXPIRATION_SECONDS`, `MAX_EXPIRATION_SECONDS`] refuses the request.
     pub expiration_seconds: i64,
     /// (kind, name, uid: empty when not given).
     pub bound: Option<(Kind, String, String)>,

@@ -48,15 +48,21 @@ const MAX_IDLE: usize = 8;
 /// Why the kubeconfig could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The kubeconfig file could not be read.
     #[error("reading the webhook kubeconfig {path}: {source}")]
     Read {
+        /// The kubeconfig's path.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The kubeconfig does not describe a usable client.
     #[error("the webhook kubeconfig {path}: {reason}")]
     Invalid {
+        /// The kubeconfig's path.
         path: PathBuf,
+        /// What is wrong with it.
         #[source]
         reason: ClientError,
     },
@@ -150,10 +156,18 @@ pub enum TlsConfigError {
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
+    /// Connecting, TLS, or sending the request failed, or it timed out (why).
     #[error("calling the webhook: {0}")]
     Transport(String),
+    /// The webhook answered with a non-2xx status.
     #[error("the webhook answered {status}: {body}")]
-    Status { status: u16, body: String },
+    Status {
+        /// The HTTP status code.
+        status: u16,
+        /// The response body, as text.
+        body: String,
+    },
+    /// The answer exceeded [`MAX_RESPONSE_BYTES`].
     #[error("the webhook's answer is larger than {MAX_RESPONSE_BYTES} bytes")]
     TooLarge,
 }

@@ -4,8 +4,6 @@
 
 use std::collections::BTreeSet;
 
-use base64::Engine;
-
 /// Signs client certificates for the API server with the client CA.
 pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
 /// Signs kubelet client certificates (`system:node:<name>`) with the client CA.
@@ -29,9 +27,6 @@ pub struct Request {
 /// Why `spec.request` is not a PKCS#10 request.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
-    /// Not base64.
-    #[error("decoding the request: {0}")]
-    Base64(#[source] base64::DecodeError),
     /// No PEM block.
     #[error("parsing the PEM request: {0}")]
     Pem(x509_parser::nom::Err<x509_parser::error::PEMError>),
@@ -62,14 +57,6 @@ pub enum Refusal {
     /// A usage a client certificate may not have.
     #[error("invalid usage for client certificate: {0}")]
     ClientUsage(String),
-}
-
-/// Parses `spec.request` (base64 of PEM).
-pub fn parse(request_b64: &str) -> Result<Request, ParseError> {
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(request_b64)
-        .map_err(ParseError::Base64)?;
-    parse_pem(&pem)
 }
 
 /// Parses a PEM request (`spec.request` decoded).
@@ -298,11 +285,10 @@ mod tests {
         p.distinguished_name
             .push(rcgen::DnType::OrganizationName, "system:nodes");
         let pem = p.serialize_request(&key).unwrap().pem().unwrap();
-        let b64 = base64::engine::general_purpose::STANDARD.encode(pem);
-        let r = parse(&b64).unwrap();
+        let r = parse_pem(pem.as_bytes()).unwrap();
         assert_eq!(r.common_name, "system:node:n1");
         assert_eq!(r.organizations, vec!["system:nodes"]);
         assert_eq!(r.dns_names, vec!["n1.example"]);
-        assert!(parse("bm90IGEgcmVxdWVzdA==").is_err());
+        assert!(parse_pem(b"not a request").is_err());
     }
 }

@@ -30,8 +30,6 @@ use super::informer;
 
 /// The controller's name (its service account in kube-system).
 pub const NAME: &str = "node-controller";
-/// Upstream's `--node-monitor-grace-period`.
-pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(40);
 /// Upstream's `--node-monitor-period`.
 const MONITOR_PERIOD: Duration = Duration::from_secs(5);
 

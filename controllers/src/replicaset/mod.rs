@@ -182,7 +182,6 @@ async fn reconcile<K: Replicated>(obj: Arc<K>, ctx: Arc<Shared>) -> Result<Actio
         &plan::StatusInput {
             old: &old,
             generation: obj.meta().generation,
-            replicas: view.replicas,
             min_ready_seconds: view.min_ready_seconds,
             template_labels: &template_labels,
             pods: &owned_refs,

@@ -33,6 +33,7 @@ pub mod layout;
 pub mod restore;
 pub mod retention;
 pub mod schedule;
+pub mod zipped;
 
 use std::path::PathBuf;
 

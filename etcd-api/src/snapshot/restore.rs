@@ -2,7 +2,9 @@
 //! first (nothing is touched if it is corrupt or truncated), the member directory is moved to
 //! `db/etcd-old-<seconds>`, and a fresh member is made from the snapshot
 //! ([`k3rs_raft::restore`]); the cluster reset then makes it a cluster of one. Snapshots in
-//! etcd's format (k3rs's own, or written by etcd 3.4/3.5 or k3s) keep their revisions.
+//! etcd's format (k3rs's own, or written by etcd 3.4/3.5 or k3s) keep their revisions; k3s's
+//! compressed snapshots (a zip archive holding one) are extracted into the server's scratch
+//! directory first and removed once restored.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -12,8 +14,10 @@ use super::{etcd_format, file, io_error, layout, Error, Result};
 /// A snapshot that passed [`verify`].
 #[derive(Debug, Clone)]
 pub struct Checked {
-    /// The snapshot file.
+    /// The snapshot file (for a compressed snapshot: the file extracted from it).
     pub path: PathBuf,
+    /// Whether `path` was extracted from a compressed snapshot (and is removed once used).
+    pub extracted: bool,
     /// What reading it found.
     pub found: file::Verified,
 }
@@ -24,7 +28,41 @@ pub fn verify(path: &Path) -> Result<Checked> {
     Ok(Checked {
         path: path.to_path_buf(),
         found,
+        extracted: false,
     })
+}
+
+/// [`verify`], extracting a compressed (zip) snapshot into `scratch` first.
+pub fn verify_maybe_zipped(path: &Path, scratch: &Path) -> Result<Checked> {
+    let mut head = Vec::with_capacity(4);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(4).read_to_end(&mut head))
+        .map_err(io_error(path))?;
+    if !super::zipped::is_zip(&head) {
+        return verify(path);
+    }
+    std::fs::create_dir_all(scratch).map_err(io_error(scratch))?;
+    let dest = scratch.join("restore-extracted.db");
+    let corrupt = |reason: String| Error::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let checked = super::zipped::extract_single(path, &dest)
+        .map_err(|e| corrupt(e.to_string()))
+        .and_then(|name| {
+            tracing::info!(archive = %path.display(), file = %name, "extracted the compressed snapshot");
+            verify(&dest)
+        });
+    match checked {
+        Ok(c) => Ok(Checked {
+            extracted: true,
+            ..c
+        }),
+        Err(e) => {
+            let _ = std::fs::remove_file(&dest);
+            Err(e)
+        }
+    }
 }
 
 /// Replaces the member in `server_dir` with the snapshot. Returns where the old member went.
@@ -97,6 +135,7 @@ fn make_member(member: &Path, path: &Path) -> Result<()> {
 pub fn verify_requested(
     restore_path: Option<&Path>,
     cluster_reset: bool,
+    scratch: &Path,
 ) -> Result<Option<Checked>> {
     let Some(path) = restore_path else {
         return Ok(None);
@@ -107,7 +146,7 @@ pub fn verify_requested(
             reason: "--cluster-reset-restore-path needs --cluster-reset".into(),
         });
     }
-    verify(path).map(Some)
+    verify_maybe_zipped(path, scratch).map(Some)
 }
 
 /// The member directory the server starts, restored from `restore` first if given.
@@ -116,7 +155,11 @@ pub fn member_dir(server_dir: &Path, restore: Option<&Checked>) -> Result<PathBu
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        install(server_dir, snap, now)?;
+        let installed = install(server_dir, snap, now);
+        if snap.extracted {
+            let _ = std::fs::remove_file(&snap.path);
+        }
+        installed?;
     }
     layout::member_dir(server_dir)
 }

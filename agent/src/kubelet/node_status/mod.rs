@@ -54,6 +54,8 @@ pub struct NodeStatusConfig {
     /// The pressure the eviction manager reports; `None`: the default thresholds applied to
     /// the machine as observed.
     pub pressure: Option<watch::Receiver<conditions::Pressure>>,
+    /// Whether a registration sends `READY=1` to the service manager (`NOTIFY_SOCKET`).
+    pub notify_ready: bool,
 }
 
 impl NodeStatusConfig {
@@ -67,6 +69,7 @@ impl NodeStatusConfig {
             status_update_frequency: Duration::from_secs(10),
             status_report_frequency: Duration::from_secs(300),
             pressure: None,
+            notify_ready: true,
         }
     }
 }
@@ -197,7 +200,9 @@ pub async fn run(
         let client = clients.borrow().clone();
         match register(&client, &cfg, runtime.as_ref()).await {
             Ok((n, status)) => {
-                notify_ready(&name);
+                if cfg.notify_ready {
+                    notify_ready(&name);
+                }
                 break (n.metadata.uid.unwrap_or_default(), status);
             }
             Err(e) => tracing::warn!(node = %name, error = %e, "registering the node"),

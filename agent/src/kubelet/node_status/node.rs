@@ -38,6 +38,8 @@ pub struct NodeConfig {
     pub name: String,
     /// InternalIPs, in order.
     pub ips: Vec<IpAddr>,
+    /// ExternalIPs (`--node-external-ip`), in order, reported after the InternalIPs.
+    pub external_ips: Vec<IpAddr>,
     /// `--node-label`s.
     pub labels: BTreeMap<String, String>,
     /// `--node-taint`s (registered as `spec.taints`).
@@ -55,6 +57,7 @@ impl NodeConfig {
         NodeConfig {
             name: name.to_string(),
             ips,
+            external_ips: Vec::new(),
             labels: BTreeMap::new(),
             taints: Vec::new(),
             control_plane: false,
@@ -211,14 +214,16 @@ pub fn status(
     conditions: Vec<NodeCondition>,
 ) -> NodeStatus {
     let (capacity, allocatable) = resources(m, cfg.max_pods);
-    let mut addresses: Vec<NodeAddress> = cfg
-        .ips
-        .iter()
-        .map(|ip| NodeAddress {
-            type_: "InternalIP".into(),
-            address: ip.to_string(),
-        })
-        .collect();
+    let typed = |type_: &str, ips: &[IpAddr]| {
+        ips.iter()
+            .map(|ip| NodeAddress {
+                type_: type_.into(),
+                address: ip.to_string(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut addresses = typed("InternalIP", &cfg.ips);
+    addresses.extend(typed("ExternalIP", &cfg.external_ips));
     addresses.push(NodeAddress {
         type_: "Hostname".into(),
         address: cfg.name.clone(),
@@ -365,6 +370,15 @@ mod tests {
         assert_eq!(
             v["spec"]["taints"],
             json!([{"key": "k", "value": "v", "effect": "NoSchedule"}])
+        );
+        // --node-external-ip: after the InternalIPs, before the Hostname (the kubelet's order).
+        cfg.external_ips = vec!["203.0.113.5".parse().unwrap()];
+        let s = status(&cfg, &machine(), "containerd://2.0.5", vec![]);
+        assert_eq!(
+            serde_json::to_value(s.addresses).unwrap(),
+            json!([{"type": "InternalIP", "address": "10.0.0.5"},
+                {"type": "ExternalIP", "address": "203.0.113.5"},
+                {"type": "Hostname", "address": "n1"}])
         );
         assert_eq!(
             v["status"]["daemonEndpoints"],

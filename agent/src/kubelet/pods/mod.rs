@@ -23,6 +23,7 @@ mod pull;
 mod record;
 mod start;
 pub mod sync;
+pub mod update;
 pub mod volumes;
 pub mod workers;
 
@@ -85,6 +86,9 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     let kube = client.borrow().clone();
+    // Presence is read before every start decision: asked once per image, not per pod.
+    let images: Arc<dyn ImageService> =
+        Arc::new(crate::cri::image_presence::ImagePresence::new(images));
     let changed = Arc::new(Notify::new());
     let (events, event_rx) = crate::kubelet::events::Recorder::channel();
     let mut tasks = tokio::task::JoinSet::new();
@@ -129,6 +133,9 @@ pub async fn run(
         }),
         node,
         backoffs: Default::default(),
+        starts: tokio::sync::Semaphore::new(sync::start_concurrency(
+            std::thread::available_parallelism().map_or(1, usize::from),
+        )),
         services: Box::new(move || services.state().iter().map(|s| (**s).clone()).collect()),
     });
     let statics = static_pods::Source::default();

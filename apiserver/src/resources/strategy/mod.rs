@@ -1,6 +1,7 @@
 //! Per-kind strategies: defaulting and validation beyond the generic metadata rules, and
 //! what a create resets. Pure functions over the JSON object; unit-tested with exact values.
 
+mod apiservice;
 mod apps;
 mod autoscaling;
 mod batch;
@@ -59,6 +60,7 @@ pub fn apply_defaults(r: &Resource, obj: &mut Value) {
         ("autoscaling", "HorizontalPodAutoscaler") => autoscaling::hpa_defaults(obj),
         // Part B.
         ("discovery.k8s.io", "EndpointSlice") => endpointslice::defaults(obj),
+        ("apiregistration.k8s.io", "APIService") => apiservice::defaults(obj),
         ("networking.k8s.io", "IngressClass") => networking::ingressclass_defaults(obj),
         ("networking.k8s.io", "NetworkPolicy") => networking::networkpolicy_defaults(obj),
         ("storage.k8s.io", "StorageClass") => storage::storageclass_defaults(obj),
@@ -151,6 +153,7 @@ fn validate_kind(r: &Resource, obj: &Value) -> Vec<Cause> {
         ("apps", "Deployment") | ("apps", "ReplicaSet") => apps::validate(obj),
         // Part B.
         ("discovery.k8s.io", "EndpointSlice") => endpointslice::validate(obj),
+        ("apiregistration.k8s.io", "APIService") => apiservice::validate(obj),
         ("", "Event") => event::validate(obj, false),
         ("events.k8s.io", "Event") => event::validate(&to_core(obj), true),
         ("networking.k8s.io", "Ingress") => networking::ingress_validate(obj),

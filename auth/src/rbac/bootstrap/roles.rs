@@ -558,6 +558,12 @@ pub(super) fn cluster_roles() -> Vec<ClusterRole> {
                 events_rule(),
             ],
         ),
+        // What an agent reads of its server's settings (k3s's agents read `/v1-k3s/config`
+        // with their node credentials).
+        cluster_role(
+            "k3rs:agent-config",
+            vec![url_rule(&["get"], &[k3rs_apimachinery::agent_config::PATH])],
+        ),
         cluster_role(
             "system:kubelet-api-admin",
             vec![
@@ -666,6 +672,11 @@ pub(super) fn bindings() -> Vec<ClusterRoleBinding> {
         binding(
             "k3rs:ingress",
             "k3rs:ingress",
+            vec![subject("Group", "system:nodes")],
+        ),
+        binding(
+            "k3rs:agent-config",
+            "k3rs:agent-config",
             vec![subject("Group", "system:nodes")],
         ),
         binding(

@@ -116,6 +116,7 @@ fn setup_with(api: FakeApi) -> Setup {
             pod_logs_dir: dir.path().join("logs"),
         },
         backoffs: Default::default(),
+        starts: tokio::sync::Semaphore::new(start_concurrency(1)),
         services: Box::new(Vec::new),
     };
     Setup {
@@ -472,6 +473,13 @@ async fn orphans_are_torn_down() {
     s.runtime.clear_calls();
     assert!(s.exec.clean_up("u1").await.unwrap(), "nothing is left");
     assert_eq!(mutations(s.runtime.calls()), vec![]);
+}
+
+#[test]
+fn start_slots_are_four_per_cpu_and_at_least_eight() {
+    assert_eq!(start_concurrency(1), 8);
+    assert_eq!(start_concurrency(2), 8);
+    assert_eq!(start_concurrency(8), 32);
 }
 
 #[test]
