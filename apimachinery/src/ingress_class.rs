@@ -59,15 +59,23 @@ pub fn named_class(ingress: &Ingress) -> Option<&str> {
 
 /// Whether the built-in controller serves `ingress`, given the cluster's IngressClasses.
 pub fn is_ours(ingress: &Ingress, classes: &[IngressClass]) -> bool {
+    serves(named_class(ingress), classes)
+}
+
+/// Whether the built-in controller serves the Ingresses that name `class` (`None`: name
+/// none), given the cluster's IngressClasses.
+pub fn serves<'a>(
+    class: Option<&str>,
+    classes: impl IntoIterator<Item = &'a IngressClass>,
+) -> bool {
     let ours = |c: &IngressClass| {
         c.spec.as_ref().and_then(|s| s.controller.as_deref()) == Some(CONTROLLER)
     };
-    match named_class(ingress) {
-        Some(name) => classes
-            .iter()
-            .any(|c| c.metadata.name.as_deref() == Some(name) && ours(c)),
+    let mut classes = classes.into_iter();
+    match class {
+        Some(name) => classes.any(|c| c.metadata.name.as_deref() == Some(name) && ours(c)),
         None => {
-            let mut defaults = classes.iter().filter(|c| is_default(c));
+            let mut defaults = classes.filter(|c| is_default(c));
             matches!((defaults.next(), defaults.next()), (Some(c), None) if ours(c))
         }
     }
