@@ -9,7 +9,6 @@
 #![allow(missing_docs)]
 
 pub mod client;
-pub mod cluster_watch;
 pub mod cni;
 pub mod containerd;
 pub mod cri;
@@ -24,7 +23,6 @@ pub mod join;
 pub mod kubelet;
 pub mod netpol;
 pub mod node_agent;
-pub mod once_per_version;
 pub mod pod_network;
 pub mod proxy;
 pub mod report;

@@ -37,23 +37,23 @@ use std::time::Duration;
 use futures::{stream, StreamExt};
 use k3rs_apimachinery::events::{EventRecorder, EventType};
 use k3rs_apimachinery::tls::Limits;
+use k3rs_apimachinery::transform::strip_managed_fields;
 use k8s_openapi::api::core::v1::{ObjectReference, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::reflector::Store;
 use kube::Client;
 use tokio::sync::watch;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster_watch::{watch_all, Seen};
-use crate::once_per_version::OncePerVersion;
 use crate::proxy::sync::Pacer;
+use crate::watches::{run_paced, watch_all, Keeper, OncePerVersion, Watches};
 use table::Table;
 
 /// How the node's ingress controller runs.
 #[derive(Debug, Clone)]
 pub struct IngressConfig {
+    /// The node's name (the source of its Events).
     pub node_name: String,
     /// Where plain HTTP is served (the node IPs at `--ingress-http-port`).
     pub http: Vec<SocketAddr>,
@@ -105,11 +105,7 @@ where
 
 /// Runs the listeners and keeps their table current until `stop`, with the latest client of
 /// `clients` (a rotated certificate restarts the watches, not the listeners).
-pub async fn run(
-    mut clients: watch::Receiver<Client>,
-    cfg: IngressConfig,
-    stop: CancellationToken,
-) {
+pub async fn run(clients: watch::Receiver<Client>, cfg: IngressConfig, stop: CancellationToken) {
     let default = match tls::default_certificate() {
         Ok(c) => Arc::new(c),
         Err(e) => {
@@ -145,15 +141,34 @@ pub async fn run(
         let (tls, limits) = (tls_config.clone(), limits.clone());
         listeners.spawn(listen::https(*addr, tls, app, limits, stop.clone()));
     }
-    let mut pacer = Pacer::new(cfg.min_sync_period, cfg.sync_period, cfg.sync_period / 6);
-    let mut reporter = Reporter::default();
-    'clients: loop {
-        let client = clients.borrow_and_update().clone();
-        let (ingresses, e0) = watch_all::<Ingress>(&client, 0);
-        let (classes, e1) = watch_all::<IngressClass>(&client, 1);
-        let (services, e2) = watch_all::<Service>(&client, 2);
-        let (slices, e3) = watch_all::<EndpointSlice>(&client, 3);
-        let (secrets, e4) = watch_all::<Secret>(&client, 4);
+    let pacer = Pacer::new(cfg.min_sync_period, cfg.sync_period, cfg.sync_period / 6);
+    let mut controller = Controller {
+        node_name: cfg.node_name.clone(),
+        tables,
+        reporter: Reporter::default(),
+    };
+    run_paced("ingress", clients, pacer, &stop, &mut controller).await;
+    stop.cancelled().await;
+    while listeners.join_next().await.is_some() {}
+    tracing::info!("ingress: stopped");
+}
+
+/// The table keeper as a [`Keeper`]: what persists across syncs.
+struct Controller {
+    node_name: String,
+    tables: watch::Sender<Arc<Table>>,
+    reporter: Reporter,
+}
+
+impl Keeper for Controller {
+    type State = (Stores, EventRecorder);
+
+    fn watch(&mut self, client: &Client) -> Watches<Self::State> {
+        let (ingresses, e0) = watch_all::<Ingress>(client, 0, strip_managed_fields);
+        let (classes, e1) = watch_all::<IngressClass>(client, 1, strip_managed_fields);
+        let (services, e2) = watch_all::<Service>(client, 2, strip_managed_fields);
+        let (slices, e3) = watch_all::<EndpointSlice>(client, 3, strip_managed_fields);
+        let (secrets, e4) = watch_all::<Secret>(client, 4, strip_managed_fields);
         let stores = Stores {
             ingresses,
             classes,
@@ -161,47 +176,34 @@ pub async fn run(
             slices,
             secrets,
         };
-        let events =
-            stream::select_all([e0.boxed(), e1.boxed(), e2.boxed(), e3.boxed(), e4.boxed()]);
-        let mut events = std::pin::pin!(events);
-        let mut listed = [false; 5];
-        let recorder = EventRecorder::new(client.clone(), COMPONENT, &cfg.node_name);
-        loop {
-            let due = pacer.due(Instant::now());
-            tokio::select! {
-                _ = stop.cancelled() => break 'clients,
-                changed = clients.changed() => {
-                    if changed.is_err() {
-                        break 'clients;
-                    }
-                    continue 'clients;
-                }
-                ev = events.next() => match ev {
-                    Some(Seen::Listed(i)) => { listed[i] = true; pacer.changed(); }
-                    Some(Seen::Changed) => pacer.changed(),
-                    Some(Seen::Error(e)) => tracing::warn!(error = %e, "ingress: watch failed"),
-                    None => break 'clients,
-                },
-                _ = tokio::time::sleep_until(due), if listed.iter().all(|l| *l) => {
-                    let ingresses = all(&stores.ingresses);
-                    let (new, warnings) = table::build(&table::Input {
-                        ingresses: &ingresses,
-                        classes: &all(&stores.classes),
-                        services: &all(&stores.services),
-                        slices: &all(&stores.slices),
-                        secrets: &all(&stores.secrets),
-                    });
-                    tracing::debug!(routes = new.routes.len(), certificates = new.certs.len(), "ingress: table rebuilt");
-                    tables.send_replace(Arc::new(new));
-                    reporter.report(&warnings, &ingresses, &cfg.node_name, &recorder).await;
-                    pacer.synced(Instant::now(), true);
-                }
-            }
+        let recorder = EventRecorder::new(client.clone(), COMPONENT, &self.node_name);
+        Watches {
+            state: (stores, recorder),
+            events: stream::select_all([e0, e1, e2, e3, e4]).boxed(),
+            count: 5,
         }
     }
-    stop.cancelled().await;
-    while listeners.join_next().await.is_some() {}
-    tracing::info!("ingress: stopped");
+
+    async fn sync(&mut self, (stores, recorder): &Self::State) -> bool {
+        let ingresses = all(&stores.ingresses);
+        let (new, warnings) = table::build(&table::Input {
+            ingresses: &ingresses,
+            classes: &all(&stores.classes),
+            services: &all(&stores.services),
+            slices: &all(&stores.slices),
+            secrets: &all(&stores.secrets),
+        });
+        tracing::debug!(
+            routes = new.routes.len(),
+            certificates = new.certs.len(),
+            "ingress: table rebuilt"
+        );
+        self.tables.send_replace(Arc::new(new));
+        self.reporter
+            .report(&warnings, &ingresses, &self.node_name, recorder)
+            .await;
+        true
+    }
 }
 
 /// Reports each warning once per Ingress version.

@@ -42,10 +42,9 @@ use kube::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::once_per_version::OncePerVersion;
 use crate::proxy::iptables::Iptables;
 use crate::proxy::sync::Pacer;
-use crate::watches::{run_paced, watch_all, Keeper, Watches};
+use crate::watches::{run_paced, watch_all, Keeper, OncePerVersion, Watches};
 
 /// How the enforcer runs.
 #[derive(Debug, Clone)]
