@@ -456,6 +456,36 @@ fn scenario(lab: &NodeLab) {
     );
     let lines: Vec<&str> = tls.lines().filter(|l| !l.is_empty()).collect();
     assert_eq!(lines, ["a", "2"], "{tls}");
+    // A rotated certificate (a new CA) is served once the node reads the Secret again (at
+    // least every 30 s: a node gets TLS Secrets by name, it cannot watch them all).
+    let rotated = tempfile::tempdir().unwrap();
+    common::tls_server::make_certs_for(rotated.path(), &["secure.example.com"]);
+    let secret = k.ok(&[
+        "create",
+        "secret",
+        "tls",
+        "secure-tls",
+        "--cert",
+        rotated.path().join("server.crt").to_str().unwrap(),
+        "--key",
+        rotated.path().join("server.key").to_str().unwrap(),
+        "--dry-run=client",
+        "-o",
+        "yaml",
+    ]);
+    k.ok_stdin(&["apply", "-f", "-"], Some(&secret));
+    let new_ca = rotated.path().join("ca.crt");
+    common::wait_for("the rotated certificate", Duration::from_secs(60), || {
+        let (code, out, _) = curl(&[
+            "--cacert",
+            new_ca.to_str().unwrap(),
+            "--resolve",
+            &resolve,
+            "https://secure.example.com/",
+        ]);
+        (code == 0 && out.trim() == "a").then_some(())
+    });
+    let ca = new_ca;
     // HTTP/1.1 over TLS too (a host-less rule, the default certificate), with
     // X-Forwarded-Proto https.
     let resolve_other = format!("other.example.com:443:{NODE_IP}");

@@ -6,27 +6,32 @@
 //! [`table`] decides the routes, default backend and certificates without I/O
 //! ([`routes`] holds the Ingress matching rules); [`proxy`] serves one request from the
 //! current table; [`tls`] picks certificates by SNI; [`listen`] runs the listeners; [`run`]
-//! watches Ingresses, IngressClasses, Services, EndpointSlices and Secrets and publishes a new
-//! table on change.
+//! watches Ingresses, IngressClasses, Services and EndpointSlices, reads the TLS Secrets the
+//! Ingresses name one by one ([`secrets`]), and publishes a new table on change.
 //!
 //! Guarantees:
-//! - Nothing is routed before all five kinds have been listed (until then every request is a
+//! - Nothing is routed before all four kinds have been listed (until then every request is a
 //!   404, and every TLS client gets the default certificate).
 //! - A change builds a new table that replaces the old one at once (an `Arc` swap): requests
 //!   and WebSocket tunnels in flight are not interrupted; the next request uses the new table.
 //!   The listeners never restart for a change.
+//! - TLS Secrets are read by name when an Ingress first names them and again at least every
+//!   `sync_period` (30 s): a rotated certificate is served within about that time.
 //! - What an Ingress asks that cannot be served (a Service, port, endpoints or TLS Secret
 //!   missing) is reported once per Ingress version: a Warning Event on the Ingress and a log
 //!   line (the request answers 503, or the default certificate is served).
 //! - The agent never writes Ingress status: the server's `ingress` controller sets
 //!   `status.loadBalancer.ingress` (one writer for the whole cluster).
 //!
-//! Assumptions: the node's credentials may list and watch those five kinds cluster-wide (the
-//! server binds `k3rs:ingress` to `system:nodes`); pod IPs are reachable from the node.
+//! Assumptions: the node's credentials may list and watch those four kinds cluster-wide (the
+//! server binds `k3rs:ingress` to `system:nodes`) and get the TLS Secrets of the Ingresses of
+//! the built-in class by name (the Node authorizer relates them to every node; a node cannot
+//! list Secrets); pod IPs are reachable from the node.
 
 pub mod listen;
 pub mod proxy;
 pub mod routes;
+pub mod secrets;
 pub mod table;
 pub mod tls;
 
@@ -38,7 +43,7 @@ use futures::{stream, StreamExt};
 use k3rs_apimachinery::events::{EventRecorder, EventType};
 use k3rs_apimachinery::tls::Limits;
 use k3rs_apimachinery::transform::strip_managed_fields;
-use k8s_openapi::api::core::v1::{ObjectReference, Secret, Service};
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::reflector::Store;
@@ -61,7 +66,8 @@ pub struct IngressConfig {
     pub https: Vec<SocketAddr>,
     /// At most one table rebuild per this period.
     pub min_sync_period: Duration,
-    /// A rebuild at least this often (Secrets rotated without a watch event, say).
+    /// A rebuild at least this often, which also reads the TLS Secrets again (a rotated
+    /// certificate is served within about this period).
     pub sync_period: Duration,
 }
 
@@ -93,7 +99,6 @@ struct Stores {
     classes: Store<IngressClass>,
     services: Store<Service>,
     slices: Store<EndpointSlice>,
-    secrets: Store<Secret>,
 }
 
 fn all<K>(store: &Store<K>) -> Vec<K>
@@ -146,6 +151,7 @@ pub async fn run(clients: watch::Receiver<Client>, cfg: IngressConfig, stop: Can
         node_name: cfg.node_name.clone(),
         tables,
         reporter: Reporter::default(),
+        secrets: secrets::Reads::new(cfg.sync_period / 2),
     };
     run_paced("ingress", clients, pacer, &stop, &mut controller).await;
     stop.cancelled().await;
@@ -158,40 +164,44 @@ struct Controller {
     node_name: String,
     tables: watch::Sender<Arc<Table>>,
     reporter: Reporter,
+    secrets: secrets::Reads,
 }
 
 impl Keeper for Controller {
-    type State = (Stores, EventRecorder);
+    type State = (Stores, EventRecorder, Client);
 
     fn watch(&mut self, client: &Client) -> Watches<Self::State> {
         let (ingresses, e0) = watch_all::<Ingress>(client, 0, strip_managed_fields);
         let (classes, e1) = watch_all::<IngressClass>(client, 1, strip_managed_fields);
         let (services, e2) = watch_all::<Service>(client, 2, strip_managed_fields);
         let (slices, e3) = watch_all::<EndpointSlice>(client, 3, strip_managed_fields);
-        let (secrets, e4) = watch_all::<Secret>(client, 4, strip_managed_fields);
         let stores = Stores {
             ingresses,
             classes,
             services,
             slices,
-            secrets,
         };
         let recorder = EventRecorder::new(client.clone(), COMPONENT, &self.node_name);
         Watches {
-            state: (stores, recorder),
-            events: stream::select_all([e0, e1, e2, e3, e4]).boxed(),
-            count: 5,
+            state: (stores, recorder, client.clone()),
+            events: stream::select_all([e0, e1, e2, e3]).boxed(),
+            count: 4,
         }
     }
 
-    async fn sync(&mut self, (stores, recorder): &Self::State) -> bool {
+    async fn sync(&mut self, (stores, recorder, client): &Self::State) -> bool {
         let ingresses = all(&stores.ingresses);
+        let classes = all(&stores.classes);
+        let wanted = secrets::wanted(&ingresses, &classes);
+        let due = self.secrets.due(&wanted, tokio::time::Instant::now());
+        let read = secrets::read(client, &mut self.secrets, due).await;
         let (new, warnings) = table::build(&table::Input {
             ingresses: &ingresses,
-            classes: &all(&stores.classes),
+            classes: &classes,
             services: &all(&stores.services),
             slices: &all(&stores.slices),
-            secrets: &all(&stores.secrets),
+            secrets: &self.secrets.secrets(),
+            unread: self.secrets.unread(),
         });
         tracing::debug!(
             routes = new.routes.len(),
@@ -202,7 +212,7 @@ impl Keeper for Controller {
         self.reporter
             .report(&warnings, &ingresses, &self.node_name, recorder)
             .await;
-        true
+        read
     }
 }
 

@@ -15,9 +15,11 @@
 //!   503 with the reason), and gives a [`Warning`] naming it.
 //! - `spec.tls` gives each listed host the certificate of its Secret (`kubernetes.io/tls`
 //!   data `tls.crt`/`tls.key`, key matching the certificate); a Secret missing or unusable
-//!   gives a [`Warning`] and the host is served with the default certificate. The first
+//!   gives a [`Warning`] and the host is served with the default certificate; one not yet
+//!   read (`Input::unread`) is served the default certificate without a warning. The first
 //!   (oldest) Ingress naming a host chooses its certificate.
 
+use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -31,6 +33,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
 use super::routes::{self, HostMatch, PathMatch, Route};
+use super::secrets::SecretKey;
 use crate::proxy::endpoints::endpoints_for;
 use crate::proxy::service_port::{Protocol, ServicePort};
 
@@ -41,7 +44,10 @@ pub struct Input<'a> {
     pub classes: &'a [IngressClass],
     pub services: &'a [Service],
     pub slices: &'a [EndpointSlice],
+    /// The TLS Secrets read (only those the Ingresses name; see [`super::secrets`]).
     pub secrets: &'a [Secret],
+    /// Named TLS Secrets whose read has not been answered yet.
+    pub unread: &'a BTreeSet<SecretKey>,
 }
 
 /// Where a backend's requests go.
@@ -283,6 +289,13 @@ impl Resolver<'_, '_> {
             self.warn("SecretNotFound", m.to_string());
             return None;
         };
+        if self
+            .input
+            .unread
+            .contains(&(ns.to_string(), name.to_string()))
+        {
+            return None;
+        }
         let Some(secret) = self.input.secrets.iter().find(|s| {
             s.metadata.namespace.as_deref() == Some(ns) && s.metadata.name.as_deref() == Some(name)
         }) else {

@@ -61,6 +61,7 @@ struct World {
     services: Vec<Service>,
     slices: Vec<EndpointSlice>,
     secrets: Vec<Secret>,
+    unread: BTreeSet<SecretKey>,
 }
 
 impl World {
@@ -71,6 +72,7 @@ impl World {
             services: &self.services,
             slices: &self.slices,
             secrets: &self.secrets,
+            unread: &self.unread,
         })
     }
 }
@@ -141,6 +143,7 @@ fn world() -> World {
             slice("idle", "", 80, &[("10.42.0.31", Some(false))]),
         ],
         secrets: vec![tls_secret("a-tls", "a.example.com")],
+        unread: BTreeSet::new(),
     }
 }
 
@@ -290,4 +293,17 @@ fn ingresses_of_other_classes_or_with_no_default_class_are_ignored() {
     let (table, warnings) = w.build();
     assert!(table.routes.is_empty() && table.default_backend.is_none());
     assert!(warnings.is_empty());
+}
+
+#[test]
+fn a_secret_not_yet_read_gets_the_default_certificate_without_a_warning() {
+    let mut w = world();
+    w.secrets.clear();
+    w.unread.insert(("ns".into(), "a-tls".into()));
+    let (table, warnings) = w.build();
+    assert!(table.cert("a.example.com").is_none());
+    assert!(
+        warnings.iter().all(|w| !w.message.contains("a-tls")),
+        "{warnings:?}"
+    );
 }

@@ -538,13 +538,13 @@ pub(super) fn cluster_roles() -> Vec<ClusterRole> {
                 events_rule(),
             ],
         ),
-        // What a node's ingress controller reads to route (k3s's traefik reads the same with
-        // its service account). Secrets cluster-wide: an Ingress's TLS Secret may be in any
-        // namespace, and a node cannot know in advance which.
+        // What a node's ingress controller reads to route (k3s's traefik reads these with its
+        // service account). No Secrets: a node reads an Ingress's TLS Secret by name only,
+        // through the Node authorizer's Ingress edges.
         cluster_role(
             "k3rs:ingress",
             vec![
-                rule(&["list", "watch"], &[""], &["services", "secrets"]),
+                rule(&["list", "watch"], &[""], &["services"]),
                 rule(
                     &["list", "watch"],
                     &["discovery.k8s.io"],
