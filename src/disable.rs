@@ -12,7 +12,8 @@
 //!   and the group in discovery), so that a user can install their own metrics server.
 //! - `traefik` or `ingress`: the built-in ingress controller: the server's `ingress`
 //!   controller (which creates the default `k3rs` IngressClass and writes Ingress status)
-//!   and the embedded agent's listeners (a joined agent takes `--disable-ingress`);
+//!   and the listeners of the embedded agent and of the agents that join (they learn it
+//!   from `/v1-k3rs/agent-config`; an agent's own `--disable-ingress` turns off just its own);
 //! - `network-policy`: NetworkPolicy enforcement on the server's own node (k3s's
 //!   `--disable-network-policy`, which both commands also take; a joined agent needs its own).
 //!

@@ -646,6 +646,7 @@ async fn main() -> anyhow::Result<()> {
                         cluster_dns: vec![cluster_dns],
                         system_default_registry: args.node.system_default_registry.clone(),
                         disable_network_policy: disabled.network_policy,
+                        disable_ingress: disabled.ingress,
                     },
                     metric_resolution: (!disabled.metrics_server).then_some(args.metric_resolution),
                     controller_args,
