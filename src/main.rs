@@ -336,6 +336,10 @@ struct ServerArgs {
         env = "K3RS_ETCD_EXPERIMENTAL_CORRUPT_CHECK_TIME"
     )]
     etcd_experimental_corrupt_check_time: Duration,
+    /// Before serving, compare this member's data (HashKV) with the other members' and refuse
+    /// to start if it differs, like etcd's --experimental-initial-corrupt-check.
+    #[arg(long, env = "K3RS_ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK")]
+    etcd_experimental_initial_corrupt_check: bool,
     /// Port of the Kubernetes API (HTTPS).
     #[arg(long, default_value_t = 6443, env = "K3RS_HTTPS_LISTEN_PORT")]
     https_listen_port: u16,
@@ -616,6 +620,7 @@ async fn main() -> anyhow::Result<()> {
                 watch_progress_notify_interval: args.etcd_watch_progress_notify_interval,
                 quota_backend_bytes: args.etcd_quota_backend_bytes,
                 corrupt_check_time: args.etcd_experimental_corrupt_check_time,
+                initial_corrupt_check: args.etcd_experimental_initial_corrupt_check,
                 etcd_peer_port: args.etcd_peer_port,
                 cluster_reset: args.cluster_reset,
                 cluster_reset_restore_path: args.snapshots.cluster_reset_restore_path.clone(),

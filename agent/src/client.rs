@@ -5,24 +5,34 @@ use std::path::Path;
 /// Why no client could be built.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The kubeconfig cannot be read or parsed.
     #[error("reading kubeconfig {path}")]
     ReadKubeconfig {
+        /// The file.
         path: String,
+        /// What is wrong with it.
         #[source]
         source: kube::config::KubeconfigError,
     },
+    /// The kubeconfig's current context does not make a client configuration.
     #[error("using kubeconfig {path}")]
     UseKubeconfig {
+        /// The file.
         path: String,
+        /// What is wrong with it.
         #[source]
         source: kube::config::KubeconfigError,
     },
+    /// The server URL does not parse.
     #[error("invalid server URL {url}")]
     ServerUrl {
+        /// The URL given.
         url: String,
+        /// Why it does not parse.
         #[source]
         source: http::uri::InvalidUri,
     },
+    /// The client could not be built (TLS configuration).
     #[error("building the API client")]
     Build(#[source] kube::Error),
 }

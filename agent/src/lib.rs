@@ -4,10 +4,6 @@
 //!
 //! The agent never depends on the server crate: it talks to the API server like any client.
 
-// Issue 22: the workspace warns on `missing_docs`; 596 public items of this crate are still
-// undocumented. Remove this allow once they are.
-#![allow(missing_docs)]
-
 pub mod client;
 pub mod cni;
 pub mod containerd;
@@ -17,10 +13,13 @@ pub mod dns;
 pub mod hollow;
 pub mod host_check;
 pub mod host_gw;
+#[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod images;
 pub mod ingress;
 pub mod join;
+#[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod kubelet;
+#[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod netpol;
 pub mod node_agent;
 pub mod pod_network;

@@ -9,7 +9,8 @@
 //! - Quantities ([`quantity`]), pod resource requests ([`resources`]), quota usage
 //!   ([`quota`]), node selection and tolerations ([`scheduling`]), volume matching
 //!   ([`volume`]).
-//! - Client identities for in-process components ([`clients`], [`users`]); supervised,
+//! - Client identities for in-process components ([`clients`], [`users`]), certificate
+//!   signer names ([`signers`]); supervised,
 //!   named tasks ([`tasks`]).
 //! - Go durations ([`duration`]), cron schedules ([`cron`]), `--*-arg` flags
 //!   ([`component_args`]), the built-in resource catalog ([`catalog`]), events ([`events`]).
@@ -42,6 +43,7 @@ pub mod sd_notify;
 pub mod selector;
 pub mod semantic;
 pub mod serviceaccount;
+pub mod signers;
 pub mod status;
 pub mod system_image;
 pub mod tasks;

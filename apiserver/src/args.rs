@@ -1,9 +1,10 @@
 //! `--kube-apiserver-arg KEY=VALUE` (k3s's way to pass kube-apiserver flags): the flags the
-//! API server understands (see [`SUPPORTED`]).
+//! API server understands (see [`Args::parse`]).
 
 use std::sync::Arc;
 
 use crate::admission::default_toleration_seconds::DefaultTolerationSeconds;
+use k3rs_apimachinery::component_args::{self, Component};
 use k3rs_auth::authz::{self, Authorizer, Chain};
 use k3rs_auth::webhook::client::WebhookClient;
 use k3rs_auth::webhook::{AuthorizerWebhookOptions, TokenWebhookOptions, Version};
@@ -11,11 +12,17 @@ use k3rs_auth::webhook::{AuthorizerWebhookOptions, TokenWebhookOptions, Version}
 /// One `--authorization-mode` entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// `Node`: kubelets may touch only what their pods need.
     Node,
+    /// `RBAC`.
     Rbac,
+    /// `AlwaysAllow`.
     AlwaysAllow,
+    /// `AlwaysDeny`.
     AlwaysDeny,
+    /// `ABAC`, with `authorization-policy-file`.
     Abac,
+    /// `Webhook`, with `authorization-webhook-config-file`.
     Webhook,
 }
 
@@ -38,37 +45,41 @@ impl Mode {
 pub struct Args {
     /// `authorization-mode`: the authorizers after `system:masters`, in order (k3s's
     /// `Node,RBAC` by default).
-    pub authorization_modes: Vec<Mode>,
+    pub(crate) authorization_modes: Vec<Mode>,
     /// `default-not-ready-toleration-seconds` / `default-unreachable-toleration-seconds`
     /// (300 each).
-    pub default_tolerations: DefaultTolerationSeconds,
+    pub(crate) default_tolerations: DefaultTolerationSeconds,
     /// `audit-policy-file`, `audit-log-path`, `audit-log-maxage/-maxbackup/-maxsize`.
-    pub audit: crate::audit::Options,
+    pub(crate) audit: crate::audit::Options,
     /// `authorization-policy-file`: the ABAC policies (JSON lines).
-    pub authorization_policy_file: Option<std::path::PathBuf>,
+    pub(crate) authorization_policy_file: Option<std::path::PathBuf>,
     /// `requestheader-client-ca-file`: enables the authenticating proxy.
-    pub requestheader_client_ca_file: Option<std::path::PathBuf>,
+    pub(crate) requestheader_client_ca_file: Option<std::path::PathBuf>,
     /// `requestheader-allowed-names` (empty: any CN the CA signed).
-    pub requestheader_allowed_names: Vec<String>,
+    pub(crate) requestheader_allowed_names: Vec<String>,
     /// `requestheader-username-headers`, `-uid-headers`, `-group-headers`,
     /// `-extra-headers-prefix` (k3s's `X-Remote-User`, none, `X-Remote-Group`,
     /// `X-Remote-Extra-` by default).
-    pub requestheader_headers: k3rs_auth::request_header::Headers,
+    pub(crate) requestheader_headers: k3rs_auth::request_header::Headers,
     /// `token-auth-file`: static bearer tokens (CSV).
-    pub token_auth_file: Option<std::path::PathBuf>,
+    pub(crate) token_auth_file: Option<std::path::PathBuf>,
     /// `authentication-token-webhook-*`.
-    pub token_webhook: TokenWebhookOptions,
+    pub(crate) token_webhook: TokenWebhookOptions,
     /// `authorization-webhook-*` (mode `Webhook`).
-    pub authorization_webhook: AuthorizerWebhookOptions,
+    pub(crate) authorization_webhook: AuthorizerWebhookOptions,
     /// `admission-control-config-file`'s PodSecurity configuration (k3s's
     /// `--pod-security-admission-config-file`); upstream's defaults without one.
-    pub pod_security: std::sync::Arc<crate::admission::pod_security::config::Config>,
+    pub(crate) pod_security: std::sync::Arc<crate::admission::pod_security::config::Config>,
     /// `oidc-*`: the OpenID Connect token authenticator (off without an issuer).
-    pub oidc: k3rs_auth::oidc::Options,
+    pub(crate) oidc: k3rs_auth::oidc::Options,
     /// `authentication-config`: the structured authentication configuration (JWT issuers).
-    pub authentication_config: Option<std::path::PathBuf>,
+    pub(crate) authentication_config: Option<std::path::PathBuf>,
     /// `max-requests-inflight` / `max-mutating-requests-inflight` (400 / 200; 0: no limit).
-    pub inflight: crate::http::inflight::InflightLimits,
+    pub(crate) inflight: crate::http::inflight::InflightLimits,
+    /// `enable-aggregator-routing`: extension servers are reached at an endpoint of their
+    /// Service (`true`, k3s's setting) or at its ClusterIP (`false`, kube-apiserver's
+    /// default).
+    pub(crate) enable_aggregator_routing: bool,
 }
 
 impl Default for Args {
@@ -88,50 +99,132 @@ impl Default for Args {
             oidc: Default::default(),
             authentication_config: None,
             inflight: Default::default(),
+            enable_aggregator_routing: true,
         }
     }
 }
 
-/// The flags [`Args::parse`] knows.
-const SUPPORTED: &str = "authorization-mode, default-not-ready-toleration-seconds, default-unreachable-toleration-seconds, audit-log-path, audit-policy-file, audit-log-maxage, audit-log-maxbackup, audit-log-maxsize, audit-log-format=json, admission-control-config-file, token-auth-file, authorization-policy-file, requestheader-client-ca-file, requestheader-allowed-names, requestheader-username-headers, requestheader-uid-headers, requestheader-group-headers, requestheader-extra-headers-prefix, authentication-token-webhook-config-file, authentication-token-webhook-cache-ttl, authentication-token-webhook-version, authorization-webhook-config-file, authorization-webhook-cache-authorized-ttl, authorization-webhook-cache-unauthorized-ttl, authorization-webhook-version, oidc-issuer-url, oidc-client-id, oidc-username-claim, oidc-username-prefix, oidc-groups-claim, oidc-groups-prefix, oidc-required-claim, oidc-signing-algs, oidc-ca-file, authentication-config, max-requests-inflight, max-mutating-requests-inflight";
+/// `--kube-apiserver-arg`, with the flags [`Args::parse`] knows.
+const COMPONENT: Component = Component {
+    name: "kube-apiserver",
+    supported: &[
+        "authorization-mode",
+        "default-not-ready-toleration-seconds",
+        "default-unreachable-toleration-seconds",
+        "audit-log-path",
+        "audit-policy-file",
+        "audit-log-maxage",
+        "audit-log-maxbackup",
+        "audit-log-maxsize",
+        "audit-log-format=json",
+        "admission-control-config-file",
+        "token-auth-file",
+        "authorization-policy-file",
+        "requestheader-client-ca-file",
+        "requestheader-allowed-names",
+        "requestheader-username-headers",
+        "requestheader-uid-headers",
+        "requestheader-group-headers",
+        "requestheader-extra-headers-prefix",
+        "authentication-token-webhook-config-file",
+        "authentication-token-webhook-cache-ttl",
+        "authentication-token-webhook-version",
+        "authorization-webhook-config-file",
+        "authorization-webhook-cache-authorized-ttl",
+        "authorization-webhook-cache-unauthorized-ttl",
+        "authorization-webhook-version",
+        "oidc-issuer-url",
+        "oidc-client-id",
+        "oidc-username-claim",
+        "oidc-username-prefix",
+        "oidc-groups-claim",
+        "oidc-groups-prefix",
+        "oidc-required-claim",
+        "oidc-signing-algs",
+        "oidc-ca-file",
+        "authentication-config",
+        "max-requests-inflight",
+        "max-mutating-requests-inflight",
+        "enable-aggregator-routing",
+    ],
+};
 
 /// A `--kube-apiserver-arg` that cannot be used (kube-apiserver's words where it has them).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ArgError {
-    #[error("--kube-apiserver-arg {0:?}: expected KEY=VALUE")]
-    NotKeyValue(String),
-    #[error(
-        "--kube-apiserver-arg: unsupported kube-apiserver flag {0:?} (supported: {SUPPORTED})"
-    )]
-    Unsupported(String),
+    /// An item without `=`, or a flag k3rs does not take.
+    #[error(transparent)]
+    Item(#[from] component_args::ArgError),
+    /// Not a whole number of seconds.
     #[error(
         "invalid argument {value:?} for \"--{flag}\" flag: expected a whole number of seconds"
     )]
-    Seconds { flag: String, value: String },
+    Seconds {
+        /// The flag.
+        flag: String,
+        /// The value given.
+        value: String,
+    },
+    /// Not a non-negative integer.
     #[error("invalid argument {value:?} for \"--{flag}\" flag: expected a non-negative integer")]
-    Count { flag: String, value: String },
+    Count {
+        /// The flag.
+        flag: String,
+        /// The value given.
+        value: String,
+    },
+    /// Not a Go boolean.
+    #[error("invalid argument {value:?} for \"--{flag}\" flag: strconv.ParseBool: parsing {value:?}: invalid syntax")]
+    Bool {
+        /// The flag.
+        flag: String,
+        /// The value given.
+        value: String,
+    },
+    /// A file a flag names cannot be read or parsed.
     #[error("{0}")]
     File(String),
+    /// Mode `ABAC` without `authorization-policy-file`.
     #[error("authorization-mode ABAC's authorization policy file not passed")]
     AbacWithoutFile,
+    /// `authorization-policy-file` without mode `ABAC`.
     #[error("cannot specify --authorization-policy-file without mode ABAC")]
     FileWithoutAbac,
+    /// An empty `authorization-mode`.
     #[error("at least one authorization-mode must be passed")]
     NoModes,
+    /// An `authorization-mode` entry that is not a mode.
     #[error("authorization-mode {0:?} is not a valid mode")]
     UnknownMode(String),
+    /// Mode `Webhook` without `authorization-webhook-config-file`.
     #[error("authorization-mode Webhook's authorization config file not passed")]
     WebhookWithoutFile,
+    /// `authorization-webhook-config-file` without mode `Webhook`.
     #[error("cannot specify --authorization-webhook-config-file without mode Webhook")]
     WebhookFileWithoutMode,
+    /// Not a duration.
     #[error("invalid argument {value:?} for \"--{flag}\" flag: expected a duration such as 30s, 5m or 1h30m")]
-    Duration { flag: String, value: String },
+    Duration {
+        /// The flag.
+        flag: String,
+        /// The value given.
+        value: String,
+    },
+    /// A webhook version other than `v1` or `v1beta1`.
     #[error("invalid argument {value:?} for \"--{flag}\" flag: must be v1 or v1beta1")]
-    Version { flag: String, value: String },
+    Version {
+        /// The flag.
+        flag: String,
+        /// The value given.
+        value: String,
+    },
+    /// An `authorization-mode` entry given twice.
     #[error("authorization-mode {0:?} has mode specified more than once")]
     Duplicate(String),
+    /// The `oidc-*` flags do not make an authenticator.
     #[error(transparent)]
     Oidc(#[from] k3rs_auth::oidc::OptionsError),
+    /// Both `authentication-config` and `oidc-*` flags.
     #[error("authentication-config file and oidc-* flags are mutually exclusive")]
     AuthenticationConfigWithOidc,
 }
@@ -140,9 +233,8 @@ impl Args {
     /// Parses [`k3rs_apimachinery::component_args`] items; later items override earlier ones.
     pub fn parse(items: &[String]) -> Result<Args, ArgError> {
         let mut args = Args::default();
-        for item in items {
-            let (key, value) = k3rs_apimachinery::component_args::key_value(item)
-                .ok_or_else(|| ArgError::NotKeyValue(item.clone()))?;
+        for item in COMPONENT.items(items) {
+            let (key, value) = item?;
             match key {
                 "authorization-mode" => args.authorization_modes = parse_modes(value)?,
                 flag @ "default-not-ready-toleration-seconds" => {
@@ -170,6 +262,9 @@ impl Args {
                     args.requestheader_client_ca_file = Some(value.into())
                 }
                 "requestheader-allowed-names" => args.requestheader_allowed_names = list(value),
+                flag @ "enable-aggregator-routing" => {
+                    args.enable_aggregator_routing = boolean(flag, value)?
+                }
                 "requestheader-username-headers" => {
                     args.requestheader_headers.username = list(value)
                 }
@@ -218,7 +313,7 @@ impl Args {
                 flag @ "max-mutating-requests-inflight" => {
                     args.inflight.mutating = slots(flag, value)?
                 }
-                other => return Err(ArgError::Unsupported(other.to_string())),
+                other => return Err(COMPONENT.unsupported(other).into()),
             }
         }
         args.oidc.validate()?;
@@ -334,6 +429,18 @@ fn slots(flag: &str, value: &str) -> Result<usize, ArgError> {
     })
 }
 
+/// A Go `strconv.ParseBool` value.
+fn boolean(flag: &str, value: &str) -> Result<bool, ArgError> {
+    match value {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(ArgError::Bool {
+            flag: flag.to_string(),
+            value: value.to_string(),
+        }),
+    }
+}
+
 /// `Node,RBAC,…`: known modes, each once.
 pub fn parse_modes(value: &str) -> Result<Vec<Mode>, ArgError> {
     let mut modes = Vec::new();
@@ -389,6 +496,25 @@ mod tests {
 
     fn parse(items: &[&str]) -> Result<Args, ArgError> {
         Args::parse(&items.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn aggregator_routing_is_a_go_bool_defaulting_to_k3s_true() {
+        assert!(parse(&[]).unwrap().enable_aggregator_routing);
+        assert!(
+            !parse(&["enable-aggregator-routing=false"])
+                .unwrap()
+                .enable_aggregator_routing
+        );
+        assert!(
+            parse(&["enable-aggregator-routing=1"])
+                .unwrap()
+                .enable_aggregator_routing
+        );
+        assert_eq!(
+            parse(&["enable-aggregator-routing=yes"]).unwrap_err().to_string(),
+            "invalid argument \"yes\" for \"--enable-aggregator-routing\" flag: strconv.ParseBool: parsing \"yes\": invalid syntax"
+        );
     }
 
     #[test]
@@ -538,7 +664,7 @@ mod tests {
             .starts_with("reading the audit policy file /nonexistent/audit.yaml"));
         assert_eq!(
             parse(&["audit-log-format=legacy"]).unwrap_err(),
-            ArgError::Unsupported("audit-log-format".into())
+            ArgError::from(COMPONENT.unsupported("audit-log-format"))
         );
     }
 
@@ -614,13 +740,13 @@ mod tests {
             err(&["authorization-policy-file=/x.jsonl"]),
             "cannot specify --authorization-policy-file without mode ABAC"
         );
+        assert!(err(&["secure-port=1"]).starts_with(
+            "--kube-apiserver-arg: unsupported kube-apiserver flag \"secure-port\" (supported: \
+             authorization-mode, default-not-ready-toleration-seconds,"
+        ));
         assert_eq!(
-            parse(&["secure-port=1"]).unwrap_err(),
-            ArgError::Unsupported("secure-port".into())
-        );
-        assert_eq!(
-            parse(&["authorization-mode"]).unwrap_err(),
-            ArgError::NotKeyValue("authorization-mode".into())
+            err(&["authorization-mode"]),
+            "--kube-apiserver-arg \"authorization-mode\": expected KEY=VALUE"
         );
     }
 

@@ -13,6 +13,7 @@ use super::resources::strategy::scheduling;
 use k3rs_apimachinery::catalog;
 use k3rs_apimachinery::status::ApiResult;
 
+/// The namespaces every cluster has from the start (kube-apiserver's system namespaces).
 pub const SYSTEM_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
 

@@ -9,8 +9,8 @@ use sha2::Digest;
 
 use std::sync::Arc;
 
-use super::aggregator::discovery::{available_groups, v2_resources};
-use super::aggregator::Backends;
+use super::aggregator::discovery::{available_groups, ordered_groups, version_discovery, Group};
+use super::aggregator::{local, Backends};
 use super::http::handlers::json_response;
 use super::ApiState;
 use k3rs_apimachinery::catalog;
@@ -46,11 +46,13 @@ fn backends(st: &ApiState) -> Arc<Backends> {
 
 /// `/api` or `/apis`.
 pub fn root(st: &ApiState, legacy: bool, headers: &HeaderMap) -> Response {
+    let backends = backends(st);
     if wants_aggregated(headers) {
-        let mut body = aggregated(legacy);
-        if !legacy {
-            append_aggregated(&mut body, &backends(st));
-        }
+        let body = if legacy {
+            aggregated(true)
+        } else {
+            aggregated_groups(&all_groups(&backends), &backends)
+        };
         return etagged(headers, AGGREGATED_V2, body.to_string());
     }
     let body = if legacy {
@@ -63,12 +65,16 @@ pub fn root(st: &ApiState, legacy: bool, headers: &HeaderMap) -> Response {
         json!({
             "kind": "APIGroupList",
             "apiVersion": "v1",
-            "groups": catalog::groups().iter().map(|(g, vs)| api_group(g, vs))
-                .chain(available_groups(&backends(st)).iter().map(|(g, vs)| api_group(g, vs)))
-                .collect::<Vec<_>>(),
+            "groups": all_groups(&backends).iter().map(|g| api_group(&g.name, &g.versions)).collect::<Vec<_>>(),
         })
     };
     etagged(headers, "application/json", body.to_string())
+}
+
+/// Every group of `/apis` (served here and by available extension servers), in
+/// kube-aggregator's order.
+fn all_groups(backends: &Backends) -> Vec<Group> {
+    ordered_groups(&catalog::groups(), local::priorities, backends)
 }
 
 fn api_group(group: &str, versions: &[impl AsRef<str>]) -> Value {
@@ -99,6 +105,19 @@ pub fn group(st: &ApiState, group: &str) -> Response {
     body["kind"] = json!("APIGroup");
     body["apiVersion"] = json!("v1");
     json_response(StatusCode::OK, &body)
+}
+
+/// `/apis/<group>` of a group only extension servers serve, while one of them is available
+/// (the request parser knows only the groups served here).
+pub fn aggregated_group(st: &ApiState, path: &str) -> Option<Response> {
+    let name = path.strip_prefix("/apis/")?;
+    if name.is_empty() || name.contains('/') || catalog::groups().iter().any(|(g, _)| *g == name) {
+        return None;
+    }
+    available_groups(&backends(st))
+        .iter()
+        .any(|(g, _)| g == name)
+        .then(|| group(st, name))
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`.
@@ -175,33 +194,27 @@ fn discovery_resource(r: &Resource) -> Value {
     v
 }
 
-/// The `APIGroupDiscoveryList` for `/api` (core) or `/apis` (every other group).
-pub fn aggregated(legacy: bool) -> Value {
-    let groups: Vec<(&str, Vec<&str>)> = if legacy {
-        vec![("", vec!["v1"])]
-    } else {
-        catalog::groups()
-    };
-    let items: Vec<Value> = groups
+/// The aggregated discovery of one group served here.
+fn local_group_discovery(g: &str, versions: &[impl AsRef<str>]) -> Value {
+    let vs: Vec<Value> = versions
         .iter()
-        .map(|(g, versions)| {
-            let vs: Vec<Value> = versions
-                .iter()
-                .map(|v| {
-                    json!({
-                        "version": v,
-                        "freshness": "Current",
-                        "resources": catalog::in_group_version(g, v).map(discovery_resource).collect::<Vec<_>>(),
-                    })
-                })
-                .collect();
-            let mut item = json!({"metadata": {"creationTimestamp": null}, "versions": vs});
-            if !g.is_empty() {
-                item["metadata"]["name"] = json!(g);
-            }
-            item
+        .map(|v| {
+            let v = v.as_ref();
+            json!({
+                "version": v,
+                "freshness": "Current",
+                "resources": catalog::in_group_version(g, v).map(discovery_resource).collect::<Vec<_>>(),
+            })
         })
         .collect();
+    let mut item = json!({"metadata": {"creationTimestamp": null}, "versions": vs});
+    if !g.is_empty() {
+        item["metadata"]["name"] = json!(g);
+    }
+    item
+}
+
+fn discovery_list(items: Vec<Value>) -> Value {
     json!({
         "kind": "APIGroupDiscoveryList",
         "apiVersion": "apidiscovery.k8s.io/v2",
@@ -210,29 +223,43 @@ pub fn aggregated(legacy: bool) -> Value {
     })
 }
 
-/// Appends the groups of the available extension servers (their last discovery) to an
-/// `APIGroupDiscoveryList`; a group already served here keeps its entry.
-fn append_aggregated(list: &mut Value, backends: &Backends) {
-    let Some(items) = list["items"].as_array_mut() else {
-        return;
+/// The `APIGroupDiscoveryList` of what this server serves itself: `/api` (core) or `/apis`
+/// (every other group).
+pub fn aggregated(legacy: bool) -> Value {
+    let groups: Vec<(&str, Vec<&str>)> = if legacy {
+        vec![("", vec!["v1"])]
+    } else {
+        catalog::groups()
     };
-    for (group, versions) in available_groups(backends) {
-        if items.iter().any(|i| i["metadata"]["name"] == *group) {
-            continue;
-        }
-        let vs: Vec<Value> = versions
+    discovery_list(
+        groups
             .iter()
-            .map(|v| {
-                let resources = backends
-                    .get(&(group.clone(), v.clone()))
-                    .and_then(|b| b.resources.as_ref())
-                    .map(|list| v2_resources(list, &group, v))
-                    .unwrap_or_default();
-                json!({"version": v, "freshness": "Current", "resources": resources})
+            .map(|(g, versions)| local_group_discovery(g, versions))
+            .collect(),
+    )
+}
+
+/// The `APIGroupDiscoveryList` of `/apis`: `groups` in order, those of extension servers
+/// from their discovery ([`version_discovery`]).
+fn aggregated_groups(groups: &[Group], backends: &Backends) -> Value {
+    discovery_list(
+        groups
+            .iter()
+            .map(|g| {
+                if g.local {
+                    return local_group_discovery(&g.name, &g.versions);
+                }
+                let vs: Vec<Value> = g
+                    .versions
+                    .iter()
+                    .map(|v| {
+                        version_discovery(backends.get(&(g.name.clone(), v.clone())), &g.name, v)
+                    })
+                    .collect();
+                json!({"metadata": {"name": g.name, "creationTimestamp": null}, "versions": vs})
             })
-            .collect();
-        items.push(json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": vs}));
-    }
+            .collect(),
+    )
 }
 
 fn etagged(headers: &HeaderMap, content_type: &str, body: String) -> Response {

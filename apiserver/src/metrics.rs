@@ -9,7 +9,9 @@ use std::time::Duration;
 /// Verb and resource of a handled request, left in the response extensions by the handler.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestLabels {
+    /// kube-apiserver's verb label (`GET`, `LIST`, `WATCH`, `POST`…).
     pub verb: &'static str,
+    /// The resource (with its subresource, `pods/log`), empty for non-resource URLs.
     pub resource: &'static str,
 }
 
@@ -39,6 +41,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Counts one answered request; its duration goes into the histogram unless it was a
+    /// watch (which lasts as long as the client wants, as kube-apiserver leaves it out).
     pub fn observe(&self, verb: &str, resource: &str, code: u16, took: Duration) {
         let mut m = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         *m.requests

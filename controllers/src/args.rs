@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use k3rs_apimachinery::component_args::{self, Component};
+
 use super::selection::{Selection, UnknownController};
 
 /// The controller manager's settings.
@@ -39,54 +41,40 @@ impl Default for Args {
 /// A `--kube-controller-manager-arg` that cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ArgError {
-    /// The item (given) has no `=`.
-    #[error("--kube-controller-manager-arg {0:?}: expected KEY=VALUE")]
-    NotKeyValue(String),
-    /// The flag (given) is not one this controller manager implements.
-    #[error("--kube-controller-manager-arg: unsupported kube-controller-manager flag {0:?} (supported: controllers, cluster-cidr, node-monitor-grace-period)")]
-    Unsupported(String),
-    /// The flag's value does not parse.
-    #[error("--kube-controller-manager-arg {key}: {value:?} is not a valid {what}")]
-    Invalid {
-        /// The flag (e.g. `cluster-cidr`).
-        key: &'static str,
-        /// The value given.
-        value: String,
-        /// What the value should be (e.g. `CIDR`, `duration`).
-        what: &'static str,
-    },
+    /// No `=`, a flag this controller manager does not implement, or a value that does not
+    /// parse.
+    #[error(transparent)]
+    Item(#[from] component_args::ArgError),
     /// `controllers` names a controller the manager does not have.
     #[error(transparent)]
     Controllers(#[from] UnknownController),
 }
 
+/// `--kube-controller-manager-arg`.
+const COMPONENT: Component = Component {
+    name: "kube-controller-manager",
+    supported: &["controllers", "cluster-cidr", "node-monitor-grace-period"],
+};
+
 impl Args {
     /// Parses [`k3rs_apimachinery::component_args`] items; later items override earlier ones.
     pub fn parse(items: &[String]) -> Result<Args, ArgError> {
         let mut args = Args::default();
-        for item in items {
-            let (key, value) = k3rs_apimachinery::component_args::key_value(item)
-                .ok_or_else(|| ArgError::NotKeyValue(item.clone()))?;
+        for item in COMPONENT.items(items) {
+            let (key, value) = item?;
             match key {
                 "controllers" => {
                     args.controllers = Selection::parse(value, &super::known())?;
                 }
                 "cluster-cidr" => {
-                    args.cluster_cidr = value.parse().map_err(|_| ArgError::Invalid {
-                        key: "cluster-cidr",
-                        value: value.to_string(),
-                        what: "CIDR",
-                    })?;
+                    args.cluster_cidr =
+                        (value.parse()).map_err(|_| COMPONENT.invalid(key, value, "CIDR"))?;
                 }
                 "node-monitor-grace-period" => {
                     args.node_monitor_grace_period = k3rs_apimachinery::duration::parse(value)
-                        .ok_or_else(|| ArgError::Invalid {
-                            key: "node-monitor-grace-period",
-                            value: value.to_string(),
-                            what: "duration",
-                        })?;
+                        .ok_or_else(|| COMPONENT.invalid(key, value, "duration"))?;
                 }
-                other => return Err(ArgError::Unsupported(other.to_string())),
+                other => return Err(COMPONENT.unsupported(other).into()),
             }
         }
         Ok(args)
@@ -112,26 +100,29 @@ mod tests {
 
     #[test]
     fn bad_items_are_refused_with_their_text() {
+        let message = |item: &str| parse(&[item]).unwrap_err().to_string();
         assert_eq!(
-            parse(&["controllers"]).unwrap_err(),
-            ArgError::NotKeyValue("controllers".into())
+            message("controllers"),
+            "--kube-controller-manager-arg \"controllers\": expected KEY=VALUE"
         );
         assert_eq!(
-            parse(&["bind-address=0.0.0.0"]).unwrap_err(),
-            ArgError::Unsupported("bind-address".into())
+            message("bind-address=0.0.0.0"),
+            "--kube-controller-manager-arg: unsupported kube-controller-manager flag \
+             \"bind-address\" (supported: controllers, cluster-cidr, node-monitor-grace-period)"
         );
         assert!(matches!(
             parse(&["controllers=*,-nope"]).unwrap_err(),
             ArgError::Controllers(_)
         ));
-        assert!(matches!(
-            parse(&["node-monitor-grace-period=soon"]).unwrap_err(),
-            ArgError::Invalid { .. }
-        ));
-        assert!(matches!(
-            parse(&["cluster-cidr=10.42.0.0"]).unwrap_err(),
-            ArgError::Invalid { .. }
-        ));
+        assert_eq!(
+            message("node-monitor-grace-period=soon"),
+            "--kube-controller-manager-arg node-monitor-grace-period: \"soon\" is not a valid \
+             duration"
+        );
+        assert_eq!(
+            message("cluster-cidr=10.42.0.0"),
+            "--kube-controller-manager-arg cluster-cidr: \"10.42.0.0\" is not a valid CIDR"
+        );
     }
 
     #[test]

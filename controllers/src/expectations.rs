@@ -8,9 +8,14 @@
 //!   deleted one (or holds it with a deletionTimestamp).
 //! - Expectations expire after [`TIMEOUT`] (upstream's 5 minutes), so a lost watch event
 //!   delays a controller but never stalls it.
+//! - The expectations of a deleted controller are dropped when the controller finds it gone
+//!   ([`Expectations::forget_deleted`], upstream's `DeleteExpectations`), so a new one of the
+//!   same name starts clean and nothing is kept for it.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
+
+use kube::runtime::controller;
 
 /// How long unmet expectations hold a controller back.
 pub const TIMEOUT: Duration = Duration::from_secs(300);
@@ -77,6 +82,25 @@ impl Expectations {
         }
         false
     }
+
+    /// Forgets `key` (its object was deleted).
+    pub fn forget(&mut self, key: &str) {
+        self.pending.remove(key);
+    }
+
+    /// Forgets the controller a run of the controller found deleted: kube-runtime reports an
+    /// object that was queued (by a watch event of one of its pods) but is no longer in the
+    /// cache as [`controller::Error::ObjectNotFound`] (upstream's sync on NotFound).
+    pub fn forget_deleted<T, R, Q>(&mut self, result: &Result<T, controller::Error<R, Q>>)
+    where
+        R: std::error::Error + 'static,
+        Q: std::error::Error + 'static,
+    {
+        if let Err(controller::Error::ObjectNotFound(gone)) = result {
+            let ns = gone.namespace.as_deref().unwrap_or_default();
+            self.forget(&format!("{ns}/{}", gone.name));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -108,6 +132,28 @@ mod tests {
         };
         assert!(e.satisfied("ns/rs", t0, seen));
         assert!(e.satisfied("other", t0, |_| Seen::Absent));
+    }
+
+    #[test]
+    fn a_deleted_controller_is_forgotten() {
+        use k8s_openapi::api::apps::v1::ReplicaSet;
+        use kube::runtime::reflector::ObjectRef;
+
+        type RunResult = Result<(), controller::Error<std::fmt::Error, std::fmt::Error>>;
+        let t0 = Instant::now();
+        let mut e = Expectations::default();
+        e.created("ns/rs", "a".into(), t0);
+        e.created("ns/other", "b".into(), t0);
+        let gone = |name: &str| -> RunResult {
+            let r = ObjectRef::<ReplicaSet>::new(name).within("ns");
+            Err(controller::Error::ObjectNotFound(Box::new(r.erase())))
+        };
+        e.forget_deleted(&gone("rs"));
+        e.forget_deleted(&RunResult::Ok(()));
+        assert!(e.satisfied("ns/rs", t0, |_| Seen::Absent));
+        assert!(!e.satisfied("ns/other", t0, |_| Seen::Absent));
+        e.forget_deleted(&gone("other"));
+        assert!(e.satisfied("ns/other", t0, |_| Seen::Absent));
     }
 
     #[test]

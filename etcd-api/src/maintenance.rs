@@ -156,12 +156,12 @@ impl MaintenanceService {
             let (mut file, path) = scratch_file(&dir)?;
             let _ = fs::remove_file(&path); // unlinked: nothing is left behind on a crash
             let applied = node.status().applied_index;
-            crate::snapshot::etcd_format::write_db(node.store(), &mut file, applied).map_err(
-                |e| match e {
+            let cluster = crate::snapshot::etcd_format::SnapshotCluster::of(&node);
+            crate::snapshot::etcd_format::write_db(node.store(), &cluster, &mut file, applied)
+                .map_err(|e| match e {
                     crate::snapshot::etcd_format::FormatError::Store(e) => EtcdError::from(e),
                     e => EtcdError::Internal(format!("snapshot: {e}")),
-                },
-            )?;
+                })?;
             let len = file.seek(SeekFrom::End(0)).map_err(io_error)?;
             let size = padded_len(len);
             file.set_len(size).map_err(io_error)?;

@@ -1,6 +1,8 @@
 //! `--kube-scheduler-arg KEY=VALUE` (k3s's way to pass kube-scheduler flags): the flags the
 //! in-process scheduler understands; any other key is refused, never silently ignored.
 
+use k3rs_apimachinery::component_args::{self, Component};
+
 /// The scheduler's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Args {
@@ -16,44 +18,27 @@ impl Default for Args {
 }
 
 /// A `--kube-scheduler-arg` that cannot be used.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum ArgError {
-    /// No `=`.
-    #[error("--kube-scheduler-arg {0:?}: expected KEY=VALUE")]
-    NotKeyValue(String),
-    /// A flag the scheduler does not take.
-    #[error(
-        "--kube-scheduler-arg: unsupported kube-scheduler flag {0:?} (supported: leader-elect)"
-    )]
-    Unsupported(String),
-    /// A value the flag does not take.
-    #[error("--kube-scheduler-arg {key}: {value:?} is not a valid {what}")]
-    Invalid {
-        /// The flag.
-        key: &'static str,
-        /// The value given.
-        value: String,
-        /// What the flag takes.
-        what: &'static str,
-    },
-}
+pub type ArgError = component_args::ArgError;
+
+/// `--kube-scheduler-arg`.
+const COMPONENT: Component = Component {
+    name: "kube-scheduler",
+    supported: &["leader-elect"],
+};
 
 impl Args {
     /// Parses [`k3rs_apimachinery::component_args`] items; later items override earlier ones.
     pub fn parse(items: &[String]) -> Result<Args, ArgError> {
         let mut args = Args::default();
-        for item in items {
-            let (key, value) = k3rs_apimachinery::component_args::key_value(item)
-                .ok_or_else(|| ArgError::NotKeyValue(item.clone()))?;
+        for item in COMPONENT.items(items) {
+            let (key, value) = item?;
             match key {
                 "leader-elect" => {
-                    args.leader_elect = value.parse().map_err(|_| ArgError::Invalid {
-                        key: "leader-elect",
-                        value: value.to_string(),
-                        what: "boolean (true or false)",
-                    })?;
+                    args.leader_elect = value
+                        .parse()
+                        .map_err(|_| COMPONENT.invalid(key, value, "boolean (true or false)"))?;
                 }
-                other => return Err(ArgError::Unsupported(other.to_string())),
+                other => return Err(COMPONENT.unsupported(other)),
             }
         }
         Ok(args)
@@ -90,8 +75,8 @@ mod tests {
             "--kube-scheduler-arg leader-elect: \"maybe\" is not a valid boolean (true or false)"
         );
         assert_eq!(
-            parse(&["leader-elect"]),
-            Err(ArgError::NotKeyValue("leader-elect".into()))
+            parse(&["leader-elect"]).unwrap_err().to_string(),
+            "--kube-scheduler-arg \"leader-elect\": expected KEY=VALUE"
         );
     }
 }

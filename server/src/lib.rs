@@ -53,6 +53,9 @@ pub struct ServerConfig {
     /// `--etcd-experimental-corrupt-check-time`: interval of the leader's cross-member hash
     /// check; zero disables it (etcd's default).
     pub corrupt_check_time: Duration,
+    /// `--etcd-experimental-initial-corrupt-check`: a restarting member compares its
+    /// `HashKV` with its peers' before serving and refuses to start if they differ.
+    pub initial_corrupt_check: bool,
     /// `--bind-address` and `--https-listen-port`: the HTTPS port of the API server and of
     /// the supervisor (what joining servers ask for), served also with `--disable-apiserver`.
     pub https_listen: SocketAddr,
@@ -138,6 +141,7 @@ impl ServerConfig {
             watch_progress_notify_interval: Duration::from_secs(600),
             quota_backend_bytes: 0,
             corrupt_check_time: Duration::ZERO,
+            initial_corrupt_check: false,
             https_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 6443),
             api: None,
             etcd_peer_port: DEFAULT_ETCD_PEER_PORT,
@@ -178,6 +182,9 @@ pub enum Error {
     /// Restoring or taking an etcd snapshot failed.
     #[error("etcd snapshot: {0}")]
     Snapshot(#[from] etcd_snapshot::Error),
+    /// The startup corruption check found this member's data different from its peers'.
+    #[error("initial corruption check: {0}")]
+    Corrupt(#[from] etcd::corrupt::InitialCheckError),
     /// A serving task failed or could not start.
     #[error("serving etcd api: {0}")]
     Serve(String),
@@ -318,6 +325,15 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
             tracing::info!(snapshot = %path.display(), revision = r.found.revision, "restored; restart without --cluster-reset and --cluster-reset-restore-path; on the other servers, back up and delete <data-dir>/server/db, then start them to rejoin");
         }
         return Ok(());
+    }
+    if cfg.initial_corrupt_check {
+        if joining.is_some() {
+            // A new member's store is empty until the leader sends it the data.
+            tracing::info!("initial corruption check skipped: this server just joined");
+        } else if let Err(e) = etcd::corrupt::check_initial(&node, &peer_hashes(&pki)).await {
+            let _ = node.shutdown().await;
+            return Err(e.into());
+        }
     }
     let snapshots = etcd_snapshot::schedule::spawn(
         &cfg.snapshots,
@@ -706,6 +722,19 @@ fn api_ips(cfg: &ServerConfig, node_ip: IpAddr) -> Vec<IpAddr> {
     ips
 }
 
+/// How the corruption checks reach other members: their etcd client URLs, with the
+/// cluster's etcd client certificate.
+fn peer_hashes(pki: &pki::Pki) -> etcd::corrupt::PeerHashes {
+    let (client_cert, client_key) = pki.etcd_client_cert();
+    etcd::corrupt::PeerHashes {
+        tls: datastore::EtcdTls {
+            ca_file: Some(pki.etcd_server_ca_cert()),
+            cert_file: Some(client_cert),
+            key_file: Some(client_key),
+        },
+    }
+}
+
 async fn serve(
     cfg: &ServerConfig,
     server_dir: &std::path::Path,
@@ -737,14 +766,7 @@ async fn serve(
         stop.clone(),
     );
     let corrupt_check = (!cfg.corrupt_check_time.is_zero()).then(|| {
-        let (client_cert, client_key) = pki.etcd_client_cert();
-        let peers = etcd::corrupt::PeerHashes {
-            tls: datastore::EtcdTls {
-                ca_file: Some(pki.etcd_server_ca_cert()),
-                cert_file: Some(client_cert),
-                key_file: Some(client_key),
-            },
-        };
+        let peers = peer_hashes(pki);
         let (api, interval) = (api.clone(), cfg.corrupt_check_time);
         tokio::spawn(tasks::supervise(
             "etcd/corrupt-check",

@@ -373,7 +373,17 @@ async fn discovery_legacy_and_aggregated() {
     );
     assert_eq!(agg.headers[header::VARY], "Accept");
     let etag = agg.headers[header::ETAG].to_str().unwrap().to_string();
-    assert_eq!(agg.json()["items"][0]["metadata"]["name"], "apps");
+    let names: Vec<String> = agg.json()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        names[..3],
+        ["apiregistration.k8s.io", "apps", "events.k8s.io"],
+        "kube-aggregator's order, by group priority"
+    );
     assert_eq!(
         api.call(req(Some(&etag))).await.status,
         StatusCode::NOT_MODIFIED

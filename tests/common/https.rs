@@ -12,7 +12,21 @@ pub fn request(
     ca: &Path,
     client: Option<(&Path, &Path)>,
 ) -> (u16, String) {
+    request_with_headers(method, url, ca, client, &[])
+}
+
+/// [`request`] with request `headers` (`Name: value`).
+pub fn request_with_headers(
+    method: &str,
+    url: &str,
+    ca: &Path,
+    client: Option<(&Path, &Path)>,
+    headers: &[&str],
+) -> (u16, String) {
     let mut cmd = Command::new(super::require_program("curl", "curl"));
+    for h in headers {
+        cmd.arg("-H").arg(h);
+    }
     cmd.args([
         "-sS",
         "--max-time",

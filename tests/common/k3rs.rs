@@ -177,6 +177,31 @@ impl K3rs {
         K3rs::start_with(&args)
     }
 
+    /// Starts `n` servers (datastore only) joined by token into one cluster, each with its own
+    /// peer port, `extra_args` and `env`, and waits until the first lists `n` started voters.
+    pub fn start_cluster(n: usize, extra_args: &[&str], env: &[(&str, &OsStr)]) -> Vec<K3rs> {
+        let mut servers: Vec<K3rs> = Vec::new();
+        let mut token = String::new();
+        for i in 0..n {
+            let peer_port = super::free_port().to_string();
+            let mut args = vec!["--etcd-peer-port", peer_port.as_str()];
+            args.extend_from_slice(extra_args);
+            let url = servers.first().map(K3rs::server_url).unwrap_or_default();
+            if i > 0 {
+                args.extend(["--server", url.as_str(), "--token", token.as_str()]);
+            }
+            servers.push(K3rs::launch(&args, None, env, None));
+            if i == 0 {
+                token = servers[0].token();
+            }
+            let ep = servers[0].endpoint();
+            super::wait_for("started voters", Duration::from_secs(60), || {
+                super::etcdctl::started_voters(&ep, i + 1)
+            });
+        }
+        servers
+    }
+
     /// [`K3rs::join`] with the Kubernetes API on a free loopback port.
     pub fn join_kubernetes(cluster: &K3rs, token: &str, extra_args: &[&str]) -> K3rs {
         let url = cluster.server_url();
@@ -269,6 +294,11 @@ impl K3rs {
                 key: Some(tls.join("client.key")),
             }),
         }
+    }
+
+    /// Leaves flag `arg` (one exact argument) out of the next starts.
+    pub fn remove_arg(&mut self, arg: &str) {
+        self.extra_args.retain(|a| a != arg);
     }
 
     /// Starts the server process again (on the same data dir and port) without waiting.

@@ -111,6 +111,22 @@ impl KubeClient {
             .body(())?)
     }
 
+    /// `GET path` with `Accept: accept`: the status code, the answer's headers and its whole
+    /// body as bytes (a watch ends with its `timeoutSeconds`).
+    pub async fn get_accepting(
+        &self,
+        path: &str,
+        accept: &str,
+    ) -> anyhow::Result<(u16, http::HeaderMap, Vec<u8>)> {
+        let mut req = self.head("GET", path, "application/json")?;
+        req.headers_mut()
+            .insert("accept", http::HeaderValue::from_str(accept)?);
+        let mut send = self.send.clone().ready().await?;
+        let (resp, _) = send.send_request(req, true)?;
+        let (parts, recv) = resp.await?.into_parts();
+        Ok((parts.status.as_u16(), parts.headers, read_all(recv).await?))
+    }
+
     async fn start(
         &self,
         method: &str,

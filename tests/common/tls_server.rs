@@ -38,6 +38,30 @@ impl Received {
 /// What the handler answers: status and JSON body.
 pub type Handler = dyn Fn(&Received) -> (u16, String) + Send + Sync;
 
+/// A full answer: status, `Content-Type`, more headers, body.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Reply {
+    /// A JSON answer.
+    pub fn json(status: u16, body: String) -> Reply {
+        Reply {
+            status,
+            content_type: "application/json".into(),
+            headers: Vec::new(),
+            body,
+        }
+    }
+}
+
+/// A handler that chooses its headers.
+pub type ReplyHandler = dyn Fn(&Received) -> Reply + Send + Sync;
+
 /// A running server (it lives as long as the test process; its port is never reused).
 pub struct TlsServer {
     pub port: u16,
@@ -157,6 +181,24 @@ pub fn start_with(
     client_ca: Option<&Path>,
     handler: Arc<Handler>,
 ) -> TlsServer {
+    start_replying(
+        dir,
+        names,
+        client_ca,
+        Arc::new(move |r| {
+            let (status, body) = handler(r);
+            Reply::json(status, body)
+        }),
+    )
+}
+
+/// [`start_with`] for a handler that chooses its headers.
+pub fn start_replying(
+    dir: &Path,
+    names: &[&str],
+    client_ca: Option<&Path>,
+    handler: Arc<ReplyHandler>,
+) -> TlsServer {
     make_certs_for(dir, names);
     let certs = CertificateDer::pem_file_iter(dir.join("server.crt"))
         .unwrap()
@@ -208,11 +250,19 @@ pub fn start_with(
                         .and_then(|leaf| k3rs_auth::authn::X509::user_of(leaf).ok())
                         .map(|u| u.username);
                     log.lock().unwrap().push(req.clone());
-                    let (status, body) = handler(&req);
+                    let reply = handler(&req);
+                    let extra: String = reply
+                        .headers
+                        .iter()
+                        .map(|(k, v)| format!("{k}: {v}\r\n"))
+                        .collect();
                     let _ = write!(
                         stream,
-                        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
+                        "HTTP/1.1 {} X\r\nContent-Type: {}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{}",
+                        reply.status,
+                        reply.content_type,
+                        reply.body.len(),
+                        reply.body
                     );
                     let _ = stream.flush();
                     stream.conn.send_close_notify();

@@ -119,9 +119,10 @@ fn etcdctl_snapshot_of_k3rs_restores_into_a_real_etcd() {
     let status: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
     assert_eq!(status["revision"], revision, "{status}");
     // Records: h/a@3, h/c@6, the txn's two, h/leased, h/a@9, h/big, the bulk keys; one
-    // lease; meta (consistent_index, finished and scheduled compaction); auth; cluster.
+    // lease; meta (consistent_index, finished and scheduled compaction, term, confState);
+    // auth; cluster; the one member.
     let records = 7 + BULK as i64;
-    assert_eq!(status["totalKey"], records + 1 + 3 + 1 + 1, "{status}");
+    assert_eq!(status["totalKey"], records + 1 + 5 + 1 + 1 + 1, "{status}");
     assert_eq!(status["totalSize"], size - 32, "{status}");
 
     let etcd = Etcd::restore_and_start(&snap);

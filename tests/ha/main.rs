@@ -11,5 +11,7 @@
 mod common;
 
 mod ha_cluster;
+mod ha_corrupt;
 mod ha_faults;
 mod ha_netns;
+mod ha_snapshot;

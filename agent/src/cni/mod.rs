@@ -26,13 +26,18 @@ pub const CONFLIST_FILE: &str = "10-k3rs.conflist";
 /// Why no conflist was made.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The node's pod CIDR leaves no address for pods after the gateway.
     #[error("pod CIDR {0} is too small for a gateway and pods")]
     CidrTooSmall(IpNet),
+    /// The Node has no `spec.podCIDRs`.
     #[error("a node needs at least one pod CIDR")]
     NoPodCidr,
+    /// The conflist could not be written.
     #[error("writing {path}")]
     Write {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be written.
         #[source]
         source: std::io::Error,
     },

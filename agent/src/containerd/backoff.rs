@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+/// The first delay.
 pub const INITIAL: Duration = Duration::from_secs(1);
+/// The longest delay.
 pub const MAX: Duration = Duration::from_secs(30);
 /// A run at least this long counts as healthy: the next crash restarts after [`INITIAL`].
 pub const STABLE: Duration = Duration::from_secs(60);

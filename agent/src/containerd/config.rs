@@ -58,6 +58,7 @@ pub const DEFAULT_STREAM_SERVER_PORT: u16 = 10010;
 /// Everything the generated `config.toml` depends on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
+    /// Where containerd's files go.
     pub layout: Layout,
     /// The CRI plugin's `sandbox_image` (the pause image every pod sandbox runs).
     pub sandbox_image: String,

@@ -20,17 +20,24 @@ use crate::images;
 /// Why the runtime could not be brought up.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The agent's containerd did not start.
     #[error("starting containerd")]
     Supervise(#[source] supervisor::Error),
+    /// The air-gap images could not be imported.
     #[error("importing images (air-gap directory {dir})")]
     Import {
+        /// The images directory.
         dir: PathBuf,
+        /// What failed.
         #[source]
         source: images::Error,
     },
+    /// The runtime does not answer CRI.
     #[error("the container runtime at {address} does not answer CRI Version")]
     Cri {
+        /// Its socket.
         address: PathBuf,
+        /// The last error.
         #[source]
         source: crate::cri::Error,
     },
@@ -45,8 +52,11 @@ pub enum Endpoint {
     /// is imported if it is the config's sandbox image and missing, and the images of the
     /// directory (if any).
     Supervised {
+        /// What `config.toml` says.
         config: Config,
+        /// How the process is run and restarted.
         options: SupervisorOptions,
+        /// The air-gap images directory (`<data-dir>/agent/images`).
         images_dir: Option<PathBuf>,
     },
     /// `--container-runtime-endpoint`: a CRI socket (path or `unix://` URL) run by someone
@@ -57,6 +67,7 @@ pub enum Endpoint {
 /// A connected runtime.
 #[derive(Debug)]
 pub struct Runtime {
+    /// The CRI client.
     pub cri: Cri,
     /// What the start imported (empty for an external runtime).
     pub imported: images::Report,
@@ -69,6 +80,8 @@ pub struct Runtime {
 const VERSION_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Runtime {
+    /// Connects to an external runtime, or starts the agent's containerd and imports its
+    /// images; either way, waits (up to 30 s) until the runtime answers CRI `Version`.
     pub async fn start(endpoint: Endpoint) -> Result<Runtime, Error> {
         match endpoint {
             Endpoint::External(address) => {

@@ -26,24 +26,40 @@ use super::Config;
 /// Why containerd could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Its configuration or a directory could not be written.
     #[error("writing {path}")]
     Write {
+        /// The file or directory.
         path: PathBuf,
+        /// Why it could not be written.
         #[source]
         source: std::io::Error,
     },
+    /// The binary could not be started.
     #[error("starting {program}")]
     Spawn {
+        /// The binary.
         program: String,
+        /// Why it could not be started.
         #[source]
         source: std::io::Error,
     },
+    /// It exited before serving its socket.
     #[error("containerd exited during startup ({status}); see {log}")]
-    ExitedEarly { status: String, log: PathBuf },
+    ExitedEarly {
+        /// Its exit status.
+        status: String,
+        /// Its log file.
+        log: PathBuf,
+    },
+    /// It did not serve its socket in time.
     #[error("containerd did not listen on {address} within {timeout:?}; see {log}")]
     NotReady {
+        /// The socket.
         address: PathBuf,
+        /// How long it was given.
         timeout: Duration,
+        /// Its log file.
         log: PathBuf,
     },
 }

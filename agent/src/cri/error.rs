@@ -6,20 +6,28 @@ use std::path::PathBuf;
 /// (the kubelet tells "not found" from real failures by the code).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The runtime's socket could not be connected to.
     #[error("connecting to the container runtime at {address}")]
     Connect {
+        /// The socket.
         address: PathBuf,
+        /// Why the connection failed.
         #[source]
         source: tonic::transport::Error,
     },
+    /// The runtime answered a call with an error.
     #[error("CRI {rpc}: {code:?}: {message}")]
     Rpc {
+        /// The call (`CreateContainer`).
         rpc: &'static str,
+        /// The gRPC status code.
         code: tonic::Code,
+        /// The runtime's message.
         message: String,
     },
 }
 
+/// A CRI call's result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {

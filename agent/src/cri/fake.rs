@@ -16,6 +16,7 @@ use super::{Error, ImageService, Result, RuntimeService};
 
 /// One recorded call, with the arguments that identify what it acted on.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(missing_docs)] // Each variant is the CRI call of its name, with its arguments.
 pub enum Call {
     Version,
     Status,

@@ -31,6 +31,7 @@ pub struct ImagePresence {
 }
 
 impl ImagePresence {
+    /// Answers from `inner`, remembering the images it has.
     pub fn new(inner: Arc<dyn ImageService>) -> ImagePresence {
         ImagePresence {
             inner,

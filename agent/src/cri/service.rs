@@ -25,11 +25,13 @@ pub trait RuntimeService: Send + Sync {
     fn stop_pod_sandbox(&self, pod_sandbox_id: String) -> BoxFuture<'_, Result<()>>;
     /// Removes a stopped sandbox and its containers. Idempotent.
     fn remove_pod_sandbox(&self, pod_sandbox_id: String) -> BoxFuture<'_, Result<()>>;
+    /// The sandbox's status (`verbose`: with the runtime's info map).
     fn pod_sandbox_status(
         &self,
         pod_sandbox_id: String,
         verbose: bool,
     ) -> BoxFuture<'_, Result<pb::PodSandboxStatusResponse>>;
+    /// The sandboxes `filter` selects (all without one).
     fn list_pod_sandbox(
         &self,
         filter: Option<pb::PodSandboxFilter>,
@@ -41,15 +43,18 @@ pub trait RuntimeService: Send + Sync {
         config: pb::ContainerConfig,
         sandbox_config: pb::PodSandboxConfig,
     ) -> BoxFuture<'_, Result<String>>;
+    /// Starts a created container.
     fn start_container(&self, container_id: String) -> BoxFuture<'_, Result<()>>;
     /// Stops a container, SIGKILLing it `timeout_secs` after the stop signal. Idempotent.
     fn stop_container(&self, container_id: String, timeout_secs: i64) -> BoxFuture<'_, Result<()>>;
     /// Removes a container (killing it if running). Idempotent.
     fn remove_container(&self, container_id: String) -> BoxFuture<'_, Result<()>>;
+    /// The containers `filter` selects (all without one).
     fn list_containers(
         &self,
         filter: Option<pb::ContainerFilter>,
     ) -> BoxFuture<'_, Result<Vec<pb::Container>>>;
+    /// The container's status (`verbose`: with the runtime's info map).
     fn container_status(
         &self,
         container_id: String,
@@ -87,13 +92,17 @@ pub trait RuntimeService: Send + Sync {
 /// What a streaming session is for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamRequest {
+    /// `kubectl exec`.
     Exec(pb::ExecRequest),
+    /// `kubectl attach`.
     Attach(pb::AttachRequest),
+    /// `kubectl port-forward`.
     PortForward(pb::PortForwardRequest),
 }
 
 /// `runtime.v1.ImageService`.
 pub trait ImageService: Send + Sync {
+    /// The images `filter` selects (all without one).
     fn list_images(&self, filter: Option<pb::ImageFilter>)
         -> BoxFuture<'_, Result<Vec<pb::Image>>>;
     /// The image, or `None` when the runtime does not have it.

@@ -16,19 +16,36 @@ use crate::kubelet::server::{cri_log, tail};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// Containers (running ones unless `all`).
-    Ps { all: bool },
+    Ps {
+        /// `-a`: stopped ones too.
+        all: bool,
+    },
     /// Pod sandboxes.
     Pods,
     /// Images.
     Images,
     /// A container's status as JSON.
-    Inspect { id: String },
+    Inspect {
+        /// The container's id or a unique prefix of it.
+        id: String,
+    },
     /// A pod sandbox's status as JSON.
-    Inspectp { id: String },
+    Inspectp {
+        /// The sandbox's id or a unique prefix of it.
+        id: String,
+    },
     /// A container's log (its last `tail` lines).
-    Logs { id: String, tail: Option<u64> },
+    Logs {
+        /// The container's id or a unique prefix of it.
+        id: String,
+        /// `--tail`: how many lines from the end; `None`: all.
+        tail: Option<u64>,
+    },
     /// Removes images.
-    Rmi { images: Vec<String> },
+    Rmi {
+        /// Image references or ids.
+        images: Vec<String>,
+    },
     /// The runtime's name and version.
     Version,
 }
@@ -36,21 +53,36 @@ pub enum Command {
 /// Why a crictl command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The runtime failed the call.
     #[error(transparent)]
     Cri(#[from] crate::cri::Error),
+    /// No container or sandbox id starts with `id`.
     #[error("no container or pod sandbox {kind} matches {id:?}")]
-    NotFound { kind: &'static str, id: String },
+    NotFound {
+        /// `container` or `pod sandbox`.
+        kind: &'static str,
+        /// The id (prefix) given.
+        id: String,
+    },
+    /// More than one id starts with `id`.
     #[error("{id:?} matches more than one {kind}: {matches}")]
     Ambiguous {
+        /// `container` or `pod sandbox`.
         kind: &'static str,
+        /// The id (prefix) given.
         id: String,
+        /// The ids it matches, comma separated.
         matches: String,
     },
+    /// No image has this reference or id.
     #[error("image {0:?} not found")]
     NoImage(String),
+    /// The container's log file cannot be read.
     #[error("reading the log file {path}: {source}")]
     Log {
+        /// The file.
         path: PathBuf,
+        /// Why it cannot be read.
         #[source]
         source: std::io::Error,
     },

@@ -24,13 +24,21 @@ pub const TTL: u32 = 5;
 /// The question's type, as far as the zone answers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QType {
+    /// `A`.
     A,
+    /// `AAAA`.
     Aaaa,
+    /// `CNAME`.
     Cname,
+    /// `SRV`.
     Srv,
+    /// `PTR`.
     Ptr,
+    /// `SOA`.
     Soa,
+    /// `NS`.
     Ns,
+    /// `ANY`.
     Any,
     /// Anything else (answered with no data where the name exists).
     Other,
@@ -39,21 +47,34 @@ pub enum QType {
 /// Record data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Data {
+    /// An IPv4 address.
     A(Ipv4Addr),
+    /// An IPv6 address.
     Aaaa(Ipv6Addr),
     /// A fully qualified target (trailing dot).
     Cname(String),
+    /// A fully qualified name (trailing dot).
     Ptr(String),
+    /// The zone's name server, fully qualified.
     Ns(String),
+    /// A service port.
     Srv {
+        /// Lower is preferred.
         priority: u16,
+        /// The share among records of one priority.
         weight: u16,
+        /// The port.
         port: u16,
+        /// The fully qualified host.
         target: String,
     },
+    /// The zone's start of authority.
     Soa {
+        /// The primary name server.
         mname: String,
+        /// The responsible mailbox, as a name.
         rname: String,
+        /// The zone's version ([`crate::dns::index::Index::serial`]).
         serial: u32,
     },
 }
@@ -61,7 +82,9 @@ pub enum Data {
 /// One resource record; `name` fully qualified (trailing dot).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
+    /// The owner name.
     pub name: String,
+    /// The type and its data.
     pub data: Data,
 }
 
@@ -71,9 +94,13 @@ pub enum Answer {
     /// An authoritative answer from the zone; `nxdomain` or no `answers` put the SOA in the
     /// authority section.
     Zone {
+        /// The name does not exist in the zone.
         nxdomain: bool,
+        /// The answer section.
         answers: Vec<Record>,
+        /// The additional section (the targets' addresses of SRV answers).
         additionals: Vec<Record>,
+        /// The zone's SOA record.
         soa: Record,
     },
     /// Not the zone's: ask the upstream resolvers.

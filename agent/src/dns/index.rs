@@ -26,9 +26,11 @@ pub enum ServiceKind {
 /// A port as SRV records publish it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Port {
+    /// The port's name (SRV records exist only for named ports).
     pub name: String,
     /// `tcp`, `udp` or `sctp`.
     pub protocol: String,
+    /// The port number.
     pub port: u16,
 }
 
@@ -37,6 +39,7 @@ pub struct Port {
 pub struct Endpoint {
     /// `hostname` if the endpoint has one, else the IP with `.`/`:` replaced by `-`.
     pub name: String,
+    /// The endpoint's address.
     pub ip: IpAddr,
     /// The endpoint's (target) ports, from its EndpointSlice.
     pub ports: Vec<Port>,
@@ -45,7 +48,9 @@ pub struct Endpoint {
 /// One Service.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceEntry {
+    /// What its name resolves to.
     pub kind: ServiceKind,
+    /// The Service's ports.
     pub ports: Vec<Port>,
     /// Sorted by name, then IP; one per IP.
     pub endpoints: Vec<Endpoint>,
@@ -54,6 +59,7 @@ pub struct ServiceEntry {
 /// The zone's data; `services` keyed by (namespace, name), all lower case.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Index {
+    /// Every Service.
     pub services: BTreeMap<(String, String), ServiceEntry>,
     /// Namespaces that have at least one Service.
     pub namespaces: BTreeSet<String>,

@@ -61,10 +61,13 @@ pub fn host(resolv_conf: Option<&std::path::Path>) -> Vec<SocketAddr> {
 /// Why a relay failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// No resolver to ask (the node's resolv.conf names none).
     #[error("no upstream resolver")]
     NoUpstream,
+    /// Sending to or reading from the resolver failed.
     #[error("upstream {0}: {1}")]
     Io(SocketAddr, #[source] std::io::Error),
+    /// The resolver did not answer in time.
     #[error("upstream {0} did not answer in time")]
     Timeout(SocketAddr),
 }

@@ -37,7 +37,9 @@ pub use node_spec::{HollowNode, NodeShape};
 pub struct HollowConfig {
     /// How many nodes (named `<name_prefix><index>`, index from 0).
     pub count: usize,
+    /// The nodes' names before their index.
     pub name_prefix: String,
+    /// What each node reports as capacity and allocatable.
     pub shape: NodeShape,
     /// The Lease's `leaseDurationSeconds` (upstream kubelet: 40 s).
     pub lease_duration: Duration,

@@ -19,9 +19,13 @@ pub const HOLLOW_LABEL: (&str, &str) = ("node.kubernetes.io/instance-type", "hol
 /// What every hollow node of one agent reports (its capacity, also its allocatable).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeShape {
+    /// `cpu` (a quantity, default 4).
     pub cpu: String,
+    /// `memory` (default 16Gi).
     pub memory: String,
+    /// `pods` (default 110, the kubelet's `max-pods`).
     pub pods: String,
+    /// `ephemeral-storage` (default 100Gi).
     pub ephemeral_storage: String,
 }
 
@@ -39,8 +43,11 @@ impl Default for NodeShape {
 /// One hollow node: its name, its address and its place among the agent's nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HollowNode {
+    /// `<name_prefix><index>`.
     pub name: String,
+    /// Its place among the agent's nodes, from 0.
     pub index: usize,
+    /// Its InternalIP.
     pub ip: IpAddr,
 }
 

@@ -25,6 +25,7 @@ use crate::kubelet::plan::spec::{containers, init_containers};
 pub const EXIT_CODE_ANNOTATION: &str = "hollow.k3rs.io/exit-code";
 
 /// What the planner knows besides the pod.
+/// What the planner knows besides the pod.
 #[derive(Debug, Clone)]
 pub struct PodContext {
     /// The node's InternalIP (the pod's `hostIP`, and `podIP` of host-network pods).
@@ -32,6 +33,7 @@ pub struct PodContext {
     /// The IP to give the pod if it starts now (allocated by the caller from the node's pod
     /// CIDR); `None` leaves `podIP` unset.
     pub pod_ip: Option<IpAddr>,
+    /// The time the plan is for.
     pub now: Timestamp,
     /// How long the containers of a Job's pod run before they exit.
     pub job_duration: Duration,
@@ -43,14 +45,19 @@ pub enum PodAction {
     /// A JSON merge patch for the pod's `status` subresource.
     PatchStatus(Value),
     /// Delete with grace period 0 and this UID as precondition.
-    Delete { uid: String },
+    Delete {
+        /// The pod's UID.
+        uid: String,
+    },
 }
 
 /// The planner's answer: at most one action, and when to look at the pod again if nothing
 /// changes meanwhile.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Plan {
+    /// What to do now, if anything.
     pub action: Option<PodAction>,
+    /// When to plan again; `None`: only on the pod's next change.
     pub requeue_after: Option<Duration>,
 }
 

@@ -36,17 +36,22 @@ pub fn filesystem_names(proc_filesystems: &str) -> Vec<String> {
 /// The outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
+    /// What k3rs needs is there.
     Pass,
     /// Works, but something is worth knowing.
     Warn,
+    /// Something k3rs needs is missing.
     Fail,
 }
 
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
+    /// What was checked.
     pub name: String,
+    /// The outcome.
     pub status: Status,
+    /// What was found, or what to do about it.
     pub detail: String,
 }
 

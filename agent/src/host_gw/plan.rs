@@ -17,7 +17,9 @@ use k8s_openapi::api::core::v1::Node;
 /// A route to `dst` through the gateway `via`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Route {
+    /// The peer's pod CIDR.
     pub dst: IpNet,
+    /// The peer node's address.
     pub via: IpAddr,
 }
 
@@ -26,13 +28,16 @@ pub struct Route {
 pub struct Refused {
     /// The peer node.
     pub node: String,
+    /// The route that would have been added.
     pub route: Route,
 }
 
 /// The routes to have, and the ones refused.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Desired {
+    /// One per peer pod CIDR whose node is on a connected subnet.
     pub routes: BTreeSet<Route>,
+    /// The others.
     pub refused: Vec<Refused>,
 }
 

@@ -18,10 +18,13 @@ pub const PROTO: &str = "75";
 /// Why a routing call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `ip` failed.
     #[error(transparent)]
     Ip(#[from] ip::Error),
+    /// `ip -j route` printed something else than its JSON.
     #[error("parsing `ip -j route` output: {0}")]
     Parse(#[source] serde_json::Error),
+    /// The forwarding sysctl (named) could not be written.
     #[error("enabling IP forwarding ({0}): {1}")]
     Forwarding(&'static str, #[source] std::io::Error),
 }
@@ -32,6 +35,7 @@ pub trait Routes: Send + Sync + 'static {
     fn list(&self) -> BoxFuture<'_, Result<Vec<Route>, Error>>;
     /// Adds `route`, or replaces the one to the same destination.
     fn replace(&self, route: Route) -> BoxFuture<'_, Result<(), Error>>;
+    /// Deletes `route`.
     fn delete(&self, route: Route) -> BoxFuture<'_, Result<(), Error>>;
     /// The subnets the node reaches directly (routes without a gateway, both families): a
     /// gateway outside them is not on a connected network.
@@ -194,17 +198,22 @@ const FORWARDING: &[&str] = &[
 /// One call the fake saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
+    /// [`Routes::replace`].
     Replace(Route),
+    /// [`Routes::delete`].
     Delete(Route),
+    /// [`Routes::enable_forwarding`].
     EnableForwarding,
 }
 
 /// A table in memory that records every change.
 #[derive(Debug, Clone, Default)]
 pub struct FakeRoutes {
+    /// The routes [`Routes::list`] answers, changed by the calls.
     pub table: Arc<Mutex<Vec<Route>>>,
     /// What [`Routes::connected`] answers.
     pub connected: Arc<Mutex<Vec<IpNet>>>,
+    /// The changing calls, in order.
     pub calls: Arc<Mutex<Vec<Call>>>,
 }
 

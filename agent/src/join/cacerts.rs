@@ -12,12 +12,19 @@ pub fn ca_hash(ca_pem: &[u8]) -> String {
 /// Why the fetched CA is not trusted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PinError {
+    /// The CA's hash is not the token's.
     #[error(
         "the server's CA (sha256 {actual}) does not match the CA hash in the token ({expected}): \
          refusing to join; check --server and use the full token from the server's \
          <data-dir>/server/agent-token"
     )]
-    Mismatch { expected: String, actual: String },
+    Mismatch {
+        /// The token's hash.
+        expected: String,
+        /// The fetched CA's hash.
+        actual: String,
+    },
+    /// The answer is not a PEM certificate.
     #[error("the server's /cacerts answer holds no PEM certificate")]
     NotPem,
 }
@@ -28,7 +35,10 @@ pub enum Pinned {
     /// The hash matched.
     Verified,
     /// The token has no hash: trusted without verification (the caller warns).
-    Unverified { actual: String },
+    Unverified {
+        /// The fetched CA's hash.
+        actual: String,
+    },
 }
 
 /// Checks `ca_pem` (the bytes `/cacerts` returned) against the token's `expected` hash.
@@ -72,12 +82,16 @@ pub async fn fetch(server: &str) -> Result<Vec<u8>, FetchError> {
 /// Why `/cacerts` could not be fetched.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
+    /// `--server` does not parse.
     #[error("invalid server URL {url}")]
     Url {
+        /// The URL given.
         url: String,
+        /// Why it does not parse.
         #[source]
         source: http::uri::InvalidUri,
     },
+    /// The request failed.
     #[error("fetching /cacerts from the server: {0}")]
     Request(#[source] kube::Error),
 }

@@ -7,28 +7,28 @@
 use std::net::IpAddr;
 
 use base64::Engine;
+use k3rs_apimachinery::signers::{KUBELET_CLIENT, KUBELET_SERVING};
 use k3rs_apimachinery::users::NODE_PASSWORD_ANNOTATION;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use serde_json::json;
 
 use super::renew::Validity;
 
-/// The kubelet client signer.
-pub const KUBELET_CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
-/// The kubelet serving signer.
-pub const KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
-
 /// Which certificate a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// The kubelet's client certificate (`system:node:<name>`).
     Client,
+    /// The kubelet's serving certificate.
     Serving,
 }
 
 /// A key and its request, both PEM.
 #[derive(Clone)]
 pub struct KeyAndRequest {
+    /// The private key (never leaves the node).
     pub key_pem: String,
+    /// The PKCS#10 request.
     pub request_pem: String,
 }
 
@@ -41,8 +41,10 @@ impl std::fmt::Debug for KeyAndRequest {
 /// Why a request could not be made or a certificate read.
 #[derive(Debug, thiserror::Error)]
 pub enum CsrError {
+    /// The key or request could not be made.
     #[error("generating the node key or request")]
     Generate(#[source] rcgen::Error),
+    /// The issued certificate does not parse.
     #[error("parsing the certificate: {0}")]
     Certificate(String),
 }
@@ -106,7 +108,9 @@ pub fn object(kind: Kind, request_pem: &str, password: Option<&str>) -> Certific
 /// What became of a submitted request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// Neither issued nor refused yet.
     Pending,
+    /// The issued certificate (PEM).
     Issued(Vec<u8>),
     /// Denied or Failed, with the condition's reason and message.
     Refused(String),

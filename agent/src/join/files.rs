@@ -27,6 +27,7 @@ pub const PUBLIC: u32 = 0o644;
 /// The agent's credential paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
+    /// `<data-dir>/agent`.
     pub dir: PathBuf,
 }
 
@@ -37,24 +38,31 @@ impl Layout {
             dir: data_dir.join("agent"),
         }
     }
+    /// The pinned server CA.
     pub fn server_ca(&self) -> PathBuf {
         self.dir.join("server-ca.crt")
     }
+    /// The kubelet's client certificate.
     pub fn client_cert(&self) -> PathBuf {
         self.dir.join("kubelet-client.crt")
     }
+    /// The kubelet's client key.
     pub fn client_key(&self) -> PathBuf {
         self.dir.join("kubelet-client.key")
     }
+    /// The kubelet's serving certificate.
     pub fn serving_cert(&self) -> PathBuf {
         self.dir.join("serving-kubelet.crt")
     }
+    /// The kubelet's serving key.
     pub fn serving_key(&self) -> PathBuf {
         self.dir.join("serving-kubelet.key")
     }
+    /// The node's password (k3s's node password).
     pub fn node_password(&self) -> PathBuf {
         self.dir.join("node-password")
     }
+    /// The kubelet's kubeconfig (the client certificate and the server CA).
     pub fn kubeconfig(&self) -> PathBuf {
         self.dir.join("kubelet.kubeconfig")
     }
@@ -64,8 +72,11 @@ impl Layout {
 #[derive(Debug, thiserror::Error)]
 #[error("{op} {path}")]
 pub struct IoError {
+    /// `reading` or `writing`.
     pub op: &'static str,
+    /// The file.
     pub path: PathBuf,
+    /// What failed.
     #[source]
     pub source: std::io::Error,
 }

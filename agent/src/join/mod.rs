@@ -49,9 +49,11 @@ pub struct JoinConfig {
     pub server: String,
     /// Needed when no usable identity is stored.
     pub token: Option<JoinToken>,
+    /// The Node's name (`system:node:<name>`).
     pub node_name: String,
     /// The node's addresses (serving certificate SANs).
     pub node_ips: Vec<IpAddr>,
+    /// `--data-dir` (credentials go under `agent/`).
     pub data_dir: PathBuf,
     /// How long to wait for a request to be issued.
     pub csr_timeout: Duration,
@@ -60,50 +62,88 @@ pub struct JoinConfig {
 /// Why the node has no identity.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `/cacerts` could not be fetched.
     #[error(transparent)]
     Fetch(#[from] cacerts::FetchError),
+    /// The server's CA is not the one the token pins.
     #[error(transparent)]
     Pin(#[from] cacerts::PinError),
+    /// No stored identity and no token.
     #[error(
         "no usable node identity in {dir} and no token to bootstrap one: pass --token or \
          --token-file"
     )]
-    NoToken { dir: PathBuf },
+    NoToken {
+        /// Where the identity is looked for.
+        dir: PathBuf,
+    },
+    /// The bootstrap token is not accepted.
     #[error("the server refused the bootstrap token (401 Unauthorized): check --token")]
     Unauthorized,
+    /// The server refused to take the request (the node password, RBAC).
     #[error("the server refused the {kind:?} certificate request (403 Forbidden): {message}")]
-    Forbidden { kind: csr::Kind, message: String },
+    Forbidden {
+        /// Which certificate.
+        kind: csr::Kind,
+        /// The server's message.
+        message: String,
+    },
+    /// The node password could not be read or made.
     #[error(transparent)]
     Password(#[from] password::PasswordError),
+    /// The request could not be submitted.
     #[error("submitting the {kind:?} certificate request: {source}")]
     Submit {
+        /// Which certificate.
         kind: csr::Kind,
+        /// The API error.
         #[source]
         source: kube::Error,
     },
+    /// The request could not be watched.
     #[error("watching certificate request {name}: {source}")]
     Poll {
+        /// The CertificateSigningRequest.
         name: String,
+        /// The API error.
         #[source]
         source: kube::Error,
     },
+    /// The request was denied or failed.
     #[error("certificate request {name} was not issued: {why}")]
-    Refused { name: String, why: String },
+    Refused {
+        /// The CertificateSigningRequest.
+        name: String,
+        /// The condition's reason and message.
+        why: String,
+    },
+    /// The request was not issued in time.
     #[error(
         "certificate request {name} was not issued within {timeout:?} (is the server's \
          certificate controller running?)"
     )]
-    Timeout { name: String, timeout: Duration },
+    Timeout {
+        /// The CertificateSigningRequest.
+        name: String,
+        /// `--csr-timeout`.
+        timeout: Duration,
+    },
+    /// The issued certificate does not parse or does not match the key.
     #[error("the issued certificate of {name} is unusable: {source}")]
     Issued {
+        /// The CertificateSigningRequest.
         name: String,
+        /// What is wrong with it.
         #[source]
         source: csr::CsrError,
     },
+    /// The key or request could not be made.
     #[error(transparent)]
     Csr(#[from] csr::CsrError),
+    /// A credential file could not be read or written.
     #[error(transparent)]
     Io(#[from] files::IoError),
+    /// No client could be made with the credentials.
     #[error(transparent)]
     Client(#[from] crate::client::Error),
 }
@@ -113,6 +153,7 @@ pub enum Error {
 pub struct Identity {
     /// Authenticates as `system:node:<name>` with the stored client certificate.
     pub client: kube::Client,
+    /// The client certificate's validity (when it is renewed).
     pub validity: Validity,
     /// Whether this run made a new identity (false: the stored one was reused).
     pub fresh: bool,

@@ -16,13 +16,18 @@ use super::files::{self, IoError, Layout};
 /// Why the node password is unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum PasswordError {
+    /// The file could not be read or written.
     #[error(transparent)]
     Io(#[from] IoError),
+    /// The file holds no password.
     #[error(
         "{path} is empty or not text: delete it to make a new node password (and delete the \
          node's <node>.node-password.k3rs Secret in kube-system so the server accepts it)"
     )]
-    Unreadable { path: std::path::PathBuf },
+    Unreadable {
+        /// The file.
+        path: std::path::PathBuf,
+    },
 }
 
 /// The node's password, made and stored on first use.

@@ -5,7 +5,9 @@
 /// A certificate's validity, in Unix seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Validity {
+    /// `notBefore`.
     pub not_before: i64,
+    /// `notAfter`.
     pub not_after: i64,
 }
 
@@ -13,7 +15,10 @@ pub struct Validity {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     /// Keep using it until the deadline (Unix seconds).
-    Use { renew_at: i64 },
+    Use {
+        /// The rotation deadline.
+        renew_at: i64,
+    },
     /// Valid, but past its rotation deadline: request a new one with the current identity.
     Renew,
     /// None usable (missing, not matching its key, not yet or no longer valid): bootstrap with

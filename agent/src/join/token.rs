@@ -27,19 +27,23 @@ impl std::fmt::Debug for JoinToken {
 /// Why a token was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
+    /// Nothing was given.
     #[error("the token is empty")]
     Empty,
+    /// `K10` is not followed by a sha256 and `::`.
     #[error(
         "invalid CA hash in the token: K10 must be followed by 64 hex digits (the sha256 of the \
          server CA) and '::'"
     )]
     CaHash,
+    /// Other credentials than a bootstrap token (what they look like).
     #[error(
         "the token's credentials are {0}: k3rs agents join with a bootstrap token \
          (<id>.<secret>), the full form being in the server's <data-dir>/server/agent-token or \
          printed by `k3rs token create`"
     )]
     NotBootstrap(&'static str),
+    /// Not `<id>.<secret>` of the right lengths and characters.
     #[error(
         "invalid bootstrap token: expected <id>.<secret> with a 6-character id and a \
          16-character secret of [a-z0-9]"

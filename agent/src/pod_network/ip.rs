@@ -5,8 +5,10 @@
 /// Why an iproute2 command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The command (shown) could not be started.
     #[error("running {0}: {1}")]
     Spawn(String, #[source] std::io::Error),
+    /// The command (shown) failed with this stderr.
     #[error("{0}: {1}")]
     Failed(String, String),
 }

@@ -24,7 +24,9 @@ pub const BACKENDS: [&str; 4] = ["vxlan", "host-gw", "none", "wireguard-native"]
 pub enum PodNetwork {
     /// No routes to other nodes' pods (`--flannel-backend=none`).
     None,
+    /// Routes to other nodes' pod CIDRs via their addresses (`--flannel-backend=host-gw`).
     HostGw(HostGwConfig),
+    /// The VXLAN overlay (`flannel.1`, the default backend).
     Vxlan(VxlanConfig),
 }
 

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use k3rs_apimachinery::component_args::{self, Component};
+
 use super::ProxyConfig;
 
 /// The keys understood.
@@ -12,6 +14,12 @@ pub const KNOWN: &[&str] = &[
     "iptables-min-sync-period",
     "iptables-sync-period",
 ];
+
+/// `--kube-proxy-arg`.
+const COMPONENT: Component = Component {
+    name: "kube-proxy",
+    supported: KNOWN,
+};
 
 /// What `--kube-proxy-arg`s set; `None` keeps the node's value.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,9 +36,9 @@ pub struct ProxyArgs {
 /// A `--kube-proxy-arg` refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProxyArgError {
-    /// No `=`.
-    #[error("--kube-proxy-arg {0:?}: expected KEY=VALUE")]
-    NotKeyValue(String),
+    /// An item without `=`.
+    #[error(transparent)]
+    Item(#[from] component_args::ArgError),
     /// A value the flag does not take; `expected` says what it takes.
     #[error("--kube-proxy-arg {key}={value}: expected {expected}")]
     Value {
@@ -53,9 +61,8 @@ impl ProxyArgs {
     /// Parses `KEY=VALUE`s (a leading `--` on the key is accepted); later ones win.
     pub fn parse(items: &[String]) -> Result<ProxyArgs, ProxyArgError> {
         let mut out = ProxyArgs::default();
-        for item in items {
-            let (k, v) = k3rs_apimachinery::component_args::key_value(item)
-                .ok_or_else(|| ProxyArgError::NotKeyValue(item.clone()))?;
+        for item in COMPONENT.items(items) {
+            let (k, v) = item?;
             let bad = |expected| ProxyArgError::Value {
                 key: k.to_string(),
                 value: v.to_string(),
@@ -140,8 +147,8 @@ mod tests {
         assert!(parse(&["iptables-sync-period=0s"]).is_err());
         assert!(parse(&["cluster-cidr=fd00::/64"]).is_err());
         assert_eq!(
-            parse(&["cluster-cidr"]),
-            Err(ProxyArgError::NotKeyValue("cluster-cidr".into()))
+            parse(&["cluster-cidr"]).unwrap_err().to_string(),
+            "--kube-proxy-arg \"cluster-cidr\": expected KEY=VALUE"
         );
     }
 }

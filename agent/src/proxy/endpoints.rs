@@ -24,10 +24,15 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// One backend of a Service port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
+    /// The backend's (pod's) address.
     pub ip: Ipv4Addr,
+    /// The target port the slice gives for this Service port.
     pub port: u16,
+    /// `conditions.ready`.
     pub ready: bool,
+    /// `conditions.serving`.
     pub serving: bool,
+    /// `conditions.terminating`.
     pub terminating: bool,
     /// On this node (`nodeName` is the proxy's node).
     pub local: bool,

@@ -12,20 +12,28 @@ use tokio::io::AsyncWriteExt;
 /// An iptables operation that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The program could not be started.
     #[error("running {program}")]
     Spawn {
+        /// `iptables`, `iptables-save` or `iptables-restore`.
         program: String,
+        /// Why it could not be started.
         #[source]
         source: std::io::Error,
     },
+    /// The program exited with an error.
     #[error("{program} {args} failed: {stderr}")]
     Failed {
+        /// `iptables`, `iptables-save` or `iptables-restore`.
         program: String,
+        /// Its arguments, space separated.
         args: String,
+        /// What it printed on stderr.
         stderr: String,
     },
 }
 
+/// An iptables operation's result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What the proxy does to the kernel's tables.
@@ -169,10 +177,15 @@ impl Iptables for SystemIptables {
 /// One call made to a [`RecordingIptables`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
+    /// [`Iptables::chains`] of a table.
     Chains(String),
+    /// [`Iptables::ensure_chain`]: table, chain.
     EnsureChain(String, String),
+    /// [`Iptables::ensure_rule`]: table, chain, rule.
     EnsureRule(String, String, Vec<String>),
+    /// [`Iptables::restore`]: the input.
     Restore(String),
+    /// [`Iptables::delete_rule`]: table, chain, rule.
     DeleteRule(String, String, Vec<String>),
 }
 
@@ -181,8 +194,11 @@ pub enum Call {
 /// still holds a complete record, so it is read through.
 #[derive(Debug, Default)]
 pub struct RecordingIptables {
+    /// Every call, in order.
     pub calls: Mutex<Vec<Call>>,
+    /// The chains [`Iptables::chains`] answers (for every table).
     pub existing: Mutex<Vec<String>>,
+    /// While set, [`Iptables::restore`] fails.
     pub fail_restore: Mutex<bool>,
 }
 

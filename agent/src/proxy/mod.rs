@@ -47,6 +47,7 @@ use crate::watches::{keep, run_paced, watch_all, Keeper, Watches};
 /// How the proxy runs.
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
+    /// The node the proxy runs on and its cluster CIDR.
     pub node: NodeContext,
     /// Upstream's `--iptables-min-sync-period` (1 s).
     pub min_sync_period: Duration,

@@ -7,12 +7,19 @@ use sha2::{Digest, Sha256};
 
 use super::service_port::ServicePort;
 
-/// Every top-level chain the proxy owns.
+// Every top-level chain the proxy owns (kube-proxy's names).
+/// Service addresses: to their service chains (nat), rejected without endpoints (filter).
 pub const SERVICES: &str = "KUBE-SERVICES";
+/// Rejects or drops traffic to the external addresses and NodePorts of Services without
+/// usable endpoints (filter).
 pub const EXTERNAL_SERVICES: &str = "KUBE-EXTERNAL-SERVICES";
+/// NodePorts: to their service chains (nat).
 pub const NODE_PORTS: &str = "KUBE-NODEPORTS";
+/// Masquerades what `KUBE-MARK-MASQ` marked (nat).
 pub const POSTROUTING: &str = "KUBE-POSTROUTING";
+/// Marks packets for masquerading (nat).
 pub const MARK_MASQ: &str = "KUBE-MARK-MASQ";
+/// Accepts forwarded service traffic (filter).
 pub const FORWARD: &str = "KUBE-FORWARD";
 
 /// Prefixes of the per-service and per-endpoint chains in `nat`; a chain with one of them that

@@ -23,8 +23,11 @@ pub const DEFAULT_AFFINITY_SECONDS: i32 = 10800;
 /// A Service port's L4 protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Protocol {
+    /// `TCP` (the default).
     Tcp,
+    /// `UDP`.
     Udp,
+    /// `SCTP`.
     Sctp,
 }
 
@@ -52,15 +55,23 @@ impl Protocol {
 /// One port of one Service, as the proxy programs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServicePort {
+    /// The Service's namespace.
     pub namespace: String,
+    /// The Service's name.
     pub service: String,
     /// The port's name ("" for an unnamed port).
     pub port_name: String,
+    /// The port's protocol.
     pub protocol: Protocol,
+    /// `spec.clusterIP`.
     pub cluster_ip: Ipv4Addr,
+    /// The port on the cluster IP (and external and load-balancer IPs).
     pub port: u16,
+    /// The NodePort (types NodePort and LoadBalancer).
     pub node_port: Option<u16>,
+    /// `spec.externalIPs` (IPv4).
     pub external_ips: Vec<Ipv4Addr>,
+    /// `status.loadBalancer.ingress[].ip` (IPv4).
     pub load_balancer_ips: Vec<Ipv4Addr>,
     /// `Some(timeout seconds)` for `sessionAffinity: ClientIP`.
     pub affinity_seconds: Option<i32>,

@@ -19,9 +19,13 @@ use super::rules::{self, NodeContext};
 /// A rule in a built-in chain that sends packets into one of the proxy's chains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Jump {
+    /// `nat` or `filter`.
     pub table: &'static str,
+    /// The built-in chain (`PREROUTING`, `OUTPUT`, `FORWARD`…).
     pub from: &'static str,
+    /// The proxy's chain.
     pub to: &'static str,
+    /// The rule's `-m comment`.
     pub comment: &'static str,
     /// Only new connections (`-m conntrack --ctstate NEW`).
     pub new_only: bool,
@@ -146,8 +150,11 @@ pub async fn sync<I: Iptables + ?Sized>(
 /// 30 s), and after a failure again in `retry` at the latest.
 #[derive(Debug, Clone)]
 pub struct Pacer {
+    /// The least time between two syncs.
     pub min_interval: Duration,
+    /// The most time between two syncs.
     pub resync: Duration,
+    /// How soon a failed sync is retried.
     pub retry: Duration,
     last: Option<Instant>,
     dirty: bool,
@@ -155,6 +162,7 @@ pub struct Pacer {
 }
 
 impl Pacer {
+    /// A pacer whose first sync is due at once.
     pub fn new(min_interval: Duration, resync: Duration, retry: Duration) -> Pacer {
         Pacer {
             min_interval,

@@ -11,9 +11,13 @@ use serde::{Deserialize, Serialize};
 
 use super::plan::Mac;
 
+/// The node's backend (`vxlan`).
 pub const BACKEND_TYPE: &str = "flannel.alpha.coreos.com/backend-type";
+/// The backend's data ([`BackendData`] as JSON).
 pub const BACKEND_DATA: &str = "flannel.alpha.coreos.com/backend-data";
+/// Where other nodes send the node's VXLAN packets.
 pub const PUBLIC_IP: &str = "flannel.alpha.coreos.com/public-ip";
+/// `"true"`: the node's subnet comes from its `spec.podCIDR` (flannel's kube subnet manager).
 pub const KUBE_SUBNET_MANAGER: &str = "flannel.alpha.coreos.com/kube-subnet-manager";
 
 /// The backend type value of the vxlan backend.
@@ -22,8 +26,10 @@ pub const VXLAN: &str = "vxlan";
 /// `backend-data` of the vxlan backend (flannel's `vxlanLeaseAttrs`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BackendData {
+    /// The VXLAN network identifier (flannel's 1).
     #[serde(rename = "VNI")]
     pub vni: u32,
+    /// `flannel.1`'s MAC address.
     #[serde(rename = "VtepMAC")]
     pub vtep_mac: String,
 }

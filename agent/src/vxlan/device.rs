@@ -18,12 +18,15 @@ pub const OVERHEAD: u32 = 50;
 /// The device to have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceSpec {
+    /// The VXLAN network identifier.
     pub vni: u32,
+    /// The UDP port.
     pub port: u16,
     /// The local tunnel end (the node's address).
     pub local: Ipv4Addr,
     /// The interface holding `local`.
     pub link: String,
+    /// The link's MTU less [`OVERHEAD`].
     pub mtu: u32,
 }
 
@@ -45,23 +48,32 @@ impl DeviceSpec {
 pub struct DeviceState {
     /// `None`: a device of that name that is not VXLAN.
     pub vni: Option<u32>,
+    /// Its UDP port.
     pub port: Option<u16>,
+    /// Its local tunnel end.
     pub local: Option<Ipv4Addr>,
+    /// The interface it sends through.
     pub link: Option<String>,
+    /// Whether it learns FDB entries from traffic (flannel turns learning off).
     pub learning: bool,
+    /// Its MTU.
     pub mtu: u32,
+    /// Whether it is up.
     pub up: bool,
+    /// Its MAC address (the VTEP MAC the node publishes).
     pub mac: Mac,
 }
 
 /// What to do with the device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
+    /// There is none: create it.
     Create,
     /// It exists with other tunnel settings (or is no VXLAN device): delete, then create.
     Recreate,
     /// Right tunnel, but the MTU differs or it is down: set the MTU and bring it up.
     Adjust,
+    /// It is as it should be.
     Keep,
 }
 

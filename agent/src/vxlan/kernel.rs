@@ -20,20 +20,26 @@ use crate::pod_network::ip::{self, args};
 /// Why a kernel call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `ip` or `bridge` failed.
     #[error(transparent)]
     Ip(#[from] ip::Error),
+    /// A command (shown) printed something else than its JSON.
     #[error("parsing `{0}` output: {1}")]
     Parse(&'static str, #[source] serde_json::Error),
+    /// IP forwarding could not be turned on.
     #[error(transparent)]
     Forwarding(#[from] routes::Error),
 }
 
+/// A kernel call's result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// A network interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Interface {
+    /// Its name (`eth0`).
     pub name: String,
+    /// Its MTU.
     pub mtu: u32,
 }
 
@@ -51,6 +57,7 @@ pub trait Overlay: Send + Sync + 'static {
     fn adjust_device(&self, mtu: u32) -> BoxFuture<'_, Result<()>>;
     /// The device's addresses, neighbours and FDB entries and the agent's IPv4 routes.
     fn state(&self) -> BoxFuture<'_, Result<State>>;
+    /// Makes one change.
     fn apply(&self, action: Action) -> BoxFuture<'_, Result<()>>;
     /// Turns on IP forwarding (pods' packets are routed through the node).
     fn enable_forwarding(&self) -> BoxFuture<'_, Result<()>>;
@@ -405,19 +412,28 @@ impl Overlay for IpOverlay {
 /// One call the fake saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
+    /// [`Overlay::create_device`].
     CreateDevice(DeviceSpec),
+    /// [`Overlay::delete_device`].
     DeleteDevice,
+    /// [`Overlay::adjust_device`] with this MTU.
     AdjustDevice(u32),
+    /// [`Overlay::apply`].
     Apply(Action),
+    /// [`Overlay::enable_forwarding`].
     EnableForwarding,
 }
 
 /// A kernel in memory that records every change.
 #[derive(Debug, Clone, Default)]
 pub struct FakeOverlay {
+    /// What [`Overlay::interface_of`] answers, by address.
     pub interfaces: Arc<Mutex<Vec<(Ipv4Addr, Interface)>>>,
+    /// [`DEVICE`], changed by the device calls.
     pub device: Arc<Mutex<Option<DeviceState>>>,
+    /// The addresses, routes, neighbours and FDB entries, changed by [`Overlay::apply`].
     pub state: Arc<Mutex<State>>,
+    /// The changing calls, in order.
     pub calls: Arc<Mutex<Vec<Call>>>,
 }
 

@@ -58,16 +58,21 @@ pub struct VxlanConfig {
 /// Why `flannel.1` could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
+    /// The node has no IPv4 address.
     #[error("the node has no IPv4 address for the VXLAN tunnel (--node-ip)")]
     NoNodeIp,
+    /// The node's address is a loopback address.
     #[error(
         "the node address {0} is a loopback address: no other node can reach its VXLAN tunnel"
     )]
     Loopback(Ipv4Addr),
+    /// No interface holds the node's address.
     #[error("no interface holds the node address {0}")]
     NoInterface(Ipv4Addr),
+    /// The device vanished between creating and reading it.
     #[error("{} disappeared right after it was set up", plan::DEVICE)]
     DeviceGone,
+    /// A kernel call failed.
     #[error(transparent)]
     Kernel(#[from] kernel::Error),
 }

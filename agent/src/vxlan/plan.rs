@@ -73,22 +73,29 @@ impl fmt::Debug for Mac {
 /// `onlink`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Route {
+    /// A peer's pod CIDR.
     pub dst: Ipv4Net,
+    /// The peer's `flannel.1` address (its pod CIDR's network address).
     pub via: Ipv4Addr,
+    /// The device.
     pub dev: String,
 }
 
 /// A permanent neighbour entry on [`DEVICE`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Neighbour {
+    /// A peer's `flannel.1` address.
     pub ip: Ipv4Addr,
+    /// The peer's VTEP MAC.
     pub mac: Mac,
 }
 
 /// A forwarding database entry on [`DEVICE`]: frames to `mac` go to the VTEP at `dst`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Fdb {
+    /// A peer's VTEP MAC.
     pub mac: Mac,
+    /// The peer's public IP.
     pub dst: Ipv4Addr,
 }
 
@@ -99,30 +106,43 @@ pub struct State {
     pub addresses: BTreeSet<Ipv4Net>,
     /// The agent's routes (protocol 75), on any device.
     pub routes: BTreeSet<Route>,
+    /// `flannel.1`'s permanent neighbours.
     pub neighbours: BTreeSet<Neighbour>,
+    /// `flannel.1`'s FDB entries.
     pub fdb: BTreeSet<Fdb>,
 }
 
 /// One change, in the order [`plan`] lists them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
+    /// `ip addr add … dev flannel.1`.
     AddAddress(Ipv4Net),
+    /// `ip addr del … dev flannel.1`.
     DeleteAddress(Ipv4Net),
+    /// `bridge fdb replace`.
     ReplaceFdb(Fdb),
+    /// `ip neigh replace … nud permanent`.
     ReplaceNeighbour(Neighbour),
+    /// `ip route replace … onlink`.
     ReplaceRoute(Route),
+    /// `ip route del`.
     DeleteRoute(Route),
+    /// `ip neigh del`.
     DeleteNeighbour(Neighbour),
+    /// `bridge fdb del`.
     DeleteFdb(Fdb),
 }
 
 /// Another node's VTEP, as its Node publishes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
+    /// The Node's name.
     pub node: String,
+    /// Its `spec.podCIDR`.
     pub pod_cidr: Ipv4Net,
     /// Where its VXLAN packets go: the `public-ip` annotation, else its first IPv4 InternalIP.
     pub public_ip: Ipv4Addr,
+    /// Its `flannel.1` MAC (from `backend-data`).
     pub vtep_mac: Mac,
 }
 

@@ -19,10 +19,9 @@ use super::{forbidden, Attributes, Mutating, Operation};
 use crate::registry::{Registry, Target, WriteOptions};
 use crate::resources::strategy::csr::request_common_name;
 use k3rs_apimachinery::catalog;
+use k3rs_apimachinery::signers::KUBELET_CLIENT;
 use k3rs_apimachinery::status::{ApiError, ApiResult};
 use k3rs_auth::node_password::{self, Decision, ANNOTATION};
-
-const KUBELET_CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 
 /// Checks (and on a first join stores) node passwords; see the module docs.
 pub struct NodePassword;

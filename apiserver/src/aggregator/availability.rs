@@ -1,8 +1,10 @@
 //! The availability controller (kube-aggregator's `AvailableConditionController`): every
-//! [`INTERVAL`] it lists the APIServices, keeps the local ones registered ([`super::local`]),
+//! [`INTERVAL`], and on every change of an APIService or of a Service or Endpoints one
+//! names, it lists the APIServices, keeps the local ones registered ([`super::local`]),
 //! checks each service-backed one (its Service, its endpoints, then a GET of
-//! `/apis/<group>/<version>` through the proxy within [`CHECK_TIMEOUT`]), writes the
-//! `Available` condition when it changes, and hands the proxy and discovery the new set of
+//! `/apis/<group>/<version>` through the proxy within [`fetch::TIMEOUT`]), downloads its
+//! discovery and OpenAPI documents when due ([`documents`]), writes the `Available`
+//! condition when it changes, and hands the proxy, discovery and OpenAPI the new set of
 //! backends.
 //!
 //! # Guarantees
@@ -10,27 +12,23 @@
 //! - A failed write or check is retried on the next pass; the task never ends early.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use http_body_util::BodyExt;
 use kube::api::{Api, PostParams};
 use serde_json::{json, Value};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::backend::{ApiService, Backend, ServiceRef};
+use super::documents;
+use super::fetch::{self, Target};
 use super::resolve::{self, Unreachable};
-use super::{proxy, Aggregator, Backends, Trust};
+use super::{Aggregator, Backends, Trust};
 use crate::registry::Registry;
-use k3rs_auth::UserInfo;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
-/// How often every APIService is checked.
+/// How often every APIService is checked (besides on changes).
 pub const INTERVAL: Duration = Duration::from_secs(5);
-/// How long one discovery check may take.
-pub const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
-/// The largest discovery document read from an extension server.
-const MAX_DISCOVERY_BYTES: usize = 4 << 20;
 
 /// The `Available` condition an APIService should have.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,20 +124,29 @@ pub struct AvailabilityController {
 pub struct ListError(#[source] kube::Error);
 
 impl AvailabilityController {
-    /// Passes every [`INTERVAL`] until `stop`.
+    /// Passes every [`INTERVAL`], and as soon as an APIService, or a Service or Endpoints an
+    /// APIService names, changes ([`super::events`]), until `stop`.
     pub async fn run(self, stop: CancellationToken) {
+        let wake = Arc::new(Notify::new());
+        let events = tokio::spawn(super::events::watch(
+            self.client.clone(),
+            self.aggregator.clone(),
+            wake.clone(),
+        ));
         loop {
             if let Err(e) = self.pass().await {
                 tracing::warn!(error = %e, "aggregation availability pass");
             }
             tokio::select! {
-                _ = stop.cancelled() => return,
+                _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(INTERVAL) => {}
+                _ = wake.notified() => {}
             }
         }
+        events.abort();
     }
 
-    /// One pass over every APIService.
+    /// One pass over every APIService (the service-backed ones checked concurrently).
     pub async fn pass(&self) -> Result<(), ListError> {
         let api: Api<APIService> = Api::all(self.client.clone());
         let list = api.list(&Default::default()).await.map_err(ListError)?;
@@ -149,31 +156,38 @@ impl AvailabilityController {
             .filter_map(|a| serde_json::to_value(a).ok())
             .collect();
         super::local::reconcile(&api, &objects).await;
-        let mut backends = Backends::new();
-        for obj in &objects {
-            let Some(a) = ApiService::parse(obj) else {
-                continue;
-            };
-            let cond = match a.service.clone() {
-                None => Condition::local(),
-                Some(svc) => {
-                    let result = self.check(&a, &svc).await;
-                    let cond = Condition::of_check(result.as_ref().map(|_| ()));
-                    backends.insert(
-                        (a.group.clone(), a.version.clone()),
-                        Backend {
-                            api_service: a.clone(),
-                            service: svc,
-                            available: result.is_ok(),
-                            resources: result.ok(),
-                        },
-                    );
-                    cond
-                }
-            };
-            self.write(&api, obj, &a.name, &cond).await;
-        }
+        let before = self.aggregator.backends();
+        let before = &*before;
+        let checked: Vec<(&Value, ApiService, Condition, Option<Backend>)> =
+            futures::future::join_all(objects.iter().map(|obj| async move {
+                let a = ApiService::parse(obj)?;
+                let (cond, backend) = match a.service.clone() {
+                    None => (Condition::local(), None),
+                    Some(svc) => {
+                        let previous = before.get(&(a.group.clone(), a.version.clone()));
+                        let c = self.check(&a, svc, previous).await;
+                        (c.condition, Some(c.backend))
+                    }
+                };
+                Some((obj, a, cond, backend))
+            }))
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        // Discovery and the proxy first: an APIService seen `Available` is in discovery.
+        let backends: Backends = checked
+            .iter()
+            .filter_map(|(_, _, _, b)| b.clone())
+            .map(|b| {
+                let key = (b.api_service.group.clone(), b.api_service.version.clone());
+                (key, b)
+            })
+            .collect();
         self.aggregator.set_backends(backends);
+        for (obj, a, cond, _) in &checked {
+            self.write(&api, obj, &a.name, cond).await;
+        }
         Ok(())
     }
 
@@ -193,48 +207,73 @@ impl AvailabilityController {
         }
     }
 
-    /// The extension server's `APIResourceList` for the APIService, or why not.
-    async fn check(&self, a: &ApiService, svc: &ServiceRef) -> Result<Value, CheckFailure> {
-        let at = resolve::lookup(&self.registry, svc)
-            .await
-            .map_err(CheckFailure::Unreachable)?;
+    /// Checks the APIService: its `APIResourceList` through the proxy, then (when due,
+    /// [`documents::needs_refresh`]) its discovery and OpenAPI documents.
+    async fn check(&self, a: &ApiService, svc: ServiceRef, previous: Option<&Backend>) -> Checked {
+        let old_docs = previous.map(|b| b.documents.clone()).unwrap_or_default();
+        let result = async {
+            let at = resolve::lookup(&self.registry, &svc, self.aggregator.routing)
+                .await
+                .map_err(CheckFailure::Unreachable)?;
+            let trust = Trust::of(a);
+            let to = Target {
+                at: &at,
+                service: &svc,
+                trust: &trust,
+            };
+            let resources = self.resource_list(a, to).await?;
+            let due = documents::needs_refresh(
+                previous.map(|b| (&b.api_service, b.available, &b.documents)),
+                a,
+                Instant::now(),
+            );
+            let docs = if due {
+                documents::refresh(&self.aggregator, to, a, &old_docs).await
+            } else {
+                old_docs.clone()
+            };
+            Ok((resources, docs))
+        }
+        .await;
+        let condition = Condition::of_check(result.as_ref().map(|_| ()));
+        let (available, resources, documents) = match result {
+            Ok((resources, docs)) => (true, Some(resources), docs),
+            Err(_) => (false, None, old_docs),
+        };
+        Checked {
+            condition,
+            backend: Backend {
+                api_service: a.clone(),
+                service: svc,
+                available,
+                resources,
+                documents,
+            },
+        }
+    }
+
+    /// The extension server's `APIResourceList` for the APIService (kube-aggregator's
+    /// availability check), or why not.
+    async fn resource_list(&self, a: &ApiService, to: Target<'_>) -> Result<Value, CheckFailure> {
         let path = format!("/apis/{}/{}", a.group, a.version);
-        let url = format!(
-            "https://{}{path}",
-            crate::http::upstream::host_header(&at.host, at.port)
-        );
+        let url = to.url(&path);
         let failed = |why: &dyn std::fmt::Display| {
             CheckFailure::Discovery(format!("failing or missing response from {url}: {why}"))
         };
-        let req = axum::http::Request::builder()
-            .uri(&path)
-            .header("accept", "application/json")
-            .body(Body::empty())
-            .map_err(|e| failed(&e))?;
-        let user = UserInfo {
-            username: "system:kube-aggregator".into(),
-            groups: vec![k3rs_auth::user::SYSTEM_MASTERS.into()],
-            ..UserInfo::default()
-        };
-        let get = async {
-            let resp = proxy::forward_to(&self.aggregator, &at, svc, &Trust::of(a), &user, req)
-                .await
-                .map_err(|e| failed(&e))?;
-            let code = resp.status();
-            let body = http_body_util::Limited::new(resp.into_body(), MAX_DISCOVERY_BYTES)
-                .collect()
-                .await
-                .map_err(|e| failed(&e))?
-                .to_bytes();
-            if !code.is_success() {
-                return Err(failed(&format!("bad status from {url}: {}", code.as_u16())));
-            }
-            serde_json::from_slice::<Value>(&body).map_err(|e| failed(&e))
-        };
-        tokio::time::timeout(CHECK_TIMEOUT, get)
+        let got = fetch::get(&self.aggregator, to, &path, "application/json", None)
             .await
-            .map_err(|_| failed(&"context deadline exceeded"))?
+            .map_err(|e| failed(&e))?;
+        if !(200..300).contains(&got.status) {
+            return Err(failed(&format!("bad status from {url}: {}", got.status)));
+        }
+        serde_json::from_slice::<Value>(&got.body).map_err(|e| failed(&e))
     }
+}
+
+/// One checked APIService.
+struct Checked {
+    condition: Condition,
+    backend: Backend,
 }
 
 #[cfg(test)]

@@ -80,6 +80,39 @@ pub struct Backend {
     pub available: bool,
     /// The extension server's `APIResourceList` from the last check that passed.
     pub resources: Option<Value>,
+    /// Its discovery and OpenAPI documents, as last downloaded.
+    pub documents: super::documents::Documents,
+}
+
+/// A service-backed `group/version` with the given priorities (for tests).
+#[cfg(test)]
+pub fn test_backend(
+    group: &str,
+    version: &str,
+    (group_priority, version_priority): (i64, i64),
+    available: bool,
+) -> Backend {
+    let service = ServiceRef {
+        namespace: "wardle".into(),
+        name: "api".into(),
+        port: 443,
+    };
+    Backend {
+        api_service: ApiService {
+            name: format!("{version}.{group}"),
+            group: group.into(),
+            version: version.into(),
+            service: Some(service.clone()),
+            ca_bundle: Vec::new(),
+            insecure_skip_tls_verify: false,
+            group_priority_minimum: group_priority,
+            version_priority,
+        },
+        service,
+        available,
+        resources: None,
+        documents: Default::default(),
+    }
 }
 
 #[cfg(test)]

@@ -1,28 +1,104 @@
 //! Discovery of the aggregated groups: which group/versions the available extension servers
-//! serve (ordered by `versionPriority`, highest first), and their `APIResourceList`s in the
-//! aggregated (`apidiscovery.k8s.io/v2`) shape.
+//! serve, every group of `/apis` in kube-aggregator's order ([`super::order`]), and each
+//! aggregated group/version's `APIVersionDiscovery`: the extension server's own when it
+//! serves aggregated discovery, else converted from its `APIResourceList`.
 
 use serde_json::{json, Value};
 
+use super::backend::Backend;
+use super::order::{self, Registered};
 use super::Backends;
 
-/// The groups of the available backends with their versions, in group order, each group's
-/// versions by descending `versionPriority`.
-pub fn available_groups(backends: &Backends) -> Vec<(String, Vec<String>)> {
-    let mut out: Vec<(String, Vec<(i64, String)>)> = Vec::new();
-    for ((group, version), b) in backends.iter().filter(|(_, b)| b.available) {
-        let v = (b.api_service.version_priority, version.clone());
-        match out.iter_mut().find(|(g, _)| g == group) {
-            Some((_, vs)) => vs.push(v),
-            None => out.push((group.clone(), vec![v])),
-        }
+fn registered(b: &Backend) -> Registered {
+    Registered {
+        group: b.api_service.group.clone(),
+        version: b.api_service.version.clone(),
+        group_priority: b.api_service.group_priority_minimum,
+        version_priority: b.api_service.version_priority,
     }
-    out.into_iter()
-        .map(|(g, mut vs)| {
-            vs.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-            (g, vs.into_iter().map(|(_, v)| v).collect())
+}
+
+/// The groups of the available backends with their versions, in discovery order.
+pub fn available_groups(backends: &Backends) -> Vec<(String, Vec<String>)> {
+    let available: Vec<Registered> = backends
+        .values()
+        .filter(|b| b.available)
+        .map(registered)
+        .collect();
+    order::sorted(&available)
+}
+
+/// A group of `/apis`, served here or by extension servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub name: String,
+    pub versions: Vec<String>,
+    /// Served by this server (its versions in the order it serves them).
+    pub local: bool,
+}
+
+/// Every group of `/apis`: `local` ones (with their priorities from `priorities`) and
+/// those of the available backends not served locally, in kube-aggregator's order.
+pub fn ordered_groups(
+    local: &[(&str, Vec<&str>)],
+    priorities: impl Fn(&str, &str) -> (i64, i64),
+    backends: &Backends,
+) -> Vec<Group> {
+    let is_local = |g: &str| local.iter().any(|(l, _)| *l == g);
+    let mut all: Vec<Registered> = local
+        .iter()
+        .flat_map(|(g, versions)| {
+            versions.iter().map(|v| {
+                let (group_priority, version_priority) = priorities(g, v);
+                Registered {
+                    group: g.to_string(),
+                    version: v.to_string(),
+                    group_priority,
+                    version_priority,
+                }
+            })
         })
+        .collect();
+    all.extend(
+        backends
+            .values()
+            .filter(|b| b.available && !is_local(&b.api_service.group))
+            .map(registered),
+    );
+    order::sorted(&all)
+        .into_iter()
+        .map(
+            |(name, versions)| match local.iter().find(|(l, _)| *l == name) {
+                Some((_, served)) => Group {
+                    name,
+                    versions: served.iter().map(|v| v.to_string()).collect(),
+                    local: true,
+                },
+                None => Group {
+                    name,
+                    versions,
+                    local: false,
+                },
+            },
+        )
         .collect()
+}
+
+/// The `APIVersionDiscovery` of an aggregated `group/version`.
+pub fn version_discovery(backend: Option<&Backend>, group: &str, version: &str) -> Value {
+    if let Some(entry) = backend.and_then(|b| b.documents.discovery.as_ref()) {
+        let mut v = entry.value.clone();
+        v["version"] = json!(version);
+        if v["freshness"].is_null() {
+            v["freshness"] = json!("Current");
+        }
+        return v;
+    }
+    let resources = backend
+        .and_then(|b| b.resources.as_ref())
+        .map(|list| v2_resources(list, group, version))
+        .unwrap_or_default();
+    json!({"version": version, "freshness": "Current", "resources": resources})
 }
 
 /// The aggregated-discovery resources of an `APIResourceList` (`plural/sub` entries become
@@ -72,30 +148,8 @@ pub fn v2_resources(list: &Value, group: &str, version: &str) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregator::backend::{ApiService, Backend, ServiceRef};
-
-    fn backend(group: &str, version: &str, priority: i64, available: bool) -> Backend {
-        let service = ServiceRef {
-            namespace: "n".into(),
-            name: "s".into(),
-            port: 443,
-        };
-        Backend {
-            api_service: ApiService {
-                name: format!("{version}.{group}"),
-                group: group.into(),
-                version: version.into(),
-                service: Some(service.clone()),
-                ca_bundle: Vec::new(),
-                insecure_skip_tls_verify: false,
-                group_priority_minimum: 1000,
-                version_priority: priority,
-            },
-            service,
-            available,
-            resources: None,
-        }
-    }
+    use crate::aggregator::backend::test_backend;
+    use crate::aggregator::documents::Cached;
 
     #[test]
     fn only_available_versions_by_priority() {
@@ -105,7 +159,7 @@ mod tests {
             ("wardle.example.com", "v1beta1", 20, true),
             ("down.example.com", "v1", 15, false),
         ] {
-            b.insert((g.into(), v.into()), backend(g, v, p, up));
+            b.insert((g.into(), v.into()), test_backend(g, v, (1000, p), up));
         }
         assert_eq!(
             available_groups(&b),
@@ -133,6 +187,68 @@ mod tests {
                 "subresources": [{"subresource": "status",
                     "responseKind": {"group": "wardle.example.com", "version": "v1alpha1", "kind": "Flunder"},
                     "verbs": ["get"]}]})]
+        );
+    }
+
+    #[test]
+    fn groups_in_kube_aggregators_order_local_first_on_a_clash() {
+        let mut b = Backends::new();
+        for (g, v, prio) in [
+            ("wardle.example.com", "v1alpha1", (1000, 15)),
+            ("early.example.com", "v1", (17900, 15)),
+            ("apps", "v9", (20000, 15)),
+        ] {
+            b.insert((g.into(), v.into()), test_backend(g, v, prio, true));
+        }
+        let local = [
+            ("apps", vec!["v1"]),
+            ("batch", vec!["v1"]),
+            ("zz.example.com", vec!["v1"]),
+        ];
+        let priorities = |g: &str, _: &str| match g {
+            "apps" => (17800, 15),
+            "batch" => (17400, 15),
+            _ => (1000, 100),
+        };
+        let got: Vec<(String, Vec<String>, bool)> = ordered_groups(&local, priorities, &b)
+            .into_iter()
+            .map(|g| (g.name, g.versions, g.local))
+            .collect();
+        let row = |n: &str, v: &str, l| (n.to_string(), vec![v.to_string()], l);
+        assert_eq!(
+            got,
+            [
+                row("early.example.com", "v1", false),
+                row("apps", "v1", true),
+                row("batch", "v1", true),
+                row("wardle.example.com", "v1alpha1", false),
+                row("zz.example.com", "v1", true),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_servers_own_discovery_else_the_converted_list() {
+        let mut b = test_backend("wardle.example.com", "v1alpha1", (1000, 15), true);
+        b.resources = Some(json!({"resources": [{"name": "flunders", "kind": "Flunder",
+            "namespaced": true, "singularName": "flunder", "verbs": ["get"]}]}));
+        let converted = version_discovery(Some(&b), "wardle.example.com", "v1alpha1");
+        assert_eq!(converted["resources"][0]["resource"], "flunders");
+        assert_eq!(converted["freshness"], "Current");
+        b.documents.discovery = Some(Cached {
+            url: "/apis".into(),
+            etag: None,
+            value: json!({"version": "v1alpha1", "resources": [{"resource": "flunders",
+                "shortNames": ["fl"]}]}),
+        });
+        assert_eq!(
+            version_discovery(Some(&b), "wardle.example.com", "v1alpha1"),
+            json!({"version": "v1alpha1", "freshness": "Current",
+                "resources": [{"resource": "flunders", "shortNames": ["fl"]}]})
+        );
+        assert_eq!(
+            version_discovery(None, "wardle.example.com", "v1alpha1"),
+            json!({"version": "v1alpha1", "freshness": "Current", "resources": []})
         );
     }
 }

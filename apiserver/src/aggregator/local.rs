@@ -16,7 +16,7 @@ const AUTOMANAGED: &str = "onstart";
 
 /// kube-apiserver's `groupPriorityMinimum` and `versionPriority` of its groups; others
 /// (custom resources, the metrics API) get 1000 and 100.
-fn priorities(group: &str, version: &str) -> (i64, i64) {
+pub fn priorities(group: &str, version: &str) -> (i64, i64) {
     let group_priority = match group {
         "" => 18000,
         "apps" => 17800,

@@ -3,8 +3,9 @@
 //! custom group/version, kept by [`local`]) or by an extension API server behind a Service.
 //! Requests for a service-backed group/version are proxied there ([`proxy`]) after this
 //! server's authentication and authorization; the availability controller ([`availability`])
-//! checks each one and keeps its `Available` condition and its discovery; discovery
-//! ([`crate::discovery`]) lists the groups of the available ones.
+//! checks each one and keeps its `Available` condition, its discovery and its OpenAPI
+//! ([`documents`]); discovery ([`crate::discovery`]) lists the groups of the available ones
+//! and `/openapi/v2` and `/openapi/v3` include their documents ([`openapi`]).
 //!
 //! # Guarantees
 //! - A service-backed APIService is proxied from the controller's first pass after it is
@@ -17,7 +18,12 @@
 pub mod availability;
 pub mod backend;
 pub mod discovery;
+pub mod documents;
+pub mod events;
+pub mod fetch;
 pub mod local;
+pub mod openapi;
+pub mod order;
 pub mod proxy;
 pub mod resolve;
 
@@ -72,6 +78,8 @@ pub struct Aggregator {
     key_pem: Vec<u8>,
     tls: Mutex<HashMap<Trust, Arc<rustls::ClientConfig>>>,
     backends: RwLock<Arc<Backends>>,
+    /// Endpoints or ClusterIP (`--enable-aggregator-routing`).
+    pub routing: resolve::Routing,
 }
 
 impl std::fmt::Debug for Aggregator {
@@ -83,9 +91,9 @@ impl std::fmt::Debug for Aggregator {
 }
 
 impl Aggregator {
-    /// Presents `cert`/`key` (PEM) to extension servers; checks that they make a client
-    /// configuration.
-    pub fn load(cert: &Path, key: &Path) -> Result<Aggregator, Error> {
+    /// Presents `cert`/`key` (PEM) to extension servers, reached as `routing` says; checks
+    /// that they make a client configuration.
+    pub fn load(cert: &Path, key: &Path, routing: resolve::Routing) -> Result<Aggregator, Error> {
         let read = |p: &Path| {
             std::fs::read(p).map_err(|source| Error::Read {
                 path: p.display().to_string(),
@@ -97,6 +105,7 @@ impl Aggregator {
             key_pem: read(key)?,
             tls: Mutex::default(),
             backends: RwLock::default(),
+            routing,
         };
         agg.tls_for(&Trust::Insecure)?;
         Ok(agg)
@@ -134,6 +143,33 @@ impl Aggregator {
     /// Replaces them (the availability controller, after each pass).
     pub fn set_backends(&self, backends: Backends) {
         *self.backends.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(backends);
+    }
+
+    /// The OpenAPI v3 documents of the available backends, by path under `/openapi/v3/`.
+    pub fn openapi_v3(&self) -> BTreeMap<String, Arc<crate::openapi::Document>> {
+        self.backends()
+            .values()
+            .filter(|b| b.available)
+            .filter_map(|b| {
+                let doc = b.documents.openapi_v3.as_ref()?.value.clone();
+                Some((
+                    openapi::v3_path(&b.api_service.group, &b.api_service.version),
+                    doc,
+                ))
+            })
+            .collect()
+    }
+
+    /// The OpenAPI v2 documents of the available backends (by APIService name).
+    pub fn openapi_v2(&self) -> Vec<(String, Arc<crate::openapi::Document>)> {
+        self.backends()
+            .values()
+            .filter(|b| b.available)
+            .filter_map(|b| {
+                let doc = b.documents.openapi_v2.as_ref()?.value.clone();
+                Some((b.api_service.name.clone(), doc))
+            })
+            .collect()
     }
 
     /// The backend serving `path` (`/apis/<group>/<version>[/…]`), if it is aggregated.

@@ -108,7 +108,7 @@ pub async fn serve(
 ) -> Response {
     let svc = &backend.service;
     let trust = super::Trust::of(&backend.api_service);
-    let result = match resolve::lookup(reg, svc).await {
+    let result = match resolve::lookup(reg, svc, agg.routing).await {
         Ok(at) => forward_to(agg, &at, svc, &trust, user, req).await,
         Err(e) => Err(e.into()),
     };

@@ -1,7 +1,9 @@
 //! Where a service-backed APIService's requests go: the Service's port, then an address of
-//! its Endpoints with that port (kube-aggregator's endpoint routing, which also reaches
-//! extension servers outside the pod network), and why not when there is none, in the words
-//! of kube-aggregator's `Available` condition.
+//! its Endpoints with that port (kube-aggregator's endpoint routing, `--enable-aggregator-
+//! routing=true`, k3s's setting, which needs no kube-proxy rules on the server and also
+//! reaches extension servers outside the pod network) or the Service's ClusterIP
+//! ([`Routing::ClusterIp`], kube-apiserver's default), and why not when there is none, in the
+//! words of kube-aggregator's `Available` condition.
 
 use serde_json::Value;
 
@@ -9,6 +11,17 @@ use super::backend::ServiceRef;
 use crate::registry::{Registry, Target};
 use k3rs_apimachinery::catalog;
 use k3rs_apimachinery::status::ApiError;
+
+/// Where requests for a Service go (`--kube-apiserver-arg=enable-aggregator-routing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Routing {
+    /// An address of its Endpoints (`true`, k3s's default).
+    #[default]
+    Endpoints,
+    /// Its ClusterIP and port (`false`, kube-apiserver's default); a headless Service
+    /// still goes to an endpoint.
+    ClusterIp,
+}
 
 /// An extension server's address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,11 +71,13 @@ impl Unreachable {
 }
 
 /// The address for `svc` from its Service object and its Endpoints (`None`: none stored).
-/// An `ExternalName` Service resolves to its name.
+/// An `ExternalName` Service resolves to its name. The Endpoints must have an address for
+/// the port with either routing (kube-aggregator's availability check).
 pub fn address(
     svc: &ServiceRef,
     service: &Value,
     endpoints: Option<&Value>,
+    routing: Routing,
 ) -> Result<Address, Unreachable> {
     let (namespace, name) = (svc.namespace.clone(), svc.name.clone());
     let spec = &service["spec"];
@@ -109,9 +124,18 @@ pub fn address(
             .flatten()
             .find_map(|a| a["ip"].as_str())
         {
-            return Ok(Address {
-                host: ip.to_string(),
-                port,
+            let cluster_ip = spec["clusterIP"]
+                .as_str()
+                .filter(|ip| !ip.is_empty() && *ip != "None");
+            return Ok(match (routing, cluster_ip) {
+                (Routing::ClusterIp, Some(cluster_ip)) => Address {
+                    host: cluster_ip.to_string(),
+                    port: svc.port,
+                },
+                _ => Address {
+                    host: ip.to_string(),
+                    port,
+                },
             });
         }
     }
@@ -119,7 +143,11 @@ pub fn address(
 }
 
 /// Reads `svc`'s Service and Endpoints and resolves them ([`address`]).
-pub async fn lookup(reg: &Registry, svc: &ServiceRef) -> Result<Address, Unreachable> {
+pub async fn lookup(
+    reg: &Registry,
+    svc: &ServiceRef,
+    routing: Routing,
+) -> Result<Address, Unreachable> {
     let read = |plural: &'static str| {
         let t = catalog::lookup("", "v1", plural).map(|resource| Target {
             resource,
@@ -148,7 +176,7 @@ pub async fn lookup(reg: &Registry, svc: &ServiceRef) -> Result<Address, Unreach
                 name: svc.name.clone(),
             })?;
     let endpoints = read("endpoints").await.map_err(access)?;
-    address(svc, &service, endpoints.as_ref())
+    address(svc, &service, endpoints.as_ref(), routing)
 }
 
 fn not_found_is_none(e: ApiError) -> Result<Option<Value>, ApiError> {
@@ -180,7 +208,7 @@ mod tests {
             {"addresses": [{"ip": "10.0.0.9"}], "ports": [{"name": "metrics", "port": 9090}]},
             {"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": 8443}]}]});
         assert_eq!(
-            address(&svc(), &service, Some(&endpoints)),
+            address(&svc(), &service, Some(&endpoints), Routing::Endpoints),
             Ok(Address {
                 host: "127.0.0.1".into(),
                 port: 8443
@@ -191,14 +219,14 @@ mod tests {
     #[test]
     fn says_why_not() {
         let service = json!({"spec": {"ports": [{"port": 80}]}});
-        let e = address(&svc(), &service, None).unwrap_err();
+        let e = address(&svc(), &service, None, Routing::Endpoints).unwrap_err();
         assert_eq!(e.reason(), "ServicePortError");
         assert_eq!(
             e.to_string(),
             "service/api in \"wardle\" is not listening on port 443"
         );
         let service = json!({"spec": {"ports": [{"port": 443}]}});
-        let e = address(&svc(), &service, None).unwrap_err();
+        let e = address(&svc(), &service, None, Routing::Endpoints).unwrap_err();
         assert_eq!(
             (e.reason(), e.to_string()),
             (
@@ -207,15 +235,46 @@ mod tests {
             )
         );
         let empty = json!({"subsets": [{"notReadyAddresses": [{"ip": "10.0.0.9"}], "ports": [{"port": 8443}]}]});
-        let e = address(&svc(), &service, Some(&empty)).unwrap_err();
+        let e = address(&svc(), &service, Some(&empty), Routing::Endpoints).unwrap_err();
         assert_eq!(e.reason(), "MissingEndpoints");
+    }
+
+    #[test]
+    fn cluster_ip_routing_needs_endpoints_too() {
+        let service = json!({"spec": {"clusterIP": "10.43.0.20",
+            "ports": [{"name": "https", "port": 443, "targetPort": 8443}]}});
+        let endpoints = json!({"subsets": [
+            {"addresses": [{"ip": "10.42.0.9"}], "ports": [{"name": "https", "port": 8443}]}]});
+        assert_eq!(
+            address(&svc(), &service, Some(&endpoints), Routing::ClusterIp),
+            Ok(Address {
+                host: "10.43.0.20".into(),
+                port: 443
+            })
+        );
+        assert_eq!(
+            address(&svc(), &service, None, Routing::ClusterIp)
+                .unwrap_err()
+                .reason(),
+            "EndpointsNotFound"
+        );
+        let headless = json!({"spec": {"clusterIP": "None",
+            "ports": [{"name": "https", "port": 443}]}});
+        assert_eq!(
+            address(&svc(), &headless, Some(&endpoints), Routing::ClusterIp)
+                .unwrap()
+                .host,
+            "10.42.0.9"
+        );
     }
 
     #[test]
     fn external_names() {
         let service = json!({"spec": {"type": "ExternalName", "externalName": "api.example.com"}});
         assert_eq!(
-            address(&svc(), &service, None).unwrap().host,
+            address(&svc(), &service, None, Routing::Endpoints)
+                .unwrap()
+                .host,
             "api.example.com"
         );
     }

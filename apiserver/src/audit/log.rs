@@ -48,6 +48,7 @@ impl LogBackend {
     }
 
     /// Lines dropped because the writer was [`BUFFER`] lines behind.
+    #[cfg(test)]
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }

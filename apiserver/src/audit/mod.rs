@@ -9,16 +9,16 @@
 //! - Each request carries one audit ID (the client's `Audit-ID` header, or a new UUID),
 //!   answered in the `Audit-Id` response header.
 
-pub mod annotations;
-pub mod event;
-pub mod log;
-pub mod policy;
-pub mod rotation;
+pub(crate) mod annotations;
+pub(crate) mod event;
+pub(crate) mod log;
+pub(crate) mod policy;
+pub(crate) mod rotation;
 
 use std::path::PathBuf;
 
-pub use event::Event;
-pub use policy::{Decision, Level, Policy, Stage};
+pub(crate) use event::Event;
+pub(crate) use policy::{Decision, Level, Policy, Stage};
 
 /// The `--audit-*` flags.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,18 +34,25 @@ pub struct Options {
 /// Setting auditing up failed (the server does not start).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The policy file cannot be read.
     #[error("reading the audit policy file {path}: {source}")]
     ReadPolicy {
+        /// The file.
         path: PathBuf,
+        /// Why it cannot be read.
         #[source]
         source: std::io::Error,
     },
+    /// The policy file is not a valid `audit.k8s.io/v1 Policy`.
     #[error("loading the audit policy file {path}: {source}")]
     Policy {
+        /// The file.
         path: PathBuf,
+        /// What is wrong with it.
         #[source]
         source: policy::PolicyError,
     },
+    /// The log cannot be opened.
     #[error(transparent)]
     Open(#[from] log::OpenError),
 }
@@ -65,13 +72,14 @@ pub fn load_policy(path: &std::path::Path) -> Result<Policy, Error> {
 /// The policy and where its events go.
 #[derive(Debug)]
 pub struct Auditor {
-    pub policy: Policy,
+    /// Which requests are logged, at which level and stages.
+    pub(crate) policy: Policy,
     backend: log::LogBackend,
 }
 
 impl Auditor {
     /// The auditor of `opts`; `None` when no events can be logged (no log path or no policy).
-    pub fn load(opts: &Options) -> Result<Option<Auditor>, Error> {
+    pub(crate) fn load(opts: &Options) -> Result<Option<Auditor>, Error> {
         let Some(path) = &opts.log_path else {
             return Ok(None);
         };
@@ -85,7 +93,7 @@ impl Auditor {
     }
 
     /// Writes `event` as one JSON line.
-    pub fn emit(&self, event: &Event) {
+    pub(crate) fn emit(&self, event: &Event) {
         match serde_json::to_string(event) {
             Ok(line) => self.backend.write(line),
             Err(e) => tracing::warn!(error = %e, "encoding an audit event"),

@@ -61,6 +61,9 @@ pub async fn api(State(st): State<Arc<ApiState>>, req: Request) -> Response {
             .unwrap_or_else(UserInfo::anonymous);
         return crate::aggregator::proxy::serve(agg, &st.registry, &backend, &user, req).await;
     }
+    if let Some(resp) = discovery::aggregated_group(&st, &path) {
+        return resp;
+    }
     let parsed = match request::parse(&path) {
         Ok(p) => p,
         Err(e) => return e.into_response(),
@@ -72,13 +75,17 @@ pub async fn api(State(st): State<Arc<ApiState>>, req: Request) -> Response {
         ApiPath::Resource(rp) => {
             let verb = verb_of(req.method(), &rp, &request::info_of(&req).query);
             let resource = rp.resource.plural;
-            // Watch streams stay JSON (client-go reads their Content-Type).
-            let protobuf = verb != "WATCH" && super::protobuf::preferred(req.headers());
+            let protobuf = super::protobuf::preferred(req.headers());
+            // Custom resources have no protobuf form: their watches stay JSON (client-go
+            // reads the stream's Content-Type).
+            let builtin = crate::resources::custom::version_of(rp.resource).is_none();
             let mut resp = match resource_request(&st, rp, req).await {
                 Ok(r) => r,
                 Err(e) => e.into_response(),
             };
-            if protobuf {
+            if protobuf && verb == "WATCH" && builtin {
+                resp = super::protobuf::watch::respond(resp).await;
+            } else if protobuf && verb != "WATCH" {
                 resp = super::protobuf::respond(resp).await;
             }
             resp.extensions_mut()

@@ -87,6 +87,7 @@ pub struct Inflight {
 }
 
 impl Inflight {
+    /// Slots for `limits`; a limit of 0 means no limit (as kube-apiserver's flags).
     pub fn new(limits: InflightLimits) -> Inflight {
         let slots =
             |n: usize| (n > 0).then(|| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS))));

@@ -1,13 +1,13 @@
 //! The HTTP edge: TLS accept loop, router, request parsing, body decoding, handlers.
 
-pub mod agent_config;
+pub(crate) mod agent_config;
 mod audit;
-pub mod body;
+pub(crate) mod body;
 mod connect;
-pub mod encryption;
-pub mod handlers;
+pub(crate) mod encryption;
+pub(crate) mod handlers;
 pub mod inflight;
-pub mod protobuf;
-pub mod request;
+pub(crate) mod protobuf;
+pub(crate) mod request;
 pub mod router;
-pub mod upstream;
+pub(crate) mod upstream;

@@ -21,6 +21,9 @@ use k3rs_auth::authz::Decision;
 use k3rs_auth::serviceaccount::discovery as sa_discovery;
 use k3rs_auth::{self as auth, impersonation, Attributes, InProcessUser, UserInfo};
 
+/// Every route of the API server (API groups, discovery, OpenAPI, health, version, metrics,
+/// k3s's endpoints) over `st`, with authentication, authorization, audit and the inflight
+/// limits in front.
 pub fn router(st: Arc<ApiState>) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
@@ -35,9 +38,9 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .route("/metrics", get(metrics))
         .route(sa_discovery::CONFIGURATION_PATH, get(openid_configuration))
         .route(sa_discovery::JWKS_PATH, get(jwks))
-        .route("/openapi/v2", get(openapi::v2::serve))
-        .route("/openapi/v3", get(openapi::index))
-        .route("/openapi/v3/{*path}", get(openapi::group_version))
+        .route("/openapi/v2", get(openapi_v2))
+        .route("/openapi/v3", get(openapi_v3_index))
+        .route("/openapi/v3/{*path}", get(openapi_v3_document))
         .route("/api", axum::routing::any(handlers::api))
         .route("/api/{*rest}", axum::routing::any(handlers::api))
         .route("/apis", axum::routing::any(handlers::api))
@@ -50,6 +53,33 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .layer(middleware::from_fn_with_state(st.clone(), record))
         .layer(middleware::from_fn(parse_request))
         .with_state(st)
+}
+
+/// `/openapi/v2`, with the available extension servers' documents.
+async fn openapi_v2(State(st): State<Arc<ApiState>>, req: Request) -> Response {
+    let extensions = st
+        .aggregator
+        .as_ref()
+        .map(|a| a.openapi_v2())
+        .unwrap_or_default();
+    openapi::v2::serve(extensions, req).await
+}
+
+fn openapi_v3_extensions(st: &ApiState) -> openapi::Extensions {
+    st.aggregator
+        .as_ref()
+        .map(|a| a.openapi_v3())
+        .unwrap_or_default()
+}
+
+/// `/openapi/v3`, listing the available extension servers' documents too.
+async fn openapi_v3_index(State(st): State<Arc<ApiState>>, req: Request) -> Response {
+    openapi::index(&openapi_v3_extensions(&st), req)
+}
+
+/// `/openapi/v3/<path>`, an extension server's document included.
+async fn openapi_v3_document(State(st): State<Arc<ApiState>>, req: Request) -> Response {
+    openapi::group_version(&openapi_v3_extensions(&st), req)
 }
 
 /// Parses the request once ([`RequestInfo`]); every later stage reads that value.

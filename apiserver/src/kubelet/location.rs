@@ -21,7 +21,9 @@ pub const PREFERRED_ADDRESS_TYPES: &[&str] = &["InternalIP", "ExternalIP", "Host
 /// A kubelet to dial.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubeletAddress {
+    /// The address of the preferred type the Node reports.
     pub host: String,
+    /// The Node's `daemonEndpoints.kubeletEndpoint.Port`, or [`DEFAULT_KUBELET_PORT`].
     pub port: u16,
 }
 

@@ -9,7 +9,7 @@
 //! - A `101 Switching Protocols` splices the client's upgraded connection with the
 //!   kubelet's ([`crate::http::upstream`]).
 
-pub mod location;
+pub(crate) mod location;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -44,12 +44,16 @@ impl std::fmt::Debug for KubeletClient {
 /// Why the client could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A certificate or key file cannot be read or is not PEM.
     #[error("reading {path}: {source}")]
     Pem {
+        /// The file.
         path: String,
+        /// What is wrong with it.
         #[source]
         source: rustls::pki_types::pem::Error,
     },
+    /// The certificates do not make a TLS client configuration.
     #[error("kubelet client TLS: {0}")]
     Tls(String),
 }

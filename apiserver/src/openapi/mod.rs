@@ -35,7 +35,7 @@ use k3rs_apimachinery::status::ApiError;
 use k3rs_apimachinery::status::ApiResult;
 
 /// One served document.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Document {
     pub body: String,
     /// Upper-case hex SHA-512 of `body`, like kube-apiserver's.
@@ -119,13 +119,7 @@ impl OpenApiV3 {
             let hash = hex::encode_upper(sha2::Sha512::digest(body.as_bytes()));
             documents.insert(doc_path(g, v), Document { body, hash });
         }
-        let index: Map<String, Value> = documents
-            .iter()
-            .map(|(p, d)| {
-                let url = format!("/openapi/v3/{p}?hash={}", d.hash);
-                (p.clone(), json!({ "serverRelativeURL": url }))
-            })
-            .collect();
+        let index = index_entries(documents.iter().map(|(p, d)| (p, d.hash.as_str())));
         let index = json!({ "paths": index }).to_string();
         OpenApiV3 {
             documents,
@@ -342,22 +336,42 @@ fn json_with_etag(headers: &HeaderMap, body: &str, etag: &str, cache: &'static s
     resp
 }
 
-/// `GET /openapi/v3`: the built-in documents and those of the served custom resources.
-pub async fn index(req: Request) -> Response {
+/// The `/openapi/v3` index entries (`path` -> `{serverRelativeURL}`) of `documents`
+/// (path, hash).
+pub fn index_entries<'a>(
+    documents: impl IntoIterator<Item = (&'a String, &'a str)>,
+) -> Map<String, Value> {
+    documents
+        .into_iter()
+        .map(|(p, hash)| {
+            let url = format!("/openapi/v3/{p}?hash={hash}");
+            (p.clone(), json!({ "serverRelativeURL": url }))
+        })
+        .collect()
+}
+
+/// The documents of the extension servers, by path under `/openapi/v3/`.
+pub type Extensions = BTreeMap<String, std::sync::Arc<Document>>;
+
+/// `GET /openapi/v3`: the built-in documents, those of the served custom resources and
+/// those of the available extension servers (a path served here is never theirs).
+pub fn index(extensions: &Extensions, req: Request) -> Response {
     let docs = OpenApiV3::get();
     let custom = super::resources::custom::snapshot();
-    let index = if custom.openapi.is_empty() {
+    let index = if custom.openapi.is_empty() && extensions.is_empty() {
         docs.index.clone()
     } else {
-        let paths: Map<String, Value> = docs
+        let ours: BTreeMap<&String, &str> = docs
             .documents
             .iter()
             .chain(custom.openapi.iter())
-            .map(|(p, d)| {
-                let url = format!("/openapi/v3/{p}?hash={}", d.hash);
-                (p.clone(), json!({ "serverRelativeURL": url }))
-            })
+            .map(|(p, d)| (p, d.hash.as_str()))
             .collect();
+        let theirs = extensions
+            .iter()
+            .filter(|(p, _)| !ours.contains_key(p))
+            .map(|(p, d)| (p, d.hash.as_str()));
+        let paths = index_entries(ours.iter().map(|(p, h)| (*p, *h)).chain(theirs));
         json!({ "paths": paths }).to_string()
     };
     let hash = hex::encode_upper(sha2::Sha512::digest(index.as_bytes()));
@@ -365,13 +379,14 @@ pub async fn index(req: Request) -> Response {
 }
 
 /// `GET /openapi/v3/<path>[?hash=…]`.
-pub async fn group_version(req: Request) -> Response {
+pub fn group_version(extensions: &Extensions, req: Request) -> Response {
     let path = req.uri().path().trim_start_matches("/openapi/v3/");
     let custom = super::resources::custom::snapshot();
     let Some(doc) = OpenApiV3::get()
         .documents
         .get(path)
         .or_else(|| custom.openapi.get(path))
+        .or_else(|| extensions.get(path).map(|d| &**d))
     else {
         return ApiError::path_not_found().into_response();
     };
@@ -474,26 +489,76 @@ mod tests {
         b.body(axum::body::Body::empty()).unwrap()
     }
 
+    async fn body_of(resp: Response) -> Value {
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[tokio::test]
+    async fn extension_documents_are_listed_and_served_ours_first() {
+        let theirs = |body: &str| {
+            std::sync::Arc::new(Document {
+                body: body.to_string(),
+                hash: "EXT".to_string(),
+            })
+        };
+        let extensions = Extensions::from([
+            (
+                "apis/wardle.example.com/v1alpha1".to_string(),
+                theirs(r#"{"openapi":"3.0.0"}"#),
+            ),
+            ("apis/apps/v1".to_string(), theirs(r#"{"openapi":"3.0.0"}"#)),
+        ]);
+        let idx = body_of(index(&extensions, get("/openapi/v3", None))).await;
+        assert_eq!(
+            idx["paths"]["apis/wardle.example.com/v1alpha1"]["serverRelativeURL"],
+            "/openapi/v3/apis/wardle.example.com/v1alpha1?hash=EXT"
+        );
+        let apps_hash = &OpenApiV3::get().documents["apis/apps/v1"].hash;
+        assert_eq!(
+            idx["paths"]["apis/apps/v1"]["serverRelativeURL"],
+            format!("/openapi/v3/apis/apps/v1?hash={apps_hash}").as_str()
+        );
+        let doc = group_version(
+            &extensions,
+            get(
+                "/openapi/v3/apis/wardle.example.com/v1alpha1?hash=EXT",
+                None,
+            ),
+        );
+        assert_eq!(doc.headers()[header::CACHE_CONTROL], "public, immutable");
+        assert_eq!(body_of(doc).await, json!({"openapi": "3.0.0"}));
+        let apps = body_of(group_version(
+            &extensions,
+            get("/openapi/v3/apis/apps/v1", None),
+        ))
+        .await;
+        assert!(apps["paths"].is_object(), "ours, not theirs");
+    }
+
     #[tokio::test]
     async fn caching_headers_etag_and_redirects() {
+        let none = Extensions::new();
         let hash = &OpenApiV3::get().documents["api/v1"].hash;
         let current = format!("/openapi/v3/api/v1?hash={hash}");
-        let resp = group_version(get(&current, None)).await;
+        let resp = group_version(&none, get(&current, None));
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(resp.headers()[header::CACHE_CONTROL], "public, immutable");
         assert_eq!(resp.headers()[header::ETAG], format!("\"{hash}\"").as_str());
         assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
-        let plain = group_version(get("/openapi/v3/api/v1", None)).await;
+        let plain = group_version(&none, get("/openapi/v3/api/v1", None));
         assert_eq!(plain.headers()[header::CACHE_CONTROL], "no-cache, private");
-        let stale = group_version(get("/openapi/v3/api/v1?hash=OLD", None)).await;
+        let stale = group_version(&none, get("/openapi/v3/api/v1?hash=OLD", None));
         assert_eq!(stale.status(), StatusCode::MOVED_PERMANENTLY);
         assert_eq!(stale.headers()[header::LOCATION], current.as_str());
         let tag = format!("\"{hash}\"");
-        let cached = group_version(get(&current, Some(&tag))).await;
+        let cached = group_version(&none, get(&current, Some(&tag)));
         assert_eq!(cached.status(), StatusCode::NOT_MODIFIED);
-        let missing = group_version(get("/openapi/v3/apis/nope/v1", None)).await;
+        let missing = group_version(&none, get("/openapi/v3/apis/nope/v1", None));
         assert_eq!(missing.status(), StatusCode::NOT_FOUND);
-        let idx = index(get("/openapi/v3", None)).await;
+        let idx = index(&none, get("/openapi/v3", None));
         assert_eq!(idx.status(), StatusCode::OK);
         assert!(idx.headers().contains_key(header::ETAG));
     }

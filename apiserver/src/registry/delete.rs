@@ -29,11 +29,15 @@ use k3rs_datastore::WriteOutcome;
 /// `metav1.DeleteOptions` as far as the registry needs them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeleteOptions {
+    /// `gracePeriodSeconds` (pods); `None`: the object's own.
     pub grace_period_seconds: Option<i64>,
     /// `Orphan`, `Background` or `Foreground`.
     pub propagation_policy: Option<String>,
+    /// `preconditions.uid`: delete only this incarnation.
     pub precondition_uid: Option<String>,
+    /// `preconditions.resourceVersion`: delete only this version.
     pub precondition_resource_version: Option<String>,
+    /// Dry run and who deletes.
     pub write: WriteOptions,
 }
 
@@ -70,6 +74,8 @@ impl Deleted {
 const ATTEMPTS: usize = 16;
 
 impl Registry {
+    /// Deletes `t` as kube-apiserver does: at once, or by setting `deletionTimestamp` while
+    /// finalizers (including the propagation policy's) or a pod's grace period remain.
     pub async fn delete(&self, t: &Target, opts: &DeleteOptions) -> ApiResult<Deleted> {
         if let Some(why) = strategy::delete_refusal(t.resource, t.name()) {
             return Err(ApiError::forbidden(t.subject(), why));

@@ -18,25 +18,34 @@ use k3rs_datastore::{prefix_end, Error as DsError, ListRequest};
 /// `resourceVersionMatch`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum RvMatch {
+    /// Not given: `resourceVersion` means "not older than" (or, `0`, any).
     #[default]
     Unset,
+    /// `NotOlderThan`.
     NotOlderThan,
+    /// `Exact`: the list at exactly `resourceVersion`.
     Exact,
 }
 
 /// A list request's options (already parsed and validated as syntax).
 #[derive(Debug, Clone, Default)]
 pub struct ListOptions {
+    /// `labelSelector`.
     pub labels: LabelSelector,
+    /// `fieldSelector`.
     pub fields: FieldSelector,
     /// 0 = no limit.
     pub limit: i64,
+    /// `continue`: the token of the previous page.
     pub continue_token: Option<String>,
+    /// `resourceVersion`.
     pub resource_version: Option<String>,
+    /// `resourceVersionMatch`.
     pub rv_match: RvMatch,
 }
 
 impl ListOptions {
+    /// Whether `obj` passes both selectors.
     pub fn matches(&self, obj: &Value) -> bool {
         self.labels.matches(&meta::labels(obj)) && self.fields.matches(obj)
     }

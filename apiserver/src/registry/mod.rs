@@ -3,23 +3,23 @@
 //! MessagePack bytes in the store, without `metadata.resourceVersion` (which is the key's
 //! `mod_revision`, set on every read).
 
-pub mod binding;
-pub mod cache;
-pub mod continue_token;
+pub(crate) mod binding;
+pub(crate) mod cache;
+pub(crate) mod continue_token;
 mod create;
 mod delete;
 mod event_ttl;
-pub mod eviction;
-pub mod keys;
-pub mod limits;
+pub(crate) mod eviction;
+pub(crate) mod keys;
+pub(crate) mod limits;
 mod list;
-pub mod managed_fields;
-pub mod patch;
-pub mod rbac_escalation;
+pub(crate) mod managed_fields;
+pub(crate) mod patch;
+pub(crate) mod rbac_escalation;
 mod replace;
 mod service;
 mod update;
-pub mod watch;
+pub(crate) mod watch;
 
 use std::sync::Arc;
 
@@ -40,14 +40,18 @@ use k3rs_datastore::{Datastore, KeyValue};
 /// Which object(s) a request is about.
 #[derive(Debug, Clone)]
 pub struct Target {
+    /// The resource (from the catalog or a CRD).
     pub resource: &'static Resource,
     /// Set for namespaced requests; `None` lists across namespaces.
     pub namespace: Option<String>,
+    /// The object; `None` for lists, watches and creates without a name yet.
     pub name: Option<String>,
+    /// `status`, `scale`, `binding`…
     pub subresource: Option<String>,
 }
 
 impl Target {
+    /// The object's name, `""` when there is none.
     pub fn name(&self) -> &str {
         self.name.as_deref().unwrap_or("")
     }
@@ -70,6 +74,7 @@ impl Target {
         }
     }
 
+    /// The object's key in the datastore.
     pub fn key(&self) -> Vec<u8> {
         keys::object_key(self.resource, self.namespace.as_deref(), self.name())
     }
@@ -79,6 +84,7 @@ impl Target {
 /// who makes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteOptions {
+    /// `dryRun=All`.
     pub dry_run: bool,
     /// The field manager recorded in managedFields as an `Update` (see
     /// [`managed_fields::manager_of`]); `None` leaves managedFields alone (server-side apply
@@ -107,6 +113,7 @@ pub struct Registry {
 /// A check on the final object of a user's create or update, before it is written; its error
 /// is the request's answer. Writes without a user (the server's own) are not checked.
 pub trait WriteCheck: Send + Sync {
+    /// `Err` refuses the write with that error.
     fn check<'a>(
         &'a self,
         t: &'a Target,
@@ -174,6 +181,7 @@ impl Registry {
         &self.admission
     }
 
+    /// The store every resource is kept in.
     pub fn datastore(&self) -> &Arc<dyn Datastore> {
         &self.ds
     }

@@ -22,8 +22,11 @@ const ATTEMPTS: usize = 16;
 /// A PATCH request's options.
 #[derive(Debug, Clone, Default)]
 pub struct PatchOptions {
+    /// `fieldManager` (required for server-side apply).
     pub field_manager: Option<String>,
+    /// `force`: server-side apply takes over conflicting fields.
     pub force: bool,
+    /// Dry run and who patches.
     pub write: WriteOptions,
 }
 
@@ -92,6 +95,8 @@ fn run_patch(
 }
 
 impl Registry {
+    /// Applies a JSON, merge, strategic merge or server-side apply patch to `t` (creating it
+    /// for an apply of a missing object), retrying on conflicts as kube-apiserver does.
     pub async fn patch(
         &self,
         t: &Target,

@@ -26,9 +26,14 @@ pub const BOOKMARK_INTERVAL: Duration = Duration::from_secs(30);
 /// A watch request's options.
 #[derive(Debug, Clone)]
 pub struct WatchOptions {
+    /// The selectors (the list options' paging fields are not used).
     pub filter: ListOptions,
+    /// `resourceVersion`: events after it; `None` or `0` starts with the current objects
+    /// (as synthetic ADDED events).
     pub resource_version: Option<String>,
+    /// `timeoutSeconds` (30 min when the client sets none).
     pub timeout: Duration,
+    /// `allowWatchBookmarks`.
     pub bookmarks: bool,
 }
 

@@ -14,12 +14,12 @@
 //!   window; each API server of an HA cluster scrapes for itself, so the values two servers
 //!   answer may differ by one window.
 
-pub mod openapi;
-pub mod points;
-pub mod scraper;
-pub mod serve;
-pub mod store;
-pub mod usage;
+pub(crate) mod openapi;
+pub(crate) mod points;
+pub(crate) mod scraper;
+pub(crate) mod serve;
+pub(crate) mod store;
+pub(crate) mod usage;
 
 use std::time::Duration;
 

@@ -2,10 +2,10 @@
 //! per-kind strategies (defaulting, validation, status handling).
 
 pub mod cluster_ip;
-pub mod custom;
-pub mod event_convert;
-pub mod hpa_convert;
-pub mod intern;
-pub mod node_port;
-pub mod strategy;
-pub mod typed;
+pub(crate) mod custom;
+pub(crate) mod event_convert;
+pub(crate) mod hpa_convert;
+pub(crate) mod intern;
+pub(crate) mod node_port;
+pub(crate) mod strategy;
+pub(crate) mod typed;

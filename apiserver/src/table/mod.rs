@@ -168,7 +168,11 @@ fn table(items: &[Value], metadata: Value, req: &TableRequest, headers: bool, no
             Some(cv) => crate::crd::printer::columns(&cv).into(),
             None => {
                 let columns = printers::printer_for(req.kind.0, req.kind.1).columns;
-                columns.iter().map(printers::Column::to_json).collect()
+                columns
+                    .iter()
+                    .copied()
+                    .map(printers::Column::to_json)
+                    .collect()
             }
         };
     } else {

@@ -49,7 +49,7 @@ impl Column {
         }
     }
 
-    pub fn to_json(&self) -> Value {
+    pub fn to_json(self) -> Value {
         json!({
             "name": self.name,
             "type": self.kind,

@@ -13,25 +13,36 @@ use k3rs_auth::bootstrap_token as bt;
 /// What `k3rs token` can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The token or its spec is invalid.
     #[error(transparent)]
     Spec(#[from] SpecError),
+    /// The kubeconfig cannot be read.
     #[error("reading the kubeconfig {path}: {source}")]
     Kubeconfig {
+        /// The file.
         path: PathBuf,
+        /// What is wrong with it.
         #[source]
         source: kube::config::KubeconfigError,
     },
+    /// The server CA cannot be read.
     #[error("reading the server CA {path}: {source}")]
     Ca {
+        /// The file.
         path: PathBuf,
+        /// Why it cannot be read.
         #[source]
         source: std::io::Error,
     },
+    /// No client could be made from the kubeconfig.
     #[error("connecting to the API server: {0}")]
     Client(#[source] kube::Error),
+    /// The API server refused or failed a request.
     #[error("{what}: {source}")]
     Api {
+        /// What was asked (e.g. `listing bootstrap token secrets`).
         what: String,
+        /// The API error.
         #[source]
         source: kube::Error,
     },
@@ -134,11 +145,16 @@ pub async fn delete(client: &kube::Client, id: &str) -> Result<String, Error> {
 pub enum Command {
     /// `create [TOKEN]`: the given `<id>.<secret>` or a random one.
     Create {
+        /// `<id>.<secret>` (or the full `K10…` form); `None` generates one.
         token: Option<String>,
+        /// Its TTL, usages, groups and description.
         spec: TokenSpec,
     },
+    /// `list`: kubeadm's table of the bootstrap tokens.
     List,
+    /// `delete ID…`: deletes the tokens' Secrets.
     Delete {
+        /// Token ids, or whole tokens (their id is used).
         ids: Vec<String>,
     },
 }

@@ -7,9 +7,9 @@
 //!   bootstrap token authenticator ([`k3rs_auth::bootstrap_token`]) accepts their shape.
 //! - A spec is validated (usages, extra groups) before anything is written.
 
-pub mod agent;
+pub(crate) mod agent;
 pub mod client;
-pub mod table;
+pub(crate) mod table;
 
 use std::time::Duration;
 
@@ -28,8 +28,11 @@ pub const DEFAULT_GROUP: &str = "system:bootstrappers:k3rs:default-node-token";
 pub struct TokenSpec {
     /// `None`: never expires.
     pub ttl: Option<Duration>,
+    /// The Secret's `description` (free text `kubeadm token list` shows).
     pub description: String,
+    /// Of [`USAGES`].
     pub usages: Vec<String>,
+    /// Extra groups the token's user is in (each `system:bootstrappers:…`).
     pub groups: Vec<String>,
 }
 
@@ -49,12 +52,15 @@ impl Default for TokenSpec {
 /// A spec that cannot be written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
+    /// A usage not in [`USAGES`].
     #[error("invalid bootstrap token usage {0:?} (valid: authentication, signing)")]
     Usage(String),
+    /// An extra group outside `system:bootstrappers:`.
     #[error(
         "invalid extra group {0:?}: must match system:bootstrappers:[a-z0-9:-]{{0,255}}[a-z0-9]"
     )]
     Group(String),
+    /// Not a token (`<id>.<secret>` or `K10<hash>::<id>.<secret>`).
     #[error("invalid token {0:?}: must be of the form [a-z0-9]{{6}}.[a-z0-9]{{16}}")]
     Token(String),
 }
@@ -62,7 +68,9 @@ pub enum SpecError {
 /// A bootstrap token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Token {
+    /// The public part (the Secret is `bootstrap-token-<id>`).
     pub id: String,
+    /// The private part.
     pub secret: String,
 }
 

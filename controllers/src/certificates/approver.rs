@@ -22,7 +22,8 @@ use kube::runtime::controller::{Action, Controller};
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
-use super::request::{self, Request, KUBELET_CLIENT};
+use super::request::{self, Request};
+use k3rs_apimachinery::signers::KUBELET_CLIENT;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -268,7 +269,11 @@ mod tests {
             recognize(&renewal, &node_req("system:node:n1")),
             vec![SELF_NODE_CLIENT, NODE_CLIENT]
         );
-        let other_signer = csr("system:node:n1", request::KUBE_APISERVER_CLIENT, USAGES);
+        let other_signer = csr(
+            "system:node:n1",
+            k3rs_apimachinery::signers::KUBE_APISERVER_CLIENT,
+            USAGES,
+        );
         assert!(recognize(&other_signer, &node_req("system:node:n1")).is_empty());
         let bad_usage = csr("system:node:n1", KUBELET_CLIENT, &["client auth"]);
         assert!(recognize(&bad_usage, &node_req("system:node:n1")).is_empty());

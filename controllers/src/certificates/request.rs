@@ -4,12 +4,7 @@
 
 use std::collections::BTreeSet;
 
-/// Signs client certificates for the API server with the client CA.
-pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
-/// Signs kubelet client certificates (`system:node:<name>`) with the client CA.
-pub const KUBELET_CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
-/// Signs kubelet serving certificates with the server CA (as k3s does).
-pub const KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
+use k3rs_apimachinery::signers::{KUBELET_CLIENT, KUBELET_SERVING, KUBE_APISERVER_CLIENT};
 
 /// The parts of a PKCS#10 request the signers' rules look at.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -22,7 +22,8 @@ use std::net::IpAddr;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
 
-use super::request::{self, Request, KUBELET_SERVING};
+use super::request::{self, Request};
+use k3rs_apimachinery::signers::KUBELET_SERVING;
 
 /// The Approved condition's message.
 pub const MESSAGE: &str =
@@ -315,7 +316,10 @@ mod tests {
         );
         assert_eq!(own_node(&csr("system:node:n2", KUBELET_SERVING), &r), None);
         assert_eq!(
-            own_node(&csr("system:node:n1", request::KUBELET_CLIENT), &r),
+            own_node(
+                &csr("system:node:n1", k3rs_apimachinery::signers::KUBELET_CLIENT),
+                &r
+            ),
             None
         );
     }

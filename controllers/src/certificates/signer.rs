@@ -185,6 +185,7 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k3rs_apimachinery::signers;
     use serde_json::json;
 
     fn pem(cn: &str, org: &str) -> String {
@@ -215,14 +216,14 @@ mod tests {
 
     #[test]
     fn plans() {
-        let k = request::KUBELET_CLIENT;
+        let k = signers::KUBELET_CLIENT;
         assert_eq!(plan(&csr(k, "system:node:n1", &[])), Plan::Nothing);
         assert_eq!(
             plan(&csr(k, "system:node:n1", &["Approved"])),
             Plan::Sign(Ca::Client)
         );
         assert_eq!(
-            plan(&csr(request::KUBE_APISERVER_CLIENT, "alice", &["Approved"])),
+            plan(&csr(signers::KUBE_APISERVER_CLIENT, "alice", &["Approved"])),
             Plan::Sign(Ca::Client)
         );
         assert_eq!(
@@ -231,7 +232,7 @@ mod tests {
         );
         assert_eq!(
             plan(&csr(
-                request::KUBELET_SERVING,
+                signers::KUBELET_SERVING,
                 "system:node:n1",
                 &["Approved"]
             )),

@@ -18,7 +18,7 @@ pub mod plan;
 pub mod rolling;
 
 use crate::backoff::ErrorBackoff;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::future::{join_all, BoxFuture};
@@ -87,6 +87,7 @@ async fn run(ctx: Context) {
         expectations: Mutex::new(Expectations::default()),
         backoff: Mutex::new(Backoff::default()),
     });
+    let after = shared.clone();
     controller
         .watches_stream(pod_events, move |pod| {
             claim::owners_of(&sets, &pod, selector)
@@ -100,7 +101,12 @@ async fn run(ctx: Context) {
         })
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
         .run(backoff.reconcile(reconcile), backoff.policy(), shared)
-        .for_each(|_| futures::future::ready(()))
+        .for_each(|result| {
+            (after.expectations.lock())
+                .unwrap_or_else(PoisonError::into_inner)
+                .forget_deleted(&result);
+            futures::future::ready(())
+        })
         .await;
     revision_task.abort();
 }

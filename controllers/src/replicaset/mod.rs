@@ -15,7 +15,7 @@ pub mod kinds;
 pub mod plan;
 
 use crate::backoff::ErrorBackoff;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::future::{join_all, BoxFuture};
@@ -86,13 +86,19 @@ pub async fn run<K: Replicated>(ctx: Context) {
         pods: pod_store,
         expectations: Mutex::new(Expectations::default()),
     });
+    let after = shared.clone();
     controller
         .watches_stream(pod_events, move |pod| {
             super::claim::owners_of(&owners, &pod, |o: &K| o.view().map(|v| v.selector))
         })
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
         .run(backoff.reconcile(reconcile::<K>), backoff.policy(), shared)
-        .for_each(|_| futures::future::ready(()))
+        .for_each(|result| {
+            (after.expectations.lock())
+                .unwrap_or_else(PoisonError::into_inner)
+                .forget_deleted(&result);
+            futures::future::ready(())
+        })
         .await;
 }
 

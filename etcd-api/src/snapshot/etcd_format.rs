@@ -7,16 +7,21 @@
 //! | `key` | revision: main (8 BE) `_` sub (8 BE), plus `t` for a tombstone | `mvccpb.KeyValue` (a tombstone: only the key) |
 //! | `meta` | `consistent_index`; `finishedCompactRev`, `scheduledCompactRev` | 8 BE; revision bytes of `{compact, 0}` |
 //! | `lease` | lease ID (8 BE) | `leasepb.Lease {ID, TTL}` |
+//! | `meta` (3.5) | `term`; `confState` | 8 BE; raftpb `ConfState` as JSON (`{"voters":[…],"auto_leave":false}`) |
 //! | `cluster` | `clusterVersion` | `3.4.0` |
+//! | `members` | member ID in hex (`types.ID`) | the member as JSON: `{"id","peerURLs","isLearner"?,"name","clientURLs"}` |
 //! | `auth` | `authRevision` | 8 BE (1) |
 //! | `alarm` | `etcdserverpb.AlarmMember` of each raised alarm | empty |
-//! | `authRoles`, `authUsers`, `members`, `members_removed` | | empty |
+//! | `authRoles`, `authUsers`, `members_removed` | | empty |
 //!
 //! # Written
 //! Every retained revision of every key (compacted ones are gone, as in etcd), tombstones,
-//! leases (granted TTL), the compacted revision, the raised alarms. Members are not written: `etcdctl snapshot
-//! restore` replaces them with the restored cluster's anyway. 3.5's `term` and `confState`
-//! meta keys are not written (3.5 reads a 3.4 file without them).
+//! leases (granted TTL), the compacted revision, the raised alarms, and the cluster the
+//! snapshot was taken of ([`SnapshotCluster`]): its members as etcd's membership store keeps
+//! them, the Raft term and the voters/learners where etcd 3.5 keeps them. `etcdctl snapshot
+//! restore` (3.4 and 3.5) deletes the members and writes the ones of its flags, so they are a
+//! record of where the snapshot came from; k3rs's own restore starts a cluster of one, as
+//! k3s's `--cluster-reset` does.
 //!
 //! # Read
 //! `key`, `meta` (compaction) and `lease`; other buckets are ignored (alarms too: they name
@@ -50,12 +55,97 @@ pub const CONSISTENT_INDEX: &[u8] = b"consistent_index";
 pub const FINISHED_COMPACT: &[u8] = b"finishedCompactRev";
 /// The `meta` key of the last scheduled compaction's revision.
 pub const SCHEDULED_COMPACT: &[u8] = b"scheduledCompactRev";
+/// The `meta` key of the Raft term (etcd 3.5).
+pub const TERM: &[u8] = b"term";
+/// The `meta` key of the Raft voters and learners (etcd 3.5).
+pub const CONF_STATE: &[u8] = b"confState";
 /// The cluster version written into the `cluster` bucket.
 pub const CLUSTER_VERSION: &[u8] = b"3.4.0";
 /// Length of the sha256 trailer of a snapshot file.
 pub const SHA256_LEN: u64 = 32;
 /// etcdctl recognizes the trailer by `size % 512 == 32`.
 pub const TRAILER_ALIGN: u64 = 512;
+
+/// The cluster a snapshot is taken of: its members and the current Raft term.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotCluster {
+    /// Every member, learners included.
+    pub members: Vec<k3rs_raft::Member>,
+    /// The Raft term (etcd 3.5 stores its applied entry's term; this is the member's current
+    /// term, the same or newer).
+    pub term: u64,
+}
+
+impl SnapshotCluster {
+    /// `node`'s members and term now.
+    pub fn of(node: &k3rs_raft::Node) -> SnapshotCluster {
+        SnapshotCluster {
+            members: node.members(),
+            term: node.status().term,
+        }
+    }
+
+    /// The `members` bucket: etcd's `types.ID` key (hex) and its `membership.Member` JSON.
+    fn members_bucket(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = self
+            .members
+            .iter()
+            .map(|m| {
+                let json = serde_json::to_vec(&EtcdMember {
+                    id: m.id,
+                    peer_urls: &m.peer_urls,
+                    is_learner: m.is_learner,
+                    name: &m.name,
+                    client_urls: &m.client_urls,
+                })
+                .expect("a member always serializes");
+                (format!("{:x}", m.id).into_bytes(), json)
+            })
+            .collect();
+        entries.sort();
+        entries
+    }
+
+    /// etcd 3.5's `confState` meta value: raftpb `ConfState` as Go's JSON encodes it.
+    fn conf_state(&self) -> Vec<u8> {
+        let mut state = ConfState::default();
+        for m in &self.members {
+            if m.is_learner {
+                state.learners.push(m.id);
+            } else {
+                state.voters.push(m.id);
+            }
+        }
+        state.voters.sort_unstable();
+        state.learners.sort_unstable();
+        serde_json::to_vec(&state).expect("a ConfState always serializes")
+    }
+}
+
+/// etcd's `membership.Member` as its membership store writes it (Go's JSON of the struct:
+/// fields in declaration order, `omitempty` ones left out when empty).
+#[derive(serde::Serialize)]
+struct EtcdMember<'a> {
+    id: u64,
+    #[serde(rename = "peerURLs")]
+    peer_urls: &'a [String],
+    #[serde(rename = "isLearner", skip_serializing_if = "std::ops::Not::not")]
+    is_learner: bool,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'a str,
+    #[serde(rename = "clientURLs", skip_serializing_if = "<[String]>::is_empty")]
+    client_urls: &'a [String],
+}
+
+/// raftpb's `ConfState` as Go's JSON writes it.
+#[derive(Default, serde::Serialize)]
+struct ConfState {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    voters: Vec<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    learners: Vec<u64>,
+    auto_leave: bool,
+}
 
 /// etcd's `leasepb.Lease`.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -110,9 +200,14 @@ pub struct EtcdHistory {
     pub records: Vec<HistoryRecord>,
 }
 
-/// Writes `store`'s whole retained history as an etcd bbolt database at the start of `out`
-/// (which should be empty); returns the revision it holds.
-pub fn write_db(store: &Store, out: &mut File, consistent_index: u64) -> Result<i64, FormatError> {
+/// Writes `store`'s whole retained history and `cluster`'s membership as an etcd bbolt
+/// database at the start of `out` (which should be empty); returns the revision it holds.
+pub fn write_db(
+    store: &Store,
+    cluster: &SnapshotCluster,
+    out: &mut File,
+    consistent_index: u64,
+) -> Result<i64, FormatError> {
     let mut w = k3rs_bbolt::Writer::new(BufWriter::with_capacity(1 << 16, &mut *out))?;
     let mut alarms: Vec<Vec<u8>> = store
         .alarms(AlarmType::None)
@@ -159,9 +254,15 @@ pub fn write_db(store: &Store, out: &mut File, consistent_index: u64) -> Result<
         leases.put(&id.to_be_bytes(), &lease_pb(id, ttl))?;
     }
     leases.finish()?;
-    put_all(&mut w, b"members", &[])?;
+    let members = cluster.members_bucket();
+    let members: Vec<(&[u8], Vec<u8>)> = members.iter().map(|(k, v)| (&k[..], v.clone())).collect();
+    put_all(&mut w, b"members", &members)?;
     put_all(&mut w, b"members_removed", &[])?;
     let mut meta = vec![(CONSISTENT_INDEX, consistent_index.to_be_bytes().to_vec())];
+    if !cluster.members.is_empty() {
+        meta.push((TERM, cluster.term.to_be_bytes().to_vec()));
+        meta.push((CONF_STATE, cluster.conf_state()));
+    }
     if state.compact_revision > 0 {
         let compact = revision_key(state.compact_revision, 0, false);
         meta.push((FINISHED_COMPACT, compact.clone()));
@@ -190,10 +291,11 @@ fn put_all<W: Write + Seek>(
 /// Returns the revision it holds.
 pub fn write_snapshot(
     store: &Store,
+    cluster: &SnapshotCluster,
     out: &mut File,
     consistent_index: u64,
 ) -> Result<i64, FormatError> {
-    let revision = write_db(store, out, consistent_index)?;
+    let revision = write_db(store, cluster, out, consistent_index)?;
     let len = out.seek(SeekFrom::End(0))?;
     out.seek(SeekFrom::Start(0))?;
     let mut h = Sha256::new();
@@ -375,7 +477,22 @@ mod tests {
             .create_new(true)
             .open(&path)
             .unwrap();
-        assert_eq!(write_snapshot(&store, &mut f, 42).unwrap(), 6);
+        let member = |id, name: &str, is_learner| k3rs_raft::Member {
+            id,
+            name: name.into(),
+            peer_urls: vec![format!("https://10.0.0.{id}:2380")],
+            client_urls: vec![format!("https://10.0.0.{id}:2379")],
+            is_learner,
+        };
+        let cluster = SnapshotCluster {
+            members: vec![
+                member(0x1b, "s2", false),
+                member(0xa, "s1", false),
+                member(3, "s3", true),
+            ],
+            term: 5,
+        };
+        assert_eq!(write_snapshot(&store, &cluster, &mut f, 42).unwrap(), 6);
         let data = std::fs::read(&path).unwrap();
         assert_eq!(data.len() % 4096, 32);
 
@@ -414,9 +531,27 @@ mod tests {
         assert_eq!(
             meta,
             vec![
+                (
+                    CONF_STATE.to_vec(),
+                    br#"{"voters":[10,27],"learners":[3],"auto_leave":false}"#.to_vec()
+                ),
                 (CONSISTENT_INDEX.to_vec(), 42u64.to_be_bytes().to_vec()),
                 (FINISHED_COMPACT.to_vec(), revision_key(3, 0, false)),
                 (SCHEDULED_COMPACT.to_vec(), revision_key(3, 0, false)),
+                (TERM.to_vec(), 5u64.to_be_bytes().to_vec()),
+            ]
+        );
+        let members = db.bucket(b"members").unwrap().unwrap().entries().unwrap();
+        let members: Vec<(String, String)> = members
+            .into_iter()
+            .map(|(k, v)| (String::from_utf8(k).unwrap(), String::from_utf8(v).unwrap()))
+            .collect();
+        assert_eq!(
+            members,
+            [
+                ("1b".into(), r#"{"id":27,"peerURLs":["https://10.0.0.27:2380"],"name":"s2","clientURLs":["https://10.0.0.27:2379"]}"#.into()),
+                ("3".into(), r#"{"id":3,"peerURLs":["https://10.0.0.3:2380"],"isLearner":true,"name":"s3","clientURLs":["https://10.0.0.3:2379"]}"#.into()),
+                ("a".into(), r#"{"id":10,"peerURLs":["https://10.0.0.10:2380"],"name":"s1","clientURLs":["https://10.0.0.10:2379"]}"#.into()),
             ]
         );
         let keys = db.bucket(KEY_BUCKET).unwrap().unwrap().entries().unwrap();

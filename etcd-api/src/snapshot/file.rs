@@ -261,7 +261,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (_s, store) = store();
         let (path, meta) = save(tmp.path(), "on-demand-n1-100", "n1", 100, |f| {
-            etcd_format::write_snapshot(&store, f, 9)
+            etcd_format::write_snapshot(&store, &Default::default(), f, 9)
                 .map(drop)
                 .map_err(|e| Error::Take(e.to_string()))
         })

@@ -46,7 +46,8 @@ pub async fn take(
         let io_dir = dir.clone();
         file::save(&dir, &name, &node_name, now, move |f| {
             let applied = node.status().applied_index;
-            etcd_format::write_snapshot(node.store(), f, applied)
+            let cluster = etcd_format::SnapshotCluster::of(&node);
+            etcd_format::write_snapshot(node.store(), &cluster, f, applied)
                 .map(drop)
                 .map_err(|e| match e {
                     etcd_format::FormatError::Io(e) => io_error(&io_dir)(e),

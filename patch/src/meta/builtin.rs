@@ -57,6 +57,8 @@ const KINDS: &[(&str, &str)] = &[
         "ValidatingAdmissionPolicyBinding",
     ),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+    // kube-aggregator serves it with its Go type, so `kubectl apply` patches it strategically.
+    ("apiregistration.k8s.io/v1", "APIService"),
 ];
 
 /// Patch metadata of one built-in kind.

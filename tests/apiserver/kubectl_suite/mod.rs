@@ -74,6 +74,7 @@ const SCENARIOS: &[Scenario] = &[
     ("generators", generators::create_generators),
     ("protobuf-twins", protobuf::stored_like_json),
     ("protobuf-strict", protobuf::unknown_fields_refused),
+    ("protobuf-watch", protobuf::watch_frames),
 ];
 
 /// What a scenario gets: kubectl, its own namespace, a scratch directory.

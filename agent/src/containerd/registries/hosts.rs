@@ -131,6 +131,7 @@ struct HostPlan {
 pub struct HostsFile {
     /// The directory under `config_path`: the registry name, `_default` for `*`.
     pub dir: String,
+    /// The file's TOML.
     pub text: String,
 }
 
@@ -281,7 +282,9 @@ fn render(plan: &HostPlan) -> String {
 #[derive(Debug, thiserror::Error)]
 #[error("writing {path}")]
 pub struct WriteError {
+    /// The file or directory.
     pub path: PathBuf,
+    /// Why it could not be written.
     #[source]
     pub source: std::io::Error,
 }

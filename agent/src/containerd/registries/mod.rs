@@ -28,7 +28,9 @@ pub enum Error {
     /// The file exists but cannot be read.
     #[error("reading {path}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why it cannot be read.
         #[source]
         source: std::io::Error,
     },
@@ -36,16 +38,22 @@ pub enum Error {
     /// column.
     #[error("{path}")]
     Parse {
+        /// The file.
         path: PathBuf,
+        /// The parser's error.
         #[source]
         source: serde_norway::Error,
     },
     /// A mirror endpoint that is no registry URL.
     #[error("{path}: mirrors.{registry}.endpoint: {endpoint:?} {why}")]
     Endpoint {
+        /// The file.
         path: PathBuf,
+        /// The mirror's registry name.
         registry: String,
+        /// The endpoint given.
         endpoint: String,
+        /// What is wrong with it.
         why: &'static str,
     },
 }
@@ -79,8 +87,10 @@ pub struct Mirror {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryConfig {
+    /// Credentials for the host.
     #[serde(default)]
     pub auth: Option<Auth>,
+    /// How to verify it and what client certificate to present.
     #[serde(default)]
     pub tls: Option<Tls>,
 }
@@ -89,13 +99,16 @@ pub struct RegistryConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Auth {
+    /// Basic auth user.
     #[serde(default)]
     pub username: String,
+    /// Basic auth password.
     #[serde(default)]
     pub password: String,
     /// base64 of `username:password`.
     #[serde(default)]
     pub auth: String,
+    /// An OAuth2 refresh token (registries that issue identity tokens).
     #[serde(default)]
     pub identitytoken: String,
 }
@@ -104,12 +117,16 @@ pub struct Auth {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tls {
+    /// CA bundle to verify the host with (besides the system's).
     #[serde(default)]
     pub ca_file: Option<PathBuf>,
+    /// Client certificate to present.
     #[serde(default)]
     pub cert_file: Option<PathBuf>,
+    /// Its key.
     #[serde(default)]
     pub key_file: Option<PathBuf>,
+    /// Do not verify the host's certificate.
     #[serde(default)]
     pub insecure_skip_verify: bool,
 }

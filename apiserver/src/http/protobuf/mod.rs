@@ -12,12 +12,14 @@
 //!   of the wrong wire type or a truncated body with 400.
 //! - Responses are encoded only when every JSON key maps to a field ([`encode`] is `None`
 //!   otherwise and the caller answers in JSON, which client-go accepts as well).
+//! - Watch streams of built-in resources are framed `WatchEvent`s ([`watch`]).
 
 mod decode;
 mod encode;
 mod respond;
 pub mod schema;
 mod special;
+pub mod watch;
 mod wire;
 
 use serde_json::Value;

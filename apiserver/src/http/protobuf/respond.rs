@@ -4,7 +4,7 @@
 //! The handlers answer in JSON; [`respond`] re-encodes such an answer (objects, lists,
 //! `Status`). What has no protobuf form (custom resources, Tables, a field the table does not
 //! know) stays JSON with its JSON Content-Type, which client-go decodes just as well. Watch
-//! streams stay JSON (the caller does not pass them here).
+//! streams are framed by [`super::watch`] instead.
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue};

@@ -62,13 +62,29 @@ fn builtin() -> &'static convert::Parts {
     })
 }
 
+/// The v2 documents of the extension servers (by APIService name).
+pub type Extensions = [(String, Arc<Document>)];
+
 impl Spec {
-    /// The document of the built-ins and the custom resources' `documents`.
-    pub fn build(custom: &BTreeMap<String, Document>) -> Result<Spec, gnostic_json::Error> {
+    /// The document of the built-ins, the custom resources' `documents` and the
+    /// `extensions`' paths and definitions (ours win, [`crate::aggregator::openapi`]).
+    pub fn build(
+        custom: &BTreeMap<String, Document>,
+        extensions: &Extensions,
+    ) -> Result<Spec, gnostic_json::Error> {
         let mut parts = builtin().clone();
         for d in custom.values() {
             if let Ok(v) = serde_json::from_str(&d.body) {
                 parts.add(&v, true);
+            }
+        }
+        for (name, d) in extensions {
+            let Ok(v) = serde_json::from_str(&d.body) else {
+                continue;
+            };
+            let dropped = crate::aggregator::openapi::merge_v2(&mut parts, &v);
+            if !dropped.is_empty() {
+                tracing::debug!(apiservice = %name, ?dropped, "definitions of an extension server that differ from ours were left out of /openapi/v2");
             }
         }
         let doc = parts.document(crate::version::GIT_VERSION);
@@ -104,17 +120,19 @@ impl Spec {
     }
 }
 
-/// The last built spec and the custom documents (path, hash) it was built from.
+/// The last built spec and the custom and extension documents (name, hash) it was built
+/// from.
 type Cached = (Vec<(String, String)>, Arc<Spec>);
 
-/// The spec of what is served now: the cached one while the custom resources' documents are
-/// the ones it was built from, else a new one.
-pub fn current() -> Result<Arc<Spec>, gnostic_json::Error> {
+/// The spec of what is served now: the cached one while the custom resources' and the
+/// extension servers' documents are the ones it was built from, else a new one.
+pub fn current(extensions: &Extensions) -> Result<Arc<Spec>, gnostic_json::Error> {
     static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
     let snapshot = custom::snapshot();
     let key: Vec<(String, String)> = snapshot
         .openapi
         .iter()
+        .chain(extensions.iter().map(|(n, d)| (n, &**d)))
         .map(|(p, d)| (p.clone(), d.hash.clone()))
         .collect();
     let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
@@ -123,7 +141,7 @@ pub fn current() -> Result<Arc<Spec>, gnostic_json::Error> {
             return Ok(spec.clone());
         }
     }
-    let spec = Arc::new(Spec::build(&snapshot.openapi)?);
+    let spec = Arc::new(Spec::build(&snapshot.openapi, extensions)?);
     *cache = Some((key, spec.clone()));
     Ok(spec)
 }
@@ -147,8 +165,8 @@ fn accepts_gzip(headers: &axum::http::HeaderMap) -> bool {
         })
 }
 
-/// `GET /openapi/v2`.
-pub async fn serve(req: Request) -> Response {
+/// `GET /openapi/v2`, with the v2 documents of the available extension servers.
+pub async fn serve(extensions: Vec<(String, Arc<Document>)>, req: Request) -> Response {
     let accept = req
         .headers()
         .get(header::ACCEPT)
@@ -166,7 +184,7 @@ pub async fn serve(req: Request) -> Response {
     };
     let gzip = accepts_gzip(req.headers());
     let built = tokio::task::spawn_blocking(move || {
-        let spec = current()?;
+        let spec = current(&extensions)?;
         if gzip {
             spec.gzipped(format);
         }
@@ -252,7 +270,7 @@ mod tests {
 
     #[tokio::test]
     async fn both_forms_one_etag_304_gzip_and_406() {
-        let json = serve(get(None, None)).await;
+        let json = serve(Vec::new(), get(None, None)).await;
         assert_eq!(json.status(), StatusCode::OK);
         assert_eq!(json.headers()[header::CONTENT_TYPE], "application/json");
         assert!(!json.headers().contains_key(header::CONTENT_ENCODING));
@@ -263,25 +281,24 @@ mod tests {
         let doc: Value = serde_json::from_slice(&json_body).unwrap();
 
         // client-go's spelling, answered with the one Go can parse.
-        let pb = serve(get(Some(negotiate::PROTOBUF_DEPRECATED), None)).await;
+        let pb = serve(Vec::new(), get(Some(negotiate::PROTOBUF_DEPRECATED), None)).await;
         assert_eq!(pb.headers()[header::CONTENT_TYPE], negotiate::PROTOBUF);
         assert_eq!(pb.headers()[header::ETAG], tag.as_str());
         let pb_body = body(pb).await;
         let decoded = gnostic::Document::decode(pb_body.as_slice()).unwrap();
         assert_eq!(gnostic_json::to_json(&decoded).unwrap(), doc);
 
-        let cached = serve(get(Some(negotiate::PROTOBUF), Some(&tag))).await;
+        let cached = serve(Vec::new(), get(Some(negotiate::PROTOBUF), Some(&tag))).await;
         assert_eq!(cached.status(), StatusCode::NOT_MODIFIED);
         assert_eq!(cached.headers()[header::ETAG], tag.as_str());
         assert!(body(cached).await.is_empty());
-        let stale = serve(get(None, Some("\"OLD\""))).await;
+        let stale = serve(Vec::new(), get(None, Some("\"OLD\""))).await;
         assert_eq!(stale.status(), StatusCode::OK);
 
-        let gz = serve(get_with(
-            Some(negotiate::PROTOBUF),
-            None,
-            Some("gzip, deflate"),
-        ))
+        let gz = serve(
+            Vec::new(),
+            get_with(Some(negotiate::PROTOBUF), None, Some("gzip, deflate")),
+        )
         .await;
         assert_eq!(gz.headers()[header::CONTENT_ENCODING], "gzip");
         let mut unzipped = Vec::new();
@@ -291,16 +308,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(unzipped, pb_body);
-        let no_gz = serve(get_with(None, None, Some("gzip;q=0"))).await;
+        let no_gz = serve(Vec::new(), get_with(None, None, Some("gzip;q=0"))).await;
         assert!(!no_gz.headers().contains_key(header::CONTENT_ENCODING));
 
-        let refused = serve(get(Some("text/html"), None)).await;
+        let refused = serve(Vec::new(), get(Some("text/html"), None)).await;
         assert_eq!(refused.status(), StatusCode::NOT_ACCEPTABLE);
     }
 
     #[test]
     fn every_kind_is_defined_and_every_ref_resolves() {
-        let spec = Spec::build(&BTreeMap::new()).unwrap();
+        let spec = Spec::build(&BTreeMap::new(), &[]).unwrap();
         let doc: Value = serde_json::from_slice(&spec.json).unwrap();
         assert_eq!(doc["swagger"], "2.0");
         let defs = doc["definitions"].as_object().unwrap();
@@ -344,7 +361,7 @@ mod tests {
 
     #[test]
     fn custom_resources_are_added_and_change_the_etags() {
-        let base = Spec::build(&BTreeMap::new()).unwrap();
+        let base = Spec::build(&BTreeMap::new(), &[]).unwrap();
         let mut crd = serde_json::json!({"metadata": {"name": "gadgets.v2.example.org"}, "spec": {
             "group": "v2.example.org", "scope": "Namespaced",
             "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
@@ -353,7 +370,7 @@ mod tests {
                     "x-kubernetes-preserve-unknown-fields": true, "properties": {"size": {"type": "integer", "nullable": true}}}}}}}]}});
         crd["status"] = crate::crd::status::desired(&crd, &[], "T");
         let snapshot = crate::crd::served::snapshot(std::slice::from_ref(&crd));
-        let with = Spec::build(&snapshot.openapi).unwrap();
+        let with = Spec::build(&snapshot.openapi, &[]).unwrap();
         assert_ne!(with.etag, base.etag);
         let doc: Value = serde_json::from_slice(&with.json).unwrap();
         let def = &doc["definitions"]["org.example.v2.v1.Gadget"];
@@ -366,7 +383,7 @@ mod tests {
             doc["paths"]["/apis/v2.example.org/v1/namespaces/{namespace}/gadgets/{name}"]["get"]
                 .is_object()
         );
-        let again = Spec::build(&snapshot.openapi).unwrap();
+        let again = Spec::build(&snapshot.openapi, &[]).unwrap();
         assert_eq!(again.etag, with.etag, "stable bytes for equal input");
         assert_eq!(again.protobuf, with.protobuf);
     }

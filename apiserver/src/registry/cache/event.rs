@@ -98,6 +98,7 @@ impl CachedEvent {
 
     /// The object sent with this event, decoded again from its JSON (for tests and
     /// diagnostics; delivery copies the bytes).
+    #[cfg(test)]
     pub fn object(&self) -> Value {
         serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }

@@ -79,11 +79,6 @@ impl WatchCaches {
         caches.get(id).filter(|c| !c.is_stopped()).cloned()
     }
 
-    /// The running cache of `r`, if any.
-    pub fn get(&self, r: &Resource) -> Option<Arc<ResourceCache>> {
-        self.existing(&cache_id(r))
-    }
-
     /// Attaches a watcher to the cache of `r` (making the cache if needed). `None`: the
     /// cache cannot serve `spec.after`; watch the store.
     pub async fn subscribe(

@@ -150,11 +150,13 @@ impl ResourceCache {
     }
 
     /// Watchers currently attached.
+    #[cfg(test)]
     pub fn watcher_count(&self) -> usize {
         self.lock().core.watcher_count()
     }
 
     /// Watchers dropped so far for not keeping up.
+    #[cfg(test)]
     pub fn dropped_slow(&self) -> u64 {
         self.lock().dropped_slow
     }

@@ -122,10 +122,13 @@ impl WatchCache {
     }
 
     /// The oldest `after` a new watcher may ask for.
+    #[cfg(test)]
     pub fn window_start(&self) -> i64 {
         self.window_start
     }
 
+    /// Watchers registered.
+    #[cfg(test)]
     pub fn watcher_count(&self) -> usize {
         self.watchers.len()
     }

@@ -34,7 +34,7 @@ use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::Cause;
 
 pub use generation::{bumps_generation, prepare_for_status_update};
-pub use pod::{default_pod_spec, mirror_service_account, requests_from_limits};
+pub use pod::mirror_service_account;
 
 /// Applies the kind's defaults (kube-apiserver's `SetDefaults_*`).
 pub fn apply_defaults(r: &Resource, obj: &mut Value) {

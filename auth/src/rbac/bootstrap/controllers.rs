@@ -5,8 +5,9 @@
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
 
 use super::roles::{events_rule, READ};
-use super::{binding, cluster_role, signers, subject};
+use super::{binding, cluster_role, subject};
 use crate::rbac::rules::{rule, with_names};
+use k3rs_apimachinery::signers;
 
 /// Prefix of the controller roles and bindings.
 pub const CONTROLLER_ROLE_PREFIX: &str = "system:controller:";
@@ -332,10 +333,7 @@ fn controller_rules(name: &str) -> Vec<PolicyRule> {
             ),
             with_names(
                 rule(&["approve"], &["certificates.k8s.io"], &["signers"]),
-                &[
-                    signers::KUBE_APISERVER_CLIENT_KUBELET,
-                    signers::KUBELET_SERVING,
-                ],
+                &[signers::KUBELET_CLIENT, signers::KUBELET_SERVING],
             ),
             rule(
                 &["create"],
@@ -349,7 +347,7 @@ fn controller_rules(name: &str) -> Vec<PolicyRule> {
                 &[
                     signers::LEGACY_UNKNOWN,
                     signers::KUBE_APISERVER_CLIENT,
-                    signers::KUBE_APISERVER_CLIENT_KUBELET,
+                    signers::KUBELET_CLIENT,
                     signers::KUBELET_SERVING,
                 ],
             ),

@@ -24,14 +24,6 @@ pub const AGGREGATE_TO_ADMIN: &str = "rbac.authorization.k8s.io/aggregate-to-adm
 pub(crate) const AGGREGATE_TO_EDIT: &str = "rbac.authorization.k8s.io/aggregate-to-edit";
 pub(crate) const AGGREGATE_TO_VIEW: &str = "rbac.authorization.k8s.io/aggregate-to-view";
 
-/// The built-in signer names (`certificates.k8s.io/v1`).
-pub(crate) mod signers {
-    pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
-    pub const KUBE_APISERVER_CLIENT_KUBELET: &str = "kubernetes.io/kube-apiserver-client-kubelet";
-    pub const KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
-    pub const LEGACY_UNKNOWN: &str = "kubernetes.io/legacy-unknown";
-}
-
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 pub(crate) fn meta_for(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {

@@ -4,10 +4,11 @@
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
 
 use super::{
-    aggregated, binding, cluster_role, labelled, signers, subject, AGGREGATE_TO_ADMIN,
-    AGGREGATE_TO_EDIT, AGGREGATE_TO_VIEW,
+    aggregated, binding, cluster_role, labelled, subject, AGGREGATE_TO_ADMIN, AGGREGATE_TO_EDIT,
+    AGGREGATE_TO_VIEW,
 };
 use crate::rbac::rules::{rule, url_rule, with_names};
+use k3rs_apimachinery::signers;
 
 pub(super) const READ: &[&str] = &["get", "list", "watch"];
 pub(super) const WRITE: &[&str] = &["create", "update", "patch", "delete", "deletecollection"];
@@ -516,10 +517,7 @@ pub(super) fn cluster_roles() -> Vec<ClusterRole> {
         approver("legacy-unknown", signers::LEGACY_UNKNOWN),
         approver("kubelet-serving", signers::KUBELET_SERVING),
         approver("kube-apiserver-client", signers::KUBE_APISERVER_CLIENT),
-        approver(
-            "kube-apiserver-client-kubelet",
-            signers::KUBE_APISERVER_CLIENT_KUBELET,
-        ),
+        approver("kube-apiserver-client-kubelet", signers::KUBELET_CLIENT),
         cluster_role(
             "system:kube-dns",
             vec![rule(&["list", "watch"], &[""], &["endpoints", "services"])],

@@ -13,29 +13,12 @@
 
 use std::time::Duration;
 
-use k3rs_datastore::{etcd_channel, etcdpb as pb, EtcdTls};
-use k3rs_raft::Member;
 use k3rs_storage::{AlarmAction, AlarmType, Command, KvHash};
 use tokio_util::sync::CancellationToken;
 
+use super::{local_hash, PeerHash, PeerHashes};
 use crate::error::EtcdError;
 use crate::Api;
-
-/// How long the leader waits for one peer's `HashKV`.
-const PEER_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A peer's answer to `HashKV` at the leader's revision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerHash {
-    /// The peer's member id.
-    pub member_id: u64,
-    /// The peer's current revision (its response header's).
-    pub revision: i64,
-    /// The peer's compacted revision (hashes compare only past it).
-    pub compact_revision: i64,
-    /// The peer's `HashKV` at the leader's revision.
-    pub hash: u32,
-}
 
 /// etcd's `checkHashKV` decision: the member to raise CORRUPT for, if any. `before` and
 /// `after` are the leader's own `HashKV(0)` before asking the peers and after a
@@ -55,47 +38,6 @@ pub fn decide(leader_id: u64, before: KvHash, after: KvHash, peers: &[PeerHash])
                 || (p.compact_revision == before.compact_revision && p.hash != before.hash)
         })
         .map(|p| p.member_id)
-}
-
-/// Asks other members for their `HashKV` over their etcd client URLs, with the cluster's
-/// etcd client certificate.
-#[derive(Debug, Clone)]
-pub struct PeerHashes {
-    /// The client certificate and CA the peers' client URLs are reached with.
-    pub tls: EtcdTls,
-}
-
-impl PeerHashes {
-    /// `member`'s hash at `revision`; `None` if it does not answer.
-    async fn fetch(&self, member: &Member, revision: i64) -> Option<PeerHash> {
-        let url = member.client_urls.first()?;
-        let channel = match etcd_channel(url, &self.tls) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(member = %format!("{:x}", member.id), error = %e, "corruption check: no channel");
-                return None;
-            }
-        };
-        let mut client = pb::maintenance_client::MaintenanceClient::new(channel);
-        let call = client.hash_kv(pb::HashKvRequest { revision });
-        let resp = match tokio::time::timeout(PEER_TIMEOUT, call).await {
-            Ok(Ok(r)) => r.into_inner(),
-            Ok(Err(status)) => {
-                tracing::warn!(member = %format!("{:x}", member.id), error = %status.message(), "corruption check: HashKV failed");
-                return None;
-            }
-            Err(_) => {
-                tracing::warn!(member = %format!("{:x}", member.id), "corruption check: HashKV timed out");
-                return None;
-            }
-        };
-        Some(PeerHash {
-            member_id: member.id,
-            revision: resp.header.map_or(0, |h| h.revision),
-            compact_revision: resp.compact_revision,
-            hash: resp.hash,
-        })
-    }
 }
 
 /// Checks every `interval` while this member leads, until `stop`.
@@ -119,7 +61,7 @@ pub async fn run(api: Api, interval: Duration, peers: PeerHashes, stop: Cancella
 /// One check: hashes, the decision, and the alarm it asks for.
 async fn check(api: &Api, peers: &PeerHashes) -> Result<(), EtcdError> {
     let node = api.node();
-    let before = local_hash(api).await?;
+    let before = local_hash(node, 0).await?;
     let me = node.status().member_id;
     let mut answers = Vec::new();
     for m in node
@@ -127,10 +69,15 @@ async fn check(api: &Api, peers: &PeerHashes) -> Result<(), EtcdError> {
         .iter()
         .filter(|m| m.id != me && !m.is_learner)
     {
-        answers.extend(peers.fetch(m, before.current_revision).await);
+        match peers.fetch(m, before.current_revision).await {
+            Ok(answer) => answers.push(answer),
+            Err(e) => {
+                tracing::warn!(member = %format!("{:x}", m.id), error = %e, "corruption check: no hash from a peer")
+            }
+        }
     }
     node.read_barrier().await?;
-    let after = local_hash(api).await?;
+    let after = local_hash(node, 0).await?;
     let Some(corrupt) = decide(me, before, after, &answers) else {
         tracing::debug!(
             revision = before.current_revision,
@@ -155,14 +102,6 @@ async fn check(api: &Api, peers: &PeerHashes) -> Result<(), EtcdError> {
     .await?
     .result?;
     Ok(())
-}
-
-async fn local_hash(api: &Api) -> Result<KvHash, EtcdError> {
-    let node = api.node().clone();
-    tokio::task::spawn_blocking(move || node.store().hash_kv(0))
-        .await
-        .map_err(|e| EtcdError::Internal(format!("hash task: {e}")))??
-        .map_err(EtcdError::from)
 }
 
 #[cfg(test)]

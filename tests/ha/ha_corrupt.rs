@@ -1,0 +1,226 @@
+//! End-to-end: one member of a three-server cluster has its data corrupted on disk, as etcd's
+//! own corruption tests do (they rewrite a value in the stopped member's bbolt `key` bucket):
+//! the member is stopped (SIGTERM, by its PID), one value is rewritten in its sled store file
+//! directly (no Raft, no revision change: bit rot), and it is started again.
+//!
+//! - With `--etcd-experimental-initial-corrupt-check` it refuses to start (non-zero exit,
+//!   etcd's "found data inconsistency with peers"); a healthy member restarted with the flag
+//!   passes the same check.
+//! - Without it, it serves, and the leader's periodic check
+//!   (`--etcd-experimental-corrupt-check-time`) raises CORRUPT for exactly that member:
+//!   `etcdctl alarm list` names it, every write is refused with `etcdserver: corrupt cluster`,
+//!   reads go on (the corrupted member reads its bad value, the others the good one).
+//! - Removing the member and `etcdctl alarm disarm` make writes work again.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::common::etcdctl::{etcdctl_with_timeout, started_voters};
+use crate::common::{etcdctl, wait_for, Endpoint, K3rs};
+
+/// The key whose value is corrupted, its value, and what the corruption writes instead.
+const VICTIM_KEY: &str = "/registry/configmaps/default/victim";
+const GOOD: &str = "good-value";
+const BAD: &str = "rotten-val";
+
+const INITIAL_CHECK: &str = "--etcd-experimental-initial-corrupt-check";
+
+const SERVER_ARGS: &[&str] = &[
+    "--etcd-auto-compaction-retention",
+    "0",
+    "--etcd-experimental-corrupt-check-time",
+    "1s",
+    INITIAL_CHECK,
+];
+
+/// `(this member's id, the leader's id)` from `etcdctl endpoint status -w json`.
+fn endpoint_status(ep: &Endpoint) -> Option<(u64, u64)> {
+    let out = etcdctl_with_timeout(
+        ep,
+        &["endpoint", "status", "-w", "json"],
+        None,
+        Duration::from_secs(10),
+    );
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).ok()?;
+    let s = &v[0]["Status"];
+    Some((s["header"]["member_id"].as_u64()?, s["leader"].as_u64()?))
+}
+
+/// Rewrites the value of the newest record of `key` in the sled store of a stopped member's
+/// data dir, bypassing Raft and the store's code: the layout is `storage/src/revision.rs`'s
+/// (`k` + main + sub revision keys) and `storage/src/record.rs`'s (29-byte header, key,
+/// value). Returns the revision of the record changed.
+fn rot_value(data_dir: &Path, key: &[u8], value: &[u8]) -> i64 {
+    const HEADER: usize = 1 + 8 + 8 + 8 + 4;
+    let sm = data_dir.join("server/db/etcd/sm");
+    let gen = std::fs::read_to_string(sm.join("CURRENT")).map_or(0, |s| s.trim().parse().unwrap());
+    let db = sled::open(sm.join(format!("db-{gen}"))).expect("open the member's sled store");
+    let mut newest = None;
+    for entry in db.scan_prefix(b"k") {
+        let (k, v) = entry.unwrap();
+        let key_len = u32::from_be_bytes(v[25..29].try_into().unwrap()) as usize;
+        if v[0] == 0 && &v[HEADER..HEADER + key_len] == key {
+            newest = Some((k, v, key_len));
+        }
+    }
+    let (k, v, key_len) = newest.expect("the key's record in the member's store");
+    let mut rotten = v[..HEADER + key_len].to_vec();
+    rotten.extend_from_slice(value);
+    db.insert(&k, rotten).unwrap();
+    db.flush().unwrap();
+    i64::from_be_bytes(k[1..9].try_into().unwrap())
+}
+
+fn get(ep: &Endpoint, key: &str) -> String {
+    etcdctl(ep, &["get", key, "--print-value-only"], None)
+        .expect_ok("get")
+        .stdout
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn a_member_with_corrupted_data_is_refused_at_startup_and_raises_corrupt() {
+    let env = [(
+        "K3RS_LOG",
+        OsStr::new("info,openraft=warn,k3rs_etcd_api::corrupt=debug"),
+    )];
+    let mut servers = K3rs::start_cluster(3, SERVER_ARGS, &env);
+    let eps: Vec<Endpoint> = servers.iter().map(K3rs::endpoint).collect();
+    etcdctl(&eps[0], &["put", VICTIM_KEY, GOOD], None).expect_ok("put the victim key");
+    for i in 0..5 {
+        etcdctl(&eps[0], &["put", &format!("/other/{i}"), "v"], None).expect_ok("put");
+    }
+    for ep in &eps {
+        assert_eq!(get(ep, VICTIM_KEY), GOOD);
+    }
+
+    // The victim: a follower (the leader's check names peers; a corrupted leader would name
+    // the healthy ones, as etcd's does).
+    let ids: Vec<(u64, u64)> = eps
+        .iter()
+        .map(|ep| {
+            wait_for("endpoint status", Duration::from_secs(30), || {
+                endpoint_status(ep)
+            })
+        })
+        .collect();
+    let leader = ids[0].1;
+    let v = ids.iter().position(|(id, _)| *id != leader).unwrap();
+    let victim_id = ids[v].0;
+    let healthy: Vec<usize> = (0..3).filter(|i| *i != v).collect();
+
+    // A healthy restart passes the startup check.
+    let before = servers[v].log().len();
+    servers[v].restart();
+    assert!(
+        servers[v].log()[before..].contains("initial corruption checking passed; no corruption"),
+        "{}",
+        &servers[v].log()[before..]
+    );
+    wait_for("three started voters", Duration::from_secs(30), || {
+        started_voters(&eps[healthy[0]], 3)
+    });
+    assert_eq!(get(&eps[v], VICTIM_KEY), GOOD);
+
+    // Stop it by its PID, rot one value in its store file.
+    let pid = servers[v].pid().unwrap();
+    let status = servers[v].terminate(Duration::from_secs(30));
+    assert!(
+        status.is_some(),
+        "k3rs server {pid} did not stop on SIGTERM"
+    );
+    let rev = rot_value(
+        &servers[v].data_dir(),
+        VICTIM_KEY.as_bytes(),
+        BAD.as_bytes(),
+    );
+    println!("rewrote {VICTIM_KEY}@{rev} of member {victim_id:x} (pid {pid} stopped)");
+
+    // With the startup check: refused, nothing served.
+    let before = servers[v].log().len();
+    let status = servers[v].run_once_with(&[], Duration::from_secs(90));
+    let log = servers[v].log()[before..].to_string();
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "the corrupted member started anyway ({status:?}):\n{log}"
+    );
+    let refusal = format!("{victim_id:x} found data inconsistency with peers");
+    assert!(log.contains(&refusal), "no {refusal:?} in:\n{log}");
+    assert!(
+        log.contains("found different hash values from remote peer"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("etcd API listening"),
+        "served clients:\n{log}"
+    );
+    let alarms = etcdctl(&eps[healthy[0]], &["alarm", "list"], None).expect_ok("alarm list");
+    assert_eq!(alarms.stdout, "", "no alarm while the member is down");
+
+    // Without it: it serves, and the leader's periodic check raises CORRUPT for it.
+    servers[v].remove_arg(INITIAL_CHECK);
+    servers[v].restart();
+    let expected = format!("memberID:{victim_id} alarm:CORRUPT");
+    let alarms = wait_for("the CORRUPT alarm", Duration::from_secs(60), || {
+        let out = etcdctl(&eps[healthy[0]], &["alarm", "list"], None);
+        out.stdout.contains("alarm:CORRUPT").then_some(out.stdout)
+    });
+    assert_eq!(alarms.trim(), expected, "{alarms}");
+    for ep in &eps {
+        let out = etcdctl(ep, &["put", "refused", "x"], None);
+        assert!(!out.success(), "a write went through: {out:?}");
+        assert!(
+            out.stderr.contains("etcdserver: corrupt cluster"),
+            "{out:?}"
+        );
+        let out = etcdctl(ep, &["del", "/other/0"], None);
+        assert!(
+            out.stderr.contains("etcdserver: corrupt cluster"),
+            "{out:?}"
+        );
+    }
+    // Reads go on; each member reads its own data.
+    for i in &healthy {
+        assert_eq!(get(&eps[*i], VICTIM_KEY), GOOD);
+        assert_eq!(get(&eps[*i], "/other/0"), "v");
+    }
+    assert_eq!(get(&eps[v], VICTIM_KEY), BAD);
+    // The leader's log names the member (every alarm it raised, none for another member).
+    let ansi = regex::Regex::new("\x1b\\[[0-9;]*m").unwrap();
+    let raised: Vec<String> = servers
+        .iter()
+        .flat_map(|s| {
+            ansi.replace_all(&s.log(), "")
+                .lines()
+                .filter(|l| l.contains("raising the CORRUPT alarm"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(!raised.is_empty(), "no leader logged the mismatch");
+    let named = format!("member={victim_id:x} ");
+    assert!(raised.iter().all(|l| l.contains(&named)), "{raised:#?}");
+
+    // The fix: remove the bad member, disarm, write again.
+    let out = etcdctl(
+        &eps[healthy[0]],
+        &["member", "remove", &format!("{victim_id:x}")],
+        None,
+    );
+    out.expect_ok("member remove");
+    let status = servers[v].wait_exit(Duration::from_secs(30));
+    assert!(status.is_some(), "the removed member kept running");
+    etcdctl(&eps[healthy[0]], &["alarm", "disarm"], None).expect_ok("alarm disarm");
+    let alarms = etcdctl(&eps[healthy[1]], &["alarm", "list"], None).expect_ok("alarm list");
+    assert_eq!(alarms.stdout, "", "alarms left after disarm");
+    for i in &healthy {
+        etcdctl(&eps[*i], &["put", "after-fix", "ok"], None).expect_ok("put after the fix");
+        assert_eq!(get(&eps[*i], VICTIM_KEY), GOOD);
+    }
+    // The periodic check keeps running on the two left and agrees.
+    std::thread::sleep(Duration::from_secs(3));
+    let alarms = etcdctl(&eps[healthy[0]], &["alarm", "list"], None).expect_ok("alarm list");
+    assert_eq!(alarms.stdout, "", "the healthy members raised an alarm");
+}
