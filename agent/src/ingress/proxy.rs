@@ -43,6 +43,7 @@ const HOP_BY_HOP: [&str; 8] = [
 /// The proxy shared by every connection of one listener.
 #[derive(Clone)]
 pub struct Proxy {
+    /// The current routing table (each request reads the latest).
     pub table: watch::Receiver<Arc<Table>>,
     /// `http` or `https`: what `X-Forwarded-Proto` says.
     pub scheme: &'static str,

@@ -59,6 +59,7 @@ impl HostMatch {
 /// How a rule's path matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathMatch {
+    /// The path exactly (case-sensitive).
     Exact(String),
     /// The path's non-empty `/`-separated elements.
     Prefix(Vec<String>),
@@ -106,8 +107,11 @@ impl PathMatch {
 /// One path of one rule, pointing at `target`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route<T> {
+    /// The rule's host.
     pub host: HostMatch,
+    /// The path's match.
     pub path: PathMatch,
+    /// Where matching requests go.
     pub target: T,
 }
 

@@ -40,9 +40,13 @@ use crate::proxy::service_port::{Protocol, ServicePort};
 /// What the table is built from.
 #[derive(Debug, Clone, Copy)]
 pub struct Input<'a> {
+    /// Every Ingress of the cluster (those of other classes are skipped).
     pub ingresses: &'a [Ingress],
+    /// Every IngressClass (which Ingresses are served).
     pub classes: &'a [IngressClass],
+    /// Every Service (the backends).
     pub services: &'a [Service],
+    /// Every EndpointSlice (the backends' endpoints).
     pub slices: &'a [EndpointSlice],
     /// The TLS Secrets read (only those the Ingresses name; see [`super::secrets`]).
     pub secrets: &'a [Secret],
@@ -64,6 +68,7 @@ pub enum Target {
 pub struct Backend {
     /// `namespace/name` of the Ingress it came from.
     pub ingress: String,
+    /// Where its requests go.
     pub target: Target,
     next: AtomicUsize,
 }
@@ -91,17 +96,24 @@ impl Backend {
 /// Why part of an Ingress cannot be served as written (reported as a Warning Event on it).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Warning {
+    /// The Ingress's namespace.
     pub namespace: String,
+    /// The Ingress's name.
     pub ingress: String,
+    /// The Event's reason (`ServiceNotFound`, `SecretNotFound`, ...).
     pub reason: &'static str,
+    /// What is wrong and what is served instead.
     pub message: String,
 }
 
 /// The routes, default backend and certificates of every Ingress served.
 #[derive(Debug, Default)]
 pub struct Table {
+    /// Every rule's paths, in no particular order (see [`routes`] for the precedence).
     pub routes: Vec<Route<Arc<Backend>>>,
+    /// Where requests no rule matches go (`None`: 404).
     pub default_backend: Option<Arc<Backend>>,
+    /// The TLS hosts and their certificates, first naming wins.
     pub certs: Vec<(HostMatch, Arc<CertifiedKey>)>,
 }
 

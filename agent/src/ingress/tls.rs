@@ -14,10 +14,13 @@ use super::table::Table;
 /// Why the HTTPS listener could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The default certificate could not be made.
     #[error("generating the default certificate")]
     Generate(#[source] rcgen::Error),
+    /// The default certificate was refused by rustls.
     #[error("loading the default certificate")]
     Load(#[source] rustls::Error),
+    /// The server configuration could not be built.
     #[error("tls configuration")]
     Config(#[source] rustls::Error),
 }
@@ -47,7 +50,9 @@ pub fn default_certificate() -> Result<CertifiedKey, Error> {
 /// Picks the certificate for each handshake from the latest table.
 #[derive(Debug)]
 pub struct SniResolver {
+    /// The current routing table (its certificates by host).
     pub table: watch::Receiver<Arc<Table>>,
+    /// The certificate for names no Ingress covers.
     pub default: Arc<CertifiedKey>,
 }
 
