@@ -1,18 +1,23 @@
 //! `k3rs server --disable <component>` (k3s's flag): which packaged components not to run.
 //!
 //! k3s's valid items are `coredns`, `servicelb`, `traefik`, `local-storage`, `metrics-server`
-//! and `runtimes`. k3rs ships four of them as built-ins rather than manifests, and takes
-//! `network-policy` as a fifth (a separate flag in k3s):
+//! and `runtimes`. k3rs ships five of them as built-ins rather than manifests, and takes
+//! `network-policy` and `ingress` as well (the first a separate flag in k3s, the second
+//! k3rs's own name for what `traefik` names):
 //! - `coredns`: the cluster DNS (the `kube-system/kube-dns` Service, the `cluster-dns`
 //!   controller that gives it endpoints, and the embedded agent's DNS server);
 //! - `servicelb`: the `servicelb` controller (LoadBalancer Services then stay pending);
 //! - `local-storage`: the local-path provisioner and its `local-path` StorageClass;
 //! - `metrics-server`: the API server's built-in `metrics.k8s.io` API (its kubelet scraper
 //!   and the group in discovery), so that a user can install their own metrics server.
+//! - `traefik` or `ingress`: the built-in ingress controller: the server's `ingress`
+//!   controller (which creates the default `k3rs` IngressClass and writes Ingress status)
+//!   and the listeners of the embedded agent and of the agents that join (they learn it
+//!   from `/v1-k3rs/agent-config`; an agent's own `--disable-ingress` turns off just its own);
 //! - `network-policy`: NetworkPolicy enforcement on the server's own node (k3s's
 //!   `--disable-network-policy`, which both commands also take; a joined agent needs its own).
 //!
-//! The others name components k3rs does not ship: disabling them changes nothing, which the
+//! `runtimes` names a component k3rs does not ship: disabling it changes nothing, which the
 //! server says in a warning. Anything else is refused with the list of valid items, so a typo
 //! does not leave a component running silently.
 //!
@@ -25,10 +30,10 @@
 pub struct UnknownComponent(pub String);
 
 const VALID: &str =
-    "coredns, servicelb, traefik, local-storage, metrics-server, runtimes, network-policy";
+    "coredns, servicelb, traefik, local-storage, metrics-server, runtimes, network-policy, ingress";
 
 /// Components k3s packages that k3rs does not ship (`--disable` of one is a no-op).
-const NOT_SHIPPED: &[&str] = &["traefik", "runtimes"];
+const NOT_SHIPPED: &[&str] = &["runtimes"];
 
 /// What `--disable` turns off.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,6 +48,8 @@ pub struct Disabled {
     pub metrics_server: bool,
     /// `network-policy`: the embedded agent enforces no NetworkPolicies.
     pub network_policy: bool,
+    /// `traefik` or `ingress`: no ingress controller, no default IngressClass.
+    pub ingress: bool,
     /// Items naming components k3rs does not ship, in the order given.
     pub not_shipped: Vec<String>,
 }
@@ -58,6 +65,7 @@ impl Disabled {
                 "local-storage" => d.local_storage = true,
                 "metrics-server" => d.metrics_server = true,
                 "network-policy" => d.network_policy = true,
+                "traefik" | "ingress" => d.ingress = true,
                 other if NOT_SHIPPED.contains(&other) => {
                     if !d.not_shipped.iter().any(|n| n == other) {
                         d.not_shipped.push(other.to_string());
@@ -77,6 +85,9 @@ impl Disabled {
         }
         if self.servicelb {
             off.push("servicelb");
+        }
+        if self.ingress {
+            off.push("ingress");
         }
         off
     }
@@ -106,12 +117,14 @@ mod tests {
             "local-storage",
             "metrics-server",
             "network-policy",
+            "traefik",
         ])
         .unwrap();
         assert!(
             d.coredns && d.servicelb && d.local_storage && d.metrics_server && d.network_policy
         );
-        assert_eq!(d.controllers(), ["cluster-dns", "servicelb"]);
+        assert!(d.ingress);
+        assert_eq!(d.controllers(), ["cluster-dns", "servicelb", "ingress"]);
         assert!(d.warnings().is_empty());
     }
 
@@ -124,14 +137,23 @@ mod tests {
 
     #[test]
     fn components_k3rs_does_not_ship_only_warn_once_each() {
-        let d = parse(&["traefik", "runtimes", "traefik"]).unwrap();
+        let d = parse(&["runtimes", "runtimes"]).unwrap();
         assert!(!d.coredns && !d.servicelb && !d.local_storage && !d.metrics_server);
-        assert!(!d.network_policy);
-        assert_eq!(d.not_shipped, ["traefik", "runtimes"]);
+        assert!(!d.network_policy && !d.ingress);
+        assert_eq!(d.not_shipped, ["runtimes"]);
         assert_eq!(
-            d.warnings()[0],
-            "--disable traefik: k3rs does not ship traefik; nothing to disable"
+            d.warnings(),
+            ["--disable runtimes: k3rs does not ship runtimes; nothing to disable"]
         );
+    }
+
+    #[test]
+    fn ingress_is_disabled_by_either_name() {
+        for name in ["traefik", "ingress"] {
+            let d = parse(&[name]).unwrap();
+            assert!(d.ingress && d.warnings().is_empty(), "{name}");
+            assert_eq!(d.controllers(), ["ingress"]);
+        }
     }
 
     #[test]

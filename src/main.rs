@@ -387,9 +387,9 @@ struct ServerArgs {
     disable_scheduler: bool,
     /// Do not run these packaged components (k3s's flag; repeatable or comma-separated):
     /// coredns (the kube-dns Service and the embedded DNS), servicelb, local-storage (the
-    /// local-path provisioner), metrics-server (the built-in metrics.k8s.io API). traefik and
-    /// runtimes are not shipped by k3rs: disabling them only warns. Objects created by an
-    /// earlier start are kept.
+    /// local-path provisioner), metrics-server (the built-in metrics.k8s.io API),
+    /// network-policy, traefik or ingress (the built-in ingress controller). runtimes is not
+    /// shipped by k3rs: disabling it only warns. Objects created by an earlier start are kept.
     #[arg(
         long = "disable",
         value_name = "COMPONENT",
@@ -592,6 +592,7 @@ async fn main() -> anyhow::Result<()> {
             // The embedded agent answers cluster DNS only while the cluster has it.
             args.node.disable_cluster_dns |= disabled.coredns;
             args.node.disable_network_policy |= disabled.network_policy;
+            args.node.disable_ingress |= disabled.ingress;
             let agent = (!args.disable_agent && !args.disable_apiserver).then(|| {
                 let join = node_flags::Join {
                     server: format!("https://127.0.0.1:{}", args.https_listen_port),
@@ -650,6 +651,7 @@ async fn main() -> anyhow::Result<()> {
                         cluster_dns: vec![cluster_dns],
                         system_default_registry: args.node.system_default_registry.clone(),
                         disable_network_policy: disabled.network_policy,
+                        disable_ingress: disabled.ingress,
                     },
                     metric_resolution: (!disabled.metrics_server).then_some(args.metric_resolution),
                     controller_args,

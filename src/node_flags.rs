@@ -9,6 +9,7 @@ use clap::Args;
 use k3rs_agent::containerd::registries;
 use k3rs_agent::dns::{DnsConfig, PORT_LABEL};
 use k3rs_agent::host_gw::HostGwConfig;
+use k3rs_agent::ingress::IngressConfig;
 use k3rs_agent::join::JoinToken;
 use k3rs_agent::kubelet::node_status::{machine, node, NodeConfig};
 use k3rs_agent::netpol::NetworkPolicyConfig;
@@ -68,6 +69,16 @@ pub struct NodeFlags {
     /// server's `--disable network-policy` sets it for its own node).
     #[arg(long, env = "K3RS_DISABLE_NETWORK_POLICY")]
     pub disable_network_policy: bool,
+    /// Do not run the ingress controller on this node (the server's `--disable ingress` or
+    /// `--disable traefik` sets it for its own node).
+    #[arg(long, env = "K3RS_DISABLE_INGRESS")]
+    pub disable_ingress: bool,
+    /// The port the node's ingress controller serves plain HTTP on, at each node IP.
+    #[arg(long, env = "K3RS_INGRESS_HTTP_PORT", default_value_t = 80)]
+    pub ingress_http_port: u16,
+    /// The port the node's ingress controller serves HTTPS on, at each node IP.
+    #[arg(long, env = "K3RS_INGRESS_HTTPS_PORT", default_value_t = 443)]
+    pub ingress_https_port: u16,
     /// Do not answer cluster DNS on this node (the node then serves no `kube-dns` endpoint).
     #[arg(long, env = "K3RS_DISABLE_CLUSTER_DNS")]
     pub disable_cluster_dns: bool,
@@ -160,6 +171,14 @@ impl NodeFlags {
         });
         let network_policy =
             (!self.disable_network_policy).then(|| NetworkPolicyConfig::new(&name));
+        let ingress = (!self.disable_ingress).then(|| {
+            IngressConfig::new(
+                &name,
+                &node.ips,
+                self.ingress_http_port,
+                self.ingress_https_port,
+            )
+        });
         let dns = (!self.disable_cluster_dns).then(|| DnsConfig {
             listen: node
                 .ips
@@ -211,6 +230,7 @@ impl NodeFlags {
             token: join.token,
             proxy,
             network_policy,
+            ingress,
             node,
             container_runtime_endpoint: self.container_runtime_endpoint.clone(),
             pause_image: self.pause_image.clone(),

@@ -15,6 +15,7 @@ pub mod host_check;
 pub mod host_gw;
 #[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod images;
+pub mod ingress;
 pub mod join;
 #[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod kubelet;

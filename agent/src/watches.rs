@@ -2,12 +2,15 @@
 //! enforcer, the pod network's backends; the cluster DNS uses the watches alone): cluster-wide reflectors
 //! whose events say which watch (re)listed, and [`run_paced`], which syncs once every watch
 //! has listed, as a [`Pacer`] schedules it, and starts the watches again with the newest
-//! client when the node's credentials rotate.
+//! client when the node's credentials rotate; [`OncePerVersion`] keeps a keeper that re-plans
+//! often from reporting the same warning about an object on every sync.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
@@ -159,6 +162,34 @@ pub async fn run_paced<K: Keeper>(
     }
 }
 
+/// The (object version, warning) pairs a keeper already reported (as a Warning Event and a
+/// log line): each warning is reported once per version (uid and resourceVersion) of the
+/// object it is about, not on every sync.
+#[derive(Debug)]
+pub struct OncePerVersion<W: Ord> {
+    reported: BTreeSet<(String, W)>,
+}
+
+impl<W: Ord> Default for OncePerVersion<W> {
+    fn default() -> Self {
+        OncePerVersion {
+            reported: BTreeSet::new(),
+        }
+    }
+}
+
+impl<W: Ord> OncePerVersion<W> {
+    /// Whether `warning` about the object of `meta` is new for its version; remembers it.
+    pub fn first(&mut self, meta: &ObjectMeta, warning: W) -> bool {
+        let version = format!(
+            "{}/{}",
+            meta.uid.as_deref().unwrap_or_default(),
+            meta.resource_version.as_deref().unwrap_or_default()
+        );
+        self.reported.insert((version, warning))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,5 +207,19 @@ mod tests {
         // A number past the watches is ignored rather than trusted.
         assert!(l.note(&Seen::Listed(7)));
         assert!(Listed::new(0).all());
+    }
+
+    #[test]
+    fn warnings_are_new_once_per_uid_and_resource_version() {
+        let meta = |rv: &str| ObjectMeta {
+            uid: Some("u".into()),
+            resource_version: Some(rv.into()),
+            ..ObjectMeta::default()
+        };
+        let mut seen = OncePerVersion::default();
+        assert!(seen.first(&meta("1"), "w"));
+        assert!(!seen.first(&meta("1"), "w"));
+        assert!(seen.first(&meta("1"), "other"));
+        assert!(seen.first(&meta("2"), "w"));
     }
 }

@@ -20,6 +20,9 @@ pub struct AgentConfig {
     /// `--disable network-policy`: agents do not enforce NetworkPolicies.
     #[serde(default)]
     pub disable_network_policy: bool,
+    /// `--disable traefik` (or `ingress`): agents run no ingress listeners.
+    #[serde(default)]
+    pub disable_ingress: bool,
 }
 
 #[cfg(test)]
@@ -32,12 +35,14 @@ mod tests {
             cluster_dns: vec!["10.96.0.10".parse().unwrap()],
             system_default_registry: Some("registry.local:5000".into()),
             disable_network_policy: true,
+            disable_ingress: true,
         };
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(
             v,
             serde_json::json!({"clusterDNS": ["10.96.0.10"],
-                "systemDefaultRegistry": "registry.local:5000", "disableNetworkPolicy": true})
+                "systemDefaultRegistry": "registry.local:5000", "disableNetworkPolicy": true,
+                "disableIngress": true})
         );
         let empty: AgentConfig = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, AgentConfig::default());

@@ -29,6 +29,7 @@ pub mod events;
 pub mod fs;
 pub mod generated_names;
 pub mod https;
+pub mod ingress_class;
 pub mod labels;
 pub mod meta;
 pub mod names;

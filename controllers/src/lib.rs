@@ -22,6 +22,7 @@ pub(crate) mod expectations;
 pub(crate) mod garbage_collector;
 pub(crate) mod history;
 pub(crate) mod hpa;
+pub(crate) mod ingress;
 pub(crate) mod job;
 pub(crate) mod namespace;
 pub(crate) mod node_ipam;
@@ -210,6 +211,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: servicelb::CONTROLLER,
         name: servicelb::NAME,
         start: |cx| servicelb::run(cx.client, cx.stop).boxed(),
+    },
+    Descriptor {
+        controller: ingress::CONTROLLER,
+        name: ingress::NAME,
+        start: |cx| ingress::run(cx.client, cx.stop).boxed(),
     },
     Descriptor {
         controller: volume::binder_shell::CONTROLLER,

@@ -21,6 +21,7 @@ mod cluster_dns;
 mod container_logs;
 mod cri_containerd;
 mod disk_pressure;
+mod ingress;
 mod kubectl_exec;
 mod local_path;
 mod memory_pressure;

@@ -76,13 +76,16 @@ fn load_balancer_services_get_the_ready_nodes_addresses() {
     agent.proc.assert_running();
 }
 
-/// `--disable servicelb,coredns` (k3s's flag): LoadBalancer Services stay pending, no
-/// `kube-dns` Service is created and no node is listed as a DNS endpoint; `traefik`, which
-/// k3rs does not ship, only warns.
+/// `--disable servicelb,traefik,coredns` (k3s's flag): LoadBalancer Services stay pending, no
+/// `kube-dns` Service is created and no node is listed as a DNS endpoint, no `k3rs`
+/// IngressClass is created; `runtimes`, which k3rs does not ship, only warns.
 #[test]
 fn disabled_packaged_components_do_not_run() {
-    let (server, k) =
-        Kubectl::start_server(&["--disable", "servicelb,traefik", "--disable=coredns"]);
+    let (server, k) = Kubectl::start_server(&[
+        "--disable",
+        "servicelb,traefik,runtimes",
+        "--disable=coredns",
+    ]);
     let mut agent = HollowAgent::start(&k.kubeconfig, 1, "off-", &[]);
     wait_for("a Ready node", Duration::from_secs(60), || {
         agent.proc.assert_running();
@@ -110,11 +113,13 @@ fn disabled_packaged_components_do_not_run() {
     assert!(!dns.ok && dns.stderr.contains("NotFound"), "{dns:?}");
     let slices = k.ok(&["get", "endpointslices", "-n", "kube-system", "-o", "name"]);
     assert!(!slices.contains("kube-dns"), "{slices}");
+    let class = k.run(&["get", "ingressclass", "k3rs"]);
+    assert!(!class.ok && class.stderr.contains("NotFound"), "{class:?}");
     assert!(
         server
             .log()
-            .contains("--disable traefik: k3rs does not ship traefik; nothing to disable"),
-        "no warning for traefik"
+            .contains("--disable runtimes: k3rs does not ship runtimes; nothing to disable"),
+        "no warning for runtimes"
     );
     agent.proc.assert_running();
 }

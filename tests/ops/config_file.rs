@@ -128,14 +128,14 @@ fn a_disable_item_that_is_no_component_is_refused() {
     );
     assert!(status.is_some_and(|s| !s.success()), "{status:?}: {log}");
     assert!(
-        log.contains(r#"--disable: "core-dns" is not a packaged component (valid items: coredns, servicelb, traefik, local-storage, metrics-server, runtimes, network-policy)"#),
+        log.contains(r#"--disable: "core-dns" is not a packaged component (valid items: coredns, servicelb, traefik, local-storage, metrics-server, runtimes, network-policy, ingress)"#),
         "{log}"
     );
     let (status, log, _dir) =
-        K3rs::run_to_exit(&["--disable", "servicelb,ingress"], Duration::from_secs(30));
+        K3rs::run_to_exit(&["--disable", "servicelb,ingres"], Duration::from_secs(30));
     assert!(status.is_some_and(|s| !s.success()), "{status:?}: {log}");
     assert!(
-        log.contains(r#""ingress" is not a packaged component"#),
+        log.contains(r#""ingres" is not a packaged component"#),
         "{log}"
     );
 }

@@ -145,7 +145,7 @@ spec:
 
 /// What agents learn from the server (`/v1-k3rs/agent-config`, readable by nodes and
 /// admins, not by other users): the cluster DNS address of `--service-cidr`, the
-/// `--system-default-registry` and `--disable network-policy`; the registry also prefixes the
+/// `--system-default-registry` and `--disable network-policy,traefik`; the registry also prefixes the
 /// local-path provisioner's helper image.
 #[test]
 fn the_server_hands_agents_its_settings_and_prefixes_the_helper_image() {
@@ -155,10 +155,11 @@ fn the_server_hands_agents_its_settings_and_prefixes_the_helper_image() {
         "--system-default-registry",
         "registry.local:5000",
         "--disable",
-        "network-policy",
+        "network-policy,traefik",
     ]);
     let want = serde_json::json!({"clusterDNS": ["10.96.0.10"],
-        "systemDefaultRegistry": "registry.local:5000", "disableNetworkPolicy": true});
+        "systemDefaultRegistry": "registry.local:5000", "disableNetworkPolicy": true,
+        "disableIngress": true});
     let raw = ["get", "--raw", "/v1-k3rs/agent-config"];
     let as_admin: serde_json::Value = serde_json::from_str(&k.ok(&raw)).unwrap();
     assert_eq!(as_admin, want);

@@ -203,6 +203,130 @@ spec:
     );
 }
 
+const INGRESS_WORLD: &str = "apiVersion: v1
+kind: Namespace
+metadata: {name: web}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: site, namespace: web}
+spec:
+  ingressClassName: k3rs
+  tls: [{hosts: [site.example.com], secretName: site-tls}]
+  defaultBackend: {service: {name: site, port: {number: 80}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: elsewhere, namespace: web}
+spec:
+  ingressClassName: nginx
+  tls: [{hosts: [other.example.com], secretName: nginx-tls}]
+  defaultBackend: {service: {name: site, port: {number: 80}}}
+";
+
+/// Whether node `k` may get Secret `web/name` (panics on any answer but allowed/Forbidden).
+fn node_reads(k: &Kubectl, name: &str) -> bool {
+    let out = k.run(&["get", "secret", "-n", "web", name]);
+    assert!(out.ok || out.stderr.contains("Forbidden"), "{out:?}");
+    out.ok
+}
+
+/// The TLS Secret an Ingress of the built-in class names is readable by every node, by name
+/// only (each node's ingress controller serves it), and only while the Ingress names it: nodes
+/// still list no Secrets and read no other, nor those of other classes' Ingresses. What the
+/// ingress controller watches, nodes may list cluster-wide.
+#[test]
+fn every_node_reads_the_tls_secrets_of_k3rs_ingresses_by_name_only() {
+    let (server, admin) = Kubectl::start_server(&["--disable-agent"]);
+    admin.ok_stdin(&["create", "-f", "-"], Some(NODES));
+    admin.ok_stdin(&["create", "-f", "-"], Some(INGRESS_WORLD));
+    for s in ["site-tls", "nginx-tls", "other"] {
+        admin.ok(&[
+            "create",
+            "secret",
+            "generic",
+            "-n",
+            "web",
+            s,
+            "--from-literal=k=v",
+        ]);
+    }
+    admin.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "site-tls",
+        "--from-literal=k=v",
+    ]);
+    let n1 = node_kubectl(&server, &admin, "n1");
+    let n2 = node_kubectl(&server, &admin, "n2");
+    let wait = std::time::Duration::from_secs(30);
+    common::wait_for("the ingress edge", wait, || {
+        node_reads(&n1, "site-tls").then_some(())
+    });
+    assert!(node_reads(&n2, "site-tls"), "every node, pods or not");
+    assert!(!node_reads(&n1, "other"));
+    assert!(!node_reads(&n1, "nginx-tls"), "another class's Ingress");
+    n1.fails_with(
+        &["get", "secret", "site-tls", "-n", "default"],
+        None,
+        "Forbidden",
+    );
+    n1.fails_with(&["get", "secrets", "-n", "web"], None, "Forbidden");
+    n1.fails_with(&["get", "secrets", "-A"], None, "Forbidden");
+    let answered = common::narrowing::assert_never_wider(
+        &n1,
+        "/api/v1/namespaces/web/secrets",
+        "site-tls",
+        "other",
+    );
+    assert!(
+        answered >= 2,
+        "only {answered} narrowed queries were answered"
+    );
+    for what in ["ingresses", "ingressclasses", "services", "endpointslices"] {
+        n1.ok(&["get", what, "-A"]);
+    }
+    n1.ok(&[
+        "get",
+        "--raw",
+        "/apis/networking.k8s.io/v1/ingresses?watch=true&timeoutSeconds=1",
+    ]);
+
+    // Dropping the tls entry revokes the access; naming the Secret again restores it;
+    // deleting the Ingress revokes it.
+    admin.ok(&[
+        "patch",
+        "ingress",
+        "site",
+        "-n",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op": "remove", "path": "/spec/tls"}]"#,
+    ]);
+    common::wait_for("revoked by the edit", wait, || {
+        (!node_reads(&n2, "site-tls")).then_some(())
+    });
+    admin.ok(&[
+        "patch",
+        "ingress",
+        "site",
+        "-n",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec": {"tls": [{"secretName": "site-tls"}]}}"#,
+    ]);
+    common::wait_for("named again", wait, || {
+        node_reads(&n2, "site-tls").then_some(())
+    });
+    admin.ok(&["delete", "ingress", "site", "-n", "web"]);
+    common::wait_for("revoked by the deletion", wait, || {
+        (!node_reads(&n1, "site-tls")).then_some(())
+    });
+}
+
 const TOKEN_WORLD: &str = "apiVersion: v1
 kind: ServiceAccount
 metadata: {name: app}

@@ -30,7 +30,6 @@ pub mod cidr;
 pub mod plan;
 pub mod sync;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::{stream, StreamExt};
@@ -45,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::proxy::iptables::Iptables;
 use crate::proxy::sync::Pacer;
-use crate::watches::{run_paced, watch_all, Keeper, Watches};
+use crate::watches::{run_paced, watch_all, Keeper, OncePerVersion, Watches};
 
 /// How the enforcer runs.
 #[derive(Debug, Clone)]
@@ -205,7 +204,7 @@ async fn sync_once<I: Iptables>(
 /// Reports each warning once per policy version.
 #[derive(Default)]
 struct Reporter {
-    reported: BTreeSet<(String, plan::Warning)>,
+    reported: OncePerVersion<plan::Warning>,
 }
 
 impl Reporter {
@@ -223,16 +222,7 @@ impl Reporter {
             }) else {
                 continue;
             };
-            let version = format!(
-                "{}/{}",
-                policy.metadata.uid.as_deref().unwrap_or_default(),
-                policy
-                    .metadata
-                    .resource_version
-                    .as_deref()
-                    .unwrap_or_default()
-            );
-            if !self.reported.insert((version, w.clone())) {
+            if !self.reported.first(&policy.metadata, w.clone()) {
                 continue;
             }
             tracing::warn!(namespace = %w.namespace, policy = %w.policy, reason = w.reason, "network policy: {}", w.message);

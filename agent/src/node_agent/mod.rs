@@ -48,6 +48,8 @@ pub struct AgentConfig {
     /// The NetworkPolicy enforcer's settings; `None`: policies are not enforced on this node
     /// (and rules a previous run left are removed).
     pub network_policy: Option<crate::netpol::NetworkPolicyConfig>,
+    /// The ingress controller's settings; `None`: no ingress listeners on this node.
+    pub ingress: Option<crate::ingress::IngressConfig>,
     /// The cluster DNS server's settings; `None`: no DNS server.
     pub dns: Option<crate::dns::DnsConfig>,
     /// How pods reach the other nodes' pods (`--flannel-backend`).
@@ -232,6 +234,14 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), jo
         });
     }
     spawn_pod_network(&mut running, &cfg.pod_network, &latest, &stop);
+    if let Some(ingress) = cfg.ingress.clone() {
+        let latest = latest.clone();
+        running.spawn(tasks::supervise(
+            "agent/ingress",
+            stop.clone(),
+            move |stop| crate::ingress::run(latest.clone(), ingress.clone(), stop),
+        ));
+    }
     if let Some(dns) = cfg.dns.clone() {
         let latest = latest.clone();
         running.spawn(tasks::supervise("agent/dns", stop.clone(), move |stop| {

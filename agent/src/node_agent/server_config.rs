@@ -6,7 +6,10 @@
 //!   answer, k3s's default 10.43.0.10;
 //! - `--system-default-registry` (the sandbox image's registry), unless the agent's own flag
 //!   is given;
-//! - the server's `--disable network-policy`, which turns this node's enforcement off.
+//! - the server's `--disable network-policy`, which turns this node's enforcement off;
+//! - the server's `--disable traefik` (or `ingress`), which turns this node's ingress
+//!   listeners off (the cluster then has no `k3rs` IngressClass; ports 80 and 443 stay free
+//!   for another ingress controller).
 //!
 //! `k3rs server` hands its embedded agent the same settings directly.
 
@@ -37,6 +40,9 @@ pub fn apply(mut cfg: AgentConfig, server: &FromServer) -> AgentConfig {
     }
     if server.disable_network_policy {
         cfg.network_policy = None;
+    }
+    if server.disable_ingress {
+        cfg.ingress = None;
     }
     cfg
 }
@@ -86,6 +92,7 @@ mod tests {
             csr_timeout: Duration::from_secs(60),
             proxy: None,
             network_policy: Some(crate::netpol::NetworkPolicyConfig::new("n1")),
+            ingress: Some(crate::ingress::IngressConfig::new("n1", &[], 80, 443)),
             dns: None,
             pod_network: crate::pod_network::PodNetwork::None,
             registries: Default::default(),
@@ -100,6 +107,7 @@ mod tests {
             cluster_dns: vec![ip("10.96.0.10")],
             system_default_registry: Some("registry.local:5000".into()),
             disable_network_policy: true,
+            disable_ingress: true,
         };
         let cfg = apply(agent(), &server);
         assert_eq!(cfg.kubelet.cluster_dns, [ip("10.96.0.10")]);
@@ -108,6 +116,7 @@ mod tests {
             Some("registry.local:5000")
         );
         assert!(cfg.network_policy.is_none());
+        assert!(cfg.ingress.is_none());
         // The agent's own flags win.
         let mut own = agent();
         own.kubelet.cluster_dns = vec![ip("10.0.0.53")];

@@ -4,7 +4,9 @@
 //! # Guarantees
 //! - Users that are not `system:node:<name>` in `system:nodes` get no opinion.
 //! - Secrets, configmaps, claims, volumes and service-account tokens are allowed only when
-//!   related to the node in the graph; leases only in `kube-node-lease` under the node's name
+//!   related to the node in the graph, and only by name (a list or watch only with a
+//!   `metadata.name` field selector): a node never lists Secrets. The TLS Secrets of the
+//!   built-in ingress controller's Ingresses are related to every node; leases only in `kube-node-lease` under the node's name
 //!   (create is left to NodeRestriction); everything else only as the static node rules
 //!   (upstream's `NodeRules()`) allow. The reason strings are upstream's.
 
@@ -448,5 +450,45 @@ mod tests {
             a("GET", "/healthz/etcd"),
             Decision::NoOpinion(String::new())
         );
+    }
+
+    #[test]
+    fn ingress_tls_secrets_by_name_only() {
+        let mut g = graph();
+        g.set_ingress_class(
+            "k3rs",
+            Some(k3rs_apimachinery::ingress_class::ingress_class()),
+        );
+        g.set_ingress(
+            "web",
+            "site",
+            Some(crate::node::refs::IngressRefs {
+                class: None,
+                secrets: ["site-tls".to_string()].into(),
+            }),
+        );
+        let n3 = node_user("n3");
+        let get =
+            |p: &str, q: Option<&str>| decide(&Attributes::of_request(n3.clone(), "GET", p, q), &g);
+        let secrets = "/api/v1/namespaces/web/secrets";
+        assert_eq!(get(&format!("{secrets}/site-tls"), None), Decision::Allow);
+        let by_name = "watch=true&fieldSelector=metadata.name%3Dsite-tls";
+        assert_eq!(get(secrets, Some(by_name)), Decision::Allow);
+        assert_eq!(
+            get(secrets, None),
+            Decision::NoOpinion("No Object name found".into())
+        );
+        assert_eq!(
+            get(&format!("{secrets}/other"), None),
+            Decision::NoOpinion("no relationship found between node 'n3' and this object".into())
+        );
+        assert!(matches!(
+            get("/api/v1/namespaces/ns/secrets/site-tls", None),
+            Decision::NoOpinion(_)
+        ));
+        assert!(matches!(
+            ask(n3.clone(), "PUT", &format!("{secrets}/site-tls"), &g),
+            Decision::NoOpinion(_)
+        ));
     }
 }

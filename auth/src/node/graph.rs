@@ -1,16 +1,25 @@
 //! The Node authorizer's graph: which pods are bound to which node and what they reference,
-//! and which persistent volume is bound to which claim. In memory, fed by watches
-//! ([`super::populator`]); questions are answered without I/O.
+//! which persistent volume is bound to which claim, and which TLS Secrets the Ingresses of
+//! the built-in ingress controller name. In memory, fed by watches ([`super::populator`]);
+//! questions are answered without I/O.
 //!
 //! # Guarantees
 //! - An object is related to a node exactly when a pod bound to that node (`spec.nodeName`)
 //!   references it in the object's namespace (secrets, configmaps, claims, the service
 //!   account), or it is the persistent volume bound to such a claim, or the pod itself.
-//! - Replacing a pod replaces all its edges; deleting it removes them.
+//! - A Secret is related to every node while an Ingress in its namespace names it in
+//!   `spec.tls[].secretName` and the built-in controller serves that Ingress (its class is
+//!   `k3rs`'s, or it names none and `k3rs`'s is the single default class; see
+//!   [`k3rs_apimachinery::ingress_class`]): every node's ingress controller serves it.
+//! - Replacing a pod or Ingress replaces all its edges; deleting it removes them. Changing an
+//!   IngressClass re-decides every Ingress naming it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::refs::PodRefs;
+use k3rs_apimachinery::ingress_class;
+use k8s_openapi::api::networking::v1::IngressClass;
+
+use super::refs::{IngressRefs, PodRefs};
 
 /// The kinds of objects a node may be related to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,13 +54,17 @@ impl Kind {
 
 type Key = (String, String);
 
-/// Pods per node, their references, and PV → claim bindings.
+/// Pods per node, their references, PV → claim bindings, and Ingress TLS Secrets.
 #[derive(Debug, Clone, Default)]
 pub struct Graph {
     pods: BTreeMap<Key, PodRefs>,
     by_node: BTreeMap<String, BTreeSet<Key>>,
     /// PV name → bound claim (namespace, name).
     pv_claims: BTreeMap<String, Key>,
+    /// Ingress (namespace, name) → its class and TLS Secrets.
+    ingresses: BTreeMap<Key, IngressRefs>,
+    /// IngressClasses by name.
+    ingress_classes: BTreeMap<String, IngressClass>,
 }
 
 impl Graph {
@@ -103,8 +116,51 @@ impl Graph {
         self.pv_claims.clear();
     }
 
+    /// Records Ingress `namespace/name` (`None`: deleted).
+    pub fn set_ingress(&mut self, namespace: &str, name: &str, refs: Option<IngressRefs>) {
+        let key = (namespace.to_string(), name.to_string());
+        match refs {
+            Some(r) => self.ingresses.insert(key, r),
+            None => self.ingresses.remove(&key),
+        };
+    }
+
+    /// Records IngressClass `name` (`None`: deleted).
+    pub fn set_ingress_class(&mut self, name: &str, class: Option<IngressClass>) {
+        match class {
+            Some(c) => self.ingress_classes.insert(name.to_string(), c),
+            None => self.ingress_classes.remove(name),
+        };
+    }
+
+    /// Forgets every Ingress (before a re-list).
+    pub fn clear_ingresses(&mut self) {
+        self.ingresses.clear();
+    }
+
+    /// Forgets every IngressClass (before a re-list).
+    pub fn clear_ingress_classes(&mut self) {
+        self.ingress_classes.clear();
+    }
+
+    /// Whether an Ingress in `namespace` served by the built-in controller names Secret
+    /// `name` for TLS.
+    fn ingress_tls_secret(&self, namespace: &str, name: &str) -> bool {
+        let start = (namespace.to_string(), String::new());
+        self.ingresses
+            .range(start..)
+            .take_while(|((ns, _), _)| ns == namespace)
+            .any(|(_, r)| {
+                r.secrets.contains(name)
+                    && ingress_class::serves(r.class.as_deref(), self.ingress_classes.values())
+            })
+    }
+
     /// Whether `kind` `namespace/name` is related to `node` (see the module guarantees).
     pub fn related(&self, node: &str, kind: Kind, namespace: &str, name: &str) -> bool {
+        if kind == Kind::Secret && self.ingress_tls_secret(namespace, name) {
+            return true;
+        }
         let Some(pods) = self.by_node.get(node) else {
             return false;
         };
@@ -180,5 +236,78 @@ mod tests {
         g.set_pod("a", "p1", refs("n1", &["s1"], &[]));
         g.clear_pods();
         assert!(!g.related("n1", Kind::Secret, "a", "s1"));
+    }
+
+    fn ingress(class: Option<&str>, secrets: &[&str]) -> Option<IngressRefs> {
+        Some(IngressRefs {
+            class: class.map(str::to_string),
+            secrets: secrets.iter().map(|s| s.to_string()).collect(),
+        })
+    }
+
+    fn class(name: &str, controller: &str, default: bool) -> Option<IngressClass> {
+        let mut c = ingress_class::ingress_class();
+        c.metadata.name = Some(name.into());
+        c.spec.as_mut().unwrap().controller = Some(controller.into());
+        if !default {
+            c.metadata.annotations = None;
+        }
+        Some(c)
+    }
+
+    #[test]
+    fn tls_secrets_of_our_ingresses_are_every_nodes() {
+        let mut g = Graph::default();
+        g.set_ingress_class("k3rs", Some(ingress_class::ingress_class()));
+        g.set_ingress_class("nginx", class("nginx", "k8s.io/ingress-nginx", false));
+        g.set_ingress("web", "site", ingress(Some("k3rs"), &["site-tls"]));
+        g.set_ingress("web", "plain", ingress(None, &["default-class-tls"]));
+        g.set_ingress("web", "other", ingress(Some("nginx"), &["nginx-tls"]));
+        g.set_ingress("web", "unknown", ingress(Some("gone"), &["gone-tls"]));
+        for node in ["n1", "n-without-pods"] {
+            assert!(g.related(node, Kind::Secret, "web", "site-tls"), "{node}");
+            assert!(g.related(node, Kind::Secret, "web", "default-class-tls"));
+        }
+        assert!(
+            !g.related("n1", Kind::Secret, "web", "nginx-tls"),
+            "not ours"
+        );
+        assert!(
+            !g.related("n1", Kind::Secret, "web", "gone-tls"),
+            "no class"
+        );
+        assert!(
+            !g.related("n1", Kind::Secret, "web", "other"),
+            "no such name"
+        );
+        assert!(
+            !g.related("n1", Kind::Secret, "web2", "site-tls"),
+            "namespace"
+        );
+        assert!(
+            !g.related("n1", Kind::Secret, "we", "site-tls"),
+            "namespace prefix"
+        );
+        assert!(!g.related("n1", Kind::ConfigMap, "web", "site-tls"), "kind");
+
+        // Edits and deletions revoke; classes are re-decided.
+        g.set_ingress("web", "site", ingress(Some("k3rs"), &[]));
+        assert!(!g.related("n1", Kind::Secret, "web", "site-tls"));
+        g.set_ingress("web", "site", ingress(Some("k3rs"), &["site-tls"]));
+        g.set_ingress("web", "site", None);
+        assert!(!g.related("n1", Kind::Secret, "web", "site-tls"));
+        g.set_ingress_class("nginx", class("nginx", "k8s.io/ingress-nginx", true));
+        assert!(
+            !g.related("n1", Kind::Secret, "web", "default-class-tls"),
+            "two default classes: the classless Ingress is nobody's"
+        );
+        g.set_ingress_class("nginx", None);
+        assert!(g.related("n1", Kind::Secret, "web", "default-class-tls"));
+        g.set_ingress_class("k3rs", class("k3rs", "someone.else/ingress", true));
+        assert!(!g.related("n1", Kind::Secret, "web", "default-class-tls"));
+        g.clear_ingress_classes();
+        g.set_ingress_class("k3rs", Some(ingress_class::ingress_class()));
+        g.clear_ingresses();
+        assert!(!g.related("n1", Kind::Secret, "web", "default-class-tls"));
     }
 }

@@ -1,31 +1,35 @@
-//! Keeps the Node authorizer's [`Graph`] current: watches pods and persistent volumes through
-//! an in-process client (as kube-apiserver feeds its graph from loopback informers).
+//! Keeps the Node authorizer's [`Graph`] current: watches pods, persistent volumes, Ingresses
+//! and IngressClasses through an in-process client (as kube-apiserver feeds its graph from
+//! loopback informers).
 //!
 //! # Guarantees
-//! - A re-list (after a watch is lost) replaces the recorded pods/volumes, so deletions missed
-//!   while disconnected do not linger.
+//! - A re-list (after a watch is lost) replaces the recorded objects of that kind, so
+//!   deletions missed while disconnected do not linger.
 //! - Runs until `stop`; watch errors are retried with backoff, never fatal.
 
 use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
 use super::graph::Graph;
-use super::refs::{pod_refs, pv_claim};
+use super::refs::{ingress_refs, pod_refs, pv_claim};
+
+/// An object's namespace and name.
+fn key(o: &impl kube::Resource) -> (String, String) {
+    (
+        o.meta().namespace.clone().unwrap_or_default(),
+        o.meta().name.clone().unwrap_or_default(),
+    )
+}
 
 /// Applies one pod watch event.
 pub fn apply_pod(g: &mut Graph, ev: Event<Pod>) {
-    let key = |p: &Pod| {
-        (
-            p.metadata.namespace.clone().unwrap_or_default(),
-            p.metadata.name.clone().unwrap_or_default(),
-        )
-    };
     match ev {
         Event::Init => g.clear_pods(),
         Event::Apply(p) | Event::InitApply(p) => {
@@ -52,18 +56,64 @@ pub fn apply_pv(g: &mut Graph, ev: Event<PersistentVolume>) {
     }
 }
 
-/// Watches pods and PVs with `client` into `graph` until `stop`.
-pub async fn run(client: kube::Client, graph: Arc<RwLock<Graph>>, stop: CancellationToken) {
-    let pods = watcher::watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
+/// Applies one Ingress watch event.
+pub fn apply_ingress(g: &mut Graph, ev: Event<Ingress>) {
+    match ev {
+        Event::Init => g.clear_ingresses(),
+        Event::Apply(i) | Event::InitApply(i) => {
+            let (ns, name) = key(&i);
+            g.set_ingress(&ns, &name, Some(ingress_refs(&i)));
+        }
+        Event::Delete(i) => {
+            let (ns, name) = key(&i);
+            g.set_ingress(&ns, &name, None);
+        }
+        Event::InitDone => {}
+    }
+}
+
+/// Applies one IngressClass watch event.
+pub fn apply_ingress_class(g: &mut Graph, ev: Event<IngressClass>) {
+    match ev {
+        Event::Init => g.clear_ingress_classes(),
+        Event::Apply(c) | Event::InitApply(c) => {
+            g.set_ingress_class(&c.metadata.name.clone().unwrap_or_default(), Some(c))
+        }
+        Event::Delete(c) => g.set_ingress_class(&c.metadata.name.clone().unwrap_or_default(), None),
+        Event::InitDone => {}
+    }
+}
+
+/// One watch event, ready to be applied to the graph.
+type Update = Box<dyn FnOnce(&mut Graph) + Send>;
+
+/// Every `K` of the cluster, each event as the [`Update`] `apply` makes of it.
+fn watch<K>(
+    client: &kube::Client,
+    apply: fn(&mut Graph, Event<K>),
+) -> futures::stream::BoxStream<'static, Result<Update, watcher::Error>>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    watcher::watcher(Api::<K>::all(client.clone()), watcher::Config::default())
         .default_backoff()
-        .map(|e| e.map(Ok));
-    let pvs = watcher::watcher(
-        Api::<PersistentVolume>::all(client),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .map(|e| e.map(Err));
-    let mut events = Box::pin(futures::stream::select(pods, pvs));
+        .map(move |e| e.map(|ev| Box::new(move |g: &mut Graph| apply(g, ev)) as Update))
+        .boxed()
+}
+
+/// Watches pods, PVs, Ingresses and IngressClasses with `client` into `graph` until `stop`.
+pub async fn run(client: kube::Client, graph: Arc<RwLock<Graph>>, stop: CancellationToken) {
+    let mut events = futures::stream::select_all([
+        watch(&client, apply_pod),
+        watch(&client, apply_pv),
+        watch(&client, apply_ingress),
+        watch(&client, apply_ingress_class),
+    ]);
     loop {
         let next = tokio::select! {
             _ = stop.cancelled() => return,
@@ -72,13 +122,7 @@ pub async fn run(client: kube::Client, graph: Arc<RwLock<Graph>>, stop: Cancella
         match next {
             None => return,
             Some(Err(e)) => tracing::debug!(error = %e, "node authorizer graph watch"),
-            Some(Ok(ev)) => {
-                let mut g = graph.write().unwrap_or_else(|p| p.into_inner());
-                match ev {
-                    Ok(pod) => apply_pod(&mut g, pod),
-                    Err(pv) => apply_pv(&mut g, pv),
-                }
-            }
+            Some(Ok(update)) => update(&mut graph.write().unwrap_or_else(|p| p.into_inner())),
         }
     }
 }
@@ -114,5 +158,43 @@ mod tests {
         assert!(g.related("n1", Kind::Secret, "ns", "s2"));
         apply_pod(&mut g, Event::Delete(pod("p2", "n1", "s2")));
         assert!(!g.related("n1", Kind::Secret, "ns", "s2"));
+    }
+
+    fn ingress(name: &str, secret: &str) -> Ingress {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"tls": [{"secretName": secret}]}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn ingress_events_drive_the_tls_secret_edges() {
+        let mut g = Graph::default();
+        let class = k3rs_apimachinery::ingress_class::ingress_class();
+        apply_ingress_class(&mut g, Event::Apply(class.clone()));
+        apply_ingress(&mut g, Event::Apply(ingress("i1", "s1")));
+        assert!(g.related("n1", Kind::Secret, "ns", "s1"));
+        apply_ingress(&mut g, Event::Apply(ingress("i1", "s2")));
+        assert!(!g.related("n1", Kind::Secret, "ns", "s1"));
+        assert!(g.related("n1", Kind::Secret, "ns", "s2"));
+        apply_ingress(&mut g, Event::Init);
+        apply_ingress(&mut g, Event::InitApply(ingress("i2", "s3")));
+        apply_ingress(&mut g, Event::InitDone);
+        assert!(
+            !g.related("n1", Kind::Secret, "ns", "s2"),
+            "gone after relist"
+        );
+        assert!(g.related("n1", Kind::Secret, "ns", "s3"));
+        apply_ingress_class(&mut g, Event::Delete(class));
+        assert!(
+            !g.related("n1", Kind::Secret, "ns", "s3"),
+            "no default class"
+        );
+        apply_ingress_class(
+            &mut g,
+            Event::Apply(k3rs_apimachinery::ingress_class::ingress_class()),
+        );
+        apply_ingress(&mut g, Event::Delete(ingress("i2", "s3")));
+        assert!(!g.related("n1", Kind::Secret, "ns", "s3"));
     }
 }

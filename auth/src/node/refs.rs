@@ -1,9 +1,12 @@
-//! What a pod or persistent volume references, as the Node authorizer's graph records it
-//! (upstream's `VisitPodSecretNames` / `VisitPodConfigmapNames` and the PV's claim).
+//! What a pod, persistent volume or Ingress references, as the Node authorizer's graph
+//! records it (upstream's `VisitPodSecretNames` / `VisitPodConfigmapNames`, the PV's claim,
+//! and k3rs's own Ingress TLS Secrets).
 
 use std::collections::BTreeSet;
 
+use k3rs_apimachinery::ingress_class::named_class;
 use k8s_openapi::api::core::v1::{Container, PersistentVolume, Pod, Volume};
+use k8s_openapi::api::networking::v1::Ingress;
 
 /// The objects a pod bound to a node lets that node read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -122,6 +125,29 @@ pub fn pv_claim(pv: &PersistentVolume) -> Option<(String, String)> {
     Some((c.namespace.clone()?, c.name.clone()?))
 }
 
+/// The TLS Secrets an Ingress names, which every node's ingress controller reads when the
+/// built-in controller serves the Ingress.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngressRefs {
+    /// The class the Ingress names (`spec.ingressClassName`, else the deprecated annotation);
+    /// `None`: the cluster's default class.
+    pub class: Option<String>,
+    /// `spec.tls[].secretName`, in the Ingress's namespace.
+    pub secrets: BTreeSet<String>,
+}
+
+/// The class and TLS Secrets of `ingress`.
+pub fn ingress_refs(ingress: &Ingress) -> IngressRefs {
+    let tls = ingress.spec.iter().flat_map(|s| s.tls.iter().flatten());
+    IngressRefs {
+        class: named_class(ingress).map(str::to_string),
+        secrets: tls
+            .filter_map(|t| t.secret_name.clone())
+            .filter(|n| !n.is_empty())
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,5 +220,24 @@ mod tests {
             "spec": {"claimRef": {"namespace": "default", "name": "data"}}}))
         .unwrap();
         assert_eq!(pv_claim(&pv), Some(("default".into(), "data".into())));
+    }
+
+    #[test]
+    fn ingress_tls_secrets_and_class() {
+        let ing: Ingress = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "default",
+                "annotations": {"kubernetes.io/ingress.class": "k3rs"}},
+            "spec": {"tls": [{"hosts": ["a"], "secretName": "a-tls"}, {"hosts": ["b"]},
+                {"secretName": ""}, {"secretName": "b-tls"}]}}))
+        .unwrap();
+        assert_eq!(
+            ingress_refs(&ing),
+            IngressRefs {
+                class: Some("k3rs".into()),
+                secrets: set(&["a-tls", "b-tls"]),
+            }
+        );
+        let bare: Ingress = serde_json::from_value(json!({"metadata": {"name": "i"}})).unwrap();
+        assert_eq!(ingress_refs(&bare), IngressRefs::default());
     }
 }

@@ -229,6 +229,22 @@ fn controller_rules(name: &str) -> Vec<PolicyRule> {
                 &["storageclasses"],
             ),
         ],
+        // The built-in ingress controller's server side: the default IngressClass and
+        // Ingress status.
+        "ingress-controller" => vec![
+            rule(
+                &["get", "list", "watch", "create"],
+                &["networking.k8s.io"],
+                &["ingressclasses"],
+            ),
+            rule(READ, &["networking.k8s.io"], &["ingresses"]),
+            rule(
+                &["patch", "update"],
+                &["networking.k8s.io"],
+                &["ingresses/status"],
+            ),
+            rule(&["list", "watch"], &[""], &["nodes"]),
+        ],
         "service-controller" => vec![
             rule(READ, &[""], &["services"]),
             rule(&["patch", "update"], &[""], &["services/status"]),
@@ -368,6 +384,7 @@ pub const CONTROLLERS: &[&str] = &[
     "endpointslice-controller",
     "generic-garbage-collector",
     "horizontal-pod-autoscaler",
+    "ingress-controller",
     "job-controller",
     "namespace-controller",
     "node-controller",

@@ -536,6 +536,26 @@ pub(super) fn cluster_roles() -> Vec<ClusterRole> {
                 events_rule(),
             ],
         ),
+        // What a node's ingress controller reads to route (k3s's traefik reads these with its
+        // service account). No Secrets: a node reads an Ingress's TLS Secret by name only,
+        // through the Node authorizer's Ingress edges.
+        cluster_role(
+            "k3rs:ingress",
+            vec![
+                rule(&["list", "watch"], &[""], &["services"]),
+                rule(
+                    &["list", "watch"],
+                    &["discovery.k8s.io"],
+                    &["endpointslices"],
+                ),
+                rule(
+                    &["list", "watch"],
+                    &["networking.k8s.io"],
+                    &["ingresses", "ingressclasses"],
+                ),
+                events_rule(),
+            ],
+        ),
         // What an agent reads of its server's settings (k3s's agents read `/v1-k3s/config`
         // with their node credentials).
         cluster_role(
@@ -645,6 +665,11 @@ pub(super) fn bindings() -> Vec<ClusterRoleBinding> {
         binding(
             "k3rs:network-policy",
             "k3rs:network-policy",
+            vec![subject("Group", "system:nodes")],
+        ),
+        binding(
+            "k3rs:ingress",
+            "k3rs:ingress",
             vec![subject("Group", "system:nodes")],
         ),
         binding(
