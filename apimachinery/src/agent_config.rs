@@ -20,6 +20,10 @@ pub struct AgentConfig {
     /// `--disable network-policy`: agents do not enforce NetworkPolicies.
     #[serde(default)]
     pub disable_network_policy: bool,
+    /// `--flannel-backend`: the cluster's pod network backend (`vxlan`, `host-gw`, `none`);
+    /// `None` from servers older than the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flannel_backend: Option<String>,
 }
 
 #[cfg(test)]
@@ -32,12 +36,14 @@ mod tests {
             cluster_dns: vec!["10.96.0.10".parse().unwrap()],
             system_default_registry: Some("registry.local:5000".into()),
             disable_network_policy: true,
+            flannel_backend: Some("host-gw".into()),
         };
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(
             v,
             serde_json::json!({"clusterDNS": ["10.96.0.10"],
-                "systemDefaultRegistry": "registry.local:5000", "disableNetworkPolicy": true})
+                "systemDefaultRegistry": "registry.local:5000", "disableNetworkPolicy": true,
+                "flannelBackend": "host-gw"})
         );
         let empty: AgentConfig = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, AgentConfig::default());

@@ -6,7 +6,10 @@
 //!   answer, k3s's default 10.43.0.10;
 //! - `--system-default-registry` (the sandbox image's registry), unless the agent's own flag
 //!   is given;
-//! - the server's `--disable network-policy`, which turns this node's enforcement off.
+//! - the server's `--disable network-policy`, which turns this node's enforcement off;
+//! - the server's `--flannel-backend`, the cluster's pod network backend: an agent's own
+//!   `--flannel-backend` must agree with it (the agent refuses to start otherwise); without
+//!   an answer, the agent's flag or the default vxlan ([`crate::pod_network::backend`]).
 //!
 //! `k3rs server` hands its embedded agent the same settings directly.
 
@@ -16,6 +19,7 @@ use k3rs_apimachinery::agent_config::{AgentConfig as FromServer, PATH};
 
 use super::pods::DEFAULT_CLUSTER_DNS;
 use super::AgentConfig;
+use crate::pod_network::backend::{self, Backend, BackendError, Source};
 
 /// How often the server is asked before the agent goes on without its answer, and the
 /// first pause (doubling): the API is usually a moment away (the embedded agent starts with
@@ -39,6 +43,24 @@ pub fn apply(mut cfg: AgentConfig, server: &FromServer) -> AgentConfig {
         cfg.network_policy = None;
     }
     cfg
+}
+
+/// The pod network backend of `cfg`'s node, given the server's answer; the choice is logged.
+pub fn flannel_backend(cfg: &AgentConfig, server: &FromServer) -> Result<Backend, BackendError> {
+    let (backend, source) =
+        backend::decide(cfg.pod_network.backend, server.flannel_backend.as_deref())?;
+    match source {
+        Source::Server => tracing::info!(%backend, "flannel backend: the server's"),
+        Source::Flag => tracing::info!(
+            %backend,
+            "flannel backend: the agent's --flannel-backend (the server did not say which it runs)"
+        ),
+        Source::Default => tracing::warn!(
+            %backend,
+            "flannel backend: the server did not say which it runs; using the default"
+        ),
+    }
+    Ok(backend)
 }
 
 /// The server's settings, asked for a few times (an empty set when it does not answer; the
@@ -87,7 +109,12 @@ mod tests {
             proxy: None,
             network_policy: Some(crate::netpol::NetworkPolicyConfig::new("n1")),
             dns: None,
-            pod_network: crate::pod_network::PodNetwork::None,
+            pod_network: crate::pod_network::PodNetworkConfig {
+                backend: None,
+                node_name: "n1".into(),
+                node_ip: None,
+                cluster_cidr: None,
+            },
             registries: Default::default(),
             system_default_registry: None,
             notify_ready: true,
@@ -100,6 +127,7 @@ mod tests {
             cluster_dns: vec![ip("10.96.0.10")],
             system_default_registry: Some("registry.local:5000".into()),
             disable_network_policy: true,
+            flannel_backend: Some("host-gw".into()),
         };
         let cfg = apply(agent(), &server);
         assert_eq!(cfg.kubelet.cluster_dns, [ip("10.96.0.10")]);
@@ -123,5 +151,27 @@ mod tests {
         assert_eq!(cfg.kubelet.cluster_dns, [ip("10.43.0.10")]);
         assert_eq!(cfg.system_default_registry, None);
         assert!(cfg.network_policy.is_some());
+        assert_eq!(
+            flannel_backend(&cfg, &FromServer::default()),
+            Ok(Backend::Vxlan)
+        );
+    }
+
+    #[test]
+    fn the_servers_flannel_backend_unless_the_flag_disagrees() {
+        let server = FromServer {
+            flannel_backend: Some("host-gw".into()),
+            ..FromServer::default()
+        };
+        assert_eq!(flannel_backend(&agent(), &server), Ok(Backend::HostGw));
+        let mut own = agent();
+        own.pod_network.backend = Some(Backend::Vxlan);
+        assert_eq!(
+            flannel_backend(&own, &server),
+            Err(BackendError::Conflict {
+                own: Backend::Vxlan,
+                server: "host-gw".into()
+            })
+        );
     }
 }
