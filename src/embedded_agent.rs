@@ -67,6 +67,10 @@ async fn run(flags: NodeFlags, mut join: Join, stop: CancellationToken) {
     loop {
         match k3rs_agent::node_agent::run(cfg.clone(), stop.clone()).await {
             Ok(()) => return,
+            Err(e @ k3rs_agent::node_agent::Error::FlannelBackend(_)) => {
+                tracing::error!("embedded agent: {e}; the server runs without its node");
+                return;
+            }
             Err(e) => tracing::info!("embedded agent: joining this server: {e}; retrying"),
         }
         tokio::time::sleep(RETRY).await;

@@ -593,6 +593,11 @@ async fn main() -> anyhow::Result<()> {
             args.node.disable_cluster_dns |= disabled.coredns;
             args.node.disable_network_policy |= disabled.network_policy;
             args.node.disable_ingress |= disabled.ingress;
+            // The cluster's pod network backend is the server's: its agents learn it from the
+            // agent-config answer, and its own node runs it whatever that answer says.
+            let flannel_backend = (args.node.flannel_backend)
+                .get_or_insert_with(|| k3rs_agent::pod_network::Backend::DEFAULT.to_string())
+                .clone();
             let agent = (!args.disable_agent && !args.disable_apiserver).then(|| {
                 let join = node_flags::Join {
                     server: format!("https://127.0.0.1:{}", args.https_listen_port),
@@ -652,6 +657,7 @@ async fn main() -> anyhow::Result<()> {
                         system_default_registry: args.node.system_default_registry.clone(),
                         disable_network_policy: disabled.network_policy,
                         disable_ingress: disabled.ingress,
+                        flannel_backend: Some(flannel_backend),
                     },
                     metric_resolution: (!disabled.metrics_server).then_some(args.metric_resolution),
                     controller_args,

@@ -8,16 +8,15 @@ use std::time::Duration;
 use clap::Args;
 use k3rs_agent::containerd::registries;
 use k3rs_agent::dns::{DnsConfig, PORT_LABEL};
-use k3rs_agent::host_gw::HostGwConfig;
 use k3rs_agent::ingress::IngressConfig;
 use k3rs_agent::join::JoinToken;
 use k3rs_agent::kubelet::node_status::{machine, node, NodeConfig};
 use k3rs_agent::netpol::NetworkPolicyConfig;
 use k3rs_agent::node_agent::{self, AgentConfig, KubeletArgs};
-use k3rs_agent::pod_network::{self, PodNetwork};
+use k3rs_agent::pod_network::backend::UnknownBackend;
+use k3rs_agent::pod_network::{self, Backend, PodNetworkConfig};
 use k3rs_agent::proxy::args::{ProxyArgError, ProxyArgs};
 use k3rs_agent::proxy::{NodeContext, ProxyConfig};
-use k3rs_agent::vxlan::VxlanConfig;
 
 #[derive(Args, Clone)]
 pub struct NodeFlags {
@@ -85,13 +84,15 @@ pub struct NodeFlags {
     /// The port the node's cluster DNS answers on, at each node IP (UDP and TCP).
     #[arg(long, env = "K3RS_CLUSTER_DNS_PORT", default_value_t = 53)]
     pub cluster_dns_port: u16,
-    /// How pods reach pods on other nodes: `vxlan` (an overlay through the `flannel.1` VXLAN
-    /// device, UDP 8472; the nodes only need to reach each other by IP), `host-gw` (routes to
-    /// each node's pod CIDR via its InternalIP; the nodes share a layer-2 network) or `none`.
-    /// `wireguard-native` is refused. Every node of a cluster must use the same backend.
-    #[arg(long, env = "K3RS_FLANNEL_BACKEND", default_value = "vxlan",
+    /// How pods reach pods on other nodes: `vxlan` (the default: an overlay through the
+    /// `flannel.1` VXLAN device, UDP 8472; the nodes only need to reach each other by IP),
+    /// `host-gw` (routes to each node's pod CIDR via its InternalIP; the nodes share a layer-2
+    /// network) or `none`. `wireguard-native` is refused. The cluster has one backend, the
+    /// server's: agents take it from their server; an agent given this flag refuses to start
+    /// when it differs from the server's.
+    #[arg(long, env = "K3RS_FLANNEL_BACKEND", value_name = "BACKEND",
         value_parser = pod_network::BACKENDS)]
-    pub flannel_backend: String,
+    pub flannel_backend: Option<String>,
     /// The private registry configuration file (k3s's registries.yaml format: mirrors and
     /// per-registry auth and TLS); a missing file is no configuration.
     #[arg(long, env = "K3RS_PRIVATE_REGISTRY", value_name = "FILE",
@@ -142,10 +143,26 @@ impl NodeFlags {
         Ok(KubeletArgs::parse(&items)?)
     }
 
-    /// Refuses `--kubelet-arg`s and `--kube-proxy-arg`s k3rs does not take, also where no
-    /// node runs (`k3rs server --disable-agent`), so a typo never waits for the next start.
+    /// `--flannel-backend`, if given; `wireguard-native` is refused (saying why).
+    pub fn flannel_backend(&self) -> Result<Option<Backend>, NodeConfigError> {
+        match self.flannel_backend.as_deref() {
+            Some("wireguard-native") => Err(NodeConfigError::FlannelBackend(
+                pod_network::wireguard_refusal(),
+            )),
+            Some(b) => b
+                .parse()
+                .map(Some)
+                .map_err(|e: UnknownBackend| NodeConfigError::FlannelBackend(e.to_string())),
+            None => Ok(None),
+        }
+    }
+
+    /// Refuses `--kubelet-arg`s, `--kube-proxy-arg`s and a `--flannel-backend` k3rs does not
+    /// take, also where no node runs (`k3rs server --disable-agent`), so a typo never waits
+    /// for the next start.
     pub fn check_component_args(&self) -> Result<(), NodeConfigError> {
         self.kubelet_args()?;
+        self.flannel_backend()?;
         ProxyArgs::parse(&self.kube_proxy_arg)?;
         Ok(())
     }
@@ -202,26 +219,14 @@ impl NodeFlags {
             node.labels
                 .insert(PORT_LABEL.to_string(), self.cluster_dns_port.to_string());
         }
-        let cluster_cidr = Some(ipnet::IpNet::V4(join.cluster_cidr));
-        let pod_network = match self.flannel_backend.as_str() {
-            "host-gw" => PodNetwork::HostGw(HostGwConfig {
-                node_name: name.clone(),
-                cluster_cidr,
+        let pod_network = PodNetworkConfig {
+            backend: self.flannel_backend()?,
+            node_name: name.clone(),
+            node_ip: node.ips.iter().find_map(|ip| match ip {
+                IpAddr::V4(v4) => Some(*v4),
+                IpAddr::V6(_) => None,
             }),
-            "vxlan" => PodNetwork::Vxlan(VxlanConfig {
-                node_name: name.clone(),
-                node_ip: node.ips.iter().find_map(|ip| match ip {
-                    IpAddr::V4(v4) => Some(*v4),
-                    IpAddr::V6(_) => None,
-                }),
-                cluster_cidr,
-            }),
-            "none" => PodNetwork::None,
-            _ => {
-                return Err(NodeConfigError::FlannelBackend(
-                    pod_network::wireguard_refusal(),
-                ))
-            }
+            cluster_cidr: Some(ipnet::IpNet::V4(join.cluster_cidr)),
         };
         Ok(AgentConfig {
             dns,

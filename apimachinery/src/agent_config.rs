@@ -23,6 +23,10 @@ pub struct AgentConfig {
     /// `--disable traefik` (or `ingress`): agents run no ingress listeners.
     #[serde(default)]
     pub disable_ingress: bool,
+    /// `--flannel-backend`: the cluster's pod network backend (`vxlan`, `host-gw`, `none`);
+    /// `None` from servers older than the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flannel_backend: Option<String>,
 }
 
 #[cfg(test)]
@@ -36,13 +40,14 @@ mod tests {
             system_default_registry: Some("registry.local:5000".into()),
             disable_network_policy: true,
             disable_ingress: true,
+            flannel_backend: Some("host-gw".into()),
         };
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(
             v,
             serde_json::json!({"clusterDNS": ["10.96.0.10"],
                 "systemDefaultRegistry": "registry.local:5000", "disableNetworkPolicy": true,
-                "disableIngress": true})
+                "disableIngress": true, "flannelBackend": "host-gw"})
         );
         let empty: AgentConfig = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, AgentConfig::default());

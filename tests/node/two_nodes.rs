@@ -1,9 +1,11 @@
-//! Two real nodes, pod network by host-gw (`--flannel-backend host-gw`): `k3rs server` (with its embedded agent) in one
-//! network namespace and `k3rs agent` joined by token in another, the two joined by a veth
-//! pair the test makes (nothing routed out). Each agent routes the other node's pod CIDR via
-//! its InternalIP; a pod on the server's node reaches a Service whose only endpoint is on the
-//! agent's node, a pod on one node is reached directly from the other, and a DaemonSet runs
-//! on both.
+//! Two real nodes, pod network by host-gw (`--flannel-backend host-gw` on the server only: the
+//! agent learns it from the server): `k3rs server` (with its embedded agent) in one network
+//! namespace and `k3rs agent` joined by token in another, the two joined by a veth pair the
+//! test makes (nothing routed out). The agent's Node says `backend-type: host-gw`; each agent
+//! routes the other node's pod CIDR via its InternalIP; a pod on the server's node reaches a
+//! Service whose only endpoint is on the agent's node, a pod on one node is reached directly
+//! from the other, and a DaemonSet runs on both. Restarted with a conflicting
+//! `--flannel-backend=vxlan`, the agent stops with a message naming both backends.
 //!
 //! As root, with the images of `scripts/build-images.sh`; missing prerequisites fail the test.
 
@@ -16,7 +18,8 @@ use crate::common::node_lab::NodeLab;
 use crate::common::two_node_lab::{curl, run, running_pod, TwoNodeLab, TwoNodes, A, A_IP, B, B_IP};
 use serde_json::Value;
 
-/// Both nodes run host-gw (the default is vxlan, `tests/node/vxlan.rs`).
+/// The cluster runs host-gw (the default is vxlan, `tests/node/vxlan.rs`); set on the server
+/// only.
 const HOST_GW: &[&str] = &["--flannel-backend", "host-gw"];
 
 const WEB: &str = r#"
@@ -98,7 +101,7 @@ fn scenario(lab: &TwoNodeLab) {
         mut agent,
         node_a,
         node_b,
-    } = lab.start_with(HOST_GW, HOST_GW);
+    } = lab.start_with(HOST_GW, &[]);
     let mut server = server;
     let (lab_a, lab_b) = (&lab.a, &lab.b);
     let cidr = |n: &Value| {
@@ -109,6 +112,19 @@ fn scenario(lab: &TwoNodeLab) {
     };
     let (cidr_a, cidr_b) = (cidr(&node_a), cidr(&node_b));
     assert_ne!(cidr_a, cidr_b);
+    // The agent runs the server's backend, and its Node says so.
+    let backend = |node: &str| {
+        let n = json(&k, &["get", "node", node, "-o", "json"]);
+        let a = &n["metadata"]["annotations"];
+        (a["flannel.alpha.coreos.com/backend-type"] == "host-gw").then(|| a.clone())
+    };
+    let annotations = common::wait_for("B's host-gw annotation", Duration::from_secs(30), || {
+        backend(B)
+    });
+    assert_eq!(
+        annotations["flannel.alpha.coreos.com/public-ip"], B_IP,
+        "{annotations}"
+    );
 
     // Each node routes the other's pod CIDR via its InternalIP, with the agent's protocol.
     let routes = |lab: &NodeLab| {
@@ -180,4 +196,19 @@ fn scenario(lab: &TwoNodeLab) {
     nodes.sort();
     assert_eq!(nodes, [A, B]);
     agent.terminate(Duration::from_secs(20));
+
+    // The agent again, now told vxlan: it refuses to start, naming both backends.
+    let (mut vxlan, _) = lab.start_agent_with(&server, &["--flannel-backend", "vxlan"]);
+    let status = vxlan.wait_exit(Duration::from_secs(90));
+    let log = std::fs::read_to_string(vxlan.log_path()).unwrap_or_default();
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "{status:?}: {}",
+        common::log_tail(vxlan.log_path(), 40)
+    );
+    assert!(
+        log.contains("--flannel-backend=vxlan differs from the server's flannel backend host-gw"),
+        "{}",
+        common::log_tail(vxlan.log_path(), 40)
+    );
 }

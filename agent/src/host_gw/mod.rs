@@ -13,12 +13,14 @@
 //! logged and retried, it does not stop the others; a peer whose InternalIP is on no subnet
 //! this node is directly connected to gets no route (it would black-hole, and the kernel
 //! refuses it): that is logged and reported once as a Warning Event
-//! ([`REFUSED_REASON`]) on this node's Node.
+//! ([`REFUSED_REASON`]) on this node's Node. The Node carries flannel's annotations with
+//! `backend-type: host-gw` ([`crate::pod_network::annotations`]).
 
 pub mod plan;
 pub mod routes;
 
 use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
 
 use ipnet::IpNet;
 use k3rs_apimachinery::events::{EventRecorder, EventType};
@@ -28,6 +30,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use self::routes::Routes;
+use crate::pod_network::annotations;
 use crate::pod_network::watch::NodeSync;
 
 /// How host-gw runs.
@@ -37,7 +40,12 @@ pub struct HostGwConfig {
     pub node_name: String,
     /// `--cluster-cidr`: only pod CIDRs inside it are routed.
     pub cluster_cidr: Option<IpNet>,
+    /// The node's IPv4 address, published as flannel's `public-ip`.
+    pub node_ip: Option<Ipv4Addr>,
 }
+
+/// flannel's `backend-type` annotation of a host-gw node (`backend-data` is `null`).
+pub const BACKEND_TYPE: &str = "host-gw";
 
 /// The reason of the Event about a peer host-gw cannot route.
 pub const REFUSED_REASON: &str = "HostGwRouteRefused";
@@ -149,11 +157,17 @@ struct HostGw<R> {
 impl<R: Routes> NodeSync for HostGw<R> {
     async fn sync(&mut self, client: &Client, nodes: Vec<Node>) -> bool {
         let synced = sync_once(&self.routes, &self.cfg, &nodes).await;
+        let name = &self.cfg.node_name;
+        let me = nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name.as_str()));
+        let wanted = annotations::wanted(BACKEND_TYPE, "null".into(), self.cfg.node_ip);
+        let published = annotations::publish(client, me, name, &wanted, "host-gw").await;
         let recorder = EventRecorder::new(client.clone(), COMPONENT, &self.cfg.node_name);
         self.reporter
             .report(&synced.refused, &self.cfg.node_name, &recorder)
             .await;
-        synced.ok
+        synced.ok && published
     }
 }
 
@@ -210,6 +224,7 @@ mod tests {
         let cfg = HostGwConfig {
             node_name: "a".into(),
             cluster_cidr: Some("10.42.0.0/16".parse().unwrap()),
+            node_ip: None,
         };
         let nodes = [
             node("a", "10.42.0.0/24", "10.99.0.1"),
@@ -239,6 +254,7 @@ mod tests {
         let cfg = HostGwConfig {
             node_name: "a".into(),
             cluster_cidr: None,
+            node_ip: None,
         };
         let nodes = [
             node("a", "10.42.0.0/24", "10.99.0.1"),

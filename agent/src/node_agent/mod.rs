@@ -52,8 +52,8 @@ pub struct AgentConfig {
     pub ingress: Option<crate::ingress::IngressConfig>,
     /// The cluster DNS server's settings; `None`: no DNS server.
     pub dns: Option<crate::dns::DnsConfig>,
-    /// How pods reach the other nodes' pods (`--flannel-backend`).
-    pub pod_network: crate::pod_network::PodNetwork,
+    /// How pods reach the other nodes' pods (`--flannel-backend`, else the server's).
+    pub pod_network: crate::pod_network::PodNetworkConfig,
     /// `--private-registry` (`registries.yaml`), rendered into the agent's containerd config.
     pub registries: crate::containerd::registries::Registries,
     /// `--system-default-registry`: where the system images (the sandbox image) come from.
@@ -111,8 +111,19 @@ fn spawn_pod_network(
     }
 }
 
-/// Joins and runs the node until `stop`; an error only if joining failed.
-pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::Error> {
+/// Why the node could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Join(#[from] join::Error),
+    /// The agent's `--flannel-backend` and the server's disagree: fatal, retrying cannot help.
+    #[error(transparent)]
+    FlannelBackend(#[from] crate::pod_network::backend::BackendError),
+}
+
+/// Joins and runs the node until `stop`; an error if joining failed or the node cannot run
+/// the cluster's pod network backend.
+pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), Error> {
     let join_cfg = JoinConfig {
         server: cfg.server.clone(),
         token: cfg.token.clone(),
@@ -163,6 +174,9 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), jo
         c = server_config::fetch(identity.client.clone()) => c,
     };
     cfg = server_config::apply(cfg, &from_server);
+    let pod_network = cfg
+        .pod_network
+        .network(server_config::flannel_backend(&cfg, &from_server)?);
     tracing::info!(
         cluster_dns = ?cfg.kubelet.cluster_dns,
         system_default_registry = ?cfg.system_default_registry,
@@ -225,7 +239,7 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), jo
             }
         });
     }
-    if let Some(cidr) = cfg.pod_network.cluster_cidr() {
+    if let Some(cidr) = pod_network.cluster_cidr() {
         running.spawn(async move {
             let ipt = crate::proxy::iptables::SystemIptables;
             if let Err(e) = crate::pod_network::no_snat::ensure(&ipt, &cidr).await {
@@ -233,7 +247,7 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), jo
             }
         });
     }
-    spawn_pod_network(&mut running, &cfg.pod_network, &latest, &stop);
+    spawn_pod_network(&mut running, &pod_network, &latest, &stop);
     if let Some(ingress) = cfg.ingress.clone() {
         let latest = latest.clone();
         running.spawn(tasks::supervise(
@@ -278,10 +292,10 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), jo
         if cfg.container_runtime_endpoint.is_none() {
             let (latest, node, data_dir) =
                 (latest.clone(), cfg.node.name.clone(), cfg.data_dir.clone());
-            let cluster_cidr = cfg.pod_network.cluster_cidr();
+            let cluster_cidr = pod_network.cluster_cidr();
             let conf_dir =
                 crate::containerd::Layout::new(&pods::agent_dir(&cfg.data_dir)).cni_conf_dir;
-            let mtu = match &cfg.pod_network {
+            let mtu = match &pod_network {
                 crate::pod_network::PodNetwork::Vxlan(v) => {
                     crate::vxlan::pod_mtu(&crate::vxlan::kernel::IpOverlay, v).await
                 }

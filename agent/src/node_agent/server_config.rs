@@ -10,6 +10,9 @@
 //! - the server's `--disable traefik` (or `ingress`), which turns this node's ingress
 //!   listeners off (the cluster then has no `k3rs` IngressClass; ports 80 and 443 stay free
 //!   for another ingress controller).
+//! - the server's `--flannel-backend`, the cluster's pod network backend: an agent's own
+//!   `--flannel-backend` must agree with it (the agent refuses to start otherwise); without
+//!   an answer, the agent's flag or the default vxlan ([`crate::pod_network::backend`]).
 //!
 //! `k3rs server` hands its embedded agent the same settings directly.
 
@@ -19,6 +22,7 @@ use k3rs_apimachinery::agent_config::{AgentConfig as FromServer, PATH};
 
 use super::pods::DEFAULT_CLUSTER_DNS;
 use super::AgentConfig;
+use crate::pod_network::backend::{self, Backend, BackendError, Source};
 
 /// How often the server is asked before the agent goes on without its answer, and the
 /// first pause (doubling): the API is usually a moment away (the embedded agent starts with
@@ -45,6 +49,24 @@ pub fn apply(mut cfg: AgentConfig, server: &FromServer) -> AgentConfig {
         cfg.ingress = None;
     }
     cfg
+}
+
+/// The pod network backend of `cfg`'s node, given the server's answer; the choice is logged.
+pub fn flannel_backend(cfg: &AgentConfig, server: &FromServer) -> Result<Backend, BackendError> {
+    let (backend, source) =
+        backend::decide(cfg.pod_network.backend, server.flannel_backend.as_deref())?;
+    match source {
+        Source::Server => tracing::info!(%backend, "flannel backend: the server's"),
+        Source::Flag => tracing::info!(
+            %backend,
+            "flannel backend: the agent's --flannel-backend (the server did not say which it runs)"
+        ),
+        Source::Default => tracing::warn!(
+            %backend,
+            "flannel backend: the server did not say which it runs; using the default"
+        ),
+    }
+    Ok(backend)
 }
 
 /// The server's settings, asked for a few times (an empty set when it does not answer; the
@@ -94,7 +116,12 @@ mod tests {
             network_policy: Some(crate::netpol::NetworkPolicyConfig::new("n1")),
             ingress: Some(crate::ingress::IngressConfig::new("n1", &[], 80, 443)),
             dns: None,
-            pod_network: crate::pod_network::PodNetwork::None,
+            pod_network: crate::pod_network::PodNetworkConfig {
+                backend: None,
+                node_name: "n1".into(),
+                node_ip: None,
+                cluster_cidr: None,
+            },
             registries: Default::default(),
             system_default_registry: None,
             notify_ready: true,
@@ -108,6 +135,7 @@ mod tests {
             system_default_registry: Some("registry.local:5000".into()),
             disable_network_policy: true,
             disable_ingress: true,
+            flannel_backend: Some("host-gw".into()),
         };
         let cfg = apply(agent(), &server);
         assert_eq!(cfg.kubelet.cluster_dns, [ip("10.96.0.10")]);
@@ -132,5 +160,27 @@ mod tests {
         assert_eq!(cfg.kubelet.cluster_dns, [ip("10.43.0.10")]);
         assert_eq!(cfg.system_default_registry, None);
         assert!(cfg.network_policy.is_some());
+        assert_eq!(
+            flannel_backend(&cfg, &FromServer::default()),
+            Ok(Backend::Vxlan)
+        );
+    }
+
+    #[test]
+    fn the_servers_flannel_backend_unless_the_flag_disagrees() {
+        let server = FromServer {
+            flannel_backend: Some("host-gw".into()),
+            ..FromServer::default()
+        };
+        assert_eq!(flannel_backend(&agent(), &server), Ok(Backend::HostGw));
+        let mut own = agent();
+        own.pod_network.backend = Some(Backend::Vxlan);
+        assert_eq!(
+            flannel_backend(&own, &server),
+            Err(BackendError::Conflict {
+                own: Backend::Vxlan,
+                server: "host-gw".into()
+            })
+        );
     }
 }

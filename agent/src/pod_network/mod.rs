@@ -4,17 +4,26 @@
 //! keeps its source address ([`no_snat`]) and traffic from pods to the outside is masqueraded
 //! by the CNI bridge.
 //!
+//! The cluster has one backend, the server's: agents take it from the server unless their
+//! own flag agrees ([`backend::decide`]).
+//!
 //! `wireguard-native` is refused: k3rs does not implement it, and [`wireguard_refusal`] says
 //! whether the kernel would even have it.
 
+pub mod annotations;
+pub mod backend;
 pub mod ip;
 pub mod no_snat;
 pub mod watch;
+
+use std::net::Ipv4Addr;
 
 use ipnet::IpNet;
 
 use crate::host_gw::HostGwConfig;
 use crate::vxlan::VxlanConfig;
+
+pub use backend::Backend;
 
 /// The `--flannel-backend` values.
 pub const BACKENDS: [&str; 4] = ["vxlan", "host-gw", "none", "wireguard-native"];
@@ -37,6 +46,38 @@ impl PodNetwork {
             PodNetwork::None => None,
             PodNetwork::HostGw(c) => c.cluster_cidr,
             PodNetwork::Vxlan(c) => c.cluster_cidr,
+        }
+    }
+}
+
+/// What a node's pod network is made of, whichever backend runs it.
+#[derive(Debug, Clone)]
+pub struct PodNetworkConfig {
+    /// The node's own `--flannel-backend`; `None`: the server's ([`backend::decide`]).
+    pub backend: Option<Backend>,
+    /// This node.
+    pub node_name: String,
+    /// The node's IPv4 address (vxlan's tunnel end, flannel's `public-ip`).
+    pub node_ip: Option<Ipv4Addr>,
+    /// `--cluster-cidr`: only pod CIDRs inside it are routed.
+    pub cluster_cidr: Option<IpNet>,
+}
+
+impl PodNetworkConfig {
+    /// The pod network `backend` runs.
+    pub fn network(&self, backend: Backend) -> PodNetwork {
+        match backend {
+            Backend::None => PodNetwork::None,
+            Backend::HostGw => PodNetwork::HostGw(HostGwConfig {
+                node_name: self.node_name.clone(),
+                cluster_cidr: self.cluster_cidr,
+                node_ip: self.node_ip,
+            }),
+            Backend::Vxlan => PodNetwork::Vxlan(VxlanConfig {
+                node_name: self.node_name.clone(),
+                node_ip: self.node_ip,
+                cluster_cidr: self.cluster_cidr,
+            }),
         }
     }
 }

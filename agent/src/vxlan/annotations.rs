@@ -1,24 +1,17 @@
-//! The annotations a node publishes its VTEP in, flannel's own (so tools that read flannel's
-//! annotations read ours): `flannel.alpha.coreos.com/backend-type: vxlan`,
+//! The annotations a node publishes its VTEP in, flannel's own
+//! ([`crate::pod_network::annotations`]): `flannel.alpha.coreos.com/backend-type: vxlan`,
 //! `…/backend-data: {"VNI":1,"VtepMAC":"…"}`, `…/public-ip: <node address>` and
 //! `…/kube-subnet-manager: true`.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use k8s_openapi::api::core::v1::Node;
 use serde::{Deserialize, Serialize};
 
 use super::plan::Mac;
-
-/// The node's backend (`vxlan`).
-pub const BACKEND_TYPE: &str = "flannel.alpha.coreos.com/backend-type";
-/// The backend's data ([`BackendData`] as JSON).
-pub const BACKEND_DATA: &str = "flannel.alpha.coreos.com/backend-data";
-/// Where other nodes send the node's VXLAN packets.
-pub const PUBLIC_IP: &str = "flannel.alpha.coreos.com/public-ip";
-/// `"true"`: the node's subnet comes from its `spec.podCIDR` (flannel's kube subnet manager).
-pub const KUBE_SUBNET_MANAGER: &str = "flannel.alpha.coreos.com/kube-subnet-manager";
+pub use crate::pod_network::annotations::{
+    BACKEND_DATA, BACKEND_TYPE, KUBE_SUBNET_MANAGER, PUBLIC_IP,
+};
 
 /// The backend type value of the vxlan backend.
 pub const VXLAN: &str = "vxlan";
@@ -45,27 +38,11 @@ pub fn wanted(vni: u32, mac: Mac, public_ip: Ipv4Addr) -> BTreeMap<String, Strin
         vni,
         vtep_mac: mac.to_string(),
     };
-    [
-        (BACKEND_TYPE, VXLAN.to_string()),
-        (
-            BACKEND_DATA,
-            serde_json::to_string(&data).expect("plain data serializes"),
-        ),
-        (PUBLIC_IP, public_ip.to_string()),
-        (KUBE_SUBNET_MANAGER, "true".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
-}
-
-/// The merge patch that sets `wanted` on `node`, or `None` if it has them all.
-pub fn patch(node: &Node, wanted: &BTreeMap<String, String>) -> Option<serde_json::Value> {
-    let have = node.metadata.annotations.as_ref();
-    let missing = wanted
-        .iter()
-        .any(|(k, v)| have.and_then(|h| h.get(k)) != Some(v));
-    missing.then(|| serde_json::json!({ "metadata": { "annotations": wanted } }))
+    crate::pod_network::annotations::wanted(
+        VXLAN,
+        serde_json::to_string(&data).expect("plain data serializes"),
+        Some(public_ip),
+    )
 }
 
 #[cfg(test)]
@@ -75,7 +52,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_annotations_are_flannels_and_patched_only_when_they_differ() {
+    fn the_annotations_are_flannels() {
         let mac: Mac = "0a:1b:2c:3d:4e:5f".parse().unwrap();
         let want = wanted(1, mac, Ipv4Addr::new(10, 1, 0, 2));
         assert_eq!(
@@ -87,13 +64,6 @@ mod tests {
                 "flannel.alpha.coreos.com/kube-subnet-manager": "true",
             })
         );
-        let mut node = Node::default();
-        assert_eq!(
-            patch(&node, &want),
-            Some(json!({"metadata": {"annotations": want}}))
-        );
-        node.metadata.annotations = Some(want.clone());
-        assert_eq!(patch(&node, &want), None);
         assert_eq!(
             parse_backend_data(&want[BACKEND_DATA]).map(|d| d.vtep_mac),
             Some(mac.to_string())

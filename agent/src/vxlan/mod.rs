@@ -34,7 +34,6 @@ use std::net::Ipv4Addr;
 
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -146,34 +145,6 @@ pub async fn sync_entries<O: Overlay>(kernel: &O, cfg: &VxlanConfig, nodes: &[No
     ok
 }
 
-/// Publishes this node's VTEP (`mac` at `public_ip`) on its Node unless it is there.
-async fn publish(
-    client: &Client,
-    me: Option<&Node>,
-    name: &str,
-    mac: Mac,
-    public_ip: Ipv4Addr,
-) -> bool {
-    let wanted = annotations::wanted(device::VNI, mac, public_ip);
-    let Some(patch) = me.and_then(|n| annotations::patch(n, &wanted)) else {
-        return true;
-    };
-    let api: Api<Node> = Api::all(client.clone());
-    match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => {
-            tracing::info!(%mac, %public_ip, "vxlan: VTEP published on the node");
-            true
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "vxlan: publishing the VTEP on the node failed");
-            false
-        }
-    }
-}
-
 /// vxlan as a [`NodeSync`].
 struct Vxlan<O> {
     kernel: O,
@@ -193,7 +164,9 @@ impl<O: Overlay> NodeSync for Vxlan<O> {
         let me = nodes
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(name.as_str()));
-        let published = publish(client, me, name, mac, local).await;
+        let wanted = annotations::wanted(device::VNI, mac, local);
+        let published =
+            crate::pod_network::annotations::publish(client, me, name, &wanted, "vxlan").await;
         sync_entries(&self.kernel, &self.cfg, &nodes).await && published
     }
 }
