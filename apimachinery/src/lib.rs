@@ -10,7 +10,7 @@
 //!   ([`quota`]), node selection and tolerations ([`scheduling`]), volume matching
 //!   ([`volume`]).
 //! - Client identities for in-process components ([`clients`], [`users`]); supervised,
-//!   named tasks ([`tasks`]).
+//!   named tasks ([`tasks`]); shared watches and caches per resource type ([`informers`]).
 //! - Go durations ([`duration`]), cron schedules ([`cron`]), `--*-arg` flags
 //!   ([`component_args`]), the built-in resource catalog ([`catalog`]), events ([`events`]).
 //! - TLS serving ([`tls`]) and HTTPS requests that pin a CA ([`https`]); atomic private
@@ -25,6 +25,7 @@ pub mod duration;
 pub mod events;
 pub mod fs;
 pub mod https;
+pub mod informers;
 pub mod labels;
 pub mod meta;
 pub mod net;
