@@ -1,28 +1,22 @@
-//! Kubelet Events: core/v1 Events about pods and their containers, reported as component
-//! `kubelet` with the node's name as source host (the Node authorizer lets a node create and
-//! patch Events). The executor and the probe workers hand events to a [`Recorder`] without
-//! waiting; one task writes them, bumping the count of repeats ([`correlate`]). A refused
-//! write is logged and dropped, as upstream's recorder does.
-
-pub mod correlate;
+//! Kubelet Events: core/v1 Events about pods and their containers, recorded through the shared
+//! [`EventRecorder`] as component `kubelet` with the node's name as source host (the Node
+//! authorizer lets a node create and patch Events). The executor and the probe workers hand
+//! events over without waiting; the recorder's writer task de-duplicates and writes them.
 
 use k8s_openapi::api::core::v1::{Event, ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use tokio::sync::{mpsc, watch};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::mpsc;
 
-pub use correlate::{Correlator, PodEvent, Write};
+use k3rs_apimachinery::events::{EventRecorder, EventType};
 
-pub const NORMAL: &str = "Normal";
-pub const WARNING: &str = "Warning";
+/// The component kubelet events are reported as.
+pub const COMPONENT: &str = "kubelet";
 
-/// Hands events to the writer task; cheap to clone, never blocks.
+pub const NORMAL: EventType = EventType::Normal;
+pub const WARNING: EventType = EventType::Warning;
+
+/// Records events about pods; cheap to clone, never blocks.
 #[derive(Clone, Debug, Default)]
-pub struct Recorder {
-    tx: Option<mpsc::UnboundedSender<PodEvent>>,
-}
+pub struct Recorder(EventRecorder);
 
 /// The reference to `pod` (and one of its containers, as `fieldPath`).
 pub fn regarding(pod: &Pod, field_path: Option<String>) -> ObjectReference {
@@ -52,15 +46,17 @@ pub fn container_path(pod: &Pod, name: &str) -> String {
 }
 
 impl Recorder {
-    /// A recorder and the receiving end its events go to.
-    pub fn channel() -> (Recorder, mpsc::UnboundedReceiver<PodEvent>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (Recorder { tx: Some(tx) }, rx)
+    /// A recorder for node `host` and the queue its events go to
+    /// ([`k3rs_apimachinery::events::write`] writes them).
+    pub fn channel(host: &str) -> (Recorder, mpsc::Receiver<Event>) {
+        let (recorder, rx) = EventRecorder::channel(COMPONENT, host);
+        (Recorder(recorder), rx)
     }
 
     /// An event about the pod.
-    pub fn pod(&self, pod: &Pod, type_: &'static str, reason: &str, message: String) {
-        self.send(regarding(pod, None), type_, reason, message);
+    pub fn pod(&self, pod: &Pod, type_: EventType, reason: &str, message: String) {
+        self.0
+            .publish(&regarding(pod, None), type_, reason, &message);
     }
 
     /// An event about one of the pod's containers.
@@ -68,70 +64,52 @@ impl Recorder {
         &self,
         pod: &Pod,
         container: &str,
-        type_: &'static str,
+        type_: EventType,
         reason: &str,
         message: String,
     ) {
         let path = container_path(pod, container);
-        self.send(regarding(pod, Some(path)), type_, reason, message);
-    }
-
-    fn send(&self, regarding: ObjectReference, type_: &'static str, reason: &str, message: String) {
-        tracing::debug!(reason, %message, "event");
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(PodEvent {
-                regarding,
-                type_,
-                reason: reason.to_string(),
-                message,
-            });
-        }
+        self.0
+            .publish(&regarding(pod, Some(path)), type_, reason, &message);
     }
 }
 
-/// Writes the events of `rx` as node `host` until `stop`.
-pub async fn run(
-    client: watch::Receiver<kube::Client>,
-    mut rx: mpsc::UnboundedReceiver<PodEvent>,
-    host: String,
-    stop: CancellationToken,
-) {
-    let mut correlator = Correlator::default();
-    loop {
-        let ev = tokio::select! {
-            _ = stop.cancelled() => return,
-            ev = rx.recv() => match ev { Some(ev) => ev, None => return },
-        };
-        let kube = client.borrow().clone();
-        match correlator.observe(&ev, &host, Timestamp::now()) {
-            Write::Create(event) => {
-                let ns = event.metadata.namespace.clone().unwrap_or_default();
-                let api: Api<Event> = Api::namespaced(kube, &ns);
-                if let Err(e) = api.create(&PostParams::default(), &event).await {
-                    tracing::warn!(reason = %ev.reason, "event not recorded: {e}");
-                    correlator.forget(&ev);
-                }
-            }
-            Write::Bump {
-                namespace,
-                name,
-                count,
-                last,
-            } => {
-                let api: Api<Event> = Api::namespaced(kube, &namespace);
-                let last = serde_json::to_value(Time(last)).unwrap_or_default();
-                let patch = serde_json::json!({"count": count, "lastTimestamp": last});
-                let r = api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await;
-                if let Err(e) = r {
-                    tracing::debug!(reason = %ev.reason, "event {name} not bumped: {e}");
-                    correlator.forget(&ev);
-                    if let Write::Create(event) = correlator.observe(&ev, &host, Timestamp::now()) {
-                        let _ = api.create(&PostParams::default(), &event).await;
-                    }
-                }
-            }
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_events_regard_the_container_by_field_path() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "prod", "uid": "u1"},
+            "spec": {"initContainers": [{"name": "init"}], "containers": [{"name": "c"}]}
+        }))
+        .unwrap();
+        let (recorder, mut rx) = Recorder::channel("node-1");
+        recorder.container(&pod, "init", WARNING, "BackOff", "m".into());
+        recorder.container(&pod, "c", NORMAL, "Started", "m".into());
+        let paths: Vec<_> = [rx.try_recv().unwrap(), rx.try_recv().unwrap()]
+            .into_iter()
+            .map(|e| {
+                let source = e.source.unwrap_or_default();
+                (
+                    e.involved_object.field_path.unwrap_or_default(),
+                    source.component,
+                    source.host,
+                )
+            })
+            .collect();
+        let source = (Some(COMPONENT.to_string()), Some("node-1".to_string()));
+        assert_eq!(
+            paths,
+            vec![
+                (
+                    "spec.initContainers{init}".into(),
+                    source.0.clone(),
+                    source.1.clone()
+                ),
+                ("spec.containers{c}".into(), source.0, source.1),
+            ]
+        );
     }
 }

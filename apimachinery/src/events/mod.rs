@@ -1,18 +1,36 @@
-//! The event recorder controllers report what they did with (client-go's legacy
-//! `record.EventRecorder`, which kube-controller-manager's workload controllers use): core/v1
-//! Events that `kubectl describe` lists under the object they regard.
+//! The one event recorder of every k3rs component (the controllers, the scheduler, the
+//! kubelet): client-go's legacy `record.EventRecorder` with its broadcaster and
+//! `EventCorrelator`, writing core/v1 Events that `kubectl describe` lists under the object
+//! they regard.
 //!
 //! # Guarantees
-//! - One Event per call, named `<object>.<nanoseconds hex>` in the object's namespace
-//!   (`default` for cluster-scoped objects), `source.component` and `reportingComponent` the
-//!   controller's name, `count` 1 (upstream's aggregation and spam filter are not done).
-//! - Publishing never fails the caller: a rejected Event is logged and dropped, as upstream's
+//! - [`EventRecorder::publish`] never blocks and never fails: the Event goes on a queue of
+//!   [`QUEUE`] Events (upstream's `maxQueuedEvents`) and is dropped with a log line when the
+//!   queue is full.
+//! - One writer task per recorder ([`write`]) correlates the Events ([`correlate`]: repeats
+//!   bump the `count` of one Event, similar Events are combined, a per-object spam filter)
+//!   and creates or patches them; a refused write is logged and dropped, as upstream's
 //!   recorder does.
+//! - A new Event is named `<object>.<nanoseconds hex>` in the object's namespace (`default`
+//!   for cluster-scoped objects), with `source` and `reporting*` the recorder's component and
+//!   host.
+
+pub mod correlate;
+mod write;
+
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use correlate::{Correlator, Write};
+pub use write::write;
+
+/// How many Events wait for the writer before new ones are dropped.
+pub const QUEUE: usize = 1000;
 
 /// `type` of an Event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,33 +48,48 @@ impl EventType {
     }
 }
 
-/// Records Events as one controller.
-#[derive(Clone)]
+/// Records Events as one component on one host; cheap to clone. The default recorder drops
+/// everything (for tests and components that record nothing).
+#[derive(Clone, Debug, Default)]
 pub struct EventRecorder {
-    client: kube::Client,
-    component: String,
-    host: String,
+    tx: Option<mpsc::Sender<Event>>,
+    component: Arc<str>,
+    host: Arc<str>,
 }
 
 impl EventRecorder {
-    /// A recorder reporting as `component` (e.g. `replicaset-controller`) on `host`.
+    /// A recorder reporting as `component` (e.g. `replicaset-controller`) on `host`, with its
+    /// writer task writing through `client`. The task ends once every clone of the recorder
+    /// is dropped and the queue is written out. Must be called within a Tokio runtime.
     pub fn new(client: kube::Client, component: &str, host: &str) -> EventRecorder {
-        EventRecorder {
-            client,
-            component: component.to_string(),
-            host: host.to_string(),
-        }
+        let (recorder, rx) = EventRecorder::channel(component, host);
+        let (_, client) = watch::channel(client);
+        tokio::spawn(write(client, rx, CancellationToken::new()));
+        recorder
     }
 
-    /// Records `reason`/`message` about `regarding`; logs and drops it if the API refuses.
-    pub async fn publish(
+    /// A recorder and the queue its Events go to, for [`write`] (or a test) to consume.
+    pub fn channel(component: &str, host: &str) -> (EventRecorder, mpsc::Receiver<Event>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let recorder = EventRecorder {
+            tx: Some(tx),
+            component: component.into(),
+            host: host.into(),
+        };
+        (recorder, rx)
+    }
+
+    /// Records `reason`/`message` about `regarding`.
+    pub fn publish(
         &self,
         regarding: &ObjectReference,
         type_: EventType,
         reason: &str,
         message: &str,
     ) {
-        let ev = build(
+        tracing::debug!(reason, message, component = %self.component, "event");
+        let Some(tx) = &self.tx else { return };
+        let event = build(
             regarding,
             type_,
             reason,
@@ -65,15 +98,28 @@ impl EventRecorder {
             &self.host,
             Timestamp::now(),
         );
-        let ns = ev.metadata.namespace.clone().unwrap_or_default();
-        let events: Api<Event> = Api::namespaced(self.client.clone(), &ns);
-        if let Err(e) = events.create(&PostParams::default(), &ev).await {
-            tracing::warn!(error = %e, reason, message, "event not recorded");
+        if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(event) {
+            tracing::warn!(reason, message, "event queue full: event dropped");
         }
     }
 }
 
-/// The Event `publish` creates at `now`.
+/// The name and namespace of a new Event about `regarding` at `now`.
+fn event_meta(regarding: &ObjectReference, now: Timestamp) -> ObjectMeta {
+    let namespace = regarding
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".to_string());
+    let object = regarding.name.as_deref().unwrap_or_default();
+    ObjectMeta {
+        name: Some(format!("{object}.{:x}", now.as_nanosecond())),
+        namespace: Some(namespace),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The Event that first recording `reason`/`message` at `now` creates.
 pub fn build(
     regarding: &ObjectReference,
     type_: EventType,
@@ -83,18 +129,8 @@ pub fn build(
     host: &str,
     now: Timestamp,
 ) -> Event {
-    let namespace = regarding
-        .namespace
-        .clone()
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| "default".to_string());
-    let object = regarding.name.clone().unwrap_or_default();
     Event {
-        metadata: ObjectMeta {
-            name: Some(format!("{object}.{:x}", now.as_nanosecond())),
-            namespace: Some(namespace),
-            ..ObjectMeta::default()
-        },
+        metadata: event_meta(regarding, now),
         involved_object: regarding.clone(),
         reason: Some(reason.to_string()),
         message: Some(message.to_string()),
@@ -177,5 +213,32 @@ mod tests {
         assert_eq!(ev.metadata.namespace.as_deref(), Some("default"));
         assert_eq!(ev.metadata.name.as_deref(), Some("n1.0"));
         assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    }
+
+    #[tokio::test]
+    async fn publishing_queues_the_built_event_and_never_blocks() {
+        let (recorder, mut rx) = EventRecorder::channel("kubelet", "node-1");
+        let pod = ObjectReference {
+            kind: Some("Pod".into()),
+            name: Some("web".into()),
+            namespace: Some("prod".into()),
+            ..ObjectReference::default()
+        };
+        for _ in 0..QUEUE + 5 {
+            recorder.publish(&pod, EventType::Normal, "Pulled", "pulled");
+        }
+        let first = rx.recv().await.unwrap();
+        assert_eq!(first.reason.as_deref(), Some("Pulled"));
+        assert_eq!(
+            first.source.unwrap().host.as_deref(),
+            Some("node-1"),
+            "the recorder's host"
+        );
+        let mut queued = 1;
+        while rx.try_recv().is_ok() {
+            queued += 1;
+        }
+        assert_eq!(queued, QUEUE, "past the queue, Events are dropped");
+        EventRecorder::default().publish(&pod, EventType::Normal, "R", "dropped silently");
     }
 }
