@@ -29,8 +29,16 @@
 #   INSTALL_K3RS_FROM_SOURCE   1: `cargo build --release` the checkout this script is in.
 #   INSTALL_K3RS_BIN_DIR       Binary, symlink and scripts go here (default /usr/local/bin).
 #   INSTALL_K3RS_SYSTEMD_DIR   Unit and env file go here (default /etc/systemd/system).
-#   INSTALL_K3RS_SYMLINK       skip: no kubectl symlink; force: replace an existing one;
-#                              default: link kubectl -> k3rs when no kubectl is on the PATH.
+#   INSTALL_K3RS_SYMLINK       skip: no kubectl/crictl symlinks; force: replace existing ones;
+#                              default: link kubectl and crictl -> k3rs when not on the PATH
+#                              (kubectl only when there is a kubectl for it to run).
+#   INSTALL_K3RS_SKIP_KUBECTL  true: do not download kubectl. Otherwise, when no kubectl is on
+#                              the PATH, the official kubectl (the pinned KUBECTL_VERSION below)
+#                              is downloaded, checked against its published sha256, and
+#                              installed as <bin dir>/k3rs-kubectl, which `k3rs kubectl` and the
+#                              kubectl -> k3rs link run with the admin kubeconfig.
+#   INSTALL_K3RS_KUBECTL_URL   Directory URL holding kubectl and kubectl.sha256 (a mirror, or
+#                              file://; default https://dl.k8s.io/release/<version>/bin/linux/<arch>).
 #   INSTALL_K3RS_SKIP_ENABLE   true: neither enable nor start the service.
 #   INSTALL_K3RS_SKIP_START    true: enable but do not (re)start the service.
 #   INSTALL_K3RS_FORCE_RESTART true: restart the service even when nothing changed.
@@ -45,11 +53,18 @@
 #                              systemctl/rc-update would write. The generated k3rs-killall.sh and
 #                              <name>-uninstall.sh honour the same variable.
 #
+# Nothing is changed before the downloads are verified: an unsupported system (not Linux, an
+# architecture without a release, neither systemd nor OpenRC) or a checksum mismatch stops the
+# script with the root as it was.
+#
 # Re-running with the same inputs changes no file and restarts nothing; when the binary, the
 # unit or the environment file changes, the service is reloaded and restarted. Directories the
 # installer creates are listed in /etc/k3rs/.installer-dirs, so the uninstaller removes exactly
 # those (when empty) after the last k3rs service is gone.
 set -eu
+
+# The kubectl downloaded when the machine has none (the Kubernetes version k3rs serves).
+KUBECTL_VERSION=v1.33.0
 
 info() { echo "[INFO]  $*"; }
 warn() { echo "[WARN]  $*" >&2; }
@@ -344,6 +359,23 @@ sha256() {
     echo "${h%%[[:space:]]*}"
 }
 
+# Downloads URL $2 to $3 and stops unless its sha256 is $1 ($5 says who published that sum);
+# returns 1 without downloading when the installed $4 (a path below the root) has it already.
+fetch_verified() {
+    fv_name=${2##*/}
+    if [ -x "$R$4" ] && [ "$(sha256 "$R$4")" = "$1" ]; then
+        info "Unchanged: $4 (its sha256 matches $5's)"
+        return 1
+    fi
+    info "Downloading $2"
+    download "$3" "$2"
+    fv_got=$(sha256 "$3")
+    if [ "$fv_got" != "$1" ]; then
+        fatal "The sha256 of $fv_name is $fv_got, $5 says $1: refusing to install it"
+    fi
+    info "Verified the sha256 of $fv_name ($fv_got)"
+}
+
 download_binary() {
     setup_arch
     if [ -n "${INSTALL_K3RS_DOWNLOAD_URL:-}" ]; then
@@ -357,18 +389,9 @@ download_binary() {
     download "$TMP_DIR/sha256sum.txt" "$url/sha256sum-$ARCH.txt"
     expected=$(awk -v f="k3rs-$ARCH" '$2 == f || $2 == "*" f { print $1; exit }' "$TMP_DIR/sha256sum.txt")
     [ -n "$expected" ] || fatal "$url/sha256sum-$ARCH.txt has no checksum for k3rs-$ARCH"
-    if [ -x "$R$BIN_DIR/k3rs" ] && [ "$(sha256 "$R$BIN_DIR/k3rs")" = "$expected" ]; then
-        info "Unchanged: $BIN_DIR/k3rs (its sha256 matches the release's)"
-        return
+    if fetch_verified "$expected" "$url/k3rs-$ARCH" "$TMP_DIR/k3rs" "$BIN_DIR/k3rs" "the release"; then
+        NEW_BIN=$TMP_DIR/k3rs
     fi
-    info "Downloading the binary $url/k3rs-$ARCH"
-    download "$TMP_DIR/k3rs" "$url/k3rs-$ARCH"
-    got=$(sha256 "$TMP_DIR/k3rs")
-    if [ "$got" != "$expected" ]; then
-        fatal "The sha256 of k3rs-$ARCH is $got, the release says $expected: refusing to install it"
-    fi
-    info "Verified the sha256 of k3rs-$ARCH ($got)"
-    NEW_BIN=$TMP_DIR/k3rs
 }
 
 build_from_source() {
@@ -399,6 +422,52 @@ get_binary() {
     fi
 }
 
+# --- kubectl: the PATH's, else the official one downloaded beside k3rs ---
+PRIVATE_KUBECTL=k3rs-kubectl
+
+# The first kubectl on the PATH (below the root) that is not a link to k3rs.
+real_kubectl() {
+    old_ifs=$IFS
+    IFS=:
+    for dir in $PATH; do
+        f=$R$dir/kubectl
+        if [ -n "$dir" ] && [ -x "$f" ] && [ ! -d "$f" ] && [ "$(readlink "$f" || true)" != k3rs ]; then
+            IFS=$old_ifs
+            echo "$dir/kubectl"
+            return 0
+        fi
+    done
+    IFS=$old_ifs
+    return 1
+}
+
+# Sets NEW_KUBECTL to a verified kubectl to install as $BIN_DIR/$PRIVATE_KUBECTL, or leaves it
+# empty (skipped, a kubectl on the PATH, or the same one installed already).
+get_kubectl() {
+    NEW_KUBECTL=""
+    if [ "${INSTALL_K3RS_SKIP_KUBECTL:-}" = true ]; then
+        info "Not downloading kubectl (INSTALL_K3RS_SKIP_KUBECTL=true)"
+        return
+    fi
+    if found=$(real_kubectl); then
+        info "kubectl: using $found"
+        return
+    fi
+    setup_arch
+    url=${INSTALL_K3RS_KUBECTL_URL:-https://dl.k8s.io/release/$KUBECTL_VERSION/bin/linux/$ARCH}
+    url=${url%/}
+    info "No kubectl on the PATH: downloading the checksum $url/kubectl.sha256"
+    download "$TMP_DIR/kubectl.sha256" "$url/kubectl.sha256"
+    expected=$(awk '{ print $1; exit }' "$TMP_DIR/kubectl.sha256")
+    case $expected in
+    [0-9a-f]*) [ ${#expected} -eq 64 ] || fatal "$url/kubectl.sha256 holds no sha256" ;;
+    *) fatal "$url/kubectl.sha256 holds no sha256" ;;
+    esac
+    if fetch_verified "$expected" "$url/kubectl" "$TMP_DIR/kubectl" "$BIN_DIR/$PRIVATE_KUBECTL" "$url/kubectl.sha256"; then
+        NEW_KUBECTL=$TMP_DIR/kubectl
+    fi
+}
+
 # --- the first executable $1 in the PATH's directories below the root ---
 on_path() {
     old_ifs=$IFS
@@ -414,23 +483,35 @@ on_path() {
     return 1
 }
 
-# --- kubectl -> k3rs (k3rs run as kubectl is `k3rs kubectl`: the admin kubeconfig) ---
+# --- kubectl, crictl -> k3rs (k3rs run as kubectl is `k3rs kubectl`: the admin kubeconfig;
+# as crictl, `k3rs crictl`: the node's containerd) ---
 create_symlinks() {
     [ "${INSTALL_K3RS_SYMLINK:-}" = skip ] && return 0
-    link=$BIN_DIR/kubectl
-    if [ -L "$R$link" ] && [ "$(readlink "$R$link")" = k3rs ]; then
-        info "Unchanged: $link -> k3rs"
-    elif [ "${INSTALL_K3RS_SYMLINK:-}" = force ]; then
-        ln -sfn k3rs "$R$link"
-        info "Linked $link -> k3rs (INSTALL_K3RS_SYMLINK=force)"
-    elif [ -e "$R$link" ] || [ -L "$R$link" ]; then
-        info "Not linking $link -> k3rs: $link exists"
-    elif found=$(on_path kubectl); then
-        info "Not linking $link -> k3rs: kubectl is on the PATH at $found"
-    else
-        ln -s k3rs "$R$link"
-        info "Linked $link -> k3rs"
-    fi
+    for cmd in kubectl crictl; do
+        link=$BIN_DIR/$cmd
+        if [ "$cmd" = kubectl ] && [ ! -x "$R$BIN_DIR/$PRIVATE_KUBECTL" ] && ! real_kubectl >/dev/null; then
+            if [ "$(readlink "$R$link" 2>/dev/null || true)" = k3rs ]; then
+                rm -f "$R$link"
+                info "Removed $link -> k3rs: there is no kubectl for it to run"
+            else
+                info "Not linking $link -> k3rs: there is no kubectl for it to run (install one, or run without INSTALL_K3RS_SKIP_KUBECTL; then 'k3rs kubectl' uses it)"
+            fi
+            continue
+        fi
+        if [ -L "$R$link" ] && [ "$(readlink "$R$link")" = k3rs ]; then
+            info "Unchanged: $link -> k3rs"
+        elif [ "${INSTALL_K3RS_SYMLINK:-}" = force ]; then
+            ln -sfn k3rs "$R$link"
+            info "Linked $link -> k3rs (INSTALL_K3RS_SYMLINK=force)"
+        elif [ -e "$R$link" ] || [ -L "$R$link" ]; then
+            info "Not linking $link -> k3rs: $link exists"
+        elif found=$(on_path "$cmd"); then
+            info "Not linking $link -> k3rs: $cmd is on the PATH at $found"
+        else
+            ln -s k3rs "$R$link"
+            info "Linked $link -> k3rs"
+        fi
+    done
 }
 
 # --- the environment file: K3RS_* and the proxy variables, sorted, mode 0600 ---
@@ -473,7 +554,9 @@ LimitNOFILE=1048576
 LimitNPROC=infinity
 LimitCORE=infinity
 TasksMax=infinity
-TimeoutStartSec=0
+# Starting sends STATUS= progress (systemctl status shows what it waits for); a start that
+# is not READY in 15 minutes fails instead of hanging.
+TimeoutStartSec=15min
 Restart=always
 RestartSec=5s
 ExecStartPre=-/sbin/modprobe br_netfilter
@@ -691,7 +774,7 @@ uninstall_script() {
     cat <<EOF
 #!/bin/sh
 # Uninstalls the $NAME service: runs k3rs-killall.sh, disables and removes the service and its
-# environment file; when no other k3rs service remains, also the binary, the kubectl symlink,
+# environment file; when no other k3rs service remains, also the binary, k3rs-kubectl, the links,
 # the scripts, /etc/k3rs, /run/k3rs, the data dir (K3RS_DATA_DIR, default /var/lib/k3rs) and
 # the directories install.sh created. Generated by k3rs's install.sh; honours INSTALL_K3RS_ROOT.
 set -eu
@@ -715,10 +798,12 @@ for other in "\$R$SYSTEMD_DIR"/k3rs*.service "\$R"/etc/init.d/k3rs*; do
     fi
 done
 
-if [ "\$(readlink "\$R$BIN_DIR/kubectl" 2>/dev/null || true)" = k3rs ]; then
-    rm -f "\$R$BIN_DIR/kubectl"
-fi
-rm -f "\$R$BIN_DIR/k3rs" "\$R$KILLALL_SH"
+for cmd in kubectl crictl; do
+    if [ "\$(readlink "\$R$BIN_DIR/\$cmd" 2>/dev/null || true)" = k3rs ]; then
+        rm -f "\$R$BIN_DIR/\$cmd"
+    fi
+done
+rm -f "\$R$BIN_DIR/k3rs" "\$R$BIN_DIR/$PRIVATE_KUBECTL" "\$R$KILLALL_SH"
 created=\$(cat "\$R$DIRS_LIST" 2>/dev/null || true)
 for dir in "\$R/etc/k3rs" "\$R/run/k3rs" "\$R\$K3RS_DATA_DIR"; do
     [ -e "\$dir" ] || continue
@@ -742,6 +827,7 @@ create_scripts() {
 }
 
 main() {
+    [ "$(uname -s)" = Linux ] || fatal "Unsupported system $(uname -s): k3rs runs on Linux"
     setup_root
     set -f
     # shellcheck disable=SC2086 # INSTALL_K3RS_EXEC is split at white space
@@ -749,10 +835,15 @@ main() {
     set +f
     setup_env "$@"
     info "Installing the k3rs $CMD service $NAME ($INSTALL_K3RS_INIT)"
-    check_prereqs
+    # Downloads and checks first: nothing is changed before they are verified.
     get_binary
+    get_kubectl
+    check_prereqs
     mkdir_p /etc/k3rs
     if [ -n "$NEW_BIN" ] && put_file "$NEW_BIN" "$BIN_DIR/k3rs" 0755; then CHANGED=true; fi
+    if [ -n "$NEW_KUBECTL" ]; then
+        put_file "$NEW_KUBECTL" "$BIN_DIR/$PRIVATE_KUBECTL" 0755 || true
+    fi
     create_symlinks
     create_scripts
     create_env_file

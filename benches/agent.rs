@@ -19,6 +19,9 @@
 //!
 //! Run (as root): `cargo bench --bench agent`.
 
+// A benchmark: a failed unwrap aborts the run, which is what it should do.
+#![allow(clippy::unwrap_used)]
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

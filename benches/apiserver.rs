@@ -9,6 +9,9 @@
 //! Run: `cargo bench --bench apiserver` (release). Smaller runs: `BENCH_OBJECTS`,
 //! `BENCH_WATCHERS`, `BENCH_CONCURRENCY` (defaults 10000, 1000, 32).
 
+// A benchmark: a failed unwrap aborts the run, which is what it should do.
+#![allow(clippy::unwrap_used)]
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

@@ -6,6 +6,9 @@
 //! Run: `cargo bench --bench etcd_compare` (builds k3rs in release). Each timed measurement
 //! runs for `$BENCH_SECS` seconds (default 5); the churn phase is capped at 150 s.
 
+// A benchmark: a failed unwrap aborts the run, which is what it should do.
+#![allow(clippy::unwrap_used)]
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

@@ -12,6 +12,9 @@
 //! Run: `cargo bench --bench ha_compare` (builds k3rs in release). Each timed measurement runs
 //! for `$BENCH_SECS` seconds (default 5).
 
+// A benchmark: a failed unwrap aborts the run, which is what it should do.
+#![allow(clippy::unwrap_used)]
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

@@ -20,6 +20,9 @@
 //!
 //! `BENCH_OUT=<file>` also writes the table there.
 
+// A benchmark: a failed unwrap aborts the run, which is what it should do.
+#![allow(clippy::unwrap_used)]
+
 #[path = "../tests/common/mod.rs"]
 mod common;
 

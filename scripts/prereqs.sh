@@ -6,7 +6,8 @@
 # writable; the python_client test looks there), and for the agent's container tests containerd
 # (with ctr), runc, the CNI plugins (/usr/lib/cni), busybox-static (scripts/build-images.sh builds
 # the pause and busybox images from it) and iptables, and for install.sh's test shellcheck and
-# systemd-analyze (systemd). Rust itself comes from rustup.
+# systemd-analyze (systemd), and for the private registry test docker-registry, skopeo and
+# htpasswd (apache2-utils). Rust itself comes from rustup.
 #
 # Usage: scripts/prereqs.sh [build|run|test]   (default: test)
 set -euo pipefail
@@ -48,6 +49,10 @@ if [ "$what" = test ]; then
     # install.sh's test: shellcheck on the scripts, systemd-analyze verify on the units.
     command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
     command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+    # The private registry test: a registry with htpasswd auth, and skopeo to push to it.
+    command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
+    command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
+    command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 fi
 
 if [ "${#need[@]}" -gt 0 ]; then

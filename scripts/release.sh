@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
-# Builds the release k3rs binary (the [profile.release] of Cargo.toml: LTO, stripped) and writes
-# what install.sh downloads from a release:
-#   dist/k3rs-<arch>            the binary
-#   dist/sha256sum-<arch>.txt   its `sha256sum` line
-# <arch> is Kubernetes' name for the target's architecture (amd64, arm64, arm, ...).
+# Writes a release as install.sh downloads it (serve dist/ over http(s) and point
+# INSTALL_K3RS_DOWNLOAD_URL at it, or use file:///path/to/dist):
+#   dist/k3rs-<arch>                      the stripped binary
+#   dist/k3rs-airgap-images-<arch>.tar    the images a node needs that k3rs provides (the pause
+#                                         image, also embedded in the binary), for
+#                                         <data-dir>/agent/images or a private registry
+#   dist/sha256sum-<arch>.txt             `sha256sum` lines of both
+#   dist/install.sh                       the installer
+# <arch> is Kubernetes' name for the target's architecture (amd64, arm64, arm, ...). amd64 and
+# arm64 have an embedded pause image; elsewhere no images tarball is written (nodes pull
+# registry.k8s.io/pause).
 #
-# Usage: scripts/release.sh [--target <rust target triple>]   (default: this machine)
-# Cross builds need the target's toolchain (rustup target add <triple>) and C linker.
+# Usage: scripts/release.sh [--target <rust target triple>] [--bin-from <k3rs binary>]
+#   --target     cross build (needs `rustup target add <triple>` and the target's C linker)
+#   --bin-from   package this already built binary instead of running
+#                `cargo build --release` (it is stripped on the way; the architecture is the
+#                target's, default this machine's)
+# DIST=<dir> writes somewhere else than dist/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=""
-if [ "${1:-}" = --target ]; then
-    target="${2:?--target needs a triple}"
+bin_from=""
+while [ "$#" -gt 0 ]; do
+    case "$1" in
+        --target) target="${2:?--target needs a triple}"; shift 2 ;;
+        --bin-from) bin_from="${2:?--bin-from needs a path}"; shift 2 ;;
+        *) echo "usage: $0 [--target <triple>] [--bin-from <k3rs binary>]" >&2; exit 2 ;;
+    esac
+done
+host="$(rustc -vV 2>/dev/null | sed -n 's/^host: //p' || true)"
+if [ -z "$host" ]; then
+    host="$(uname -m)-unknown-linux-gnu"
 fi
-triple="${target:-$(rustc -vV | sed -n 's/^host: //p')}"
+triple="${target:-$host}"
 case "$triple" in
     x86_64-*) arch=amd64 ;;
     aarch64-*) arch=arm64 ;;
@@ -24,21 +43,56 @@ case "$triple" in
     powerpc64le-*) arch=ppc64le ;;
     *) echo "release.sh: no release architecture name for $triple" >&2; exit 1 ;;
 esac
+dist="${DIST:-dist}"
 
-args=(build --release --locked --bin k3rs)
-out="${CARGO_TARGET_DIR:-target}"
-if [ -n "$target" ]; then
-    args+=(--target "$target")
-    out="$out/$target"
+if [ -n "$bin_from" ]; then
+    [ -x "$bin_from" ] || { echo "release.sh: $bin_from is not an executable" >&2; exit 1; }
+    bin="$bin_from"
+else
+    args=(build --release --locked --bin k3rs)
+    out="${CARGO_TARGET_DIR:-target}"
+    if [ -n "$target" ]; then
+        args+=(--target "$target")
+        out="$out/$target"
+    fi
+    start=$(date +%s)
+    cargo "${args[@]}"
+    echo "release.sh: built in $(( $(date +%s) - start )) s" >&2
+    bin="$out/release/k3rs"
 fi
-start=$(date +%s)
-cargo "${args[@]}"
-echo "release.sh: built in $(( $(date +%s) - start )) s" >&2
 
-mkdir -p dist
-cp "$out/release/k3rs" "dist/k3rs-$arch.tmp"
-mv -f "dist/k3rs-$arch.tmp" "dist/k3rs-$arch"
-(cd dist && sha256sum "k3rs-$arch" >"sha256sum-$arch.txt")
-size=$(stat -c %s "dist/k3rs-$arch")
-echo "release.sh: dist/k3rs-$arch: $size bytes ($(( (size + 524288) / 1048576 )) MiB)" >&2
-cat "dist/sha256sum-$arch.txt"
+mkdir -p "$dist"
+cp "$bin" "$dist/k3rs-$arch.tmp"
+# The release profile strips already; a --bin-from debug build is stripped here.
+if command -v strip >/dev/null 2>&1 && [ "$triple" = "$host" ]; then
+    strip "$dist/k3rs-$arch.tmp"
+fi
+chmod 0755 "$dist/k3rs-$arch.tmp"
+mv -f "$dist/k3rs-$arch.tmp" "$dist/k3rs-$arch"
+
+images="k3rs-airgap-images-$arch.tar"
+rm -f "$dist/$images"
+case "$arch" in
+    amd64 | arm64)
+        # Any k3rs writes any architecture's tarball: this machine's binary does it.
+        if [ "$triple" = "$host" ]; then
+            "$dist/k3rs-$arch" airgap-images --arch "$arch" --output "$dist/$images"
+        else
+            cargo run --quiet --release --locked --bin k3rs -- \
+                airgap-images --arch "$arch" --output "$dist/$images"
+        fi
+        ;;
+    *) echo "release.sh: no embedded pause image for $arch: no $images" >&2 ;;
+esac
+
+cp install.sh "$dist/install.sh.tmp"
+chmod 0755 "$dist/install.sh.tmp"
+mv -f "$dist/install.sh.tmp" "$dist/install.sh"
+
+files=("k3rs-$arch")
+[ -e "$dist/$images" ] && files+=("$images")
+(cd "$dist" && sha256sum "${files[@]}" >"sha256sum-$arch.txt.tmp" &&
+    mv -f "sha256sum-$arch.txt.tmp" "sha256sum-$arch.txt")
+size=$(stat -c %s "$dist/k3rs-$arch")
+echo "release.sh: $dist/k3rs-$arch: $size bytes ($(( (size + 524288) / 1048576 )) MiB)" >&2
+cat "$dist/sha256sum-$arch.txt"

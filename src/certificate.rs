@@ -32,7 +32,7 @@ enum CertificateCommand {
     /// Back up <data-dir>/server/tls to tls-<unix time>, then remove the leaf certificates
     /// so the next start issues new ones from the same CAs. Stop the server first.
     Rotate {
-        /// Only these services' certificates (repeatable): admin, api-server, etcd.
+        /// Only these services' certificates (repeatable): admin, auth-proxy, api-server, etcd.
         #[arg(long, short = 's', value_delimiter = ',')]
         service: Vec<String>,
     },

@@ -17,6 +17,25 @@ pub const DEFAULT_PATH: &str = "/etc/k3rs/config.yaml";
 /// The environment variable naming the config file.
 pub const ENV: &str = "K3RS_CONFIG_FILE";
 
+/// Where a setting was written: the file and the line of its key (1-based; 0 when the key
+/// could not be found in the text, e.g. written in YAML's flow style).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub path: PathBuf,
+    pub line: usize,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            0 => write!(f, "{}", self.path.display()),
+            line => write!(f, "{}:{line}", self.path.display()),
+        }
+    }
+}
+
+/// Why the config files cannot be used; every message names the file, and where it can, the
+/// line and the key.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("reading config file {path}: {source}")]
@@ -24,19 +43,37 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Not YAML: where the parser stopped (`file:line:column`).
+    #[error("config file {path}:{line}:{column}: invalid YAML: {message}")]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("config file {path}: {message}")]
     Parse { path: PathBuf, message: String },
-    #[error("config file {path}: {key:?} is not a flag of any k3rs command")]
-    UnknownKey { path: PathBuf, key: String },
-    #[error("config file {path}: {key:?} must be a string, number, boolean or a list of them")]
-    BadValue { path: PathBuf, key: String },
+    #[error("config file {at}: {key:?} is not a flag of any k3rs command")]
+    UnknownKey { at: Origin, key: String },
+    #[error("config file {at}: {key:?} must be a string, number, boolean or a list of them")]
+    BadValue { at: Origin, key: String },
+    /// A value the flag does not take (clap's reason).
+    #[error("config file {at}: {key:?}: {message}")]
+    InvalidValue {
+        at: Origin,
+        key: String,
+        message: String,
+    },
 }
 
 /// One file's settings in order; `append` marks `key+:` entries.
 #[derive(Debug, Clone, PartialEq)]
 struct Entry {
     key: String,
-    values: Vec<String>,
+    /// Where the key was written (the last file that set it).
+    at: Origin,
+    /// The values, each with where it was written (`key+:` gathers them from several files).
+    values: Vec<(String, Origin)>,
     /// A switch set to `false`: the flag is left out.
     off: bool,
     append: bool,
@@ -51,11 +88,32 @@ fn scalar(v: &Value) -> Option<String> {
     }
 }
 
+/// The line (1-based) where the top-level key `raw` is written in `text`, plain or quoted;
+/// 0 when it is not found.
+fn key_line(text: &str, raw: &str) -> usize {
+    let forms = [
+        format!("{raw}:"),
+        format!("\"{raw}\":"),
+        format!("'{raw}':"),
+    ];
+    text.lines()
+        .position(|l| forms.iter().any(|f| l.starts_with(f.as_str())))
+        .map_or(0, |i| i + 1)
+}
+
 /// The entries of one file's text.
 fn entries(path: &Path, text: &str) -> Result<Vec<Entry>, Error> {
-    let doc: Value = serde_norway::from_str(text).map_err(|e| Error::Parse {
-        path: path.to_path_buf(),
-        message: e.to_string(),
+    let doc: Value = serde_norway::from_str(text).map_err(|e| match e.location() {
+        Some(at) => Error::Syntax {
+            path: path.to_path_buf(),
+            line: at.line(),
+            column: at.column(),
+            message: e.to_string(),
+        },
+        None => Error::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        },
     })?;
     let map = match doc {
         Value::Null => return Ok(Vec::new()),
@@ -73,12 +131,16 @@ fn entries(path: &Path, text: &str) -> Result<Vec<Entry>, Error> {
             path: path.to_path_buf(),
             message: format!("key {k:?} is not a string"),
         })?;
+        let at = Origin {
+            path: path.to_path_buf(),
+            line: key_line(text, &raw),
+        };
         let (key, append) = match raw.strip_suffix('+') {
             Some(k) => (k.to_string(), true),
             None => (raw, false),
         };
         let bad = || Error::BadValue {
-            path: path.to_path_buf(),
+            at: at.clone(),
             key: key.clone(),
         };
         let (values, off) = match &v {
@@ -95,8 +157,9 @@ fn entries(path: &Path, text: &str) -> Result<Vec<Entry>, Error> {
             other => (vec![scalar(other).ok_or_else(bad)?], false),
         };
         out.push(Entry {
+            values: values.into_iter().map(|v| (v, at.clone())).collect(),
             key,
-            values,
+            at,
             off,
             append,
         });
@@ -111,6 +174,7 @@ fn merge(files: Vec<Vec<Entry>>) -> Vec<Entry> {
         match merged.iter_mut().find(|m| m.key == e.key) {
             Some(m) if e.append => {
                 m.values.extend(e.values);
+                m.at = e.at;
                 m.off = false;
             }
             Some(m) => *m = Entry { append: false, ..e },
@@ -120,42 +184,82 @@ fn merge(files: Vec<Vec<Entry>>) -> Vec<Entry> {
     merged
 }
 
-/// The flag-taking and switch arguments of `cmd` by long name: `Some(true)` takes a value.
-fn flag(cmd: &clap::Command, name: &str) -> Option<bool> {
-    cmd.get_arguments()
-        .find(|a| a.get_long() == Some(name))
-        .map(|a| a.get_action().takes_values())
+/// The argument of `cmd` whose long name is `name`.
+fn argument<'a>(cmd: &'a clap::Command, name: &str) -> Option<&'a clap::Arg> {
+    cmd.get_arguments().find(|a| a.get_long() == Some(name))
 }
 
 /// Whether `name` is a flag of any subcommand (or of the top level).
 fn known_anywhere(root: &clap::Command, name: &str) -> bool {
-    flag(root, name).is_some() || root.get_subcommands().any(|s| known_anywhere(s, name))
+    argument(root, name).is_some() || root.get_subcommands().any(|s| known_anywhere(s, name))
+}
+
+/// Whether `arg` takes `value` (its own value parser, delimiter and possible values), as
+/// clap would say it on the command line; checked here so that the message can name the
+/// file and line instead of a flag the user never typed.
+fn check_value(arg: &clap::Arg, key: &str, value: &str) -> Result<(), String> {
+    let mut probe = clap::Arg::new(key.to_string())
+        .long(key.to_string())
+        .value_parser(arg.get_value_parser().clone())
+        .action(clap::ArgAction::Append);
+    if let Some(names) = arg.get_value_names() {
+        probe = probe.value_names(names.to_vec());
+    }
+    if let Some(d) = arg.get_value_delimiter() {
+        probe = probe.value_delimiter(d);
+    }
+    clap::Command::new("k3rs")
+        .color(clap::ColorChoice::Never)
+        .no_binary_name(true)
+        .arg(probe)
+        .try_get_matches_from([format!("--{key}={value}")])
+        .map(drop)
+        .map_err(|e| {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            first.strip_prefix("error: ").unwrap_or(first).to_string()
+        })
 }
 
 /// The flags that `entries` give the subcommand `sub`.
 fn flags_for(
     root: &clap::Command,
     sub: &clap::Command,
-    path: &Path,
     entries: &[Entry],
 ) -> Result<Vec<OsString>, Error> {
     let mut out = Vec::new();
     for e in entries {
-        match flag(sub, &e.key) {
-            None if known_anywhere(root, &e.key) => {}
-            None => {
-                return Err(Error::UnknownKey {
-                    path: path.to_path_buf(),
-                    key: e.key.clone(),
-                })
+        let Some(arg) = argument(sub, &e.key) else {
+            if known_anywhere(root, &e.key) {
+                continue;
             }
-            Some(_) if e.off => {}
-            Some(false) => out.push(format!("--{}", e.key).into()),
-            Some(true) => out.extend(
-                e.values
-                    .iter()
-                    .map(|v| OsString::from(format!("--{}={v}", e.key))),
-            ),
+            return Err(Error::UnknownKey {
+                at: e.at.clone(),
+                key: e.key.clone(),
+            });
+        };
+        if e.off {
+            continue;
+        }
+        if !arg.get_action().takes_values() {
+            // A switch: `key: true` (or `"true"`); anything else is a mistake to name.
+            if let Some((v, at)) = e.values.iter().find(|(v, _)| v != "true") {
+                return Err(Error::InvalidValue {
+                    at: at.clone(),
+                    key: e.key.clone(),
+                    message: format!("{v:?}: a switch takes true or false"),
+                });
+            }
+            out.push(format!("--{}", e.key).into());
+            continue;
+        }
+        for (v, at) in &e.values {
+            check_value(arg, &e.key, v).map_err(|message| Error::InvalidValue {
+                at: at.clone(),
+                key: e.key.clone(),
+                message,
+            })?;
+            out.push(OsString::from(format!("--{}={v}", e.key)));
         }
     }
     Ok(out)
@@ -234,7 +338,7 @@ pub fn expand(argv: Vec<OsString>, root: &clap::Command) -> Result<Vec<OsString>
     for (p, text) in &texts {
         parsed.push(entries(p, text)?);
     }
-    let flags = flags_for(root, sub, &path, &merge(parsed))?;
+    let flags = flags_for(root, sub, &merge(parsed))?;
     let mut out = argv[..=at].to_vec();
     out.extend(flags);
     out.extend_from_slice(&argv[at + 1..]);
@@ -286,18 +390,16 @@ mod tests {
         v.iter().map(|s| s.to_string_lossy().into_owned()).collect()
     }
 
+    fn server_flags(e: &[Entry]) -> Result<Vec<String>, Error> {
+        let root = root();
+        flags_for(&root, root.find_subcommand("server").unwrap(), e).map(|f| strings(&f))
+    }
+
     #[test]
     fn values_switches_and_lists() {
         let e = parse("https-listen-port: 7443\ndisable-scheduler: true\ntls-san: [a, b]\n");
-        let flags = flags_for(
-            &root(),
-            root().find_subcommand("server").unwrap(),
-            Path::new("c"),
-            &e,
-        )
-        .unwrap();
         assert_eq!(
-            strings(&flags),
+            server_flags(&e).unwrap(),
             [
                 "--https-listen-port=7443",
                 "--disable-scheduler",
@@ -305,15 +407,9 @@ mod tests {
                 "--tls-san=b"
             ]
         );
-        let off = parse("disable-scheduler: false\n");
-        let flags = flags_for(
-            &root(),
-            root().find_subcommand("server").unwrap(),
-            Path::new("c"),
-            &off,
-        )
-        .unwrap();
-        assert!(flags.is_empty());
+        assert!(server_flags(&parse("disable-scheduler: false\n"))
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -323,7 +419,10 @@ mod tests {
             parse("tls-san+: [b]\nhttps-listen-port: 2\n"),
             parse("node-label: [y=2]\n"),
         ]);
-        let get = |k: &str| merged.iter().find(|e| e.key == k).unwrap().values.clone();
+        let get = |k: &str| {
+            let e = merged.iter().find(|e| e.key == k).unwrap();
+            e.values.iter().map(|(v, _)| v.clone()).collect::<Vec<_>>()
+        };
         assert_eq!(get("tls-san"), ["a", "b"]);
         assert_eq!(get("https-listen-port"), ["2"]);
         assert_eq!(get("node-label"), ["y=2"]);
@@ -332,38 +431,105 @@ mod tests {
     #[test]
     fn other_commands_keys_are_skipped_and_unknown_keys_refused() {
         let e = parse("node-label: [a=b]\nhttps-listen-port: 1\n");
-        let server = root();
-        let flags = flags_for(
-            &server,
-            server.find_subcommand("server").unwrap(),
-            Path::new("c"),
-            &e,
-        )
-        .unwrap();
-        assert_eq!(strings(&flags), ["--https-listen-port=1"]);
-        let typo = parse("htps-listen-port: 1\n");
-        let err = flags_for(
-            &server,
-            server.find_subcommand("server").unwrap(),
-            Path::new("c"),
-            &typo,
-        )
-        .unwrap_err();
+        assert_eq!(server_flags(&e).unwrap(), ["--https-listen-port=1"]);
+        let typo = parse("# settings\ntls-san: [a]\nhtps-listen-port: 1\n");
         assert_eq!(
-            err.to_string(),
-            "config file c: \"htps-listen-port\" is not a flag of any k3rs command"
+            server_flags(&typo).unwrap_err().to_string(),
+            "config file c.yaml:3: \"htps-listen-port\" is not a flag of any k3rs command"
         );
     }
 
     #[test]
-    fn bad_documents_are_refused() {
+    fn bad_documents_are_refused_naming_file_line_and_key() {
         let p = Path::new("c.yaml");
         assert!(entries(p, "- a\n- b\n").is_err());
         assert_eq!(
-            entries(p, "tls-san: {a: b}\n").unwrap_err().to_string(),
-            "config file c.yaml: \"tls-san\" must be a string, number, boolean or a list of them"
+            entries(p, "https-listen-port: 1\ntls-san: {a: b}\n")
+                .unwrap_err()
+                .to_string(),
+            "config file c.yaml:2: \"tls-san\" must be a string, number, boolean or a list of them"
         );
         assert_eq!(entries(p, "").unwrap(), Vec::new());
+        // Not YAML: file, line and column of where the parser stopped.
+        let err = entries(p, "tls-san: [a\nhttps-listen-port: 1\n  x: : y\n").unwrap_err();
+        let Error::Syntax { line, column, .. } = &err else {
+            panic!("{err:?}");
+        };
+        assert!(*line >= 2 && *column >= 1, "{err}");
+        assert!(
+            err.to_string().starts_with(&format!(
+                "config file c.yaml:{line}:{column}: invalid YAML: "
+            )),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_value_the_flag_does_not_take_names_its_key_and_line() {
+        let root = clap::Command::new("k3rs").subcommand(
+            clap::Command::new("server")
+                .arg(
+                    clap::Arg::new("port")
+                        .long("https-listen-port")
+                        .value_parser(clap::value_parser!(u16)),
+                )
+                .arg(
+                    clap::Arg::new("backend")
+                        .long("flannel-backend")
+                        .value_parser(["host-gw", "none"]),
+                )
+                .arg(
+                    clap::Arg::new("ip")
+                        .long("node-ip")
+                        .value_delimiter(',')
+                        .action(clap::ArgAction::Append)
+                        .value_parser(clap::value_parser!(std::net::IpAddr)),
+                )
+                .arg(
+                    clap::Arg::new("ds")
+                        .long("disable-scheduler")
+                        .action(clap::ArgAction::SetTrue),
+                ),
+        );
+        let server = root.find_subcommand("server").unwrap();
+        let err = |text: &str| {
+            flags_for(&root, server, &parse(text))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("flannel-backend: none\nhttps-listen-port: many\n"),
+            "config file c.yaml:2: \"https-listen-port\": invalid value 'many' for \
+             '--https-listen-port <https-listen-port>': invalid digit found in string"
+        );
+        assert!(
+            err("flannel-backend: vxlan\n").starts_with(
+                "config file c.yaml:1: \"flannel-backend\": invalid value 'vxlan' for \
+                 '--flannel-backend <flannel-backend>'"
+            ),
+            "{}",
+            err("flannel-backend: vxlan\n")
+        );
+        assert!(
+            err("node-ip: [10.0.0.1, \"10.0.0.2,ten\"]\n")
+                .starts_with("config file c.yaml:1: \"node-ip\": invalid value 'ten'"),
+            "{}",
+            err("node-ip: [10.0.0.1, \"10.0.0.2,ten\"]\n")
+        );
+        assert_eq!(
+            err("disable-scheduler: [a]\n"),
+            "config file c.yaml:1: \"disable-scheduler\": \"a\": a switch takes true or false"
+        );
+        let ok = flags_for(
+            &root,
+            server,
+            &parse("https-listen-port: 7443\nnode-ip: 10.0.0.1,10.0.0.2\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            strings(&ok),
+            ["--https-listen-port=7443", "--node-ip=10.0.0.1,10.0.0.2"]
+        );
     }
 
     #[test]

@@ -13,6 +13,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use k3rs_agent::node_agent::AgentConfig;
+
 use crate::node_flags::{Join, NodeFlags};
 
 const RETRY: Duration = Duration::from_secs(1);
@@ -44,7 +46,11 @@ async fn run(flags: NodeFlags, mut join: Join, stop: CancellationToken) {
     };
     let data_dir = join.data_dir.clone();
     let cfg = match flags.agent_config(join) {
-        Ok(cfg) => cfg,
+        // The server says READY=1 itself, once this node is Ready (`ready_notify`).
+        Ok(cfg) => AgentConfig {
+            notify_ready: false,
+            ..cfg
+        },
         Err(e) => {
             tracing::error!("embedded agent: {e}; the server runs without its node");
             return;

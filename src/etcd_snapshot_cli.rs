@@ -52,8 +52,20 @@ impl ServerSnapshotArgs {
     }
 }
 
-fn parse_schedule(s: &str) -> Result<Schedule, String> {
-    Schedule::parse(s).map_err(|e| format!("invalid cron schedule {s:?}: {e}"))
+/// A `--etcd-snapshot-schedule-cron` that is not a cron schedule.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid cron schedule {value:?}: {source}")]
+struct ScheduleError {
+    value: String,
+    #[source]
+    source: k3rs_apimachinery::cron::ParseError,
+}
+
+fn parse_schedule(s: &str) -> Result<Schedule, ScheduleError> {
+    Schedule::parse(s).map_err(|source| ScheduleError {
+        value: s.to_string(),
+        source,
+    })
 }
 
 #[derive(Args)]

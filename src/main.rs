@@ -4,13 +4,17 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod airgap_images;
 mod certificate;
 mod config_file;
+mod disable;
 mod embedded_agent;
 mod etcd_snapshot_cli;
 mod multicall;
 mod node_flags;
 mod open_files;
+mod runtime_tools;
+mod service_network;
 
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -19,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Parser)]
 #[command(
     name = "k3rs",
-    version,
+    version = k3rs_apimachinery::version::GIT_VERSION,
     about = "A lightweight, single-binary Kubernetes distribution"
 )]
 struct Cli {
@@ -74,8 +78,16 @@ enum Command {
     CheckConfig,
     /// Check or rotate the node's certificates.
     Certificate(certificate::CertificateArgs),
-    /// Run the system kubectl as the cluster admin (/etc/k3rs/k3rs.yaml unless KUBECONFIG
-    /// is set).
+    /// Inspect the node's containers, pods and images over CRI (crictl's ps, pods, images,
+    /// inspect, inspectp, logs, rmi, version).
+    Crictl(runtime_tools::CrictlArgs),
+    /// Write the air-gap images tarball (the pause image k3rs embeds), as releases ship it.
+    AirgapImages(airgap_images::AirgapImagesArgs),
+    /// Run containerd's ctr against the node's containerd (namespace k8s.io).
+    #[command(disable_help_flag = true)]
+    Ctr(runtime_tools::CtrArgs),
+    /// Run kubectl as the cluster admin (/etc/k3rs/k3rs.yaml unless KUBECONFIG is set): the
+    /// PATH's kubectl, else the k3rs-kubectl install.sh put beside k3rs.
     #[command(disable_help_flag = true)]
     Kubectl {
         /// kubectl's own arguments.
@@ -262,6 +274,12 @@ struct ServerArgs {
     /// client address.
     #[arg(long, default_value_t = 2380, env = "K3RS_ETCD_PEER_PORT")]
     etcd_peer_port: u16,
+    /// Start a new cluster on the embedded datastore, which other servers then join with
+    /// --server (k3s's flag for its embedded etcd). k3rs's embedded datastore is always such a
+    /// cluster (Raft behind the etcd v3 API), so this states the default; it cannot be used
+    /// with --datastore-endpoint, and a server given --server joins that cluster instead.
+    #[arg(long, env = "K3RS_CLUSTER_INIT", conflicts_with = "datastore_endpoint")]
+    cluster_init: bool,
     /// Rewrite this server's membership to itself alone, keeping its data (after losing the
     /// majority of servers), and exit; then start it without the flag and add fresh servers.
     #[arg(long, env = "K3RS_CLUSTER_RESET")]
@@ -297,6 +315,27 @@ struct ServerArgs {
         env = "K3RS_ETCD_WATCH_PROGRESS_NOTIFY_INTERVAL"
     )]
     etcd_watch_progress_notify_interval: Duration,
+    /// Backend quota in bytes, like etcd's --quota-backend-bytes: when the database would
+    /// outgrow it, the member raises the NOSPACE alarm and refuses writes that add data until
+    /// the space is reclaimed (compact, defrag) and the alarm disarmed. 0: etcd's default of
+    /// 2 GiB; negative: no quota.
+    #[arg(
+        long,
+        default_value_t = 0,
+        allow_negative_numbers = true,
+        env = "K3RS_ETCD_QUOTA_BACKEND_BYTES"
+    )]
+    etcd_quota_backend_bytes: i64,
+    /// Interval of the leader's cross-member data check, like etcd's
+    /// --experimental-corrupt-check-time: a member whose HashKV differs gets the CORRUPT alarm,
+    /// which refuses writes. 0 (the default, as etcd's) disables it.
+    #[arg(
+        long,
+        default_value = "0s",
+        value_parser = parse_duration,
+        env = "K3RS_ETCD_EXPERIMENTAL_CORRUPT_CHECK_TIME"
+    )]
+    etcd_experimental_corrupt_check_time: Duration,
     /// Port of the Kubernetes API (HTTPS).
     #[arg(long, default_value_t = 6443, env = "K3RS_HTTPS_LISTEN_PORT")]
     https_listen_port: u16,
@@ -319,6 +358,11 @@ struct ServerArgs {
     /// IPv4 network for service ClusterIPs.
     #[arg(long, default_value = "10.43.0.0/16", env = "K3RS_SERVICE_CIDR")]
     service_cidr: ipnet::IpNet,
+    /// The cluster DNS address: the `kube-system/kube-dns` Service's ClusterIP and the
+    /// nameserver kubelets give pods (default: the tenth address of --service-cidr,
+    /// 10.43.0.10). Must be inside --service-cidr.
+    #[arg(long, env = "K3RS_CLUSTER_DNS")]
+    cluster_dns: Option<IpAddr>,
     /// IPv4 network for pod IPs.
     #[arg(long, default_value = "10.42.0.0/16", env = "K3RS_CLUSTER_CIDR")]
     cluster_cidr: ipnet::IpNet,
@@ -337,8 +381,11 @@ struct ServerArgs {
     /// binds them).
     #[arg(long, env = "K3RS_DISABLE_SCHEDULER")]
     disable_scheduler: bool,
-    /// Do not deploy these packaged components (k3s's flag; today: local-storage, the
-    /// local-path provisioner and its default StorageClass `local-path`). Repeatable.
+    /// Do not run these packaged components (k3s's flag; repeatable or comma-separated):
+    /// coredns (the kube-dns Service and the embedded DNS), servicelb, local-storage (the
+    /// local-path provisioner), metrics-server (the built-in metrics.k8s.io API). traefik and
+    /// runtimes are not shipped by k3rs: disabling them only warns. Objects created by an
+    /// earlier start are kept.
     #[arg(
         long = "disable",
         value_name = "COMPONENT",
@@ -346,16 +393,26 @@ struct ServerArgs {
         env = "K3RS_DISABLE"
     )]
     disable: Vec<String>,
+    /// How often the built-in metrics API scrapes the kubelets (metrics-server's flag; k3s
+    /// runs it with 15s): the window `kubectl top` and the HPA see.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, env = "K3RS_METRIC_RESOLUTION")]
+    metric_resolution: Duration,
     /// Where the local-path provisioner creates volumes (default <data-dir>/storage).
     #[arg(long, env = "K3RS_DEFAULT_LOCAL_STORAGE_PATH")]
     default_local_storage_path: Option<PathBuf>,
     /// Encrypt Secrets at rest (AES-GCM; keys in <data-dir>/server/cred/encryption-config.json).
     #[arg(long, env = "K3RS_SECRETS_ENCRYPTION")]
     secrets_encryption: bool,
-    /// A kube-controller-manager flag as KEY=VALUE (repeatable; today `controllers=…`, e.g.
-    /// `controllers=*,-resourcequota`).
+    /// A kube-controller-manager flag as KEY=VALUE (repeatable): `controllers=…` (e.g.
+    /// `controllers=*,-resourcequota`), `cluster-cidr`, `node-monitor-grace-period`; an
+    /// unknown KEY is refused.
     #[arg(long = "kube-controller-manager-arg", value_name = "KEY=VALUE")]
     kube_controller_manager_arg: Vec<String>,
+    /// A kube-scheduler flag as KEY=VALUE (repeatable; today `leader-elect=false`, which runs
+    /// the scheduler without the `kube-system/kube-scheduler` Lease; an unknown KEY is
+    /// refused).
+    #[arg(long = "kube-scheduler-arg", value_name = "KEY=VALUE")]
+    kube_scheduler_arg: Vec<String>,
     /// A kube-apiserver flag as KEY=VALUE (repeatable): `authorization-mode=Node,RBAC` (the
     /// default), `default-not-ready-toleration-seconds=300`,
     /// `default-unreachable-toleration-seconds=300`, and the `audit-*`, `token-auth-file`,
@@ -391,18 +448,25 @@ struct ServerArgs {
     https_header_read_timeout: Duration,
 }
 
-fn parse_mode(s: &str) -> Result<u32, String> {
+/// A flag value clap's parsers below refuse (the message clap prints after the flag).
+#[derive(Debug, thiserror::Error)]
+enum FlagValueError {
+    #[error("invalid file mode {0:?}: expected octal, e.g. 0600")]
+    Mode(String),
+    #[error("invalid duration {0:?}: expected a Go duration, e.g. 30s, 5m, 1h30m")]
+    Duration(String),
+}
+
+fn parse_mode(s: &str) -> Result<u32, FlagValueError> {
     u32::from_str_radix(s.trim_start_matches("0o"), 8)
         .ok()
         .filter(|m| *m <= 0o777)
-        .ok_or_else(|| format!("invalid file mode {s:?}: expected octal, e.g. 0600"))
+        .ok_or_else(|| FlagValueError::Mode(s.to_string()))
 }
 
 /// A flag's duration, in Go's form (`30s`, `5m`, `1h30m`, `1.5h`), as k3s's flags take it.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    k3rs_apimachinery::duration::parse(s).ok_or_else(|| {
-        format!("invalid duration {s:?}: expected a Go duration, e.g. 30s, 5m, 1h30m")
-    })
+fn parse_duration(s: &str) -> Result<Duration, FlagValueError> {
+    k3rs_apimachinery::duration::parse(s).ok_or_else(|| FlagValueError::Duration(s.to_string()))
 }
 
 fn init_logging(debug: bool, format: LogFormat) {
@@ -451,7 +515,23 @@ async fn main() -> anyhow::Result<()> {
         open_files::raise();
     }
     match cli.command {
-        Command::Server(args) => {
+        Command::Server(mut args) => {
+            let disabled = disable::Disabled::parse(&args.disable).unwrap_or_else(|e| {
+                Cli::command()
+                    .error(clap::error::ErrorKind::InvalidValue, e)
+                    .exit()
+            });
+            for warning in disabled.warnings() {
+                tracing::warn!("{warning}");
+            }
+            if args.metric_resolution < Duration::from_secs(1) {
+                Cli::command()
+                    .error(
+                        clap::error::ErrorKind::InvalidValue,
+                        "--metric-resolution must be at least 1s",
+                    )
+                    .exit()
+            }
             // The server's own settings first, so that a --kube-controller-manager-arg
             // overrides them (as in k3s).
             let controller_args = std::iter::once(format!("cluster-cidr={}", args.cluster_cidr))
@@ -463,12 +543,15 @@ async fn main() -> anyhow::Result<()> {
                         .error(clap::error::ErrorKind::InvalidValue, e)
                         .exit()
                 });
-            controller_args.local_storage = (!args.disable.iter().any(|d| d == "local-storage"))
-                .then(|| {
-                    args.default_local_storage_path
-                        .clone()
-                        .unwrap_or_else(|| args.data_dir.join("storage"))
-                });
+            for controller in disabled.controllers() {
+                controller_args.controllers.exclude(controller);
+            }
+            controller_args.system_default_registry = args.node.system_default_registry.clone();
+            controller_args.local_storage = (!disabled.local_storage).then(|| {
+                args.default_local_storage_path
+                    .clone()
+                    .unwrap_or_else(|| args.data_dir.join("storage"))
+            });
             // k3s's own flag first, so that a --kube-apiserver-arg overrides it.
             let kube_apiserver_args = args
                 .pod_security_admission_config_file
@@ -482,6 +565,29 @@ async fn main() -> anyhow::Result<()> {
                         .error(clap::error::ErrorKind::InvalidValue, e)
                         .exit()
                 });
+            let scheduler_args = k3rs_scheduler::args::Args::parse(&args.kube_scheduler_arg)
+                .unwrap_or_else(|e| {
+                    Cli::command()
+                        .error(clap::error::ErrorKind::InvalidValue, e)
+                        .exit()
+                });
+            let cluster_dns = service_network::cluster_dns(args.service_cidr, args.cluster_dns)
+                .unwrap_or_else(|e| {
+                    Cli::command()
+                        .error(clap::error::ErrorKind::InvalidValue, e)
+                        .exit()
+                });
+            if args.cluster_init && args.server.is_some() {
+                tracing::info!("--cluster-init with --server: joining that server's cluster");
+            }
+            if let Err(e) = args.node.check_component_args() {
+                Cli::command()
+                    .error(clap::error::ErrorKind::InvalidValue, e)
+                    .exit()
+            }
+            // The embedded agent answers cluster DNS only while the cluster has it.
+            args.node.disable_cluster_dns |= disabled.coredns;
+            args.node.disable_network_policy |= disabled.network_policy;
             let agent = (!args.disable_agent && !args.disable_apiserver).then(|| {
                 let join = node_flags::Join {
                     server: format!("https://127.0.0.1:{}", args.https_listen_port),
@@ -489,6 +595,7 @@ async fn main() -> anyhow::Result<()> {
                     data_dir: args.data_dir.clone(),
                     node_ips: args.node_ip.into_iter().collect(),
                     cluster_cidr: pod_network(args.cluster_cidr),
+                    cluster_dns: Some(cluster_dns),
                     csr_timeout: Duration::from_secs(60),
                 };
                 // Wrong kubelet flags are refused now, not after the server started.
@@ -506,6 +613,8 @@ async fn main() -> anyhow::Result<()> {
                 etcd_client_addr: SocketAddr::new(args.etcd_client_address, args.etcd_client_port),
                 auto_compaction_retention: args.etcd_auto_compaction_retention,
                 watch_progress_notify_interval: args.etcd_watch_progress_notify_interval,
+                quota_backend_bytes: args.etcd_quota_backend_bytes,
+                corrupt_check_time: args.etcd_experimental_corrupt_check_time,
                 etcd_peer_port: args.etcd_peer_port,
                 cluster_reset: args.cluster_reset,
                 cluster_reset_restore_path: args.snapshots.cluster_reset_restore_path.clone(),
@@ -530,6 +639,14 @@ async fn main() -> anyhow::Result<()> {
                     cluster_cidr: args.cluster_cidr,
                     disable_controller_manager: args.disable_controller_manager,
                     disable_scheduler: args.disable_scheduler,
+                    cluster_dns: (!disabled.coredns).then_some(cluster_dns),
+                    scheduler_args,
+                    agent_config: k3rs_apimachinery::agent_config::AgentConfig {
+                        cluster_dns: vec![cluster_dns],
+                        system_default_registry: args.node.system_default_registry.clone(),
+                        disable_network_policy: disabled.network_policy,
+                    },
+                    metric_resolution: (!disabled.metrics_server).then_some(args.metric_resolution),
                     controller_args,
                     secrets_encryption: args.secrets_encryption,
                     apiserver_args,
@@ -560,8 +677,11 @@ async fn main() -> anyhow::Result<()> {
         Command::Agent(args) => run_agent(args).await?,
         Command::EtcdSnapshot(args) => etcd_snapshot_cli::run(args).await?,
         Command::CheckConfig => check_config(),
+        Command::AirgapImages(args) => airgap_images::run(args)?,
         Command::Certificate(args) => certificate::run(args)?,
         Command::Kubectl { args } => return Err(kubectl(args)),
+        Command::Crictl(args) => runtime_tools::crictl(args).await?,
+        Command::Ctr(args) => return Err(runtime_tools::ctr(args)),
         Command::Token(args) => {
             use k3rs_apiserver::tokens::{client, TokenSpec};
             let cmd = match args.command {
@@ -633,7 +753,9 @@ fn kubectl(args: Vec<std::ffi::OsString>) -> anyhow::Error {
     let me = std::env::current_exe().unwrap_or_default();
     let Some(bin) = multicall::system_kubectl(&path, &me) else {
         return anyhow::anyhow!(
-            "k3rs kubectl: no kubectl on PATH (k3rs does not bundle it; install kubectl)"
+            "k3rs kubectl: no kubectl on PATH nor {} beside k3rs (k3rs does not bundle it: \
+             install kubectl, or run install.sh without INSTALL_K3RS_SKIP_KUBECTL)",
+            multicall::PRIVATE_KUBECTL
         );
     };
     let mut cmd = std::process::Command::new(&bin);
@@ -671,6 +793,7 @@ async fn run_node_agent(args: AgentArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir,
         node_ips: args.node_ip,
         cluster_cidr: args.cluster_cidr,
+        cluster_dns: None,
         csr_timeout: args.csr_timeout,
     };
     let cfg = args.node.agent_config(join).unwrap_or_else(|e| {

@@ -1,35 +1,49 @@
 //! The names the `k3rs` binary answers to besides its own (install.sh links them to it), as
 //! k3s's binary does: run as `kubectl`, it is `k3rs kubectl` (the system kubectl with the
-//! admin kubeconfig when KUBECONFIG is unset).
+//! admin kubeconfig when KUBECONFIG is unset); run as `crictl`, `k3rs crictl`.
+//!
+//! k3rs does not bundle kubectl: `k3rs kubectl` runs the first `kubectl` on the PATH, else
+//! [`PRIVATE_KUBECTL`] next to the k3rs binary (install.sh downloads the official kubectl
+//! there when the machine has none).
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The command line as k3rs's own: `kubectl ARGS` (argv[0] named `kubectl`) becomes
-/// `k3rs kubectl ARGS`; any other argv[0] is left alone.
+/// `k3rs kubectl ARGS`, `crictl ARGS` `k3rs crictl ARGS`; any other argv[0] is left alone.
 pub fn argv(mut argv: Vec<OsString>) -> Vec<OsString> {
-    let called_as_kubectl = argv
+    let called_as = argv
         .first()
         .and_then(|a| Path::new(a).file_name())
-        .is_some_and(|name| name == "kubectl");
-    if called_as_kubectl {
+        .and_then(|name| ["kubectl", "crictl"].into_iter().find(|c| name == *c));
+    if let Some(command) = called_as {
         argv[0] = OsString::from("k3rs");
-        argv.insert(1, OsString::from("kubectl"));
+        argv.insert(1, OsString::from(command));
     }
     argv
 }
 
-/// The first executable `kubectl` on `path_var` that is not `self_exe` (a `kubectl` symlink to
-/// k3rs must not run itself).
+/// The kubectl install.sh puts beside the k3rs binary when the machine has none.
+pub const PRIVATE_KUBECTL: &str = "k3rs-kubectl";
+
+fn executable(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The kubectl `k3rs kubectl` runs: the first executable `kubectl` on `path_var` that is not
+/// `self_exe` (a `kubectl` symlink to k3rs must not run itself), else an executable
+/// [`PRIVATE_KUBECTL`] in the directory of `self_exe`'s target.
 pub fn system_kubectl(path_var: &str, self_exe: &Path) -> Option<PathBuf> {
     let me = std::fs::canonicalize(self_exe).ok();
-    std::env::split_paths(path_var)
+    let on_path = std::env::split_paths(path_var)
         .map(|dir| dir.join("kubectl"))
-        .filter(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-        .find(|p| me.is_none() || std::fs::canonicalize(p).ok() != me)
+        .filter(|p| executable(p))
+        .find(|p| me.is_none() || std::fs::canonicalize(p).ok() != me);
+    on_path.or_else(|| {
+        let private = me.as_deref()?.parent()?.join(PRIVATE_KUBECTL);
+        executable(&private).then_some(private)
+    })
 }
 
 #[cfg(test)]
@@ -52,6 +66,11 @@ mod tests {
             os(&["/usr/local/bin/k3rs", "server"])
         );
         assert_eq!(argv(os(&["kubectl-foo"])), os(&["kubectl-foo"]));
+        assert_eq!(
+            argv(os(&["/usr/local/bin/crictl", "ps", "-a"])),
+            os(&["k3rs", "crictl", "ps", "-a"])
+        );
+        assert_eq!(argv(os(&["ctr"])), os(&["ctr"]));
     }
 
     #[test]
@@ -82,6 +101,24 @@ mod tests {
         assert_eq!(
             system_kubectl(&path(&[&linked]), &real.join("kubectl")),
             Some(linked.join("kubectl"))
+        );
+        // With none on the PATH, the private one beside k3rs (also when run through a link).
+        let private = linked.join(PRIVATE_KUBECTL);
+        std::fs::write(&private, "kubectl").unwrap();
+        assert_eq!(
+            system_kubectl(&path(&[&empty]), &me),
+            None,
+            "not executable"
+        );
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(
+            system_kubectl(&path(&[&empty]), &linked.join("kubectl")),
+            Some(private.clone())
+        );
+        assert_eq!(
+            system_kubectl(&path(&[&linked, &real]), &me),
+            Some(real.join("kubectl")),
+            "the PATH's kubectl first"
         );
     }
 }

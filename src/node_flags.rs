@@ -6,18 +6,36 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use k3rs_agent::containerd::registries;
 use k3rs_agent::dns::{DnsConfig, PORT_LABEL};
 use k3rs_agent::host_gw::HostGwConfig;
 use k3rs_agent::join::JoinToken;
 use k3rs_agent::kubelet::node_status::{machine, node, NodeConfig};
+use k3rs_agent::netpol::NetworkPolicyConfig;
 use k3rs_agent::node_agent::{self, AgentConfig, KubeletArgs};
+use k3rs_agent::pod_network::{self, PodNetwork};
+use k3rs_agent::proxy::args::{ProxyArgError, ProxyArgs};
 use k3rs_agent::proxy::{NodeContext, ProxyConfig};
+use k3rs_agent::vxlan::VxlanConfig;
 
 #[derive(Args, Clone)]
 pub struct NodeFlags {
     /// Node name (default: the host name, lower case).
     #[arg(long, env = "K3RS_NODE_NAME")]
     pub node_name: Option<String>,
+    /// The node's ExternalIP (repeatable or comma-separated), reported in the Node's
+    /// `status.addresses` after its InternalIPs.
+    #[arg(
+        long = "node-external-ip",
+        env = "K3RS_NODE_EXTERNAL_IP",
+        value_delimiter = ','
+    )]
+    pub node_external_ip: Vec<IpAddr>,
+    /// The resolv.conf the kubelet reads (pods with `dnsPolicy: Default` get its servers and
+    /// the node's cluster DNS forwards other names to them; default /etc/resolv.conf);
+    /// `--kubelet-arg resolv-conf=…` wins over it.
+    #[arg(long, env = "K3RS_RESOLV_CONF", value_name = "FILE")]
+    pub resolv_conf: Option<PathBuf>,
     /// A label registered with the node, key=value (repeatable).
     #[arg(long = "node-label", value_parser = node::parse_label)]
     pub node_label: Vec<(String, String)>,
@@ -28,25 +46,64 @@ pub struct NodeFlags {
     /// unix://<data-dir>/agent/containerd/containerd.sock).
     #[arg(long, env = "K3RS_CONTAINER_RUNTIME_ENDPOINT")]
     pub container_runtime_endpoint: Option<String>,
-    /// A kubelet flag as KEY=VALUE (repeatable; today max-pods, node-labels,
-    /// node-status-update-frequency, register-with-taints, cgroup-root, cluster-dns,
-    /// cluster-domain).
+    /// The pod sandbox ("pause") image (default: the one built into k3rs, imported into the
+    /// agent's containerd at start, so no registry is needed).
+    #[arg(long, env = "K3RS_PAUSE_IMAGE")]
+    pub pause_image: Option<String>,
+    /// A kubelet flag as KEY=VALUE (repeatable): cgroup-root, cluster-dns, cluster-domain,
+    /// container-log-max-files, container-log-max-size, eviction-hard,
+    /// eviction-pressure-transition-period, image-gc-high-threshold, image-gc-low-threshold,
+    /// image-minimum-gc-age, max-pods, node-labels, node-status-update-frequency,
+    /// pod-manifest-path, port, register-with-taints, resolv-conf; an unknown KEY is refused.
     #[arg(long = "kubelet-arg", value_name = "KEY=VALUE")]
     pub kubelet_arg: Vec<String>,
+    /// A kube-proxy flag as KEY=VALUE (repeatable): cluster-cidr, iptables-sync-period,
+    /// iptables-min-sync-period; an unknown KEY is refused.
+    #[arg(long = "kube-proxy-arg", value_name = "KEY=VALUE")]
+    pub kube_proxy_arg: Vec<String>,
     /// Do not run the service proxy (no iptables rules are written).
     #[arg(long, env = "K3RS_DISABLE_KUBE_PROXY")]
     pub disable_kube_proxy: bool,
+    /// Do not enforce NetworkPolicies on this node (k3s's `--disable-network-policy`; the
+    /// server's `--disable network-policy` sets it for its own node).
+    #[arg(long, env = "K3RS_DISABLE_NETWORK_POLICY")]
+    pub disable_network_policy: bool,
     /// Do not answer cluster DNS on this node (the node then serves no `kube-dns` endpoint).
     #[arg(long, env = "K3RS_DISABLE_CLUSTER_DNS")]
     pub disable_cluster_dns: bool,
     /// The port the node's cluster DNS answers on, at each node IP (UDP and TCP).
     #[arg(long, env = "K3RS_CLUSTER_DNS_PORT", default_value_t = 53)]
     pub cluster_dns_port: u16,
-    /// How pods reach pods on other nodes: `host-gw` (routes to each node's pod CIDR via its
-    /// InternalIP; the nodes share a layer-2 network) or `none`.
-    #[arg(long, env = "K3RS_FLANNEL_BACKEND", default_value = "host-gw",
-        value_parser = ["host-gw", "none"])]
+    /// How pods reach pods on other nodes: `vxlan` (an overlay through the `flannel.1` VXLAN
+    /// device, UDP 8472; the nodes only need to reach each other by IP), `host-gw` (routes to
+    /// each node's pod CIDR via its InternalIP; the nodes share a layer-2 network) or `none`.
+    /// `wireguard-native` is refused. Every node of a cluster must use the same backend.
+    #[arg(long, env = "K3RS_FLANNEL_BACKEND", default_value = "vxlan",
+        value_parser = pod_network::BACKENDS)]
     pub flannel_backend: String,
+    /// The private registry configuration file (k3s's registries.yaml format: mirrors and
+    /// per-registry auth and TLS); a missing file is no configuration.
+    #[arg(long, env = "K3RS_PRIVATE_REGISTRY", value_name = "FILE",
+        default_value = registries::DEFAULT_PATH)]
+    pub private_registry: PathBuf,
+    /// A registry for the system images: the pod sandbox image (`docker.io/k3rs/pause:…` is
+    /// pulled as `<registry>/k3rs/pause:…`) and, on a server, the local-path provisioner's
+    /// helper image. Agents without it take their server's.
+    #[arg(long, env = "K3RS_SYSTEM_DEFAULT_REGISTRY", value_name = "REGISTRY")]
+    pub system_default_registry: Option<String>,
+}
+
+/// Why the node's flags cannot make an agent configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeConfigError {
+    #[error(transparent)]
+    KubeletArg(#[from] k3rs_agent::node_agent::kubelet_args::KubeletArgError),
+    #[error(transparent)]
+    ProxyArg(#[from] ProxyArgError),
+    #[error("--private-registry: {}", k3rs_agent::report::error_chain(.0))]
+    Registries(#[from] registries::Error),
+    #[error("{0}")]
+    FlannelBackend(String),
 }
 
 /// Where the node's agent joins, and as what.
@@ -58,23 +115,51 @@ pub struct Join {
     pub node_ips: Vec<IpAddr>,
     /// The pod network (the proxy masquerades traffic from outside it to cluster IPs).
     pub cluster_cidr: ipnet::Ipv4Net,
+    /// The server's cluster DNS address (`k3rs server`'s own node); `None`: the agent learns
+    /// it from the server's `kube-dns` Service.
+    pub cluster_dns: Option<IpAddr>,
     pub csr_timeout: Duration,
 }
 
 impl NodeFlags {
-    /// The agent's configuration, or why the kubelet flags are wrong.
-    pub fn agent_config(&self, join: Join) -> Result<AgentConfig, String> {
-        let kubelet = KubeletArgs::parse(&self.kubelet_arg)?;
+    /// The `--kubelet-arg`s (after `--resolv-conf`, so that they win over it).
+    fn kubelet_args(&self) -> Result<KubeletArgs, NodeConfigError> {
+        let items: Vec<String> = (self.resolv_conf.iter())
+            .map(|p| format!("resolv-conf={}", p.display()))
+            .chain(self.kubelet_arg.iter().cloned())
+            .collect();
+        Ok(KubeletArgs::parse(&items)?)
+    }
+
+    /// Refuses `--kubelet-arg`s and `--kube-proxy-arg`s k3rs does not take, also where no
+    /// node runs (`k3rs server --disable-agent`), so a typo never waits for the next start.
+    pub fn check_component_args(&self) -> Result<(), NodeConfigError> {
+        self.kubelet_args()?;
+        ProxyArgs::parse(&self.kube_proxy_arg)?;
+        Ok(())
+    }
+
+    /// The agent's configuration, or why the kubelet flags or registries.yaml are wrong.
+    pub fn agent_config(&self, join: Join) -> Result<AgentConfig, NodeConfigError> {
+        let mut kubelet = self.kubelet_args()?;
+        if kubelet.cluster_dns.is_empty() {
+            kubelet.cluster_dns.extend(join.cluster_dns);
+        }
+        let proxy_args = ProxyArgs::parse(&self.kube_proxy_arg)?;
+        let registries = registries::load(&self.private_registry)?.unwrap_or_default();
         let name = self.node_name.clone().unwrap_or_else(machine::hostname);
         let mut node = NodeConfig::new(&name, node_agent::node_ips(&join.node_ips));
         node.labels.extend(self.node_label.iter().cloned());
         node.taints = self.node_taint.clone();
+        node.external_ips = self.node_external_ip.clone();
         let proxy = (!self.disable_kube_proxy).then(|| {
-            ProxyConfig::new(NodeContext {
+            proxy_args.apply(ProxyConfig::new(NodeContext {
                 node_name: name.clone(),
                 cluster_cidr: Some(join.cluster_cidr),
-            })
+            }))
         });
+        let network_policy =
+            (!self.disable_network_policy).then(|| NetworkPolicyConfig::new(&name));
         let dns = (!self.disable_cluster_dns).then(|| DnsConfig {
             listen: node
                 .ips
@@ -98,21 +183,43 @@ impl NodeFlags {
             node.labels
                 .insert(PORT_LABEL.to_string(), self.cluster_dns_port.to_string());
         }
-        let host_gw = (self.flannel_backend == "host-gw").then(|| HostGwConfig {
-            node_name: name.clone(),
-            cluster_cidr: Some(ipnet::IpNet::V4(join.cluster_cidr)),
-        });
+        let cluster_cidr = Some(ipnet::IpNet::V4(join.cluster_cidr));
+        let pod_network = match self.flannel_backend.as_str() {
+            "host-gw" => PodNetwork::HostGw(HostGwConfig {
+                node_name: name.clone(),
+                cluster_cidr,
+            }),
+            "vxlan" => PodNetwork::Vxlan(VxlanConfig {
+                node_name: name.clone(),
+                node_ip: node.ips.iter().find_map(|ip| match ip {
+                    IpAddr::V4(v4) => Some(*v4),
+                    IpAddr::V6(_) => None,
+                }),
+                cluster_cidr,
+            }),
+            "none" => PodNetwork::None,
+            _ => {
+                return Err(NodeConfigError::FlannelBackend(
+                    pod_network::wireguard_refusal(),
+                ))
+            }
+        };
         Ok(AgentConfig {
             dns,
-            host_gw,
+            pod_network,
             server: join.server,
             token: join.token,
             proxy,
+            network_policy,
             node,
             container_runtime_endpoint: self.container_runtime_endpoint.clone(),
+            pause_image: self.pause_image.clone(),
             data_dir: join.data_dir,
             kubelet,
             csr_timeout: join.csr_timeout,
+            registries,
+            system_default_registry: self.system_default_registry.clone(),
+            notify_ready: true,
         })
     }
 }

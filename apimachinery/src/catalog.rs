@@ -21,11 +21,15 @@ pub const SUB_VERBS: &[&str] = &["get", "patch", "update"];
 /// A subresource served under `<resource>/<name>/<subresource>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Subresource {
+    /// Its name (`status`, `scale`, …).
     pub name: &'static str,
     /// Response kind (group, version, kind); the parent's for `status`.
     pub group: &'static str,
+    /// The response kind's version.
     pub version: &'static str,
+    /// The response kind.
     pub kind: &'static str,
+    /// The verbs it serves.
     pub verbs: &'static [&'static str],
 }
 
@@ -38,7 +42,8 @@ pub enum NameRule {
     Label,
     /// RFC 1035 label (services).
     Rfc1035Label,
-    /// Any name that is a valid path segment (events, leases' subdomain-ish names).
+    /// Any name that is a valid path segment: not `.` or `..`, no `/` or `%`, any length
+    /// (core/v1 events, RBAC roles and bindings, certificate signing requests).
     PathSegment,
 }
 
@@ -47,15 +52,23 @@ pub enum NameRule {
 pub struct Resource {
     /// "" for the core group.
     pub group: &'static str,
+    /// The version served.
     pub version: &'static str,
+    /// The kind.
     pub kind: &'static str,
     /// Plural, as in URLs.
     pub plural: &'static str,
+    /// Singular, as in discovery.
     pub singular: &'static str,
+    /// Whether objects live in namespaces.
     pub namespaced: bool,
+    /// The verbs served.
     pub verbs: &'static [&'static str],
+    /// kubectl's short names (`po`, `svc`).
     pub short_names: &'static [&'static str],
+    /// Discovery categories (`all`).
     pub categories: &'static [&'static str],
+    /// The subresources served.
     pub subresources: &'static [Subresource],
     /// Whether writes through the main resource ignore `.status` (a `status` subresource).
     pub has_status: bool,
@@ -63,7 +76,12 @@ pub struct Resource {
     pub has_spec: bool,
     /// kube-apiserver's etcd key prefix, without the trailing slash.
     pub storage_prefix: &'static str,
+    /// How object names are validated.
     pub name_rule: NameRule,
+    /// Whether a DELETE that removes the object answers with the object rather than a
+    /// `Status` (upstream's `ReturnDeletedObject` on the resource's registry). A delete that
+    /// leaves the object pending (finalizers, grace period) answers with it either way.
+    pub returns_deleted_object: bool,
     /// Field selector labels beyond `metadata.name`/`metadata.namespace`, with the dotted
     /// path they read.
     pub field_labels: &'static [(&'static str, &'static str)],
@@ -79,6 +97,7 @@ impl Resource {
         }
     }
 
+    /// Whether subresource `name` is served.
     pub fn has_subresource(&self, name: &str) -> bool {
         self.subresources.iter().any(|s| s.name == name)
     }
@@ -156,6 +175,7 @@ const fn row(
         has_spec: false,
         storage_prefix: "",
         name_rule: NameRule::Subdomain,
+        returns_deleted_object: false,
         field_labels: &[],
     }
 }
@@ -177,6 +197,7 @@ pub static CATALOG: &[Resource] = &[
             "create", "delete", "get", "list", "patch", "update", "watch",
         ],
         field_labels: &[("status.phase", "status.phase")],
+        returns_deleted_object: true,
         ..row("", "v1", "Namespace", "namespaces", "namespace", false)
     },
     Resource {
@@ -196,6 +217,7 @@ pub static CATALOG: &[Resource] = &[
             ("status.podIP", "status.podIP"),
             ("status.nominatedNodeName", "status.nominatedNodeName"),
         ],
+        returns_deleted_object: true,
         ..row("", "v1", "Pod", "pods", "pod", true)
     },
     Resource {
@@ -205,6 +227,7 @@ pub static CATALOG: &[Resource] = &[
         has_status: true,
         storage_prefix: "/registry/services/specs",
         name_rule: NameRule::Rfc1035Label,
+        returns_deleted_object: true,
         ..row("", "v1", "Service", "services", "service", true)
     },
     Resource {
@@ -227,6 +250,7 @@ pub static CATALOG: &[Resource] = &[
             verbs: &["create"],
         }],
         storage_prefix: "/registry/serviceaccounts",
+        returns_deleted_object: true,
         ..row(
             "",
             "v1",
@@ -276,6 +300,7 @@ pub static CATALOG: &[Resource] = &[
         subresources: &[status_of("", "v1", "PersistentVolume")],
         has_status: true,
         storage_prefix: "/registry/persistentvolumes",
+        returns_deleted_object: true,
         ..row(
             "",
             "v1",
@@ -290,6 +315,7 @@ pub static CATALOG: &[Resource] = &[
         subresources: &[status_of("", "v1", "PersistentVolumeClaim")],
         has_status: true,
         storage_prefix: "/registry/persistentvolumeclaims",
+        returns_deleted_object: true,
         ..row(
             "",
             "v1",
@@ -304,6 +330,7 @@ pub static CATALOG: &[Resource] = &[
         subresources: &[status_of("", "v1", "ResourceQuota")],
         has_status: true,
         storage_prefix: "/registry/resourcequotas",
+        returns_deleted_object: true,
         ..row(
             "",
             "v1",
@@ -337,6 +364,7 @@ pub static CATALOG: &[Resource] = &[
     },
     Resource {
         storage_prefix: "/registry/podtemplates",
+        returns_deleted_object: true,
         ..row("", "v1", "PodTemplate", "podtemplates", "podtemplate", true)
     },
     Resource {
@@ -558,6 +586,7 @@ pub static CATALOG: &[Resource] = &[
     Resource {
         short_names: &["sc"],
         storage_prefix: "/registry/storageclasses",
+        returns_deleted_object: true,
         ..row(
             "storage.k8s.io",
             "v1",
@@ -569,6 +598,7 @@ pub static CATALOG: &[Resource] = &[
     },
     Resource {
         storage_prefix: "/registry/csidrivers",
+        returns_deleted_object: true,
         ..row(
             "storage.k8s.io",
             "v1",
@@ -658,6 +688,24 @@ pub static CATALOG: &[Resource] = &[
             false,
         )
     },
+    // The aggregation layer's registrations (kube-aggregator's APIService).
+    Resource {
+        categories: &["api-extensions"],
+        subresources: &[status_of("apiregistration.k8s.io", "v1", "APIService")],
+        has_status: true,
+        has_spec: true,
+        storage_prefix: "/registry/apiregistration.k8s.io/apiservices",
+        // `<version>.<group>`, and `v1.` for the core group (checked by its strategy).
+        name_rule: NameRule::PathSegment,
+        ..row(
+            "apiregistration.k8s.io",
+            "v1",
+            "APIService",
+            "apiservices",
+            "apiservice",
+            false,
+        )
+    },
     Resource {
         categories: &["api-extensions"],
         subresources: &[status_of(
@@ -728,6 +776,8 @@ pub static CATALOG: &[Resource] = &[
         ],
         has_status: true,
         storage_prefix: "/registry/certificatesigningrequests",
+        // "We don't care what you call your certificate requests": only the path rules.
+        name_rule: NameRule::PathSegment,
         field_labels: &[("spec.signerName", "spec.signerName")],
         ..row(
             "certificates.k8s.io",
@@ -814,6 +864,63 @@ pub static CATALOG: &[Resource] = &[
     },
 ];
 
+/// The resource metrics API (`metrics.k8s.io/v1beta1`, metrics-server's): NodeMetrics and
+/// PodMetrics, read-only and never stored (the prefixes are never written). Served only while
+/// the API server runs its built-in metrics server ([`set_local_extensions`]).
+pub static METRICS_API: &[Resource] = &[
+    Resource {
+        verbs: &["get", "list"],
+        storage_prefix: "/registry/metrics.k8s.io/nodes",
+        ..row(
+            "metrics.k8s.io",
+            "v1beta1",
+            "NodeMetrics",
+            "nodes",
+            "nodemetrics",
+            false,
+        )
+    },
+    Resource {
+        verbs: &["get", "list"],
+        storage_prefix: "/registry/metrics.k8s.io/pods",
+        ..row(
+            "metrics.k8s.io",
+            "v1beta1",
+            "PodMetrics",
+            "pods",
+            "podmetrics",
+            true,
+        )
+    },
+];
+
+/// The rows of the optional API groups the API server itself serves now (the built-in
+/// metrics API unless it is disabled), set once at start ([`set_local_extensions`]).
+fn local_extensions_cell() -> &'static RwLock<Arc<Vec<&'static Resource>>> {
+    static S: OnceLock<RwLock<Arc<Vec<&'static Resource>>>> = OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+fn local_extensions() -> Arc<Vec<&'static Resource>> {
+    local_extensions_cell()
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
+
+/// The rows of the optional built-in groups served now.
+pub fn local_extension_rows() -> Vec<&'static Resource> {
+    local_extensions().to_vec()
+}
+
+/// Replaces the served rows of the API server's optional built-in groups (e.g.
+/// [`METRICS_API`]); they follow the built-in rows in discovery and win over custom ones.
+pub fn set_local_extensions(rows: Vec<&'static Resource>) {
+    *local_extensions_cell()
+        .write()
+        .unwrap_or_else(|p| p.into_inner()) = Arc::new(rows);
+}
+
 /// The rows of the custom resources served now, in discovery order. The API server's CRD
 /// controller replaces them whole ([`set_custom`]) whenever the set of
 /// CustomResourceDefinitions changes.
@@ -834,10 +941,14 @@ pub fn set_custom(rows: Vec<&'static Resource>) {
     *custom_cell().write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rows);
 }
 
-/// Every served resource: the built-in rows, then the custom resources of the current
-/// CustomResourceDefinitions.
+/// Every served resource: the built-in rows, the optional built-in groups served now, then
+/// the custom resources of the current CustomResourceDefinitions.
 pub fn all() -> Vec<&'static Resource> {
-    CATALOG.iter().chain(custom().iter().copied()).collect()
+    CATALOG
+        .iter()
+        .chain(local_extensions().iter().copied())
+        .chain(custom().iter().copied())
+        .collect()
 }
 
 /// The resource served at `group/version/plural`. Built-in rows win over custom ones.
@@ -846,6 +957,7 @@ pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static Resou
     CATALOG
         .iter()
         .find(hit)
+        .or_else(|| local_extensions().iter().copied().find(hit))
         .or_else(|| custom().iter().copied().find(hit))
 }
 
@@ -895,8 +1007,18 @@ mod tests {
     }
 
     #[test]
+    fn local_extensions_are_served_once_set() {
+        set_local_extensions(METRICS_API.iter().collect());
+        let nodes = lookup("metrics.k8s.io", "v1beta1", "nodes").unwrap();
+        assert_eq!((nodes.kind, nodes.namespaced), ("NodeMetrics", false));
+        assert_eq!(nodes.verbs, ["get", "list"]);
+        assert!(groups().contains(&("metrics.k8s.io", vec!["v1beta1"])));
+        assert_eq!(in_group_version("metrics.k8s.io", "v1beta1").count(), 2);
+    }
+
+    #[test]
     fn every_row_has_a_storage_prefix() {
-        for r in CATALOG {
+        for r in CATALOG.iter().chain(METRICS_API) {
             assert!(r.storage_prefix.starts_with("/registry/"), "{}", r.plural);
             assert!(!r.storage_prefix.ends_with('/'), "{}", r.plural);
         }

@@ -2,6 +2,8 @@
 //! with robfig/cron's `ParseStandard`): minute, hour, day of month, month, day of week; each a
 //! list of `*`/`?`, values, ranges `a-b` and steps `/n`, month and weekday names, and the
 //! descriptors `@yearly`, `@annually`, `@monthly`, `@weekly`, `@daily`, `@midnight`, `@hourly`.
+//! Day of week is 0–6 (Sunday is 0; 7 is refused, as robfig/cron's bounds refuse it). Errors
+//! carry robfig/cron's messages.
 //!
 //! Guarantees: when neither day field is `*`, a day matches if either matches (cron's rule);
 //! times are whole minutes of the civil time given (the caller converts to the time zone).
@@ -24,18 +26,25 @@ pub struct Schedule {
 /// Why a schedule does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
-    #[error("expected exactly 5 fields, found {0}: {1}")]
+    /// Not five fields (how many, and the fields joined by a space).
+    #[error("expected exactly 5 fields, found {0}: [{1}]")]
     Fields(usize, String),
+    /// An unknown `@` descriptor.
     #[error("unrecognized descriptor: {0}")]
     Descriptor(String),
+    /// A value that is not a number.
     #[error("failed to parse int from {0}")]
     Number(String),
-    #[error("end of range ({1}) below start of range ({0}): {2}")]
+    /// A range whose end is below its start.
+    #[error("beginning of range ({0}) beyond end of range ({1}): {2}")]
     Order(u32, u32, String),
+    /// A value below the field's minimum.
     #[error("beginning of range ({0}) below minimum ({1}): {2}")]
     Low(u32, u32, String),
+    /// A value above the field's maximum.
     #[error("end of range ({0}) above maximum ({1}): {2}")]
     High(u32, u32, String),
+    /// A step that is not positive.
     #[error("step of range should be a positive number: {0}")]
     Step(String),
 }
@@ -60,7 +69,7 @@ impl Schedule {
         };
         let fields: Vec<&str> = expanded.split_whitespace().collect();
         if fields.len() != 5 {
-            return Err(ParseError::Fields(fields.len(), spec.to_string()));
+            return Err(ParseError::Fields(fields.len(), fields.join(" ")));
         }
         let star = |f: &str| f.starts_with('*') || f.starts_with('?');
         Ok(Schedule {
@@ -210,6 +219,12 @@ mod tests {
         );
         assert_eq!(Schedule::parse("@hourly"), Schedule::parse("0 * * * *"));
         assert_eq!(Schedule::parse("@annually"), Schedule::parse("0 0 1 1 *"));
+        assert_eq!(
+            Schedule::parse("0 0 * * 7"),
+            Err(ParseError::High(7, 6, "7".into())),
+            "robfig/cron's day-of-week bounds are 0-6"
+        );
+        assert_eq!(Schedule::parse("0 0 * * *").unwrap().weekdays, 0x7f);
     }
 
     #[test]
@@ -217,6 +232,14 @@ mod tests {
         assert_eq!(
             Schedule::parse("* * * *"),
             Err(ParseError::Fields(4, "* * * *".into()))
+        );
+        assert_eq!(
+            Schedule::parse("every  minute").unwrap_err().to_string(),
+            "expected exactly 5 fields, found 2: [every minute]"
+        );
+        assert_eq!(
+            Schedule::parse("* * * * 8"),
+            Err(ParseError::High(8, 6, "8".into()))
         );
         assert_eq!(
             Schedule::parse("60 * * * *"),

@@ -20,14 +20,19 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Why a `--server` URL or an address cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AddressError {
+    /// An IPv6 literal without its `]`.
     #[error("unclosed '['")]
     UnclosedBracket,
+    /// A port that is not a number in range (given).
     #[error("invalid port {0:?}")]
     Port(String),
+    /// An empty host.
     #[error("no host")]
     NoHost,
+    /// A `--server` (given) that is not `https://host:port`.
     #[error("--server {0:?}: expected https://host:port")]
     NotHttps(String),
+    /// A `--server` (given) with a bad address (why).
     #[error("--server {0:?}: {1}")]
     Server(String, Box<AddressError>),
 }
@@ -35,22 +40,31 @@ pub enum AddressError {
 /// Why a request got no answer.
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
+    /// No answer within the time given.
     #[error("no answer in {0:?}")]
     Timeout(Duration),
+    /// The host (given) is not a DNS name or IP.
     #[error("server name {0:?}: {1}")]
     ServerName(String, rustls::pki_types::InvalidDnsNameError),
+    /// The TCP connection failed.
     #[error("connecting: {0}")]
     Connect(std::io::Error),
+    /// The TLS handshake failed.
     #[error("TLS: {0}")]
     Tls(std::io::Error),
+    /// The HTTP exchange failed.
     #[error("HTTP: {0}")]
     Http(hyper::Error),
+    /// The request could not be built.
     #[error("building the request: {0}")]
     Build(hyper::http::Error),
+    /// Reading the answer failed.
     #[error("reading the answer: {0}")]
     Body(hyper::Error),
+    /// rustls refused the client configuration.
     #[error("{0}")]
     Rustls(rustls::Error),
+    /// The cluster CA is unusable (why).
     #[error("the cluster CA: {0}")]
     Ca(String),
 }
@@ -67,7 +81,9 @@ pub enum Trust {
 /// `https://host[:port][/]`, split.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerUrl {
+    /// The host (an IPv6 literal without brackets).
     pub host: String,
+    /// The port (443 when not given).
     pub port: u16,
 }
 
@@ -111,7 +127,9 @@ pub fn host_port(authority: &str, default_port: u16) -> Result<(String, u16), Ad
 /// A response: status and body.
 #[derive(Debug)]
 pub struct Reply {
+    /// The HTTP status.
     pub status: u16,
+    /// The body.
     pub body: Vec<u8>,
 }
 
@@ -209,6 +227,7 @@ fn client_config(trust: &Trust) -> Result<rustls::ClientConfig, RequestError> {
 pub struct AcceptAny(Arc<CryptoProvider>);
 
 impl AcceptAny {
+    /// A verifier accepting any certificate, checking signatures with `provider`.
     pub fn new(provider: Arc<CryptoProvider>) -> AcceptAny {
         AcceptAny(provider)
     }

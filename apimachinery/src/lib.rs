@@ -16,7 +16,9 @@
 //! - TLS serving ([`tls`]) and HTTPS requests that pin a CA ([`https`]); atomic private
 //!   files ([`fs`]), the node's address ([`net`]), its labels ([`labels`]) and systemd
 //!   notification ([`sd_notify`]).
+//! - What in-process caches keep of an object ([`transform`]).
 
+pub mod agent_config;
 pub mod catalog;
 pub mod clients;
 pub mod component_args;
@@ -24,10 +26,12 @@ pub mod cron;
 pub mod duration;
 pub mod events;
 pub mod fs;
+pub mod generated_names;
 pub mod https;
 pub mod informers;
 pub mod labels;
 pub mod meta;
+pub mod names;
 pub mod net;
 pub mod quantity;
 pub mod quota;
@@ -36,10 +40,14 @@ pub mod resources;
 pub mod scheduling;
 pub mod sd_notify;
 pub mod selector;
+pub mod semantic;
 pub mod serviceaccount;
 pub mod status;
+pub mod system_image;
 pub mod tasks;
 pub mod tls;
+pub mod transform;
 pub mod users;
 pub mod validation;
+pub mod version;
 pub mod volume;

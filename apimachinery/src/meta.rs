@@ -5,22 +5,27 @@ use std::collections::BTreeMap;
 use rand::Rng;
 use serde_json::{json, Value};
 
+/// `metadata.name` (`""` when absent).
 pub fn name(obj: &Value) -> &str {
     obj["metadata"]["name"].as_str().unwrap_or("")
 }
 
+/// `metadata.namespace` (`""` when absent).
 pub fn namespace(obj: &Value) -> &str {
     obj["metadata"]["namespace"].as_str().unwrap_or("")
 }
 
+/// `metadata.uid` (`""` when absent).
 pub fn uid(obj: &Value) -> &str {
     obj["metadata"]["uid"].as_str().unwrap_or("")
 }
 
+/// `metadata.resourceVersion` (`""` when absent).
 pub fn resource_version(obj: &Value) -> &str {
     obj["metadata"]["resourceVersion"].as_str().unwrap_or("")
 }
 
+/// `metadata.labels` (non-string values left out).
 pub fn labels(obj: &Value) -> BTreeMap<String, String> {
     obj["metadata"]["labels"]
         .as_object()
@@ -32,6 +37,7 @@ pub fn labels(obj: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// `metadata.finalizers`.
 pub fn finalizers(obj: &Value) -> Vec<String> {
     obj["metadata"]["finalizers"]
         .as_array()
@@ -43,6 +49,7 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether `metadata.deletionTimestamp` is set.
 pub fn is_deleting(obj: &Value) -> bool {
     obj["metadata"]["deletionTimestamp"].is_string()
 }
@@ -57,6 +64,7 @@ pub fn metadata_mut(obj: &mut Value) -> &mut serde_json::Map<String, Value> {
         .expect("metadata is an object")
 }
 
+/// Sets `metadata.resourceVersion` to `rev`.
 pub fn set_resource_version(obj: &mut Value, rev: i64) {
     if obj.is_object() {
         metadata_mut(obj).insert("resourceVersion".into(), json!(rev.to_string()));
@@ -92,6 +100,7 @@ pub fn now_rfc3339() -> String {
     rfc3339(std::time::SystemTime::now())
 }
 
+/// `t` as RFC 3339 in UTC with second precision, as Kubernetes writes times.
 pub fn rfc3339(t: std::time::SystemTime) -> String {
     let secs = t
         .duration_since(std::time::UNIX_EPOCH)
@@ -148,6 +157,7 @@ pub fn random_suffix() -> String {
         .collect()
 }
 
+/// A fresh random UUID (v4) for `metadata.uid`.
 pub fn new_uid() -> String {
     uuid::Uuid::new_v4().to_string()
 }

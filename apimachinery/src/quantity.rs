@@ -28,14 +28,17 @@ fn ceil_div(a: i128, b: i128) -> i128 {
 }
 
 impl Quantity {
+    /// Zero.
     pub const ZERO: Quantity = Quantity { nanos: 0 };
 
+    /// `v` whole units.
     pub fn from_value(v: i64) -> Self {
         Quantity {
             nanos: i128::from(v) * NANO,
         }
     }
 
+    /// `m` thousandths of a unit.
     pub fn from_milli(m: i64) -> Self {
         Quantity {
             nanos: i128::from(m) * 1_000_000,
@@ -112,14 +115,17 @@ impl Quantity {
         ceil_div(self.nanos, NANO).clamp(i64::MIN.into(), i64::MAX.into()) as i64
     }
 
+    /// Whether it is zero.
     pub fn is_zero(self) -> bool {
         self.nanos == 0
     }
 
+    /// Whether it is above zero.
     pub fn is_positive(self) -> bool {
         self.nanos > 0
     }
 
+    /// Whether it is below zero.
     pub fn is_negative(self) -> bool {
         self.nanos < 0
     }

@@ -19,9 +19,13 @@ pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
 /// A set of resource amounts. `allowed_pods` is only meaningful for a node's allocatable.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Resources {
+    /// CPU in millicores.
     pub milli_cpu: i64,
+    /// Memory in bytes.
     pub memory: i64,
+    /// Ephemeral storage in bytes.
     pub ephemeral_storage: i64,
+    /// How many pods.
     pub allowed_pods: i64,
     /// Extended resources (`nvidia.com/gpu`, `hugepages-2Mi`, …), by name.
     pub scalar: BTreeMap<String, i64>,

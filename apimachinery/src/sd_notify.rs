@@ -32,6 +32,11 @@ pub fn ready(status: &str) -> io::Result<bool> {
     notify(&message(&[("READY", "1"), ("STATUS", status)]))
 }
 
+/// A `STATUS=` line alone: progress while starting, shown by `systemctl status`.
+pub fn status(status: &str) -> io::Result<bool> {
+    notify(&message(&[("STATUS", status)]))
+}
+
 /// `STOPPING=1` with a `STATUS=` line.
 pub fn stopping(status: &str) -> io::Result<bool> {
     notify(&message(&[("STOPPING", "1"), ("STATUS", status)]))

@@ -19,6 +19,7 @@ pub struct Cause {
 }
 
 impl Cause {
+    /// `field: Invalid value: "value": detail`.
     pub fn invalid(field: impl Into<String>, value: &str, detail: &str) -> Cause {
         Cause {
             reason: "FieldValueInvalid",
@@ -41,6 +42,7 @@ impl Cause {
         }
     }
 
+    /// `field: Required value: detail`.
     pub fn required(field: impl Into<String>, detail: &str) -> Cause {
         let message = if detail.is_empty() {
             "Required value".to_string()
@@ -54,6 +56,7 @@ impl Cause {
         }
     }
 
+    /// `field: Too long: must have at most max bytes`.
     pub fn too_long(field: impl Into<String>, max: usize) -> Cause {
         Cause {
             reason: "FieldValueTooLong",
@@ -62,6 +65,7 @@ impl Cause {
         }
     }
 
+    /// `field: Unsupported value: "value": supported values: …`.
     pub fn not_supported(field: impl Into<String>, value: &str, supported: &[&str]) -> Cause {
         let list: Vec<String> = supported.iter().map(|s| json!(s).to_string()).collect();
         Cause {
@@ -75,6 +79,7 @@ impl Cause {
         }
     }
 
+    /// `field: Duplicate value: "value"`.
     pub fn duplicate(field: impl Into<String>, value: &str) -> Cause {
         Cause {
             reason: "FieldValueDuplicate",
@@ -83,6 +88,7 @@ impl Cause {
         }
     }
 
+    /// `field: Forbidden: detail`.
     pub fn forbidden(field: impl Into<String>, detail: &str) -> Cause {
         Cause {
             reason: "FieldValueForbidden",
@@ -95,18 +101,24 @@ impl Cause {
 /// A request error, rendered as a `Status`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
+    /// The HTTP status code.
     pub code: u16,
+    /// The Status `reason` (`NotFound`, `Invalid`, …).
     pub reason: &'static str,
+    /// The Status `message`.
     pub message: String,
+    /// The Status `details`, when any.
     pub details: Option<Value>,
 }
 
 /// Who an error is about (`details.name/group/kind`).
 #[derive(Debug, Clone, Copy)]
 pub struct Subject<'a> {
+    /// The API group.
     pub group: &'a str,
     /// The resource (plural) for NotFound/Conflict/AlreadyExists, the kind for Invalid.
     pub kind: &'a str,
+    /// The object's name.
     pub name: &'a str,
 }
 
@@ -126,6 +138,7 @@ fn qualified(group: &str, resource: &str) -> String {
     }
 }
 
+/// A request's result.
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
@@ -145,14 +158,17 @@ impl ApiError {
         self
     }
 
+    /// 400 `BadRequest`.
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(400, "BadRequest", message)
     }
 
+    /// 401 `Unauthorized`.
     pub fn unauthorized() -> ApiError {
         ApiError::new(401, "Unauthorized", "Unauthorized")
     }
 
+    /// 403 `Forbidden` about `s`, with upstream's message.
     pub fn forbidden(s: Subject<'_>, why: &str) -> ApiError {
         let mut e = ApiError::new(
             403,
@@ -187,6 +203,7 @@ impl ApiError {
         )
     }
 
+    /// 405 `MethodNotAllowed`.
     pub fn method_not_allowed(method: &str) -> ApiError {
         ApiError::new(
             405,
@@ -195,6 +212,7 @@ impl ApiError {
         )
     }
 
+    /// 409 `AlreadyExists` about `s`.
     pub fn already_exists(s: Subject<'_>) -> ApiError {
         let mut e = ApiError::new(
             409,
@@ -213,6 +231,7 @@ impl ApiError {
         )
     }
 
+    /// 409 `Conflict` about `s` for the reason given.
     pub fn conflict_because(s: Subject<'_>, why: &str) -> ApiError {
         let mut e = ApiError::new(
             409,
@@ -232,10 +251,12 @@ impl ApiError {
         ApiError::new(410, "Expired", message)
     }
 
+    /// 413 `RequestEntityTooLarge`.
     pub fn too_large(message: impl Into<String>) -> ApiError {
         ApiError::new(413, "RequestEntityTooLarge", message)
     }
 
+    /// 415 `UnsupportedMediaType` for `content_type`.
     pub fn unsupported_media_type(content_type: &str) -> ApiError {
         ApiError::new(
             415,
@@ -294,14 +315,17 @@ impl ApiError {
         e
     }
 
+    /// 500 `InternalError`.
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(500, "InternalError", message)
     }
 
+    /// 503 `ServiceUnavailable`.
     pub fn unavailable(message: impl Into<String>) -> ApiError {
         ApiError::new(503, "ServiceUnavailable", message)
     }
 
+    /// 504 `Timeout`.
     pub fn timeout(message: impl Into<String>) -> ApiError {
         ApiError::new(504, "Timeout", message)
     }

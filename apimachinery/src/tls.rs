@@ -28,12 +28,16 @@ pub struct PeerAddr(pub std::net::SocketAddr);
 /// TLS setup failures.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// A PEM file (named) does not parse.
     #[error("reading {path}: {source}")]
     Pem {
+        /// The file.
         path: String,
+        /// The parser's error.
         #[source]
         source: rustls::pki_types::pem::Error,
     },
+    /// rustls refused the configuration (why).
     #[error("tls configuration: {0}")]
     Config(String),
 }
@@ -125,9 +129,13 @@ pub fn client_verifier_for(
 ///   once, so open connections cannot exhaust memory or file descriptors.
 #[derive(Debug, Clone)]
 pub struct Limits {
+    /// How long a client may take to finish the TLS handshake.
     pub handshake_timeout: Duration,
+    /// How long a connection may wait before sending a request header.
     pub header_read_timeout: Duration,
+    /// The HTTP/2 keep-alive ping interval.
     pub keepalive: Duration,
+    /// The most connections served at once.
     pub max_connections: usize,
     /// Concurrent streams per HTTP/2 connection (kube-apiserver's
     /// `--http2-max-streams-per-connection` is 1000; clients multiplex their watches).

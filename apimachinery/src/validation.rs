@@ -4,37 +4,16 @@
 use serde_json::Value;
 
 use crate::catalog::NameRule;
+use crate::names;
+use crate::names::DNS1123_SUBDOMAIN_MSG;
+pub use crate::names::{is_dns1035_label, is_dns1123_label, is_dns1123_subdomain};
 use crate::status::Cause;
 
-const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
 const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 
 /// Total size of all annotations (kube: 256 KiB).
 pub const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
-
-fn lower_alnum(c: u8) -> bool {
-    c.is_ascii_lowercase() || c.is_ascii_digit()
-}
-
-pub fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && lower_alnum(b[0])
-        && lower_alnum(b[b.len() - 1])
-        && b.iter().all(|&c| lower_alnum(c) || c == b'-')
-}
-
-pub fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns1123_label)
-}
-
-pub fn is_dns1035_label(s: &str) -> bool {
-    is_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()
-}
 
 fn is_qualified_name_part(s: &str) -> bool {
     let b = s.as_bytes();
@@ -83,49 +62,48 @@ pub fn label_value_error(v: &str) -> Option<String> {
     (!is_qualified_name_part(v)).then(|| LABEL_VALUE_MSG.to_string())
 }
 
-/// Problems with a name under `rule`, at field `field`.
+/// Problems with a name under `rule`, at field `field` (one cause per failed rule, as
+/// `ValidateObjectMeta`).
 pub fn validate_name(name: &str, rule: NameRule, field: &str) -> Vec<Cause> {
-    let ok = match rule {
-        NameRule::Subdomain => is_dns1123_subdomain(name),
-        NameRule::Label => is_dns1123_label(name),
-        NameRule::Rfc1035Label => is_dns1035_label(name),
-        NameRule::PathSegment => {
-            !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%'])
-        }
-    };
-    if ok {
-        return Vec::new();
-    }
-    let msg = match rule {
-        NameRule::Subdomain if name.len() > 253 => "must be no more than 253 characters",
-        NameRule::Label | NameRule::Rfc1035Label if name.len() > 63 => {
-            "must be no more than 63 characters"
-        }
-        NameRule::Subdomain => DNS1123_SUBDOMAIN_MSG,
-        NameRule::Label => DNS1123_LABEL_MSG,
-        NameRule::Rfc1035Label => DNS1035_LABEL_MSG,
-        NameRule::PathSegment => "may not be '.' or '..' and may not contain '/' or '%'",
-    };
-    vec![Cause::invalid(field, name, msg)]
+    names::name_errors(name, rule, false)
+        .iter()
+        .map(|msg| Cause::invalid(field, name, msg))
+        .collect()
+}
+
+/// Problems with `metadata.generateName` under `rule` (checked as a prefix: it may end with
+/// a dash).
+pub fn validate_generate_name(prefix: &str, rule: NameRule) -> Vec<Cause> {
+    names::name_errors(prefix, rule, true)
+        .iter()
+        .map(|msg| Cause::invalid("metadata.generateName", prefix, msg))
+        .collect()
 }
 
 /// Validates `metadata.labels` and `metadata.annotations` of `obj`.
 pub fn validate_labels_and_annotations(obj: &Value) -> Vec<Cause> {
+    validate_meta_labels_and_annotations(&obj["metadata"], "metadata")
+}
+
+/// Validates the `labels` and `annotations` of the object metadata `meta` found at the
+/// field path `at` (`metadata`, or a template's `spec.template.metadata`).
+pub fn validate_meta_labels_and_annotations(meta: &Value, at: &str) -> Vec<Cause> {
     let mut causes = Vec::new();
-    let meta = &obj["metadata"];
+    let labels_at = format!("{at}.labels");
+    let annotations_at = format!("{at}.annotations");
     if let Some(labels) = meta.get("labels").and_then(Value::as_object) {
         for (k, v) in labels {
             if let Some(e) = label_key_error(k) {
-                causes.push(Cause::invalid("metadata.labels", k, &e));
+                causes.push(Cause::invalid(&labels_at, k, &e));
             }
             match v.as_str() {
                 Some(v) => {
                     if let Some(e) = label_value_error(v) {
-                        causes.push(Cause::invalid("metadata.labels", v, &e));
+                        causes.push(Cause::invalid(&labels_at, v, &e));
                     }
                 }
                 None => causes.push(Cause::invalid(
-                    "metadata.labels",
+                    &labels_at,
                     k,
                     "label values must be strings",
                 )),
@@ -136,15 +114,12 @@ pub fn validate_labels_and_annotations(obj: &Value) -> Vec<Cause> {
         let mut total = 0;
         for (k, v) in ann {
             if let Some(e) = label_key_error(&k.to_lowercase()) {
-                causes.push(Cause::invalid("metadata.annotations", k, &e));
+                causes.push(Cause::invalid(&annotations_at, k, &e));
             }
             total += k.len() + v.as_str().map_or(0, str::len);
         }
         if total > TOTAL_ANNOTATION_SIZE {
-            causes.push(Cause::too_long(
-                "metadata.annotations",
-                TOTAL_ANNOTATION_SIZE,
-            ));
+            causes.push(Cause::too_long(&annotations_at, TOTAL_ANNOTATION_SIZE));
         }
     }
     causes
@@ -165,6 +140,16 @@ mod tests {
         assert!(!is_dns1035_label("1abc"));
         assert!(is_dns1123_label(&"a".repeat(63)));
         assert!(!is_dns1123_label(&"a".repeat(64)));
+        let c = validate_generate_name("web-", NameRule::Subdomain);
+        assert!(c.is_empty(), "{c:?}");
+        let c = validate_generate_name("Web-", NameRule::Subdomain);
+        assert_eq!(c[0].field, "metadata.generateName");
+        let c = validate_name(&"n".repeat(254), NameRule::Subdomain, "metadata.name");
+        assert_eq!(c.len(), 1);
+        assert!(c[0]
+            .message
+            .ends_with("must be no more than 253 characters"));
+        assert!(validate_name(&"n".repeat(200), NameRule::Subdomain, "x").is_empty());
         let c = validate_name("Bad_Name", NameRule::Subdomain, "metadata.name");
         assert_eq!(c[0].field, "metadata.name");
         assert!(c[0]
@@ -184,6 +169,13 @@ mod tests {
         let causes = validate_labels_and_annotations(&obj);
         assert_eq!(causes.len(), 2);
         assert!(causes.iter().all(|c| c.field == "metadata.labels"));
+        let template = json!({"labels": {"job-name": "j".repeat(64)}});
+        let causes = validate_meta_labels_and_annotations(&template, "spec.template.metadata");
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "spec.template.metadata.labels");
+        assert!(causes[0]
+            .message
+            .ends_with("must be no more than 63 characters"));
         let big = json!({"metadata": {"annotations": {"a": "x".repeat(TOTAL_ANNOTATION_SIZE)}}});
         assert_eq!(
             validate_labels_and_annotations(&big)[0].reason,

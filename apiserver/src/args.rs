@@ -226,7 +226,7 @@ impl Args {
             return Err(ArgError::AuthenticationConfigWithOidc);
         }
         for jwt in args.jwt_authenticators()? {
-            jwt.tls().map_err(ArgError::File)?;
+            jwt.tls().map_err(|e| ArgError::File(e.to_string()))?;
         }
         // The files named are read again at start; a broken one is refused now.
         if let Some(p) = &args.audit.policy_file {
@@ -271,7 +271,9 @@ impl Args {
     ) -> Result<Vec<k3rs_auth::oidc::model::JwtAuthenticator>, ArgError> {
         use k3rs_auth::oidc::model::JwtAuthenticator;
         match &self.authentication_config {
-            Some(path) => k3rs_auth::oidc::config::load(path).map_err(ArgError::File),
+            Some(path) => {
+                k3rs_auth::oidc::config::load(path).map_err(|e| ArgError::File(e.to_string()))
+            }
             None if self.oidc.enabled() => Ok(vec![JwtAuthenticator::from_flags(&self.oidc)?]),
             None => Ok(Vec::new()),
         }

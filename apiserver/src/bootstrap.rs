@@ -1,7 +1,8 @@
 //! What exists from the first start: the system namespaces, the `kubernetes` service in
 //! `default` (first IP of the service CIDR), the selector-less `kube-dns` service in
-//! `kube-system` (tenth IP, the agents' cluster DNS; its endpoints are kept by
-//! [`crate::controllers::cluster_dns`]) and the system priority classes. Idempotent:
+//! `kube-system` (tenth IP, the agents' cluster DNS; its endpoints are kept by the
+//! `cluster-dns` controller; not created with `--disable coredns`) and the system priority
+//! classes. Idempotent:
 //! existing objects are left alone. (The RBAC policy is reconciled by
 //! [`k3rs_auth::rbac::reconcile`].)
 
@@ -15,8 +16,20 @@ use k3rs_apimachinery::status::ApiResult;
 pub const SYSTEM_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
 
+/// What the bootstrap objects depend on.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// The API server's HTTPS port (the `kubernetes` Service's target port).
+    pub https_port: u16,
+    /// The ClusterIP of `kube-system/kube-dns` when it is created (`--cluster-dns`, by
+    /// default the tenth address of the service CIDR); `None`: not created (`--disable
+    /// coredns`; an existing one is kept, as it may be the user's own DNS).
+    pub kube_dns: Option<std::net::IpAddr>,
+}
+
 /// Creates whatever of the bootstrap objects is missing.
-pub async fn ensure(reg: &Registry, https_port: u16) -> ApiResult<()> {
+pub async fn ensure(reg: &Registry, settings: Settings) -> ApiResult<()> {
+    let https_port = settings.https_port;
     let (Some(namespaces), Some(services)) = (
         catalog::lookup("", "v1", "namespaces"),
         catalog::lookup("", "v1", "services"),
@@ -60,8 +73,7 @@ pub async fn ensure(reg: &Registry, https_port: u16) -> ApiResult<()> {
         name: Some("kube-dns".into()),
         subresource: None,
     };
-    let dns_ip = super::resources::cluster_ip::cluster_dns_ip(&reg.service_cidr);
-    if let (Some(ip), Err(_)) = (dns_ip, reg.get(&t).await) {
+    if let (Some(ip), Err(_)) = (settings.kube_dns, reg.get(&t).await) {
         ignore_exists(reg.create(&t, kube_dns(ip), WriteOptions::default()).await)?;
     }
     for pc in scheduling::SYSTEM_PRIORITY_CLASSES {

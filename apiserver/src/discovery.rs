@@ -1,4 +1,4 @@
-//! Discovery from the catalog: legacy (`APIVersions`, `APIGroupList`, `APIGroup`,
+//! Discovery from the catalog and the available aggregated APIs ([`crate::aggregator`]): legacy (`APIVersions`, `APIGroupList`, `APIGroup`,
 //! `APIResourceList`) and aggregated v2 (`APIGroupDiscoveryList`, chosen by the Accept header,
 //! with ETag, `Vary: Accept` and 304 on `If-None-Match`).
 
@@ -7,6 +7,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use sha2::Digest;
 
+use std::sync::Arc;
+
+use super::aggregator::discovery::{available_groups, v2_resources};
+use super::aggregator::Backends;
 use super::http::handlers::json_response;
 use super::ApiState;
 use k3rs_apimachinery::catalog;
@@ -32,10 +36,21 @@ fn wants_aggregated(headers: &HeaderMap) -> bool {
         })
 }
 
+/// The service-backed APIServices now (none without an aggregation layer).
+fn backends(st: &ApiState) -> Arc<Backends> {
+    st.aggregator
+        .as_ref()
+        .map(|a| a.backends())
+        .unwrap_or_default()
+}
+
 /// `/api` or `/apis`.
 pub fn root(st: &ApiState, legacy: bool, headers: &HeaderMap) -> Response {
     if wants_aggregated(headers) {
-        let body = aggregated(legacy);
+        let mut body = aggregated(legacy);
+        if !legacy {
+            append_aggregated(&mut body, &backends(st));
+        }
         return etagged(headers, AGGREGATED_V2, body.to_string());
     }
     let body = if legacy {
@@ -48,15 +63,18 @@ pub fn root(st: &ApiState, legacy: bool, headers: &HeaderMap) -> Response {
         json!({
             "kind": "APIGroupList",
             "apiVersion": "v1",
-            "groups": catalog::groups().iter().map(|(g, vs)| api_group(g, vs)).collect::<Vec<_>>(),
+            "groups": catalog::groups().iter().map(|(g, vs)| api_group(g, vs))
+                .chain(available_groups(&backends(st)).iter().map(|(g, vs)| api_group(g, vs)))
+                .collect::<Vec<_>>(),
         })
     };
     etagged(headers, "application/json", body.to_string())
 }
 
-fn api_group(group: &str, versions: &[&str]) -> Value {
+fn api_group(group: &str, versions: &[impl AsRef<str>]) -> Value {
     let vs: Vec<Value> = versions
         .iter()
+        .map(|v| v.as_ref())
         .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
         .collect();
     json!({
@@ -66,13 +84,17 @@ fn api_group(group: &str, versions: &[&str]) -> Value {
     })
 }
 
-/// `/apis/<group>`.
-pub fn group(group: &str) -> Response {
-    let versions = catalog::groups()
-        .into_iter()
-        .find(|(g, _)| *g == group)
-        .map(|(_, v)| v)
-        .unwrap_or_default();
+/// `/apis/<group>`: its built-in or custom versions, else those of its available
+/// extension servers.
+pub fn group(st: &ApiState, group: &str) -> Response {
+    let versions: Vec<String> = match catalog::groups().into_iter().find(|(g, _)| *g == group) {
+        Some((_, v)) => v.into_iter().map(str::to_string).collect(),
+        None => available_groups(&backends(st))
+            .into_iter()
+            .find(|(g, _)| g == group)
+            .map(|(_, v)| v)
+            .unwrap_or_default(),
+    };
     let mut body = api_group(group, &versions);
     body["kind"] = json!("APIGroup");
     body["apiVersion"] = json!("v1");
@@ -186,6 +208,31 @@ pub fn aggregated(legacy: bool) -> Value {
         "metadata": {},
         "items": items,
     })
+}
+
+/// Appends the groups of the available extension servers (their last discovery) to an
+/// `APIGroupDiscoveryList`; a group already served here keeps its entry.
+fn append_aggregated(list: &mut Value, backends: &Backends) {
+    let Some(items) = list["items"].as_array_mut() else {
+        return;
+    };
+    for (group, versions) in available_groups(backends) {
+        if items.iter().any(|i| i["metadata"]["name"] == *group) {
+            continue;
+        }
+        let vs: Vec<Value> = versions
+            .iter()
+            .map(|v| {
+                let resources = backends
+                    .get(&(group.clone(), v.clone()))
+                    .and_then(|b| b.resources.as_ref())
+                    .map(|list| v2_resources(list, &group, v))
+                    .unwrap_or_default();
+                json!({"version": v, "freshness": "Current", "resources": resources})
+            })
+            .collect();
+        items.push(json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": vs}));
+    }
 }
 
 fn etagged(headers: &HeaderMap, content_type: &str, body: String) -> Response {

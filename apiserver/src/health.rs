@@ -11,14 +11,25 @@ use k3rs_apimachinery::tasks;
 
 use super::ApiState;
 
-async fn checks(st: &ApiState, what: &str) -> Vec<(String, Result<(), String>)> {
+/// Why a check failed (logged; the body withholds it).
+#[derive(Debug, thiserror::Error)]
+enum CheckFailure {
+    /// The datastore read failed.
+    #[error(transparent)]
+    Datastore(#[from] k3rs_datastore::Error),
+    /// A named task is failing.
+    #[error("restarted {restarts} times; {why}")]
+    Task { restarts: u64, why: String },
+}
+
+async fn checks(st: &ApiState, what: &str) -> Vec<(String, Result<(), CheckFailure>)> {
     let etcd = st
         .registry
         .datastore()
         .get(b"/registry/health")
         .await
         .map(drop)
-        .map_err(|e| e.to_string());
+        .map_err(CheckFailure::from);
     let mut checks = vec![("ping".to_string(), Ok(())), ("etcd".to_string(), etcd)];
     if what == "readyz" {
         checks.extend(task_checks(&tasks::snapshot()));
@@ -30,12 +41,15 @@ async fn checks(st: &ApiState, what: &str) -> Vec<(String, Result<(), String>)> 
 /// (it panicked or returned early and has not run healthily since).
 fn task_checks(
     tasks: &std::collections::BTreeMap<String, tasks::TaskState>,
-) -> Vec<(String, Result<(), String>)> {
+) -> Vec<(String, Result<(), CheckFailure>)> {
     tasks
         .iter()
         .map(|(name, t)| {
             let r = match (&t.last_failure, t.failing) {
-                (Some(why), true) => Err(format!("restarted {} times; {why}", t.restarts)),
+                (Some(why), true) => Err(CheckFailure::Task {
+                    restarts: t.restarts,
+                    why: why.clone(),
+                }),
                 _ => Ok(()),
             };
             (format!("task/{name}"), r)
@@ -116,9 +130,13 @@ mod tests {
             },
         );
         let checks = task_checks(&t);
-        assert_eq!(checks[0], ("task/controller/a".into(), Ok(())));
+        let shown: Vec<(String, Result<(), String>)> = checks
+            .into_iter()
+            .map(|(name, r)| (name, r.map_err(|e| e.to_string())))
+            .collect();
+        assert_eq!(shown[0], ("task/controller/a".into(), Ok(())));
         assert_eq!(
-            checks[1],
+            shown[1],
             (
                 "task/controller/b".into(),
                 Err("restarted 2 times; panicked: boom".into())

@@ -17,9 +17,11 @@ use k3rs_auth::{InProcessUser, UserInfo};
 pub fn client(app: axum::Router, user: UserInfo, default_namespace: &str) -> kube::Client {
     let mut user = user;
     user.add_group(k3rs_auth::user::ALL_AUTHENTICATED);
+    let agent = user_agent(component_of(&user.username), &user.username);
     let identity = InProcessUser(Arc::new(user));
     let service = tower::service_fn(move |mut req: axum::http::Request<kube::client::Body>| {
         req.extensions_mut().insert(identity.clone());
+        set_user_agent(&mut req, &agent);
         app.clone().oneshot(req.map(axum::body::Body::new))
     });
     kube::Client::new(service, default_namespace)
@@ -32,6 +34,7 @@ pub fn client(app: axum::Router, user: UserInfo, default_namespace: &str) -> kub
 pub fn controller_client(app: axum::Router, name: &str) -> kube::Client {
     let mut own = controller_identity(name);
     own.add_group(k3rs_auth::user::ALL_AUTHENTICATED);
+    let agent = user_agent("kube-controller-manager", &own.username);
     let own = InProcessUser(Arc::new(own));
     let informers = InProcessUser(Arc::new(UserInfo::authenticated(
         k3rs_auth::user::CONTROLLER_MANAGER,
@@ -44,9 +47,39 @@ pub fn controller_client(app: axum::Router, name: &str) -> kube::Client {
             own.clone()
         };
         req.extensions_mut().insert(identity);
+        set_user_agent(&mut req, &agent);
         app.clone().oneshot(req.map(axum::body::Body::new))
     });
     kube::Client::new(service, "default")
+}
+
+/// The program an in-process user stands for, as upstream names its binaries: the prefix of
+/// the User-Agent is the field manager of writes without `fieldManager`.
+fn component_of(username: &str) -> &'static str {
+    match username {
+        k3rs_auth::user::SCHEDULER => "kube-scheduler",
+        k3rs_auth::user::CONTROLLER_MANAGER => "kube-controller-manager",
+        "system:apiserver" => "kube-apiserver",
+        _ => "k3rs",
+    }
+}
+
+/// client-go's default User-Agent (`rest.DefaultKubernetesUserAgent`) with the user appended,
+/// as kube-controller-manager's clients send it.
+fn user_agent(program: &str, username: &str) -> axum::http::HeaderValue {
+    let text = format!(
+        "{program}/{} ({}) kubernetes/k3rs/{username}",
+        crate::version::GIT_VERSION,
+        crate::version::platform(),
+    );
+    axum::http::HeaderValue::from_str(&text)
+        .unwrap_or_else(|_| axum::http::HeaderValue::from_static("k3rs"))
+}
+
+fn set_user_agent<B>(req: &mut axum::http::Request<B>, agent: &axum::http::HeaderValue) {
+    req.headers_mut()
+        .entry(axum::http::header::USER_AGENT)
+        .or_insert_with(|| agent.clone());
 }
 
 /// The [`ClientBuilder`] of the components in this server: in-process clients through the

@@ -7,9 +7,15 @@
 //! - `resourceVersion` is the datastore's `mod_revision`; lists carry the revision they read.
 //! - Shuts down with the server's cancellation token: stops accepting, ends watches, drains.
 
+// Issue 22: the workspace warns on `missing_docs`; 492 public items of this crate are still
+// undocumented. Remove this allow once they are.
+#![allow(missing_docs)]
+
 pub mod admission;
+pub mod aggregator;
 pub mod args;
 pub mod audit;
+pub mod authentication_trust;
 pub mod bootstrap;
 pub mod crd;
 pub mod discovery;
@@ -21,6 +27,7 @@ pub mod kubelet;
 pub mod metrics;
 pub mod openapi;
 pub mod registry;
+pub mod resource_metrics;
 pub mod resources;
 pub mod reviews;
 mod secret_source;
@@ -57,6 +64,14 @@ pub struct ApiServerConfig {
     pub args: args::Args,
     /// What the HTTPS port allows its clients (timeouts, connection and stream caps).
     pub limits: k3rs_apimachinery::tls::Limits,
+    /// The `kube-system/kube-dns` Service's ClusterIP (`--cluster-dns`); `None`: the Service
+    /// is not created (`--disable coredns`).
+    pub cluster_dns: Option<std::net::IpAddr>,
+    /// What `/v1-k3rs/agent-config` tells agents.
+    pub agent_config: k3rs_apimachinery::agent_config::AgentConfig,
+    /// `--metric-resolution` of the built-in metrics API (`None`: `--disable metrics-server`,
+    /// the `metrics.k8s.io` group is not served).
+    pub metric_resolution: Option<Duration>,
 }
 
 /// Failures that stop the API server (as opposed to request errors).
@@ -96,6 +111,8 @@ pub enum Error {
     KubeletClient(#[source] kubelet::Error),
     #[error("{0}")]
     Oidc(String),
+    #[error("{0}")]
+    Aggregator(#[from] aggregator::Error),
     #[error("reconciling the bootstrap RBAC policy: {0}")]
     RbacBootstrap(#[source] k3rs_auth::rbac::reconcile::Error),
 }
@@ -126,6 +143,10 @@ pub struct ApiState {
     pub client_ca_pem: String,
     /// `max-requests-inflight` / `max-mutating-requests-inflight`.
     pub inflight: http::inflight::Inflight,
+    /// The built-in metrics API's usage (`None`: `metrics.k8s.io` is not served).
+    pub resource_metrics: Option<Arc<resource_metrics::Store>>,
+    /// The aggregation layer (`None`: no APIService is proxied, in-process test servers).
+    pub aggregator: Option<Arc<aggregator::Aggregator>>,
 }
 
 /// The API server's identity towards itself (kube-apiserver's loopback client).
@@ -146,7 +167,7 @@ pub struct ApiServer {
     tls: rustls::ServerConfig,
     limits: k3rs_apimachinery::tls::Limits,
     state: Arc<ApiState>,
-    bootstrap_port: u16,
+    bootstrap: bootstrap::Settings,
     /// The default agent token, whose Secret is made at start.
     agent_token: crate::tokens::Token,
     /// The Node authorizer's graph, fed from watches once the router serves.
@@ -166,6 +187,12 @@ pub struct ApiServer {
     rbac_cache: k3rs_auth::rbac::cache::PolicyCache,
     /// `--secrets-encryption`'s keys and operations (`/v1-k3rs/encrypt/…`).
     secrets_encryption: Option<Arc<k3rs_datastore::encryption::SecretsEncryption>>,
+    /// Served on `/v1-k3rs/agent-config`.
+    agent_config: Arc<k3rs_apimachinery::agent_config::AgentConfig>,
+    /// `--metric-resolution` (`None`: the metrics API is off).
+    metric_resolution: Option<Duration>,
+    /// Published to extension API servers.
+    authentication_trust: authentication_trust::AuthenticationTrust,
 }
 
 impl ApiServer {
@@ -180,8 +207,24 @@ impl ApiServer {
             |path: PathBuf| std::fs::read(&path).map_err(|source| Error::Read { path, source });
         let (cert, key) = pki.apiserver_serving_cert();
         let client_ca = pki.client_ca_cert();
-        let mut client_cas = vec![client_ca.as_path()];
-        client_cas.extend(cfg.args.requestheader_client_ca_file.as_deref());
+        // The authenticating proxy: k3s's defaults (the request-header CA, the aggregation
+        // layer's `system:auth-proxy`) unless `requestheader-client-ca-file` is given.
+        let (request_header_ca, request_header_names) = match &cfg.args.requestheader_client_ca_file
+        {
+            Some(ca) => (ca.clone(), cfg.args.requestheader_allowed_names.clone()),
+            None => (
+                pki.request_header_ca_cert(),
+                vec![k3rs_pki::AUTH_PROXY_NAME.to_string()],
+            ),
+        };
+        let client_cas = [client_ca.as_path(), request_header_ca.as_path()];
+        let authentication_trust = authentication_trust::AuthenticationTrust {
+            client_ca_pem: String::from_utf8_lossy(&read(client_ca.clone())?).into_owned(),
+            request_header_ca_pem: String::from_utf8_lossy(&read(request_header_ca.clone())?)
+                .into_owned(),
+            allowed_names: request_header_names.clone(),
+            headers: cfg.args.requestheader_headers.clone(),
+        };
         let tls = k3rs_apimachinery::tls::server_config_for(&cert, &key, &client_cas)?;
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
@@ -282,21 +325,19 @@ impl ApiServer {
         // The authenticating proxy, client certificates, then the token file
         // (kube-apiserver's order), bootstrap and service-account tokens.
         let mut authn = k3rs_auth::authn::Chain::default();
-        match &cfg.args.requestheader_client_ca_file {
-            // The handshake accepts both CAs: each authenticator checks its own.
-            Some(ca) => {
-                let provider = Arc::new(rustls::crypto::ring::default_provider());
-                authn.push(Arc::new(k3rs_auth::request_header::RequestHeader {
-                    verifier: k3rs_apimachinery::tls::client_verifier(ca, provider.clone())?,
-                    allowed_names: cfg.args.requestheader_allowed_names.clone(),
-                    headers: cfg.args.requestheader_headers.clone(),
-                }));
-                authn.push(Arc::new(k3rs_auth::request_header::VerifiedX509 {
-                    verifier: k3rs_apimachinery::tls::client_verifier(&client_ca, provider)?,
-                }));
-            }
-            None => authn.push(Arc::new(k3rs_auth::authn::X509)),
-        }
+        // The handshake accepts both CAs: each authenticator checks its own.
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        authn.push(Arc::new(k3rs_auth::request_header::RequestHeader {
+            verifier: k3rs_apimachinery::tls::client_verifier(
+                &request_header_ca,
+                provider.clone(),
+            )?,
+            allowed_names: request_header_names,
+            headers: cfg.args.requestheader_headers.clone(),
+        }));
+        authn.push(Arc::new(k3rs_auth::request_header::VerifiedX509 {
+            verifier: k3rs_apimachinery::tls::client_verifier(&client_ca, provider)?,
+        }));
         if let Some(path) = &cfg.args.token_auth_file {
             authn.push(Arc::new(k3rs_auth::token_file::TokenFile::load(path)?));
         }
@@ -311,7 +352,7 @@ impl ApiServer {
             .map_err(|e| Error::Oidc(e.to_string()))?;
         for jwt in jwts {
             authn.push(Arc::new(
-                k3rs_auth::oidc::Oidc::start(jwt).map_err(Error::Oidc)?,
+                k3rs_auth::oidc::Oidc::start(jwt).map_err(|e| Error::Oidc(e.to_string()))?,
             ));
         }
         if cfg.args.token_webhook.config_file.is_some() {
@@ -340,15 +381,30 @@ impl ApiServer {
             service_accounts: Some(service_accounts),
             audit,
             kubelet: Some(kubelet_client),
-            client_ca_pem: String::from_utf8_lossy(&read(pki.client_ca_cert())?).into_owned(),
+            client_ca_pem: authentication_trust.client_ca_pem.clone(),
             inflight: http::inflight::Inflight::new(cfg.args.inflight),
+            resource_metrics: cfg
+                .metric_resolution
+                .map(|_| Arc::new(resource_metrics::Store::default())),
+            aggregator: Some(Arc::new(aggregator::Aggregator::load(
+                &pki.auth_proxy_client_cert().0,
+                &pki.auth_proxy_client_cert().1,
+            )?)),
+        });
+        // The metrics API's group is served (in routing and discovery) only while it runs.
+        k3rs_apimachinery::catalog::set_local_extensions(match cfg.metric_resolution {
+            Some(_) => k3rs_apimachinery::catalog::METRICS_API.iter().collect(),
+            None => Vec::new(),
         });
         Ok(ApiServer {
             listener,
             tls,
             limits: cfg.limits.clone(),
             state,
-            bootstrap_port: port,
+            bootstrap: bootstrap::Settings {
+                https_port: port,
+                kube_dns: cfg.cluster_dns,
+            },
             agent_token,
             node_graph: node_authorizer.graph(),
             extra_routes: None,
@@ -360,6 +416,9 @@ impl ApiServer {
             webhook_feed: Some(Box::new(webhook_feed)),
             webhook_cache,
             secrets_encryption: None,
+            agent_config: Arc::new(cfg.agent_config.clone()),
+            metric_resolution: cfg.metric_resolution,
+            authentication_trust,
         })
     }
 
@@ -404,7 +463,7 @@ impl ApiServer {
         // The datastore may still be electing its leader: retry the bootstrap briefly.
         let mut attempt = 0;
         loop {
-            match bootstrap::ensure(&self.state.registry, self.bootstrap_port).await {
+            match bootstrap::ensure(&self.state.registry, self.bootstrap).await {
                 Ok(()) => break,
                 Err(e) if attempt < 300 && !stop.is_cancelled() => {
                     attempt += 1;
@@ -441,6 +500,7 @@ impl ApiServer {
         if let Some(e) = self.secrets_encryption.clone() {
             app = app.layer(axum::Extension(e));
         }
+        app = app.layer(axum::Extension(self.agent_config.clone()));
         if let Some(extra) = self.extra_metrics {
             app = app.layer(axum::middleware::from_fn(move |req, next| {
                 metrics::append(extra.clone(), req, next)
@@ -492,12 +552,58 @@ impl ApiServer {
                 move |stop| k3rs_auth::node::populator::run(client.clone(), graph.clone(), stop),
             ))
         };
+        let scraper = match (
+            &self.state.resource_metrics,
+            &self.state.kubelet,
+            self.metric_resolution,
+        ) {
+            (Some(store), Some(kubelet), Some(resolution)) => {
+                let scraper = resource_metrics::scraper::Scraper {
+                    registry: self.state.registry.clone(),
+                    kubelet: kubelet.clone(),
+                    store: store.clone(),
+                    resolution,
+                };
+                Some(tokio::spawn(tasks::supervise(
+                    "apiserver/metrics-scraper",
+                    stop.clone(),
+                    move |stop| scraper.clone().run(stop),
+                )))
+            }
+            _ => None,
+        };
+        let aggregation = self.state.aggregator.clone().map(|aggregator| {
+            let controller = aggregator::availability::AvailabilityController {
+                aggregator,
+                registry: self.state.registry.clone(),
+                client: in_process::client(app.clone(), loopback_user(), "default"),
+            };
+            tokio::spawn(tasks::supervise(
+                "apiserver/apiservice-availability",
+                stop.clone(),
+                move |stop| controller.clone().run(stop),
+            ))
+        });
+        let trust = {
+            let (client, trust) = (
+                in_process::client(app.clone(), loopback_user(), "default"),
+                self.authentication_trust.clone(),
+            );
+            tokio::spawn(tasks::supervise(
+                "apiserver/authentication-trust",
+                stop.clone(),
+                move |stop| trust.clone().run(client.clone(), stop),
+            ))
+        };
         let tasks = [
             Some(crds),
+            aggregation,
+            Some(trust),
             rbac_feed,
             policy_feed,
             webhook_feed,
             Some(node_graph),
+            scraper,
         ]
         .into_iter()
         .flatten()

@@ -67,16 +67,33 @@ async fn token_review(st: &ApiState, mut body: Value) -> ApiResult<Value> {
             "user": user,
             "audiences": audiences,
         }),
-        Err(why) => json!({"authenticated": false, "error": why}),
+        Err(why) => json!({"authenticated": false, "error": why.to_string()}),
     };
     Ok(body)
+}
+
+/// Why a TokenReview does not authenticate its token (the status' `error`).
+#[derive(Debug, thiserror::Error)]
+enum ReviewError {
+    /// A service-account token of this cluster that does not check out.
+    #[error(transparent)]
+    ServiceAccount(#[from] k3rs_auth::serviceaccount::authenticator::TokenError),
+    /// No authenticator knows the token (or it is not a header value).
+    #[error("invalid bearer token")]
+    Invalid,
+    /// The token authenticates, but for none of the requested audiences.
+    #[error("token audiences {API_AUDIENCES:?} are invalid for the target audiences {0:?}")]
+    Audiences(Vec<String>),
+    /// An authenticator rejected the token.
+    #[error("{0}")]
+    Rejected(String),
 }
 
 async fn review(
     st: &ApiState,
     token: &str,
     requested: &[String],
-) -> Result<(UserInfo, Vec<String>), String> {
+) -> Result<(UserInfo, Vec<String>), ReviewError> {
     if let Some(sa) = &st.service_accounts {
         if let Some(a) = sa
             .tokens
@@ -87,8 +104,8 @@ async fn review(
         }
     }
     let mut headers = HeaderMap::new();
-    let value = HeaderValue::from_str(&format!("Bearer {token}"))
-        .map_err(|_| "invalid bearer token".to_string())?;
+    let value =
+        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| ReviewError::Invalid)?;
     headers.insert(axum::http::header::AUTHORIZATION, value);
     let req = AuthnRequest {
         headers: &headers,
@@ -103,14 +120,12 @@ async fn review(
                 .cloned()
                 .collect();
             if audiences.is_empty() {
-                return Err(format!(
-                    "token audiences {API_AUDIENCES:?} are invalid for the target audiences {requested:?}"
-                ));
+                return Err(ReviewError::Audiences(requested.to_vec()));
             }
             Ok((u, audiences))
         }
-        Outcome::Rejected(why) => Err(why),
-        Outcome::NotApplicable => Err("invalid bearer token".into()),
+        Outcome::Rejected(why) => Err(ReviewError::Rejected(why)),
+        Outcome::NotApplicable => Err(ReviewError::Invalid),
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::registry::{Registry, Target};
 use k3rs_apimachinery::catalog;
-use k3rs_auth::serviceaccount::authenticator::{Kind, Lookup};
+use k3rs_auth::serviceaccount::authenticator::{Kind, Lookup, LookupError};
 
 /// [`Lookup`] over the API server's registry.
 #[derive(Debug, Clone)]
@@ -20,7 +20,7 @@ impl Lookup for RegistryLookup {
         kind: Kind,
         namespace: &'a str,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Value>, String>> {
+    ) -> BoxFuture<'a, Result<Option<Value>, LookupError>> {
         Box::pin(async move {
             let plural = match kind {
                 Kind::ServiceAccount => "serviceaccounts",
@@ -29,7 +29,7 @@ impl Lookup for RegistryLookup {
                 Kind::Node => "nodes",
             };
             let resource = catalog::lookup("", "v1", plural)
-                .ok_or_else(|| format!("{plural} are not served"))?;
+                .ok_or_else(|| LookupError(format!("{plural} are not served")))?;
             let target = Target {
                 resource,
                 namespace: resource.namespaced.then(|| namespace.to_string()),
@@ -39,7 +39,7 @@ impl Lookup for RegistryLookup {
             match self.0.get(&target).await {
                 Ok(v) => Ok(Some(v)),
                 Err(e) if e.code == 404 => Ok(None),
-                Err(e) => Err(e.message),
+                Err(e) => Err(LookupError(e.message)),
             }
         })
     }

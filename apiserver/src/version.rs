@@ -3,11 +3,9 @@
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-/// The Kubernetes minor version served (kubectl 1.32 accepts ±1).
-pub const KUBE_MAJOR: &str = "1";
-pub const KUBE_MINOR: &str = "33";
-pub const GIT_VERSION: &str = concat!("v1.33.0-k3rs", env!("CARGO_PKG_VERSION"));
+pub use k3rs_apimachinery::version::{GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
 
+/// This server's `version.Info`.
 pub fn info() -> serde_json::Value {
     json!({
         "major": KUBE_MAJOR,
@@ -18,12 +16,18 @@ pub fn info() -> serde_json::Value {
         "buildDate": option_env!("K3RS_BUILD_DATE").unwrap_or("1970-01-01T00:00:00Z"),
         "goVersion": "n/a (rust)",
         "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, match std::env::consts::ARCH {
-            "x86_64" => "amd64",
-            "aarch64" => "arm64",
-            other => other,
-        }),
+        "platform": platform(),
     })
+}
+
+/// `<os>/<arch>` with Go's architecture names (`version.Info.Platform`).
+pub fn platform() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!("{}/{arch}", std::env::consts::OS)
 }
 
 pub async fn version() -> Response {

@@ -20,10 +20,10 @@ use super::authz::{Authorizer, Decision};
 use super::user::ALL_AUTHENTICATED;
 use super::Attributes;
 
-/// `PolicySpec`.
+/// One policy line's `spec` (v1beta1 `PolicySpec`): whom it grants what.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Spec {
+pub(crate) struct Spec {
     #[serde(default)]
     pub user: String,
     #[serde(default)]
@@ -53,12 +53,22 @@ struct PolicyLine {
 /// The policy file cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PolicyFileError {
+    /// The file could not be read.
     #[error("reading the authorization policy file {path}: {message}")]
-    Read { path: String, message: String },
+    Read {
+        /// The policy file's path.
+        path: String,
+        /// The I/O error.
+        message: String,
+    },
+    /// Line `line` (1-based) is not a v1beta1 Policy.
     #[error("{path}:{line}: {message}")]
     Line {
+        /// The policy file's path.
         path: String,
+        /// The offending line, 1-based.
         line: usize,
+        /// Why the line is not a Policy.
         message: String,
     },
 }
@@ -70,6 +80,7 @@ pub struct Abac {
 }
 
 impl Abac {
+    /// Reads and parses the policy file at `path`.
     pub fn load(path: &std::path::Path) -> Result<Abac, PolicyFileError> {
         let text = std::fs::read_to_string(path).map_err(|e| PolicyFileError::Read {
             path: path.display().to_string(),

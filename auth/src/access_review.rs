@@ -187,8 +187,11 @@ pub fn decision_status(d: Decision) -> Value {
 /// What the authorizers can enumerate of a user's rights in a namespace.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Rules {
+    /// The rules, resource and non-resource, in the order the authorizers gave them.
     pub rules: Vec<PolicyRule>,
+    /// Whether an authorizer could not enumerate its rules (the review's `incomplete`).
     pub incomplete: bool,
+    /// Errors met while resolving the rules (e.g. a binding's missing role), reported as `evaluationError`.
     pub errors: Vec<String>,
 }
 

@@ -9,19 +9,27 @@ use k3rs_apimachinery::request_info::RequestInfo;
 /// What is being asked, by whom.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attributes {
+    /// The authenticated (or impersonated) user making the request.
     pub user: Arc<UserInfo>,
     /// `get list watch create update patch delete deletecollection` (and `impersonate`,
     /// `bind`, `escalate`, `approve`, `sign`… when an authorizer asks on a request's behalf);
     /// the lowercase HTTP method for non-resource requests.
     pub verb: String,
+    /// Whether this is a resource request (`/api`, `/apis`) rather than a non-resource path.
     pub resource_request: bool,
     /// The request path (non-resource requests are authorized on it).
     pub path: String,
+    /// The object's namespace; empty for cluster-scoped objects and cluster-wide lists.
     pub namespace: String,
+    /// The API group; empty for the core group.
     pub api_group: String,
+    /// The API version of the request (e.g. `v1`).
     pub api_version: String,
+    /// The resource's plural name (e.g. `pods`); empty for non-resource requests.
     pub resource: String,
+    /// The subresource (e.g. `status`, `log`); empty when none.
     pub subresource: String,
+    /// The object's name; empty for lists, watches and creates without one.
     pub name: String,
 }
 

@@ -19,9 +19,11 @@ use super::user::UserInfo;
 /// What authenticators look at.
 #[derive(Debug, Clone, Copy)]
 pub struct AuthnRequest<'a> {
+    /// The request's HTTP headers (bearer token, front-proxy headers).
     pub headers: &'a HeaderMap,
     /// The client's verified certificate chain (leaf first); empty without one.
     pub peer_certs: &'a [CertificateDer<'static>],
+    /// The request path (none of the built-in authenticators decides on it).
     pub path: &'a str,
 }
 
@@ -42,6 +44,7 @@ impl AuthnRequest<'_> {
 /// One authenticator's verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// The credentials are this authenticator's kind and valid: this is the user.
     Authenticated(UserInfo),
     /// The credentials are not this authenticator's kind (or there are none): ask the next.
     NotApplicable,
@@ -52,6 +55,7 @@ pub enum Outcome {
 
 /// One way of authenticating (x509, bootstrap token, service-account JWT, …).
 pub trait Authenticator: Send + Sync + Debug {
+    /// This authenticator's verdict on `req`'s credentials.
     fn authenticate<'a>(&'a self, req: &'a AuthnRequest<'a>) -> BoxFuture<'a, Outcome>;
 }
 
@@ -62,6 +66,7 @@ pub struct Chain {
 }
 
 impl Chain {
+    /// A chain consulting `authenticators` in order.
     pub fn new(authenticators: Vec<Arc<dyn Authenticator>>) -> Chain {
         Chain { authenticators }
     }
@@ -99,6 +104,17 @@ impl Chain {
     }
 }
 
+/// Why a verified client certificate names no user.
+#[derive(Debug, thiserror::Error)]
+pub enum CertificateUserError {
+    /// The certificate does not parse.
+    #[error("parsing the client certificate: {0}")]
+    Parse(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    /// The subject has no CN.
+    #[error("client certificate without a common name")]
+    NoCommonName,
+}
+
 /// x509 client certificates: the TLS handshake verified the chain against the client CA;
 /// the subject's CN is the user and its O values the groups.
 #[derive(Debug, Clone, Copy, Default)]
@@ -106,9 +122,9 @@ pub struct X509;
 
 impl X509 {
     /// The user named by a (verified) client certificate.
-    pub fn user_of(cert: &CertificateDer<'_>) -> Result<UserInfo, String> {
+    pub fn user_of(cert: &CertificateDer<'_>) -> Result<UserInfo, CertificateUserError> {
         let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
-            .map_err(|e| format!("parsing the client certificate: {e}"))?;
+            .map_err(CertificateUserError::Parse)?;
         let subject = parsed.subject();
         let cn = subject
             .iter_common_name()
@@ -116,7 +132,7 @@ impl X509 {
             .and_then(|a| a.as_str().ok())
             .unwrap_or_default();
         if cn.is_empty() {
-            return Err("client certificate without a common name".into());
+            return Err(CertificateUserError::NoCommonName);
         }
         let groups = subject
             .iter_organization()
@@ -133,7 +149,7 @@ impl Authenticator for X509 {
                 None => Outcome::NotApplicable,
                 Some(leaf) => match X509::user_of(leaf) {
                     Ok(u) => Outcome::Authenticated(u),
-                    Err(e) => Outcome::Rejected(e),
+                    Err(e) => Outcome::Rejected(e.to_string()),
                 },
             }
         })

@@ -15,13 +15,17 @@ use k3rs_apimachinery::status::{ApiError, Subject};
 /// One authorizer's verdict; the string is the reason shown after the forbidden message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
+    /// The request is allowed; later authorizers are not asked.
     Allow,
+    /// The request is forbidden; later authorizers are not asked.
     Deny(String),
+    /// This authorizer neither allows nor denies; the next one is asked.
     NoOpinion(String),
 }
 
 /// One authorization mode (Node, RBAC, ABAC, Webhook, AlwaysAllow, AlwaysDeny).
 pub trait Authorizer: Send + Sync + Debug {
+    /// This authorizer's verdict on `attrs`.
     fn authorize<'a>(&'a self, attrs: &'a Attributes) -> BoxFuture<'a, Decision>;
 
     /// The rules this authorizer grants `user` in `namespace`, as far as it can tell
@@ -38,10 +42,12 @@ pub struct Chain {
 }
 
 impl Chain {
+    /// A chain consulting `authorizers` in order.
     pub fn new(authorizers: Vec<Arc<dyn Authorizer>>) -> Chain {
         Chain { authorizers }
     }
 
+    /// Appends `a` (consulted after those already in the chain).
     pub fn push(&mut self, a: Arc<dyn Authorizer>) {
         self.authorizers.push(a);
     }

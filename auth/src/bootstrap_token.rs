@@ -41,14 +41,21 @@ pub const EXTRA_GROUP_PREFIX: &str = "system:bootstrappers:";
 
 /// Keys of a token Secret's `data`.
 pub mod keys {
+    /// The token's 6-character public id (the `<id>` of `<id>.<secret>`).
     pub const TOKEN_ID: &str = "token-id";
+    /// The token's 16-character secret.
     pub const TOKEN_SECRET: &str = "token-secret";
+    /// RFC 3339 time after which the token is refused; absent: never expires; unparsable:
+    /// expired.
     pub const EXPIRATION: &str = "expiration";
+    /// Human-readable note on what the token is for.
     pub const DESCRIPTION: &str = "description";
+    /// Comma-separated extra groups (each `system:bootstrappers:…`) the token's user gets.
     pub const EXTRA_GROUPS: &str = "auth-extra-groups";
     /// Prefix of the `usage-bootstrap-<usage>` keys.
     pub const USAGE_PREFIX: &str = "usage-bootstrap-";
-    pub const USAGE_AUTHENTICATION: &str = "usage-bootstrap-authentication";
+    /// `"true"` when the token may authenticate to the API server.
+    pub(crate) const USAGE_AUTHENTICATION: &str = "usage-bootstrap-authentication";
 }
 
 /// `(id, secret)` of a token of the shape `[a-z0-9]{6}.[a-z0-9]{16}`.
@@ -105,6 +112,55 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Why a bootstrap token's Secret does not authenticate it; `secret` is the Secret's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenRefusal {
+    /// The Secret is being deleted.
+    #[error("secret {secret} is being deleted")]
+    Deleting {
+        /// The Secret's name.
+        secret: String,
+    },
+    /// The Secret is not a bootstrap token.
+    #[error("secret {secret} is not of type {SECRET_TYPE}")]
+    WrongType {
+        /// The Secret's name.
+        secret: String,
+    },
+    /// The token's secret part differs.
+    #[error("secret {secret}: token-secret does not match")]
+    SecretMismatch {
+        /// The Secret's name.
+        secret: String,
+    },
+    /// The Secret's token-id differs from its name's.
+    #[error("secret {secret}: token-id does not match")]
+    IdMismatch {
+        /// The Secret's name.
+        secret: String,
+    },
+    /// Past `expiration`.
+    #[error("secret {secret} has expired")]
+    Expired {
+        /// The Secret's name.
+        secret: String,
+    },
+    /// `usage-bootstrap-authentication` is not `true`.
+    #[error("secret {secret} is not marked for authentication")]
+    NotForAuthentication {
+        /// The Secret's name.
+        secret: String,
+    },
+    /// An extra group outside `system:bootstrappers:`.
+    #[error("secret {secret}: invalid extra group {group:?}")]
+    InvalidGroup {
+        /// The Secret's name.
+        secret: String,
+        /// The group.
+        group: String,
+    },
+}
+
 /// The user the token `<id>.<secret>` authenticates as, given its Secret; the reason it does
 /// not otherwise.
 pub fn user_of(
@@ -112,34 +168,37 @@ pub fn user_of(
     secret: &str,
     obj: &Value,
     now: k8s_openapi::jiff::Timestamp,
-) -> Result<UserInfo, String> {
+) -> Result<UserInfo, TokenRefusal> {
     let name = format!("{SECRET_PREFIX}{id}");
     if !obj["metadata"]["deletionTimestamp"].is_null() {
-        return Err(format!("secret {name} is being deleted"));
+        return Err(TokenRefusal::Deleting { secret: name });
     }
     if obj["type"].as_str() != Some(SECRET_TYPE) {
-        return Err(format!("secret {name} is not of type {SECRET_TYPE}"));
+        return Err(TokenRefusal::WrongType { secret: name });
     }
     if !constant_time_eq(
         data_string(obj, keys::TOKEN_SECRET).as_bytes(),
         secret.as_bytes(),
     ) {
-        return Err(format!("secret {name}: token-secret does not match"));
+        return Err(TokenRefusal::SecretMismatch { secret: name });
     }
     if data_string(obj, keys::TOKEN_ID) != id {
-        return Err(format!("secret {name}: token-id does not match"));
+        return Err(TokenRefusal::IdMismatch { secret: name });
     }
     if expired(obj, now) {
-        return Err(format!("secret {name} has expired"));
+        return Err(TokenRefusal::Expired { secret: name });
     }
     if data_string(obj, keys::USAGE_AUTHENTICATION) != "true" {
-        return Err(format!("secret {name} is not marked for authentication"));
+        return Err(TokenRefusal::NotForAuthentication { secret: name });
     }
     let mut groups = BTreeSet::from([GROUP.to_string()]);
     let extra = data_string(obj, keys::EXTRA_GROUPS);
     for g in extra.split(',').filter(|g| !g.is_empty()) {
         if !valid_extra_group(g) {
-            return Err(format!("secret {name}: invalid extra group {g:?}"));
+            return Err(TokenRefusal::InvalidGroup {
+                secret: name,
+                group: g.to_string(),
+            });
         }
         groups.insert(g.to_string());
     }
@@ -163,6 +222,7 @@ pub struct BootstrapTokens {
 }
 
 impl BootstrapTokens {
+    /// The authenticator, looking tokens up as `bootstrap-token-<id>` Secrets in `kube-system`.
     pub fn new(secrets: Arc<dyn SecretSource>) -> BootstrapTokens {
         BootstrapTokens { secrets }
     }
@@ -255,7 +315,9 @@ mod tests {
     fn refusals() {
         let ok = "0123456789abcdef";
         assert_eq!(
-            user_of("abcdef", "0123456789abcdee", &secret(&[]), now()).unwrap_err(),
+            user_of("abcdef", "0123456789abcdee", &secret(&[]), now())
+                .unwrap_err()
+                .to_string(),
             "secret bootstrap-token-abcdef: token-secret does not match"
         );
         let mut wrong_type = secret(&[]);
@@ -270,12 +332,16 @@ mod tests {
         let mut no_usage = secret(&[]);
         no_usage["data"]["usage-bootstrap-authentication"] = json!(b64("false"));
         assert_eq!(
-            user_of("abcdef", ok, &no_usage, now()).unwrap_err(),
+            user_of("abcdef", ok, &no_usage, now())
+                .unwrap_err()
+                .to_string(),
             "secret bootstrap-token-abcdef is not marked for authentication"
         );
         let bad_group = secret(&[("auth-extra-groups", "system:masters")]);
         assert_eq!(
-            user_of("abcdef", ok, &bad_group, now()).unwrap_err(),
+            user_of("abcdef", ok, &bad_group, now())
+                .unwrap_err()
+                .to_string(),
             "secret bootstrap-token-abcdef: invalid extra group \"system:masters\""
         );
     }
@@ -285,7 +351,7 @@ mod tests {
         let ok = "0123456789abcdef";
         let past = secret(&[("expiration", "2026-11-21T11:59:59Z")]);
         assert_eq!(
-            user_of("abcdef", ok, &past, now()).unwrap_err(),
+            user_of("abcdef", ok, &past, now()).unwrap_err().to_string(),
             "secret bootstrap-token-abcdef has expired"
         );
         let future = secret(&[("expiration", "2026-11-21T13:00:00+01:00")]);

@@ -42,7 +42,8 @@ impl Lookup for Objects {
         kind: Kind,
         namespace: &'a str,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Value>, String>> {
+    ) -> BoxFuture<'a, Result<Option<Value>, super::serviceaccount::authenticator::LookupError>>
+    {
         let v = self.0.get(&format!("{kind:?}/{namespace}/{name}")).cloned();
         Box::pin(async move { Ok(v) })
     }

@@ -15,24 +15,33 @@ use axum::http::{HeaderMap, HeaderValue};
 use super::user::{ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, ANONYMOUS};
 use super::{Attributes, UserInfo};
 
-pub const USER_HEADER: &str = "impersonate-user";
-pub const GROUP_HEADER: &str = "impersonate-group";
-pub const UID_HEADER: &str = "impersonate-uid";
-pub const EXTRA_PREFIX: &str = "impersonate-extra-";
+pub(crate) const USER_HEADER: &str = "impersonate-user";
+pub(crate) const GROUP_HEADER: &str = "impersonate-group";
+pub(crate) const UID_HEADER: &str = "impersonate-uid";
+pub(crate) const EXTRA_PREFIX: &str = "impersonate-extra-";
 
 const SA_PREFIX: &str = "system:serviceaccount:";
 
 /// What the headers ask to impersonate.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Requested {
-    pub user: String,
-    pub uid: String,
-    pub groups: Vec<String>,
-    pub extra: BTreeMap<String, Vec<String>>,
+    pub(crate) user: String,
+    pub(crate) uid: String,
+    pub(crate) groups: Vec<String>,
+    pub(crate) extra: BTreeMap<String, Vec<String>>,
+}
+
+/// Impersonation headers without `Impersonate-User`; `asked` lists what they ask for
+/// (`groups=["dev"], uid="u"`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("requested {asked} without impersonating a user")]
+pub struct WithoutUser {
+    /// What the headers ask for besides a user.
+    pub asked: String,
 }
 
 /// The request's impersonation headers: `Ok(None)` when there are none.
-pub fn requested(headers: &HeaderMap) -> Result<Option<Requested>, String> {
+pub fn requested(headers: &HeaderMap) -> Result<Option<Requested>, WithoutUser> {
     let text = |v: &HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
     let mut r = Requested::default();
     let mut any = false;
@@ -68,10 +77,9 @@ pub fn requested(headers: &HeaderMap) -> Result<Option<Requested>, String> {
         if !r.extra.is_empty() {
             asked.push(format!("extra={:?}", r.extra));
         }
-        return Err(format!(
-            "requested {} without impersonating a user",
-            asked.join(", ")
-        ));
+        return Err(WithoutUser {
+            asked: asked.join(", "),
+        });
     }
     Ok(Some(r))
 }
@@ -201,7 +209,7 @@ pub(crate) mod tests {
             }
         );
         assert_eq!(
-            requested(&headers(&[("Impersonate-Group", "dev")])),
+            requested(&headers(&[("Impersonate-Group", "dev")])).map_err(|e| e.to_string()),
             Err(r#"requested groups=["dev"] without impersonating a user"#.into())
         );
     }

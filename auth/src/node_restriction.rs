@@ -23,20 +23,28 @@ use super::UserInfo;
 /// The write being admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
+    /// A create (POST).
     Create,
+    /// An update or patch (PUT/PATCH).
     Update,
+    /// A delete.
     Delete,
 }
 
 /// The request, as admission sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
+    /// Which kind of write this is.
     pub operation: Operation,
+    /// The API group; empty for the core group.
     pub group: &'a str,
     /// Plural resource name.
     pub resource: &'a str,
+    /// The subresource (e.g. `status`, `eviction`); empty for the object itself.
     pub subresource: &'a str,
+    /// The object's namespace; empty when cluster-scoped.
     pub namespace: &'a str,
+    /// The object's name.
     pub name: &'a str,
     /// The object written (create/update).
     pub object: Option<&'a Value>,
@@ -45,6 +53,93 @@ pub struct Request<'a> {
 }
 
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// Why NodeRestriction refuses a node's request (upstream's messages; rendered as 403).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// A `system:node:` user without a node name.
+    #[error("could not determine node from user {0:?}")]
+    UnknownNode(String),
+    /// A TokenRequest not bound to a pod.
+    #[error("node requested token not bound to a pod")]
+    TokenNotBoundToPod,
+    /// A TokenRequest bound to a pod by name only.
+    #[error("node requested token with a pod binding without a uid")]
+    TokenBindingWithoutUid,
+    /// The bound pod does not exist.
+    #[error("pod {0:?} not found")]
+    PodNotFound(String),
+    /// The bound pod's uid (given here) is not the stored pod's.
+    #[error("the UID in the bound object reference ({0}) does not match the UID in record. The object might have been deleted and then recreated")]
+    UidMismatch(String),
+    /// The bound pod runs on another node.
+    #[error("node requested token bound to a pod scheduled on a different node")]
+    TokenForOtherNodesPod,
+    /// The bound pod runs as another service account.
+    #[error("node requested token for service account {requested:?} bound to a pod running as {runs_as:?}")]
+    TokenForOtherAccount {
+        /// The account the token is for.
+        requested: String,
+        /// The pod's account.
+        runs_as: String,
+    },
+    /// A pod created without the mirror-pod annotation.
+    #[error("pod does not have \"{MIRROR_ANNOTATION}\" annotation, node {0:?} can only create mirror pods")]
+    NotMirrorPod(String),
+    /// A pod write for a pod bound to another node; `verb` is what the node may do
+    /// (`create pods`, `delete pods`, …).
+    #[error("node {node:?} can only {verb} with spec.nodeName set to itself")]
+    PodOfOtherNode {
+        /// The requesting node.
+        node: String,
+        /// What it attempted.
+        verb: &'static str,
+    },
+    /// A mirror pod that references secrets, configmaps, claims or a service account.
+    #[error("node {node:?} can not create pods that reference {what}")]
+    PodReferences {
+        /// The requesting node.
+        node: String,
+        /// What the pod references.
+        what: &'static str,
+    },
+    /// A pod operation NodeRestriction does not expect.
+    #[error("unexpected operation {0:?}")]
+    UnexpectedOperation(Operation),
+    /// A write to another Node.
+    #[error("node {node:?} is not allowed to modify node {other:?}")]
+    OtherNode {
+        /// The requesting node.
+        node: String,
+        /// The Node written.
+        other: String,
+    },
+    /// Restricted labels on a created Node.
+    #[error("node {node:?} is not allowed to set the following labels: {}", .labels.join(", "))]
+    SetLabels {
+        /// The requesting node.
+        node: String,
+        /// The labels it may not set.
+        labels: Vec<String>,
+    },
+    /// Changed taints on an updated Node.
+    #[error("node {0:?} is not allowed to modify taints")]
+    ModifyTaints(String),
+    /// Changed restricted labels on an updated Node.
+    #[error("node {node:?} is not allowed to modify labels: {}", .labels.join(", "))]
+    ModifyLabels {
+        /// The requesting node.
+        node: String,
+        /// The labels it may not change.
+        labels: Vec<String>,
+    },
+    /// A Lease outside `kube-node-lease`.
+    #[error("can only access leases in the \"kube-node-lease\" system namespace")]
+    LeaseNamespace,
+    /// A Lease created under another name.
+    #[error("can only access node lease with the same name as the requesting node")]
+    OtherNodesLease,
+}
 
 fn forbidden_label(label: &str) -> bool {
     in_domain(label_domain(label), "node-restriction.kubernetes.io")
@@ -75,7 +170,7 @@ fn node_of(pod: Option<&Value>) -> &str {
 
 /// The node `user` is, when it is one (`system:node:<name>` in `system:nodes`); `Err` for a
 /// node user whose name is missing.
-pub fn requesting_node(user: &UserInfo) -> Option<Result<&str, String>> {
+pub fn requesting_node(user: &UserInfo) -> Option<Result<&str, Refusal>> {
     if !user.in_group(super::user::NODES_GROUP)
         || !user.username.starts_with(super::user::NODE_USER_PREFIX)
     {
@@ -83,7 +178,7 @@ pub fn requesting_node(user: &UserInfo) -> Option<Result<&str, String>> {
     }
     Some(
         user.node_name()
-            .ok_or_else(|| format!("could not determine node from user {:?}", user.username)),
+            .ok_or_else(|| Refusal::UnknownNode(user.username.clone())),
     )
 }
 
@@ -99,37 +194,38 @@ pub fn admit_token_request(
     service_account: &str,
     bound: Option<BoundRef<'_>>,
     pod: Option<&Value>,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let Some((kind, name, uid)) = bound.filter(|(k, n, _)| *k == "Pod" && !n.is_empty()) else {
-        return Err("node requested token not bound to a pod".into());
+        return Err(Refusal::TokenNotBoundToPod);
     };
     debug_assert_eq!(kind, "Pod");
     if uid.is_empty() {
-        return Err("node requested token with a pod binding without a uid".into());
+        return Err(Refusal::TokenBindingWithoutUid);
     }
     let Some(pod) = pod else {
-        return Err(format!("pod {name:?} not found"));
+        return Err(Refusal::PodNotFound(name.to_string()));
     };
     let stored_uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
     if uid != stored_uid {
-        return Err(format!("the UID in the bound object reference ({uid}) does not match the UID in record. The object might have been deleted and then recreated"));
+        return Err(Refusal::UidMismatch(uid.to_string()));
     }
     if node_of(Some(pod)) != node {
-        return Err("node requested token bound to a pod scheduled on a different node".into());
+        return Err(Refusal::TokenForOtherNodesPod);
     }
     let runs_as = pod["spec"]["serviceAccountName"]
         .as_str()
         .unwrap_or_default();
     if runs_as != service_account {
-        return Err(format!(
-            "node requested token for service account {service_account:?} bound to a pod running as {runs_as:?}"
-        ));
+        return Err(Refusal::TokenForOtherAccount {
+            requested: service_account.to_string(),
+            runs_as: runs_as.to_string(),
+        });
     }
     Ok(())
 }
 
 /// `Err(message)` when `user`, a node, may not make this write.
-pub fn admit(user: &UserInfo, r: &Request<'_>) -> Result<(), String> {
+pub fn admit(user: &UserInfo, r: &Request<'_>) -> Result<(), Refusal> {
     let node = match requesting_node(user) {
         None => return Ok(()),
         Some(node) => node?,
@@ -142,27 +238,27 @@ pub fn admit(user: &UserInfo, r: &Request<'_>) -> Result<(), String> {
     }
 }
 
-fn admit_pod(node: &str, r: &Request<'_>) -> Result<(), String> {
+fn admit_pod(node: &str, r: &Request<'_>) -> Result<(), Refusal> {
     match (r.operation, r.subresource) {
         (Operation::Create, "") => {
             let pod = r.object.cloned().unwrap_or(Value::Null);
             if pod["metadata"]["annotations"][MIRROR_ANNOTATION].is_null() {
-                return Err(format!(
-                    "pod does not have \"{MIRROR_ANNOTATION}\" annotation, node {node:?} can only create mirror pods"
-                ));
+                return Err(Refusal::NotMirrorPod(node.to_string()));
             }
             if node_of(Some(&pod)) != node {
-                return Err(format!(
-                    "node {node:?} can only create pods with spec.nodeName set to itself"
-                ));
+                return Err(Refusal::PodOfOtherNode {
+                    node: node.to_string(),
+                    verb: "create pods",
+                });
             }
             let typed: Option<k8s_openapi::api::core::v1::Pod> =
                 serde_json::from_value(pod.clone()).ok();
             if let Some(refs) = typed.as_ref().and_then(pod_refs) {
                 if !refs.service_account.is_empty() {
-                    return Err(format!(
-                        "node {node:?} can not create pods that reference a service account"
-                    ));
+                    return Err(Refusal::PodReferences {
+                        node: node.to_string(),
+                        what: "a service account",
+                    });
                 }
                 for (what, set) in [
                     ("secrets", &refs.secrets),
@@ -170,9 +266,10 @@ fn admit_pod(node: &str, r: &Request<'_>) -> Result<(), String> {
                     ("persistentvolumeclaims", &refs.pvcs),
                 ] {
                     if !set.is_empty() {
-                        return Err(format!(
-                            "node {node:?} can not create pods that reference {what}"
-                        ));
+                        return Err(Refusal::PodReferences {
+                            node: node.to_string(),
+                            what,
+                        });
                     }
                 }
             }
@@ -180,48 +277,51 @@ fn admit_pod(node: &str, r: &Request<'_>) -> Result<(), String> {
         }
         (Operation::Update, "status") => {
             if node_of(r.old) != node {
-                return Err(format!(
-                    "node {node:?} can only update pod status for pods with spec.nodeName set to itself"
-                ));
+                return Err(Refusal::PodOfOtherNode {
+                    node: node.to_string(),
+                    verb: "update pod status for pods",
+                });
             }
             Ok(())
         }
         (Operation::Delete, "") => {
             if node_of(r.old) != node {
-                return Err(format!(
-                    "node {node:?} can only delete pods with spec.nodeName set to itself"
-                ));
+                return Err(Refusal::PodOfOtherNode {
+                    node: node.to_string(),
+                    verb: "delete pods",
+                });
             }
             Ok(())
         }
         // The pod deletion an eviction makes is checked like the eviction itself.
         (Operation::Create | Operation::Delete, "eviction") => {
             if node_of(r.old) != node {
-                return Err(format!(
-                    "node {node:?} can only evict pods with spec.nodeName set to itself"
-                ));
+                return Err(Refusal::PodOfOtherNode {
+                    node: node.to_string(),
+                    verb: "evict pods",
+                });
             }
             Ok(())
         }
-        _ => Err(format!("unexpected operation {:?}", r.operation)),
+        _ => Err(Refusal::UnexpectedOperation(r.operation)),
     }
 }
 
-fn admit_node(node: &str, r: &Request<'_>) -> Result<(), String> {
+fn admit_node(node: &str, r: &Request<'_>) -> Result<(), Refusal> {
     if r.name != node {
-        return Err(format!(
-            "node {node:?} is not allowed to modify node {:?}",
-            r.name
-        ));
+        return Err(Refusal::OtherNode {
+            node: node.to_string(),
+            other: r.name.to_string(),
+        });
     }
     match r.operation {
         Operation::Create => {
             let bad = forbidden_changes(r.object, None);
             if !bad.is_empty() {
-                return Err(format!(
-                    "node {node:?} is not allowed to set the following labels: {}",
-                    bad.into_iter().collect::<Vec<_>>().join(", ")
-                ));
+                return Err(Refusal::SetLabels {
+                    node: node.to_string(),
+                    labels: bad.into_iter().collect(),
+                });
             }
         }
         Operation::Update if r.subresource.is_empty() => {
@@ -230,14 +330,14 @@ fn admit_node(node: &str, r: &Request<'_>) -> Result<(), String> {
                 t.filter(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty()))
             };
             if none(taints(r.object)) != none(taints(r.old)) {
-                return Err(format!("node {node:?} is not allowed to modify taints"));
+                return Err(Refusal::ModifyTaints(node.to_string()));
             }
             let bad = forbidden_changes(r.object, r.old);
             if !bad.is_empty() {
-                return Err(format!(
-                    "node {node:?} is not allowed to modify labels: {}",
-                    bad.into_iter().collect::<Vec<_>>().join(", ")
-                ));
+                return Err(Refusal::ModifyLabels {
+                    node: node.to_string(),
+                    labels: bad.into_iter().collect(),
+                });
             }
         }
         _ => {}
@@ -245,12 +345,12 @@ fn admit_node(node: &str, r: &Request<'_>) -> Result<(), String> {
     Ok(())
 }
 
-fn admit_lease(node: &str, r: &Request<'_>) -> Result<(), String> {
+fn admit_lease(node: &str, r: &Request<'_>) -> Result<(), Refusal> {
     if r.namespace != "kube-node-lease" {
-        return Err("can only access leases in the \"kube-node-lease\" system namespace".into());
+        return Err(Refusal::LeaseNamespace);
     }
     if r.operation == Operation::Create && r.name != node {
-        return Err("can only access node lease with the same name as the requesting node".into());
+        return Err(Refusal::OtherNodesLease);
     }
     Ok(())
 }
@@ -297,7 +397,7 @@ mod tests {
             "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}});
         let other = req(Operation::Update, "nodes", "", "n2", Some(&old), Some(&old));
         assert_eq!(
-            admit(&n1(), &other),
+            admit(&n1(), &other).map_err(|e| e.to_string()),
             Err("node \"n1\" is not allowed to modify node \"n2\"".into())
         );
         let same = req(Operation::Update, "nodes", "", "n1", Some(&old), Some(&old));
@@ -315,7 +415,7 @@ mod tests {
             Some(&old),
         );
         assert_eq!(
-            admit(&n1(), &r),
+            admit(&n1(), &r).map_err(|e| e.to_string()),
             Err("node \"n1\" is not allowed to modify labels: node-restriction.kubernetes.io/secure".into())
         );
         let mut untaint = old.clone();
@@ -329,7 +429,7 @@ mod tests {
             Some(&old),
         );
         assert_eq!(
-            admit(&n1(), &r),
+            admit(&n1(), &r).map_err(|e| e.to_string()),
             Err("node \"n1\" is not allowed to modify taints".into())
         );
         let status = req(
@@ -345,7 +445,7 @@ mod tests {
             json!({"metadata": {"name": "n1", "labels": {"kubernetes.io/role": "master"}}});
         let r = req(Operation::Create, "nodes", "", "n1", Some(&created), None);
         assert_eq!(
-            admit(&n1(), &r),
+            admit(&n1(), &r).map_err(|e| e.to_string()),
             Err(
                 "node \"n1\" is not allowed to set the following labels: kubernetes.io/role".into()
             )
@@ -367,7 +467,7 @@ mod tests {
             Some(&theirs),
         );
         assert_eq!(
-            admit(&n1(), &r),
+            admit(&n1(), &r).map_err(|e| e.to_string()),
             Err(
                 "node \"n1\" can only update pod status for pods with spec.nodeName set to itself"
                     .into()
@@ -384,12 +484,12 @@ mod tests {
         assert_eq!(admit(&n1(), &r), Ok(()));
         let r = req(Operation::Delete, "pods", "", "p", None, Some(&theirs));
         assert_eq!(
-            admit(&n1(), &r),
+            admit(&n1(), &r).map_err(|e| e.to_string()),
             Err("node \"n1\" can only delete pods with spec.nodeName set to itself".into())
         );
         let r = req(Operation::Create, "pods", "", "p", Some(&mine), None);
         assert_eq!(
-            admit(&n1(), &r),
+            admit(&n1(), &r).map_err(|e| e.to_string()),
             Err("pod does not have \"kubernetes.io/config.mirror\" annotation, node \"n1\" can only create mirror pods".into())
         );
         let mut mirror = mine.clone();
@@ -400,7 +500,7 @@ mod tests {
         with_secret["spec"]["volumes"] = json!([{"name": "s", "secret": {"secretName": "x"}}]);
         let r = req(Operation::Create, "pods", "", "p", Some(&with_secret), None);
         assert_eq!(
-            admit(&n1(), &r),
+            admit(&n1(), &r).map_err(|e| e.to_string()),
             Err("node \"n1\" can not create pods that reference secrets".into())
         );
         let mut elsewhere = mirror.clone();
@@ -421,30 +521,31 @@ mod tests {
         };
         assert_eq!(admit("sa", Some(("Pod", "p", "u1")), Some(&mine)), Ok(()));
         assert_eq!(
-            admit("sa", None, None),
+            admit("sa", None, None).map_err(|e| e.to_string()),
             Err("node requested token not bound to a pod".into())
         );
         assert_eq!(
-            admit("sa", Some(("Secret", "s", "u")), None),
+            admit("sa", Some(("Secret", "s", "u")), None).map_err(|e| e.to_string()),
             Err("node requested token not bound to a pod".into())
         );
         assert_eq!(
-            admit("sa", Some(("Pod", "p", "")), Some(&mine)),
+            admit("sa", Some(("Pod", "p", "")), Some(&mine)).map_err(|e| e.to_string()),
             Err("node requested token with a pod binding without a uid".into())
         );
         assert!(admit("sa", Some(("Pod", "p", "u2")), Some(&mine))
             .unwrap_err()
+            .to_string()
             .starts_with("the UID in the bound object reference (u2) does not match"));
         assert_eq!(
-            admit("sa", Some(("Pod", "p", "u1")), Some(&pod("n2"))),
+            admit("sa", Some(("Pod", "p", "u1")), Some(&pod("n2"))).map_err(|e| e.to_string()),
             Err("node requested token bound to a pod scheduled on a different node".into())
         );
         assert_eq!(
-            admit("sa", Some(("Pod", "p", "u1")), Some(&pod(""))),
+            admit("sa", Some(("Pod", "p", "u1")), Some(&pod(""))).map_err(|e| e.to_string()),
             Err("node requested token bound to a pod scheduled on a different node".into())
         );
         assert_eq!(
-            admit("other", Some(("Pod", "p", "u1")), Some(&mine)),
+            admit("other", Some(("Pod", "p", "u1")), Some(&mine)).map_err(|e| e.to_string()),
             Err("node requested token for service account \"other\" bound to a pod running as \"sa\"".into())
         );
         assert_eq!(
@@ -460,7 +561,7 @@ mod tests {
         r.group = "coordination.k8s.io";
         r.namespace = "kube-node-lease";
         assert_eq!(
-            admit(&n1(), &r),
+            admit(&n1(), &r).map_err(|e| e.to_string()),
             Err("can only access node lease with the same name as the requesting node".into())
         );
         r.name = "n1";

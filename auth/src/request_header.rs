@@ -26,10 +26,13 @@ use super::user::UserInfo;
 /// Which headers carry the identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Headers {
+    /// `--requestheader-username-headers`: the first of these present names the user.
     pub username: Vec<String>,
     /// `--requestheader-uid-headers` (empty by default, as upstream).
     pub uid: Vec<String>,
+    /// `--requestheader-group-headers`: every value of each is a group.
     pub group: Vec<String>,
+    /// `--requestheader-extra-headers-prefix`: `<prefix><key>` headers are `user.extra[<key>]` (key unescaped, lowercased).
     pub extra_prefix: Vec<String>,
 }
 
@@ -101,6 +104,7 @@ pub struct RequestHeader {
     pub verifier: Arc<dyn ClientCertVerifier>,
     /// `--requestheader-allowed-names` (empty: any CN from the CA).
     pub allowed_names: Vec<String>,
+    /// Which headers carry the identity.
     pub headers: Headers,
 }
 
@@ -148,6 +152,7 @@ impl Authenticator for RequestHeader {
 /// servers whose TLS handshake also accepts the request-header CA.
 #[derive(Debug)]
 pub struct VerifiedX509 {
+    /// Verifies the chain against the client CA.
     pub verifier: Arc<dyn ClientCertVerifier>,
 }
 

@@ -18,16 +18,44 @@ use super::user::UserInfo;
 /// The token file cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TokenFileError {
+    /// The file could not be read.
     #[error("reading token file '{path}': {message}")]
-    Read { path: String, message: String },
-    #[error("token file '{path}' must have at least 3 columns (token, user name, user uid), found {found}")]
-    Columns { path: String, found: usize },
-    #[error("token file '{path}': record {record}: {message}")]
-    Csv {
+    Read {
+        /// The `--token-auth-file` path.
         path: String,
-        record: usize,
+        /// The I/O error.
         message: String,
     },
+    /// A record has fewer than the 3 required columns.
+    #[error("token file '{path}' must have at least 3 columns (token, user name, user uid), found {found}")]
+    Columns {
+        /// The `--token-auth-file` path.
+        path: String,
+        /// How many columns the record has.
+        found: usize,
+    },
+    /// A record is not valid CSV.
+    #[error("token file '{path}': record {record}: {message}")]
+    Csv {
+        /// The `--token-auth-file` path.
+        path: String,
+        /// The record's number, 1-based.
+        record: usize,
+        /// The CSV parser's error.
+        #[source]
+        message: CsvError,
+    },
+}
+
+/// A line that is not a CSV record (Go's `encoding/csv` messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CsvError {
+    /// A quoted field not closed, or followed by something other than `,`.
+    #[error("extraneous or missing \" in quoted-field")]
+    QuotedField,
+    /// A quote inside an unquoted field.
+    #[error("bare \" in non-quoted-field")]
+    BareQuote,
 }
 
 /// The tokens of one file.
@@ -102,7 +130,7 @@ impl TokenFile {
 
 /// One CSV record (Go's `encoding/csv` with `TrimLeadingSpace`): fields separated by `,`,
 /// optionally double-quoted with `""` for a quote inside.
-fn csv_record(line: &str) -> Result<Vec<String>, String> {
+fn csv_record(line: &str) -> Result<Vec<String>, CsvError> {
     let mut fields = Vec::new();
     let mut chars = line.trim_end_matches('\r').chars().peekable();
     loop {
@@ -120,7 +148,7 @@ fn csv_record(line: &str) -> Result<Vec<String>, String> {
                     }
                     Some('"') => break,
                     Some(c) => field.push(c),
-                    None => return Err("extraneous or missing \" in quoted-field".into()),
+                    None => return Err(CsvError::QuotedField),
                 }
             }
             match chars.next() {
@@ -129,7 +157,7 @@ fn csv_record(line: &str) -> Result<Vec<String>, String> {
                     return Ok(fields);
                 }
                 Some(',') => fields.push(field),
-                Some(_) => return Err("extraneous or missing \" in quoted-field".into()),
+                Some(_) => return Err(CsvError::QuotedField),
             }
         } else {
             loop {
@@ -139,7 +167,7 @@ fn csv_record(line: &str) -> Result<Vec<String>, String> {
                         return Ok(fields);
                     }
                     Some(',') => break,
-                    Some('"') => return Err("bare \" in non-quoted-field".into()),
+                    Some('"') => return Err(CsvError::BareQuote),
                     Some(c) => field.push(c),
                 }
             }

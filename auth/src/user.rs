@@ -10,11 +10,15 @@ pub use k3rs_apimachinery::users::*;
 /// An authenticated identity (Kubernetes `user.Info`; `UserInfo` in review objects).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct UserInfo {
+    /// The user's name (e.g. `system:serviceaccount:default:app`, a certificate's CN).
     pub username: String,
+    /// A unique, stable id of the user; empty when the authenticator has none.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub uid: String,
+    /// The groups the user is in.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
+    /// Authenticator-specific attributes (e.g. a bound token's pod name), passed on to authorizers and webhooks.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, Vec<String>>,
 }
@@ -41,6 +45,7 @@ impl UserInfo {
         }
     }
 
+    /// Whether the user is in `group`.
     pub fn in_group(&self, group: &str) -> bool {
         self.groups.iter().any(|g| g == group)
     }

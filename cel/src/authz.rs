@@ -39,20 +39,28 @@ fn ty(t: &'static Type) -> Type {
 pub struct Query {
     /// `(namespace, name)` of the service account asked about; the requester when `None`.
     pub service_account: Option<(String, String)>,
+    /// The verb checked (`get`, `create`, …).
     pub verb: String,
     /// A non-resource request's path; `None` for resource requests.
     pub path: Option<String>,
+    /// The API group (`""` for core).
     pub group: String,
+    /// The resource (plural).
     pub resource: String,
+    /// The subresource (`""` for none).
     pub subresource: String,
+    /// The namespace (`""` for cluster scope or all namespaces).
     pub namespace: String,
+    /// The object's name (`""` for any).
     pub name: String,
 }
 
 /// The answer to a [`Query`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Answer {
+    /// Whether the chain allows the query.
     pub allowed: bool,
+    /// The deciding authorizer's reason.
     pub reason: String,
     /// Why the authorizer could not decide.
     pub error: Option<String>,
@@ -65,7 +73,9 @@ pub type Checker = Arc<dyn Fn(&Query) -> Answer + Send + Sync>;
 /// being admitted (`authorizer.requestResource`).
 #[derive(Clone)]
 pub struct Variable {
+    /// Answers the expression's checks.
     pub checker: Checker,
+    /// The resource of the request being admitted (`None`: not a resource request).
     pub request: Option<Query>,
 }
 

@@ -19,6 +19,7 @@ pub struct CompileError(pub String);
 /// A compiled expression and the variables it refers to.
 #[derive(Debug)]
 pub struct Compiled {
+    /// The program to evaluate.
     pub program: Program,
     /// Whether it refers to `oldSelf` (a transition rule).
     pub uses_old_self: bool,

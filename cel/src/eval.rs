@@ -9,6 +9,7 @@ use cel::{Context, ExecutionError, Program};
 /// A variable's binding.
 #[derive(Debug, Clone)]
 pub enum Var {
+    /// A plain value.
     Plain(cel::Value),
     /// An `optional` value (`optionalOldSelf`, `optional.none()` when absent).
     Optional(Option<cel::Value>),

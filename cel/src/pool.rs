@@ -26,10 +26,13 @@ const QUEUE_PER_WORKER: usize = 32;
 /// Why a job produced no result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PoolError {
+    /// The queue is full.
     #[error("too many CEL evaluations are waiting; try again later")]
     Busy,
+    /// The evaluation ran past the deadline (given).
     #[error("CEL evaluation did not finish within {0:?}")]
     TimedOut(Duration),
+    /// The evaluation panicked.
     #[error("CEL evaluation failed unexpectedly")]
     Panicked,
 }

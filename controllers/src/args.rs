@@ -19,6 +19,9 @@ pub struct Args {
     /// Where the built-in local-path provisioner puts volumes (k3s's
     /// `--default-local-storage-path`); `None` when it is off (`--disable local-storage`).
     pub local_storage: Option<std::path::PathBuf>,
+    /// k3s's `--system-default-registry`: the local-path provisioner's helper pods pull their
+    /// image from it.
+    pub system_default_registry: Option<String>,
 }
 
 impl Default for Args {
@@ -28,6 +31,7 @@ impl Default for Args {
             cluster_cidr: "10.42.0.0/16".parse().expect("a CIDR"),
             node_monitor_grace_period: Duration::from_secs(40),
             local_storage: None,
+            system_default_registry: None,
         }
     }
 }
@@ -35,16 +39,23 @@ impl Default for Args {
 /// A `--kube-controller-manager-arg` that cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ArgError {
+    /// The item (given) has no `=`.
     #[error("--kube-controller-manager-arg {0:?}: expected KEY=VALUE")]
     NotKeyValue(String),
+    /// The flag (given) is not one this controller manager implements.
     #[error("--kube-controller-manager-arg: unsupported kube-controller-manager flag {0:?} (supported: controllers, cluster-cidr, node-monitor-grace-period)")]
     Unsupported(String),
+    /// The flag's value does not parse.
     #[error("--kube-controller-manager-arg {key}: {value:?} is not a valid {what}")]
     Invalid {
+        /// The flag (e.g. `cluster-cidr`).
         key: &'static str,
+        /// The value given.
         value: String,
+        /// What the value should be (e.g. `CIDR`, `duration`).
         what: &'static str,
     },
+    /// `controllers` names a controller the manager does not have.
     #[error(transparent)]
     Controllers(#[from] UnknownController),
 }

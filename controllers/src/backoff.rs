@@ -72,6 +72,7 @@ impl ErrorBackoff {
     }
 
     /// How many objects are failing now.
+    #[cfg(test)]
     pub fn failing(&self) -> usize {
         self.failures
             .lock()

@@ -77,11 +77,6 @@ impl Expectations {
         }
         false
     }
-
-    /// Forgets `key` (its object was deleted).
-    pub fn forget(&mut self, key: &str) {
-        self.pending.remove(key);
-    }
 }
 
 #[cfg(test)]

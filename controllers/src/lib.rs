@@ -8,40 +8,40 @@
 //! [`crate::components`]).
 
 pub mod args;
-pub mod backoff;
+pub(crate) mod backoff;
 pub mod certificates;
-pub mod claim;
-pub mod cluster_dns;
-pub mod clusterrole_aggregation;
-pub mod cronjob;
-pub mod daemonset;
+pub(crate) mod claim;
+pub(crate) mod cluster_dns;
+pub(crate) mod clusterrole_aggregation;
+pub(crate) mod cronjob;
+pub(crate) mod daemonset;
 pub mod deploy;
-pub mod deployment;
-pub mod disruption;
-pub mod endpoints;
-pub mod endpointslice;
-pub mod expectations;
-pub mod garbage_collector;
-pub mod history;
-pub mod hpa;
-pub mod job;
-pub mod namespace;
-pub mod node_ipam;
-pub mod node_lifecycle;
-pub mod pod_gc;
-pub mod pod_template;
-pub mod pods;
-pub mod ref_manager;
-pub mod replicaset;
-pub mod resource_quota;
-pub mod root_ca;
+pub(crate) mod deployment;
+pub(crate) mod disruption;
+pub(crate) mod endpoints;
+pub(crate) mod endpointslice;
+pub(crate) mod expectations;
+pub(crate) mod garbage_collector;
+pub(crate) mod history;
+pub(crate) mod hpa;
+pub(crate) mod job;
+pub(crate) mod namespace;
+pub(crate) mod node_ipam;
+pub(crate) mod node_lifecycle;
+pub(crate) mod pod_gc;
+pub(crate) mod pod_template;
+pub(crate) mod pods;
+pub(crate) mod ref_manager;
+pub(crate) mod replicaset;
+pub(crate) mod resource_quota;
+pub(crate) mod root_ca;
 pub mod selection;
-pub mod service_account;
-pub mod servicelb;
-pub mod statefulset;
-pub mod taint_eviction;
-pub mod ttl_after_finished;
-pub mod volume;
+pub(crate) mod service_account;
+pub(crate) mod servicelb;
+pub(crate) mod statefulset;
+pub(crate) mod taint_eviction;
+pub(crate) mod ttl_after_finished;
+pub(crate) mod volume;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -81,8 +81,12 @@ pub struct Context {
 /// A controller the manager starts: its name in `--controllers`, upstream's service account
 /// name for it and its entry point, which runs until `Context::stop` is cancelled.
 pub struct Descriptor {
+    /// The name `--controllers` selects it by (e.g. `replicaset`, `nodeipam`).
     pub controller: &'static str,
+    /// Upstream's service account for it in `kube-system` (e.g. `replicaset-controller`):
+    /// its client's identity, its events' reporting component and its RBAC role.
     pub name: &'static str,
+    /// Runs the controller until `Context::stop` is cancelled.
     pub start: fn(Context) -> BoxFuture<'static, ()>,
 }
 
@@ -308,7 +312,7 @@ pub(crate) const RETRY: Duration = Duration::from_secs(2);
 
 /// A reconcile that could not talk to the API server.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("{op}: {source}")]
     Api {
         op: &'static str,
@@ -319,7 +323,7 @@ pub enum Error {
 
 /// Errors of one sync of a workload controller; the sync is retried.
 #[derive(Debug, thiserror::Error)]
-pub enum SyncError {
+pub(crate) enum SyncError {
     #[error("cache not ready")]
     CacheNotReady,
     #[error("{what}: {source}")]
@@ -334,6 +338,16 @@ pub enum SyncError {
 pub(crate) fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> SyncError {
     let what = what.into();
     move |source| SyncError::Api { what, source }
+}
+
+/// The API's message for a failed request: the Status message, as upstream's events and
+/// conditions quote it (kube's Display repeats the status around it); otherwise the error
+/// itself.
+pub(crate) fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// The API's status code of a kube error, if it is an API error.

@@ -28,11 +28,8 @@ pub fn pod_from_template(
     }
 }
 
-/// `<name>-`, the generateName prefix of a controller's pods (upstream's `getPodsPrefix`;
-/// a name too long for a prefix is used as is and the API server truncates).
-pub fn pods_prefix(controller_name: &str) -> String {
-    format!("{controller_name}-")
-}
+/// `<name>-`, the generateName prefix of a controller's pods (upstream's `getPodsPrefix`).
+pub use k3rs_apimachinery::generated_names::pods_prefix;
 
 #[cfg(test)]
 mod tests {

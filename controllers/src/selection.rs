@@ -37,6 +37,12 @@ impl Selection {
         Ok(Selection(items))
     }
 
+    /// Turns controller `name` off whatever the list says (k3s's `--disable` of a packaged
+    /// component wins over `--controllers`).
+    pub fn exclude(&mut self, name: &str) {
+        self.0.insert(0, format!("-{name}"));
+    }
+
     /// Whether controller `name` runs.
     pub fn enables(&self, name: &str) -> bool {
         for item in &self.0 {
@@ -56,6 +62,18 @@ mod tests {
     use super::*;
 
     const KNOWN: &[&str] = &["serviceaccount", "resourcequota", "root-ca-cert-publisher"];
+
+    #[test]
+    fn exclude_wins_over_an_explicit_name() {
+        let mut s = Selection::parse("serviceaccount,resourcequota", KNOWN).unwrap();
+        s.exclude("serviceaccount");
+        assert!(!s.enables("serviceaccount"));
+        assert!(s.enables("resourcequota"));
+        let mut all = Selection::default();
+        all.exclude("resourcequota");
+        assert!(!all.enables("resourcequota"));
+        assert!(all.enables("root-ca-cert-publisher"));
+    }
 
     #[test]
     fn star_enables_all_but_the_excluded() {

@@ -31,6 +31,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// A sampler keeping `retention` of revision samples.
     pub fn new(retention: Duration) -> Sampler {
         Sampler {
             retention,

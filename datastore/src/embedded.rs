@@ -12,6 +12,7 @@ use k3rs_storage::{
     PutRequest, RangeRequest, RequestError, RequestOp, ResponseOp, TxnRequest, WatchBatch,
 };
 
+use super::quota::{self, Quota};
 use super::{
     Datastore, Error, Event, GuardedOp, KeyValue, ListRequest, ListResponse, Result, WatchItem,
     WatchRequest, WriteOutcome,
@@ -21,6 +22,7 @@ use super::{
 #[derive(Clone)]
 pub struct Embedded {
     node: Arc<Node>,
+    quota: Quota,
 }
 
 impl std::fmt::Debug for Embedded {
@@ -30,8 +32,19 @@ impl std::fmt::Debug for Embedded {
 }
 
 impl Embedded {
+    /// The datastore served by the local Raft member `node`, with etcd's default backend
+    /// quota.
     pub fn new(node: Arc<Node>) -> Embedded {
-        Embedded { node }
+        Embedded {
+            node,
+            quota: Quota::default(),
+        }
+    }
+
+    /// The same store with another backend quota (`--etcd-quota-backend-bytes`): writes
+    /// that would outgrow it raise NOSPACE and are refused, as the etcd front end's are.
+    pub fn with_quota(self, quota: Quota) -> Embedded {
+        Embedded { quota, ..self }
     }
 
     async fn range(&self, req: RangeRequest) -> Result<(k3rs_storage::RangeResponse, i64)> {
@@ -44,6 +57,15 @@ impl Embedded {
 
     /// `If MOD(key)==rev Then op Else Range(key)`.
     async fn txn(&self, key: &[u8], rev: i64, op: RequestOp) -> Result<WriteOutcome> {
+        if let RequestOp::Put(p) = &op {
+            quota::check(
+                &self.node,
+                self.quota,
+                quota::put_cost(p.key.len(), p.value.len()),
+            )
+            .await
+            .map_err(request_error)?;
+        }
         let txn = TxnRequest {
             compare: vec![Compare {
                 result: CompareResult::Equal,
@@ -182,6 +204,9 @@ impl Datastore for Embedded {
 
     fn grant_lease(&self, ttl: i64) -> BoxFuture<'_, Result<i64>> {
         async move {
+            quota::check(&self.node, self.quota, quota::LEASE_COST)
+                .await
+                .map_err(request_error)?;
             let ttl = ttl.max(self.node.min_lease_ttl());
             let out = self
                 .node

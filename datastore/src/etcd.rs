@@ -22,8 +22,11 @@ use crate::mvccpb;
 /// Client certificate files for an `https://` endpoint.
 #[derive(Debug, Clone, Default)]
 pub struct EtcdTls {
+    /// The CA bundle verifying the servers.
     pub ca_file: Option<PathBuf>,
+    /// The client certificate.
     pub cert_file: Option<PathBuf>,
+    /// The client key.
     pub key_file: Option<PathBuf>,
 }
 

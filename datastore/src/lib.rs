@@ -15,6 +15,7 @@ pub mod compactor;
 mod embedded;
 pub mod encryption;
 mod etcd;
+pub mod quota;
 
 /// etcd v3 `mvccpb` messages (KeyValue, Event), generated from `proto/mvccpb/kv.proto`.
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
@@ -41,7 +42,10 @@ pub use k3rs_storage::KeyValue;
 pub enum Error {
     /// The requested revision was compacted away.
     #[error("mvcc: required revision has been compacted (compacted at {compact_revision})")]
-    Compacted { compact_revision: i64 },
+    Compacted {
+        /// The oldest revision still kept.
+        compact_revision: i64,
+    },
     /// The requested revision is newer than the store.
     #[error("mvcc: required revision is a future revision")]
     FutureRevision,
@@ -65,6 +69,7 @@ impl From<Error> for k3rs_apimachinery::status::ApiError {
     }
 }
 
+/// A datastore result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// A range over `[key, range_end)` (kube-apiserver's list).
@@ -83,6 +88,7 @@ pub struct ListRequest {
 /// What a list returned.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListResponse {
+    /// The keys, in key order.
     pub kvs: Vec<KeyValue>,
     /// Whether `limit` cut the result.
     pub more: bool,
@@ -96,10 +102,15 @@ pub struct ListResponse {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOutcome {
     /// Applied at `revision` (the new `mod_revision`; for a delete, the delete revision).
-    Done { revision: i64 },
+    Done {
+        /// The write's revision.
+        revision: i64,
+    },
     /// The precondition failed: the key's current state (None = absent) at `revision`.
     Conflict {
+        /// The key as it is.
         current: Option<KeyValue>,
+        /// The store's revision when it was read.
         revision: i64,
     },
 }
@@ -109,18 +120,24 @@ pub enum WriteOutcome {
 pub enum Event {
     /// Created or modified; `prev` is the previous version when asked and known.
     Put {
+        /// The key as written.
         kv: KeyValue,
+        /// The version before.
         prev: Option<KeyValue>,
     },
     /// Deleted at `revision`; `prev` is the last version when asked and known.
     Delete {
+        /// The key.
         key: Vec<u8>,
+        /// The delete's revision.
         revision: i64,
+        /// The last version.
         prev: Option<KeyValue>,
     },
 }
 
 impl Event {
+    /// The key changed.
     pub fn key(&self) -> &[u8] {
         match self {
             Event::Put { kv, .. } => &kv.key,
@@ -128,6 +145,7 @@ impl Event {
         }
     }
 
+    /// The revision of the change.
     pub fn revision(&self) -> i64 {
         match self {
             Event::Put { kv, .. } => kv.mod_revision,
@@ -142,9 +160,15 @@ pub enum WatchItem {
     /// Events of whole revisions, in order.
     Events(Vec<Event>),
     /// Everything up to `revision` was delivered (an etcd progress notification).
-    Progress { revision: i64 },
+    Progress {
+        /// The store revision reached.
+        revision: i64,
+    },
     /// The watch could not continue from its next revision; it is over.
-    Compacted { compact_revision: i64 },
+    Compacted {
+        /// The oldest revision still kept.
+        compact_revision: i64,
+    },
     /// The connection to the store failed; the watch is over.
     Failed(String),
 }
@@ -152,10 +176,13 @@ pub enum WatchItem {
 /// A watch over a prefix.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WatchRequest {
+    /// First key watched.
     pub key: Vec<u8>,
+    /// Exclusive end (empty: only `key`).
     pub range_end: Vec<u8>,
     /// First revision to deliver (inclusive); 0 = changes after now.
     pub start_revision: i64,
+    /// Deliver each event's previous version.
     pub prev_kv: bool,
     /// Ask for periodic progress notifications.
     pub progress_notify: bool,
@@ -164,7 +191,14 @@ pub struct WatchRequest {
 /// The write of a guarded transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GuardedOp {
-    Put { value: Vec<u8>, lease: i64 },
+    /// Write `value` under `lease` (0: none).
+    Put {
+        /// The value.
+        value: Vec<u8>,
+        /// The lease.
+        lease: i64,
+    },
+    /// Delete the key.
     Delete,
 }
 

@@ -15,12 +15,14 @@ use super::error::EtcdError;
 use super::Api;
 use k3rs_datastore::etcdpb as pb;
 
+/// etcd's `Cluster` gRPC service over the local member.
 #[derive(Debug, Clone)]
 pub struct ClusterService {
     api: Api,
 }
 
 impl ClusterService {
+    /// The service over `api`.
     pub fn new(api: Api) -> ClusterService {
         ClusterService { api }
     }

@@ -12,6 +12,7 @@ use k3rs_datastore::mvccpb;
 /// etcd's default `--max-txn-ops`.
 pub const MAX_TXN_OPS: usize = 128;
 
+/// A gRPC RangeRequest as the store's (unknown enum values refused).
 pub fn range_request(r: pb::RangeRequest) -> ApiResult<st::RangeRequest> {
     if r.key.is_empty() {
         return Err(EtcdError::EmptyKey);
@@ -47,6 +48,7 @@ pub fn range_request(r: pb::RangeRequest) -> ApiResult<st::RangeRequest> {
     })
 }
 
+/// A gRPC PutRequest as the store's.
 pub fn put_request(r: pb::PutRequest) -> ApiResult<st::PutRequest> {
     if r.key.is_empty() {
         return Err(EtcdError::EmptyKey);
@@ -67,6 +69,7 @@ pub fn put_request(r: pb::PutRequest) -> ApiResult<st::PutRequest> {
     })
 }
 
+/// A gRPC DeleteRangeRequest as the store's.
 pub fn delete_request(r: pb::DeleteRangeRequest) -> ApiResult<st::DeleteRangeRequest> {
     if r.key.is_empty() {
         return Err(EtcdError::EmptyKey);
@@ -78,6 +81,7 @@ pub fn delete_request(r: pb::DeleteRangeRequest) -> ApiResult<st::DeleteRangeReq
     })
 }
 
+/// A gRPC TxnRequest as the store's (empty operations refused).
 pub fn txn_request(r: pb::TxnRequest) -> ApiResult<st::TxnRequest> {
     if r.compare.len() > MAX_TXN_OPS
         || r.success.len() > MAX_TXN_OPS
@@ -185,6 +189,7 @@ fn compare(c: pb::Compare) -> ApiResult<st::Compare> {
 
 // ------------------------------------------------------------------ store -> wire
 
+/// A store KeyValue as gRPC's.
 pub fn kv(k: st::KeyValue) -> mvccpb::KeyValue {
     mvccpb::KeyValue {
         key: k.key,
@@ -196,6 +201,7 @@ pub fn kv(k: st::KeyValue) -> mvccpb::KeyValue {
     }
 }
 
+/// A store event as gRPC's.
 pub fn event(e: st::Event) -> mvccpb::Event {
     let kind = match e.kind {
         st::EventKind::Put => mvccpb::event::EventType::Put,
@@ -208,6 +214,7 @@ pub fn event(e: st::Event) -> mvccpb::Event {
     }
 }
 
+/// A store RangeResponse as gRPC's, with `header`.
 pub fn range_response(
     r: st::RangeResponse,
     header: Option<pb::ResponseHeader>,
@@ -220,6 +227,7 @@ pub fn range_response(
     }
 }
 
+/// A store PutResponse as gRPC's, with `header`.
 pub fn put_response(r: st::PutResponse, header: Option<pb::ResponseHeader>) -> pb::PutResponse {
     pb::PutResponse {
         header,
@@ -227,6 +235,7 @@ pub fn put_response(r: st::PutResponse, header: Option<pb::ResponseHeader>) -> p
     }
 }
 
+/// A store DeleteRangeResponse as gRPC's, with `header`.
 pub fn delete_response(
     r: st::DeleteRangeResponse,
     header: Option<pb::ResponseHeader>,
@@ -274,6 +283,7 @@ pub fn txn_response(
     }
 }
 
+/// A gRPC WatchCreateRequest as the store's.
 pub fn watch_request(r: &pb::WatchCreateRequest) -> st::WatchRequest {
     use pb::watch_create_request::FilterType;
     let mut req = st::WatchRequest {

@@ -10,36 +10,49 @@ pub enum EtcdError {
     /// The store's deterministic answer (compacted, future revision, unknown lease, …).
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// Raft failed (no leader, stopped, timed out).
     #[error(transparent)]
     Raft(#[from] k3rs_raft::Error),
+    /// The store failed.
     #[error("etcdserver: {0}")]
     Storage(#[from] k3rs_storage::Error),
+    /// The request is larger than etcd allows.
     #[error("etcdserver: request is too large")]
     RequestTooLarge,
+    /// No key was given.
     #[error("etcdserver: key is not provided")]
     EmptyKey,
     /// A txn operation with no request set (etcd answers "key not found").
     #[error("etcdserver: key not found")]
     EmptyOp,
+    /// A txn has more operations than etcd allows.
     #[error("etcdserver: too many operations in txn request")]
     TooManyOps,
+    /// A sort option etcd does not define.
     #[error("etcdserver: invalid sort option")]
     InvalidSortOption,
+    /// `ignore_value` with a value.
     #[error("etcdserver: value is provided")]
     ValueProvided,
+    /// `ignore_lease` with a lease.
     #[error("etcdserver: lease is provided")]
     LeaseProvided,
+    /// A lease TTL beyond etcd's maximum.
     #[error("etcdserver: too large lease TTL")]
     LeaseTtlTooLarge,
+    /// No leader is known.
     #[error("etcdserver: no leader")]
     NoLeader,
+    /// MoveLeader to a member that cannot lead.
     #[error("etcdserver: bad leader transferee")]
     BadLeaderTransferee,
     /// A request field holds a value etcd does not define (e.g. an unknown enum number).
     #[error("etcdserver: {0}")]
     InvalidArgument(String),
+    /// An RPC k3rs does not implement (etcd's message).
     #[error("{0}")]
     Unimplemented(&'static str),
+    /// Anything else (its message).
     #[error("etcdserver: {0}")]
     Internal(String),
 }
@@ -91,6 +104,8 @@ fn request_code(e: &RequestError) -> Code {
         RequestError::Compacted { .. } | RequestError::FutureRevision => Code::OutOfRange,
         RequestError::LeaseNotFound => Code::NotFound,
         RequestError::LeaseExists => Code::FailedPrecondition,
+        RequestError::NoSpace => Code::ResourceExhausted,
+        RequestError::Corrupt => Code::DataLoss,
         RequestError::DuplicateKey
         | RequestError::KeyNotFound
         | RequestError::TooManyOps
@@ -120,6 +135,21 @@ mod tests {
     fn status(e: impl Into<EtcdError>) -> (Code, String) {
         let s = Status::from(e.into());
         (s.code(), s.message().to_string())
+    }
+
+    #[test]
+    fn alarm_refusals_map_to_etcd_codes_and_messages() {
+        assert_eq!(
+            status(RequestError::NoSpace),
+            (
+                Code::ResourceExhausted,
+                "etcdserver: mvcc: database space exceeded".into()
+            )
+        );
+        assert_eq!(
+            status(RequestError::Corrupt),
+            (Code::DataLoss, "etcdserver: corrupt cluster".into())
+        );
     }
 
     #[test]

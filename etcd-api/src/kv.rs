@@ -5,15 +5,17 @@ use tonic::{Request, Response, Status};
 
 use super::convert;
 use super::error::{ApiResult, EtcdError};
-use super::{check_size, Api};
+use super::{check_size, quota, Api};
 use k3rs_datastore::etcdpb as pb;
 
+/// etcd's `KV` gRPC service over the local member.
 #[derive(Debug, Clone)]
 pub struct KvService {
     api: Api,
 }
 
 impl KvService {
+    /// The service over `api`.
     pub fn new(api: Api) -> KvService {
         KvService { api }
     }
@@ -34,6 +36,7 @@ impl KvService {
 
     async fn put(&self, req: pb::PutRequest) -> ApiResult<pb::PutResponse> {
         check_size(&req)?;
+        self.api.check_quota(quota::put_cost(&req)).await?;
         let req = convert::put_request(req)?;
         match self.write(Command::Put(req)).await? {
             (rev, CommandResponse::Put(r)) => Ok(convert::put_response(r, self.api.header(rev))),
@@ -57,6 +60,9 @@ impl KvService {
 
     async fn txn(&self, req: pb::TxnRequest) -> ApiResult<pb::TxnResponse> {
         check_size(&req)?;
+        // Like etcd, every txn is checked: one without puts costs nothing but is still
+        // refused once the backend is at the quota.
+        self.api.check_quota(quota::txn_cost(&req)).await?;
         let req = convert::txn_request(req)?;
         // Read-only txns go through Raft too: one linearizable path for every txn.
         match self.write(Command::Txn(req)).await? {

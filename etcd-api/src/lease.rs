@@ -15,12 +15,14 @@ use k3rs_datastore::etcdpb as pb;
 /// etcd's `MaxLeaseTTL`.
 pub const MAX_LEASE_TTL: i64 = 9_000_000_000;
 
+/// etcd's `Lease` gRPC service over the local member.
 #[derive(Debug, Clone)]
 pub struct LeaseService {
     api: Api,
 }
 
 impl LeaseService {
+    /// The service over `api`.
     pub fn new(api: Api) -> LeaseService {
         LeaseService { api }
     }
@@ -29,6 +31,7 @@ impl LeaseService {
         if req.ttl > MAX_LEASE_TTL {
             return Err(EtcdError::LeaseTtlTooLarge);
         }
+        self.api.check_quota(crate::quota::LEASE_COST).await?;
         let ttl = granted_ttl(req.ttl, self.api.node().min_lease_ttl());
         let Output { revision, result } = self
             .api

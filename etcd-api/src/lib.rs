@@ -10,12 +10,14 @@
 
 pub mod cluster;
 pub mod convert;
+pub mod corrupt;
 pub mod error;
 pub mod http;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
 pub mod metrics;
+pub mod quota;
 pub mod snapshot;
 pub mod watch;
 
@@ -44,11 +46,14 @@ pub const ETCD_VERSION: &str = "3.5.16";
 /// Settings of the API front end.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
+    /// The cluster id reported in response headers.
     pub cluster_id: u64,
     /// Interval of watch progress notifications (etcd: 10 minutes).
     pub progress_notify_interval: Duration,
     /// Directory where snapshots are staged while streamed to a client.
     pub scratch_dir: PathBuf,
+    /// The backend quota (`--etcd-quota-backend-bytes`).
+    pub quota: quota::Quota,
 }
 
 /// What every service shares: the node, identity and the shutdown signal.
@@ -83,14 +88,17 @@ impl Api {
         }
     }
 
+    /// The local Raft member.
     pub fn node(&self) -> &Arc<Node> {
         &self.inner.node
     }
 
+    /// The API's configuration.
     pub fn config(&self) -> &ApiConfig {
         &self.inner.cfg
     }
 
+    /// Cancelled when the server shuts down (ends watch streams).
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.inner.shutdown
     }
@@ -104,6 +112,13 @@ impl Api {
             revision,
             raft_term: status.term,
         })
+    }
+
+    /// etcd's quota check before proposing a request that costs `cost`: if the backend would
+    /// outgrow the quota, raises NOSPACE for this member and refuses the request.
+    pub async fn check_quota(&self, cost: u64) -> Result<(), EtcdError> {
+        k3rs_datastore::quota::check(&self.inner.node, self.inner.cfg.quota, cost).await?;
+        Ok(())
     }
 
     /// A response header at the store's current revision.

@@ -1,7 +1,7 @@
-//! The Maintenance service: Status, Snapshot, Defragment, Alarm, MoveLeader.
+//! The Maintenance service: Status, Snapshot, Defragment, Alarm, Hash, HashKV, MoveLeader.
 
 use std::fs::{self, File};
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
@@ -11,6 +11,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use k3rs_storage::{AlarmAction, AlarmMember, AlarmType, Command, CommandResponse, Output};
+
 use super::error::{ApiResult, EtcdError};
 use super::{Api, ETCD_VERSION};
 use k3rs_datastore::etcdpb as pb;
@@ -18,16 +20,18 @@ use k3rs_datastore::etcdpb as pb;
 /// Bytes per snapshot message.
 pub const SNAPSHOT_CHUNK: usize = 64 * 1024;
 /// Snapshot data is zero-padded to a multiple of this: etcdctl recognizes the sha256 trailer
-/// by `size % 512 == 32` (bbolt's page alignment). Our snapshot format ends with its own
-/// length-checked trailer, so readers ignore the padding.
+/// by `size % 512 == 32` (bbolt's page alignment). A bbolt database is a whole number of
+/// pages, so nothing is added to it.
 pub const SNAPSHOT_ALIGN: u64 = 512;
 
+/// etcd's `Maintenance` gRPC service over the local member.
 #[derive(Debug, Clone)]
 pub struct MaintenanceService {
     api: Api,
 }
 
 impl MaintenanceService {
+    /// The service over `api`.
     pub fn new(api: Api) -> MaintenanceService {
         MaintenanceService { api }
     }
@@ -44,6 +48,7 @@ impl MaintenanceService {
         if st.leader.is_none() {
             errors.push(EtcdError::NoLeader.message());
         }
+        errors.extend(store.alarms(AlarmType::None).iter().map(alarm_status_text));
         pb::StatusResponse {
             header: self.api.current_header(),
             version: ETCD_VERSION.to_string(),
@@ -59,35 +64,79 @@ impl MaintenanceService {
         }
     }
 
-    /// A hash of every key at `revision` (0 = current): equal on members that agree. Unlike
-    /// etcd's, it covers the latest version of each key, not every retained revision.
+    /// etcd's `HashKV` (see `k3rs_storage::hash`): equal to etcd 3.4's for the same history.
     async fn hash_kv(&self, revision: i64) -> ApiResult<pb::HashKvResponse> {
         let node = self.api.node().clone();
-        let (hash_revision, hash) =
-            tokio::task::spawn_blocking(move || -> ApiResult<(i64, u32)> {
-                let store = node.store();
-                let revision = if revision > 0 {
-                    revision
-                } else {
-                    store.current_revision()
-                };
-                let all = k3rs_storage::RangeRequest {
-                    key: vec![0],
-                    range_end: vec![0],
-                    revision,
-                    ..Default::default()
-                };
-                let (_, resp) = store.range(&all)??;
-                Ok((revision, kv_hash(&resp.kvs)))
-            })
+        let at = tokio::task::spawn_blocking(move || node.store().hash_kv(revision))
             .await
-            .map_err(|e| EtcdError::Internal(format!("hash task: {e}")))??;
+            .map_err(|e| EtcdError::Internal(format!("hash task: {e}")))???;
+        let hash_revision = if revision > 0 {
+            revision
+        } else {
+            at.current_revision
+        };
         Ok(pb::HashKvResponse {
-            header: self.api.current_header(),
-            hash,
-            compact_revision: self.api.node().store().compact_revision(),
+            header: self.api.header(at.current_revision),
+            hash: at.hash,
+            compact_revision: at.compact_revision,
             hash_revision,
         })
+    }
+
+    /// etcd's `Hash`, over the buckets k3rs holds (see `k3rs_storage::hash`).
+    async fn hash(&self) -> ApiResult<pb::HashResponse> {
+        let node = self.api.node().clone();
+        let (revision, hash) = tokio::task::spawn_blocking(move || node.store().hash())
+            .await
+            .map_err(|e| EtcdError::Internal(format!("hash task: {e}")))??;
+        Ok(pb::HashResponse {
+            header: self.api.header(revision),
+            hash,
+        })
+    }
+
+    /// etcd's `Alarm`: GET reads the replicated alarm list (linearizably), ACTIVATE and
+    /// DEACTIVATE go through Raft. Like etcd 3.4's, the answer has no header.
+    async fn alarm(&self, req: pb::AlarmRequest) -> ApiResult<pb::AlarmResponse> {
+        use pb::alarm_request::AlarmAction as Action;
+        let alarm = AlarmType::from_number(i64::from(req.alarm)).ok_or_else(|| {
+            EtcdError::InvalidArgument(format!("unknown alarm type {}", req.alarm))
+        })?;
+        let action = match Action::try_from(req.action) {
+            Ok(Action::Get) => {
+                self.api.node().read_barrier().await?;
+                return Ok(pb::AlarmResponse {
+                    header: None,
+                    alarms: alarm_members(&self.api.node().store().alarms(alarm)),
+                });
+            }
+            Ok(Action::Activate) => AlarmAction::Activate,
+            Ok(Action::Deactivate) => AlarmAction::Deactivate,
+            Err(_) => {
+                return Err(EtcdError::InvalidArgument(format!(
+                    "unknown alarm action {}",
+                    req.action
+                )))
+            }
+        };
+        let cmd = Command::Alarm {
+            action,
+            member_id: req.member_id,
+            alarm,
+        };
+        let Output { result, .. } = self.api.node().write(cmd).await?;
+        match result? {
+            CommandResponse::Alarm { alarms } => {
+                if action == AlarmAction::Activate && !alarms.is_empty() {
+                    tracing::warn!(member = %format!("{:x}", req.member_id), ?alarm, "alarm raised");
+                }
+                Ok(pb::AlarmResponse {
+                    header: None,
+                    alarms: alarm_members(&alarms),
+                })
+            }
+            other => Err(EtcdError::Internal(format!("alarm produced {other:?}"))),
+        }
     }
 
     async fn defragment(&self) -> ApiResult<pb::DefragmentResponse> {
@@ -97,18 +146,22 @@ impl MaintenanceService {
         })
     }
 
-    /// Exports the store into an unlinked scratch file; returns it rewound, with its size.
+    /// Writes the store as an etcd backend database (bbolt, etcd's v3 layout; see
+    /// [`crate::snapshot::etcd_format`]) into an unlinked scratch file; returns it rewound,
+    /// with its size.
     async fn stage_snapshot(&self) -> ApiResult<(File, u64)> {
         let node = self.api.node().clone();
         let dir = self.api.config().scratch_dir.clone();
         tokio::task::spawn_blocking(move || -> ApiResult<(File, u64)> {
             let (mut file, path) = scratch_file(&dir)?;
             let _ = fs::remove_file(&path); // unlinked: nothing is left behind on a crash
-            {
-                let mut w = BufWriter::new(&mut file);
-                node.store().export_snapshot(&mut w)?;
-                w.flush().map_err(io_error)?;
-            }
+            let applied = node.status().applied_index;
+            crate::snapshot::etcd_format::write_db(node.store(), &mut file, applied).map_err(
+                |e| match e {
+                    crate::snapshot::etcd_format::FormatError::Store(e) => EtcdError::from(e),
+                    e => EtcdError::Internal(format!("snapshot: {e}")),
+                },
+            )?;
             let len = file.seek(SeekFrom::End(0)).map_err(io_error)?;
             let size = padded_len(len);
             file.set_len(size).map_err(io_error)?;
@@ -120,20 +173,26 @@ impl MaintenanceService {
     }
 }
 
-/// The first 4 bytes of a sha256 over every key's fields, in key order.
-fn kv_hash(kvs: &[k3rs_storage::KeyValue]) -> u32 {
-    let mut h = Sha256::new();
-    for kv in kvs {
-        for n in [kv.create_revision, kv.mod_revision, kv.version, kv.lease] {
-            h.update(n.to_be_bytes());
-        }
-        for bytes in [&kv.key, &kv.value] {
-            h.update((bytes.len() as u64).to_be_bytes());
-            h.update(bytes);
-        }
-    }
-    let d = h.finalize();
-    u32::from_be_bytes([d[0], d[1], d[2], d[3]])
+/// The store's alarms as etcd's `AlarmMember`s.
+fn alarm_members(alarms: &[AlarmMember]) -> Vec<pb::AlarmMember> {
+    alarms
+        .iter()
+        .map(|m| pb::AlarmMember {
+            member_id: m.member_id,
+            alarm: i32::from(m.alarm.number()),
+        })
+        .collect()
+}
+
+/// How etcd's Status lists a raised alarm among its errors (the protobuf text form of
+/// `AlarmMember`, as Go prints it).
+pub fn alarm_status_text(m: &AlarmMember) -> String {
+    let name = match m.alarm {
+        AlarmType::None => "NONE",
+        AlarmType::Nospace => "NOSPACE",
+        AlarmType::Corrupt => "CORRUPT",
+    };
+    format!("memberID:{} alarm:{name} ", m.member_id)
 }
 
 /// `len` rounded up to [`SNAPSHOT_ALIGN`].
@@ -210,13 +269,9 @@ impl pb::maintenance_server::Maintenance for MaintenanceService {
         &self,
         request: Request<pb::AlarmRequest>,
     ) -> Result<Response<pb::AlarmResponse>, Status> {
-        // No alarms are ever raised (space stays bounded by compaction + defragmentation), so
-        // GET lists none and ACTIVATE/DEACTIVATE have nothing to change.
-        let _ = request;
-        Ok(Response::new(pb::AlarmResponse {
-            header: self.api.current_header(),
-            alarms: Vec::new(),
-        }))
+        Ok(Response::new(
+            MaintenanceService::alarm(self, request.into_inner()).await?,
+        ))
     }
 
     async fn status(
@@ -237,7 +292,7 @@ impl pb::maintenance_server::Maintenance for MaintenanceService {
         &self,
         _: Request<pb::HashRequest>,
     ) -> Result<Response<pb::HashResponse>, Status> {
-        Err(EtcdError::Unimplemented("k3rs: Hash is not supported").into())
+        Ok(Response::new(MaintenanceService::hash(self).await?))
     }
 
     async fn hash_kv(
@@ -287,6 +342,7 @@ impl pb::maintenance_server::Maintenance for MaintenanceService {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn collect(size: usize) -> Vec<pb::SnapshotResponse> {
         let dir = tempfile::tempdir().unwrap();
@@ -334,38 +390,12 @@ mod tests {
     }
 
     #[test]
-    fn kv_hash_covers_every_field() {
-        let kv = k3rs_storage::KeyValue {
-            key: b"k".to_vec(),
-            value: b"v".to_vec(),
-            mod_revision: 2,
-            ..Default::default()
+    fn alarms_in_status_as_etcd_prints_them() {
+        let m = AlarmMember {
+            member_id: 42,
+            alarm: AlarmType::Nospace,
         };
-        let base = kv_hash(std::slice::from_ref(&kv));
-        assert_eq!(base, kv_hash(std::slice::from_ref(&kv)));
-        assert_ne!(
-            base,
-            kv_hash(&[k3rs_storage::KeyValue {
-                mod_revision: 3,
-                ..kv.clone()
-            }])
-        );
-        assert_ne!(
-            base,
-            kv_hash(&[k3rs_storage::KeyValue {
-                value: b"w".to_vec(),
-                ..kv.clone()
-            }])
-        );
-        // Field boundaries matter: ("kv", "") differs from ("k", "v").
-        assert_ne!(
-            base,
-            kv_hash(&[k3rs_storage::KeyValue {
-                key: b"kv".to_vec(),
-                value: Vec::new(),
-                ..kv
-            }])
-        );
+        assert_eq!(alarm_status_text(&m), "memberID:42 alarm:NOSPACE ");
     }
 
     #[test]

@@ -7,20 +7,32 @@ use std::fmt::Write;
 /// What is reported, read from the node at scrape time.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sample {
+    /// Whether a leader is known.
     pub has_leader: bool,
+    /// Whether this member leads.
     pub is_leader: bool,
+    /// Leader changes seen since start.
     pub leader_changes_seen: u64,
+    /// The last committed log index.
     pub committed_index: u64,
+    /// The last applied log index.
     pub applied_index: u64,
+    /// The store's size on disk.
     pub db_size_bytes: u64,
+    /// The part of it in use.
     pub db_size_in_use_bytes: u64,
+    /// WAL fsync durations.
     pub wal_fsync: k3rs_raft::FsyncSnapshot,
+    /// Proposals waiting to commit.
     pub proposals_pending: u64,
+    /// Proposals that failed since start.
     pub proposals_failed: u64,
+    /// Store commit durations.
     pub backend_commit: k3rs_raft::FsyncSnapshot,
 }
 
 impl Sample {
+    /// The member's numbers now.
     pub fn of(node: &k3rs_raft::Node) -> Sample {
         let status = node.status();
         Sample {

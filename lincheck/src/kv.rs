@@ -11,27 +11,37 @@ use crate::wgl::Model;
 /// What a client asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KvInput {
+    /// An unconditional write.
     Put {
+        /// The key.
         key: String,
+        /// The value written.
         value: String,
     },
     /// A linearizable read.
     Get {
+        /// The key.
         key: String,
     },
     /// `Txn(If VALUE(key) == expect Then Put(key, value))`; `expect: None` is
     /// `If MOD(key) == 0` (create only if absent).
     Cas {
+        /// The key.
         key: String,
+        /// The value it must hold (`None`: it must be absent).
         expect: Option<String>,
+        /// The value written when it does.
         value: String,
     },
+    /// A delete of one key.
     Delete {
+        /// The key.
         key: String,
     },
 }
 
 impl KvInput {
+    /// The key the operation is on (its partition).
     pub fn key(&self) -> &str {
         match self {
             KvInput::Put { key, .. }
@@ -46,20 +56,38 @@ impl KvInput {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KvOutput {
     /// The revision in the response header.
-    Put { rev: i64 },
+    Put {
+        /// The header revision.
+        rev: i64,
+    },
     /// The value and its `mod_revision`, or `None` when absent.
-    Get { value: Option<(String, i64)> },
+    Get {
+        /// The value and its `mod_revision`.
+        value: Option<(String, i64)>,
+    },
     /// `rev` is the header revision; it is checked only when the txn succeeded.
-    Cas { succeeded: bool, rev: i64 },
+    Cas {
+        /// Whether the comparison held.
+        succeeded: bool,
+        /// The header revision.
+        rev: i64,
+    },
     /// `rev` is the header revision; checked only when something was deleted.
-    Delete { deleted: i64, rev: i64 },
+    Delete {
+        /// How many keys were deleted (0 or 1).
+        deleted: i64,
+        /// The header revision.
+        rev: i64,
+    },
 }
 
 /// One key: its value, and the revision of its last change when known (an operation with an
 /// unknown outcome changes it to an unknown revision).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct KvState {
+    /// The value, `None` when absent.
     pub value: Option<String>,
+    /// The revision of the last change, when known.
     pub rev: Option<i64>,
 }
 

@@ -6,8 +6,11 @@ use std::hash::Hash;
 
 /// A sequential specification: the object the concurrent history must be equivalent to.
 pub trait Model {
+    /// The sequential object's state (memoized, so it must hash).
     type State: Clone + Eq + Hash + Debug;
+    /// What a client asks.
     type Input: Clone + Debug;
+    /// What the object answers.
     type Output: Clone + Debug;
 
     /// The state before any operation.
@@ -31,10 +34,12 @@ pub trait Model {
 pub struct Operation<I, O> {
     /// Who issued it (for reports only).
     pub client: u64,
+    /// When the call was sent.
     pub call: u64,
     /// When the response arrived. Ignored when `output` is `None`: an operation with an
     /// unknown outcome may take effect at any later time (or never).
     pub ret: u64,
+    /// What was asked.
     pub input: I,
     /// `None` when the outcome is unknown (timeout, connection lost).
     pub output: Option<O>,
@@ -43,15 +48,20 @@ pub struct Operation<I, O> {
 /// The answer of the checker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// Every partition has a valid order.
     Linearizable,
     /// No valid order exists for the operations of `part`.
     Violation {
+        /// The partition.
         part: String,
+        /// How many operations it has.
         ops: usize,
     },
     /// The step budget ran out before an answer.
     Unknown {
+        /// The partition.
         part: String,
+        /// How many operations it has.
         ops: usize,
     },
 }

@@ -18,6 +18,7 @@ pub const LEAF_YEARS: i32 = 1;
 
 /// A CA that can sign leaves: its certificate (PEM, as on disk) and its signing key.
 pub struct Authority {
+    /// The CA certificate, PEM, byte for byte as on disk.
     pub cert_pem: String,
     issuer: Issuer<'static, KeyPair>,
 }
@@ -57,18 +58,26 @@ impl std::fmt::Debug for Authority {
 /// What a leaf certificate is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Usage {
+    /// `serverAuth` only.
     Server,
+    /// `clientAuth` only.
     Client,
+    /// Both (the etcd member certificates).
     ServerAndClient,
 }
 
 /// A leaf certificate to keep on disk.
 #[derive(Debug, Clone)]
 pub struct LeafSpec {
+    /// The subject's CN (a user name for client certificates).
     pub common_name: String,
+    /// The subject's O (a group for client certificates).
     pub organization: Option<String>,
+    /// DNS SANs.
     pub dns_names: Vec<String>,
+    /// IP SANs.
     pub ips: Vec<IpAddr>,
+    /// The extended key usages.
     pub usage: Usage,
 }
 

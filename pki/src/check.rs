@@ -12,11 +12,14 @@ use super::renew::RENEW_BEFORE;
 /// A certificate's state at some instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
+    /// Valid now and beyond the renewal window.
     Ok,
     /// Expires within the renewal window: renewed at the next start (leaves) or soon
     /// unusable (CAs).
     Warning,
+    /// Past `notAfter`.
     Expired,
+    /// Before `notBefore`.
     NotYetValid,
 }
 
@@ -55,7 +58,9 @@ pub struct CertInfo {
     pub subject: String,
     /// `CertSign` for CAs, else `ServerAuth`/`ClientAuth`.
     pub usages: Vec<String>,
+    /// `notBefore`, unix seconds.
     pub not_before: i64,
+    /// `notAfter`, unix seconds.
     pub not_after: i64,
 }
 
@@ -85,14 +90,52 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Why a certificate file could not be inspected.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    /// The file could not be read.
+    #[error("{}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The read error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file holds no PEM block.
+    #[error("{}: not a PEM certificate: {error}", .path.display())]
+    Pem {
+        /// The file.
+        path: PathBuf,
+        /// The PEM parser's error.
+        error: x509_parser::nom::Err<x509_parser::error::PEMError>,
+    },
+    /// The PEM block is not an X.509 certificate.
+    #[error("{}: not a certificate: {error}", .path.display())]
+    Certificate {
+        /// The file.
+        path: PathBuf,
+        /// The X.509 parser's error.
+        error: x509_parser::nom::Err<x509_parser::error::X509Error>,
+    },
+}
+
 /// Reads the first certificate of a PEM file.
-pub fn inspect(data_dir: &Path, path: &Path) -> Result<CertInfo, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let (_, pem) = x509_parser::pem::parse_x509_pem(&bytes)
-        .map_err(|e| format!("{}: not a PEM certificate: {e}", path.display()))?;
+pub fn inspect(data_dir: &Path, path: &Path) -> Result<CertInfo, InspectError> {
+    let bytes = std::fs::read(path).map_err(|source| InspectError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&bytes).map_err(|error| InspectError::Pem {
+        path: path.to_path_buf(),
+        error,
+    })?;
     let cert = pem
         .parse_x509()
-        .map_err(|e| format!("{}: not a certificate: {e}", path.display()))?;
+        .map_err(|error| InspectError::Certificate {
+            path: path.to_path_buf(),
+            error,
+        })?;
     let mut usages = Vec::new();
     if cert.is_ca() {
         usages.push("CertSign".to_string());

@@ -30,26 +30,41 @@ use ca::{ensure_leaf, load_or_create_ca, LeafSpec};
 /// Failures while creating or loading the PKI.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Reading or writing a file failed.
     #[error("i/o on {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
+    /// rcgen could not make a key or certificate (`what` names it).
     #[error("generating {what}: {source}")]
     Generate {
+        /// What was being made.
         what: String,
+        /// rcgen's error.
         #[source]
         source: rcgen::Error,
     },
+    /// A key or certificate on disk does not parse.
     #[error("loading {path}: {source}")]
     Load {
+        /// The file.
         path: PathBuf,
+        /// rcgen's error.
         #[source]
         source: rcgen::Error,
     },
+    /// A certificate without its key, or the reverse.
     #[error("{present} exists but {missing} does not; restore it or remove both")]
-    Incomplete { present: PathBuf, missing: PathBuf },
+    Incomplete {
+        /// The file that exists.
+        present: PathBuf,
+        /// Its missing partner.
+        missing: PathBuf,
+    },
 }
 
 /// What the generated certificates must cover.
@@ -65,6 +80,21 @@ pub struct PkiOptions {
     /// Extra IPs for the API server's serving certificate (node IPs, the first service IP,
     /// `--tls-san` addresses).
     pub apiserver_ips: Vec<IpAddr>,
+}
+
+/// The common name of the aggregation layer's front-proxy client certificate (k3s's), the
+/// API server's default `--requestheader-allowed-names`.
+pub const AUTH_PROXY_NAME: &str = "system:auth-proxy";
+
+/// A client certificate's spec: `common_name`, in `organization` (a group) if any.
+fn client_leaf(common_name: &str, organization: Option<&str>) -> LeafSpec {
+    LeafSpec {
+        common_name: common_name.to_string(),
+        organization: organization.map(str::to_string),
+        dns_names: Vec::new(),
+        ips: Vec::new(),
+        usage: Usage::Client,
+    }
 }
 
 /// The cluster PKI on disk, after [`Pki::ensure`].
@@ -84,7 +114,8 @@ impl Pki {
 
         let server_ca = load_or_create_ca(&tls, "server-ca", "k3rs-server-ca")?;
         let client_ca = load_or_create_ca(&tls, "client-ca", "k3rs-client-ca")?;
-        load_or_create_ca(&tls, "request-header-ca", "k3rs-request-header-ca")?;
+        let request_header_ca =
+            load_or_create_ca(&tls, "request-header-ca", "k3rs-request-header-ca")?;
         let etcd_server_ca = load_or_create_ca(&etcd, "server-ca", "etcd-server-ca")?;
         let etcd_peer_ca = load_or_create_ca(&etcd, "peer-ca", "etcd-peer-ca")?;
 
@@ -121,13 +152,7 @@ impl Pki {
             &serving("etcd-peer"),
             &etcd_peer_ca,
         )?;
-        let client = LeafSpec {
-            common_name: "etcd-client".to_string(),
-            organization: Some("etcd".to_string()),
-            dns_names: Vec::new(),
-            ips: Vec::new(),
-            usage: Usage::Client,
-        };
+        let client = client_leaf("etcd-client", Some("etcd"));
         ensure_leaf(&etcd, "client", &client, &etcd_server_ca)?;
 
         let mut api_dns = dns_names.clone();
@@ -142,23 +167,15 @@ impl Pki {
             usage: Usage::Server,
         };
         ensure_leaf(&tls, "serving-kube-apiserver", &api_serving, &server_ca)?;
-        let admin = LeafSpec {
-            common_name: "system:admin".to_string(),
-            organization: Some("system:masters".to_string()),
-            dns_names: Vec::new(),
-            ips: Vec::new(),
-            usage: Usage::Client,
-        };
+        let admin = client_leaf("system:admin", Some("system:masters"));
         ensure_leaf(&tls, "client-admin", &admin, &client_ca)?;
         // What the API server presents to kubelets (k3s's client-kube-apiserver).
-        let apiserver_client = LeafSpec {
-            common_name: "system:apiserver".to_string(),
-            organization: Some("system:masters".to_string()),
-            dns_names: Vec::new(),
-            ips: Vec::new(),
-            usage: Usage::Client,
-        };
+        let apiserver_client = client_leaf("system:apiserver", Some("system:masters"));
         ensure_leaf(&tls, "client-kube-apiserver", &apiserver_client, &client_ca)?;
+        // What the aggregation layer presents to extension API servers (k3s's
+        // client-auth-proxy): they trust the request-header CA for the X-Remote-* headers.
+        let auth_proxy = client_leaf(AUTH_PROXY_NAME, None);
+        ensure_leaf(&tls, "client-auth-proxy", &auth_proxy, &request_header_ca)?;
 
         service_key::ensure(&tls)?;
         let server_token =
@@ -224,6 +241,22 @@ impl Pki {
         (
             self.tls_dir.join("client-kube-apiserver.crt"),
             self.tls_dir.join("client-kube-apiserver.key"),
+        )
+    }
+
+    /// The request-header CA: the API server believes `X-Remote-*` headers from clients it
+    /// signed (`--requestheader-client-ca-file`'s default), extension API servers trust it
+    /// to authenticate the aggregation layer.
+    pub fn request_header_ca_cert(&self) -> PathBuf {
+        self.tls_dir.join("request-header-ca.crt")
+    }
+
+    /// The aggregation layer's front-proxy client certificate (CN=[`AUTH_PROXY_NAME`], from
+    /// the request-header CA) and key.
+    pub fn auth_proxy_client_cert(&self) -> (PathBuf, PathBuf) {
+        (
+            self.tls_dir.join("client-auth-proxy.crt"),
+            self.tls_dir.join("client-auth-proxy.key"),
         )
     }
 

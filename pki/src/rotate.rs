@@ -10,6 +10,7 @@ use super::Error;
 /// The `--service` names and the leaves (`<stem>.crt`/`.key` under `tls/`) each covers.
 pub const SERVICES: &[(&str, &[&str])] = &[
     ("admin", &["client-admin"]),
+    ("auth-proxy", &["client-auth-proxy"]),
     (
         "api-server",
         &["serving-kube-apiserver", "client-kube-apiserver"],
@@ -24,8 +25,16 @@ pub const SERVICES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// A `--service` name `k3rs certificate rotate` does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown service {name:?}; known services: {}", SERVICES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "))]
+pub struct UnknownService {
+    /// The name as given.
+    pub name: String,
+}
+
 /// The leaves to rotate for `services` (every leaf when empty), or the unknown name.
-pub fn leaves(services: &[String]) -> Result<Vec<&'static str>, String> {
+pub fn leaves(services: &[String]) -> Result<Vec<&'static str>, UnknownService> {
     if services.is_empty() {
         return Ok(SERVICES
             .iter()
@@ -35,11 +44,7 @@ pub fn leaves(services: &[String]) -> Result<Vec<&'static str>, String> {
     let mut out = Vec::new();
     for s in services {
         let Some((_, l)) = SERVICES.iter().find(|(name, _)| name == s) else {
-            let known: Vec<&str> = SERVICES.iter().map(|(n, _)| *n).collect();
-            return Err(format!(
-                "unknown service {s:?}; known services: {}",
-                known.join(", ")
-            ));
+            return Err(UnknownService { name: s.clone() });
         };
         for leaf in l.iter() {
             if !out.contains(leaf) {
@@ -53,6 +58,7 @@ pub fn leaves(services: &[String]) -> Result<Vec<&'static str>, String> {
 /// What [`rotate`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rotated {
+    /// The directory the previous `tls/` was copied to (`tls-<unix time>`).
     pub backup: PathBuf,
     /// The certificate files removed (their keys went too).
     pub removed: Vec<PathBuf>,
@@ -114,7 +120,7 @@ mod tests {
 
     #[test]
     fn services_select_leaves() {
-        assert_eq!(leaves(&[]).unwrap().len(), 6);
+        assert_eq!(leaves(&[]).unwrap().len(), 7);
         assert_eq!(
             leaves(&["etcd".into(), "admin".into(), "etcd".into()]).unwrap(),
             [
@@ -125,8 +131,11 @@ mod tests {
             ]
         );
         assert_eq!(
-            leaves(&["kubelet".into()]),
-            Err("unknown service \"kubelet\"; known services: admin, api-server, etcd".into())
+            leaves(&["kubelet".into()]).map_err(|e| e.to_string()),
+            Err(
+                "unknown service \"kubelet\"; known services: admin, auth-proxy, api-server, etcd"
+                    .into()
+            )
         );
     }
 

@@ -15,10 +15,11 @@ const CAS: [&str; 5] = [
     "etcd/server-ca",
     "etcd/peer-ca",
 ];
-const LEAVES: [&str; 3] = [
+const LEAVES: [&str; 4] = [
     "etcd/server-client",
     "etcd/peer-server-client",
     "etcd/client",
+    "client-auth-proxy",
 ];
 
 fn opts() -> PkiOptions {

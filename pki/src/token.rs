@@ -17,7 +17,9 @@ const PREFIX: &str = "K10";
 pub struct Token {
     /// sha256 hex of the CA certificate file, if the token is in the full form.
     pub ca_hash: Option<String>,
+    /// The user part (`server` for server tokens).
     pub username: String,
+    /// The secret part.
     pub password: String,
 }
 

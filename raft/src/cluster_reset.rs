@@ -16,8 +16,22 @@ use std::collections::{BTreeMap, BTreeSet};
 use openraft::{CommittedLeaderId, EntryPayload, Membership};
 
 use crate::types::{Entry, LogId, NodeInfo, Vote};
-use crate::wal::Wal;
+use crate::wal::{Wal, WalError};
 use crate::NodeId;
+
+/// Why the reset could not be made durable.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ResetError {
+    /// Saving the vote or appending the entry failed.
+    #[error(transparent)]
+    Wal(#[from] WalError),
+    /// The WAL writer failed to sync the entry.
+    #[error("{0}")]
+    Sync(#[source] std::io::Error),
+    /// The WAL writer stopped before it synced the entry.
+    #[error("{0}")]
+    WriterGone(#[from] std::sync::mpsc::RecvError),
+}
 
 /// The entry and vote that make `me` the only member, after `last` (the WAL's last log id)
 /// and the saved `vote`.
@@ -36,22 +50,19 @@ pub fn plan(last: Option<LogId>, vote: Option<Vote>, me: NodeId, info: NodeInfo)
 }
 
 /// Applies the plan to the WAL durably.
-pub(crate) fn reset(wal: &Wal, me: NodeId, info: NodeInfo) -> Result<LogId, String> {
+pub(crate) fn reset(wal: &Wal, me: NodeId, info: NodeInfo) -> Result<LogId, ResetError> {
     let (_, last) = wal.log_state();
     let (entry, vote) = plan(last, wal.read_vote(), me, info);
     let log_id = entry.log_id;
-    wal.save_vote(&vote).map_err(|e| e.to_string())?;
+    wal.save_vote(&vote)?;
     let (tx, rx) = std::sync::mpsc::channel();
     wal.append(
         [entry],
         Box::new(move |r| {
             let _ = tx.send(r);
         }),
-    )
-    .map_err(|e| e.to_string())?;
-    rx.recv()
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
+    )?;
+    rx.recv()?.map_err(ResetError::Sync)?;
     tracing::warn!(
         ?log_id,
         "cluster reset: this member is now a cluster of one"

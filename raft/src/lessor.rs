@@ -147,6 +147,9 @@ impl Lessor {
             (_, Ok(CommandResponse::LeaseGrant { id, ttl })) => {
                 self.clock().granted(*id, *ttl, now())
             }
+            // A revocation refused by a CORRUPT alarm leaves the lease in place: keep its
+            // deadline so that expiry tries again.
+            (Command::LeaseRevoke { .. }, Err(RequestError::Corrupt)) => {}
             (Command::LeaseRevoke { id }, _) => self.clock().revoked(*id),
             _ => {}
         }

@@ -61,17 +61,22 @@ pub use wal::FsyncSnapshot;
 /// Raft node identity.
 pub type NodeId = u64;
 
+/// How to run one Raft member.
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     /// Directory that holds `wal/`, `sm/` (the sled state machine) and `snapshots/`.
     pub data_dir: PathBuf,
+    /// This member's id (a joining member's is assigned by the cluster).
     pub node_id: NodeId,
     /// Name reported by MemberList.
     pub name: String,
     /// URLs reported by MemberList.
     pub peer_urls: Vec<String>,
+    /// Client URLs reported by MemberList.
     pub client_urls: Vec<String>,
+    /// How often the leader sends heartbeats.
     pub heartbeat_interval: Duration,
+    /// How long a follower waits for the leader before standing for election.
     pub election_timeout: Duration,
     /// Take a snapshot (and purge the WAL) after this many applied log entries. An entry holds
     /// the commands of concurrent clients proposed together, so under load it covers many
@@ -79,42 +84,59 @@ pub struct NodeConfig {
     pub snapshot_entries: u64,
 }
 
+/// Why a Raft operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// No leader is known now; retry.
     #[error("raft: no leader")]
     NoLeader,
+    /// The member is shutting down.
     #[error("raft: stopped")]
     Stopped,
+    /// The operation did not finish in time.
     #[error("raft: timed out")]
     Timeout,
+    /// openraft reported a fatal error (its message).
     #[error("raft fatal: {0}")]
     Fatal(String),
     /// Raft stopped because the datastore's files failed (a WAL or store write, ENOSPC, EIO):
     /// this member answers nothing any more; stop the process (see [`Node::failed`]).
     #[error("the datastore cannot write: {0}")]
     StorageFailed(String),
+    /// The state machine store failed.
     #[error(transparent)]
     Storage(#[from] k3rs_storage::Error),
 }
 
+/// A Raft result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Point-in-time status, for etcd's Maintenance.Status.
 #[derive(Debug, Clone, Default)]
 pub struct Status {
+    /// This member.
     pub member_id: NodeId,
+    /// The leader, when one is known.
     pub leader: Option<NodeId>,
+    /// The current term.
     pub term: u64,
+    /// The last committed log index.
     pub commit_index: u64,
+    /// The last applied log index.
     pub applied_index: u64,
 }
 
 /// A member as reported by MemberList.
 #[derive(Debug, Clone)]
 pub struct Member {
+    /// The member id.
     pub id: NodeId,
+    /// The member's name.
     pub name: String,
+    /// Its peer URLs.
     pub peer_urls: Vec<String>,
+    /// Its client URLs.
     pub client_urls: Vec<String>,
+    /// Whether it is a learner (not voting).
     pub is_learner: bool,
 }

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::{ChangeMembers, ServerState};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -24,24 +24,34 @@ use crate::NodeId;
 /// Why a membership change was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum MembershipError {
+    /// No member has the id.
     #[error("etcdserver: member not found")]
     MemberNotFound,
+    /// The id is taken.
     #[error("etcdserver: member ID already exist")]
     MemberExists,
+    /// Another member has the peer URL.
     #[error("etcdserver: Peer URLs already exists")]
     PeerUrlExists,
+    /// Promoting a voter.
     #[error("etcdserver: can only promote a learner member")]
     NotLearner,
+    /// Promoting a learner that lags the leader.
     #[error("etcdserver: can only promote a learner member which is in sync with leader")]
     LearnerNotReady,
+    /// The change would leave too few started voters for a quorum.
     #[error("etcdserver: re-configuration failed due to not enough started members")]
     NotEnoughStartedMembers,
+    /// No leader to make the change.
     #[error("etcdserver: no leader")]
     NoLeader,
+    /// The change did not commit in time.
     #[error("etcdserver: request timed out")]
     Timeout,
+    /// The member is shutting down.
     #[error("etcdserver: server stopped")]
     Stopped,
+    /// Any other failure (its message).
     #[error("etcdserver: {0}")]
     Failed(String),
 }
@@ -49,12 +59,15 @@ pub enum MembershipError {
 /// The leader's view of the membership, for the checks.
 #[derive(Debug, Clone, Default)]
 pub struct View {
+    /// The voting members.
     pub voters: BTreeSet<NodeId>,
+    /// Every member (voters and learners).
     pub nodes: BTreeMap<NodeId, NodeInfo>,
     /// Members that acknowledged replication (the leader counts itself): etcd's "started".
     pub started: BTreeSet<NodeId>,
     /// Matched log index per member (the leader: its last log index).
     pub matched: BTreeMap<NodeId, u64>,
+    /// The leader's last log index.
     pub leader_last_index: u64,
 }
 
@@ -86,6 +99,7 @@ impl View {
         }
     }
 
+    /// Whether member `id` at `node` may be added (etcd's checks).
     pub fn check_add(
         &self,
         id: NodeId,
@@ -108,6 +122,7 @@ impl View {
         Ok(())
     }
 
+    /// Whether learner `id` may become a voter (it must be in sync, and quorum must hold).
     pub fn check_promote(&self, id: NodeId) -> Result<(), MembershipError> {
         if !self.nodes.contains_key(&id) {
             return Err(MembershipError::MemberNotFound);
@@ -121,6 +136,7 @@ impl View {
         self.check_voters_after(self.voters.len() + 1, self.started_voters())
     }
 
+    /// Whether member `id` may be removed without losing quorum.
     pub fn check_remove(&self, id: NodeId) -> Result<(), MembershipError> {
         if !self.nodes.contains_key(&id) {
             return Err(MembershipError::MemberNotFound);
@@ -178,6 +194,33 @@ pub(crate) fn change_error(
     }
 }
 
+/// How long a change waits for the one before it to commit (openraft allows one membership
+/// change at a time; etcd queues them, so a client never sees the overlap).
+const IN_PROGRESS_WAIT: Duration = Duration::from_secs(10);
+const IN_PROGRESS_TICK: Duration = Duration::from_millis(100);
+
+type ChangeResult<T> = Result<T, RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>>;
+
+/// Runs `change`, again every [`IN_PROGRESS_TICK`] while another membership change (e.g. a
+/// learner's automatic promotion) is still committing, for at most [`IN_PROGRESS_WAIT`].
+async fn one_at_a_time<T, F, Fut>(mut change: F) -> Result<T, MembershipError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ChangeResult<T>>,
+{
+    let deadline = tokio::time::Instant::now() + IN_PROGRESS_WAIT;
+    loop {
+        match change().await {
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                ChangeMembershipError::InProgress(_),
+            ))) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(IN_PROGRESS_TICK).await;
+            }
+            r => return r.map_err(change_error),
+        }
+    }
+}
+
 /// Leader-side changes; the caller made sure this node leads (or gets `NoLeader`).
 pub(crate) async fn add(
     raft: &Raft,
@@ -188,17 +231,16 @@ pub(crate) async fn add(
 ) -> Result<(), MembershipError> {
     View::of(raft, me).check_add(id, &node, learner)?;
     node.auto_promote = !learner;
-    raft.add_learner(id, node, false)
-        .await
-        .map_err(change_error)?;
+    one_at_a_time(|| raft.add_learner(id, node.clone(), false)).await?;
     Ok(())
 }
 
 pub(crate) async fn promote(raft: &Raft, me: NodeId, id: NodeId) -> Result<(), MembershipError> {
     View::of(raft, me).check_promote(id)?;
-    raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), true)
-        .await
-        .map_err(change_error)?;
+    one_at_a_time(|| {
+        raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), true)
+    })
+    .await?;
     Ok(())
 }
 
@@ -206,13 +248,15 @@ pub(crate) async fn remove(raft: &Raft, me: NodeId, id: NodeId) -> Result<(), Me
     let view = View::of(raft, me);
     view.check_remove(id)?;
     if view.voters.contains(&id) {
-        raft.change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
-            .await
-            .map_err(change_error)?;
+        one_at_a_time(|| {
+            raft.change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
+        })
+        .await?;
     } else {
-        raft.change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
-            .await
-            .map_err(change_error)?;
+        one_at_a_time(|| {
+            raft.change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
+        })
+        .await?;
     }
     Ok(())
 }
@@ -243,9 +287,11 @@ pub(crate) async fn update(
     if *old == node {
         return Ok(());
     }
-    raft.change_membership(ChangeMembers::SetNodes(BTreeMap::from([(id, node)])), true)
-        .await
-        .map_err(change_error)?;
+    one_at_a_time(|| {
+        let nodes = BTreeMap::from([(id, node.clone())]);
+        raft.change_membership(ChangeMembers::SetNodes(nodes), true)
+    })
+    .await?;
     Ok(())
 }
 

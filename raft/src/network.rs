@@ -66,13 +66,16 @@ impl PeerNetwork {
         }
     }
 
-    fn channel(&self, url: &str) -> Result<Channel, String> {
+    fn channel(&self, url: &str) -> Result<Channel, ChannelError> {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = channels.get(url) {
             return Ok(c.clone());
         }
         let mut ep = Endpoint::from_shared(url.to_string())
-            .map_err(|e| format!("peer URL {url}: {e}"))?
+            .map_err(|source| ChannelError::Url {
+                url: url.to_string(),
+                source,
+            })?
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(10))
@@ -85,9 +88,10 @@ impl PeerNetwork {
             if let Some(host) = ep.uri().host() {
                 cfg = cfg.domain_name(host.trim_start_matches('[').trim_end_matches(']'));
             }
-            ep = ep
-                .tls_config(cfg)
-                .map_err(|e| format!("peer TLS for {url}: {e}"))?;
+            ep = ep.tls_config(cfg).map_err(|source| ChannelError::Tls {
+                url: url.to_string(),
+                source,
+            })?;
         }
         let c = ep.connect_lazy();
         channels.insert(url.to_string(), c.clone());
@@ -103,10 +107,29 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
     }
 }
 
+/// Why no channel to a peer URL could be set up (nothing was sent).
+#[derive(Debug, thiserror::Error)]
+enum ChannelError {
+    /// The URL is not a valid endpoint.
+    #[error("peer URL {url}: {source}")]
+    Url {
+        url: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// The peer TLS configuration was refused.
+    #[error("peer TLS for {url}: {source}")]
+    Tls {
+        url: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+}
+
 /// The client to one peer.
 pub struct PeerClient {
     target: NodeId,
-    channel: Option<Result<Channel, String>>,
+    channel: Option<Result<Channel, ChannelError>>,
     removed: tokio_util::sync::CancellationToken,
 }
 
@@ -134,7 +157,7 @@ impl PeerClient {
                 "node {} has no peer URL",
                 self.target
             ))),
-            Some(Err(e)) => Err(CallError::Unreachable(e.clone())),
+            Some(Err(e)) => Err(CallError::Unreachable(e.to_string())),
             Some(Ok(c)) => Ok(RaftPeerClient::new(c.clone())
                 .max_decoding_message_size(peer::MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(peer::MAX_MESSAGE_BYTES)),
@@ -174,7 +197,7 @@ impl PeerClient {
             }
             Ok(Ok(r)) => r,
         };
-        peer::decode(resp.get_ref()).map_err(CallError::Network)
+        peer::decode(resp.get_ref()).map_err(|e| CallError::Network(e.to_string()))
     }
 
     /// Sends a request only the leader can answer.

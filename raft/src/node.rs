@@ -172,7 +172,8 @@ impl Node {
             cfg.node_id = member_id(&cfg, p, fresh).await?;
         }
         if bootstrap == Bootstrap::ClusterReset {
-            crate::cluster_reset::reset(&wal, cfg.node_id, me.clone()).map_err(Error::Fatal)?;
+            crate::cluster_reset::reset(&wal, cfg.node_id, me.clone())
+                .map_err(|e| Error::Fatal(e.to_string()))?;
         }
 
         let startup = StartupFloor {
@@ -495,6 +496,7 @@ impl Node {
         &self.store
     }
 
+    /// This member's status now (etcd's Maintenance.Status).
     pub fn status(&self) -> Status {
         let m = self.raft.metrics().borrow().clone();
         let commit_index = self
@@ -548,6 +550,7 @@ impl Node {
         m.state == ServerState::Leader && m.current_leader == Some(self.cfg.node_id)
     }
 
+    /// The members of the current configuration (etcd's MemberList).
     pub fn members(&self) -> Vec<Member> {
         let m = self.raft.metrics().borrow().membership_config.clone();
         let voters: Vec<NodeId> = m.voter_ids().collect();

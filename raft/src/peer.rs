@@ -23,8 +23,11 @@ pub(crate) mod pb {
 /// by the peer CA and accepts only peers that do.
 #[derive(Clone)]
 pub struct PeerTls {
+    /// The peer CA certificate.
     pub ca_pem: Vec<u8>,
+    /// This member's peer certificate.
     pub cert_pem: Vec<u8>,
+    /// Its key.
     pub key_pem: Vec<u8>,
 }
 
@@ -46,7 +49,10 @@ pub enum Bootstrap {
     /// On first start the member ID is the one the cluster lists for this member's peer URL,
     /// asked from `peers` (peer URLs of existing members; if empty, `NodeConfig::node_id` is
     /// used as is). It is kept in `<data_dir>/member-id` for later starts.
-    Join { peers: Vec<String> },
+    Join {
+        /// Peer URLs of existing members.
+        peers: Vec<String>,
+    },
     /// Quorum-loss recovery: rewrite the membership to this member alone, keeping the data
     /// and the log, under a new term (etcd's `--force-new-cluster`).
     ClusterReset,
@@ -59,6 +65,7 @@ pub struct PeerConfig {
     pub listen: SocketAddr,
     /// `None` serves and dials plaintext `http://` peer URLs: for tests only.
     pub tls: Option<PeerTls>,
+    /// How the member starts: a new cluster, joining one, or a reset.
     pub bootstrap: Bootstrap,
 }
 
@@ -98,14 +105,19 @@ pub(crate) enum ForwardResponse {
 /// new leader.
 #[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
 pub enum RemoteError {
+    /// This member is not the leader.
     #[error("not the leader")]
     NotLeader,
+    /// The leader is shutting down.
     #[error("stopped")]
     Stopped,
+    /// The leader did not finish in time.
     #[error("timed out")]
     Timeout,
+    /// The leader's Raft failed (its message).
     #[error("{0}")]
     Fatal(String),
+    /// A membership change was refused.
     #[error(transparent)]
     Membership(#[from] crate::membership::MembershipError),
 }
@@ -118,8 +130,13 @@ pub(crate) fn encode<T: Serialize>(v: &T) -> pb::Msg {
     }
 }
 
-pub(crate) fn decode<T: for<'de> Deserialize<'de>>(m: &pb::Msg) -> Result<T, String> {
-    rmp_serde::from_slice(&m.data).map_err(|e| format!("decoding a peer message: {e}"))
+/// A peer message that does not decode as the type its RPC carries.
+#[derive(Debug, thiserror::Error)]
+#[error("decoding a peer message: {0}")]
+pub(crate) struct DecodeError(#[from] rmp_serde::decode::Error);
+
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(m: &pb::Msg) -> Result<T, DecodeError> {
+    Ok(rmp_serde::from_slice(&m.data)?)
 }
 
 /// Largest peer message: an AppendEntries carries up to `MAX_PAYLOAD_ENTRIES` entries of up to

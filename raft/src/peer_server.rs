@@ -30,8 +30,8 @@ pub(crate) struct PeerService {
     node: std::sync::Arc<std::sync::OnceLock<Weak<Node>>>,
 }
 
-fn bad_request(e: String) -> Status {
-    Status::invalid_argument(e)
+fn bad_request(e: peer::DecodeError) -> Status {
+    Status::invalid_argument(e.to_string())
 }
 
 impl PeerService {

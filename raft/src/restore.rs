@@ -29,10 +29,13 @@ use crate::wal::{Wal, DEFAULT_SEGMENT_SIZE};
 /// Why a restore failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RestoreError {
+    /// The data dir (given) already holds a member.
     #[error("{0} already holds a datastore; move it away first")]
     NotEmpty(std::path::PathBuf),
+    /// The snapshot could not be imported.
     #[error("importing the snapshot: {0}")]
     Import(#[source] k3rs_storage::Error),
+    /// The restored member's WAL or id could not be written.
     #[error("writing the restored member state: {0}")]
     Write(String),
 }
@@ -40,6 +43,29 @@ pub enum RestoreError {
 /// Restores `snapshot` into `data_dir` (which must not hold a member yet). Returns the log id
 /// the restored state is at (`None` for a snapshot of a store that never applied an entry).
 pub fn restore(data_dir: &Path, snapshot: &mut dyn Read) -> Result<Option<LogId>, RestoreError> {
+    restore_with(data_dir, |store| store.import_snapshot(snapshot))
+}
+
+/// Restores a store's state from outside k3rs (an etcd snapshot) into `data_dir`: `import`
+/// loads it into the store with the applied-state blob it is given. That state says log
+/// index 0 of term 0 is applied, with no membership, so the restored data sits in a Raft
+/// snapshot (sent to members added later) and the log continues at index 1.
+pub fn restore_foreign(
+    data_dir: &Path,
+    import: impl FnOnce(&Store, &[u8]) -> Result<(), k3rs_storage::Error>,
+) -> Result<Option<LogId>, RestoreError> {
+    let applied = (
+        Some(LogId::new(openraft::CommittedLeaderId::new(0, 0), 0)),
+        crate::types::StoredMembership::default(),
+    );
+    let meta = state_machine::encode_meta(&applied);
+    restore_with(data_dir, |store| import(store, &meta))
+}
+
+fn restore_with(
+    data_dir: &Path,
+    import: impl FnOnce(&Store) -> Result<(), k3rs_storage::Error>,
+) -> Result<Option<LogId>, RestoreError> {
     let write = |e: &dyn std::fmt::Display| RestoreError::Write(e.to_string());
     for part in ["sm", "wal"] {
         if data_dir.join(part).exists() {
@@ -48,9 +74,7 @@ pub fn restore(data_dir: &Path, snapshot: &mut dyn Read) -> Result<Option<LogId>
     }
     std::fs::create_dir_all(data_dir).map_err(|e| write(&e))?;
     let store = Store::open(&data_dir.join("sm")).map_err(RestoreError::Import)?;
-    store
-        .import_snapshot(snapshot)
-        .map_err(RestoreError::Import)?;
+    import(&store).map_err(RestoreError::Import)?;
     store.flush().map_err(RestoreError::Import)?;
     let (last_log_id, last_membership) =
         state_machine::applied_meta(&store).map_err(|e| write(&e))?;

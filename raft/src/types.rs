@@ -12,8 +12,11 @@ use crate::NodeId;
 /// Like openraft's `BasicNode`, but with what etcd's MemberList reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {
+    /// The member's name.
     pub name: String,
+    /// Its peer URLs.
     pub peer_urls: Vec<String>,
+    /// Its client URLs.
     pub client_urls: Vec<String>,
     /// Added as a voter through etcd's MemberAdd: joined as a learner, and the leader promotes
     /// it once it has caught up (see `membership`). Never cleared (harmless once a voter).
@@ -57,9 +60,15 @@ openraft::declare_raft_types!(
 
 /// Shorthands for openraft's generic types instantiated with [`TypeConfig`].
 pub type Entry = openraft::Entry<TypeConfig>;
+/// A log entry's id.
 pub type LogId = openraft::LogId<NodeId>;
+/// A vote.
 pub type Vote = openraft::Vote<NodeId>;
+/// A membership as stored.
 pub type StoredMembership = openraft::StoredMembership<NodeId, NodeInfo>;
+/// A snapshot's metadata.
 pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, NodeInfo>;
+/// A storage error.
 pub type StorageError = openraft::StorageError<NodeId>;
+/// The Raft handle.
 pub type Raft = openraft::Raft<TypeConfig>;

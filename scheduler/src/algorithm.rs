@@ -15,6 +15,7 @@ pub const NO_NODES: &str = "no nodes available to schedule pods";
 /// Why the pod fits on no node: each node's rejection, and what preemption said.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FitError {
+    /// How many nodes were considered.
     pub num_nodes: usize,
     /// (node, rejection) for every node, in snapshot order.
     pub rejections: Vec<(String, Rejection)>,

@@ -31,7 +31,10 @@ pub fn node_of(pod: &Pod) -> Option<&str> {
 pub enum PodChange {
     /// A pod this scheduler should place appeared or changed (`spec_changed`: more than its
     /// status).
-    Pending { spec_changed: bool },
+    Pending {
+        /// Whether more than its status changed.
+        spec_changed: bool,
+    },
     /// A pod is (now) bound to a node: seen bound for the first time, or its assumed binding
     /// confirmed.
     Assigned,
@@ -43,6 +46,7 @@ pub enum PodChange {
     Ignored,
 }
 
+/// The scheduler's view of nodes and pods: bound pods count on their nodes, assumed bindings until confirmed, pending pods to place.
 #[derive(Debug, Default)]
 pub struct Cache {
     /// The nodes by name, kept up to date in place (no copy per decision).

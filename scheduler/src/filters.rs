@@ -22,16 +22,19 @@ use k3rs_apimachinery::scheduling::{required_node_affinity_matches, untolerated_
 pub struct Rejection {
     /// Preemption cannot help (upstream `UnschedulableAndUnresolvable`).
     pub unresolvable: bool,
+    /// The reasons, in upstream's words.
     pub reasons: Vec<String>,
 }
 
 impl Rejection {
+    /// A rejection preemption cannot help.
     pub fn unresolvable(reason: impl Into<String>) -> Rejection {
         Rejection {
             unresolvable: true,
             reasons: vec![reason.into()],
         }
     }
+    /// A rejection evicting pods may cure.
     pub fn unschedulable(reason: impl Into<String>) -> Rejection {
         Rejection {
             unresolvable: false,
@@ -40,19 +43,29 @@ impl Rejection {
     }
 }
 
+/// NodeUnschedulable's reason.
 pub const ERR_UNSCHEDULABLE: &str = "node(s) were unschedulable";
+/// NodeName's reason.
 pub const ERR_NODE_NAME: &str = "node(s) didn't match the requested node name";
+/// NodeAffinity's reason.
 pub const ERR_NODE_AFFINITY: &str = "node(s) didn't match Pod's node affinity/selector";
+/// NodePorts's reason.
 pub const ERR_NODE_PORTS: &str = "node(s) didn't have free ports for the requested pod ports";
+/// NodeResourcesFit's reason for a full node.
 pub const ERR_TOO_MANY_PODS: &str = "Too many pods";
+/// VolumeRestrictions' reason.
 pub const ERR_DISK_CONFLICT: &str = "node(s) had no available disk";
 
 /// The pod being scheduled with what the filters and scores read from it, computed once.
 #[derive(Clone, Debug)]
 pub struct PodInfo {
+    /// The pod.
     pub pod: Arc<Pod>,
+    /// Its requests as written (init containers and overhead counted as upstream).
     pub requests: Resources,
+    /// Its requests with upstream's non-zero defaults (for scoring).
     pub non_zero_requests: Resources,
+    /// The host ports it asks for.
     pub ports: Vec<HostPort>,
     /// The pod's claims and volumes as VolumeBinding's PreFilter found them (none until the
     /// shell sets them).
@@ -60,6 +73,7 @@ pub struct PodInfo {
 }
 
 impl PodInfo {
+    /// The pod with its requests and ports computed once.
     pub fn new(pod: Arc<Pod>) -> PodInfo {
         PodInfo {
             requests: pod_requests(&pod, Counting::Requested),
@@ -70,6 +84,7 @@ impl PodInfo {
         }
     }
 
+    /// Its tolerations.
     pub fn tolerations(&self) -> &[Toleration] {
         self.pod
             .spec
@@ -78,6 +93,7 @@ impl PodInfo {
             .unwrap_or_default()
     }
 
+    /// Its namespace (`default` when unset).
     pub fn namespace(&self) -> &str {
         self.pod.metadata.namespace.as_deref().unwrap_or("default")
     }

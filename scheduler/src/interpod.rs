@@ -15,8 +15,11 @@ use super::filters::{PodInfo, Rejection};
 use super::snapshot::{NodeInfo, Snapshot};
 use k3rs_apimachinery::scheduling::label_selector_matches;
 
+/// InterPodAffinity's reason for unmet affinity.
 pub const ERR_AFFINITY: &str = "node(s) didn't match pod affinity rules";
+/// InterPodAffinity's reason for unmet anti-affinity.
 pub const ERR_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
+/// InterPodAffinity's reason for an existing pod's anti-affinity.
 pub const ERR_EXISTING_ANTI_AFFINITY: &str =
     "node(s) didn't satisfy existing pods anti-affinity rules";
 
@@ -102,6 +105,7 @@ pub struct PreFilter {
 }
 
 impl PreFilter {
+    /// The pod's affinity terms and the existing pods' counts per topology pair.
     pub fn new(pod: &PodInfo, snapshot: &Snapshot) -> PreFilter {
         let me = &pod.pod;
         let (aff, anti) = (affinity_terms(me), anti_affinity_terms(me));

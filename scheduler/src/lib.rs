@@ -1,6 +1,7 @@
 //! The scheduler (upstream kube-scheduler's default profile), running inside `k3rs server`
 //! as user `system:kube-scheduler` while this server holds the `kube-system/kube-scheduler`
-//! Lease (see [`components`](crate::components); off with `--disable-scheduler`).
+//! Lease (see `components` in the server crate; off with `--disable-scheduler`, without the
+//! Lease with `--kube-scheduler-arg leader-elect=false`: [`args`]).
 //!
 //! The decision is pure — [`snapshot`] (nodes with their pods), [`filters`],
 //! [`topology_spread`], [`interpod`], [`scores`], [`algorithm`] (filter, score, pick or
@@ -9,6 +10,7 @@
 //! the `PodScheduled` condition.
 
 pub mod algorithm;
+pub mod args;
 pub mod cache;
 pub mod filters;
 pub mod interpod;

@@ -12,16 +12,40 @@ use super::interpod;
 use super::snapshot::{NodeInfo, Snapshot};
 use super::topology_spread;
 
+/// Why a pod with `preemptionPolicy: Never` does not preempt.
 pub const NOT_ELIGIBLE_NEVER: &str = "not eligible due to preemptionPolicy=Never";
+/// Why a pod waits for a victim that is terminating.
 pub const NOT_ELIGIBLE_TERMINATING: &str =
     "not eligible due to a terminating pod on the nominated node";
+/// A node where preemption cannot help.
 pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+/// A node where no set of victims makes room.
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+
+/// Why preemption found no plan: the message upstream puts after `preemption: ` (without the
+/// final period).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PreemptionError {
+    /// The pod may not preempt at all ([`NOT_ELIGIBLE_NEVER`], [`NOT_ELIGIBLE_TERMINATING`]).
+    #[error("{0}")]
+    NotEligible(&'static str),
+    /// No node has victims whose eviction lets the pod fit; `histogram` is the per-reason
+    /// node count (` 2 No preemption victims found for incoming pod`).
+    #[error("0/{nodes} nodes are available:{histogram}")]
+    NoCandidate {
+        /// The number of nodes in the snapshot.
+        nodes: usize,
+        /// The reasons with their node counts, each after a space.
+        histogram: String,
+    },
+}
 
 /// What preemption decided: evict `victims` from `node`, then nominate it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
+    /// The node to nominate.
     pub node: String,
+    /// The pods to evict from it.
     pub victims: Vec<Arc<Pod>>,
 }
 
@@ -127,10 +151,13 @@ fn pick(candidates: Vec<(String, Vec<Arc<Pod>>)>) -> Option<Plan> {
         .map(|(node, victims)| Plan { node, victims })
 }
 
-/// Preemption for a pod that failed with `fit`: a plan, or the message upstream puts after
-/// `preemption: ` (without the final period).
-pub fn preempt(pod: &PodInfo, snapshot: &Snapshot, fit: &FitError) -> Result<Plan, String> {
-    eligible(pod, snapshot).map_err(str::to_string)?;
+/// Preemption for a pod that failed with `fit`: a plan, or why there is none.
+pub fn preempt(
+    pod: &PodInfo,
+    snapshot: &Snapshot,
+    fit: &FitError,
+) -> Result<Plan, PreemptionError> {
+    eligible(pod, snapshot).map_err(PreemptionError::NotEligible)?;
     let mut candidates = Vec::new();
     let mut statuses = Vec::new();
     for (node, rejection) in &fit.rejections {
@@ -148,11 +175,10 @@ pub fn preempt(pod: &PodInfo, snapshot: &Snapshot, fit: &FitError) -> Result<Pla
     }
     match pick(candidates) {
         Some(plan) => Ok(plan),
-        None => Err(format!(
-            "0/{} nodes are available:{}",
-            snapshot.nodes.len(),
-            histogram(statuses.iter()).trim_end_matches('.')
-        )),
+        None => Err(PreemptionError::NoCandidate {
+            nodes: snapshot.nodes.len(),
+            histogram: histogram(statuses.iter()).trim_end_matches('.').to_string(),
+        }),
     }
 }
 
@@ -214,7 +240,7 @@ mod tests {
         let s = Snapshot::new(vec![node("a", "2"), node("b", "1")], pods.iter());
         let p = PodInfo::new(pod("new", "", "2", 10));
         let fit = schedule(&p, &s).unwrap_err();
-        let msg = preempt(&p, &s, &fit).unwrap_err();
+        let msg = preempt(&p, &s, &fit).unwrap_err().to_string();
         assert_eq!(
             msg,
             "0/2 nodes are available: 2 No preemption victims found for incoming pod"
@@ -231,7 +257,10 @@ mod tests {
         let mut never = (*pod("new", "", "2", 1000)).clone();
         never.spec.as_mut().unwrap().preemption_policy = Some("Never".into());
         let never = PodInfo::new(Arc::new(never));
-        assert_eq!(preempt(&never, &s, &fit).unwrap_err(), NOT_ELIGIBLE_NEVER);
+        assert_eq!(
+            preempt(&never, &s, &fit).unwrap_err().to_string(),
+            NOT_ELIGIBLE_NEVER
+        );
     }
 
     #[test]
@@ -246,6 +275,9 @@ mod tests {
         });
         let p = PodInfo::new(Arc::new(p));
         let fit = schedule(&p, &s).unwrap_err();
-        assert_eq!(preempt(&p, &s, &fit).unwrap_err(), NOT_ELIGIBLE_TERMINATING);
+        assert_eq!(
+            preempt(&p, &s, &fit).unwrap_err().to_string(),
+            NOT_ELIGIBLE_TERMINATING
+        );
     }
 }

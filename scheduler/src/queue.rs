@@ -7,8 +7,11 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+/// The first retry delay of a failed pod.
 pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest retry delay.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// How long an unschedulable pod waits without a cluster event before it is retried.
 pub const UNSCHEDULABLE_FLUSH: Duration = Duration::from_secs(300);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

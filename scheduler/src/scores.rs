@@ -11,13 +11,21 @@ use k3rs_apimachinery::resources::Resources;
 use k3rs_apimachinery::scheduling::node_selector_term_matches;
 use k3rs_apimachinery::scheduling::tolerated;
 
+/// The highest score a plugin gives.
 pub const MAX_NODE_SCORE: i64 = 100;
+/// TaintToleration's weight.
 pub const WEIGHT_TAINT_TOLERATION: i64 = 3;
+/// NodeAffinity's weight.
 pub const WEIGHT_NODE_AFFINITY: i64 = 2;
+/// PodTopologySpread's weight.
 pub const WEIGHT_POD_TOPOLOGY_SPREAD: i64 = 2;
+/// InterPodAffinity's weight.
 pub const WEIGHT_INTER_POD_AFFINITY: i64 = 2;
+/// NodeResourcesFit's weight.
 pub const WEIGHT_RESOURCES_FIT: i64 = 1;
+/// NodeResourcesBalancedAllocation's weight.
 pub const WEIGHT_BALANCED_ALLOCATION: i64 = 1;
+/// ImageLocality's weight.
 pub const WEIGHT_IMAGE_LOCALITY: i64 = 1;
 
 const MB: i64 = 1024 * 1024;

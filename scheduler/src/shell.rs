@@ -79,7 +79,7 @@ fn cloned<K: kube::Resource<DynamicType = ()> + Clone>(s: &Store<K>) -> Vec<K> {
 
 impl StorageStores {
     /// VolumeBinding's PreFilter for `pod` (nothing to do for a pod without claims).
-    fn pre_filter(&self, pod: &Pod) -> Result<PodVolumes, String> {
+    fn pre_filter(&self, pod: &Pod) -> Result<PodVolumes, volume_binding::PreFilterError> {
         if k3rs_apimachinery::volume::claims_of(pod).is_empty() {
             return Ok(PodVolumes::default());
         }
@@ -297,7 +297,7 @@ impl Scheduler {
                 Err(algorithm::FitError {
                     num_nodes: n,
                     rejections: Vec::new(),
-                    pre_filter: Some(why),
+                    pre_filter: Some(why.to_string()),
                     post_filter: (n > 0).then(|| {
                         format!("0/{n} nodes are available: {n} Preemption is not helpful for scheduling")
                     }),
@@ -327,7 +327,7 @@ impl Scheduler {
                 if !snapshot.nodes.is_empty() && fit.pre_filter.is_none() {
                     match preemption::preempt(&info, snapshot, &fit) {
                         Ok(p) => plan = Some(p),
-                        Err(msg) => fit.post_filter = Some(msg),
+                        Err(msg) => fit.post_filter = Some(msg.to_string()),
                     }
                 }
                 self.queue.unschedulable(&key, Instant::now());

@@ -19,18 +19,22 @@ pub type HostPort = (String, String, i32);
 /// One node and its pods.
 #[derive(Clone, Debug)]
 pub struct NodeInfo {
+    /// The node.
     pub node: Arc<Node>,
+    /// The pods bound (or assumed) to it.
     pub pods: Vec<Arc<Pod>>,
     /// The `pods` with pod affinity or anti-affinity (upstream's `PodsWithAffinity`): the
     /// only ones whose terms a decision for a pod without terms of its own must look at.
     pub with_affinity: Vec<Arc<Pod>>,
     /// The `pods` with required anti-affinity (`PodsWithRequiredAntiAffinity`).
     pub with_required_anti_affinity: Vec<Arc<Pod>>,
+    /// Its allocatable resources.
     pub allocatable: Resources,
     /// Requests as written, summed over `pods`.
     pub requested: Resources,
     /// Requests with upstream's non-zero defaults, summed over `pods`.
     pub non_zero_requested: Resources,
+    /// The host ports its pods use.
     pub used_ports: BTreeSet<HostPort>,
     /// Image name (every name the node reports) → size in bytes.
     pub images: BTreeMap<String, i64>,
@@ -136,6 +140,7 @@ pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
 /// All nodes of one cycle, in a stable order (by name).
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
+    /// The nodes, in a stable order.
     pub nodes: Vec<NodeInfo>,
 }
 

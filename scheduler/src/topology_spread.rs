@@ -18,8 +18,10 @@ use super::scores::MAX_NODE_SCORE;
 use super::snapshot::{NodeInfo, Snapshot};
 use k3rs_apimachinery::scheduling::label_selector_matches;
 
+/// PodTopologySpread's reason for a node without the topology label.
 pub const ERR_MISSING_LABEL: &str =
     "node(s) didn't match pod topology spread constraints (missing required label)";
+/// PodTopologySpread's reason for a skew too large.
 pub const ERR_CONSTRAINTS: &str = "node(s) didn't match pod topology spread constraints";
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
@@ -77,6 +79,7 @@ pub struct PreFilter {
 }
 
 impl PreFilter {
+    /// The pod's constraints with the matching pods' counts per topology domain.
     pub fn new(pod: &PodInfo, snapshot: &Snapshot) -> PreFilter {
         let cs = constraints(&pod.pod, "DoNotSchedule");
         if cs.is_empty() {

@@ -14,17 +14,38 @@ use super::snapshot::NodeInfo;
 use k3rs_apimachinery::volume::matching::{claim_class, find_match, node_affinity_admits, NodeRef};
 use k3rs_apimachinery::volume::{delayed_binding, NO_PROVISIONER};
 
+/// A bound volume's node affinity excludes the node.
 pub const ERR_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
+/// No free volume on the node fits a delayed claim.
 pub const ERR_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
+/// A claim is bound to a volume that does not exist.
 pub const ERR_PV_NOT_EXIST: &str =
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
+/// An Immediate claim is not bound yet.
 pub const ERR_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
+
+/// Why VolumeBinding's PreFilter leaves a pod unschedulable on every node (upstream's text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PreFilterError {
+    /// A claim the pod uses does not exist.
+    #[error("persistentvolumeclaim \"{0}\" not found")]
+    ClaimNotFound(String),
+    /// A claim the pod uses is being deleted.
+    #[error("persistentvolumeclaim \"{0}\" is being deleted")]
+    ClaimDeleting(String),
+    /// An unbound claim of an `Immediate` class waits for the binder.
+    #[error("{ERR_UNBOUND_IMMEDIATE}")]
+    UnboundImmediate,
+}
 
 /// The claims and volumes the scheduler knows.
 #[derive(Clone, Copy, Debug)]
 pub struct Storage<'a> {
+    /// The claims.
     pub claims: &'a [PersistentVolumeClaim],
+    /// The volumes.
     pub volumes: &'a [PersistentVolume],
+    /// The StorageClasses.
     pub classes: &'a [StorageClass],
 }
 
@@ -60,7 +81,7 @@ fn claim_names(pod: &Pod) -> Vec<String> {
 }
 
 /// PreFilter: the pod's claims, or upstream's message why no node can take it.
-pub fn pre_filter(pod: &Pod, s: Storage<'_>) -> Result<PodVolumes, String> {
+pub fn pre_filter(pod: &Pod, s: Storage<'_>) -> Result<PodVolumes, PreFilterError> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let mut out = PodVolumes::default();
     for name in claim_names(pod) {
@@ -68,10 +89,10 @@ pub fn pre_filter(pod: &Pod, s: Storage<'_>) -> Result<PodVolumes, String> {
             c.metadata.namespace.as_deref() == Some(ns) && c.metadata.name.as_deref() == Some(&name)
         });
         let Some(claim) = claim else {
-            return Err(format!("persistentvolumeclaim \"{name}\" not found"));
+            return Err(PreFilterError::ClaimNotFound(name));
         };
         if claim.metadata.deletion_timestamp.is_some() {
-            return Err(format!("persistentvolumeclaim \"{name}\" is being deleted"));
+            return Err(PreFilterError::ClaimDeleting(name));
         }
         let volume_name = claim
             .spec
@@ -88,7 +109,7 @@ pub fn pre_filter(pod: &Pod, s: Storage<'_>) -> Result<PodVolumes, String> {
             continue;
         }
         if !delayed_binding(claim, s.classes) {
-            return Err(ERR_UNBOUND_IMMEDIATE.to_string());
+            return Err(PreFilterError::UnboundImmediate);
         }
         let provisioner = s
             .classes
@@ -184,7 +205,7 @@ mod tests {
             classes: &[],
         };
         assert_eq!(
-            pre_filter(&pod(&["data"]), none).unwrap_err(),
+            pre_filter(&pod(&["data"]), none).unwrap_err().to_string(),
             "persistentvolumeclaim \"data\" not found"
         );
         let deleting = [pvc(
@@ -197,7 +218,7 @@ mod tests {
             ..none
         };
         assert_eq!(
-            pre_filter(&pod(&["data"]), s).unwrap_err(),
+            pre_filter(&pod(&["data"]), s).unwrap_err().to_string(),
             "persistentvolumeclaim \"data\" is being deleted"
         );
         let unbound = [pvc("data", "1Gi", json!({}))];
@@ -206,7 +227,7 @@ mod tests {
             ..none
         };
         assert_eq!(
-            pre_filter(&pod(&["data"]), s).unwrap_err(),
+            pre_filter(&pod(&["data"]), s).unwrap_err().to_string(),
             ERR_UNBOUND_IMMEDIATE
         );
         assert_eq!(pre_filter(&pod(&[]), s), Ok(PodVolumes::default()));

@@ -10,7 +10,8 @@
 //!
 //! The controller manager runs only while this server holds the
 //! `kube-system/kube-controller-manager` Lease, the scheduler only while it holds
-//! `kube-system/kube-scheduler`, so one server of an HA cluster runs each.
+//! `kube-system/kube-scheduler`, so one server of an HA cluster runs each
+//! (`--kube-scheduler-arg leader-elect=false` runs the scheduler without its Lease).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -37,10 +38,14 @@ pub const SCHEDULER_LEASE: &str = "kube-scheduler";
 /// `--disable-scheduler`, …).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enabled {
+    /// Run the controllers (off with `--disable-controller-manager`).
     pub controller_manager: bool,
     /// `--kube-controller-manager-arg`s.
     pub controller_args: ControllerArgs,
+    /// Run the scheduler (off with `--disable-scheduler`).
     pub scheduler: bool,
+    /// `--kube-scheduler-arg`s (`leader-elect=false`: it runs without the Lease).
+    pub scheduler_args: k3rs_scheduler::args::Args,
     /// The manifests dir the controller-manager leader applies ([`k3rs_controllers::deploy`]).
     pub manifests_dir: Option<PathBuf>,
 }
@@ -51,6 +56,7 @@ impl Default for Enabled {
             controller_manager: true,
             controller_args: ControllerArgs::default(),
             scheduler: true,
+            scheduler_args: k3rs_scheduler::args::Args::default(),
             manifests_dir: None,
         }
     }
@@ -101,7 +107,17 @@ pub fn spawn(
         );
         running.push(tasks::spawn("controller-manager", elect));
     }
-    if enabled.scheduler {
+    if enabled.scheduler && !enabled.scheduler_args.leader_elect {
+        // kube-scheduler's --leader-elect=false: this server schedules whoever else does.
+        let scheduler = clients.user(users::SCHEDULER, &[], "default");
+        let informers = informers.clone();
+        running.push(tasks::spawn(
+            "scheduler",
+            tasks::supervise("scheduler", stop.clone(), move |stop| {
+                k3rs_scheduler::run(scheduler.clone(), informers.clone(), stop)
+            }),
+        ));
+    } else if enabled.scheduler {
         let scheduler = clients.user(users::SCHEDULER, &[], "default");
         let elect = lead_while_holding(
             clients.user(users::SCHEDULER, &[], "kube-system"),

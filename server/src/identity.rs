@@ -8,7 +8,9 @@ use k3rs_pki::files::{read_optional, write_atomic, PRIVATE};
 /// IDs reported in every etcd response header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Identity {
+    /// This server's member ID (also its Raft node ID).
     pub member_id: u64,
+    /// The cluster's ID, the same on every member.
     pub cluster_id: u64,
 }
 

@@ -49,10 +49,15 @@ impl Default for Timing {
 /// The leader election record a Lease carries (client-go's `LeaderElectionRecord`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Record {
+    /// The holder's identity (`holderIdentity`); empty when released.
     pub holder: String,
+    /// How long the holder's claim lasts after each renewal (`leaseDurationSeconds`).
     pub lease_duration_seconds: i32,
+    /// When the current holder acquired the Lease (`acquireTime`).
     pub acquire_time: Option<Timestamp>,
+    /// When the holder last renewed it (`renewTime`).
     pub renew_time: Option<Timestamp>,
+    /// How many times the Lease changed hands (`leaseTransitions`).
     pub lease_transitions: i32,
 }
 
@@ -85,7 +90,9 @@ impl Record {
 /// What the elector last saw of the Lease, and when (local clock).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
+    /// The record seen.
     pub record: Record,
+    /// When this content was first seen or written (local clock).
     pub at: Timestamp,
 }
 

@@ -17,6 +17,7 @@ use k3rs_pki as pki;
 
 use k3rs_apiserver as apiserver;
 use k3rs_controllers as controllers;
+use k3rs_scheduler as scheduler;
 
 pub mod components;
 pub mod identity;
@@ -46,6 +47,12 @@ pub struct ServerConfig {
     pub auto_compaction_retention: Duration,
     /// Interval of watch progress notifications for watchers that ask for them (etcd: 10 min).
     pub watch_progress_notify_interval: Duration,
+    /// `--etcd-quota-backend-bytes`: the backend quota (0: etcd's default 2 GiB; negative:
+    /// none).
+    pub quota_backend_bytes: i64,
+    /// `--etcd-experimental-corrupt-check-time`: interval of the leader's cross-member hash
+    /// check; zero disables it (etcd's default).
+    pub corrupt_check_time: Duration,
     /// `--bind-address` and `--https-listen-port`: the HTTPS port of the API server and of
     /// the supervisor (what joining servers ask for), served also with `--disable-apiserver`.
     pub https_listen: SocketAddr,
@@ -92,6 +99,15 @@ pub struct ApiSettings {
     pub disable_controller_manager: bool,
     /// `--disable-scheduler`: no in-process scheduler.
     pub disable_scheduler: bool,
+    /// `--cluster-dns`: the `kube-dns` Service's ClusterIP; `None`: no such Service
+    /// (`--disable coredns`).
+    pub cluster_dns: Option<IpAddr>,
+    /// `--kube-scheduler-arg`s.
+    pub scheduler_args: scheduler::args::Args,
+    /// What agents learn from this server (`/v1-k3rs/agent-config`).
+    pub agent_config: k3rs_apimachinery::agent_config::AgentConfig,
+    /// `--metric-resolution` of the built-in metrics API (`None`: `--disable metrics-server`).
+    pub metric_resolution: Option<std::time::Duration>,
     /// `--kube-controller-manager-arg`s.
     pub controller_args: controllers::Args,
     /// `--secrets-encryption`: Secrets encrypted at rest (AES-GCM).
@@ -106,7 +122,9 @@ pub struct ApiSettings {
 /// An external etcd (`--datastore-endpoint` and its TLS files).
 #[derive(Debug, Clone)]
 pub struct ExternalDatastore {
+    /// `--datastore-endpoint`: the etcd URL(s).
     pub endpoint: String,
+    /// The client TLS files for it (`--datastore-cafile`, `-certfile`, `-keyfile`).
     pub tls: datastore::EtcdTls,
 }
 
@@ -118,6 +136,8 @@ impl ServerConfig {
             etcd_client_addr,
             auto_compaction_retention: Duration::from_secs(300),
             watch_progress_notify_interval: Duration::from_secs(600),
+            quota_backend_bytes: 0,
+            corrupt_check_time: Duration::ZERO,
             https_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 6443),
             api: None,
             etcd_peer_port: DEFAULT_ETCD_PEER_PORT,
@@ -140,32 +160,43 @@ pub fn https_limits() -> k3rs_apimachinery::tls::Limits {
     }
 }
 
+/// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Creating or loading the cluster PKI failed.
     #[error("pki: {0}")]
     Pki(#[from] pki::Error),
+    /// The embedded datastore failed.
     #[error("datastore: {0}")]
     Datastore(#[from] k3rs_raft::Error),
+    /// The API server failed.
     #[error("api server: {0}")]
     Api(#[from] apiserver::Error),
+    /// Joining an existing cluster failed.
     #[error("joining the cluster: {0}")]
     Join(#[from] join::Error),
+    /// Restoring or taking an etcd snapshot failed.
     #[error("etcd snapshot: {0}")]
     Snapshot(#[from] etcd_snapshot::Error),
+    /// A serving task failed or could not start.
     #[error("serving etcd api: {0}")]
     Serve(String),
     /// The datastore's files failed (ENOSPC, EIO) and Raft stopped: the server exits
     /// non-zero (fail-stop) so that its service manager restarts it.
     #[error("the datastore cannot write; stopping: {0}")]
     DatastoreFailed(String),
+    /// Reading a file failed.
     #[error("i/o on {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
 }
 
+/// The result of the server's operations.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Runs the server until `shutdown` is cancelled, then drains and returns.
@@ -180,8 +211,10 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let restore = etcd_snapshot::restore::verify_requested(
         cfg.cluster_reset_restore_path.as_deref(),
         cfg.cluster_reset,
+        &server_dir.join("tmp"),
     )?;
     pki::files::create_dir(&server_dir)?;
+    ready_notify::progress("starting: certificates and datastore");
     let hostname = identity::hostname();
     let etcd_ip = cfg.etcd_client_addr.ip();
     let node_ip = cfg.node_ip.unwrap_or_else(identity::default_ip);
@@ -189,6 +222,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let joining = match &cfg.join {
         Some(j) if !cfg.cluster_reset && !server_dir.join("db").exists() => {
             tracing::info!(server = %j.server, "joining the cluster");
+            ready_notify::progress(&format!("joining the cluster at {}", j.server));
             let (cluster, data) = join::Cluster::bootstrap(j).await?;
             join::install(&server_dir, &data)?;
             Some(cluster)
@@ -274,13 +308,14 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
         snapshot_entries: SNAPSHOT_ENTRIES,
     };
     let node = Node::start_member(node_cfg, peer_config(&cfg, &server_dir, peer_addr)?).await?;
+    ready_notify::progress("datastore started; starting the Kubernetes API");
     if cfg.cluster_reset {
         // Like k3s: the reset is done; running on with the flag would reset again next time
         // (and drop the members added meanwhile).
         node.shutdown().await?;
         tracing::info!("cluster reset done: this server is a cluster of one with its data; restart it without --cluster-reset");
-        if let Some(r) = &restore {
-            tracing::info!(snapshot = %r.path.display(), revision = r.found.revision, "restored; restart without --cluster-reset and --cluster-reset-restore-path; on the other servers, back up and delete <data-dir>/server/db, then start them to rejoin");
+        if let (Some(r), Some(path)) = (&restore, &cfg.cluster_reset_restore_path) {
+            tracing::info!(snapshot = %path.display(), revision = r.found.revision, "restored; restart without --cluster-reset and --cluster-reset-restore-path; on the other servers, back up and delete <data-dir>/server/db, then start them to rejoin");
         }
         return Ok(());
     }
@@ -297,7 +332,10 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let sup = supervisor_state(&pki, ids, Some(node.clone()))?;
     let https_server = match &cfg.api {
         Some(_) => {
-            let ds = Arc::new(datastore::Embedded::new(node.clone()));
+            let ds = Arc::new(
+                datastore::Embedded::new(node.clone())
+                    .with_quota(datastore::quota::Quota::from_flag(cfg.quota_backend_bytes)),
+            );
             match secrets_encryption(&cfg, &pki, ds, ids, &shutdown) {
                 Ok((ds, encryption)) => {
                     apiserver::ApiServer::bind(&api_config(&cfg), &pki, ds, shutdown.clone())
@@ -575,6 +613,9 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
         kubeconfig_mode: api.write_kubeconfig_mode,
         args: api.apiserver_args.clone(),
         limits: cfg.connection_limits.clone(),
+        cluster_dns: api.cluster_dns,
+        agent_config: api.agent_config.clone(),
+        metric_resolution: api.metric_resolution,
     }
 }
 
@@ -587,6 +628,7 @@ fn api_process(cfg: &ServerConfig, pki: &pki::Pki, server: apiserver::ApiServer)
             controller_manager: !api.disable_controller_manager,
             controller_args: api.controller_args.clone(),
             scheduler: !api.disable_scheduler,
+            scheduler_args: api.scheduler_args,
             manifests_dir: Some(cfg.data_dir.join("server").join("manifests")),
         },
         tls_dir: pki.tls_dir().to_path_buf(),
@@ -690,9 +732,26 @@ async fn serve(
             cluster_id: ids.cluster_id,
             progress_notify_interval: cfg.watch_progress_notify_interval,
             scratch_dir: server_dir.join("tmp"),
+            quota: etcd::quota::Quota::from_flag(cfg.quota_backend_bytes),
         },
         stop.clone(),
     );
+    let corrupt_check = (!cfg.corrupt_check_time.is_zero()).then(|| {
+        let (client_cert, client_key) = pki.etcd_client_cert();
+        let peers = etcd::corrupt::PeerHashes {
+            tls: datastore::EtcdTls {
+                ca_file: Some(pki.etcd_server_ca_cert()),
+                cert_file: Some(client_cert),
+                key_file: Some(client_key),
+            },
+        };
+        let (api, interval) = (api.clone(), cfg.corrupt_check_time);
+        tokio::spawn(tasks::supervise(
+            "etcd/corrupt-check",
+            stop.clone(),
+            move |stop| etcd::corrupt::run(api.clone(), interval, peers.clone(), stop),
+        ))
+    });
 
     let node_for_http = node.clone();
     // Supervised only when enabled: a disabled compactor returns at once, which supervision
@@ -751,6 +810,9 @@ async fn serve(
     stop.cancel();
     if let Some(compaction) = compaction {
         let _ = compaction.await;
+    }
+    if let Some(check) = corrupt_check {
+        let _ = check.await;
     }
     result
 }

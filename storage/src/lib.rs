@@ -9,8 +9,10 @@
 //! `keyindex` (etcd's treeIndex: key → generations of revisions, in memory, no values),
 //! `revision`/`record` (on-disk encoding), `state` (in-memory state, rebuilt on open),
 //! `writer` (a batch being applied: overlay of pending records, events), `kv`/`txn`/`lease`/
-//! `compact` (the commands), `range` (reads), `watch` (the hub), `snapshot` and `dbdir`
-//! (export/import, defragmentation, database generations).
+//! `compact`/`alarm` (the commands), `range` (reads), `watch` (the hub), `snapshot` and
+//! `dbdir` (export/import, defragmentation, database generations), `hash` (etcd's `HashKV`
+//! and `Hash` over etcd's encoding of the data), `history` (the retained history in etcd's
+//! terms, for etcd-format snapshots).
 //!
 //! # Where the store checks what etcd checks elsewhere
 //! etcd's gRPC layer rejects empty keys, `ignore_value` with a value, `ignore_lease` with a
@@ -27,8 +29,12 @@
 pub mod types;
 pub mod watch;
 
+mod alarm;
 mod compact;
 mod dbdir;
+pub mod etcd_layout;
+pub mod hash;
+mod history;
 mod keyindex;
 mod kv;
 mod lease;
@@ -42,6 +48,8 @@ mod store;
 mod txn;
 mod writer;
 
+pub use hash::KvHash;
+pub use history::{HistoryRecord, HistoryState};
 pub use snapshot::SnapshotInfo;
 pub use store::{Error, Result, Store};
 pub use types::*;

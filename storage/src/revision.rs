@@ -8,10 +8,12 @@
 //! | `k`    | main (8 BE) + sub (8 BE)  | one key's state at that revision    |
 //! | `l`    | lease id (8 BE, sign-flipped) | granted TTL (8 BE)              |
 //! | `m`    | `mstate`                  | counters and the Raft `meta` blob   |
+//! | `a`    | member id (8 BE) + alarm type (1) | empty: the alarm is raised  |
 //!
 //! Revisions are never negative, so big-endian bytes sort like the numbers.
 
 use crate::store::{Error, Result};
+use crate::types::{AlarmMember, AlarmType};
 
 /// A revision: the store revision of the request (`main`) and the index of the change inside
 /// it (`sub`), like etcd's `revision{main, sub}`.
@@ -29,6 +31,7 @@ impl Rev {
 
 pub(crate) const KV_PREFIX: u8 = b'k';
 pub(crate) const LEASE_PREFIX: u8 = b'l';
+pub(crate) const ALARM_PREFIX: u8 = b'a';
 
 /// The store's counters and the opaque blob of the last `apply_batch`, in one record so a
 /// batch writes one key for them: current revision, compacted revision (raw, `-1` before the
@@ -101,6 +104,28 @@ pub(crate) fn parse_lease_key(k: &[u8]) -> Result<i64> {
     Ok((be_i64(&k[1..9])? as u64 ^ (1 << 63)) as i64)
 }
 
+/// The sled key of a raised alarm.
+pub(crate) fn alarm_key(a: AlarmMember) -> [u8; 10] {
+    let mut k = [0u8; 10];
+    k[0] = ALARM_PREFIX;
+    k[1..9].copy_from_slice(&a.member_id.to_be_bytes());
+    k[9] = a.alarm.number();
+    k
+}
+
+/// Parses what [`alarm_key`] wrote.
+pub(crate) fn parse_alarm_key(k: &[u8]) -> Result<AlarmMember> {
+    let bad = || Error::Corrupt(format!("bad alarm key {k:?}"));
+    if k.len() != 10 || k[0] != ALARM_PREFIX {
+        return Err(bad());
+    }
+    let alarm = AlarmType::from_number(i64::from(k[9])).ok_or_else(bad)?;
+    Ok(AlarmMember {
+        member_id: be_i64(&k[1..9])? as u64,
+        alarm,
+    })
+}
+
 /// Reads a big-endian i64 from exactly 8 bytes.
 pub(crate) fn be_i64(b: &[u8]) -> Result<i64> {
     let a: [u8; 8] = b
@@ -135,6 +160,19 @@ mod tests {
             m
         );
         assert!(MetaState::decode(&[0; 23]).is_err());
+    }
+
+    #[test]
+    fn alarm_keys_roundtrip() {
+        let a = AlarmMember {
+            member_id: u64::MAX,
+            alarm: AlarmType::Corrupt,
+        };
+        assert_eq!(parse_alarm_key(&alarm_key(a)).unwrap(), a);
+        let mut bad = alarm_key(a);
+        bad[9] = 7;
+        assert!(parse_alarm_key(&bad).is_err());
+        assert!(parse_alarm_key(b"a1").is_err());
     }
 
     #[test]

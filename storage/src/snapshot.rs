@@ -109,14 +109,14 @@ pub(crate) fn defragment(inner: &Inner) -> Result<()> {
 }
 
 /// Whether a database key is a compacted record not yet deleted.
-fn is_garbage(st: &State, k: &[u8]) -> bool {
+pub(crate) fn is_garbage(st: &State, k: &[u8]) -> bool {
     !st.garbage.is_empty()
         && k.first() == Some(&revision::KV_PREFIX)
         && revision::parse_kv_key(k).is_ok_and(|rev| st.garbage.contains(&rev))
 }
 
 /// Makes `fresh` (already loaded from its new generation) the store's state.
-fn swap(inner: &Inner, fresh: State) -> Result<()> {
+pub(crate) fn swap(inner: &Inner, fresh: State) -> Result<()> {
     dbdir::switch_current(&inner.dir, fresh.db_gen)?;
     let mut st = inner.write();
     let old_gen = st.db_gen;

@@ -6,6 +6,7 @@ use crate::keyindex::{Generation, KeyIndex, TreeIndex};
 use crate::record;
 use crate::revision::{self, be_i64, MetaState, Rev};
 use crate::store::Result;
+use crate::types::AlarmMember;
 
 /// A lease: its granted TTL and the keys attached to it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,6 +28,8 @@ pub(crate) struct State {
     /// Compacted revision, `-1` before the first compaction (etcd's `compactMainRev`).
     pub compact: i64,
     pub lease_counter: u64,
+    /// Raised alarms (etcd's alarm store).
+    pub alarms: BTreeSet<AlarmMember>,
     pub meta: Option<Vec<u8>>,
     /// Bytes of retained records (keys + values of every retained revision, leases, meta).
     pub live_bytes: u64,
@@ -47,6 +50,7 @@ impl State {
             rev: 1,
             compact: -1,
             lease_counter: 0,
+            alarms: BTreeSet::new(),
             meta: None,
             live_bytes: 0,
             garbage: BTreeSet::new(),
@@ -69,6 +73,10 @@ impl State {
                     keys: BTreeSet::new(),
                 },
             );
+        }
+        for item in st.db.scan_prefix([revision::ALARM_PREFIX]) {
+            let (k, _) = item?;
+            st.alarms.insert(revision::parse_alarm_key(&k)?);
         }
         for item in st.db.scan_prefix([revision::KV_PREFIX]) {
             let (k, v) = item?;

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use tokio::sync::broadcast;
 
 use crate::compact::compact;
+use crate::hash::KvHash;
 use crate::kv::{delete_command, put_command};
 use crate::range::{range, View};
 use crate::reader::KvReader;
@@ -30,23 +31,29 @@ use crate::txn::txn_command;
 use crate::types::*;
 use crate::watch::{self, LiveBatch, WatchRequest, Watcher};
 use crate::writer::Writer;
-use crate::{dbdir, lease, snapshot};
+use crate::{alarm, dbdir, hash, history, lease, snapshot};
 
 /// Failures of the storage engine itself (not answers to a request): fatal for the caller.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// sled could not open the database.
     #[error("opening the store: {0}")]
     Open(#[source] sled::Error),
+    /// sled failed.
     #[error("storage engine: {0}")]
     Engine(#[from] sled::Error),
+    /// A record does not decode (what).
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// Writing or reading a snapshot failed.
     #[error("snapshot i/o: {0}")]
     SnapshotIo(#[from] std::io::Error),
     /// Managing the store's directory (database generations) failed.
     #[error("store directory {path}: {source}")]
     Dir {
+        /// The directory.
         path: PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
@@ -55,6 +62,7 @@ pub enum Error {
     Poisoned,
 }
 
+/// A storage result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Compacted records deleted from sled with every applied batch (plus two per command).
@@ -213,6 +221,32 @@ impl Store {
             .collect())
     }
 
+    /// The raised alarms of type `alarm` (`AlarmType::None`: all), ordered by type, then
+    /// member (etcd's alarm GET, which lists them in map order).
+    pub fn alarms(&self, alarm: AlarmType) -> Vec<AlarmMember> {
+        alarm::list(&self.inner.read().alarms, alarm)
+    }
+
+    /// etcd's `HashKV` at `revision` (0 = current): see [`hash`](crate::hash) for what it
+    /// covers. Reads hold the store's read lock throughout (applies wait).
+    pub fn hash_kv(&self, revision: i64) -> Result<std::result::Result<KvHash, RequestError>> {
+        let st = self.inner.read();
+        if st.poisoned {
+            return Err(Error::Poisoned);
+        }
+        hash::hash_kv(&st, revision)
+    }
+
+    /// etcd's `Hash`, over what k3rs holds of etcd's backend buckets: see
+    /// [`hash`](crate::hash).
+    pub fn hash(&self) -> Result<(i64, u32)> {
+        let st = self.inner.read();
+        if st.poisoned {
+            return Err(Error::Poisoned);
+        }
+        Ok((st.rev, hash::hash_all(&st)?))
+    }
+
     /// Starts a watch. Errors with `Compacted` if `start_revision` is already compacted.
     pub fn watch(&self, req: WatchRequest) -> std::result::Result<Watcher, RequestError> {
         watch::start(&self.inner, req)
@@ -275,6 +309,28 @@ impl Store {
         snapshot::import(&self.inner, r)
     }
 
+    /// Calls `each` with every retained revision of every key, in revision order, and
+    /// returns the current and compacted revision and the leases, all from one consistent
+    /// state (applies wait meanwhile, as for [`Store::export_snapshot`]).
+    pub fn export_history<E: From<Error>>(
+        &self,
+        each: &mut dyn FnMut(history::HistoryRecord) -> Result<(), E>,
+    ) -> Result<history::HistoryState, E> {
+        history::export(&self.inner, each)
+    }
+
+    /// Replaces the whole state with a history (from another store, e.g. an etcd snapshot):
+    /// its records keep their revisions; `meta` becomes the applied-state blob. On error the
+    /// store is unchanged.
+    pub fn import_history(
+        &self,
+        state: &history::HistoryState,
+        records: &mut dyn Iterator<Item = history::HistoryRecord>,
+        meta: &[u8],
+    ) -> Result<()> {
+        history::import(&self.inner, state, records, meta)
+    }
+
     /// Reads a whole snapshot written by `export_snapshot` and checks it (checksum, entry
     /// count, sizes, the counters record) without a store; says what it holds.
     pub fn verify_snapshot(r: &mut dyn Read) -> Result<snapshot::SnapshotInfo> {
@@ -285,6 +341,13 @@ impl Store {
 fn apply_all(w: &mut Writer<'_>, cmds: &[Command], meta: &[u8]) -> Result<Vec<Output>> {
     let mut outputs = Vec::with_capacity(cmds.len());
     for cmd in cmds {
+        if let Some(refused) = alarm::refusal(&w.st.alarms, cmd) {
+            outputs.push(Output {
+                revision: w.st.rev,
+                result: Err(refused),
+            });
+            continue;
+        }
         let result = match cmd {
             Command::Put(p) => put_command(w, p)?.map(CommandResponse::Put),
             Command::DeleteRange(d) => delete_command(w, d)?.map(CommandResponse::DeleteRange),
@@ -294,6 +357,11 @@ fn apply_all(w: &mut Writer<'_>, cmds: &[Command], meta: &[u8]) -> Result<Vec<Ou
             }
             Command::LeaseGrant { id, ttl } => lease::grant(w, *id, *ttl),
             Command::LeaseRevoke { id } => lease::revoke(w, *id),
+            Command::Alarm {
+                action,
+                member_id,
+                alarm,
+            } => Ok(alarm::apply(w, *action, *member_id, *alarm)),
         };
         outputs.push(Output {
             revision: w.st.rev,

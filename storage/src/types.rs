@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// A key's state at one revision (etcd `mvccpb.KeyValue`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct KeyValue {
+    /// The key.
     pub key: Vec<u8>,
     /// Revision of the last creation of this key.
     pub create_revision: i64,
@@ -16,26 +17,37 @@ pub struct KeyValue {
     pub mod_revision: i64,
     /// 1 on creation, +1 per modification, 0 for a deletion tombstone.
     pub version: i64,
+    /// The value.
     pub value: Vec<u8>,
     /// Lease attached to the key, 0 for none.
     pub lease: i64,
 }
 
+/// How a range is sorted (etcd `RangeRequest.SortOrder`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum SortOrder {
+    /// Key order, unsorted otherwise.
     #[default]
     None,
+    /// Ascending by the target.
     Ascend,
+    /// Descending by the target.
     Descend,
 }
 
+/// What a range is sorted by (etcd `RangeRequest.SortTarget`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum SortTarget {
+    /// The key.
     #[default]
     Key,
+    /// The version.
     Version,
+    /// The create revision.
     Create,
+    /// The mod revision.
     Mod,
+    /// The value.
     Value,
 }
 
@@ -43,24 +55,38 @@ pub enum SortTarget {
 /// otherwise the half-open interval `[key, range_end)`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RangeRequest {
+    /// The first key.
     pub key: Vec<u8>,
+    /// The range end (see above).
     pub range_end: Vec<u8>,
+    /// The most keys returned; 0 = no limit.
     pub limit: i64,
     /// 0 = current revision.
     pub revision: i64,
+    /// The sort order.
     pub sort_order: SortOrder,
+    /// The sort key.
     pub sort_target: SortTarget,
+    /// Serve from the local member without a linearizable read.
     pub serializable: bool,
+    /// Return keys without values.
     pub keys_only: bool,
+    /// Return only the count.
     pub count_only: bool,
+    /// Only keys modified at or after this revision (0: any).
     pub min_mod_revision: i64,
+    /// Only keys modified at or before this revision (0: any).
     pub max_mod_revision: i64,
+    /// Only keys created at or after this revision (0: any).
     pub min_create_revision: i64,
+    /// Only keys created at or before this revision (0: any).
     pub max_create_revision: i64,
 }
 
+/// etcd `RangeResponse` (without the header).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RangeResponse {
+    /// The keys, in the requested order.
     pub kvs: Vec<KeyValue>,
     /// Whether `limit` cut the result.
     pub more: bool,
@@ -68,109 +94,224 @@ pub struct RangeResponse {
     pub count: i64,
 }
 
+/// etcd `PutRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct PutRequest {
+    /// The key.
     pub key: Vec<u8>,
+    /// The value.
     pub value: Vec<u8>,
+    /// The lease to attach, 0 for none.
     pub lease: i64,
+    /// Return the previous version.
     pub prev_kv: bool,
+    /// Keep the current value (only the lease changes).
     pub ignore_value: bool,
+    /// Keep the current lease (only the value changes).
     pub ignore_lease: bool,
 }
 
+/// etcd `PutResponse` (without the header).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct PutResponse {
+    /// The previous version, when asked and present.
     pub prev_kv: Option<KeyValue>,
 }
 
+/// etcd `DeleteRangeRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct DeleteRangeRequest {
+    /// The first key.
     pub key: Vec<u8>,
+    /// The range end (as in [`RangeRequest`]).
     pub range_end: Vec<u8>,
+    /// Return the deleted versions.
     pub prev_kv: bool,
 }
 
+/// etcd `DeleteRangeResponse` (without the header).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct DeleteRangeResponse {
+    /// How many keys were deleted.
     pub deleted: i64,
+    /// The deleted versions, when asked.
     pub prev_kvs: Vec<KeyValue>,
 }
 
+/// A comparison's operator (etcd `Compare.CompareResult`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CompareResult {
+    /// `==`
     Equal,
+    /// `>`
     Greater,
+    /// `<`
     Less,
+    /// `!=`
     NotEqual,
 }
 
 /// What a [`Compare`] looks at, with the operand to compare against.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CompareTarget {
+    /// The key's version.
     Version(i64),
+    /// The key's create revision.
     Create(i64),
+    /// The key's mod revision.
     Mod(i64),
+    /// The key's value.
     Value(Vec<u8>),
+    /// The key's lease.
     Lease(i64),
 }
 
+/// One guard of a transaction (etcd `Compare`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Compare {
+    /// The operator.
     pub result: CompareResult,
+    /// What is compared, with the operand.
     pub target: CompareTarget,
+    /// The key (or the first of the range).
     pub key: Vec<u8>,
     /// Same forms as [`RangeRequest::range_end`]; every key in the range must satisfy it.
     pub range_end: Vec<u8>,
 }
 
+/// One operation of a transaction branch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RequestOp {
+    /// A read.
     Range(RangeRequest),
+    /// A write.
     Put(PutRequest),
+    /// A delete.
     DeleteRange(DeleteRangeRequest),
+    /// A nested transaction.
     Txn(TxnRequest),
 }
 
+/// The answer to one [`RequestOp`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ResponseOp {
+    /// A read's answer.
     Range(RangeResponse),
+    /// A write's answer.
     Put(PutResponse),
+    /// A delete's answer.
     DeleteRange(DeleteRangeResponse),
+    /// A nested transaction's answer.
     Txn(TxnResponse),
 }
 
+/// etcd `TxnRequest`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TxnRequest {
+    /// The guards; all must hold for `success` to run.
     pub compare: Vec<Compare>,
+    /// Run when every guard holds.
     pub success: Vec<RequestOp>,
+    /// Run otherwise.
     pub failure: Vec<RequestOp>,
 }
 
+/// etcd `TxnResponse` (without the header).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TxnResponse {
+    /// Whether the guards held.
     pub succeeded: bool,
+    /// The branch's answers, in order.
     pub responses: Vec<ResponseOp>,
 }
 
 /// A state-machine command: the payload of one Raft log entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Command {
+    /// A write.
     Put(PutRequest),
+    /// A delete.
     DeleteRange(DeleteRangeRequest),
+    /// A transaction.
     Txn(TxnRequest),
     /// Compact away every revision below `revision` (latest versions of live keys stay).
     Compact {
+        /// Every revision below this one.
         revision: i64,
     },
     /// `id == 0`: the store picks an unused ID deterministically.
     LeaseGrant {
+        /// The lease id.
         id: i64,
+        /// Its TTL in seconds.
         ttl: i64,
     },
     /// Revoke (or expire) a lease: its keys are deleted in one revision.
     LeaseRevoke {
+        /// The lease id.
         id: i64,
     },
+    /// Raise or clear an alarm of one member (etcd's `Alarm` ACTIVATE/DEACTIVATE, applied
+    /// through Raft like etcd's). Does not move the revision.
+    Alarm {
+        /// Raise or clear.
+        action: AlarmAction,
+        /// The member the alarm is about (etcd's member id).
+        member_id: u64,
+        /// Which alarm.
+        alarm: AlarmType,
+    },
+}
+
+/// etcd's `AlarmType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum AlarmType {
+    /// No alarm: in a GET, every type.
+    None,
+    /// The backend quota is exhausted: writes that add data are refused.
+    Nospace,
+    /// A member's data differs from the others': writes are refused.
+    Corrupt,
+}
+
+impl AlarmType {
+    /// etcd's number of the type (`etcdserverpb.AlarmType`).
+    pub fn number(self) -> u8 {
+        match self {
+            AlarmType::None => 0,
+            AlarmType::Nospace => 1,
+            AlarmType::Corrupt => 2,
+        }
+    }
+
+    /// The type with etcd's number `n`.
+    pub fn from_number(n: i64) -> Option<AlarmType> {
+        match n {
+            0 => Some(AlarmType::None),
+            1 => Some(AlarmType::Nospace),
+            2 => Some(AlarmType::Corrupt),
+            _ => None,
+        }
+    }
+}
+
+/// What an alarm command does (etcd's ACTIVATE and DEACTIVATE; GET is a read,
+/// [`crate::Store::alarms`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AlarmAction {
+    /// Raise the alarm.
+    Activate,
+    /// Clear the alarm.
+    Deactivate,
+}
+
+/// An alarm raised for one member (etcd `AlarmMember`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AlarmMember {
+    /// The member the alarm is about.
+    pub member_id: u64,
+    /// Which alarm.
+    pub alarm: AlarmType,
 }
 
 impl Command {
@@ -188,12 +329,29 @@ impl Command {
 /// What applying a [`Command`] produced, when it succeeded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CommandResponse {
+    /// A write's answer.
     Put(PutResponse),
+    /// A delete's answer.
     DeleteRange(DeleteRangeResponse),
+    /// A transaction's answer.
     Txn(TxnResponse),
+    /// The compaction was done.
     Compact,
-    LeaseGrant { id: i64, ttl: i64 },
+    /// The lease granted.
+    LeaseGrant {
+        /// Its id.
+        id: i64,
+        /// Its TTL in seconds.
+        ttl: i64,
+    },
+    /// The lease was revoked.
     LeaseRevoke,
+    /// The alarm activated or deactivated; empty if the command changed nothing to report
+    /// (deactivating an alarm that is not raised, activating `None`).
+    Alarm {
+        /// The alarms the command raised or cleared.
+        alarms: Vec<AlarmMember>,
+    },
 }
 
 /// The deterministic outcome of applying one command.
@@ -201,12 +359,14 @@ pub enum CommandResponse {
 pub struct Output {
     /// The store's revision after the command (the response header revision).
     pub revision: i64,
+    /// The answer, or the request's refusal.
     pub result: Result<CommandResponse, RequestError>,
 }
 
 /// A lease as the state machine knows it (deadlines live with the leader, not here).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
+    /// The lease id.
     pub id: i64,
     /// Granted TTL in seconds.
     pub ttl: i64,
@@ -218,20 +378,31 @@ pub struct Lease {
 /// as opposed to storage failures. `Display` is etcd's exact message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum RequestError {
+    /// The revision asked for was compacted away.
     #[error("etcdserver: mvcc: required revision has been compacted")]
-    Compacted { compact_revision: i64 },
+    Compacted {
+        /// The oldest revision still kept.
+        compact_revision: i64,
+    },
+    /// The revision asked for is newer than the store.
     #[error("etcdserver: mvcc: required revision is a future revision")]
     FutureRevision,
+    /// The lease does not exist.
     #[error("etcdserver: requested lease not found")]
     LeaseNotFound,
+    /// A lease with the id exists.
     #[error("etcdserver: lease already exists")]
     LeaseExists,
+    /// A transaction writes one key twice.
     #[error("etcdserver: duplicate key given in txn request")]
     DuplicateKey,
+    /// The key does not exist.
     #[error("etcdserver: key not found")]
     KeyNotFound,
+    /// A transaction has more operations than allowed.
     #[error("etcdserver: too many operations in txn request")]
     TooManyOps,
+    /// No key was given.
     #[error("etcdserver: key is not provided")]
     EmptyKey,
     /// `ignore_value` with a non-empty value.
@@ -240,4 +411,10 @@ pub enum RequestError {
     /// `ignore_lease` with a non-zero lease.
     #[error("etcdserver: lease is provided")]
     LeaseProvided,
+    /// A NOSPACE alarm is raised: the command would add data.
+    #[error("etcdserver: mvcc: database space exceeded")]
+    NoSpace,
+    /// A CORRUPT alarm is raised: the command would change data.
+    #[error("etcdserver: corrupt cluster")]
+    Corrupt,
 }

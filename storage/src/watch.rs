@@ -26,30 +26,40 @@ pub(crate) const HUB_CAPACITY: usize = 256;
 /// History records scanned per step before yielding (at a revision boundary).
 const HISTORY_SCAN: usize = 4096;
 
+/// Whether an event wrote or deleted the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum EventKind {
+    /// Created or modified.
     Put,
+    /// Deleted.
     Delete,
 }
 
 /// One change of one key (etcd `mvccpb.Event`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
+    /// Put or delete.
     pub kind: EventKind,
     /// For a delete: key, `mod_revision` = delete revision, other fields zero.
     pub kv: KeyValue,
+    /// The previous version, when asked and known.
     pub prev_kv: Option<KeyValue>,
 }
 
 /// What to watch. Same key/range_end forms as a range.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WatchRequest {
+    /// The first key.
     pub key: Vec<u8>,
+    /// The range end (as a range's).
     pub range_end: Vec<u8>,
     /// First revision to deliver; 0 = only changes after the current revision.
     pub start_revision: i64,
+    /// Deliver each event's previous version.
     pub prev_kv: bool,
+    /// Leave put events out.
     pub filter_put: bool,
+    /// Leave delete events out.
     pub filter_delete: bool,
 }
 
@@ -58,9 +68,17 @@ pub struct WatchRequest {
 pub enum WatchBatch {
     /// Events of one or more whole revisions, in order. `revision` = the store revision to put
     /// in the response header (>= every event's revision).
-    Events { revision: i64, events: Vec<Event> },
+    Events {
+        /// The header revision.
+        revision: i64,
+        /// The events.
+        events: Vec<Event>,
+    },
     /// The watcher's next revision was compacted away; the watch is over.
-    Compacted { compact_revision: i64 },
+    Compacted {
+        /// The oldest revision still kept.
+        compact_revision: i64,
+    },
 }
 
 /// A change as the apply path records it: the previous version is a revision, read only by

@@ -7,10 +7,10 @@ use crate::keyindex::range_iter;
 use crate::range::View;
 use crate::reader::{KvReader, Pending};
 use crate::record;
-use crate::revision::{self, kv_key, lease_key, MetaState, Rev};
+use crate::revision::{self, alarm_key, kv_key, lease_key, MetaState, Rev};
 use crate::state::State;
 use crate::store::Result;
-use crate::types::KeyValue;
+use crate::types::{AlarmMember, KeyValue};
 use crate::watch::{EventKind, RawEvent};
 
 /// Applies commands to a [`State`]; nothing reaches sled before [`Writer::commit`].
@@ -19,6 +19,8 @@ pub(crate) struct Writer<'a> {
     pub pending: Pending,
     /// Lease records to write (`Some(ttl)`) or remove (`None`).
     pub lease_writes: BTreeMap<i64, Option<i64>>,
+    /// Alarm records to write (`true`) or remove (`false`).
+    pub alarm_writes: BTreeMap<AlarmMember, bool>,
     pub events: Vec<RawEvent>,
     /// Changes made by the current request (the next change's sub revision).
     changes: i64,
@@ -30,6 +32,7 @@ impl<'a> Writer<'a> {
             st,
             pending: Pending::new(),
             lease_writes: BTreeMap::new(),
+            alarm_writes: BTreeMap::new(),
             events: Vec::new(),
             changes: 0,
         }
@@ -186,6 +189,12 @@ impl<'a> Writer<'a> {
             match ttl {
                 Some(ttl) => batch.insert(&lease_key(id)[..], &ttl.to_be_bytes()[..]),
                 None => batch.remove(&lease_key(id)[..]),
+            }
+        }
+        for (alarm, raised) in std::mem::take(&mut self.alarm_writes) {
+            match raised {
+                true => batch.insert(&alarm_key(alarm)[..], &[][..]),
+                false => batch.remove(&alarm_key(alarm)[..]),
             }
         }
         let st = &mut *self.st;

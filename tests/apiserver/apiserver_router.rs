@@ -43,7 +43,11 @@ async fn start() -> Api {
     .unwrap();
     let ds: Arc<dyn Datastore> = Arc::new(Embedded::new(node.clone()));
     let registry = Arc::new(Registry::new(ds.clone(), "10.43.0.0/16".parse().unwrap()));
-    bootstrap::ensure(&registry, 6443).await.unwrap();
+    let settings = bootstrap::Settings {
+        https_port: 6443,
+        kube_dns: Some("10.43.0.10".parse().unwrap()),
+    };
+    bootstrap::ensure(&registry, settings).await.unwrap();
     // What the service-account controller (not running here) would create: pods need it.
     let accounts = Target {
         resource: catalog::lookup("", "v1", "serviceaccounts").unwrap(),
@@ -69,6 +73,8 @@ async fn start() -> Api {
         kubelet: None,
         client_ca_pem: "CLIENT CA".into(),
         inflight: k3rs_apiserver::http::inflight::Inflight::new(Default::default()),
+        resource_metrics: None,
+        aggregator: None,
     });
     Api {
         app: router(state),
@@ -728,8 +734,13 @@ async fn writes_follow_kube_apiserver_semantics() {
         .await
         .status_is(404, "NotFound");
     api.post(pods, pod("unbound", None)).await;
+    // Pods' registry returns the deleted object (`ReturnDeletedObject`), not a Status.
     let done = api.delete(&format!("{pods}/unbound")).await.json();
-    assert_eq!(done["status"], "Success");
+    assert_eq!(
+        (&done["kind"], &done["metadata"]["name"]),
+        (&json!("Pod"), &json!("unbound")),
+        "{done}"
+    );
 
     // Services get a ClusterIP; `kubernetes` holds the first one.
     let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});

@@ -1,7 +1,8 @@
 //! The horizontal pod autoscaler against the real binary, real kubectl and hollow nodes:
 //! an autoscaler keeps a Deployment inside minReplicas/maxReplicas through its scale
 //! subresource (with upstream's SuccessfulRescale events), reports that it cannot read
-//! `metrics.k8s.io` (no metrics server) in its ScalingActive condition, and says so when its
+//! `metrics.k8s.io` (no metrics server: `--disable metrics-server`) in its ScalingActive
+//! condition, and says so when its
 //! target does not exist. (How metrics turn into replicas is unit-tested in
 //! `server/src/controllers/hpa/`.) `kubectl autoscale` (which writes autoscaling/v1) and
 //! both API versions reading and writing the same objects without losing what v1 cannot say.
@@ -75,7 +76,7 @@ fn events(k: &Kubectl, reason: &str) -> Vec<String> {
 
 #[test]
 fn the_autoscaler_keeps_its_target_within_bounds_and_says_why_it_cannot_do_more() {
-    let (_server, k) = Kubectl::start_server(&[]);
+    let (_server, k) = Kubectl::start_server(&["--disable", "metrics-server"]);
     let _agent = HollowAgent::start(&k.kubeconfig, 1, "hpa-", &[]);
     k.ok_stdin(&["apply", "-f", "-"], Some(WEB));
     k.ok_stdin(&["apply", "-f", "-"], Some(&autoscaler("web", 3, 5)));

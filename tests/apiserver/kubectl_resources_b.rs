@@ -501,7 +501,7 @@ fn check_events(k: &Kubectl) {
 }
 
 /// A fresh PEM certificate signing request for `cn`, base64-encoded as `spec.request` wants.
-fn csr_request(cn: &str) -> String {
+pub(crate) fn csr_request(cn: &str) -> String {
     use base64::Engine;
     let openssl = common::require_program("openssl", "openssl");
     let dir = tempfile::tempdir().unwrap();

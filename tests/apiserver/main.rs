@@ -4,12 +4,17 @@
 //! One test binary for the area: each file here is a module, reaching the shared helpers as
 //! `crate::common`.
 
+// A test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
 #[path = "../common/mod.rs"]
 mod common;
 
+mod aggregation;
 mod api_fuzz;
 mod apiserver_router;
 mod bombs;
+mod delete_answers;
 mod hpa;
 mod kubectl_cel;
 mod kubectl_cel_cost;
@@ -18,4 +23,9 @@ mod kubectl_resources_a;
 mod kubectl_resources_b;
 mod kubectl_suite;
 mod kubectl_vap;
+mod metrics_api;
+mod name_lengths;
+mod nospace;
+mod openapi_v2;
 mod python_client;
+mod served_objects;

@@ -1,7 +1,7 @@
 //! End to end: the Python `kubernetes` client (pip) against the real `k3rs server`: CRUD,
 //! conflicts, lists with label and field selectors and paging, watch with `timeout_seconds`
-//! ending the stream, strategic merge patch, the scale and status subresources
-//! (`tests/python/client_check.py`).
+//! ending the stream, strategic merge patch, the scale and status subresources, and a
+//! Service whose DELETE answers the deleted Service (`tests/python/client_check.py`).
 //!
 //! The interpreter is `$K3RS_PYTHON`, else the venv `scripts/prereqs.sh` makes
 //! (`/var/cache/k3rs-venv`, or `~/.cache/k3rs-venv`), else `python3`; without the `kubernetes` package the test fails

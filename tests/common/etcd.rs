@@ -23,6 +23,8 @@ pub struct Etcd {
     initial_cluster: Option<String>,
     /// `Some` serves the client port over https and requires a client certificate.
     tls: Option<EtcdPki>,
+    /// More flags for etcd (e.g. `--quota-backend-bytes`).
+    extra_args: Vec<String>,
 }
 
 /// The certificates of a TLS etcd: a serving certificate for 127.0.0.1 and a client
@@ -37,12 +39,17 @@ struct EtcdPki {
 impl Etcd {
     /// Plain http on loopback.
     pub fn start() -> Etcd {
-        Etcd::launch(false)
+        Etcd::launch(false, &[])
+    }
+
+    /// Plain http on loopback, with more flags.
+    pub fn start_with(extra_args: &[&str]) -> Etcd {
+        Etcd::launch(false, extra_args)
     }
 
     /// https on loopback with `--client-cert-auth`: clients need [`Etcd::client_tls`].
     pub fn start_tls() -> Etcd {
-        Etcd::launch(true)
+        Etcd::launch(true, &[])
     }
 
     /// `n` plain-http members on loopback forming one cluster, each ready to serve.
@@ -61,6 +68,32 @@ impl Etcd {
             m.wait_ready();
         }
         members
+    }
+
+    /// A member started on what `etcdctl snapshot restore` makes of `snapshot` (restored with
+    /// this member's name and peer URL, as etcd's docs do it).
+    pub fn restore_and_start(snapshot: &std::path::Path) -> Etcd {
+        let mut e = Etcd::unstarted("default".into());
+        let peer = format!("http://127.0.0.1:{}", e.peer_port);
+        let data_dir = e.data_dir();
+        let restore = [
+            "snapshot",
+            "restore",
+            snapshot.to_str().expect("utf-8 path"),
+            "--data-dir",
+            data_dir.to_str().expect("utf-8 path"),
+            "--name",
+            &e.name,
+            "--initial-cluster",
+            &format!("{}={peer}", e.name),
+            "--initial-advertise-peer-urls",
+            &peer,
+        ];
+        let out = etcdctl_with_timeout(&e.endpoint(), &restore, None, Duration::from_secs(60));
+        assert!(out.success(), "etcdctl snapshot restore failed: {out:?}");
+        e.spawn();
+        e.wait_ready();
+        e
     }
 
     /// SIGKILL, like a power cut for the process.
@@ -83,11 +116,13 @@ impl Etcd {
             name,
             initial_cluster: None,
             tls: None,
+            extra_args: Vec::new(),
         }
     }
 
-    fn launch(tls: bool) -> Etcd {
+    fn launch(tls: bool, extra_args: &[&str]) -> Etcd {
         let mut e = Etcd::unstarted("default".into());
+        e.extra_args = extra_args.iter().map(|a| a.to_string()).collect();
         if tls {
             let pki_dir = e.dir.path().join("pki");
             let pki = k3rs_pki::Pki::ensure(&pki_dir, &Default::default())
@@ -171,7 +206,8 @@ impl Etcd {
             .arg("--logger")
             .arg("zap")
             .arg("--log-outputs")
-            .arg("stderr");
+            .arg("stderr")
+            .args(&self.extra_args);
         if let Some(t) = &self.tls {
             cmd.arg("--cert-file")
                 .arg(&t.serving.0)

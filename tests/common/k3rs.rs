@@ -25,6 +25,17 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Put among a server's extra args: run it with its embedded agent (no `--disable-agent`).
 pub const WITH_AGENT: &str = "<with the embedded agent>";
 
+/// The kubelet args every test node gets first (a test's own come after and win): the test
+/// machine's disk may be nearly full, so disk eviction and image garbage collection are off
+/// (as kind configures its nodes), memory eviction keeps upstream's default. The disk
+/// pressure tests set their own thresholds.
+pub const TEST_NODE_KUBELET_ARGS: [&str; 4] = [
+    "--kubelet-arg",
+    "eviction-hard=memory.available<100Mi",
+    "--kubelet-arg",
+    "image-gc-high-threshold=100",
+];
+
 /// A running `k3rs server`. Killed (SIGKILL) when dropped; its temp dir is removed then.
 #[derive(Debug)]
 pub struct K3rs {
@@ -57,10 +68,26 @@ impl K3rs {
         K3rs::launch(extra_args, None, &[], None)
     }
 
+    /// Like [`K3rs::start_with`], with more environment variables (e.g. `K3RS_LOG`).
+    pub fn start_with_env(extra_args: &[&str], env: &[(&str, &OsStr)]) -> K3rs {
+        K3rs::launch(extra_args, None, env, None)
+    }
+
     /// [`K3rs::start_with`] with `--data-dir data_dir`, a directory the test owns (e.g. on a
     /// small file system it mounted); the log stays in the server's temp dir.
     pub fn start_on(data_dir: &Path, extra_args: &[&str]) -> K3rs {
         K3rs::launch(extra_args, None, &[], Some(data_dir.to_path_buf()))
+    }
+
+    /// [`K3rs::start_kubernetes_with_env`] with `--data-dir data_dir`, a directory the test
+    /// owns (e.g. on a small file system it mounted).
+    pub fn start_kubernetes_on(
+        data_dir: &Path,
+        extra_args: &[&str],
+        env: &[(&str, &OsStr)],
+    ) -> K3rs {
+        let port = Some(super::free_port());
+        K3rs::launch(extra_args, port, env, Some(data_dir.to_path_buf()))
     }
 
     /// Starts with the Kubernetes API on a free loopback port (kubeconfig in the temp dir),
@@ -259,8 +286,11 @@ impl K3rs {
             .arg("--etcd-client-port")
             .arg(self.port.to_string())
             .arg("--etcd-client-address")
-            .arg("127.0.0.1")
-            .args(self.extra_args.iter().filter(|a| *a != WITH_AGENT))
+            .arg("127.0.0.1");
+        if self.extra_args.iter().any(|a| a == WITH_AGENT) {
+            cmd.args(TEST_NODE_KUBELET_ARGS);
+        }
+        cmd.args(self.extra_args.iter().filter(|a| *a != WITH_AGENT))
             .args(self.api_args())
             .args(["--https-listen-port", &self.https_port.to_string()])
             .env_remove("K3RS_DATA_DIR")

@@ -132,7 +132,14 @@ impl KubeClient {
         let mut send = self.send.clone().ready().await?;
         let (resp, mut stream) = send.send_request(req, body.is_none())?;
         if let Some(body) = body {
-            stream.send_data(body, true)?;
+            if let Err(e) = stream.send_data(body, true) {
+                // HTTP/2 lets a server answer before it has read the body and then reset the
+                // stream (a refusal on the URL or headers alone); that answer is the result.
+                return match resp.await {
+                    Ok(r) => Ok(r.into_parts()),
+                    Err(_) => Err(e.into()),
+                };
+            }
         }
         Ok(resp.await?.into_parts())
     }

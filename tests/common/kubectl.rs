@@ -34,7 +34,20 @@ impl Kubectl {
         extra_args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
     ) -> (super::K3rs, Kubectl) {
-        let mut server = super::K3rs::start_kubernetes_with_env(extra_args, env);
+        Kubectl::attach(super::K3rs::start_kubernetes_with_env(extra_args, env))
+    }
+
+    /// [`Kubectl::start_server_with_env`] with the server's data dir at `data_dir`.
+    pub fn start_server_on(
+        data_dir: &Path,
+        extra_args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> (super::K3rs, Kubectl) {
+        Kubectl::attach(super::K3rs::start_kubernetes_on(data_dir, extra_args, env))
+    }
+
+    /// A kubectl for `server`, once it can read the `default` namespace.
+    fn attach(mut server: super::K3rs) -> (super::K3rs, Kubectl) {
         let k = Kubectl {
             bin: super::require_program("kubectl", "kubectl"),
             kubeconfig: server.kubeconfig(),
@@ -140,17 +153,27 @@ pub fn json(k: &Kubectl, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&k.ok(&all)).expect("kubectl json")
 }
 
-/// Waits (90 s at most) until `check` holds for `kubectl get <args> -o json`.
+/// Waits (90 s at most) until `check` holds for `kubectl get <args> -o json`; a timeout shows
+/// the last object seen.
 pub fn wait_json(
     k: &Kubectl,
     what: &str,
     args: &[&str],
     check: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    super::wait_for(what, Duration::from_secs(90), || {
+    let timeout = Duration::from_secs(90);
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
         let v = json(k, args);
-        check(&v).then_some(v)
-    })
+        if check(&v) {
+            return v;
+        }
+        if std::time::Instant::now() >= deadline {
+            let last: String = v.to_string().chars().take(6000).collect();
+            panic!("timed out after {timeout:?} waiting for {what}; last seen: {last}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The words of the header line of `kubectl get` output.

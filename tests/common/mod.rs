@@ -60,6 +60,14 @@ pub fn free_port() -> u16 {
     panic!("no free loopback port after 100 tries");
 }
 
+/// `name`'s path on the PATH, if any.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
 /// The absolute path of a required external program (a name looked up in PATH, or an absolute
 /// path); panics (fails the test) if it is missing.
 pub fn require_program(name: &str, apt_package: &str) -> PathBuf {
@@ -71,17 +79,12 @@ pub fn require_program(name: &str, apt_package: &str) -> PathBuf {
         );
         return PathBuf::from(name);
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        let candidate = dir.join(name);
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    panic!(
-        "`{name}` not found in PATH: install it (apt-get install {apt_package}); \
-         ./scripts/test.sh does this for you"
-    );
+    find_program(name).unwrap_or_else(|| {
+        panic!(
+            "`{name}` not found in PATH: install it (apt-get install {apt_package}); \
+             ./scripts/test.sh does this for you"
+        )
+    })
 }
 
 /// Polls `check` every 50 ms until it returns `Some`, or panics with `what` after `timeout`.

@@ -211,6 +211,29 @@ impl NodeLab {
         extra_args: &[&str],
         env: &[(&str, &OsStr)],
     ) -> (K3rs, Kubectl) {
+        self.start_server_in(None, node, node_ip, extra_args, env)
+    }
+
+    /// [`NodeLab::start_server`] with the server's data dir at `data_dir` (e.g. on a small
+    /// file system the test mounted).
+    pub fn start_server_on(
+        &self,
+        data_dir: &Path,
+        node: &str,
+        node_ip: &str,
+        extra_args: &[&str],
+    ) -> (K3rs, Kubectl) {
+        self.start_server_in(Some(data_dir), node, node_ip, extra_args, &[])
+    }
+
+    fn start_server_in(
+        &self,
+        data_dir: Option<&Path>,
+        node: &str,
+        node_ip: &str,
+        extra_args: &[&str],
+        env: &[(&str, &OsStr)],
+    ) -> (K3rs, Kubectl) {
         let cgroup_root = format!("cgroup-root={}", self.cgroup_root);
         let mut args = vec![
             WITH_AGENT,
@@ -222,7 +245,10 @@ impl NodeLab {
             &cgroup_root,
         ];
         args.extend_from_slice(extra_args);
-        let (mut server, k) = Kubectl::start_server_with_env(&args, env);
+        let (mut server, k) = match data_dir {
+            Some(d) => Kubectl::start_server_on(d, &args, env),
+            None => Kubectl::start_server_with_env(&args, env),
+        };
         add_images(&mut server);
         (server, k)
     }
@@ -252,6 +278,7 @@ impl NodeLab {
             .arg(data)
             .args(["--node-name", node, "--node-ip", "127.0.0.1"])
             .args(["--kubelet-arg", "node-status-update-frequency=2s"])
+            .args(super::k3rs::TEST_NODE_KUBELET_ARGS)
             .args([
                 "--kubelet-arg",
                 &format!("cgroup-root={}", self.cgroup_root),

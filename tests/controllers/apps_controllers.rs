@@ -358,6 +358,43 @@ async fn deployments_roll_out_within_surge_and_unavailability() {
     let d = json(&k, &["get", "deployment", "web"]);
     assert_eq!(d["status"]["availableReplicas"], 10);
     assert_eq!(d["status"]["updatedReplicas"], 10);
+    // As upstream: the revision annotation is written through the status and the
+    // controller's typed round trip of the spec is no change, so the generation stays 1.
+    assert_eq!(
+        d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "1"
+    );
+    assert_eq!(
+        (
+            &d["metadata"]["generation"],
+            &d["status"]["observedGeneration"]
+        ),
+        (&serde_json::json!(1), &serde_json::json!(1)),
+        "{d}"
+    );
+    // Writes without a fieldManager are owned by the User-Agent's program, as upstream's.
+    let shown = k.ok(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]);
+    let shown: Value = serde_json::from_str(&shown).unwrap();
+    let managers: Vec<(&str, &str)> = shown["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let sub = m["subresource"].as_str().unwrap_or("");
+            (m["manager"].as_str().unwrap(), sub)
+        })
+        .collect();
+    assert!(
+        managers.contains(&("kube-controller-manager", "status")),
+        "{managers:?}"
+    );
     let conds = d["status"]["conditions"].as_array().unwrap();
     let cond = |t: &str| conds.iter().find(|c| c["type"] == t).unwrap().clone();
     assert_eq!(cond("Available")["reason"], "MinimumReplicasAvailable");

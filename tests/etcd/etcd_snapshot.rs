@@ -106,7 +106,7 @@ fn recorded_revision(path: &Path) -> i64 {
 }
 
 /// Stops the server and restores `snapshot` into it: (exit status success, log of that run).
-fn restore(server: &mut K3rs, snapshot: &Path) -> (bool, String) {
+pub(crate) fn restore(server: &mut K3rs, snapshot: &Path) -> (bool, String) {
     let before = server.log().len();
     let status = server.run_once_with(
         &[

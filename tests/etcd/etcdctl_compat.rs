@@ -15,8 +15,8 @@ use std::process::Command;
 use crate::common;
 use crate::common::{etcdctl, Endpoint, Etcd, K3rs, TlsFiles};
 use runner::{
-    ctl, ctl_args, ctl_capture, ctl_stdin, poll_until, run_script, sleep_ms, start, stop, Record,
-    Step,
+    ctl, ctl_args, ctl_capture, ctl_stdin, exit_only, fill_until_refused, poll_until, run_script,
+    sleep_ms, start, stop, Record, Step,
 };
 
 /// The script. Both stores start empty at revision 1, so every revision must match.
@@ -129,10 +129,16 @@ fn script() -> Vec<Step> {
         ctl_stdin("txn", "\nput t/dup 1\ndel t/dup\n\n\n"),
         ctl_stdin("txn", "\ndel t/ --prefix\nput t/a 9\n\n\n"),
         ctl("get t/ --prefix -w json"),
+        // etcd's HashKV over the same history (no lease yet: etcd picks lease IDs at random).
+        ctl("endpoint hashkv"),
+        ctl("endpoint hashkv -w json"),
+        ctl("endpoint hashkv --rev=${S_MID} -w json"),
+        ctl("endpoint hashkv --rev=100000"),
         // Everything so far must survive a crash (SIGKILL) and restart.
         Step::Restart,
         ctl("get t/ --prefix -w json"),
         ctl("get s/ --prefix -w json"),
+        ctl("endpoint hashkv -w json"),
     ]);
 
     // --- watch: history with --rev --prefix --prev-kv, live events, a future revision
@@ -224,6 +230,10 @@ fn script() -> Vec<Step> {
         ctl_capture("put c/k v3 -w json", "C3"),
         ctl("get c/k --rev=${C1}"),
         ctl("compact ${C3}"),
+        // The records of leased keys are compacted away (none is live): hashes compare again.
+        ctl("endpoint hashkv -w json"),
+        ctl("endpoint hashkv --rev=${C3}"),
+        ctl("endpoint hashkv --rev=${C1}"),
         ctl("get c/k --rev=${C1}"),
         ctl("get c/k --rev=${C3} -w json"),
         ctl("get s/ --prefix --rev=${S_MID}"),
@@ -244,6 +254,8 @@ fn script() -> Vec<Step> {
         ctl("get c/k --rev=${C3}"),
         ctl("get c/k --rev=${C4} -w json"),
         ctl("compact ${C3}"),
+        ctl("endpoint hashkv -w json"),
+        ctl("endpoint hashkv --rev=${C4} -w json"),
     ]);
 
     // --- cluster and maintenance
@@ -258,12 +270,110 @@ fn script() -> Vec<Step> {
         ctl("member list -w json"),
         ctl("member list -w table"),
         ctl("alarm list"),
+        ctl("alarm disarm"),
         ctl("snapshot save ${SNAP}"),
         ctl("defrag"),
+        ctl("endpoint hashkv"),
         ctl_args(&["get", "", "--from-key", "--keys-only"]),
         ctl("get s/ --prefix -w json"),
     ]);
     s
+}
+
+/// The backend quota both stores get in [`quota_script`]: 8 MiB.
+const SMALL_QUOTA: &str = "8388608";
+
+/// Filling a small quota: NOSPACE raised, which writes it refuses and which it lets through,
+/// across a restart, then compact + defrag + disarm and writing again.
+fn quota_script() -> Vec<Step> {
+    vec![
+        ctl("alarm list"),
+        ctl("put before 1"),
+        fill_until_refused("fill/", 400_000, 200),
+        ctl("alarm list"),
+        ctl("alarm list -w json"),
+        // (The JSON forms show the revision, which depends on how many puts the fill took.)
+        ctl("endpoint status"),
+        ctl("put small x"),
+        ctl_stdin("txn", "\nput small y\n\n\n"),
+        ctl("lease grant 10"),
+        ctl("get before"),
+        ctl("get fill/0 --keys-only"),
+        // Alarms are kept across a crash and restart.
+        Step::Restart,
+        ctl("alarm list"),
+        ctl("put small x"),
+        // Reclaiming space: deletes and compaction go on; their counts and revisions differ
+        // (the stores took different numbers of puts to fill).
+        exit_only("del fill/ --prefix", None),
+        exit_only("get before -w json", Some("FREED")),
+        exit_only("compact ${FREED} --physical", None),
+        ctl("defrag"),
+        // Still raised until disarmed.
+        ctl("alarm list"),
+        ctl("put small x"),
+        ctl("alarm disarm"),
+        ctl("alarm list"),
+        ctl("put small x"),
+        ctl("get small --print-value-only"),
+        ctl("alarm disarm"),
+        ctl("endpoint status"),
+    ]
+}
+
+/// `Alarm(ACTIVATE, CORRUPT)` for member 42 over gRPC (etcdctl cannot raise alarms).
+fn raise_corrupt_for_member_42(ep: &Endpoint) -> String {
+    use k3rs_datastore::etcdpb as pb;
+    common::client::runtime().block_on(async {
+        let mut c = common::client::Clients::connect(ep).await.expect("connect");
+        let req = pb::AlarmRequest {
+            action: pb::alarm_request::AlarmAction::Activate as i32,
+            member_id: 42,
+            alarm: pb::AlarmType::Corrupt as i32,
+        };
+        match c.maintenance.alarm(req).await {
+            Ok(r) => {
+                let alarms: Vec<(u64, i32)> = r
+                    .into_inner()
+                    .alarms
+                    .iter()
+                    .map(|a| (a.member_id, a.alarm))
+                    .collect();
+                format!("raised {alarms:?}\n")
+            }
+            Err(s) => format!("error {:?}: {}\n", s.code(), s.message()),
+        }
+    })
+}
+
+/// A CORRUPT alarm raised for some member: what it refuses, across a restart, and disarming.
+fn corrupt_script() -> Vec<Step> {
+    let raise = Step::Call {
+        name: "Alarm(ACTIVATE, member 42, CORRUPT) over gRPC",
+        call: raise_corrupt_for_member_42,
+    };
+    vec![
+        ctl("put a 1"),
+        raise.clone(),
+        raise,
+        ctl("alarm list"),
+        ctl("endpoint status"),
+        ctl("get a -w json"),
+        ctl("put a 2"),
+        ctl("del a"),
+        ctl_stdin("txn", "\nget a\n\n\n"),
+        ctl_stdin("txn", "\nput a 3\n\n\n"),
+        ctl("compact 2"),
+        ctl("lease grant 10"),
+        Step::Restart,
+        ctl("alarm list"),
+        ctl("put a 2"),
+        ctl("alarm disarm"),
+        ctl("alarm list"),
+        ctl("put a 2"),
+        ctl("get a -w json"),
+        ctl("endpoint hashkv -w json"),
+    ]
 }
 
 /// A store the script can run against.
@@ -296,12 +406,19 @@ fn run_on(target: &mut dyn Target, steps: &[Step]) -> Vec<Record> {
 }
 
 fn run_and_compare(reference: (&str, &mut dyn Target), candidate: (&str, &mut dyn Target)) {
-    let steps = script();
+    run_script_and_compare(&script(), reference, candidate)
+}
+
+fn run_script_and_compare(
+    steps: &[Step],
+    reference: (&str, &mut dyn Target),
+    candidate: (&str, &mut dyn Target),
+) {
     let ((ref_name, ref_target), (cand_name, cand_target)) = (reference, candidate);
     // The two runs are independent: run them in parallel to halve the wall time.
     let (refr, cand) = std::thread::scope(|scope| {
-        let ref_run = scope.spawn(|| run_on(ref_target, &steps));
-        let cand = run_on(cand_target, &steps);
+        let ref_run = scope.spawn(|| run_on(ref_target, steps));
+        let cand = run_on(cand_target, steps);
         (ref_run.join().expect("reference run"), cand)
     });
     if let Ok(dir) = std::env::var("K3RS_COMPAT_TRANSCRIPTS") {
@@ -324,6 +441,37 @@ fn etcdctl_script_matches_etcd_3_4() {
     let mut etcd = Etcd::start();
     let mut k3rs = K3rs::start();
     run_and_compare(("etcd-3.4", &mut etcd), ("k3rs", &mut k3rs));
+    k3rs.assert_running();
+}
+
+/// Acceptance: NOSPACE from a small backend quota behaves as etcd 3.4's, step by step.
+#[test]
+fn quota_and_nospace_alarm_match_etcd_3_4() {
+    let mut etcd = Etcd::start_with(&["--quota-backend-bytes", SMALL_QUOTA]);
+    let mut k3rs = K3rs::start_with(&[
+        "--etcd-auto-compaction-retention",
+        "0",
+        "--etcd-quota-backend-bytes",
+        SMALL_QUOTA,
+    ]);
+    run_script_and_compare(
+        &quota_script(),
+        ("etcd-3.4", &mut etcd),
+        ("k3rs", &mut k3rs),
+    );
+    k3rs.assert_running();
+}
+
+/// Acceptance: a CORRUPT alarm raised through the API behaves as etcd 3.4's, step by step.
+#[test]
+fn corrupt_alarm_matches_etcd_3_4() {
+    let mut etcd = Etcd::start();
+    let mut k3rs = K3rs::start();
+    run_script_and_compare(
+        &corrupt_script(),
+        ("etcd-3.4", &mut etcd),
+        ("k3rs", &mut k3rs),
+    );
     k3rs.assert_running();
 }
 

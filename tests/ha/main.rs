@@ -4,6 +4,9 @@
 //! One test binary for the area: each file here is a module, reaching the shared helpers as
 //! `crate::common`.
 
+// A test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
 #[path = "../common/mod.rs"]
 mod common;
 

@@ -237,10 +237,7 @@ fn an_agent_joins_by_token_and_registers_its_node() {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     assert_eq!(info["kernelVersion"], kernel.trim());
     assert_eq!(info["operatingSystem"], "linux");
-    assert!(info["kubeletVersion"]
-        .as_str()
-        .unwrap()
-        .starts_with("v1.33.0-k3rs"));
+    assert_eq!(info["kubeletVersion"], "v1.33.0+k3rs1");
     assert_eq!(info["containerRuntimeVersion"], "");
     assert_eq!(
         node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"],

@@ -10,6 +10,8 @@
 //! rotations streams every line across them, without a gap. As root, inside a network namespace
 //! the test makes (loopback only), with the images of `scripts/build-images.sh`.
 //!
+//! `k3rs crictl` (ps, pods, images, inspect, logs) and `k3rs ctr` are checked on the same pod.
+//!
 //! Missing prerequisites fail the test (`scripts/prereqs.sh test` installs them).
 
 use std::collections::BTreeSet;
@@ -93,6 +95,66 @@ fn kubelet_api_answers(k: &Kubectl, server: &mut common::K3rs) {
     });
 }
 
+/// `k3rs crictl` and `k3rs ctr` see the node's containerd as k3s's do: the running pod and
+/// container, its image, its status and its log, over the server's data dir.
+fn runtime_tools_answer(server: &common::K3rs, log_dir: &Path) {
+    let data_dir = server.data_dir().display().to_string();
+    let k3rs = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_k3rs"))
+            .args(args)
+            .env("K3RS_DATA_DIR", &data_dir)
+            .env_remove("CONTAINERD_ADDRESS")
+            .env_remove("CONTAINERD_NAMESPACE")
+            .output()
+            .expect("running k3rs");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(out.status.success(), "k3rs {args:?}: {stdout}{stderr}");
+        stdout
+    };
+    let ps = k3rs(&["crictl", "ps"]);
+    let row = ps
+        .lines()
+        .find(|l| l.contains(" chatty "))
+        .unwrap_or_else(|| panic!("the container in crictl ps: {ps}"));
+    assert!(
+        row.contains(" Running ") && row.ends_with(" chatty"),
+        "{ps}"
+    );
+    let id = row.split_whitespace().next().expect("an id").to_string();
+    let pods = k3rs(&["crictl", "pods"]);
+    assert!(
+        pods.lines()
+            .any(|l| l.contains(" Ready ") && l.contains(" chatty ") && l.contains(" default ")),
+        "{pods}"
+    );
+    let images = k3rs(&["crictl", "images"]);
+    assert!(
+        images
+            .lines()
+            .any(|l| l.starts_with("docker.io/library/busybox") && l.contains(" 1.35 ")),
+        "{images}"
+    );
+    // inspect by the table's short id (a prefix), as crictl users do.
+    let inspect: serde_json::Value =
+        serde_json::from_str(&k3rs(&["crictl", "inspect", &id])).expect("inspect JSON");
+    assert_eq!(inspect["status"]["state"], "CONTAINER_RUNNING", "{inspect}");
+    assert_eq!(inspect["status"]["metadata"]["name"], "chatty");
+    assert!(
+        Path::new(inspect["status"]["logPath"].as_str().unwrap_or_default()).starts_with(log_dir),
+        "{inspect}"
+    );
+    let tail = k3rs(&["crictl", "logs", "--tail", "2", &id]);
+    assert_eq!(tail.lines().count(), 2, "{tail:?}");
+    assert!(tail.lines().all(|l| number(l).is_some()), "{tail:?}");
+    // ctr: containerd's own tool, pointed at the node's socket and the k8s.io namespace.
+    let containers = k3rs(&["ctr", "containers", "ls", "-q"]);
+    let full_id = inspect["status"]["id"].as_str().expect("an id");
+    assert!(containers.lines().any(|l| l == full_id), "{containers}");
+}
+
 fn scenario(lab: &NodeLab) {
     let mut args = FAST_STATUS.to_vec();
     args.extend([
@@ -111,6 +173,7 @@ fn scenario(lab: &NodeLab) {
     let uid = pod["metadata"]["uid"].as_str().expect("a uid").to_string();
     let dir = PathBuf::from(format!("/var/log/pods/default_chatty_{uid}/chatty"));
     kubelet_api_answers(&k, &mut server);
+    runtime_tools_answer(&server, &dir);
 
     // A follow stream from before the rotations.
     let before = log_files(&dir);

@@ -76,13 +76,25 @@ fn scenario(lab: &NodeLab) {
         .set_read_timeout(Some(Duration::from_secs(120)))
         .unwrap();
     let mut buf = [0u8; 4096];
-    let n = notify.recv(&mut buf).unwrap_or_else(|e| {
-        panic!(
-            "no READY=1 within 120 s: {e}\nserver log:\n{}",
-            common::log_tail(&server.log_path(), 60)
-        )
-    });
-    let message = String::from_utf8_lossy(&buf[..n]).into_owned();
+    // `STATUS=` progress lines may come first (those sent before the socket was bound are
+    // lost); the first message that is more than progress must be READY=1.
+    let waited = std::time::Instant::now();
+    let message = loop {
+        assert!(
+            waited.elapsed() < Duration::from_secs(120),
+            "only STATUS= progress within 120 s"
+        );
+        let n = notify.recv(&mut buf).unwrap_or_else(|e| {
+            panic!(
+                "no READY=1 within 120 s: {e}\nserver log:\n{}",
+                common::log_tail(&server.log_path(), 60)
+            )
+        });
+        let message = String::from_utf8_lossy(&buf[..n]).into_owned();
+        if !message.lines().all(|l| l.starts_with("STATUS=")) {
+            break message;
+        }
+    };
     assert!(message.starts_with("READY=1\n"), "{message:?}");
     let at_ready = json(&k, &["get", "node", NODE]);
     assert!(

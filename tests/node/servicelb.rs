@@ -75,3 +75,46 @@ fn load_balancer_services_get_the_ready_nodes_addresses() {
     );
     agent.proc.assert_running();
 }
+
+/// `--disable servicelb,coredns` (k3s's flag): LoadBalancer Services stay pending, no
+/// `kube-dns` Service is created and no node is listed as a DNS endpoint; `traefik`, which
+/// k3rs does not ship, only warns.
+#[test]
+fn disabled_packaged_components_do_not_run() {
+    let (server, k) =
+        Kubectl::start_server(&["--disable", "servicelb,traefik", "--disable=coredns"]);
+    let mut agent = HollowAgent::start(&k.kubeconfig, 1, "off-", &[]);
+    wait_for("a Ready node", Duration::from_secs(60), || {
+        agent.proc.assert_running();
+        let rows = table(&k.run(&["get", "nodes", "--no-headers"]).stdout);
+        (rows.iter().filter(|r| r[1] == "Ready").count() == 1).then_some(())
+    });
+    k.ok(&["create", "service", "loadbalancer", "web", "--tcp=80:8080"]);
+    // A Deployment getting its ReplicaSet shows the controller manager leads and runs
+    // before the absence of servicelb's work is judged.
+    k.ok(&["create", "deployment", "d", "--image=busybox"]);
+    wait_for(
+        "the Deployment's ReplicaSet",
+        Duration::from_secs(30),
+        || {
+            (!k.ok(&["get", "replicasets", "-l", "app=d", "-o", "name"])
+                .is_empty())
+            .then_some(())
+        },
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(ingress_ips(&k, "web").is_empty(), "servicelb ran");
+    let rows = table(&k.ok(&["get", "service", "web", "--no-headers"]));
+    assert_eq!(rows[0][3], "<pending>", "{rows:?}");
+    let dns = k.run(&["get", "service", "kube-dns", "-n", "kube-system"]);
+    assert!(!dns.ok && dns.stderr.contains("NotFound"), "{dns:?}");
+    let slices = k.ok(&["get", "endpointslices", "-n", "kube-system", "-o", "name"]);
+    assert!(!slices.contains("kube-dns"), "{slices}");
+    assert!(
+        server
+            .log()
+            .contains("--disable traefik: k3rs does not ship traefik; nothing to disable"),
+        "no warning for traefik"
+    );
+    agent.proc.assert_running();
+}

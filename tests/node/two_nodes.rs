@@ -1,4 +1,4 @@
-//! Two real nodes, pod network by host-gw: `k3rs server` (with its embedded agent) in one
+//! Two real nodes, pod network by host-gw (`--flannel-backend host-gw`): `k3rs server` (with its embedded agent) in one
 //! network namespace and `k3rs agent` joined by token in another, the two joined by a veth
 //! pair the test makes (nothing routed out). Each agent routes the other node's pod CIDR via
 //! its InternalIP; a pod on the server's node reaches a Service whose only endpoint is on the
@@ -13,8 +13,11 @@ use std::time::Duration;
 use crate::common;
 use crate::common::kubectl::json;
 use crate::common::node_lab::NodeLab;
-use crate::common::two_node_lab::{run, TwoNodeLab, TwoNodes, A, A_IP, B, B_IP};
+use crate::common::two_node_lab::{curl, run, running_pod, TwoNodeLab, TwoNodes, A, A_IP, B, B_IP};
 use serde_json::Value;
+
+/// Both nodes run host-gw (the default is vxlan, `tests/node/vxlan.rs`).
+const HOST_GW: &[&str] = &["--flannel-backend", "host-gw"];
 
 const WEB: &str = r#"
 apiVersion: apps/v1
@@ -82,16 +85,6 @@ spec:
     )
 }
 
-fn curl(url: &str) -> Option<String> {
-    let out = Command::new("curl")
-        .args(["-sf", "--max-time", "2", url])
-        .output()
-        .expect("curl");
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
 #[test]
 fn pods_reach_services_and_pods_on_the_other_node() {
     let lab = TwoNodeLab::new("gw");
@@ -105,7 +98,7 @@ fn scenario(lab: &TwoNodeLab) {
         mut agent,
         node_a,
         node_b,
-    } = lab.start(&[]);
+    } = lab.start_with(HOST_GW, HOST_GW);
     let mut server = server;
     let (lab_a, lab_b) = (&lab.a, &lab.b);
     let cidr = |n: &Value| {
@@ -133,27 +126,13 @@ fn scenario(lab: &TwoNodeLab) {
     let svc = json(&k, &["get", "service", "web", "-o", "json"]);
     let service_ip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
     k.ok_stdin(&["apply", "-f", "-"], Some(&client(&service_ip)));
-    let pod = |name_prefix: &str| -> Option<Value> {
-        let p = json(&k, &["get", "pods", "-o", "json"]);
-        p["items"]
-            .as_array()?
-            .iter()
-            .find(|p| {
-                p["metadata"]["name"]
-                    .as_str()
-                    .is_some_and(|n| n.starts_with(name_prefix))
-                    && p["status"]["phase"] == "Running"
-                    && p["status"]["podIP"].is_string()
-            })
-            .cloned()
-    };
     let web = common::wait_for(
         "the web pod running on gw-b",
         Duration::from_secs(120),
         || {
             server.assert_running();
             agent.assert_running();
-            pod("web-")
+            running_pod(&k, "web-")
         },
     );
     assert_eq!(web["spec"]["nodeName"], B);
@@ -170,7 +149,7 @@ fn scenario(lab: &TwoNodeLab) {
     let client = common::wait_for(
         "the client pod running on gw-a",
         Duration::from_secs(120),
-        || pod("client"),
+        || running_pod(&k, "client"),
     );
     assert_eq!(client["spec"]["nodeName"], A);
     let client_ip = client["status"]["podIP"].as_str().unwrap().to_string();

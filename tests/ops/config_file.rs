@@ -115,3 +115,66 @@ fn a_key_that_is_no_flag_is_refused() {
         "{log}"
     );
 }
+
+#[test]
+fn a_disable_item_that_is_no_component_is_refused() {
+    // In the config file as k3s users write it, and as a flag: the typo is named.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, "disable:\n  - traefik\n  - core-dns\n").unwrap();
+    let (status, log, _dir) = K3rs::run_to_exit(
+        &["--config", &path.display().to_string()],
+        Duration::from_secs(30),
+    );
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}: {log}");
+    assert!(
+        log.contains(r#"--disable: "core-dns" is not a packaged component (valid items: coredns, servicelb, traefik, local-storage, metrics-server, runtimes, network-policy)"#),
+        "{log}"
+    );
+    let (status, log, _dir) =
+        K3rs::run_to_exit(&["--disable", "servicelb,ingress"], Duration::from_secs(30));
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}: {log}");
+    assert!(
+        log.contains(r#""ingress" is not a packaged component"#),
+        "{log}"
+    );
+}
+
+/// A malformed config file stops the start before anything runs, naming the file and line
+/// (and column for YAML syntax) and the key: invalid YAML, a value of the wrong type for its
+/// flag, a list where a switch belongs, and a key that is no flag.
+#[test]
+fn a_malformed_config_file_names_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "syntax.yaml",
+            "tls-san: [a.example\nhttps-listen-port: 7443\n",
+            ":2:18: invalid YAML: did not find expected ',' or ']'",
+        ),
+        (
+            "type.yaml",
+            "# settings\nnode-name: n1\nhttps-listen-port: many\n",
+            r#":3: "https-listen-port": invalid value 'many' for '--https-listen-port"#,
+        ),
+        (
+            "switch.yaml",
+            "disable-scheduler: [yes]\n",
+            r#":1: "disable-scheduler": "yes": a switch takes true or false"#,
+        ),
+        (
+            "unknown.yaml",
+            "tls-san: [a.example]\n\ncluster-dnss: 10.43.0.10\n",
+            r#":3: "cluster-dnss" is not a flag of any k3rs command"#,
+        ),
+    ];
+    for (name, text, message) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let path = path.display().to_string();
+        let (status, log, _dir) = K3rs::run_to_exit(&["--config", &path], Duration::from_secs(30));
+        assert!(status.is_some_and(|s| !s.success()), "{status:?}: {log}");
+        let want = format!("config file {path}{message}");
+        assert!(log.contains(&want), "{want} not in {log}");
+    }
+}

@@ -1,4 +1,5 @@
-//! `k3rs check-config` on this machine and `k3rs kubectl` against a real server.
+//! `k3rs --version`, `k3rs check-config` on this machine and `k3rs kubectl` against a real
+//! server.
 
 use std::process::Command;
 
@@ -26,6 +27,15 @@ fn which(name: &str) -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// `k3rs --version` says the Kubernetes version with k3rs's release as build metadata, as
+/// `k3s --version` says `v1.33.0+k3s1`.
+#[test]
+fn version_is_the_kubernetes_version_with_k3rs_build_metadata() {
+    let (ok, out, err) = k3rs(&["--version"], &[]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "k3rs v1.33.0+k3rs1");
 }
 
 #[test]

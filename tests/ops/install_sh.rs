@@ -24,23 +24,52 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh")
 }
 
-/// Runs `sh install.sh args` with only PATH and `env` set, under `root`.
+/// A `file://` kubectl mirror (install.sh's INSTALL_K3RS_KUBECTL_URL): this machine's kubectl
+/// and its `kubectl.sha256`, made once per test process.
+fn kubectl_mirror() -> &'static str {
+    static MIRROR: std::sync::OnceLock<(tempfile::TempDir, String)> = std::sync::OnceLock::new();
+    &MIRROR
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let kubectl = crate::common::require_program("kubectl", "kubectl");
+            std::fs::copy(kubectl, dir.path().join("kubectl")).unwrap();
+            let sum = sha256_hex(&dir.path().join("kubectl"));
+            std::fs::write(
+                dir.path().join("kubectl.sha256"),
+                format!("{sum}  kubectl\n"),
+            )
+            .unwrap();
+            let url = format!("file://{}", dir.path().display());
+            (dir, url)
+        })
+        .1
+}
+
+/// Runs `sh install.sh args` with only PATH and `env` set, under `root` (kubectl, when
+/// fetched, from [`kubectl_mirror`] unless `env` says otherwise).
 fn install(root: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    install_with_path(
+        root,
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        env,
+        args,
+    )
+}
+
+fn install_with_path(root: &Path, path: &str, env: &[(&str, &str)], args: &[&str]) -> Output {
     Command::new("sh")
         .arg(script())
         .args(args)
         .env_clear()
-        .env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        )
+        .env("PATH", path)
         .env("INSTALL_K3RS_ROOT", root)
+        .env("INSTALL_K3RS_KUBECTL_URL", kubectl_mirror())
         .envs(env.iter().copied())
         .output()
         .expect("running sh install.sh")
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "status {}\nstdout:\n{}\nstderr:\n{}",
         out.status,
@@ -80,9 +109,9 @@ fn shellcheck(path: &Path) {
 }
 
 /// Every entry below `root`: kind, mode, mtime, and the content or link target.
-type Listing = BTreeMap<String, (String, u32, i64, i64, Vec<u8>)>;
+pub(crate) type Listing = BTreeMap<String, (String, u32, i64, i64, Vec<u8>)>;
 
-fn listing(root: &Path) -> Listing {
+pub(crate) fn listing(root: &Path) -> Listing {
     fn walk(root: &Path, dir: &Path, out: &mut Listing) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -112,7 +141,7 @@ fn listing(root: &Path) -> Listing {
     out
 }
 
-fn names(listing: &Listing) -> Vec<&str> {
+pub(crate) fn names(listing: &Listing) -> Vec<&str> {
     listing.keys().map(String::as_str).collect()
 }
 
@@ -162,7 +191,7 @@ fn systemd_verify(root: &Path, unit: &str) {
     );
 }
 
-fn arch() -> &'static str {
+pub(crate) fn arch() -> &'static str {
     match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",
@@ -211,7 +240,31 @@ fn server_and_agent_systemd_install_rerun_and_uninstall() {
         std::fs::read_link(root.join("usr/local/bin/kubectl")).unwrap(),
         Path::new("k3rs")
     );
-    // The link runs the system kubectl (never itself), or says there is none.
+    // crictl too when this machine has none (`k3rs crictl`, built in).
+    if crate::common::find_program("crictl").is_none() {
+        assert_eq!(
+            std::fs::read_link(root.join("usr/local/bin/crictl")).unwrap(),
+            Path::new("k3rs")
+        );
+        let out = Command::new(root.join("usr/local/bin/crictl"))
+            .arg("--help")
+            .env_clear()
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("inspectp"),
+            "{}",
+            text(&out)
+        );
+    }
+    // No kubectl below the root: the official one was fetched beside k3rs, checksum verified.
+    assert!(
+        log.contains("No kubectl on the PATH: downloading the checksum")
+            && log.contains("Verified the sha256 of kubectl"),
+        "{log}"
+    );
+    assert_eq!(mode(&root, "/usr/local/bin/k3rs-kubectl"), 0o755);
+    // The link runs the PATH's kubectl (never itself), else k3rs-kubectl, or says there is none.
     let linked = |path: &str| {
         Command::new(root.join("usr/local/bin/kubectl"))
             .args(["version", "--client"])
@@ -233,10 +286,22 @@ fn server_and_agent_systemd_install_rerun_and_uninstall() {
         "{}",
         text(&out)
     );
-    let out = linked(&root.join("usr/local/bin").display().to_string());
+    let out = linked("/nonexistent");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("Client Version: v1."),
+        "{}",
+        text(&out)
+    );
+    let private = root.join("usr/local/bin/k3rs-kubectl");
+    let aside = root.join("k3rs-kubectl.aside");
+    std::fs::rename(&private, &aside).unwrap();
+    let out = linked("/nonexistent");
+    std::fs::rename(&aside, &private).unwrap();
     assert!(!out.status.success());
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("k3rs kubectl: no kubectl on PATH"),
+        String::from_utf8_lossy(&out.stderr)
+            .contains("k3rs kubectl: no kubectl on PATH nor k3rs-kubectl beside k3rs"),
         "{}",
         text(&out)
     );
@@ -462,6 +527,7 @@ fn openrc_install_and_uninstall() {
     assert_eq!(mode(&root, "/etc/init.d/k3rs"), 0o755);
     shellcheck(&root.join("etc/init.d/k3rs"));
     assert!(!root.join("usr/local/bin/kubectl").exists());
+    assert!(!root.join("usr/local/bin/crictl").exists());
     assert_eq!(
         std::fs::read_link(root.join("etc/runlevels/default/k3rs")).unwrap(),
         Path::new("/etc/init.d/k3rs")
@@ -495,7 +561,7 @@ fn openrc_install_and_uninstall() {
 }
 
 /// A loopback HTTP server for `dir`, recording the paths asked for.
-fn serve(dir: PathBuf) -> (String, Arc<Mutex<Vec<String>>>) {
+pub(crate) fn serve(dir: PathBuf) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let asked = Arc::new(Mutex::new(Vec::new()));
@@ -537,7 +603,7 @@ fn serve(dir: PathBuf) -> (String, Arc<Mutex<Vec<String>>>) {
     (url, asked)
 }
 
-fn sha256_hex(path: &Path) -> String {
+pub(crate) fn sha256_hex(path: &Path) -> String {
     let out = Command::new("sha256sum").arg(path).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
@@ -598,10 +664,10 @@ fn download_verifies_the_sha256() {
         std::fs::read(BIN).unwrap()
     );
 
-    // A wrong checksum is refused, and no binary is installed.
+    // A wrong checksum is refused before anything is changed.
     let bad = "0".repeat(64);
     std::fs::write(dist.path().join(&sums_name), format!("{bad}  {bin_name}\n")).unwrap();
-    let (_dir3, root3, _) = scratch_root();
+    let (_dir3, root3, initial3) = scratch_root();
     let out = run(&root3, &url);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(
@@ -611,7 +677,7 @@ fn download_verifies_the_sha256() {
         "{}",
         text(&out)
     );
-    assert!(!root3.join("usr/local/bin/k3rs").exists());
+    assert_eq!(listing(&root3), initial3);
 
     // A checksum file without our architecture's line is refused too.
     std::fs::write(dist.path().join(&sums_name), format!("{sum}  k3rs-other\n")).unwrap();
@@ -621,6 +687,105 @@ fn download_verifies_the_sha256() {
         String::from_utf8_lossy(&out.stderr).contains(&format!("has no checksum for {bin_name}")),
         "{}",
         text(&out)
+    );
+    assert_eq!(listing(&root3), initial3);
+}
+
+/// The install failed with `needle` in its stderr and left `root` as it was.
+fn assert_refused(out: &Output, needle: &str, root: &Path, initial: &Listing) {
+    assert!(!out.status.success(), "{}", text(out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(needle),
+        "{needle:?} not in {}",
+        text(out)
+    );
+    assert_eq!(&listing(root), initial);
+}
+
+/// A kubectl whose checksum does not match stops the install before anything is changed;
+/// INSTALL_K3RS_SKIP_KUBECTL installs no kubectl and no kubectl link that could not work.
+#[test]
+fn kubectl_is_verified_or_skipped() {
+    let mirror = tempfile::tempdir().unwrap();
+    std::fs::write(
+        mirror.path().join("kubectl"),
+        "#!/bin/sh\necho fake kubectl\n",
+    )
+    .unwrap();
+    std::fs::write(mirror.path().join("kubectl.sha256"), "0".repeat(64)).unwrap();
+    let url = format!("file://{}", mirror.path().display());
+    let (_dir, root, initial) = scratch_root();
+    let env = [
+        ("INSTALL_K3RS_INIT", "systemd"),
+        ("INSTALL_K3RS_BIN", BIN),
+        ("INSTALL_K3RS_KUBECTL_URL", url.as_str()),
+    ];
+    let out = install(&root, &env, &[]);
+    let sum = sha256_hex(&mirror.path().join("kubectl"));
+    let needle = format!(
+        "The sha256 of kubectl is {sum}, {url}/kubectl.sha256 says {}: refusing to install it",
+        "0".repeat(64)
+    );
+    assert_refused(&out, &needle, &root, &initial);
+
+    let env = [
+        ("INSTALL_K3RS_INIT", "systemd"),
+        ("INSTALL_K3RS_BIN", BIN),
+        ("INSTALL_K3RS_KUBECTL_URL", url.as_str()),
+        ("INSTALL_K3RS_SKIP_KUBECTL", "true"),
+    ];
+    let log = ok(install(&root, &env, &[]));
+    assert!(
+        log.contains(
+            "Not linking /usr/local/bin/kubectl -> k3rs: there is no kubectl for it to run"
+        ),
+        "{log}"
+    );
+    assert!(!root.join("usr/local/bin/kubectl").exists());
+    assert!(!root.join("usr/local/bin/k3rs-kubectl").exists());
+    assert!(root.join("usr/local/bin/k3rs").exists());
+    run_script(&root, "/usr/local/bin/k3rs-uninstall.sh");
+    assert_eq!(names(&listing(&root)), names(&initial));
+}
+
+/// An unsupported system (here a machine architecture without a release, as a fake `uname`
+/// says) stops the install before anything is changed.
+#[test]
+fn an_unsupported_system_changes_nothing() {
+    let fake = tempfile::tempdir().unwrap();
+    let uname = fake.path().join("uname");
+    std::fs::write(
+        &uname,
+        "#!/bin/sh\ncase \"$1\" in -m) echo mips64 ;; -s) echo \"${FAKE_OS:-Linux}\" ;; *) echo Linux ;; esac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&uname, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        fake.path().display()
+    );
+    let (_dir, root, initial) = scratch_root();
+    let env = [
+        ("INSTALL_K3RS_INIT", "systemd"),
+        (
+            "INSTALL_K3RS_DOWNLOAD_URL",
+            "http://127.0.0.1:9/never-asked",
+        ),
+    ];
+    let out = install_with_path(&root, &path, &env, &[]);
+    assert_refused(&out, "Unsupported architecture mips64", &root, &initial);
+
+    let env = [
+        ("INSTALL_K3RS_INIT", "systemd"),
+        ("INSTALL_K3RS_BIN", BIN),
+        ("FAKE_OS", "FreeBSD"),
+    ];
+    let out = install_with_path(&root, &path, &env, &[]);
+    assert_refused(
+        &out,
+        "Unsupported system FreeBSD: k3rs runs on Linux",
+        &root,
+        &initial,
     );
 }
 

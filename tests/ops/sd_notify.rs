@@ -1,7 +1,7 @@
 //! systemd's readiness protocol (`Type=notify`) with the real binary: each test binds its own
 //! unix datagram socket, passes it as `NOTIFY_SOCKET`, and checks what arrives.
-//! - `k3rs server` sends `READY=1` (with a `STATUS=` line) once the API server answers
-//!   `/readyz`, and `STOPPING=1` when SIGTERM stops it. Its socket is an abstract one (`@…`).
+//! - `k3rs server` sends `STATUS=` progress while it starts, `READY=1` (with a `STATUS=`
+//!   line) once the API server answers `/readyz`, and `STOPPING=1` when SIGTERM stops it. Its socket is an abstract one (`@…`).
 //! - `k3rs agent` sends `READY=1` once its Node is registered. Its socket is a path.
 
 use std::os::linux::net::SocketAddrExt;
@@ -22,6 +22,20 @@ fn receive(sock: &UnixDatagram, what: &str) -> String {
         .recv(&mut buf)
         .unwrap_or_else(|e| panic!("no {what} notification within 90 s: {e}"));
     String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Every datagram up to and including the first that starts with `first_line`.
+fn receive_until(sock: &UnixDatagram, first_line: &str) -> Vec<String> {
+    let mut got = Vec::new();
+    for _ in 0..50 {
+        let msg = receive(sock, first_line);
+        let done = msg.starts_with(first_line);
+        got.push(msg);
+        if done {
+            return got;
+        }
+    }
+    panic!("no {first_line} among the first 50 notifications: {got:?}");
 }
 
 #[test]
@@ -62,11 +76,22 @@ fn server_notifies_ready_after_readyz_and_stopping_on_sigterm() {
         .env("NOTIFY_SOCKET", format!("@{name}"));
     let mut server = ChildGuard::spawn("k3rs server", cmd, &dir.path().join("server.log"));
 
-    let ready = receive(&sock, "READY");
+    // Progress first (systemctl status shows each line while the unit starts), then READY.
+    let mut sent = receive_until(&sock, "READY=1");
+    let ready = sent.pop().unwrap();
     assert_eq!(
         ready.lines().collect::<Vec<_>>(),
         ["READY=1", "STATUS=API server ready"],
         "{ready:?}"
+    );
+    assert_eq!(
+        sent,
+        [
+            "STATUS=starting: certificates and datastore",
+            "STATUS=datastore started; starting the Kubernetes API",
+            "STATUS=waiting for the Kubernetes API to be ready",
+        ],
+        "the progress before READY"
     );
     // Sent only once the API server answers: /readyz is 200 the moment it arrives.
     let (code, body) = common::https::request(

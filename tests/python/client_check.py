@@ -140,6 +140,14 @@ def main(ns):
     expect_status(404, core.read_namespaced_config_map, "c1", ns)
     apps.delete_namespaced_deployment("web", ns, propagation_policy="Background")
     expect_status(404, apps.read_namespaced_deployment, "web", ns)
+    # Services' registry answers a DELETE with the deleted Service, which the typed client
+    # decodes as a V1Service (a Status would not decode).
+    core.create_namespaced_service(ns, {"metadata": {"name": "svc"},
+                                        "spec": {"ports": [{"port": 80}]}})
+    deleted = core.delete_namespaced_service("svc", ns)
+    assert deleted.kind == "Service" and deleted.metadata.name == "svc", deleted
+    assert deleted.spec.ports[0].port == 80, deleted
+    expect_status(404, core.read_namespaced_service, "svc", ns)
     print("python client: all checks passed")
 
 

@@ -467,8 +467,8 @@ fn access_reviews_answer_kubectl_auth_can_i() {
     assert_eq!(list_row(&elsewhere, "configmaps"), None, "{elsewhere}");
 
     // SubjectAccessReview and LocalSubjectAccessReview (JSON through kubectl create; create-only
-    // kinds have no PATCH operation in /openapi/v3, so kubectl would validate them against
-    // /openapi/v2, which k3rs does not serve: --validate=false).
+    // kinds have no PATCH operation in /openapi/v3, so kubectl validates them against
+    // /openapi/v2).
     let sar = |kind: &str, ns: &str, user: &str, verb: &str| {
         format!(
             r#"{{"apiVersion": "authorization.k8s.io/v1", "kind": "{kind}",
@@ -483,7 +483,6 @@ fn access_reviews_answer_kubectl_auth_can_i() {
                 "-n",
                 "team-a",
                 "create",
-                "--validate=false",
                 "-f",
                 "-",
                 "-o",
@@ -508,7 +507,9 @@ fn access_reviews_answer_kubectl_auth_can_i() {
         allowed(sar("SubjectAccessReview", "team-a", "bob", "get")),
         "false"
     );
-    // Only those allowed to create SubjectAccessReviews may ask about others.
+    // Only those allowed to create SubjectAccessReviews may ask about others. (kubectl's v2
+    // validation lists CRDs first, which alice may not: --validate=false, as against
+    // kube-apiserver.)
     let err = alice.fails_with(
         &["create", "--validate=false", "-f", "-"],
         Some(&sar("SubjectAccessReview", "team-a", "alice", "get")),
@@ -520,7 +521,7 @@ fn access_reviews_answer_kubectl_auth_can_i() {
     );
     // A review with neither user nor groups is invalid, in upstream's words.
     let err = admin.fails_with(
-        &["create", "--validate=false", "-f", "-"],
+        &["create", "-f", "-"],
         Some(&sar("SubjectAccessReview", "team-a", "", "get")),
         "Invalid",
     );

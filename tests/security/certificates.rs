@@ -213,7 +213,9 @@ fn check_renew_and_rotate() {
     let (ok, _, err) = k3rs(&["certificate", "rotate", "--service", "kubelet"], &data);
     assert!(!ok);
     assert!(
-        err.contains("unknown service \"kubelet\"; known services: admin, api-server, etcd"),
+        err.contains(
+            "unknown service \"kubelet\"; known services: admin, auth-proxy, api-server, etcd"
+        ),
         "{err}"
     );
     let (ok, out, err) = k3rs(

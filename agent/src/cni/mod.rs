@@ -3,8 +3,13 @@
 //! IPAM on the node's pod CIDRs, chained with `portmap` for `hostPort`s. containerd adds the
 //! loopback interface itself.
 //!
+//! The bridge does not masquerade per pod: [`masquerade`] puts one rule per node pod CIDR in
+//! place instead (IPv4; a node with an IPv6 pod CIDR keeps the bridge's `ipMasq`).
+//!
 //! [`Config::render`] is pure; [`write`] puts the conflist where containerd's CRI plugin reads it
 //! (its `cni.conf_dir`), atomically, so containerd never loads half a file.
+
+pub mod masquerade;
 
 use std::path::{Path, PathBuf};
 
@@ -45,6 +50,9 @@ pub struct Config {
     /// host-local's allocation store (`<agent>/cni/networks`), so agents sharing a machine
     /// do not share it.
     pub ipam_data_dir: PathBuf,
+    /// The bridge's and the pods' MTU (the overlay's, below the node interface's); `None`:
+    /// the kernel's default.
+    pub mtu: Option<u32>,
 }
 
 impl Config {
@@ -55,6 +63,7 @@ impl Config {
             bridge: "cni0".to_string(),
             pod_cidrs,
             ipam_data_dir: agent_dir.join("cni/networks"),
+            mtu: None,
         }
     }
 
@@ -102,8 +111,9 @@ impl Config {
                 Bridge {
                     r#type: "bridge",
                     bridge: &self.bridge,
+                    mtu: self.mtu,
                     is_gateway: true,
-                    ip_masq: true,
+                    ip_masq: masquerade::bridge_masquerades(&self.pod_cidrs),
                     hairpin_mode: true,
                     ipam: HostLocal {
                         r#type: "host-local",
@@ -140,6 +150,8 @@ struct Conflist<'a> {
 struct Bridge<'a> {
     r#type: &'static str,
     bridge: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mtu: Option<u32>,
     is_gateway: bool,
     ip_masq: bool,
     hairpin_mode: bool,
@@ -219,7 +231,7 @@ mod tests {
       "type": "bridge",
       "bridge": "cni0",
       "isGateway": true,
-      "ipMasq": true,
+      "ipMasq": false,
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
@@ -253,6 +265,14 @@ mod tests {
     }
 
     #[test]
+    fn an_overlay_mtu_is_the_bridges() {
+        let mut c = Config::new(vec![cidr("10.42.3.0/24")], Path::new("/a"));
+        c.mtu = Some(1450);
+        let v: serde_json::Value = serde_json::from_str(&c.render().unwrap()).unwrap();
+        assert_eq!(v["plugins"][0]["mtu"], 1450);
+    }
+
+    #[test]
     fn dual_stack_gets_a_range_and_a_default_route_per_family() {
         let c = Config::new(
             vec![cidr("10.42.3.0/24"), cidr("fd00:42:0:3::/64")],
@@ -271,6 +291,8 @@ mod tests {
             ipam["routes"],
             json!([{ "dst": "0.0.0.0/0" }, { "dst": "::/0" }])
         );
+        // The agent's rules are IPv4 only: the bridge masquerades for IPv6 pods.
+        assert_eq!(v["plugins"][0]["ipMasq"], json!(true));
     }
 
     #[test]

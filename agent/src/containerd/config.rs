@@ -1,9 +1,13 @@
 //! The containerd configuration the agent generates: containerd 1.6's config format version 2,
 //! with every directory the daemon writes to under the agent's data dir, so several agents (and
-//! a system containerd) can share one machine.
+//! a system containerd) can share one machine. Registry mirrors and TLS live in the registry
+//! host directory (`config_path`, see [`super::registries`]), credentials in this file.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+use super::registries::hosts::{self, HostsFile};
+use super::registries::Registries;
 
 /// Where an agent's containerd keeps its files, all under `<data-dir>/agent`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +27,9 @@ pub struct Layout {
     pub opt: PathBuf,
     /// Where the agent writes its CNI conflist (`<agent>/etc/cni/net.d`).
     pub cni_conf_dir: PathBuf,
+    /// containerd's registry host directory, the CRI plugin's `registry.config_path`
+    /// (`<agent>/etc/containerd/certs.d`, as k3s).
+    pub registry_dir: PathBuf,
 }
 
 impl Layout {
@@ -37,6 +44,7 @@ impl Layout {
             log_file: containerd.join("containerd.log"),
             opt: containerd.join("opt"),
             cni_conf_dir: agent_dir.join("etc/cni/net.d"),
+            registry_dir: agent_dir.join("etc/containerd/certs.d"),
         }
     }
 }
@@ -66,6 +74,9 @@ pub struct Config {
     /// rootless), or runc fails every sandbox (the kubelet gives sandboxes -998); see
     /// [`super::host::can_lower_oom_score_adj`].
     pub restrict_oom_score_adj: bool,
+    /// `registries.yaml`: mirrors and TLS go to [`Layout::registry_dir`]
+    /// ([`Config::hosts_files`]), credentials into this file.
+    pub registries: Registries,
 }
 
 impl Config {
@@ -79,7 +90,13 @@ impl Config {
             systemd_cgroup: false,
             stream_server_port: DEFAULT_STREAM_SERVER_PORT,
             restrict_oom_score_adj: false,
+            registries: Registries::default(),
         }
+    }
+
+    /// The `hosts.toml` files of [`Layout::registry_dir`].
+    pub fn hosts_files(&self) -> Vec<HostsFile> {
+        hosts::hosts_files(&self.registries)
     }
 
     /// The `config.toml` text (containerd 1.6, config version 2).
@@ -119,16 +136,20 @@ impl Config {
         let _ = writeln!(s, "[{cri}.cni]");
         let _ = writeln!(s, "  bin_dir = {}", quote_path(&self.cni_bin_dir));
         let _ = writeln!(s, "  conf_dir = {}", quote_path(&l.cni_conf_dir));
+        let _ = writeln!(s);
+        let _ = writeln!(s, "[{cri}.registry]");
+        let _ = writeln!(s, "  config_path = {}", quote_path(&l.registry_dir));
+        hosts::render_auths(&mut s, cri, &self.registries);
         s
     }
 }
 
-fn quote_path(p: &Path) -> String {
+pub(crate) fn quote_path(p: &Path) -> String {
     quote(&p.to_string_lossy())
 }
 
 /// A TOML basic string: `"` and `\` escaped, control characters as `\uXXXX`.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -162,6 +183,7 @@ mod tests {
                 log_file: "/var/lib/k3rs/agent/containerd/containerd.log".into(),
                 opt: "/var/lib/k3rs/agent/containerd/opt".into(),
                 cni_conf_dir: "/var/lib/k3rs/agent/etc/cni/net.d".into(),
+                registry_dir: "/var/lib/k3rs/agent/etc/containerd/certs.d".into(),
             }
         );
     }
@@ -198,6 +220,9 @@ state = "/var/lib/k3rs/agent/containerd/state"
 [plugins."io.containerd.grpc.v1.cri".cni]
   bin_dir = "/usr/lib/cni"
   conf_dir = "/var/lib/k3rs/agent/etc/cni/net.d"
+
+[plugins."io.containerd.grpc.v1.cri".registry]
+  config_path = "/var/lib/k3rs/agent/etc/containerd/certs.d"
 "#;
         assert_eq!(c.render(), expected);
     }

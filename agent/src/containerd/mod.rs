@@ -1,5 +1,5 @@
 //! containerd as the agent runs it: a generated config ([`config`]) adapted to the host
-//! ([`host`]), a supervisor ([`supervisor`]) that starts the system `containerd` with it and
+//! ([`host`]) and to `registries.yaml` ([`registries`]), a supervisor ([`supervisor`]) that starts the system `containerd` with it and
 //! keeps it running, and [`runtime`], which brings all of it (and the image import) up.
 //!
 //! With `--container-runtime-endpoint` the agent supervises nothing and only connects (the CRI
@@ -8,6 +8,7 @@
 pub mod backoff;
 pub mod config;
 pub mod host;
+pub mod registries;
 pub mod runtime;
 pub mod supervisor;
 

@@ -1,5 +1,6 @@
 //! The agent's container runtime, brought up in one call: either the agent's own containerd
-//! (config written, supervised, air-gap images imported) or, with
+//! (config written, supervised, the embedded pause image and the air-gap images imported:
+//! [`images::provision`]) or, with
 //! `--container-runtime-endpoint`, someone else's runtime that the agent only connects to.
 //!
 //! Guarantees: [`Runtime::start`] returns a CRI client whose `Version` call has succeeded; on
@@ -21,7 +22,7 @@ use crate::images;
 pub enum Error {
     #[error("starting containerd")]
     Supervise(#[source] supervisor::Error),
-    #[error("importing the images of {dir}")]
+    #[error("importing images (air-gap directory {dir})")]
     Import {
         dir: PathBuf,
         #[source]
@@ -40,8 +41,9 @@ pub enum Error {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Endpoint {
-    /// The agent's own containerd, with this config; images from the directory (if any) are
-    /// imported after it starts.
+    /// The agent's own containerd, with this config; after it starts, the embedded pause image
+    /// is imported if it is the config's sandbox image and missing, and the images of the
+    /// directory (if any).
     Supervised {
         config: Config,
         options: SupervisorOptions,
@@ -88,13 +90,14 @@ impl Runtime {
                     .map_err(Error::Supervise)?;
                 let address = supervisor.address().to_path_buf();
                 let started = async {
-                    let mut imported = images::Report::default();
-                    if let Some(dir) = images_dir {
-                        let ctr = images::Ctr::new(&address, &config.snapshotter);
-                        imported = images::import_dir(&ctr, &dir)
+                    let ctr = images::Ctr::new(&address, &config.snapshotter);
+                    let imported =
+                        images::provision(&ctr, images_dir.as_deref(), &config.sandbox_image)
                             .await
-                            .map_err(|source| Error::Import { dir, source })?;
-                    }
+                            .map_err(|source| Error::Import {
+                                dir: images_dir.clone().unwrap_or_default(),
+                                source,
+                            })?;
                     Ok::<_, Error>((connect(&address).await?, imported))
                 };
                 match started.await {

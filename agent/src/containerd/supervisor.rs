@@ -133,7 +133,14 @@ impl Supervisor {
     /// accepts connections. The supervisor keeps it running until [`Supervisor::stop`].
     pub async fn start(config: &Config, options: SupervisorOptions) -> Result<Supervisor, Error> {
         let layout = &config.layout;
-        write_file(&layout.config_file, config.render().as_bytes())?;
+        // 0600: the config holds registry credentials.
+        k3rs_apimachinery::fs::write_atomic(&layout.config_file, config.render().as_bytes(), 0o600)
+            .map_err(|(path, source)| Error::Write { path, source })?;
+        super::registries::hosts::write_hosts_dir(&layout.registry_dir, &config.hosts_files())
+            .map_err(|e| Error::Write {
+                path: e.path,
+                source: e.source,
+            })?;
         for dir in [&layout.root, &layout.state, &layout.cni_conf_dir] {
             create_dir(dir)?;
         }
@@ -190,16 +197,6 @@ impl Drop for Supervisor {
 fn create_dir(dir: &Path) -> Result<(), Error> {
     std::fs::create_dir_all(dir).map_err(|source| Error::Write {
         path: dir.to_path_buf(),
-        source,
-    })
-}
-
-fn write_file(path: &Path, contents: &[u8]) -> Result<(), Error> {
-    if let Some(parent) = path.parent() {
-        create_dir(parent)?;
-    }
-    std::fs::write(path, contents).map_err(|source| Error::Write {
-        path: path.to_path_buf(),
         source,
     })
 }

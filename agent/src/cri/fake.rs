@@ -62,6 +62,7 @@ struct State {
     images: BTreeSet<String>,
     failures: BTreeMap<&'static str, tonic::Status>,
     exec_reply: pb::ExecSyncResponse,
+    pull_auths: Vec<Option<pb::AuthConfig>>,
 }
 
 /// The fake runtime (both services).
@@ -106,6 +107,11 @@ impl FakeRuntime {
     /// The next call of `rpc` (e.g. `"StartContainer"`) fails with `status`; once.
     pub fn fail_next(&self, rpc: &'static str, status: tonic::Status) {
         self.lock().failures.insert(rpc, status);
+    }
+
+    /// The credentials of every PullImage call so far, in order.
+    pub fn pull_auths(&self) -> Vec<Option<pb::AuthConfig>> {
+        self.lock().pull_auths.clone()
     }
 
     /// Makes `image` present, as if pulled or imported.
@@ -516,9 +522,10 @@ impl ImageService for FakeRuntime {
     fn pull_image(
         &self,
         image: pb::ImageSpec,
-        _auth: Option<pb::AuthConfig>,
+        auth: Option<pb::AuthConfig>,
         _sandbox_config: Option<pb::PodSandboxConfig>,
     ) -> BoxFuture<'_, Result<String>> {
+        self.lock().pull_auths.push(auth);
         let call = Call::PullImage(image.image.clone());
         ready(self.enter("PullImage", call).map(|mut s| {
             s.images.insert(image.image.clone());

@@ -5,10 +5,13 @@
 //! - [`RuntimeService`], [`ImageService`]: the calls the kubelet makes, as object-safe async
 //!   traits; [`grpc::Cri`] implements them over a unix socket, [`fake::FakeRuntime`] in memory
 //!   (recording every call) for unit tests.
+//! - [`image_presence::ImagePresence`]: an [`ImageService`] that remembers which images are
+//!   present, for the kubelet's per-sync checks.
 
 pub mod error;
 pub mod fake;
 pub mod grpc;
+pub mod image_presence;
 mod service;
 
 pub use error::{Error, Result};

@@ -40,9 +40,8 @@ use std::time::Duration;
 use futures::{stream, StreamExt};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Api, Client};
+use kube::runtime::reflector::Store;
+use kube::Client;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
@@ -50,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::index::Index;
 use self::wire::Step;
-use crate::proxy::{seen, Seen};
+use crate::watches::{keep, watch_all, Listed, Seen};
 
 /// The Node label an agent that serves DNS sets to its port; the server's `kube-dns`
 /// endpoints are the Ready nodes with it.
@@ -223,22 +222,10 @@ async fn watch_index(
 ) {
     'clients: loop {
         let client = clients.borrow_and_update().clone();
-        let (services, svc_writer) = reflector::store::<Service>();
-        let (slices, eps_writer) = reflector::store::<EndpointSlice>();
-        let svc_events = reflector::reflector(
-            svc_writer,
-            watcher(Api::<Service>::all(client.clone()), Default::default()),
-        )
-        .default_backoff()
-        .map(|e| seen(e, |listed| Seen::Services { listed }));
-        let eps_events = reflector::reflector(
-            eps_writer,
-            watcher(Api::<EndpointSlice>::all(client), Default::default()),
-        )
-        .default_backoff()
-        .map(|e| seen(e, |listed| Seen::Slices { listed }));
-        let mut events = std::pin::pin!(stream::select(svc_events, eps_events));
-        let (mut svc_listed, mut eps_listed) = (false, false);
+        let (services, svc_events) = watch_all::<Service>(&client, 0, keep);
+        let (slices, eps_events) = watch_all::<EndpointSlice>(&client, 1, keep);
+        let mut events = stream::select(svc_events, eps_events);
+        let mut listed = Listed::new(2);
         loop {
             tokio::select! {
                 changed = clients.changed() => {
@@ -249,15 +236,16 @@ async fn watch_index(
                 }
                 ev = events.next() => {
                     match ev {
-                        Some(Seen::Services { listed }) => svc_listed |= listed,
-                        Some(Seen::Slices { listed }) => eps_listed |= listed,
                         Some(Seen::Error(e)) => {
                             tracing::warn!(error = %e, "dns: watch failed");
                             continue;
                         }
+                        Some(seen) => {
+                            listed.note(&seen);
+                        }
                         None => return,
                     }
-                    if svc_listed && eps_listed {
+                    if listed.all() {
                         index.send_replace(Some(Arc::new(rebuild(&services, &slices))));
                     }
                 }

@@ -1,33 +1,34 @@
-//! Multi-node pod networking, flannel's host-gw backend: every node's pods are on its own
-//! bridge in its `spec.podCIDR` ([`crate::cni`]); this module routes every other node's pod
-//! CIDR through that node's InternalIP, so pods reach pods on other nodes directly (the nodes
-//! must share a layer-2 segment, as host-gw requires).
+//! Multi-node pod networking, flannel's host-gw backend (`--flannel-backend=host-gw`): every
+//! node's pods are on its own bridge in its `spec.podCIDR` ([`crate::cni`]); this module routes
+//! every other node's pod CIDR through that node's InternalIP, so pods reach pods on other
+//! nodes directly (the nodes must share a layer-2 segment, as host-gw requires; across routers
+//! use [`crate::vxlan`]).
 //!
 //! [`plan`] decides the routes without I/O; [`routes`] is the routing table (iproute2, or a
 //! recording fake); [`run`] watches the Nodes and syncs on change (at most once per second)
-//! and every 30 s, so a route someone removed comes back.
+//! and every 30 s, so a route someone removed comes back ([`crate::pod_network::watch`]).
 //!
-//! Guarantees: IP forwarding is turned on at start; only routes with the agent's protocol number are ever changed or removed; no
-//! default route is ever installed; a failed route is logged and retried, it does not stop
-//! the others.
+//! Guarantees: IP forwarding is turned on at start; only routes with the agent's protocol
+//! number are ever changed or removed; no default route is ever installed; a failed route is
+//! logged and retried, it does not stop the others; a peer whose InternalIP is on no subnet
+//! this node is directly connected to gets no route (it would black-hole, and the kernel
+//! refuses it): that is logged and reported once as a Warning Event
+//! ([`REFUSED_REASON`]) on this node's Node.
 
 pub mod plan;
 pub mod routes;
 
-use std::time::Duration;
+use std::collections::BTreeSet;
 
-use futures::StreamExt;
 use ipnet::IpNet;
-use k8s_openapi::api::core::v1::Node;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Api, Client};
+use k3rs_apimachinery::events::{EventRecorder, EventType};
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use kube::Client;
 use tokio::sync::watch;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use self::routes::Routes;
-use crate::proxy::sync::Pacer;
+use crate::pod_network::watch::NodeSync;
 
 /// How host-gw runs.
 #[derive(Debug, Clone)]
@@ -38,17 +39,45 @@ pub struct HostGwConfig {
     pub cluster_cidr: Option<IpNet>,
 }
 
-/// Brings the table in line with `nodes` once; `false` if any change failed.
-pub async fn sync_once<R: Routes>(routes: &R, cfg: &HostGwConfig, nodes: &[Node]) -> bool {
-    let desired = plan::desired(&cfg.node_name, nodes, cfg.cluster_cidr.as_ref());
+/// The reason of the Event about a peer host-gw cannot route.
+pub const REFUSED_REASON: &str = "HostGwRouteRefused";
+
+/// The Events' `source.component`.
+const COMPONENT: &str = "k3rs-host-gw";
+
+/// What one sync did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Synced {
+    /// Every change succeeded.
+    pub ok: bool,
+    /// The peers' routes refused (their gateways are not on a connected subnet).
+    pub refused: Vec<plan::Refused>,
+}
+
+/// Brings the table in line with `nodes` once.
+pub async fn sync_once<R: Routes>(routes: &R, cfg: &HostGwConfig, nodes: &[Node]) -> Synced {
+    let connected = match routes.connected().await {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!(error = %e, "host-gw: listing the connected subnets failed");
+            None
+        }
+    };
+    let desired = plan::desired(
+        &cfg.node_name,
+        nodes,
+        cfg.cluster_cidr.as_ref(),
+        connected.as_deref(),
+    );
+    let refused = desired.refused;
     let current = match routes.list().await {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "host-gw: listing routes failed");
-            return false;
+            return Synced { ok: false, refused };
         }
     };
-    let plan = plan::plan(&desired, &current);
+    let plan = plan::plan(&desired.routes, &current);
     let mut ok = true;
     for r in plan.replace {
         match routes.replace(r).await {
@@ -68,59 +97,80 @@ pub async fn sync_once<R: Routes>(routes: &R, cfg: &HostGwConfig, nodes: &[Node]
             }
         }
     }
-    ok
+    Synced { ok, refused }
 }
 
-fn snapshot(store: &Store<Node>) -> Vec<Node> {
-    store.state().iter().map(|n| (**n).clone()).collect()
+/// Why `refused` gets no route, for the log and the Event.
+pub fn refused_message(refused: &plan::Refused) -> String {
+    let plan::Refused { node, route } = refused;
+    format!(
+        "host-gw cannot route node {node}'s pod CIDR {}: its address {} is on no subnet this \
+         node is directly connected to (the nodes do not share a layer-2 network); use \
+         --flannel-backend=vxlan",
+        route.dst, route.via
+    )
+}
+
+/// Reports each refused route once per run: a log line and a Warning Event on this node.
+#[derive(Default)]
+struct Reporter {
+    reported: BTreeSet<plan::Refused>,
+}
+
+impl Reporter {
+    async fn report(&mut self, refused: &[plan::Refused], me: &str, recorder: &EventRecorder) {
+        for r in refused {
+            if !self.reported.insert(r.clone()) {
+                continue;
+            }
+            let message = refused_message(r);
+            tracing::warn!(peer = %r.node, "{message}");
+            let node = ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(me.to_string()),
+                uid: Some(me.to_string()),
+                ..ObjectReference::default()
+            };
+            recorder.publish(&node, EventType::Warning, REFUSED_REASON, &message);
+        }
+    }
+}
+
+/// host-gw as a [`NodeSync`].
+struct HostGw<R> {
+    routes: R,
+    cfg: HostGwConfig,
+    reporter: Reporter,
+}
+
+impl<R: Routes> NodeSync for HostGw<R> {
+    async fn sync(&mut self, client: &Client, nodes: Vec<Node>) -> bool {
+        let synced = sync_once(&self.routes, &self.cfg, &nodes).await;
+        let recorder = EventRecorder::new(client.clone(), COMPONENT, &self.cfg.node_name);
+        self.reporter
+            .report(&synced.refused, &self.cfg.node_name, &recorder)
+            .await;
+        synced.ok
+    }
 }
 
 /// Runs until `stop`, with the latest client of `clients`.
 pub async fn run<R: Routes>(
-    mut clients: watch::Receiver<Client>,
+    clients: watch::Receiver<Client>,
     routes: R,
     cfg: HostGwConfig,
     stop: CancellationToken,
 ) {
-    let second = Duration::from_secs(1);
-    let mut pacer = Pacer::new(second, Duration::from_secs(30), Duration::from_secs(5));
     if let Err(e) = routes.enable_forwarding().await {
         tracing::error!(error = %e, "host-gw: pods on other nodes will not be reachable");
     }
-    'clients: loop {
-        let client = clients.borrow_and_update().clone();
-        let (nodes, writer) = reflector::store::<Node>();
-        let events = reflector::reflector(
-            writer,
-            watcher(Api::<Node>::all(client), Default::default()),
-        )
-        .default_backoff();
-        let mut events = std::pin::pin!(events);
-        let mut listed = false;
-        loop {
-            let due = pacer.due(Instant::now());
-            tokio::select! {
-                _ = stop.cancelled() => break 'clients,
-                changed = clients.changed() => {
-                    if changed.is_err() {
-                        break 'clients;
-                    }
-                    continue 'clients;
-                }
-                ev = events.next() => match ev {
-                    Some(Ok(watcher::Event::InitDone)) => { listed = true; pacer.changed(); }
-                    Some(Ok(_)) => pacer.changed(),
-                    Some(Err(e)) => tracing::warn!(error = %e, "host-gw: node watch failed"),
-                    None => break 'clients,
-                },
-                _ = tokio::time::sleep_until(due), if listed => {
-                    let ok = sync_once(&routes, &cfg, &snapshot(&nodes)).await;
-                    pacer.synced(Instant::now(), ok);
-                }
-            }
-        }
-    }
-    tracing::info!("host-gw stopped");
+    let backend = HostGw {
+        routes,
+        cfg,
+        reporter: Reporter::default(),
+    };
+    crate::pod_network::watch::run(clients, backend, "host-gw", stop).await;
 }
 
 #[cfg(test)]
@@ -154,6 +204,7 @@ mod tests {
             .lock()
             .unwrap()
             .push(r("10.42.9.0/24", "10.99.0.9"));
+        *fake.connected.lock().unwrap() = vec!["10.99.0.0/24".parse().unwrap()];
         let cfg = HostGwConfig {
             node_name: "a".into(),
             cluster_cidr: Some("10.42.0.0/16".parse().unwrap()),
@@ -162,7 +213,7 @@ mod tests {
             node("a", "10.42.0.0/24", "10.99.0.1"),
             node("b", "10.42.1.0/24", "10.99.0.2"),
         ];
-        assert!(sync_once(&fake, &cfg, &nodes).await);
+        assert!(sync_once(&fake, &cfg, &nodes).await.ok);
         assert_eq!(
             *fake.calls.lock().unwrap(),
             [
@@ -171,7 +222,47 @@ mod tests {
             ]
         );
         fake.calls.lock().unwrap().clear();
-        assert!(sync_once(&fake, &cfg, &nodes).await);
+        assert!(sync_once(&fake, &cfg, &nodes).await.ok);
         assert!(fake.calls.lock().unwrap().is_empty(), "nothing to change");
+    }
+
+    #[tokio::test]
+    async fn a_peer_behind_a_router_is_refused_and_its_old_route_removed() {
+        let fake = FakeRoutes::default();
+        fake.table
+            .lock()
+            .unwrap()
+            .push(r("10.42.1.0/24", "10.98.0.2"));
+        *fake.connected.lock().unwrap() = vec!["10.99.0.0/24".parse().unwrap()];
+        let cfg = HostGwConfig {
+            node_name: "a".into(),
+            cluster_cidr: None,
+        };
+        let nodes = [
+            node("a", "10.42.0.0/24", "10.99.0.1"),
+            node("b", "10.42.1.0/24", "10.98.0.2"),
+        ];
+        let synced = sync_once(&fake, &cfg, &nodes).await;
+        let refused = plan::Refused {
+            node: "b".into(),
+            route: r("10.42.1.0/24", "10.98.0.2"),
+        };
+        assert_eq!(
+            synced,
+            Synced {
+                ok: true,
+                refused: vec![refused.clone()]
+            }
+        );
+        assert_eq!(
+            *fake.calls.lock().unwrap(),
+            [Call::Delete(r("10.42.1.0/24", "10.98.0.2"))]
+        );
+        assert_eq!(
+            refused_message(&refused),
+            "host-gw cannot route node b's pod CIDR 10.42.1.0/24: its address 10.98.0.2 is on \
+             no subnet this node is directly connected to (the nodes do not share a layer-2 \
+             network); use --flannel-backend=vxlan"
+        );
     }
 }

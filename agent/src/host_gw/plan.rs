@@ -4,7 +4,9 @@
 //!
 //! Guarantees: only routes to pod CIDRs inside the cluster CIDR (when known) are ever
 //! desired, never one with a zero-length prefix (a default route); a route the agent did not
-//! install (another protocol) is never in `current`, so never deleted.
+//! install (another protocol) is never in `current`, so never deleted; a route whose gateway
+//! is on no subnet the node is directly connected to (when those are known) is refused, not
+//! desired: host-gw cannot cross a router, and the kernel would refuse it anyway.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -17,6 +19,21 @@ use k8s_openapi::api::core::v1::Node;
 pub struct Route {
     pub dst: IpNet,
     pub via: IpAddr,
+}
+
+/// A peer's pod CIDR host-gw cannot route: its node address is not on a connected subnet.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Refused {
+    /// The peer node.
+    pub node: String,
+    pub route: Route,
+}
+
+/// The routes to have, and the ones refused.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Desired {
+    pub routes: BTreeSet<Route>,
+    pub refused: Vec<Refused>,
 }
 
 /// What to change.
@@ -50,13 +67,15 @@ fn internal_ips(node: &Node) -> Vec<IpAddr> {
         .collect()
 }
 
-/// The routes node `me` should have to the other `nodes`' pod CIDRs.
+/// The routes node `me` should have to the other `nodes`' pod CIDRs; with `connected` (the
+/// subnets the node reaches directly), the ones whose gateway is outside them are refused.
 pub fn desired<'a>(
     me: &str,
     nodes: impl IntoIterator<Item = &'a Node>,
     cluster_cidr: Option<&IpNet>,
-) -> BTreeSet<Route> {
-    let mut out = BTreeSet::new();
+    connected: Option<&[IpNet]>,
+) -> Desired {
+    let mut out = Desired::default();
     for node in nodes {
         if node.metadata.name.as_deref() == Some(me) {
             continue;
@@ -69,8 +88,15 @@ pub fn desired<'a>(
             let via = ips
                 .iter()
                 .find(|ip| ip.is_ipv4() == matches!(dst, IpNet::V4(_)));
-            if let Some(via) = via {
-                out.insert(Route { dst, via: *via });
+            let Some(via) = via else { continue };
+            let route = Route { dst, via: *via };
+            if connected.is_some_and(|c| !c.iter().any(|net| net.contains(via))) {
+                out.refused.push(Refused {
+                    node: node.metadata.name.clone().unwrap_or_default(),
+                    route,
+                });
+            } else {
+                out.routes.insert(route);
             }
         }
     }
@@ -142,7 +168,28 @@ mod tests {
             r("10.42.2.0/24", "10.99.0.3"),
         ]
         .into();
-        assert_eq!(desired("me", &nodes, None), want);
+        assert_eq!(desired("me", &nodes, None, None).routes, want);
+    }
+
+    #[test]
+    fn a_gateway_on_no_connected_subnet_is_refused() {
+        let nodes = [
+            node("near", &["10.42.1.0/24"], &["10.99.0.2"]),
+            node("far", &["10.42.2.0/24"], &["10.98.0.2"]),
+        ];
+        let connected: Vec<IpNet> = vec!["10.99.0.0/24".parse().unwrap()];
+        assert_eq!(
+            desired("me", &nodes, None, Some(&connected)),
+            Desired {
+                routes: [r("10.42.1.0/24", "10.99.0.2")].into(),
+                refused: vec![Refused {
+                    node: "far".into(),
+                    route: r("10.42.2.0/24", "10.98.0.2"),
+                }],
+            }
+        );
+        // Unknown connected subnets: nothing is refused.
+        assert_eq!(desired("me", &nodes, None, None).routes.len(), 2);
     }
 
     #[test]
@@ -154,8 +201,8 @@ mod tests {
         ];
         let cluster: IpNet = "10.42.0.0/16".parse().unwrap();
         let want: BTreeSet<Route> = [r("10.42.1.0/24", "10.99.0.2")].into();
-        assert_eq!(desired("me", &nodes, Some(&cluster)), want);
-        let all = desired("me", &nodes, None);
+        assert_eq!(desired("me", &nodes, Some(&cluster), None).routes, want);
+        let all = desired("me", &nodes, None, None).routes;
         assert!(!all.iter().any(|r| r.dst.prefix_len() == 0), "{all:?}");
     }
 

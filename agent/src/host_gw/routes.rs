@@ -7,8 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use ipnet::IpNet;
 
 use super::plan::Route;
+use crate::pod_network::ip::{self, args as s};
 
 /// The route protocol of the agent's routes (`ip route … proto 75`).
 pub const PROTO: &str = "75";
@@ -16,10 +18,8 @@ pub const PROTO: &str = "75";
 /// Why a routing call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("running ip {0}: {1}")]
-    Spawn(String, #[source] std::io::Error),
-    #[error("ip {0}: {1}")]
-    Failed(String, String),
+    #[error(transparent)]
+    Ip(#[from] ip::Error),
     #[error("parsing `ip -j route` output: {0}")]
     Parse(#[source] serde_json::Error),
     #[error("enabling IP forwarding ({0}): {1}")]
@@ -33,6 +33,9 @@ pub trait Routes: Send + Sync + 'static {
     /// Adds `route`, or replaces the one to the same destination.
     fn replace(&self, route: Route) -> BoxFuture<'_, Result<(), Error>>;
     fn delete(&self, route: Route) -> BoxFuture<'_, Result<(), Error>>;
+    /// The subnets the node reaches directly (routes without a gateway, both families): a
+    /// gateway outside them is not on a connected network.
+    fn connected(&self) -> BoxFuture<'_, Result<Vec<IpNet>, Error>>;
     /// Turns on IPv4 and IPv6 forwarding, which routing pods between nodes needs (flannel
     /// does the same).
     fn enable_forwarding(&self) -> BoxFuture<'_, Result<(), Error>>;
@@ -43,19 +46,7 @@ pub trait Routes: Send + Sync + 'static {
 pub struct IpRoute;
 
 async fn ip(args: &[String]) -> Result<Vec<u8>, Error> {
-    let line = args.join(" ");
-    let out = tokio::process::Command::new("ip")
-        .args(args)
-        .output()
-        .await
-        .map_err(|e| Error::Spawn(line.clone(), e))?;
-    if !out.status.success() {
-        return Err(Error::Failed(
-            line,
-            String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        ));
-    }
-    Ok(out.stdout)
+    Ok(ip::run("ip", args).await?)
 }
 
 /// The routes in `ip -j route show` output (entries without a gateway are skipped).
@@ -65,7 +56,7 @@ pub fn parse_routes(json: &[u8]) -> Result<Vec<Route>, serde_json::Error> {
         dst: String,
         gateway: Option<String>,
     }
-    if json.iter().all(u8::is_ascii_whitespace) {
+    if ip::is_empty(json) {
         return Ok(Vec::new());
     }
     let entries: Vec<Entry> = serde_json::from_slice(json)?;
@@ -80,16 +71,44 @@ pub fn parse_routes(json: &[u8]) -> Result<Vec<Route>, serde_json::Error> {
         .collect())
 }
 
+/// The directly connected destinations in `ip -j -<family> route show` output: unicast
+/// routes without a gateway (IPv6 routes have no link scope to filter on). `default` without a
+/// gateway (a point-to-point link) is the whole family.
+pub fn parse_connected(json: &[u8], v4: bool) -> Result<Vec<IpNet>, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        dst: String,
+        gateway: Option<String>,
+        nexthops: Option<serde_json::Value>,
+        #[serde(rename = "type")]
+        kind: Option<String>,
+    }
+    if ip::is_empty(json) {
+        return Ok(Vec::new());
+    }
+    let entries: Vec<Entry> = serde_json::from_slice(json)?;
+    Ok(entries
+        .into_iter()
+        .filter(|e| e.gateway.is_none() && e.nexthops.is_none())
+        .filter(|e| e.kind.as_deref().is_none_or(|k| k == "unicast"))
+        .filter_map(|e| match e.dst.as_str() {
+            "default" if v4 => "0.0.0.0/0".parse().ok(),
+            "default" => "::/0".parse().ok(),
+            // A host route prints without its prefix length.
+            dst => dst
+                .parse()
+                .ok()
+                .or_else(|| dst.parse::<IpAddr>().ok().map(IpNet::from)),
+        })
+        .collect())
+}
+
 fn family(via: &IpAddr) -> &'static str {
     if via.is_ipv4() {
         "-4"
     } else {
         "-6"
     }
-}
-
-fn s(v: &[&str]) -> Vec<String> {
-    v.iter().map(|a| a.to_string()).collect()
 }
 
 /// `ip route <verb> <dst> via <via> proto 75`.
@@ -134,20 +153,37 @@ impl Routes for IpRoute {
         route_cmd("del", r).boxed()
     }
 
-    fn enable_forwarding(&self) -> BoxFuture<'_, Result<(), Error>> {
+    fn connected(&self) -> BoxFuture<'_, Result<Vec<IpNet>, Error>> {
         async {
-            for (i, path) in FORWARDING.iter().enumerate() {
-                match tokio::fs::write(path, "1").await {
-                    Ok(()) => {}
-                    // A host without IPv6 has no IPv6 switch.
-                    Err(e) if i > 0 && e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(Error::Forwarding(path, e)),
-                }
+            let mut out = Vec::new();
+            for (fam, v4) in [("-4", true), ("-6", false)] {
+                let json = match ip(&s(&[fam, "-j", "route", "show"])).await {
+                    Ok(json) => json,
+                    Err(_) if !v4 => continue,
+                    Err(e) => return Err(e),
+                };
+                out.extend(parse_connected(&json, v4).map_err(Error::Parse)?);
             }
-            Ok(())
+            Ok(out)
         }
         .boxed()
     }
+
+    fn enable_forwarding(&self) -> BoxFuture<'_, Result<(), Error>> {
+        enable_forwarding().boxed()
+    }
+}
+
+/// Turns on IPv4 and IPv6 forwarding (a host without IPv6 has no IPv6 switch).
+pub async fn enable_forwarding() -> Result<(), Error> {
+    for (i, path) in FORWARDING.iter().enumerate() {
+        match tokio::fs::write(path, "1").await {
+            Ok(()) => {}
+            Err(e) if i > 0 && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::Forwarding(path, e)),
+        }
+    }
+    Ok(())
 }
 
 const FORWARDING: &[&str] = &[
@@ -167,6 +203,8 @@ pub enum Call {
 #[derive(Debug, Clone, Default)]
 pub struct FakeRoutes {
     pub table: Arc<Mutex<Vec<Route>>>,
+    /// What [`Routes::connected`] answers.
+    pub connected: Arc<Mutex<Vec<IpNet>>>,
     pub calls: Arc<Mutex<Vec<Call>>>,
 }
 
@@ -188,6 +226,11 @@ impl Routes for FakeRoutes {
         self.table.lock().expect("table").retain(|x| *x != r);
         self.calls.lock().expect("calls").push(Call::Delete(r));
         async { Ok(()) }.boxed()
+    }
+
+    fn connected(&self) -> BoxFuture<'_, Result<Vec<IpNet>, Error>> {
+        let c = self.connected.lock().expect("connected").clone();
+        async move { Ok(c) }.boxed()
     }
 
     fn enable_forwarding(&self) -> BoxFuture<'_, Result<(), Error>> {
@@ -214,5 +257,20 @@ mod tests {
         assert_eq!(parse_routes(json).unwrap(), want);
         assert_eq!(parse_routes(b"\n").unwrap(), Vec::new());
         assert!(parse_routes(b"{").is_err());
+    }
+
+    #[test]
+    fn routes_without_a_gateway_are_the_connected_subnets() {
+        let json =
+            br#"[{"dst":"10.99.1.0/24","dev":"eth0","protocol":"kernel","prefsrc":"10.99.1.1"},
+            {"dst":"169.254.1.1","dev":"eth1"},{"dst":"default","dev":"ppp0"},
+            {"dst":"10.42.1.0/24","gateway":"10.99.1.2","dev":"eth0"},
+            {"type":"blackhole","dst":"10.9.0.0/16"}]"#;
+        let nets = |v: &[&str]| -> Vec<IpNet> { v.iter().map(|n| n.parse().unwrap()).collect() };
+        assert_eq!(
+            parse_connected(json, true).unwrap(),
+            nets(&["10.99.1.0/24", "169.254.1.1/32", "0.0.0.0/0"])
+        );
+        assert_eq!(parse_connected(b"", false).unwrap(), Vec::new());
     }
 }

@@ -1,6 +1,9 @@
 //! The real kubelet: runs the pods bound to this node on a container runtime.
 
+pub mod credentials;
 pub mod events;
+pub mod eviction;
+pub mod image_gc;
 pub mod log_rotation;
 pub mod node_status;
 pub mod plan;

@@ -6,6 +6,9 @@ use std::time::Duration;
 use k3rs_apimachinery::quantity::Quantity;
 use k8s_openapi::api::core::v1::Taint;
 
+use crate::kubelet::eviction::threshold::{parse_eviction_hard, ThresholdError};
+use crate::kubelet::eviction::EvictionConfig;
+use crate::kubelet::image_gc::ImageGcPolicy;
 use crate::kubelet::log_rotation::LogRotatePolicy;
 use crate::kubelet::node_status::node;
 
@@ -16,6 +19,11 @@ pub const KNOWN: &[&str] = &[
     "cluster-domain",
     "container-log-max-files",
     "container-log-max-size",
+    "eviction-hard",
+    "eviction-pressure-transition-period",
+    "image-gc-high-threshold",
+    "image-gc-low-threshold",
+    "image-minimum-gc-age",
     "max-pods",
     "node-labels",
     "node-status-update-frequency",
@@ -37,6 +45,12 @@ pub struct KubeletArgs {
     /// (`container-log-max-size`, a quantity of bytes, default 10Mi; `container-log-max-files`,
     /// at least 2, default 5).
     pub container_log: LogRotatePolicy,
+    /// The hard eviction thresholds (`eviction-hard`, replacing upstream's defaults when
+    /// given) and `eviction-pressure-transition-period` (5m).
+    pub eviction: EvictionConfig,
+    /// `image-gc-high-threshold` (85), `image-gc-low-threshold` (80, below the high one),
+    /// `image-minimum-gc-age` (2m).
+    pub image_gc: ImageGcPolicy,
     pub max_pods: Option<u32>,
     pub node_labels: Vec<(String, String)>,
     pub node_status_update_frequency: Option<Duration>,
@@ -50,65 +64,119 @@ pub struct KubeletArgs {
     pub resolv_conf: Option<std::path::PathBuf>,
 }
 
+/// A `--kubelet-arg` refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KubeletArgError {
+    /// No `=`.
+    #[error("--kubelet-arg {0:?}: expected KEY=VALUE")]
+    NotKeyValue(String),
+    /// A value the flag does not take; `expected` says what it takes.
+    #[error("--kubelet-arg {key}={value}: expected {expected}")]
+    Value {
+        /// The flag.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What the flag takes.
+        expected: &'static str,
+    },
+    /// A bad `node-labels` entry.
+    #[error(transparent)]
+    Label(#[from] node::LabelError),
+    /// A bad `eviction-hard` value.
+    #[error("--kubelet-arg eviction-hard: {0}")]
+    EvictionHard(#[from] ThresholdError),
+    /// `image-gc-low-threshold` not below `image-gc-high-threshold`.
+    #[error(
+        "--kubelet-arg: image-gc-low-threshold ({low}) must be less than \
+         image-gc-high-threshold ({high})"
+    )]
+    ImageGcThresholds {
+        /// The low threshold.
+        low: u8,
+        /// The high threshold.
+        high: u8,
+    },
+    /// A bad `register-with-taints` entry.
+    #[error(transparent)]
+    Taint(#[from] node::TaintError),
+    /// A flag k3rs does not know.
+    #[error("--kubelet-arg: unknown kubelet flag {flag:?} (k3rs understands: {})", KNOWN.join(", "))]
+    Unknown {
+        /// The flag.
+        flag: String,
+    },
+}
+
+fn bad(key: &str, value: &str, expected: &'static str) -> KubeletArgError {
+    KubeletArgError::Value {
+        key: key.to_string(),
+        value: value.to_string(),
+        expected,
+    }
+}
+
 /// A Go duration (`10s`, `1m30s`, `1.5h`), as the kubelet's flags take it.
-fn duration(key: &str, v: &str) -> Result<Duration, String> {
-    k3rs_apimachinery::duration::parse(v).ok_or_else(|| {
-        format!("--kubelet-arg {key}={v}: expected a duration like 10s, 1m or 1h30m")
-    })
+fn duration(key: &str, v: &str) -> Result<Duration, KubeletArgError> {
+    k3rs_apimachinery::duration::parse(v)
+        .ok_or_else(|| bad(key, v, "a duration like 10s, 1m or 1h30m"))
+}
+
+/// A whole percentage, 0 to 100.
+fn percent(key: &str, v: &str) -> Result<u8, KubeletArgError> {
+    v.parse()
+        .ok()
+        .filter(|p| *p <= 100)
+        .ok_or_else(|| bad(key, v, "a whole percentage from 0 to 100"))
 }
 
 impl KubeletArgs {
     /// Parses `KEY=VALUE`s (a leading `--` on the key is accepted); later ones win, list
     /// values (`node-labels`, `register-with-taints`, comma separated) accumulate.
-    pub fn parse(args: &[String]) -> Result<KubeletArgs, String> {
+    pub fn parse(args: &[String]) -> Result<KubeletArgs, KubeletArgError> {
         let mut out = KubeletArgs::default();
         for a in args {
             let (k, v) = a
                 .split_once('=')
-                .ok_or_else(|| format!("--kubelet-arg {a:?}: expected KEY=VALUE"))?;
+                .ok_or_else(|| KubeletArgError::NotKeyValue(a.clone()))?;
             let k = k.trim_start_matches("--");
             match k {
                 "cgroup-root" => {
                     if !v.starts_with('/') {
-                        return Err(format!(
-                            "--kubelet-arg cgroup-root={v}: expected an absolute cgroup path"
-                        ));
+                        return Err(bad(k, v, "an absolute cgroup path"));
                     }
                     out.cgroup_root = Some(v.to_string())
                 }
                 "cluster-dns" => {
                     for ip in v.split(',').filter(|i| !i.is_empty()) {
-                        out.cluster_dns.push(ip.parse().map_err(|_| {
-                            format!("--kubelet-arg cluster-dns={v}: expected IP addresses")
-                        })?);
+                        out.cluster_dns
+                            .push(ip.parse().map_err(|_| bad(k, v, "IP addresses"))?);
                     }
                 }
                 "cluster-domain" => out.cluster_domain = Some(v.to_string()),
                 "container-log-max-files" => {
-                    out.container_log.max_files =
-                        v.parse().ok().filter(|n| *n >= 2).ok_or_else(|| {
-                            format!(
-                                "--kubelet-arg container-log-max-files={v}: expected a whole \
-                                 number of at least 2"
-                            )
-                        })?
+                    out.container_log.max_files = v
+                        .parse()
+                        .ok()
+                        .filter(|n| *n >= 2)
+                        .ok_or_else(|| bad(k, v, "a whole number of at least 2"))?
                 }
                 "container-log-max-size" => {
                     out.container_log.max_size = Quantity::parse(v)
                         .map(Quantity::value)
                         .and_then(|b| u64::try_from(b).ok())
                         .filter(|b| *b > 0)
-                        .ok_or_else(|| {
-                            format!(
-                                "--kubelet-arg container-log-max-size={v}: expected a size in \
-                                 bytes like 10Mi or 500Ki"
-                            )
-                        })?
+                        .ok_or_else(|| bad(k, v, "a size in bytes like 10Mi or 500Ki"))?
                 }
+                "eviction-hard" => out.eviction.thresholds = parse_eviction_hard(v)?,
+                "eviction-pressure-transition-period" => {
+                    out.eviction.pressure_transition_period = duration(k, v)?
+                }
+                "image-gc-high-threshold" => out.image_gc.high_threshold_percent = percent(k, v)?,
+                "image-gc-low-threshold" => out.image_gc.low_threshold_percent = percent(k, v)?,
+                "image-minimum-gc-age" => out.image_gc.min_age = duration(k, v)?,
                 "max-pods" => {
-                    out.max_pods = Some(v.parse().map_err(|_| {
-                        format!("--kubelet-arg max-pods={v}: expected a whole number")
-                    })?)
+                    out.max_pods = Some(v.parse().map_err(|_| bad(k, v, "a whole number"))?)
                 }
                 "node-labels" => {
                     for l in v.split(',').filter(|l| !l.is_empty()) {
@@ -120,17 +188,17 @@ impl KubeletArgs {
                 }
                 "pod-manifest-path" => {
                     if !v.starts_with('/') {
-                        return Err(format!(
-                            "--kubelet-arg pod-manifest-path={v}: expected an absolute path"
-                        ));
+                        return Err(bad(k, v, "an absolute path"));
                     }
                     out.pod_manifest_path = Some(v.into())
                 }
                 "port" => {
-                    out.port =
-                        Some(v.parse().ok().filter(|p| *p > 0).ok_or_else(|| {
-                            format!("--kubelet-arg port={v}: expected a port number")
-                        })?)
+                    out.port = Some(
+                        v.parse()
+                            .ok()
+                            .filter(|p| *p > 0)
+                            .ok_or_else(|| bad(k, v, "a port number"))?,
+                    )
                 }
                 "register-with-taints" => {
                     for t in v.split(',').filter(|t| !t.is_empty()) {
@@ -139,12 +207,18 @@ impl KubeletArgs {
                 }
                 "resolv-conf" => out.resolv_conf = Some(v.into()),
                 _ => {
-                    return Err(format!(
-                        "--kubelet-arg: unknown kubelet flag {k:?} (k3rs understands: {})",
-                        KNOWN.join(", ")
-                    ))
+                    return Err(KubeletArgError::Unknown {
+                        flag: k.to_string(),
+                    })
                 }
             }
+        }
+        let (low, high) = (
+            out.image_gc.low_threshold_percent,
+            out.image_gc.high_threshold_percent,
+        );
+        if low >= high {
+            return Err(KubeletArgError::ImageGcThresholds { low, high });
         }
         Ok(out)
     }
@@ -218,13 +292,65 @@ mod tests {
     }
 
     #[test]
+    fn disk_and_memory_protection_is_settable() {
+        use crate::kubelet::eviction::threshold::{Signal, Threshold, ThresholdValue};
+        let d = KubeletArgs::parse(&[]).unwrap();
+        assert_eq!(d.eviction, EvictionConfig::default());
+        assert_eq!(d.image_gc, ImageGcPolicy::default());
+        let a = KubeletArgs::parse(&s(&[
+            "eviction-hard=nodefs.available<30%",
+            "eviction-pressure-transition-period=15s",
+            "image-gc-high-threshold=60",
+            "image-gc-low-threshold=50",
+            "image-minimum-gc-age=0s",
+        ]))
+        .unwrap();
+        assert_eq!(
+            a.eviction,
+            EvictionConfig {
+                thresholds: vec![Threshold {
+                    signal: Signal::NodeFsAvailable,
+                    value: ThresholdValue::Percentage(0.3)
+                }],
+                pressure_transition_period: Duration::from_secs(15),
+            }
+        );
+        assert_eq!(
+            a.image_gc,
+            ImageGcPolicy {
+                high_threshold_percent: 60,
+                low_threshold_percent: 50,
+                min_age: Duration::ZERO
+            }
+        );
+        let err = |v: &[&str]| KubeletArgs::parse(&s(v)).unwrap_err().to_string();
+        assert_eq!(
+            err(&["image-gc-low-threshold=90"]),
+            "--kubelet-arg: image-gc-low-threshold (90) must be less than \
+             image-gc-high-threshold (85)"
+        );
+        assert_eq!(
+            err(&["image-gc-high-threshold=101"]),
+            "--kubelet-arg image-gc-high-threshold=101: expected a whole percentage from 0 to 100"
+        );
+        assert_eq!(
+            err(&["eviction-hard=memory.available>1Gi"]),
+            "--kubelet-arg eviction-hard: \"memory.available>1Gi\": expected SIGNAL<VALUE (only \
+             the < operator is supported)"
+        );
+        assert!(KubeletArgs::parse(&s(&["image-minimum-gc-age=soon"])).is_err());
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_refused() {
         assert_eq!(
-            KubeletArgs::parse(&s(&["cgroup-driver=systemd"])),
+            KubeletArgs::parse(&s(&["cgroup-driver=systemd"])).map_err(|e| e.to_string()),
             Err(
                 "--kubelet-arg: unknown kubelet flag \"cgroup-driver\" (k3rs understands: \
                  cgroup-root, cluster-dns, cluster-domain, container-log-max-files, \
-                 container-log-max-size, max-pods, node-labels, \
+                 container-log-max-size, eviction-hard, eviction-pressure-transition-period, \
+                 image-gc-high-threshold, image-gc-low-threshold, image-minimum-gc-age, \
+                 max-pods, node-labels, \
                  node-status-update-frequency, pod-manifest-path, port, register-with-taints, \
                  resolv-conf)"
                     .into()

@@ -6,6 +6,7 @@
 
 pub mod kubelet_args;
 pub mod pods;
+pub mod server_config;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -31,15 +32,28 @@ pub struct AgentConfig {
     /// `--container-runtime-endpoint` (`unix:///…`): someone else's CRI runtime; `None`:
     /// the agent's own containerd.
     pub container_runtime_endpoint: Option<String>,
+    /// `--pause-image`: the pod sandbox image; `None`: the one embedded in the binary.
+    pub pause_image: Option<String>,
     pub kubelet: KubeletArgs,
     /// How long the client certificate request may take.
     pub csr_timeout: Duration,
     /// The service proxy's settings; `None`: no proxy.
     pub proxy: Option<crate::proxy::ProxyConfig>,
+    /// The NetworkPolicy enforcer's settings; `None`: policies are not enforced on this node
+    /// (and rules a previous run left are removed).
+    pub network_policy: Option<crate::netpol::NetworkPolicyConfig>,
     /// The cluster DNS server's settings; `None`: no DNS server.
     pub dns: Option<crate::dns::DnsConfig>,
-    /// Routes to the other nodes' pod CIDRs; `None`: none (`--flannel-backend=none`).
-    pub host_gw: Option<crate::host_gw::HostGwConfig>,
+    /// How pods reach the other nodes' pods (`--flannel-backend`).
+    pub pod_network: crate::pod_network::PodNetwork,
+    /// `--private-registry` (`registries.yaml`), rendered into the agent's containerd config.
+    pub registries: crate::containerd::registries::Registries,
+    /// `--system-default-registry`: where the system images (the sandbox image) come from.
+    pub system_default_registry: Option<String>,
+    /// Whether registering the node tells the service manager `READY=1` (`k3rs agent`); the
+    /// server's embedded agent leaves that to the server, which waits for its node to be
+    /// Ready.
+    pub notify_ready: bool,
 }
 
 /// The node's addresses: the given ones, else the default route's.
@@ -51,8 +65,46 @@ pub fn node_ips(given: &[IpAddr]) -> Vec<IpAddr> {
     }
 }
 
+/// Starts the pod network backend. host-gw removes the `flannel.1` a vxlan run left (`none`
+/// leaves it: the node's pod network may be someone else's, e.g. a flannel of their own).
+fn spawn_pod_network(
+    running: &mut tokio::task::JoinSet<()>,
+    network: &crate::pod_network::PodNetwork,
+    latest: &tokio::sync::watch::Receiver<kube::Client>,
+    stop: &CancellationToken,
+) {
+    use crate::pod_network::PodNetwork;
+    use crate::vxlan::kernel::IpOverlay;
+    if matches!(network, PodNetwork::HostGw(_)) {
+        running.spawn(async {
+            if let Err(e) = crate::vxlan::remove(&IpOverlay).await {
+                tracing::warn!(error = %e, "removing the vxlan device failed");
+            }
+        });
+    }
+    let latest = latest.clone();
+    match network.clone() {
+        PodNetwork::None => {}
+        PodNetwork::HostGw(host_gw) => {
+            running.spawn(tasks::supervise(
+                "agent/host-gw",
+                stop.clone(),
+                move |stop| {
+                    let routes = crate::host_gw::routes::IpRoute;
+                    crate::host_gw::run(latest.clone(), routes, host_gw.clone(), stop)
+                },
+            ));
+        }
+        PodNetwork::Vxlan(vxlan) => {
+            running.spawn(tasks::supervise("agent/vxlan", stop.clone(), move |stop| {
+                crate::vxlan::run(latest.clone(), IpOverlay, vxlan.clone(), stop)
+            }));
+        }
+    }
+}
+
 /// Joins and runs the node until `stop`; an error only if joining failed.
-pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::Error> {
+pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::Error> {
     let join_cfg = JoinConfig {
         server: cfg.server.clone(),
         token: cfg.token.clone(),
@@ -75,6 +127,10 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
     node.taints
         .extend(cfg.kubelet.register_with_taints.iter().cloned());
     let mut status_cfg = NodeStatusConfig::new(node, cfg.data_dir.clone());
+    status_cfg.notify_ready = cfg.notify_ready;
+    // The eviction manager reports the node's pressure; the node status publishes it.
+    let (pressure_tx, pressure_rx) = tokio::sync::watch::channel(Default::default());
+    status_cfg.pressure = Some(pressure_rx);
     if let Some(f) = cfg.kubelet.node_status_update_frequency {
         status_cfg.status_update_frequency = f;
     }
@@ -83,6 +139,27 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
     // Every long-running part is a named task: a panic is logged with its name, and the
     // supervised ones start again with backoff (k3rs_apimachinery::tasks).
     let mut running = tokio::task::JoinSet::new();
+    // The Node's status first: a restarted agent replaces the status its last run left
+    // (which may still say Ready) before anything waits on the server.
+    {
+        let latest = latest.clone();
+        running.spawn(tasks::supervise(
+            "agent/node-status",
+            stop.clone(),
+            move |stop| node_status::run(latest.clone(), status_cfg.clone(), health.clone(), stop),
+        ));
+    }
+    let from_server = tokio::select! {
+        _ = stop.cancelled() => return Ok(()),
+        c = server_config::fetch(identity.client.clone()) => c,
+    };
+    cfg = server_config::apply(cfg, &from_server);
+    tracing::info!(
+        cluster_dns = ?cfg.kubelet.cluster_dns,
+        system_default_registry = ?cfg.system_default_registry,
+        network_policy = cfg.network_policy.is_some(),
+        "settings after the server's"
+    );
     let rotation = tasks::spawn(
         "agent/certificate-rotation",
         join::rotation::run(join_cfg.clone(), identity, clients, stop.clone()),
@@ -120,30 +197,39 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
             crate::proxy::run(latest.clone(), ipt, proxy.clone(), stop)
         }));
     }
-    if let Some(host_gw) = cfg.host_gw.clone() {
+    if let Some(netpol) = cfg.network_policy.clone() {
         let latest = latest.clone();
         running.spawn(tasks::supervise(
-            "agent/host-gw",
+            "agent/network-policy",
             stop.clone(),
             move |stop| {
-                let routes = crate::host_gw::routes::IpRoute;
-                crate::host_gw::run(latest.clone(), routes, host_gw.clone(), stop)
+                let ipt = crate::proxy::iptables::SystemIptables;
+                crate::netpol::run(latest.clone(), ipt, netpol.clone(), stop)
             },
         ));
+    } else {
+        running.spawn(async {
+            // Disabled: take away what an enforcing run of this node may have left.
+            let ipt = crate::proxy::iptables::SystemIptables;
+            if let Err(e) = crate::netpol::sync::remove(&ipt).await {
+                tracing::debug!(error = %e, "network policy disabled; removing old rules failed");
+            }
+        });
     }
+    if let Some(cidr) = cfg.pod_network.cluster_cidr() {
+        running.spawn(async move {
+            let ipt = crate::proxy::iptables::SystemIptables;
+            if let Err(e) = crate::pod_network::no_snat::ensure(&ipt, &cidr).await {
+                tracing::error!(error = %e, "pod network: pods on other nodes will see node addresses");
+            }
+        });
+    }
+    spawn_pod_network(&mut running, &cfg.pod_network, &latest, &stop);
     if let Some(dns) = cfg.dns.clone() {
         let latest = latest.clone();
         running.spawn(tasks::supervise("agent/dns", stop.clone(), move |stop| {
             crate::dns::run(latest.clone(), dns.clone(), stop)
         }));
-    }
-    {
-        let latest = latest.clone();
-        running.spawn(tasks::supervise(
-            "agent/node-status",
-            stop.clone(),
-            move |stop| node_status::run(latest.clone(), status_cfg.clone(), health.clone(), stop),
-        ));
     }
     // The node reports the runtime down until it is up.
     if let Some(runtime) = pods::start_runtime_retrying(&cfg, &stop).await {
@@ -174,8 +260,15 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
         if cfg.container_runtime_endpoint.is_none() {
             let (latest, node, data_dir) =
                 (latest.clone(), cfg.node.name.clone(), cfg.data_dir.clone());
+            let cluster_cidr = cfg.pod_network.cluster_cidr();
             let conf_dir =
                 crate::containerd::Layout::new(&pods::agent_dir(&cfg.data_dir)).cni_conf_dir;
+            let mtu = match &cfg.pod_network {
+                crate::pod_network::PodNetwork::Vxlan(v) => {
+                    crate::vxlan::pod_mtu(&crate::vxlan::kernel::IpOverlay, v).await
+                }
+                _ => None,
+            };
             running.spawn(tasks::supervise(
                 "agent/cni-config",
                 stop.clone(),
@@ -185,12 +278,15 @@ pub async fn run(cfg: AgentConfig, stop: CancellationToken) -> Result<(), join::
                         node.clone(),
                         data_dir.clone(),
                         conf_dir.clone(),
+                        mtu,
+                        cluster_cidr,
                         stop,
                     )
                 },
             ));
         }
-        pods::run(latest, &runtime, &cfg, stop).await;
+        let protection = pods::protection(&cfg, pressure_tx);
+        pods::run(latest, &runtime, &cfg, protection, stop).await;
         runtime.stop().await;
     }
     while running.join_next().await.is_some() {}

@@ -14,14 +14,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::AgentConfig;
 use crate::cni;
+use crate::containerd::registries::system_image::with_registry;
 use crate::containerd::{self, host, Config, Endpoint, Runtime, SupervisorOptions};
+use crate::kubelet::eviction::NodeProtection;
+use crate::kubelet::node_status::conditions::Pressure;
 use crate::kubelet::node_status::{machine::Machine, node};
 use crate::kubelet::plan::{parse_resolv_conf, Allocatable, NodeDns, Quantity};
 use crate::kubelet::pods::NodeContext;
 use crate::report::error_chain;
 
-/// The pod sandbox image (`scripts/build-images.sh` writes it as `pause.tar`).
-pub const SANDBOX_IMAGE: &str = "docker.io/k3rs/pause:3.6";
 /// The cluster DNS address when `--kubelet-arg cluster-dns` is not given (k3s's).
 pub const DEFAULT_CLUSTER_DNS: &str = "10.43.0.10";
 
@@ -36,9 +37,33 @@ pub fn pod_manifest_dir(data_dir: &Path) -> PathBuf {
     agent_dir(data_dir).join("pod-manifests")
 }
 
-/// The containerd config for this agent (adapted to the host).
-pub fn containerd_config(data_dir: &Path) -> Config {
-    let mut config = Config::new(&agent_dir(data_dir), SANDBOX_IMAGE);
+/// The pod sandbox image: `--pause-image`, else the pause image embedded in the binary
+/// ([`crate::images::pause`]), under `--system-default-registry` when given (then pulled
+/// from that registry: the embedded copy is imported only under its own name).
+pub fn sandbox_image(cfg: &AgentConfig) -> String {
+    match cfg.pause_image.as_deref() {
+        Some(image) => image.to_string(),
+        None => with_registry(
+            cfg.system_default_registry.as_deref().unwrap_or_default(),
+            crate::images::pause::default_image(),
+        ),
+    }
+}
+
+/// The containerd config for this agent (adapted to the host), with its private registries
+/// and the sandbox image under `--system-default-registry`.
+pub fn containerd_config(cfg: &AgentConfig) -> Config {
+    let mut config = Config::new(&agent_dir(&cfg.data_dir), &sandbox_image(cfg));
+    config.registries = cfg.registries.clone();
+    for (registry, mirror) in &config.registries.mirrors {
+        if !mirror.rewrite.is_empty() {
+            tracing::warn!(
+                registry,
+                "registries.yaml: the mirror's rewrite is written to hosts.toml, but upstream \
+                 containerd ignores it (only k3s's containerd build applies it)"
+            );
+        }
+    }
     for note in host::adapt(&mut config) {
         tracing::info!("containerd: {note}");
     }
@@ -46,12 +71,13 @@ pub fn containerd_config(data_dir: &Path) -> Config {
 }
 
 /// Brings the runtime up: `--container-runtime-endpoint` if given, else the agent's own
-/// containerd with the images of `<data-dir>/agent/images` imported.
+/// containerd with the embedded pause image (when it is the sandbox image) and the images of
+/// `<data-dir>/agent/images` imported.
 pub async fn start_runtime(cfg: &AgentConfig) -> Result<Runtime, containerd::runtime::Error> {
     let endpoint = match &cfg.container_runtime_endpoint {
         Some(e) => Endpoint::External(PathBuf::from(e.strip_prefix("unix://").unwrap_or(e))),
         None => Endpoint::Supervised {
-            config: containerd_config(&cfg.data_dir),
+            config: containerd_config(cfg),
             options: SupervisorOptions::default(),
             images_dir: Some(agent_dir(&cfg.data_dir).join("images")),
         },
@@ -139,21 +165,39 @@ fn pod_cidrs(n: &Node) -> Vec<ipnet::IpNet> {
     all.iter().filter_map(|c| c.parse().ok()).collect()
 }
 
-/// Waits until the Node has a pod CIDR, then writes the CNI conflist into `conf_dir`
-/// (containerd picks it up and its network becomes ready).
+/// Waits until the Node has a pod CIDR, puts the pods' masquerading in place
+/// ([`cni::masquerade`], sparing `cluster_cidr`), then writes the CNI conflist into
+/// `conf_dir` (containerd picks it up and its network becomes ready).
 pub async fn write_cni_config(
     clients: watch::Receiver<kube::Client>,
     node_name: String,
     data_dir: PathBuf,
     conf_dir: PathBuf,
+    mtu: Option<u32>,
+    cluster_cidr: Option<ipnet::IpNet>,
     stop: CancellationToken,
 ) {
     loop {
         let api: Api<Node> = Api::all(clients.borrow().clone());
         match api.get_opt(&node_name).await {
             Ok(Some(n)) if !pod_cidrs(&n).is_empty() => {
-                let config = cni::Config::new(pod_cidrs(&n), &agent_dir(&data_dir));
-                match cni::write(&config, &conf_dir) {
+                let mut config = cni::Config::new(pod_cidrs(&n), &agent_dir(&data_dir));
+                config.mtu = mtu;
+                let ipt = crate::proxy::iptables::SystemIptables;
+                let masquerade =
+                    cni::masquerade::ensure(&ipt, &config.pod_cidrs, cluster_cidr.as_ref()).await;
+                let written = match masquerade {
+                    Ok(()) => cni::write(&config, &conf_dir),
+                    Err(e) => {
+                        tracing::warn!("masquerading the pods' outbound traffic: {e}");
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                        }
+                        continue;
+                    }
+                };
+                match written {
                     Ok(path) => {
                         tracing::info!(conflist = %path.display(), cidrs = ?config.pod_cidrs, "CNI network configured");
                         // Done; a supervised task that returned would count as failed.
@@ -173,11 +217,29 @@ pub async fn write_cni_config(
     }
 }
 
-/// Runs the pods of the node on `runtime` until `stop`.
+/// The node's disk and memory protection: the `--kubelet-arg` settings, the data dir as the
+/// node filesystem and the agent's containerd root as the image filesystem (an external
+/// runtime's is not known: the node's counts).
+pub fn protection(cfg: &AgentConfig, pressure: watch::Sender<Pressure>) -> NodeProtection {
+    NodeProtection {
+        eviction: cfg.kubelet.eviction.clone(),
+        image_gc: cfg.kubelet.image_gc,
+        node_dir: cfg.data_dir.clone(),
+        image_dir: cfg
+            .container_runtime_endpoint
+            .is_none()
+            .then(|| containerd::Layout::new(&agent_dir(&cfg.data_dir)).root),
+        sandbox_image: sandbox_image(cfg),
+        pressure,
+    }
+}
+
+/// Runs the pods of the node on `runtime` until `stop`, protected by `protection`.
 pub async fn run(
     clients: watch::Receiver<kube::Client>,
     runtime: &Runtime,
     cfg: &AgentConfig,
+    protection: NodeProtection,
     stop: CancellationToken,
 ) {
     let cri = Arc::new(runtime.cri.clone());
@@ -193,6 +255,7 @@ pub async fn run(
                 .clone()
                 .unwrap_or_else(|| pod_manifest_dir(&cfg.data_dir)),
         ),
+        Some(protection),
         stop,
     )
     .await

@@ -1,9 +1,10 @@
-//! The iptables boundary: the few operations the proxy needs, behind [`Iptables`] so the sync
-//! logic is tested against [`RecordingIptables`]; [`SystemIptables`] runs the real
-//! `iptables`, `iptables-save` and `iptables-restore` of the network namespace the agent runs in.
+//! The iptables boundary: the few operations the proxy and the network policy enforcer need,
+//! behind [`Iptables`] so their sync logic is tested against [`RecordingIptables`];
+//! [`SystemIptables`] runs the real `iptables`, `iptables-save` and `iptables-restore` of the
+//! network namespace the agent runs in.
 
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 use futures::future::BoxFuture;
 use tokio::io::AsyncWriteExt;
@@ -37,6 +38,8 @@ pub trait Iptables: Send + Sync {
     fn ensure_rule(&self, table: &str, chain: &str, args: &[String]) -> BoxFuture<'_, Result<()>>;
     /// Applies `input` with `iptables-restore --noflush`: only the chains it declares change.
     fn restore(&self, input: &str) -> BoxFuture<'_, Result<()>>;
+    /// Deletes every rule of `chain` in `table` identical to `args` (none: nothing to do).
+    fn delete_rule(&self, table: &str, chain: &str, args: &[String]) -> BoxFuture<'_, Result<()>>;
 }
 
 /// The system's iptables binaries, found on `PATH`; waits up to 5 s for the xtables lock.
@@ -141,6 +144,26 @@ impl Iptables for SystemIptables {
             }
         })
     }
+
+    fn delete_rule(&self, table: &str, chain: &str, rule: &[String]) -> BoxFuture<'_, Result<()>> {
+        let mut check = strings(&["-w", "5", "-t", table, "-C", chain]);
+        check.extend(rule.iter().cloned());
+        let mut delete = strings(&["-w", "5", "-t", table, "-D", chain]);
+        delete.extend(rule.iter().cloned());
+        Box::pin(async move {
+            // Bounded: a rule inserted twice is deleted twice; more is someone else's loop.
+            for _ in 0..16 {
+                if !run("iptables", &check, None).await?.status.success() {
+                    return Ok(());
+                }
+                let out = run("iptables", &delete, None).await?;
+                if !out.status.success() {
+                    return Err(failed("iptables", &delete, &out));
+                }
+            }
+            Ok(())
+        })
+    }
 }
 
 /// One call made to a [`RecordingIptables`].
@@ -150,10 +173,12 @@ pub enum Call {
     EnsureChain(String, String),
     EnsureRule(String, String, Vec<String>),
     Restore(String),
+    DeleteRule(String, String, Vec<String>),
 }
 
 /// A fake for unit tests: records every call; `chains` answers with the chains set in
-/// `existing`; `restore` fails while `fail_restore` is set.
+/// `existing`; `restore` fails while `fail_restore` is set. A lock poisoned by a panicking test
+/// still holds a complete record, so it is read through.
 #[derive(Debug, Default)]
 pub struct RecordingIptables {
     pub calls: Mutex<Vec<Call>>,
@@ -164,18 +189,25 @@ pub struct RecordingIptables {
 impl RecordingIptables {
     /// The calls so far, and forget them.
     pub fn take(&self) -> Vec<Call> {
-        std::mem::take(&mut *self.calls.lock().unwrap())
+        std::mem::take(&mut *self.calls.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn record(&self, call: Call) {
-        self.calls.lock().unwrap().push(call);
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(call);
     }
 }
 
 impl Iptables for RecordingIptables {
     fn chains(&self, table: &str) -> BoxFuture<'_, Result<Vec<String>>> {
         self.record(Call::Chains(table.to_string()));
-        let existing = self.existing.lock().unwrap().clone();
+        let existing = self
+            .existing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         Box::pin(async move { Ok(existing) })
     }
 
@@ -195,7 +227,10 @@ impl Iptables for RecordingIptables {
 
     fn restore(&self, input: &str) -> BoxFuture<'_, Result<()>> {
         self.record(Call::Restore(input.to_string()));
-        let fail = *self.fail_restore.lock().unwrap();
+        let fail = *self
+            .fail_restore
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         Box::pin(async move {
             if fail {
                 Err(Error::Failed {
@@ -207,6 +242,15 @@ impl Iptables for RecordingIptables {
                 Ok(())
             }
         })
+    }
+
+    fn delete_rule(&self, table: &str, chain: &str, args: &[String]) -> BoxFuture<'_, Result<()>> {
+        self.record(Call::DeleteRule(
+            table.to_string(),
+            chain.to_string(),
+            args.to_vec(),
+        ));
+        Box::pin(async { Ok(()) })
     }
 }
 

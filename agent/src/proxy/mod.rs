@@ -20,6 +20,7 @@
 //! alone, unlike upstream's default); the node's credentials may list and watch Services and
 //! EndpointSlices (the server binds `system:node-proxier` to `system:nodes`).
 
+pub mod args;
 pub mod endpoints;
 pub mod iptables;
 pub mod names;
@@ -32,17 +33,16 @@ use std::time::Duration;
 use futures::{stream, StreamExt};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Api, Client};
+use kube::runtime::reflector::Store;
+use kube::Client;
 use tokio::sync::watch;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub use rules::NodeContext;
 
 use self::iptables::Iptables;
 use self::sync::Pacer;
+use crate::watches::{keep, run_paced, watch_all, Keeper, Watches};
 
 /// How the proxy runs.
 #[derive(Debug, Clone)]
@@ -65,84 +65,54 @@ impl ProxyConfig {
     }
 }
 
-/// Which watch an event came from, and whether it completed a (re)list (also the cluster
-/// DNS's, which watches the same two kinds).
-pub(crate) enum Seen {
-    Services { listed: bool },
-    Slices { listed: bool },
-    Error(String),
-}
-
-pub(crate) fn seen<K>(
-    ev: Result<watcher::Event<K>, watcher::Error>,
-    listed: fn(bool) -> Seen,
-) -> Seen {
-    match ev {
-        Ok(watcher::Event::InitDone) => listed(true),
-        Ok(_) => listed(false),
-        Err(e) => Seen::Error(e.to_string()),
-    }
-}
-
 /// Runs the proxy until `stop`, with the latest client of `clients` (a rotated certificate
 /// restarts the watches).
 pub async fn run<I: Iptables>(
-    mut clients: watch::Receiver<Client>,
+    clients: watch::Receiver<Client>,
     ipt: I,
     cfg: ProxyConfig,
     stop: CancellationToken,
 ) {
-    let mut pacer = Pacer::new(cfg.min_sync_period, cfg.sync_period, cfg.sync_period / 6);
-    let mut last_input = String::new();
-    'clients: loop {
-        let client = clients.borrow_and_update().clone();
-        let (services, svc_writer) = reflector::store::<Service>();
-        let (slices, eps_writer) = reflector::store::<EndpointSlice>();
-        let svc_events = reflector::reflector(
-            svc_writer,
-            watcher(
-                Api::<Service>::all(client.clone()),
-                watcher::Config::default(),
-            ),
-        )
-        .default_backoff()
-        .map(|e| seen(e, |listed| Seen::Services { listed }));
-        let eps_events = reflector::reflector(
-            eps_writer,
-            watcher(
-                Api::<EndpointSlice>::all(client),
-                watcher::Config::default(),
-            ),
-        )
-        .default_backoff()
-        .map(|e| seen(e, |listed| Seen::Slices { listed }));
-        let mut events = std::pin::pin!(stream::select(svc_events, eps_events));
-        let (mut svc_listed, mut eps_listed) = (false, false);
-        loop {
-            let listed = svc_listed && eps_listed;
-            let due = pacer.due(Instant::now());
-            tokio::select! {
-                _ = stop.cancelled() => break 'clients,
-                changed = clients.changed() => {
-                    if changed.is_err() {
-                        break 'clients;
-                    }
-                    continue 'clients;
-                }
-                ev = events.next() => match ev {
-                    Some(Seen::Services { listed }) => { svc_listed |= listed; pacer.changed(); }
-                    Some(Seen::Slices { listed }) => { eps_listed |= listed; pacer.changed(); }
-                    Some(Seen::Error(e)) => tracing::warn!(error = %e, "proxy: watch failed"),
-                    None => break 'clients,
-                },
-                _ = tokio::time::sleep_until(due), if listed => {
-                    let ok = sync_once(&ipt, &cfg.node, &services, &slices, &mut last_input).await;
-                    pacer.synced(Instant::now(), ok);
-                }
-            }
+    let pacer = Pacer::new(cfg.min_sync_period, cfg.sync_period, cfg.sync_period / 6);
+    let mut proxy = Proxy {
+        ipt,
+        node: cfg.node,
+        last_input: String::new(),
+    };
+    run_paced("proxy", clients, pacer, &stop, &mut proxy).await;
+    tracing::info!("proxy stopped");
+}
+
+/// The proxy as a [`Keeper`]: what persists across syncs.
+struct Proxy<I> {
+    ipt: I,
+    node: NodeContext,
+    last_input: String,
+}
+
+impl<I: Iptables> Keeper for Proxy<I> {
+    type State = (Store<Service>, Store<EndpointSlice>);
+
+    fn watch(&mut self, client: &Client) -> Watches<Self::State> {
+        let (services, svc_events) = watch_all::<Service>(client, 0, keep);
+        let (slices, eps_events) = watch_all::<EndpointSlice>(client, 1, keep);
+        Watches {
+            state: (services, slices),
+            events: stream::select(svc_events, eps_events).boxed(),
+            count: 2,
         }
     }
-    tracing::info!("proxy stopped");
+
+    async fn sync(&mut self, (services, slices): &Self::State) -> bool {
+        sync_once(
+            &self.ipt,
+            &self.node,
+            services,
+            slices,
+            &mut self.last_input,
+        )
+        .await
+    }
 }
 
 async fn sync_once<I: Iptables>(

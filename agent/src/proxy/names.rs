@@ -26,7 +26,9 @@ pub const PER_SERVICE_PREFIXES: &[&str] = &[
     "KUBE-SEP-",
 ];
 
-fn hash16(input: &str) -> String {
+/// The first 16 characters of the base32 of the SHA-256 of `input` (also the network
+/// policy chains' suffix).
+pub(crate) fn hash16(input: &str) -> String {
     let digest = Sha256::digest(input.as_bytes());
     let mut encoded = data_encoding::BASE32.encode(&digest);
     encoded.truncate(16);

@@ -44,9 +44,13 @@ pub enum Write {
     /// is gone (expired, deleted) the writer creates `event`, which carries the same name
     /// and count, as upstream's recorder does.
     Patch {
+        /// The namespace of the Event patched.
         namespace: String,
+        /// The name of the Event patched.
         name: String,
+        /// The merge patch.
         patch: serde_json::Value,
+        /// The whole Event, created if the patched one is gone.
         event: Box<Event>,
     },
 }

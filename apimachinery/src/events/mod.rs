@@ -35,11 +35,14 @@ pub const QUEUE: usize = 1000;
 /// `type` of an Event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
+    /// An informational event.
     Normal,
+    /// A warning event.
     Warning,
 }
 
 impl EventType {
+    /// The Event `type` value.
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::Normal => "Normal",

@@ -7,11 +7,14 @@ use crate::quantity::Quantity;
 /// A quantity in thousandths, remembering whether it was written with a binary suffix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Amount {
+    /// The amount in thousandths.
     pub milli: i128,
+    /// Render with binary suffixes (`Mi`, `Gi`).
     pub binary: bool,
 }
 
 impl Amount {
+    /// A count of `n` objects.
     pub fn count(n: i64) -> Amount {
         Amount {
             milli: i128::from(n) * 1000,
@@ -37,6 +40,7 @@ impl Amount {
         }
     }
 
+    /// The sum.
     pub fn plus(self, o: Amount) -> Amount {
         Amount {
             milli: self.milli + o.milli,
@@ -44,6 +48,7 @@ impl Amount {
         }
     }
 
+    /// The difference.
     pub fn minus(self, o: Amount) -> Amount {
         Amount {
             milli: self.milli - o.milli,

@@ -7,7 +7,41 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::amount::Amount;
-use super::usage::{pod_constraints, Usage, COMPUTE_VALIDATED};
+use super::usage::{pod_constraints, MissingCompute, Usage, COMPUTE_VALIDATED};
+
+/// Why a request does not fit a quota; the text follows `is forbidden: ` in the Status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QuotaError {
+    /// A pod leaves a compute resource the quota limits unstated.
+    #[error("failed quota: {quota}: {source}")]
+    Constraints {
+        /// The ResourceQuota's name.
+        quota: String,
+        /// Which containers miss which resource.
+        #[source]
+        source: MissingCompute,
+    },
+    /// The quota controller has not yet computed `status.used` for these resources.
+    #[error("status unknown for quota: {quota}, resources: {}", .resources.join(","))]
+    StatusUnknown {
+        /// The ResourceQuota's name.
+        quota: String,
+        /// The restricted resources without a `status.used` entry.
+        resources: Vec<String>,
+    },
+    /// Admitting the request would take usage past `status.hard`.
+    #[error("exceeded quota: {quota}, requested: {requested}, used: {used}, limited: {limited}")]
+    Exceeded {
+        /// The ResourceQuota's name.
+        quota: String,
+        /// The exceeded resources the request asks for (`a=1,b=2`).
+        requested: String,
+        /// Their current usage.
+        used: String,
+        /// Their hard limits.
+        limited: String,
+    },
+}
 
 /// A ResourceList (`status.hard`, `status.used`) as amounts; entries that are not quantities
 /// are left out.
@@ -107,9 +141,12 @@ pub fn matches(quota: &Value, is_pod: bool, obj: &Value) -> bool {
 }
 
 /// What admitting `delta` does to one matching quota: `Ok(None)` when the quota limits none
-/// of it, `Ok(Some(new used))` when it fits, `Err(why)` (the text after `is forbidden: `)
-/// when it does not.
-pub fn charge(quota: &Value, delta: &Usage, pod: Option<&Value>) -> Result<Option<Usage>, String> {
+/// of it, `Ok(Some(new used))` when it fits, `Err(why)` when it does not.
+pub fn charge(
+    quota: &Value,
+    delta: &Usage,
+    pod: Option<&Value>,
+) -> Result<Option<Usage>, QuotaError> {
     let name = quota["metadata"]["name"].as_str().unwrap_or("");
     let hard = resource_list(&quota["status"]["hard"]);
     let used = resource_list(&quota["status"]["used"]);
@@ -124,7 +161,10 @@ pub fn charge(quota: &Value, delta: &Usage, pod: Option<&Value>) -> Result<Optio
         return Ok(None);
     }
     if let Some(pod) = pod {
-        pod_constraints(pod, &restricted).map_err(|e| format!("failed quota: {name}: {e}"))?;
+        pod_constraints(pod, &restricted).map_err(|source| QuotaError::Constraints {
+            quota: name.to_string(),
+            source,
+        })?;
     }
     let unknown: Vec<&str> = restricted
         .iter()
@@ -132,10 +172,10 @@ pub fn charge(quota: &Value, delta: &Usage, pod: Option<&Value>) -> Result<Optio
         .map(String::as_str)
         .collect();
     if !unknown.is_empty() {
-        return Err(format!(
-            "status unknown for quota: {name}, resources: {}",
-            unknown.join(",")
-        ));
+        return Err(QuotaError::StatusUnknown {
+            quota: name.to_string(),
+            resources: unknown.into_iter().map(str::to_string).collect(),
+        });
     }
     let requested = mask(delta, |k| hard.contains_key(k));
     if requested.is_empty() {
@@ -152,12 +192,12 @@ pub fn charge(quota: &Value, delta: &Usage, pod: Option<&Value>) -> Result<Optio
         .collect();
     if !exceeded.is_empty() {
         let only = |u: &Usage| mask(u, |k| exceeded.iter().any(|e| e.as_str() == k));
-        return Err(format!(
-            "exceeded quota: {name}, requested: {}, used: {}, limited: {}",
-            pretty(&only(&requested)),
-            pretty(&only(&used)),
-            pretty(&only(&hard))
-        ));
+        return Err(QuotaError::Exceeded {
+            quota: name.to_string(),
+            requested: pretty(&only(&requested)),
+            used: pretty(&only(&used)),
+            limited: pretty(&only(&hard)),
+        });
     }
     Ok(Some(new_used))
 }
@@ -202,7 +242,7 @@ mod tests {
         assert_eq!(pretty(&charge(&q, &d, None).unwrap().unwrap()), "pods=2");
         let full = quota(json!({"pods": "2"}), json!({"pods": "2"}));
         assert_eq!(
-            charge(&full, &d, None),
+            charge(&full, &d, None).map_err(|e| e.to_string()),
             Err("exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2".into())
         );
         let other = quota(json!({"services": "1"}), json!({"services": "1"}));
@@ -219,7 +259,7 @@ mod tests {
             "resources": {"requests": {"cpu": "300m"}}}]}});
         let d = delta(&[("pods", "1"), ("requests.cpu", "300m"), ("cpu", "300m")]);
         assert_eq!(
-            charge(&q, &d, Some(&pod)),
+            charge(&q, &d, Some(&pod)).map_err(|e| e.to_string()),
             Err("exceeded quota: q, requested: requests.cpu=300m, used: requests.cpu=800m, limited: requests.cpu=1".into())
         );
     }
@@ -232,12 +272,12 @@ mod tests {
         );
         let pod = json!({"spec": {"containers": [{"name": "c"}]}});
         assert_eq!(
-            charge(&q, &delta(&[("pods", "1")]), Some(&pod)),
+            charge(&q, &delta(&[("pods", "1")]), Some(&pod)).map_err(|e| e.to_string()),
             Err("failed quota: q: must specify limits.memory for: c".into())
         );
         let fresh = quota(json!({"pods": "1"}), json!({}));
         assert_eq!(
-            charge(&fresh, &delta(&[("pods", "1")]), None),
+            charge(&fresh, &delta(&[("pods", "1")]), None).map_err(|e| e.to_string()),
             Err("status unknown for quota: q, resources: pods".into())
         );
         let no_status = json!({"metadata": {"name": "q"}, "spec": {"hard": {"pods": "1"}}});

@@ -171,9 +171,17 @@ fn claim_usage(pvc: &Value) -> Usage {
     u
 }
 
+/// A pod that does not state a compute resource its quota limits (kube's `Constraints`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("must specify {}", .missing.iter().map(|(r, names)| format!("{r} for: {}", names.join(","))).collect::<Vec<_>>().join("; "))]
+pub struct MissingCompute {
+    /// Each quota'd resource with the sorted names of the containers that do not state it.
+    pub missing: Vec<(String, Vec<String>)>,
+}
+
 /// kube's pod `Constraints`: with `cpu`/`memory` quota'd, every container must state the
-/// request or limit; `Err` is `must specify <resource> for: <containers>; …`.
-pub fn pod_constraints(pod: &Value, quota_resources: &[String]) -> Result<(), String> {
+/// request or limit; the error reads `must specify <resource> for: <containers>; …`.
+pub fn pod_constraints(pod: &Value, quota_resources: &[String]) -> Result<(), MissingCompute> {
     let required: Vec<&str> = quota_resources
         .iter()
         .map(String::as_str)
@@ -194,16 +202,12 @@ pub fn pod_constraints(pod: &Value, quota_resources: &[String]) -> Result<(), St
     if missing.is_empty() {
         return Ok(());
     }
-    let parts: Vec<String> = missing
-        .iter()
-        .map(|(r, names)| {
-            format!(
-                "{r} for: {}",
-                names.iter().cloned().collect::<Vec<_>>().join(",")
-            )
-        })
-        .collect();
-    Err(format!("must specify {}", parts.join("; ")))
+    Err(MissingCompute {
+        missing: missing
+            .into_iter()
+            .map(|(r, names)| (r.to_string(), names.into_iter().collect()))
+            .collect(),
+    })
 }
 
 #[cfg(test)]
@@ -294,7 +298,7 @@ mod tests {
             "pods".into(),
         ];
         assert_eq!(
-            pod_constraints(&pod, &q),
+            pod_constraints(&pod, &q).map_err(|e| e.to_string()),
             Err("must specify limits.memory for: side,web; requests.cpu for: side".into())
         );
         assert_eq!(pod_constraints(&pod, &["pods".to_string()]), Ok(()));

@@ -33,10 +33,15 @@ pub struct RequestInfo {
     /// `get list watch create update patch delete deletecollection`, or the lowercase HTTP
     /// method for non-resource requests and unknown methods.
     pub verb: String,
+    /// The namespace (`""` for cluster scope).
     pub namespace: String,
+    /// The API group (`""` for core).
     pub api_group: String,
+    /// The API version.
     pub api_version: String,
+    /// The resource (plural).
     pub resource: String,
+    /// The subresource (`""` for none).
     pub subresource: String,
     /// The object's name: from the path, or from a field selector that pins one name.
     pub name: String,

@@ -6,23 +6,28 @@ use serde_json::Value;
 use crate::catalog::Resource;
 use crate::status::ApiError;
 
+/// One `field=value` or `field!=value` term.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldRequirement {
     /// The selector's field label.
     pub field: String,
     /// Dotted path into the object.
     pub path: String,
+    /// The value compared.
     pub value: String,
+    /// `=` (true) or `!=` (false).
     pub equal: bool,
 }
 
 /// A parsed field selector; empty matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldSelector {
+    /// The terms, all of which must hold.
     pub requirements: Vec<FieldRequirement>,
 }
 
 impl FieldSelector {
+    /// Parses `sel` for resource `r` (only the fields `r` supports); a 400 otherwise.
     pub fn parse(sel: &str, r: &Resource) -> Result<FieldSelector, ApiError> {
         let mut requirements = Vec::new();
         for t in terms(sel)? {
@@ -47,6 +52,7 @@ impl FieldSelector {
         Ok(FieldSelector { requirements })
     }
 
+    /// Whether it selects everything.
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
@@ -59,6 +65,7 @@ impl FieldSelector {
             .map(|r| r.value.as_str())
     }
 
+    /// Whether `obj` satisfies every term.
     pub fn matches(&self, obj: &Value) -> bool {
         self.requirements.iter().all(|r| {
             let actual = field_value(obj, &r.path);
@@ -116,6 +123,32 @@ pub fn exact_match(sel: &str, field: &str) -> Option<String> {
         .map(|t| t.value.to_string())
 }
 
+/// The part of `obj` that any field selector of `r` reads: `metadata.name`,
+/// `metadata.namespace` and each path of `r`'s field labels, copied where present (upstream's
+/// `GetAttrs` fields set). For every selector `s` that [`FieldSelector::parse`] accepts for
+/// `r`, `s.matches(&selectable(obj, r)) == s.matches(obj)`: a cache keeps this instead of the
+/// whole object to filter by.
+pub fn selectable(obj: &Value, r: &Resource) -> Value {
+    let paths = ["metadata.name", "metadata.namespace"]
+        .into_iter()
+        .chain(r.field_labels.iter().map(|(_, path)| *path));
+    let mut out = Value::Object(serde_json::Map::new());
+    for path in paths {
+        let Some(v) = path.split('.').try_fold(obj, |cur, seg| cur.get(seg)) else {
+            continue;
+        };
+        let mut slot = &mut out;
+        for seg in path.split('.') {
+            let Value::Object(map) = slot else { break };
+            slot = map
+                .entry(seg)
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        }
+        *slot = v.clone();
+    }
+    out
+}
+
 /// The string form of a field as field selectors see it ("" when absent; booleans and
 /// numbers in their JSON form).
 pub fn field_value(obj: &Value, path: &str) -> String {
@@ -145,6 +178,35 @@ mod tests {
     use super::*;
     use crate::catalog::lookup;
     use serde_json::json;
+
+    #[test]
+    fn the_selectable_part_matches_as_the_whole_object() {
+        let pods = lookup("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"},
+                "managedFields": [{"manager": "m"}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}], "hostNetwork": true},
+            "status": {"phase": "Running", "podIP": "10.0.0.1"}});
+        let part = selectable(&pod, pods);
+        assert!(part.pointer("/metadata/managedFields").is_none());
+        assert!(part.pointer("/spec/containers").is_none());
+        assert_eq!(part["metadata"]["name"], "p");
+        for sel in [
+            "spec.nodeName=n1",
+            "spec.nodeName=n2",
+            "spec.nodeName=",
+            "status.phase!=Failed,metadata.namespace=ns",
+            "metadata.name=p",
+            "spec.hostNetwork=true",
+            "spec.hostNetwork=false",
+            "spec.schedulerName=",
+            "status.podIP=10.0.0.1",
+        ] {
+            let s = FieldSelector::parse(sel, pods).unwrap();
+            assert_eq!(s.matches(&part), s.matches(&pod), "{sel}");
+        }
+        let bare = json!({"metadata": {"name": "p"}});
+        assert_eq!(selectable(&bare, pods), bare);
+    }
 
     #[test]
     fn pods_by_node_and_phase() {

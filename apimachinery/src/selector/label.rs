@@ -6,24 +6,63 @@ use std::collections::BTreeMap;
 use crate::status::ApiError;
 use crate::validation::{label_key_error, label_value_error};
 
+/// A requirement's operator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
+    /// `key in (…)` (and `key=value`).
     In(Vec<String>),
+    /// `key notin (…)` (and `key!=value`).
     NotIn(Vec<String>),
+    /// `key`.
     Exists,
+    /// `!key`.
     DoesNotExist,
 }
 
+/// One term of a selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Requirement {
+    /// The label key.
     pub key: String,
+    /// What the label must satisfy.
     pub op: Op,
 }
 
 /// A parsed label selector; empty matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LabelSelector {
+    /// The terms, all of which must hold.
     pub requirements: Vec<Requirement>,
+}
+
+/// Why a `metav1.LabelSelector` object is invalid (`metav1.LabelSelectorAsSelector`'s errors).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// A `matchLabels` or `matchExpressions` key is not a qualified label name.
+    #[error("invalid label key {key:?}: {reason}")]
+    Key {
+        /// The key as written.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A `matchLabels` value is not a valid label value.
+    #[error("invalid label value {value:?}: {reason}")]
+    Value {
+        /// The value as written.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `In`/`NotIn` without values.
+    #[error("for 'in', 'notin' operators, values set can't be empty")]
+    EmptyValues,
+    /// `Exists`/`DoesNotExist` with values.
+    #[error("values set must be empty for exists and does not exist")]
+    UnexpectedValues,
+    /// An operator other than `In`, `NotIn`, `Exists`, `DoesNotExist`.
+    #[error("{0:?} is not a valid label selector operator")]
+    Operator(String),
 }
 
 fn bad(sel: &str, why: impl std::fmt::Display) -> ApiError {
@@ -76,6 +115,7 @@ fn set_values(sel: &str, rest: &str) -> Result<Vec<String>, ApiError> {
 }
 
 impl LabelSelector {
+    /// Parses the `labelSelector` query form; a 400 with upstream's message otherwise.
     pub fn parse(sel: &str) -> Result<LabelSelector, ApiError> {
         let mut requirements = Vec::new();
         if sel.trim().is_empty() {
@@ -125,16 +165,19 @@ impl LabelSelector {
     /// A `metav1.LabelSelector` object (`matchLabels` + `matchExpressions`), as
     /// `metav1.LabelSelectorAsSelector` reads it: `{}` selects everything. The error is the
     /// reason the selector is invalid (an unknown operator, values on `Exists`, a bad key).
-    pub fn from_object(sel: &serde_json::Value) -> Result<LabelSelector, String> {
+    pub fn from_object(sel: &serde_json::Value) -> Result<LabelSelector, SelectorError> {
         let mut requirements = Vec::new();
         if let Some(m) = sel["matchLabels"].as_object() {
             for (k, v) in m {
                 let v = v.as_str().unwrap_or("").to_string();
-                if let Some(e) = label_key_error(k) {
-                    return Err(format!("invalid label key {k:?}: {e}"));
+                if let Some(reason) = label_key_error(k) {
+                    return Err(SelectorError::Key {
+                        key: k.clone(),
+                        reason,
+                    });
                 }
-                if let Some(e) = label_value_error(&v) {
-                    return Err(format!("invalid label value {v:?}: {e}"));
+                if let Some(reason) = label_value_error(&v) {
+                    return Err(SelectorError::Value { value: v, reason });
                 }
                 requirements.push(Requirement {
                     key: k.clone(),
@@ -144,8 +187,8 @@ impl LabelSelector {
         }
         for e in sel["matchExpressions"].as_array().into_iter().flatten() {
             let key = e["key"].as_str().unwrap_or("").to_string();
-            if let Some(err) = label_key_error(&key) {
-                return Err(format!("invalid label key {key:?}: {err}"));
+            if let Some(reason) = label_key_error(&key) {
+                return Err(SelectorError::Key { key, reason });
             }
             let values: Vec<String> = e["values"]
                 .as_array()
@@ -158,25 +201,21 @@ impl LabelSelector {
                 ("NotIn", false) => Op::NotIn(values),
                 ("Exists", true) => Op::Exists,
                 ("DoesNotExist", true) => Op::DoesNotExist,
-                ("In" | "NotIn", true) => {
-                    return Err("for 'in', 'notin' operators, values set can't be empty".into())
-                }
-                ("Exists" | "DoesNotExist", false) => {
-                    return Err("values set must be empty for exists and does not exist".into())
-                }
-                (other, _) => {
-                    return Err(format!("{other:?} is not a valid label selector operator"))
-                }
+                ("In" | "NotIn", true) => return Err(SelectorError::EmptyValues),
+                ("Exists" | "DoesNotExist", false) => return Err(SelectorError::UnexpectedValues),
+                (other, _) => return Err(SelectorError::Operator(other.to_string())),
             };
             requirements.push(Requirement { key, op });
         }
         Ok(LabelSelector { requirements })
     }
 
+    /// Whether it selects everything.
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
 
+    /// Whether `labels` satisfy every term.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.requirements.iter().all(|r| match &r.op {
             Op::In(vals) => labels.get(&r.key).is_some_and(|v| vals.contains(v)),
@@ -255,7 +294,7 @@ mod tests {
         assert!(LabelSelector::from_object(&bad).is_err());
         let bad = serde_json::json!({"matchExpressions": [{"key": "a", "operator": "Near"}]});
         assert_eq!(
-            LabelSelector::from_object(&bad).unwrap_err(),
+            LabelSelector::from_object(&bad).unwrap_err().to_string(),
             "\"Near\" is not a valid label selector operator"
         );
     }

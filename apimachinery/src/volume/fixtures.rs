@@ -4,23 +4,27 @@
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use serde_json::{json, Value};
 
+/// An Available hostPath volume `name` of `size`, merged with `extra`.
 pub fn pv(name: &str, size: &str, extra: Value) -> PersistentVolume {
     let mut v = json!({"metadata": {"name": name},
         "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
                  "hostPath": {"path": format!("/tmp/{name}")}},
         "status": {"phase": "Available"}});
     merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
+    serde_json::from_value(v).expect("a test's extra JSON keeps the PersistentVolume decodable")
 }
 
+/// A Pending claim `name` in `ns` asking for `size`, merged with `extra`.
 pub fn pvc(name: &str, size: &str, extra: Value) -> PersistentVolumeClaim {
     let mut v = json!({"metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
         "status": {"phase": "Pending"}});
     merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
+    serde_json::from_value(v)
+        .expect("a test's extra JSON keeps the PersistentVolumeClaim decodable")
 }
 
+/// Merges `b` into `a`, object by object; other values replace.
 pub fn merge(a: &mut Value, b: Value) {
     match (a, b) {
         (Value::Object(a), Value::Object(b)) => {
@@ -41,5 +45,5 @@ pub fn delayed_class(name: &str, provisioner: &str) -> k8s_openapi::api::storage
         "reclaimPolicy": "Delete",
         "volumeBindingMode": "WaitForFirstConsumer",
     }))
-    .unwrap()
+    .expect("a constant StorageClass decodes")
 }

@@ -11,7 +11,9 @@ use crate::scheduling::{label_selector_matches, node_selector_term_matches};
 /// The node a delayed-binding claim is to be bound for: its name and labels.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeRef {
+    /// The node's name.
     pub name: String,
+    /// Its labels.
     pub labels: BTreeMap<String, String>,
 }
 

@@ -46,5 +46,5 @@ fn check(a: &Attributes) -> ApiResult<()> {
         object: a.object.as_ref(),
         old: a.old_object.as_ref(),
     };
-    admit(user, &r).map_err(|why| forbidden(a, &why))
+    admit(user, &r).map_err(|why| forbidden(a, &why.to_string()))
 }

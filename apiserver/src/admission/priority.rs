@@ -23,8 +23,32 @@ pub struct Resolved {
     pub preemption_policy: Option<String>,
 }
 
+/// Why the Priority plugin refuses a pod (upstream's messages; rendered as 403).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PriorityError {
+    /// The named class does not exist.
+    #[error("no PriorityClass with name {0} was found")]
+    NoClass(String),
+    /// `spec.priority` differs from the class's value.
+    #[error("the integer value of priority ({stated}) must not be provided in pod spec; priority admission controller computed {computed} from the given PriorityClass name")]
+    Priority {
+        /// The pod's value.
+        stated: i64,
+        /// The class's value.
+        computed: i64,
+    },
+    /// `spec.preemptionPolicy` differs from the class's.
+    #[error("the string value of PreemptionPolicy ({stated}) must not be provided in pod spec; priority admission controller computed {computed} from the given PriorityClass name")]
+    PreemptionPolicy {
+        /// The pod's policy.
+        stated: String,
+        /// The class's policy.
+        computed: String,
+    },
+}
+
 /// The pod's class (`Ok(None)` when it names none); `Err` is the plugin's refusal.
-fn named_class(pod: &Value, classes: &[Value]) -> Result<Option<Resolved>, String> {
+fn named_class(pod: &Value, classes: &[Value]) -> Result<Option<Resolved>, PriorityError> {
     let name = pod["spec"]["priorityClassName"].as_str().unwrap_or("");
     if name.is_empty() {
         return Ok(None);
@@ -32,7 +56,7 @@ fn named_class(pod: &Value, classes: &[Value]) -> Result<Option<Resolved>, Strin
     let class = classes
         .iter()
         .find(|c| c["metadata"]["name"] == name)
-        .ok_or_else(|| format!("no PriorityClass with name {name} was found"))?;
+        .ok_or_else(|| PriorityError::NoClass(name.to_string()))?;
     Ok(Some(of_class(class)))
 }
 
@@ -53,7 +77,7 @@ pub fn default_class(classes: &[Value]) -> Option<&Value> {
 }
 
 /// Resolves a new pod's priority against `classes` (pure).
-pub fn resolve(pod: &Value, classes: &[Value]) -> Result<Resolved, String> {
+pub fn resolve(pod: &Value, classes: &[Value]) -> Result<Resolved, PriorityError> {
     let resolved = match named_class(pod, classes)? {
         Some(r) => r,
         None => default_class(classes).map(of_class).unwrap_or(Resolved {
@@ -64,11 +88,10 @@ pub fn resolve(pod: &Value, classes: &[Value]) -> Result<Resolved, String> {
     };
     if let Some(p) = pod["spec"]["priority"].as_i64() {
         if p != resolved.priority {
-            return Err(format!(
-                "the integer value of priority ({p}) must not be provided in pod spec; \
-                 priority admission controller computed {} from the given PriorityClass name",
-                resolved.priority
-            ));
+            return Err(PriorityError::Priority {
+                stated: p,
+                computed: resolved.priority,
+            });
         }
     }
     if let (Some(own), Some(computed)) = (
@@ -76,10 +99,10 @@ pub fn resolve(pod: &Value, classes: &[Value]) -> Result<Resolved, String> {
         resolved.preemption_policy.as_deref(),
     ) {
         if own != computed {
-            return Err(format!(
-                "the string value of PreemptionPolicy ({own}) must not be provided in pod spec; \
-                 priority admission controller computed {computed} from the given PriorityClass name"
-            ));
+            return Err(PriorityError::PreemptionPolicy {
+                stated: own.to_string(),
+                computed: computed.to_string(),
+            });
         }
     }
     Ok(resolved)
@@ -150,7 +173,7 @@ impl Mutating for Priority {
                     let all = classes(reg).await?;
                     let resolved = match a.object.as_ref().map(|p| resolve(p, &all)) {
                         Some(Ok(r)) => r,
-                        Some(Err(why)) => return Err(forbidden(a, &why)),
+                        Some(Err(why)) => return Err(forbidden(a, &why.to_string())),
                         None => return Ok(()),
                     };
                     if let Some(pod) = a.object.as_mut() {
@@ -233,7 +256,9 @@ mod tests {
     #[test]
     fn an_unknown_class_is_refused() {
         assert_eq!(
-            resolve(&pod(json!({"priorityClassName": "gold"})), &[]).unwrap_err(),
+            resolve(&pod(json!({"priorityClassName": "gold"})), &[])
+                .unwrap_err()
+                .to_string(),
             "no PriorityClass with name gold was found"
         );
     }
@@ -272,7 +297,8 @@ mod tests {
                 &pod(json!({"priorityClassName": "high", "priority": 7})),
                 &classes
             )
-            .unwrap_err(),
+            .unwrap_err()
+            .to_string(),
             "the integer value of priority (7) must not be provided in pod spec; priority \
              admission controller computed 1000 from the given PriorityClass name"
         );
@@ -286,7 +312,8 @@ mod tests {
                 &pod(json!({"priorityClassName": "high", "preemptionPolicy": "Never"})),
                 &classes
             )
-            .unwrap_err(),
+            .unwrap_err()
+            .to_string(),
             "the string value of PreemptionPolicy (Never) must not be provided in pod spec; \
              priority admission controller computed PreemptLowerPriority from the given \
              PriorityClass name"

@@ -79,7 +79,13 @@ pub fn document(rows: &[(&'static Resource, &CustomVersion)]) -> Value {
         .into_iter()
         .flat_map(|p| p.values_mut())
     {
-        if let Some(content) = item["patch"]["requestBody"]["content"].as_object_mut() {
+        // (`get_mut`, not indexing: indexing would add `"patch": null` to items without one.)
+        let content = item
+            .get_mut("patch")
+            .and_then(|p| p.get_mut("requestBody"))
+            .and_then(|b| b.get_mut("content"))
+            .and_then(Value::as_object_mut);
+        if let Some(content) = content {
             content.remove(STRATEGIC_MERGE);
         }
     }

@@ -49,6 +49,8 @@ pub fn row_of(cv: &CustomVersion) -> &'static Resource {
         has_spec: true,
         storage_prefix: intern::str(&format!("/registry/{}/{}", cv.group, cv.plural)),
         name_rule: NameRule::Subdomain,
+        // customresource/etcd.go: a removed custom resource answers with a Status.
+        returns_deleted_object: false,
         field_labels: &[],
     })
 }
@@ -129,6 +131,8 @@ mod tests {
             doc["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"]["get"]
                 .is_object()
         );
+        let collection = &doc["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets"];
+        assert_eq!(collection.get("patch"), None, "no PATCH on a collection");
         assert!(
             doc["components"]["schemas"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]
                 .is_object()

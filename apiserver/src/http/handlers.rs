@@ -16,8 +16,7 @@ use super::request::{self, ApiPath, ResourcePath};
 use crate::discovery;
 use crate::metrics::RequestLabels;
 use crate::registry::{
-    managed_fields, DeleteOptions, Deleted, ListOptions, RvMatch, Target, WatchOptions,
-    WriteOptions,
+    managed_fields, DeleteOptions, ListOptions, RvMatch, Target, WatchOptions, WriteOptions,
 };
 use crate::{crd, openapi, table, ApiState};
 use k3rs_apimachinery::request_info::QueryParams;
@@ -50,21 +49,38 @@ pub async fn api(State(st): State<Arc<ApiState>>, req: Request) -> Response {
         });
         return resp;
     }
+    if let Some((agg, backend)) = st
+        .aggregator
+        .as_ref()
+        .and_then(|a| Some((a, a.backend_for(&path)?)))
+    {
+        let user = req
+            .extensions()
+            .get::<Arc<UserInfo>>()
+            .map(|u| (**u).clone())
+            .unwrap_or_else(UserInfo::anonymous);
+        return crate::aggregator::proxy::serve(agg, &st.registry, &backend, &user, req).await;
+    }
     let parsed = match request::parse(&path) {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
     match parsed {
         ApiPath::Root { legacy } => discovery::root(&st, legacy, req.headers()),
-        ApiPath::Group { group } => discovery::group(&group),
+        ApiPath::Group { group } => discovery::group(&st, &group),
         ApiPath::GroupVersion { group, version } => discovery::resource_list(&group, &version),
         ApiPath::Resource(rp) => {
             let verb = verb_of(req.method(), &rp, &request::info_of(&req).query);
             let resource = rp.resource.plural;
+            // Watch streams stay JSON (client-go reads their Content-Type).
+            let protobuf = verb != "WATCH" && super::protobuf::preferred(req.headers());
             let mut resp = match resource_request(&st, rp, req).await {
                 Ok(r) => r,
                 Err(e) => e.into_response(),
             };
+            if protobuf {
+                resp = super::protobuf::respond(resp).await;
+            }
             resp.extensions_mut()
                 .insert(RequestLabels { verb, resource });
             resp
@@ -228,6 +244,9 @@ async fn resource_request(
     let sub = rp.subresource.as_deref();
     let watch = rp.legacy_watch || q.flag("watch");
     let table = table::negotiate(req.headers(), q, &rp)?;
+    if rp.resource.group == "metrics.k8s.io" {
+        return crate::resource_metrics::serve::answer(st, &rp, &method, q, watch, table).await;
+    }
     if let Some(s) = rp
         .subresource
         .as_deref()
@@ -398,10 +417,11 @@ async fn resource_request(
         (Method::DELETE, true) if sub.is_none() => {
             let b = read_delete_body(req).await?;
             let opts = delete_options(q, b.as_ref(), &user)?;
-            match reg.delete(&target, &opts).await? {
-                Deleted::Gone(v) => Ok(json_response(StatusCode::OK, &v)),
-                Deleted::Pending(v) => Ok(json_response(StatusCode::OK, &v)),
-            }
+            let deleted = reg.delete(&target, &opts).await?;
+            Ok(json_response(
+                StatusCode::OK,
+                &deleted.answer(target.resource),
+            ))
         }
         (Method::DELETE, false) => {
             let list = list_options(q, &rp)?;

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use super::{audit, encryption, handlers, inflight};
+use super::{agent_config, audit, encryption, handlers, inflight};
 use crate::metrics::RequestLabels;
 use crate::{health, openapi, version, ApiState};
 use k3rs_apimachinery::request_info::RequestInfo;
@@ -35,6 +35,7 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .route("/metrics", get(metrics))
         .route(sa_discovery::CONFIGURATION_PATH, get(openid_configuration))
         .route(sa_discovery::JWKS_PATH, get(jwks))
+        .route("/openapi/v2", get(openapi::v2::serve))
         .route("/openapi/v3", get(openapi::index))
         .route("/openapi/v3/{*path}", get(openapi::group_version))
         .route("/api", axum::routing::any(handlers::api))
@@ -42,6 +43,7 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .route("/apis", axum::routing::any(handlers::api))
         .route("/apis/{*rest}", axum::routing::any(handlers::api))
         .route(encryption::PATH, axum::routing::any(encryption::handle))
+        .route(agent_config::PATH, axum::routing::any(agent_config::handle))
         .fallback(|| async { ApiError::path_not_found().into_response() })
         .layer(middleware::from_fn(warnings))
         .layer(middleware::from_fn_with_state(st.clone(), authenticate))
@@ -197,7 +199,7 @@ async fn impersonate(
     let requested = match impersonation::requested(headers) {
         Ok(None) => return Ok((user, false)),
         Ok(Some(r)) => r,
-        Err(msg) => return Err(ApiError::bad_request(msg)),
+        Err(msg) => return Err(ApiError::bad_request(msg.to_string())),
     };
     for a in impersonation::checks(&user, &requested) {
         if let Decision::Deny(reason) = st.authz.authorize(&a).await {

@@ -7,28 +7,25 @@
 //! - Answers of the kubelet other than 2xx/101 become `Status` objects ([`location::kubelet_error`]);
 //!   a kubelet that cannot be reached is a 503 naming the address.
 //! - A `101 Switching Protocols` splices the client's upgraded connection with the
-//!   kubelet's, byte for byte both ways, until either side closes (SPDY or WebSocket alike).
+//!   kubelet's ([`crate::http::upstream`]).
 
 pub mod location;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
-use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+use crate::http::upstream;
 use k3rs_apimachinery::status::ApiError;
 use location::KubeletAddress;
 
-/// How long dialing a kubelet (TCP + TLS) may take.
-const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of a kubelet's error body relayed.
 const MAX_ERROR_BODY: usize = 2048;
 
@@ -86,92 +83,30 @@ impl KubeletClient {
         Ok(KubeletClient { tls: Arc::new(tls) })
     }
 
-    async fn dial(
-        &self,
-        at: &KubeletAddress,
-    ) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
-        let name = ServerName::try_from(at.host.clone()).map_err(|e| e.to_string())?;
-        let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
-        let host = at.host.clone();
-        let port = at.port;
-        let dial = async move {
-            let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
-                .await
-                .map_err(|e| e.to_string())?;
-            let _ = tcp.set_nodelay(true);
-            connector
-                .connect(name, tcp)
-                .await
-                .map_err(|e| e.to_string())
-        };
-        tokio::time::timeout(DIAL_TIMEOUT, dial)
-            .await
-            .map_err(|_| format!("no connection within {DIAL_TIMEOUT:?}"))?
-    }
-
     /// Sends `req` (its method, headers other than credentials, and body) to `path_and_query`
     /// on the kubelet at `at`, and relays the answer.
     pub async fn forward(
         &self,
         at: &KubeletAddress,
         path_and_query: &str,
-        mut req: Request,
+        req: Request,
     ) -> Result<Response, ApiError> {
-        let unreachable = |e: String| {
+        let unreachable = |e: &dyn std::fmt::Display| {
             ApiError::unavailable(format!(
                 "error dialing backend: the kubelet at {}:{} is unreachable: {e}",
                 at.host, at.port
             ))
         };
-        let tls = self.dial(at).await.map_err(unreachable)?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        let conn = upstream::dial(self.tls.clone(), &at.host, at.port, &at.host)
             .await
-            .map_err(|e| unreachable(e.to_string()))?;
-        tokio::spawn(async move {
-            let _ = conn.with_upgrades().await;
-        });
-        let upgrade = req.headers().contains_key(header::UPGRADE);
-        let mut out = hyper::Request::builder()
-            .method(req.method().clone())
-            .uri(path_and_query);
-        for (name, value) in req.headers() {
-            if !is_credential(name) && name != header::HOST {
-                out = out.header(name, value);
-            }
-        }
-        let host = if at.host.contains(':') {
-            format!("[{}]:{}", at.host, at.port)
-        } else {
-            format!("{}:{}", at.host, at.port)
-        };
-        let out = out.header(header::HOST, host);
-        let downstream = upgrade.then(|| hyper::upgrade::on(&mut req));
-        let out = if upgrade {
-            out.body(Body::empty())
-        } else {
-            out.body(std::mem::take(req.body_mut()))
-        }
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let mut resp = sender
-            .send_request(out)
+            .map_err(|e| unreachable(&e))?;
+        let host = upstream::host_header(&at.host, at.port);
+        let resp = upstream::exchange(conn, &host, path_and_query, req, Default::default())
             .await
-            .map_err(|e| unreachable(e.to_string()))?;
+            .map_err(|e| unreachable(&e))?;
         let status = resp.status();
         if status == StatusCode::SWITCHING_PROTOCOLS {
-            if let Some(downstream) = downstream {
-                let upstream = hyper::upgrade::on(&mut resp);
-                tokio::spawn(async move {
-                    let (Ok(down), Ok(up)) = tokio::join!(downstream, upstream) else {
-                        return;
-                    };
-                    let _ = tokio::io::copy_bidirectional(
-                        &mut TokioIo::new(down),
-                        &mut TokioIo::new(up),
-                    )
-                    .await;
-                });
-            }
-            return Ok(resp.map(Body::new));
+            return Ok(resp);
         }
         if !status.is_success() {
             let body = resp.into_body().collect().await.map(|b| b.to_bytes());
@@ -180,7 +115,7 @@ impl KubeletClient {
                 .unwrap_or_default();
             return Err(location::kubelet_error(status.as_u16(), &text));
         }
-        let mut r = resp.map(Body::new);
+        let mut r = resp;
         // Streams (logs with follow) must not be buffered on the way.
         r.headers_mut().insert(
             header::CACHE_CONTROL,
@@ -188,28 +123,29 @@ impl KubeletClient {
         );
         Ok(r.into_response())
     }
-}
 
-fn is_credential(name: &header::HeaderName) -> bool {
-    name == header::AUTHORIZATION
-        || name == header::PROXY_AUTHORIZATION
-        || name == header::COOKIE
-        || name.as_str().starts_with("impersonate-")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn credentials_are_not_forwarded() {
-        assert!(is_credential(&header::AUTHORIZATION));
-        assert!(is_credential(&header::HeaderName::from_static(
-            "impersonate-user"
-        )));
-        assert!(!is_credential(&header::UPGRADE));
-        assert!(!is_credential(&header::HeaderName::from_static(
-            "x-stream-protocol-version"
-        )));
+    /// GETs `path_and_query` from the kubelet at `at`: its body, at most `limit` bytes
+    /// (a longer body is an error, as is any answer but 2xx).
+    pub async fn get(
+        &self,
+        at: &KubeletAddress,
+        path_and_query: &str,
+        limit: usize,
+    ) -> Result<axum::body::Bytes, ApiError> {
+        let req = axum::http::Request::builder()
+            .uri(path_and_query)
+            .body(Body::empty())
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let resp = self.forward(at, path_and_query, req).await?;
+        http_body_util::Limited::new(resp.into_body(), limit)
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .map_err(|e| {
+                ApiError::unavailable(format!(
+                    "reading {path_and_query} from the kubelet at {}:{}: {e}",
+                    at.host, at.port
+                ))
+            })
     }
 }

@@ -6,6 +6,7 @@ use k8s_openapi::api::{
     coordination, core, discovery, events, networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
 use k8s_openapi::schemars::{JsonSchema, Schema, SchemaGenerator};
 
 /// Adds the schema of one type (and everything it references) to a generator; returns the
@@ -102,6 +103,13 @@ pub fn schema_of(group: &str, version: &str, kind: &str) -> Option<AddSchema> {
         ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => {
             add::<apiextensions::v1::CustomResourceDefinition>
         }
+        ("apiregistration.k8s.io", "v1", "APIService") => add::<apiregistration::v1::APIService>,
+        ("metrics.k8s.io", "v1beta1", "NodeMetrics") => {
+            add::<crate::resource_metrics::openapi::NodeMetrics>
+        }
+        ("metrics.k8s.io", "v1beta1", "PodMetrics") => {
+            add::<crate::resource_metrics::openapi::PodMetrics>
+        }
         _ => return None,
     };
     Some(f)
@@ -110,11 +118,11 @@ pub fn schema_of(group: &str, version: &str, kind: &str) -> Option<AddSchema> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k3rs_apimachinery::catalog::CATALOG;
+    use k3rs_apimachinery::catalog::{CATALOG, METRICS_API};
 
     #[test]
     fn every_catalog_kind_has_a_schema() {
-        for r in CATALOG {
+        for r in CATALOG.iter().chain(METRICS_API) {
             assert!(
                 schema_of(r.group, r.version, r.kind).is_some(),
                 "{}/{} {}",

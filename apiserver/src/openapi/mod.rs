@@ -1,4 +1,5 @@
-//! OpenAPI v3 (JSON), as kube-apiserver serves it: `/openapi/v3` lists one document per
+//! OpenAPI v3 (JSON), as kube-apiserver serves it (and, from the same documents, OpenAPI v2:
+//! [`v2`]): `/openapi/v3` lists one document per
 //! group-version of the catalog (`api/v1`, `apis/apps/v1`, …) with a content hash, and
 //! `/openapi/v3/<group-version path>` serves each document.
 //!
@@ -16,6 +17,7 @@ pub mod patch_ext;
 pub mod paths;
 pub mod schemas;
 pub mod strict;
+pub mod v2;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -88,10 +90,15 @@ pub fn document(c: &schemas::Components, resources: &[&'static Resource]) -> Val
 }
 
 impl OpenApiV3 {
-    /// Builds every document of the catalog.
+    /// Builds every document of the catalog (the built-in rows and the optional built-in
+    /// groups served when it is built).
     pub fn build() -> OpenApiV3 {
+        let rows: Vec<&'static Resource> = CATALOG
+            .iter()
+            .chain(k3rs_apimachinery::catalog::local_extension_rows())
+            .collect();
         let mut gvs: Vec<(&'static str, &'static str)> = Vec::new();
-        for r in CATALOG {
+        for r in &rows {
             if !gvs.contains(&(r.group, r.version)) {
                 gvs.push((r.group, r.version));
             }
@@ -100,8 +107,9 @@ impl OpenApiV3 {
         let mut all_schemas = Map::new();
         let mut kinds = Vec::new();
         for (g, v) in gvs {
-            let resources: Vec<&'static Resource> = CATALOG
+            let resources: Vec<&'static Resource> = rows
                 .iter()
+                .copied()
                 .filter(|r| r.group == g && r.version == v)
                 .collect();
             let c = schemas::components(&resources);
@@ -304,6 +312,7 @@ fn strip_directives(v: &mut Value) {
     }
 }
 
+/// Whether `If-None-Match` names `etag` (quoted) or is `*`.
 fn etag_matches(headers: &HeaderMap, etag: &str) -> bool {
     headers
         .get_all(header::IF_NONE_MATCH)

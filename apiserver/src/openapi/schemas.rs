@@ -104,6 +104,7 @@ pub fn components(resources: &[&'static Resource]) -> Components {
                 "x-kubernetes-group-version-kind".into(),
                 json!([gvk(k.group, k.version, k.kind)]),
             );
+            optional_metadata(def);
         }
         if served {
             schemas.insert(format!("{}List", k.name), list_of(k));
@@ -123,6 +124,18 @@ pub fn components(resources: &[&'static Resource]) -> Components {
     Components {
         schemas: sorted.into_iter().collect(),
         kinds,
+    }
+}
+
+/// k8s-openapi's kinds have a non-optional `metadata`, so their schemas require it; kube's
+/// never do (kubectl's validation against /openapi/v2 would refuse a TokenReview without
+/// one).
+fn optional_metadata(def: &mut Map<String, Value>) {
+    if let Some(Value::Array(required)) = def.get_mut("required") {
+        required.retain(|r| r != "metadata");
+        if required.is_empty() {
+            def.remove("required");
+        }
     }
 }
 
@@ -193,11 +206,12 @@ fn watch_event() -> Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use k3rs_apimachinery::catalog::{in_group_version, CATALOG};
 
-    fn refs(v: &Value, out: &mut Vec<String>) {
+    /// Every `$ref` under `v`, depth first.
+    pub(crate) fn refs(v: &Value, out: &mut Vec<String>) {
         match v {
             Value::Object(m) => {
                 if let Some(Value::String(r)) = m.get("$ref") {
@@ -260,6 +274,7 @@ mod tests {
             c.schemas["io.k8s.api.core.v1.Container"]["required"],
             json!(["name"])
         );
+        assert_eq!(pod.get("required"), None, "metadata is not required");
     }
 
     #[test]

@@ -34,19 +34,33 @@ pub fn validate_binding(b: &Value) -> Vec<Cause> {
     causes
 }
 
-/// The pod after binding to `node`, or why it cannot be bound (a 409's reason).
-pub fn bind(pod: &Value, binding: &Value, node: &str, now: &str) -> Result<Value, String> {
+/// Why a pod cannot be bound (a 409's reason, upstream's words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    /// The pod is being deleted.
+    #[error("pod {0} is being deleted, cannot be assigned to a host")]
+    Deleting(String),
+    /// The pod is bound already (to the node given, JSON-quoted).
+    #[error("pod {pod} is already assigned to node {node}")]
+    Assigned {
+        /// The pod's name.
+        pod: String,
+        /// Its node, JSON-quoted.
+        node: Value,
+    },
+}
+
+/// The pod after binding to `node`, or why it cannot be bound.
+pub fn bind(pod: &Value, binding: &Value, node: &str, now: &str) -> Result<Value, BindError> {
     let name = meta::name(pod);
     if meta::is_deleting(pod) {
-        return Err(format!(
-            "pod {name} is being deleted, cannot be assigned to a host"
-        ));
+        return Err(BindError::Deleting(name.to_string()));
     }
     if let Some(bound) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
-        return Err(format!(
-            "pod {name} is already assigned to node {}",
-            json!(bound)
-        ));
+        return Err(BindError::Assigned {
+            pod: name.to_string(),
+            node: json!(bound),
+        });
     }
     let mut pod = pod.clone();
     pod["spec"]["nodeName"] = json!(node);
@@ -126,7 +140,7 @@ impl Registry {
                 ));
             }
             let bound = bind(&pod, &binding, node, &meta::now_rfc3339())
-                .map_err(|why| ApiError::conflict_because(binding_subject, &why))?;
+                .map_err(|why| ApiError::conflict_because(binding_subject, &why.to_string()))?;
             if opts.dry_run {
                 return Ok(created_status());
             }
@@ -159,13 +173,14 @@ mod tests {
                 "lastTransitionTime": "2024-01-01T00:00:00Z"}])
         );
         assert_eq!(
-            bind(&bound, &binding, "n2", "t").unwrap_err(),
+            bind(&bound, &binding, "n2", "t").unwrap_err().to_string(),
             "pod p is already assigned to node \"n1\""
         );
         let mut deleting = pod.clone();
         deleting["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
         assert!(bind(&deleting, &binding, "n1", "t")
             .unwrap_err()
+            .to_string()
             .contains("being deleted"));
     }
 

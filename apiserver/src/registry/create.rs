@@ -9,6 +9,7 @@ use super::keys;
 
 use super::managed_fields;
 
+use k3rs_apimachinery::generated_names;
 use k3rs_apimachinery::meta;
 
 use k3rs_apimachinery::validation;
@@ -82,7 +83,7 @@ impl Registry {
         let body = obj;
         for _ in 0..GENERATE_ATTEMPTS {
             let name = if given_name.is_empty() {
-                format!("{generate_name}{}", meta::random_suffix())
+                generated_names::generate(&generate_name)
             } else {
                 given_name.clone()
             };
@@ -201,7 +202,7 @@ pub(super) fn check_body(t: &Target, body: &Value) -> ApiResult<()> {
     if t.subresource.as_deref() == Some("scale") {
         return Ok(());
     }
-    typed::check_structure(t.resource, body).map_err(ApiError::bad_request)
+    typed::check_structure(t.resource, body).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
 /// Validation of the object about to be stored (after defaulting and merging).
@@ -209,7 +210,20 @@ pub(super) fn check_body(t: &Target, body: &Value) -> ApiResult<()> {
 pub(super) fn check(t: &Target, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
     let r = t.resource;
     let name = meta::name(obj);
-    let mut causes = validation::validate_name(name, r.name_rule, "metadata.name");
+    let mut causes = if name.is_empty() {
+        vec![Cause::required(
+            "metadata.name",
+            "name or generateName is required",
+        )]
+    } else {
+        validation::validate_name(name, r.name_rule, "metadata.name")
+    };
+    if let Some(prefix) = obj["metadata"]["generateName"]
+        .as_str()
+        .filter(|p| !p.is_empty())
+    {
+        causes.extend(validation::validate_generate_name(prefix, r.name_rule));
+    }
     causes.extend(validation::validate_labels_and_annotations(obj));
     causes.extend(strategy::validate(r, obj));
     let rules = strategy::validate_custom_rules(r, obj, old, &causes);

@@ -22,6 +22,7 @@ use super::Target;
 use super::WriteOptions;
 use crate::admission::{Attributes, Operation};
 use crate::resources::strategy;
+use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::{success, ApiError, ApiResult, Subject};
 use k3rs_datastore::WriteOutcome;
 
@@ -39,10 +40,31 @@ pub struct DeleteOptions {
 /// What a delete did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Deleted {
-    /// The object is gone; the body to answer with.
+    /// The object is gone: its last stored state.
     Gone(Value),
     /// Deletion is pending (finalizers or a grace period): the updated object.
     Pending(Value),
+}
+
+impl Deleted {
+    /// The body of the DELETE answer, as upstream's generic registry (`finalizeDelete`)
+    /// makes it: a pending object as it now is; a removed one itself where the resource's
+    /// registry returns deleted objects, else a `Status` Success naming it (group, resource
+    /// as `kind`, name, uid).
+    pub fn answer(self, r: &Resource) -> Value {
+        match self {
+            Deleted::Pending(obj) => obj,
+            Deleted::Gone(obj) if r.returns_deleted_object => obj,
+            Deleted::Gone(obj) => success(
+                Subject {
+                    group: r.group,
+                    kind: r.plural,
+                    name: meta::name(&obj),
+                },
+                meta::uid(&obj),
+            ),
+        }
+    }
 }
 
 const ATTEMPTS: usize = 16;
@@ -135,6 +157,35 @@ impl Registry {
                     }
                     conflict => conflict,
                 }
+            } else if is_pod(t) && !meta::is_deleting(&old) {
+                // Pods always delete gracefully upstream: an unbound or finished pod (or
+                // one deleted with grace period 0) is first marked with a deletionTimestamp
+                // and a zero grace period, which watchers see, then removed; the answer is
+                // the marked pod.
+                let mut marked = old.clone();
+                let m = meta::metadata_mut(&mut marked);
+                m.insert(
+                    "deletionTimestamp".into(),
+                    json!(meta::rfc3339(SystemTime::now())),
+                );
+                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+                if opts.write.dry_run {
+                    return Ok(Deleted::Gone(marked));
+                }
+                let revision = match self
+                    .ds
+                    .update(&t.key(), kv.mod_revision, encode_as(t.resource, &marked)?)
+                    .await?
+                {
+                    WriteOutcome::Done { revision } => revision,
+                    WriteOutcome::Conflict { .. } => continue,
+                };
+                meta::set_resource_version(&mut marked, revision);
+                match self.ds.delete(&t.key(), revision).await? {
+                    WriteOutcome::Done { .. } => return Ok(Deleted::Gone(marked)),
+                    // Changed between the two writes: the next attempt sees it marked.
+                    WriteOutcome::Conflict { .. } => continue,
+                }
             } else {
                 if opts.write.dry_run {
                     return Ok(Deleted::Gone(old));
@@ -142,16 +193,7 @@ impl Registry {
                 self.ds.delete(&t.key(), kv.mod_revision).await?
             };
             match outcome {
-                WriteOutcome::Done { .. } => {
-                    return Ok(Deleted::Gone(success(
-                        Subject {
-                            group: t.resource.group,
-                            kind: t.resource.plural,
-                            name: t.name(),
-                        },
-                        meta::uid(&old),
-                    )))
-                }
+                WriteOutcome::Done { .. } => return Ok(Deleted::Gone(old)),
                 WriteOutcome::Conflict { .. } => continue,
             }
         }
@@ -159,7 +201,7 @@ impl Registry {
     }
 
     /// DELETE on a collection: deletes every object the selectors match; answers with the
-    /// list of what was deleted or is now pending deletion.
+    /// list of them as they were listed (upstream's `DeleteCollection`).
     pub async fn delete_collection(
         &self,
         t: &Target,
@@ -179,10 +221,10 @@ impl Registry {
                 // Protected objects (system priority classes) stay; the rest goes.
                 continue;
             }
+            // As upstream's `DeleteCollection`: the answer lists the objects as listed.
             match self.delete(&one, opts).await {
-                Ok(Deleted::Pending(obj)) => out.push(obj),
-                Ok(Deleted::Gone(_)) => out.push(item),
-                Err(e) if e.code == 404 => {}
+                Ok(_) => out.push(item),
+                Err(e) if e.code == 404 => out.push(item),
                 Err(e) => return Err(e),
             }
         }
@@ -217,11 +259,14 @@ fn check_preconditions(t: &Target, obj: &Value, opts: &DeleteOptions) -> ApiResu
     Ok(())
 }
 
+fn is_pod(t: &Target) -> bool {
+    t.resource.group.is_empty() && t.resource.kind == "Pod"
+}
+
 /// Pods bound to a node terminate gracefully (the kubelet finishes the deletion); everything
 /// else is deleted at once.
 fn grace_period(t: &Target, obj: &Value, opts: &DeleteOptions) -> i64 {
-    let is_pod = t.resource.group.is_empty() && t.resource.kind == "Pod";
-    if !is_pod || obj["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
+    if !is_pod(t) || obj["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
         return 0;
     }
     let phase = obj["status"]["phase"].as_str().unwrap_or("");
@@ -231,4 +276,50 @@ fn grace_period(t: &Target, obj: &Value, opts: &DeleteOptions) -> i64 {
     opts.grace_period_seconds
         .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
         .unwrap_or(30)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k3rs_apimachinery::catalog;
+
+    #[test]
+    fn answers_are_the_registries() {
+        let obj = |kind: &str| {
+            json!({"kind": kind, "metadata": {"name": "x", "uid": "u-1",
+                "deletionTimestamp": "2026-01-01T00:00:00Z"}})
+        };
+        let cms = catalog::lookup("", "v1", "configmaps").unwrap();
+        let svcs = catalog::lookup("", "v1", "services").unwrap();
+        assert_eq!(
+            Deleted::Gone(obj("ConfigMap")).answer(cms),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": "x", "kind": "configmaps", "uid": "u-1"}})
+        );
+        assert_eq!(Deleted::Gone(obj("Service")).answer(svcs), obj("Service"));
+        assert_eq!(
+            Deleted::Pending(obj("ConfigMap")).answer(cms),
+            obj("ConfigMap")
+        );
+        let rdo: Vec<&str> = catalog::CATALOG
+            .iter()
+            .filter(|r| r.returns_deleted_object)
+            .map(|r| r.plural)
+            .collect();
+        assert_eq!(
+            rdo,
+            [
+                "namespaces",
+                "pods",
+                "services",
+                "serviceaccounts",
+                "persistentvolumes",
+                "persistentvolumeclaims",
+                "resourcequotas",
+                "podtemplates",
+                "storageclasses",
+                "csidrivers"
+            ]
+        );
+    }
 }

@@ -90,7 +90,7 @@ impl RbacEscalation {
             }
         }
         confirm_no_escalation(self.source.as_ref(), user, ns, &rules_of(new))
-            .map_err(|msg| ApiError::forbidden(subject, &msg))
+            .map_err(|msg| ApiError::forbidden(subject, &msg.to_string()))
     }
 
     async fn check_binding(
@@ -124,9 +124,9 @@ impl RbacEscalation {
             name: new["metadata"]["name"].as_str().unwrap_or(t.name()),
         };
         let rules = role_ref_rules(self.source.as_ref(), &role_ref, ns)
-            .map_err(|e| ApiError::forbidden(subject, &e))?;
+            .map_err(|e| ApiError::forbidden(subject, &e.to_string()))?;
         confirm_no_escalation(self.source.as_ref(), user, ns, &rules)
-            .map_err(|msg| ApiError::forbidden(subject, &msg))
+            .map_err(|msg| ApiError::forbidden(subject, &msg.to_string()))
     }
 }
 

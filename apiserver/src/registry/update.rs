@@ -70,6 +70,9 @@ impl Registry {
             let mut new = if status_only {
                 let mut n = old.clone();
                 n["status"] = body.get("status").cloned().unwrap_or(Value::Null);
+                if t.subresource.as_deref() == Some("status") {
+                    strategy::prepare_for_status_update(t.resource, &body, &mut n);
+                }
                 n
             } else if scale {
                 let mut n = old.clone();
@@ -147,7 +150,9 @@ impl Registry {
             let changed = if crate::resources::custom::version_of(t.resource).is_some() {
                 crate::crd::generation::bumps(t.resource.has_status, &old, &new)
             } else {
-                t.resource.has_spec && new.get("spec") != old.get("spec")
+                // Status strategies keep the generation (a Deployment's status write may
+                // change its annotations).
+                !status_only && strategy::bumps_generation(t.resource, &new, &old)
             };
             if changed {
                 let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;

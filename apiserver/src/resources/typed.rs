@@ -11,14 +11,25 @@ use serde_json::Value;
 
 use k3rs_apimachinery::catalog::Resource;
 
-fn check<T: DeserializeOwned>(obj: &Value) -> Result<(), String> {
-    serde_json::from_value::<T>(obj.clone())
-        .map(drop)
-        .map_err(|e| e.to_string())
+/// A body that does not decode into its kind's type (kube-apiserver's decoder message).
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} in version {version:?} cannot be handled as a {kind}: {source}")]
+pub struct StructureError {
+    /// The kind.
+    pub kind: &'static str,
+    /// The API version.
+    pub version: &'static str,
+    /// The decoder's error.
+    #[source]
+    pub source: serde_json::Error,
+}
+
+fn check<T: DeserializeOwned>(obj: &Value) -> Result<(), serde_json::Error> {
+    serde_json::from_value::<T>(obj.clone()).map(drop)
 }
 
 /// Ok if `obj` has the structure of `r`'s type; the decoder's message otherwise.
-pub fn check_structure(r: &Resource, obj: &Value) -> Result<(), String> {
+pub fn check_structure(r: &Resource, obj: &Value) -> Result<(), StructureError> {
     let checked = match (r.group, r.kind) {
         ("", "Namespace") => check::<core::v1::Namespace>(obj),
         ("", "Pod") => check::<core::v1::Pod>(obj),
@@ -83,14 +94,15 @@ pub fn check_structure(r: &Resource, obj: &Value) -> Result<(), String> {
         ("apiextensions.k8s.io", "CustomResourceDefinition") => check::<
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
         >(obj),
+        ("apiregistration.k8s.io", "APIService") => check::<
+            k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+        >(obj),
         _ => Ok(()),
     };
-    checked.map_err(|e| {
-        format!(
-            "{kind} in version {version:?} cannot be handled as a {kind}: {e}",
-            kind = r.kind,
-            version = r.version
-        )
+    checked.map_err(|source| StructureError {
+        kind: r.kind,
+        version: r.version,
+        source,
     })
 }
 
@@ -106,8 +118,9 @@ mod tests {
         assert!(
             check_structure(cm, &json!({"metadata": {"name": "x"}, "data": {"a": "b"}})).is_ok()
         );
-        let e =
-            check_structure(cm, &json!({"metadata": {"name": "x"}, "data": {"a": 1}})).unwrap_err();
+        let e = check_structure(cm, &json!({"metadata": {"name": "x"}, "data": {"a": 1}}))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("ConfigMap in version \"v1\" cannot be handled as a ConfigMap"),
             "{e}"

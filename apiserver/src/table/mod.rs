@@ -10,10 +10,12 @@
 
 pub mod admission;
 pub mod age;
+pub mod apiregistration;
 pub mod autoscaling;
 pub mod batch;
 pub mod cluster;
 pub mod core;
+pub mod metrics;
 pub mod pod;
 pub mod printers;
 pub mod storage_net;

@@ -5,7 +5,10 @@
 
 use serde_json::{json, Value};
 
-use super::{admission, autoscaling, batch, cluster, core, pod, storage_net, workloads};
+use super::{
+    admission, apiregistration, autoscaling, batch, cluster, core, metrics, pod, storage_net,
+    workloads,
+};
 
 /// One `metav1.TableColumnDefinition`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +90,7 @@ pub struct Printer {
 pub fn printer_for(group: &str, kind: &str) -> Printer {
     let (columns, cells): (&'static [Column], Cells) = match (group, kind) {
         ("", "Pod") => (pod::COLUMNS, pod::cells),
+        ("metrics.k8s.io", "NodeMetrics" | "PodMetrics") => (metrics::COLUMNS, metrics::cells),
         ("apps", "Deployment") => (workloads::DEPLOYMENT_COLUMNS, workloads::deployment_cells),
         ("apps", "ReplicaSet") => (workloads::REPLICASET_COLUMNS, workloads::replicaset_cells),
         ("autoscaling", "Scale") => (workloads::SCALE_COLUMNS, workloads::scale_cells),
@@ -156,6 +160,10 @@ pub fn printer_for(group: &str, kind: &str) -> Printer {
             "admissionregistration.k8s.io",
             "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration",
         ) => (admission::WEBHOOK_COLUMNS, admission::webhook_cells),
+        ("apiregistration.k8s.io", "APIService") => (
+            apiregistration::APISERVICE_COLUMNS,
+            apiregistration::apiservice_cells,
+        ),
         ("", "Service") => (core::SERVICE_COLUMNS, core::service_cells),
         ("", "Node") => (core::NODE_COLUMNS, core::node_cells),
         ("", "Namespace") => (core::NAMESPACE_COLUMNS, core::namespace_cells),

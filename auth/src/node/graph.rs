@@ -15,11 +15,17 @@ use super::refs::PodRefs;
 /// The kinds of objects a node may be related to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// The pod itself (a kubelet reads and updates its own pods).
     Pod,
+    /// A Secret a bound pod references.
     Secret,
+    /// A ConfigMap a bound pod references.
     ConfigMap,
+    /// A PersistentVolumeClaim a bound pod's volumes use.
     PersistentVolumeClaim,
+    /// The PersistentVolume bound to such a claim.
     PersistentVolume,
+    /// The ServiceAccount a bound pod runs as.
     ServiceAccount,
 }
 
@@ -61,6 +67,7 @@ impl Graph {
         self.pods.insert(key, refs);
     }
 
+    /// Removes pod `namespace/name` and all its edges.
     pub fn delete_pod(&mut self, namespace: &str, name: &str) {
         let key = (namespace.to_string(), name.to_string());
         if let Some(old) = self.pods.remove(&key) {

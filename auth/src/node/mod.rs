@@ -22,6 +22,7 @@ pub struct NodeAuthorizer {
 }
 
 impl NodeAuthorizer {
+    /// An authorizer with an empty graph (a [`populator`] must fill it).
     pub fn new() -> NodeAuthorizer {
         NodeAuthorizer::default()
     }

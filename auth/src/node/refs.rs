@@ -10,8 +10,11 @@ use k8s_openapi::api::core::v1::{Container, PersistentVolume, Pod, Volume};
 pub struct PodRefs {
     /// `spec.nodeName` (pods without one are not in the graph).
     pub node: String,
+    /// Secrets the pod references (volumes, env, envFrom, imagePullSecrets), by name.
     pub secrets: BTreeSet<String>,
+    /// ConfigMaps the pod references (volumes, env, envFrom), by name.
     pub configmaps: BTreeSet<String>,
+    /// PersistentVolumeClaims the pod's volumes reference, by name.
     pub pvcs: BTreeSet<String>,
     /// `spec.serviceAccountName` (empty: none).
     pub service_account: String,

@@ -24,6 +24,7 @@ use crate::serviceaccount::jwt;
 /// The verdict on one token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
+    /// A final verdict for the chain.
     Outcome(Outcome),
     /// No key of the set verified it; fresher keys might.
     RefreshKeys(VerifyError),
@@ -64,7 +65,7 @@ pub struct Oidc {
 
 impl Oidc {
     /// The authenticator of `jwt`; starts fetching the provider's keys in the background.
-    pub fn start(jwt: JwtAuthenticator) -> Result<Oidc, String> {
+    pub fn start(jwt: JwtAuthenticator) -> Result<Oidc, super::model::IssuerTlsError> {
         let provider = Provider::new(&jwt.issuer_url, jwt.discovery_url.as_deref(), jwt.tls()?);
         provider.start();
         Ok(Oidc { jwt, provider })

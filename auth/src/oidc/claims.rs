@@ -22,40 +22,65 @@ pub const NOT_BEFORE_LEEWAY_SECONDS: f64 = 300.0;
 /// Why verified claims do not make a user (logged, never sent to the client).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClaimError {
+    /// `iss` is not the configured issuer URL.
     #[error("oidc: id token issued by a different provider, expected {expected:?} got {got:?}")]
-    Issuer { expected: String, got: String },
+    Issuer {
+        /// The configured issuer URL.
+        expected: String,
+        /// The token's `iss`.
+        got: String,
+    },
+    /// None of the configured audiences (listed) is in `aud`.
     #[error("oidc: expected audience in {0:?} not in the token's audiences")]
     Audience(Vec<String>),
+    /// `exp` is in the past.
     #[error("oidc: token is expired")]
     Expired,
+    /// `exp` is missing or not a number.
     #[error("oidc: token has no valid \"exp\" claim")]
     NoExpiry,
+    /// `nbf` is more than [`NOT_BEFORE_LEEWAY_SECONDS`] in the future.
     #[error("oidc: current time before the nbf (not before) time")]
     NotYetValid,
+    /// A `claimValidationRules` claim (named) is absent.
     #[error("oidc: required claim {0} not present in ID token")]
     RequiredMissing(String),
+    /// A `claimValidationRules` claim has another value than required.
     #[error("oidc: required claim {claim} value does not match. Got = {got}, want = {want}")]
     RequiredMismatch {
+        /// The required claim's name.
         claim: String,
+        /// The token's value of it.
         got: String,
+        /// The value `claimValidationRules` require.
         want: String,
     },
+    /// The username claim (named) is missing, empty or not a string.
     #[error("oidc: parse username claims {0:?}: not a non-empty string")]
     Username(String),
+    /// The username claim is `email` and `email_verified` is false.
     #[error("oidc: email not verified")]
     EmailNotVerified,
+    /// `email_verified` is present but not a boolean.
     #[error("oidc: parse 'email_verified' claim: not a boolean")]
     EmailVerified,
+    /// The groups claim (named) is neither a string nor a list of strings.
     #[error("oidc: parse groups claim {0:?}: not a string or a list of strings")]
     Groups(String),
+    /// The uid claim (named) is not a string.
     #[error("oidc: parse uid claim {0:?}: not a string")]
     Uid(String),
+    /// A CEL expression could not be evaluated on the claims.
     #[error("oidc: error evaluating {what} expression {expression:?}: {reason}")]
     Evaluation {
+        /// Which mapping's expression failed (`username`, `groups`, `uid`, `extra`, …).
         what: &'static str,
+        /// The CEL expression's source.
         expression: String,
+        /// Why evaluation failed.
         reason: String,
     },
+    /// A CEL `claimValidationRules` or `userValidationRules` rule rejected the token (its message).
     #[error("oidc: {0}")]
     Rule(String),
 }

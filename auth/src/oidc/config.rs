@@ -9,7 +9,7 @@
 //!   errors name the field (`jwt[0].claimMappings.username.prefix: …`).
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -115,28 +115,77 @@ struct UserValidationRule {
     message: String,
 }
 
+/// A field of the configuration that fails validation: upstream's field error text
+/// (`jwt[0].issuer.url: Required value: URL is required`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FieldError(pub String);
+
+/// Why a configuration is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading the authentication config {}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The read error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file's content is refused.
+    #[error("the authentication config {}: {source}", .path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<ConfigError>,
+    },
+    /// Not YAML or JSON of the expected shape.
+    #[error("{0}")]
+    Parse(#[source] serde_norway::Error),
+    /// Another kind or API version.
+    #[error("expected kind AuthenticationConfiguration of {}, got {kind:?} of {api_version:?}", API_VERSIONS.join(", "))]
+    Kind {
+        /// The document's kind.
+        kind: String,
+        /// The document's apiVersion.
+        api_version: String,
+    },
+    /// An `anonymous` section.
+    #[error("anonymous: not supported by this server (anonymous access is fixed: only the health, version and CA endpoints)")]
+    Anonymous,
+    /// A field fails validation.
+    #[error(transparent)]
+    Field(#[from] FieldError),
+}
+
 /// Reads and validates the configuration file at `path`.
-pub fn load(path: &Path) -> Result<Vec<JwtAuthenticator>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("reading the authentication config {}: {e}", path.display()))?;
-    parse(&text).map_err(|e| format!("the authentication config {}: {e}", path.display()))
+pub fn load(path: &Path) -> Result<Vec<JwtAuthenticator>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text).map_err(|e| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    })
 }
 
 /// The authenticators a configuration (YAML or JSON) describes.
-pub fn parse(text: &str) -> Result<Vec<JwtAuthenticator>, String> {
-    let file: File = serde_norway::from_str(text).map_err(|e| e.to_string())?;
+pub fn parse(text: &str) -> Result<Vec<JwtAuthenticator>, ConfigError> {
+    let file: File = serde_norway::from_str(text).map_err(ConfigError::Parse)?;
     if !API_VERSIONS.contains(&file.api_version.as_str())
         || file.kind != "AuthenticationConfiguration"
     {
-        return Err(format!(
-            "expected kind AuthenticationConfiguration of {}, got {:?} of {:?}",
-            API_VERSIONS.join(", "),
-            file.kind,
-            file.api_version
-        ));
+        return Err(ConfigError::Kind {
+            kind: file.kind.clone(),
+            api_version: file.api_version.clone(),
+        });
     }
     if file.anonymous.is_some() {
-        return Err("anonymous: not supported by this server (anonymous access is fixed: only the health, version and CA endpoints)".into());
+        return Err(ConfigError::Anonymous);
     }
     let mut issuers = HashSet::new();
     let mut discovery = HashSet::new();
@@ -146,61 +195,65 @@ pub fn parse(text: &str) -> Result<Vec<JwtAuthenticator>, String> {
         .map(|(i, j)| {
             let at = format!("jwt[{i}]");
             if !issuers.insert(j.issuer.url.clone()) {
-                return Err(format!(
+                return Err(FieldError(format!(
                     "{at}.issuer.url: Duplicate value: {:?}",
                     j.issuer.url
-                ));
+                ))
+                .into());
             }
             if let Some(d) = &j.issuer.discovery_url {
                 if !discovery.insert(d.clone()) {
-                    return Err(format!("{at}.issuer.discoveryURL: Duplicate value: {d:?}"));
+                    return Err(FieldError(format!(
+                        "{at}.issuer.discoveryURL: Duplicate value: {d:?}"
+                    ))
+                    .into());
                 }
             }
-            authenticator(j, &at)
+            Ok(authenticator(j, &at)?)
         })
         .collect()
 }
 
-fn authenticator(j: &Jwt, at: &str) -> Result<JwtAuthenticator, String> {
+fn authenticator(j: &Jwt, at: &str) -> Result<JwtAuthenticator, FieldError> {
     let issuer = &j.issuer;
     check_https(&issuer.url, &format!("{at}.issuer.url"))?;
     if let Some(d) = &issuer.discovery_url {
         check_https(d, &format!("{at}.issuer.discoveryURL"))?;
         if d.trim_end_matches('/') == issuer.url.trim_end_matches('/') {
-            return Err(format!(
+            return Err(FieldError(format!(
                 "{at}.issuer.discoveryURL: Invalid value: {d:?}: discoveryURL must be different from URL"
-            ));
+            )));
         }
     }
     if issuer.audiences.is_empty() {
-        return Err(format!(
+        return Err(FieldError(format!(
             "{at}.issuer.audiences: Required value: at least one issuer.audiences is required"
-        ));
+        )));
     }
     let mut seen = HashSet::new();
     for (k, a) in issuer.audiences.iter().enumerate() {
         if a.is_empty() {
-            return Err(format!(
+            return Err(FieldError(format!(
                 "{at}.issuer.audiences[{k}]: Required value: audience can't be empty"
-            ));
+            )));
         }
         if !seen.insert(a) {
-            return Err(format!(
+            return Err(FieldError(format!(
                 "{at}.issuer.audiences[{k}]: Duplicate value: {a:?}"
-            ));
+            )));
         }
     }
     match (issuer.audiences.len(), issuer.audience_match_policy.as_str()) {
         (_, "MatchAny") | (1, "") => {}
         (_, "") => {
-            return Err(format!(
+            return Err(FieldError(format!(
                 "{at}.issuer.audienceMatchPolicy: Invalid value: \"\": audienceMatchPolicy must be MatchAny for multiple audiences"
-            ))
+            )))
         }
         (_, other) => {
-            return Err(format!(
+            return Err(FieldError(format!(
                 "{at}.issuer.audienceMatchPolicy: Unsupported value: {other:?}: supported values: \"MatchAny\""
-            ))
+            )))
         }
     }
     let certificate_authority = if issuer.certificate_authority.is_empty() {
@@ -208,7 +261,11 @@ fn authenticator(j: &Jwt, at: &str) -> Result<JwtAuthenticator, String> {
     } else {
         let pem = issuer.certificate_authority.as_bytes().to_vec();
         crate::webhook::client::tls_config(crate::webhook::client::Roots::Pem(&pem), None)
-            .map_err(|e| format!("{at}.issuer.certificateAuthority: Invalid value: {e}"))?;
+            .map_err(|e| {
+                FieldError(format!(
+                    "{at}.issuer.certificateAuthority: Invalid value: {e}"
+                ))
+            })?;
         Some(pem)
     };
     let mut claim_rules = Vec::new();
@@ -218,12 +275,15 @@ fn authenticator(j: &Jwt, at: &str) -> Result<JwtAuthenticator, String> {
         match (r.claim.is_empty(), r.expression.is_empty()) {
             (false, true) => {
                 if !r.message.is_empty() {
-                    return Err(format!(
+                    return Err(FieldError(format!(
                         "{here}.message: Invalid value: message can't be set when claim is set"
-                    ));
+                    )));
                 }
                 if !required.insert(&r.claim) {
-                    return Err(format!("{here}.claim: Duplicate value: {:?}", r.claim));
+                    return Err(FieldError(format!(
+                        "{here}.claim: Duplicate value: {:?}",
+                        r.claim
+                    )));
                 }
                 claim_rules.push(ClaimRule::Required {
                     claim: r.claim.clone(),
@@ -232,7 +292,7 @@ fn authenticator(j: &Jwt, at: &str) -> Result<JwtAuthenticator, String> {
             }
             (true, false) => {
                 if !r.required_value.is_empty() {
-                    return Err(format!("{here}.requiredValue: Invalid value: requiredValue can't be set when expression is set"));
+                    return Err(FieldError(format!("{here}.requiredValue: Invalid value: requiredValue can't be set when expression is set")));
                 }
                 claim_rules.push(ClaimRule::Expression {
                     expression: compile(&r.expression, "claims", &format!("{here}.expression"))?,
@@ -240,14 +300,14 @@ fn authenticator(j: &Jwt, at: &str) -> Result<JwtAuthenticator, String> {
                 });
             }
             (false, false) => {
-                return Err(format!(
+                return Err(FieldError(format!(
                     "{here}: Invalid value: claim and expression can't both be set"
-                ))
+                )))
             }
             (true, true) => {
-                return Err(format!(
+                return Err(FieldError(format!(
                     "{here}: Required value: claim or expression is required"
-                ))
+                )))
             }
         }
     }
@@ -255,7 +315,9 @@ fn authenticator(j: &Jwt, at: &str) -> Result<JwtAuthenticator, String> {
     let here = format!("{at}.claimMappings");
     let username =
         mapping(&mappings.username, &format!("{here}.username"), true)?.ok_or_else(|| {
-            format!("{here}.username: Required value: claim or expression is required")
+            FieldError(format!(
+                "{here}.username: Required value: claim or expression is required"
+            ))
         })?;
     let groups = match &mappings.groups {
         Some(g) => mapping(g, &format!("{here}.groups"), true)?,
@@ -271,12 +333,15 @@ fn authenticator(j: &Jwt, at: &str) -> Result<JwtAuthenticator, String> {
         let field = format!("{here}.extra[{k}]");
         check_extra_key(&e.key, &format!("{field}.key"))?;
         if !keys.insert(&e.key) {
-            return Err(format!("{field}.key: Duplicate value: {:?}", e.key));
+            return Err(FieldError(format!(
+                "{field}.key: Duplicate value: {:?}",
+                e.key
+            )));
         }
         if e.value_expression.is_empty() {
-            return Err(format!(
+            return Err(FieldError(format!(
                 "{field}.valueExpression: Required value: valueExpression is required"
-            ));
+            )));
         }
         extra.push((
             e.key.clone(),
@@ -294,14 +359,16 @@ fn authenticator(j: &Jwt, at: &str) -> Result<JwtAuthenticator, String> {
         .map(|(k, r)| {
             let field = format!("{at}.userValidationRules[{k}].expression");
             if r.expression.is_empty() {
-                return Err(format!("{field}: Required value: expression is required"));
+                return Err(FieldError(format!(
+                    "{field}: Required value: expression is required"
+                )));
             }
             Ok(UserRule {
                 expression: compile(&r.expression, "user", &field)?,
                 message: r.message.clone(),
             })
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, FieldError>>()?;
     Ok(JwtAuthenticator {
         issuer_url: issuer.url.clone(),
         discovery_url: issuer.discovery_url.clone(),
@@ -323,20 +390,20 @@ fn mapping(
     m: &PrefixedClaimOrExpression,
     at: &str,
     prefixed: bool,
-) -> Result<Option<Mapping>, String> {
+) -> Result<Option<Mapping>, FieldError> {
     match (m.claim.is_empty(), m.expression.is_empty()) {
         (true, true) => {
             if m.prefix.is_some() {
-                return Err(format!("{at}.prefix: Invalid value: prefix can't be set when claim is not set"));
+                return Err(FieldError(format!("{at}.prefix: Invalid value: prefix can't be set when claim is not set")));
             }
             Ok(None)
         }
-        (false, false) => Err(format!("{at}: Invalid value: claim and expression can't both be set")),
+        (false, false) => Err(FieldError(format!("{at}: Invalid value: claim and expression can't both be set"))),
         (false, true) => match (&m.prefix, prefixed) {
-            (None, true) => Err(format!(
+            (None, true) => Err(FieldError(format!(
                 "{at}.prefix: Required value: prefix is required when claim is set. It can be set to an empty string to disable prefixing"
-            )),
-            (Some(_), false) => Err(format!("{at}.prefix: Forbidden: may not be specified")),
+            ))),
+            (Some(_), false) => Err(FieldError(format!("{at}.prefix: Forbidden: may not be specified"))),
             (prefix, _) => Ok(Some(Mapping::Claim {
                 claim: m.claim.clone(),
                 prefix: prefix.clone().unwrap_or_default(),
@@ -344,44 +411,47 @@ fn mapping(
         },
         (true, false) => {
             if m.prefix.is_some() {
-                return Err(format!("{at}.prefix: Invalid value: prefix can't be set when expression is set"));
+                return Err(FieldError(format!("{at}.prefix: Invalid value: prefix can't be set when expression is set")));
             }
             Ok(Some(Mapping::Expression(compile(&m.expression, "claims", &format!("{at}.expression"))?)))
         }
     }
 }
 
-fn compile(source: &str, variable: &str, at: &str) -> Result<Expression, String> {
-    Expression::compile(source, variable)
-        .map_err(|e| format!("{at}: Invalid value: {source:?}: compilation failed: {e}"))
+fn compile(source: &str, variable: &str, at: &str) -> Result<Expression, FieldError> {
+    Expression::compile(source, variable).map_err(|e| {
+        FieldError(format!(
+            "{at}: Invalid value: {source:?}: compilation failed: {e}"
+        ))
+    })
 }
 
-fn check_https(url: &str, at: &str) -> Result<(), String> {
+fn check_https(url: &str, at: &str) -> Result<(), FieldError> {
     if url.is_empty() {
-        return Err(format!("{at}: Required value: URL is required"));
+        return Err(FieldError(format!("{at}: Required value: URL is required")));
     }
     let Some(rest) = url.strip_prefix("https://") else {
-        return Err(format!(
+        return Err(FieldError(format!(
             "{at}: Invalid value: {url:?}: URL scheme must be https"
-        ));
+        )));
     };
     if rest.is_empty() || rest.starts_with('/') || rest.contains(['?', '#', '@']) {
-        return Err(format!(
+        return Err(FieldError(format!(
             "{at}: Invalid value: {url:?}: URL must have a host and no user, query or fragment"
-        ));
+        )));
     }
     Ok(())
 }
 
 /// `example.org/foo`: lowercase, a DNS subdomain, `/`, a non-empty path.
-fn check_extra_key(key: &str, at: &str) -> Result<(), String> {
+fn check_extra_key(key: &str, at: &str) -> Result<(), FieldError> {
     if key.is_empty() {
-        return Err(format!("{at}: Required value: key is required"));
+        return Err(FieldError(format!("{at}: Required value: key is required")));
     }
     if key != key.to_lowercase() {
-        return Err(format!(
+        return Err(FieldError(format!(
             "{at}: Invalid value: {key:?}: key must be lowercase"
-        ));
+        )));
     }
     let ok = key.split_once('/').is_some_and(|(domain, path)| {
         !path.is_empty()
@@ -397,12 +467,12 @@ fn check_extra_key(key: &str, at: &str) -> Result<(), String> {
             })
     });
     if !ok {
-        return Err(format!("{at}: Invalid value: {key:?}: must be a domain-prefixed path (such as \"acme.io/foo\")"));
+        return Err(FieldError(format!("{at}: Invalid value: {key:?}: must be a domain-prefixed path (such as \"acme.io/foo\")")));
     }
     for reserved in ["kubernetes.io", "k8s.io"] {
         let domain = key.split('/').next().unwrap_or_default();
         if domain == reserved || domain.ends_with(&format!(".{reserved}")) {
-            return Err(format!("{at}: Invalid value: {key:?}: k8s.io, kubernetes.io and their subdomains are reserved for Kubernetes use"));
+            return Err(FieldError(format!("{at}: Invalid value: {key:?}: k8s.io, kubernetes.io and their subdomains are reserved for Kubernetes use")));
         }
     }
     Ok(())
@@ -507,7 +577,8 @@ jwt:
 
     #[test]
     fn invalid_configurations_name_the_field() {
-        let err = |from: &str, to: &str| parse(&GOOD.replacen(from, to, 1)).unwrap_err();
+        let err =
+            |from: &str, to: &str| parse(&GOOD.replacen(from, to, 1)).unwrap_err().to_string();
         assert!(err("v1beta1", "v2").starts_with("expected kind AuthenticationConfiguration"));
         assert_eq!(
             err("    groups:\n      claim: roles\n      prefix: \"r:\"\n", "    groups:\n      claim: roles\n"),

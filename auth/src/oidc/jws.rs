@@ -19,13 +19,21 @@ use crate::serviceaccount::jwt;
 /// A JWS algorithm an ID token may be signed with (`--oidc-signing-algs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Algorithm {
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
     Rs256,
+    /// RSASSA-PKCS1-v1_5 with SHA-384.
     Rs384,
+    /// RSASSA-PKCS1-v1_5 with SHA-512.
     Rs512,
+    /// RSASSA-PSS with SHA-256.
     Ps256,
+    /// RSASSA-PSS with SHA-384.
     Ps384,
+    /// RSASSA-PSS with SHA-512.
     Ps512,
+    /// ECDSA on P-256 with SHA-256.
     Es256,
+    /// ECDSA on P-384 with SHA-384.
     Es384,
 }
 
@@ -45,6 +53,7 @@ impl Algorithm {
         })
     }
 
+    /// The algorithm's JWS `alg` name (e.g. `RS256`).
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::Rs256 => "RS256",
@@ -83,7 +92,9 @@ impl Algorithm {
 /// An elliptic curve of an EC key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Curve {
+    /// NIST P-256 (`crv: "P-256"`).
     P256,
+    /// NIST P-384 (`crv: "P-384"`).
     P384,
 }
 
@@ -108,17 +119,29 @@ impl Curve {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PublicKey {
     /// Modulus and exponent, big-endian without leading zeros.
-    Rsa { n: Vec<u8>, e: Vec<u8> },
+    Rsa {
+        /// The modulus.
+        n: Vec<u8>,
+        /// The public exponent.
+        e: Vec<u8>,
+    },
     /// The uncompressed point `04 ‖ x ‖ y`.
-    Ec { curve: Curve, point: Vec<u8> },
+    Ec {
+        /// The key's curve.
+        curve: Curve,
+        /// The point, `04 ‖ x ‖ y`.
+        point: Vec<u8>,
+    },
 }
 
 /// One usable key of a set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Jwk {
+    /// The key's id (`kid`), matched against the token header's `kid`.
     pub kid: Option<String>,
     /// The algorithm the key is restricted to (`alg`), if any.
     pub alg: Option<String>,
+    /// The key material.
     pub key: PublicKey,
 }
 
@@ -195,32 +218,47 @@ impl Jwk {
 /// Why a token did not verify.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VerifyError {
+    /// The token is not three base64url JWS segments with a JSON header (what is wrong).
     #[error("malformed token: {0}")]
     Malformed(&'static str),
+    /// The header's `alg` is not one of the allowed algorithms.
     #[error("oidc: id token signed with unsupported algorithm {0:?}")]
     Algorithm(String),
     /// No key of the set is the one the token names (or fits its algorithm): the provider
     /// may have rotated its keys.
     #[error("oidc: no key {0:?} for the token's algorithm in the provider's key set")]
     UnknownKey(String),
+    /// A key fits but the signature does not verify with it.
     #[error("oidc: failed to verify signature")]
     Signature,
+}
+
+/// Why a JWKS document could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum KeySetError {
+    /// The document is not JSON.
+    #[error("not JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// The document has no `keys` array.
+    #[error("no \"keys\" array")]
+    NoKeys,
 }
 
 /// A provider's usable keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeySet {
+    /// The keys, in the document's order (unusable ones dropped).
     pub keys: Vec<Jwk>,
 }
 
 impl KeySet {
     /// The usable keys of a JWKS document (`{"keys": [...]}`).
-    pub fn parse(doc: &[u8]) -> Result<KeySet, String> {
-        let v: Value = serde_json::from_slice(doc).map_err(|e| format!("not JSON: {e}"))?;
+    pub fn parse(doc: &[u8]) -> Result<KeySet, KeySetError> {
+        let v: Value = serde_json::from_slice(doc).map_err(KeySetError::Json)?;
         let keys = v
             .get("keys")
             .and_then(Value::as_array)
-            .ok_or("no \"keys\" array")?;
+            .ok_or(KeySetError::NoKeys)?;
         Ok(KeySet {
             keys: keys.iter().filter_map(Jwk::parse).collect(),
         })

@@ -58,16 +58,22 @@ impl Default for Options {
 /// Why the flags cannot be used (kube-apiserver's words where it has them).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OptionsError {
+    /// Only one of `--oidc-issuer-url` and `--oidc-client-id` is set.
     #[error("oidc-issuer-url and oidc-client-id must be specified together")]
     Together,
+    /// The issuer URL (given) is not `https://`.
     #[error("oidc-issuer-url ({0:?}) must use the https scheme")]
     NotHttps(String),
+    /// Another `--oidc-*` flag is set without `--oidc-issuer-url`.
     #[error("oidc-issuer-url must be set to use the other oidc-* flags")]
     WithoutIssuer,
+    /// `--oidc-signing-algs` names an algorithm (given) this server cannot verify.
     #[error("oidc-signing-algs: unsupported algorithm {0:?} (supported: RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384)")]
     Algorithm(String),
+    /// A `--oidc-required-claim` entry (given) is not `key=value`.
     #[error("oidc-required-claim {0:?}: expected key=value")]
     RequiredClaim(String),
+    /// `--oidc-ca-file` cannot be read (the message says why).
     #[error("{0}")]
     CaFile(String),
 }

@@ -17,14 +17,16 @@ use super::{Options, OptionsError};
 /// A compiled CEL expression with its source (for messages).
 #[derive(Debug, Clone)]
 pub struct Expression {
+    /// The expression as configured (quoted in errors).
     pub source: String,
+    /// The compiled program.
     pub program: Arc<cel::Program>,
 }
 
 impl Expression {
     /// Compiles `source`, which may refer to `variable` only.
-    pub fn compile(source: &str, variable: &str) -> Result<Expression, String> {
-        let compiled = k3rs_cel::compile(source, &[variable]).map_err(|e| e.to_string())?;
+    pub fn compile(source: &str, variable: &str) -> Result<Expression, k3rs_cel::CompileError> {
+        let compiled = k3rs_cel::compile(source, &[variable])?;
         Ok(Expression {
             source: source.to_string(),
             program: Arc::new(compiled.program),
@@ -37,9 +39,12 @@ impl Expression {
 pub enum Mapping {
     /// A claim's value, after `prefix`.
     Claim {
+        /// The claim's name.
         claim: String,
+        /// Prepended to the claim's value.
         prefix: String,
     },
+    /// A CEL expression over `claims` giving the value.
     Expression(Expression),
 }
 
@@ -47,10 +52,17 @@ pub enum Mapping {
 #[derive(Debug, Clone)]
 pub enum ClaimRule {
     /// The claim must be a string equal to `value`.
-    Required { claim: String, value: String },
+    Required {
+        /// The claim's name.
+        claim: String,
+        /// The value it must have.
+        value: String,
+    },
     /// The expression must be `true`; `message` explains a failure.
     Expression {
+        /// A CEL expression over `claims`.
         expression: Expression,
+        /// Why the token is refused when the expression is `false`.
         message: String,
     },
 }
@@ -58,8 +70,21 @@ pub enum ClaimRule {
 /// A rule the mapped user must pass.
 #[derive(Debug, Clone)]
 pub struct UserRule {
+    /// A CEL expression over `user` that must be `true`.
     pub expression: Expression,
+    /// Why the user is refused when it is not (`userValidationRules[].message`).
     pub message: String,
+}
+
+/// The issuer's TLS client configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("oidc issuer {issuer}: {source}")]
+pub struct IssuerTlsError {
+    /// The issuer URL.
+    pub issuer: String,
+    /// Why.
+    #[source]
+    pub source: crate::webhook::client::TlsConfigError,
 }
 
 /// One issuer's authenticator.
@@ -73,13 +98,19 @@ pub struct JwtAuthenticator {
     pub certificate_authority: Option<Vec<u8>>,
     /// Tokens must be issued for one of these (`aud`).
     pub audiences: Vec<String>,
+    /// Algorithms a token's signature may use (`--oidc-signing-algs`; every supported one for structured configuration).
     pub signing_algs: Vec<Algorithm>,
+    /// Rules the claims must pass (`--oidc-required-claim`, `claimValidationRules`).
     pub claim_rules: Vec<ClaimRule>,
+    /// Where the username comes from (`--oidc-username-claim`/`-prefix`, `claimMappings.username`).
     pub username: Mapping,
+    /// Where the groups come from, if anywhere (`--oidc-groups-claim`/`-prefix`, `claimMappings.groups`).
     pub groups: Option<Mapping>,
+    /// Where the uid comes from, if anywhere (`claimMappings.uid`).
     pub uid: Option<Mapping>,
     /// `user.extra` keys and the expressions of their values.
     pub extra: Vec<(String, Expression)>,
+    /// Rules the mapped user must pass (`userValidationRules`).
     pub user_rules: Vec<UserRule>,
 }
 
@@ -133,7 +164,7 @@ impl JwtAuthenticator {
     }
 
     /// A TLS client configuration trusting the issuer's CA (or the system's roots).
-    pub fn tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+    pub fn tls(&self) -> Result<Arc<rustls::ClientConfig>, IssuerTlsError> {
         use crate::webhook::client::{tls_config, Roots};
         let roots = match &self.certificate_authority {
             Some(pem) => Roots::Pem(pem),
@@ -141,6 +172,9 @@ impl JwtAuthenticator {
         };
         tls_config(roots, None)
             .map(Arc::new)
-            .map_err(|e| format!("oidc issuer {}: {e}", self.issuer_url))
+            .map_err(|source| IssuerTlsError {
+                issuer: self.issuer_url.clone(),
+                source,
+            })
     }
 }

@@ -13,8 +13,48 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::jws::KeySet;
-use crate::webhook::client::WebhookClient;
+use super::jws::{KeySet, KeySetError};
+use crate::webhook::client::{CallError, ClientError, WebhookClient};
+
+/// Why the provider's discovery document or keys could not be fetched.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The discovery document is not JSON.
+    #[error("not JSON: {0}")]
+    DiscoveryJson(#[source] serde_json::Error),
+    /// The discovery document names another issuer.
+    #[error("oidc: issuer did not match the issuer returned by provider, expected {expected:?} got {got:?}")]
+    IssuerMismatch {
+        /// The configured issuer.
+        expected: String,
+        /// The document's issuer.
+        got: String,
+    },
+    /// The discovery document has no usable `jwks_uri`.
+    #[error("the discovery document has no jwks_uri URL")]
+    NoJwksUri,
+    /// No client could be made for a URL.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// A GET failed.
+    #[error("{url}: {source}")]
+    Get {
+        /// The URL.
+        url: String,
+        /// The failure.
+        #[source]
+        source: CallError,
+    },
+    /// The key set at `uri` is unreadable.
+    #[error("{uri}: {source}")]
+    Keys {
+        /// The `jwks_uri`.
+        uri: String,
+        /// Why it is unreadable.
+        #[source]
+        source: KeySetError,
+    },
+}
 
 /// The least time between two token-triggered key fetches.
 pub const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(5);
@@ -23,17 +63,18 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// The `jwks_uri` of a discovery document, which must name `issuer`.
-pub fn jwks_uri(doc: &[u8], issuer: &str) -> Result<String, String> {
-    let v: Value = serde_json::from_slice(doc).map_err(|e| format!("not JSON: {e}"))?;
+pub fn jwks_uri(doc: &[u8], issuer: &str) -> Result<String, ProviderError> {
+    let v: Value = serde_json::from_slice(doc).map_err(ProviderError::DiscoveryJson)?;
     let got = v.get("issuer").and_then(Value::as_str).unwrap_or_default();
     if got != issuer {
-        return Err(format!(
-            "oidc: issuer did not match the issuer returned by provider, expected {issuer:?} got {got:?}"
-        ));
+        return Err(ProviderError::IssuerMismatch {
+            expected: issuer.to_string(),
+            got: got.to_string(),
+        });
     }
     match v.get("jwks_uri").and_then(Value::as_str) {
         Some(u) if u.starts_with("https://") || u.starts_with("http://") => Ok(u.to_string()),
-        _ => Err("the discovery document has no jwks_uri URL".into()),
+        _ => Err(ProviderError::NoJwksUri),
     }
 }
 
@@ -136,7 +177,7 @@ impl Provider {
     }
 
     /// Discovers the key set's URL (once) and fetches the keys; the number of usable keys.
-    async fn fetch(&self) -> Result<usize, String> {
+    async fn fetch(&self) -> Result<usize, ProviderError> {
         let known = self
             .jwks_uri
             .lock()
@@ -151,13 +192,16 @@ impl Provider {
                 u
             }
         };
-        let set = KeySet::parse(&self.get(&uri).await?).map_err(|e| format!("{uri}: {e}"))?;
+        let set = KeySet::parse(&self.get(&uri).await?).map_err(|source| ProviderError::Keys {
+            uri: uri.clone(),
+            source,
+        })?;
         let n = set.keys.len();
         *self.keys.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(set));
         Ok(n)
     }
 
-    async fn get(&self, url: &str) -> Result<Vec<u8>, String> {
+    async fn get(&self, url: &str) -> Result<Vec<u8>, ProviderError> {
         let client = {
             let mut pooled = self.client.lock().unwrap_or_else(|e| e.into_inner());
             match &*pooled {
@@ -169,7 +213,10 @@ impl Provider {
                 }
             }
         };
-        client.get().await.map_err(|e| format!("{url}: {e}"))
+        client.get().await.map_err(|source| ProviderError::Get {
+            url: url.to_string(),
+            source,
+        })
     }
 }
 
@@ -185,13 +232,15 @@ mod tests {
             jwks_uri(
                 &doc(serde_json::json!({"issuer": issuer, "jwks_uri": "https://keys.example/k"})),
                 issuer
-            ),
-            Ok("https://keys.example/k".into())
+            )
+            .ok(),
+            Some("https://keys.example/k".into())
         );
         let other =
             doc(serde_json::json!({"issuer": "https://issuer.example/", "jwks_uri": "https://k"}));
         assert!(jwks_uri(&other, issuer)
             .unwrap_err()
+            .to_string()
             .starts_with("oidc: issuer did not match"));
         assert!(jwks_uri(&doc(serde_json::json!({"issuer": issuer})), issuer).is_err());
         assert!(jwks_uri(b"<html>", issuer).is_err());

@@ -55,6 +55,28 @@ fn compact(pieces: Vec<PolicyRule>) -> Vec<PolicyRule> {
     out
 }
 
+/// A grant of rules the user does not hold (upstream's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("user {user:?} (groups={groups}) is attempting to grant RBAC permissions not currently held:\n{}{}", .missing.join("\n"), resolution(.errors))]
+pub struct Escalation {
+    /// The user's name.
+    pub user: String,
+    /// The user's groups, quoted as upstream prints them.
+    pub groups: String,
+    /// The missing rules, compacted, sorted, one per line.
+    pub missing: Vec<String>,
+    /// Bindings whose role could not be resolved.
+    pub errors: Vec<String>,
+}
+
+fn resolution(errors: &[String]) -> String {
+    if errors.is_empty() {
+        String::new()
+    } else {
+        format!("; resolution errors: [{}]", errors.join(" "))
+    }
+}
+
 /// `Ok` when `user`'s rules in `namespace` ("" for cluster scope) cover `rules`; otherwise
 /// upstream's message, listing what is missing (sorted, one per line).
 pub fn confirm_no_escalation(
@@ -62,7 +84,7 @@ pub fn confirm_no_escalation(
     user: &UserInfo,
     namespace: &str,
     rules: &[PolicyRule],
-) -> Result<(), String> {
+) -> Result<(), Escalation> {
     let (owner, errors) = rules_for(src, user, namespace);
     let missing: Vec<PolicyRule> = rules
         .iter()
@@ -75,16 +97,12 @@ pub fn confirm_no_escalation(
     let mut lines: Vec<String> = compact(missing).iter().map(compact_string).collect();
     lines.sort();
     lines.dedup();
-    let mut msg = format!(
-        "user {:?} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}",
-        user.username,
-        quoted(&user.groups),
-        lines.join("\n")
-    );
-    if !errors.is_empty() {
-        msg.push_str(&format!("; resolution errors: [{}]", errors.join(" ")));
-    }
-    Err(msg)
+    Err(Escalation {
+        user: user.username.clone(),
+        groups: quoted(&user.groups),
+        missing: lines,
+        errors,
+    })
 }
 
 #[cfg(test)]
@@ -144,7 +162,7 @@ mod tests {
                     rule(&["get", "delete", "deletecollection"], &[""], &["pods", "secrets"]),
                     url_rule(&["get"], &["/metrics"]),
                 ]
-            ),
+            ).map_err(|e| e.to_string()),
             Err("user \"u\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n\
                  {APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"delete\" \"deletecollection\"]}\n\
                  {APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\" \"delete\" \"deletecollection\"]}\n\

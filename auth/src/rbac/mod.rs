@@ -37,6 +37,7 @@ impl std::fmt::Debug for Rbac {
 }
 
 impl Rbac {
+    /// The RBAC authorizer over the roles and bindings of `source`.
     pub fn new(source: Arc<dyn PolicySource>) -> Rbac {
         Rbac { source }
     }

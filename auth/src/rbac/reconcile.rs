@@ -14,7 +14,7 @@ use super::covers::uncovered;
 
 /// What reconciliation does to one object.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Plan<T> {
+pub(crate) enum Plan<T> {
     Create(T),
     Update(T),
     /// The binding's roleRef changed (immutable): delete it, then create this.
@@ -42,7 +42,10 @@ fn merge_map(
 /// The plan for a bootstrap ClusterRole: rules the existing role does not cover are appended;
 /// aggregated roles get the missing selectors (their rules belong to the aggregation
 /// controller).
-pub fn cluster_role(existing: Option<&ClusterRole>, expected: &ClusterRole) -> Plan<ClusterRole> {
+pub(crate) fn cluster_role(
+    existing: Option<&ClusterRole>,
+    expected: &ClusterRole,
+) -> Plan<ClusterRole> {
     let Some(existing) = existing else {
         return Plan::Create(expected.clone());
     };
@@ -82,7 +85,7 @@ pub fn cluster_role(existing: Option<&ClusterRole>, expected: &ClusterRole) -> P
 
 /// The plan for a bootstrap ClusterRoleBinding: missing subjects are appended; a changed
 /// roleRef is recreated.
-pub fn cluster_role_binding(
+pub(crate) fn cluster_role_binding(
     existing: Option<&ClusterRoleBinding>,
     expected: &ClusterRoleBinding,
 ) -> Plan<ClusterRoleBinding> {
@@ -123,10 +126,14 @@ pub fn cluster_role_binding(
 /// Errors of the reconciliation shell.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Creating, updating or deleting a bootstrap object failed.
     #[error("reconciling {kind} {name:?}: {source}")]
     Write {
+        /// `ClusterRole` or `ClusterRoleBinding`.
         kind: &'static str,
+        /// The object's name.
         name: String,
+        /// The API error.
         #[source]
         source: kube::Error,
     },

@@ -13,10 +13,28 @@ use crate::UserInfo;
 
 /// Where the roles and bindings come from (an informer cache, or a list in tests).
 pub trait PolicySource: Send + Sync {
+    /// The ClusterRole `name`, if it exists.
     fn cluster_role(&self, name: &str) -> Option<Arc<ClusterRole>>;
+    /// The Role `namespace/name`, if it exists.
     fn role(&self, namespace: &str, name: &str) -> Option<Arc<Role>>;
+    /// Every ClusterRoleBinding.
     fn cluster_role_bindings(&self) -> Vec<Arc<ClusterRoleBinding>>;
+    /// Every RoleBinding in `namespace`.
     fn role_bindings(&self, namespace: &str) -> Vec<Arc<RoleBinding>>;
+}
+
+/// Why a role reference grants nothing (upstream's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RoleRefError {
+    /// The ClusterRole does not exist.
+    #[error("clusterrole.rbac.authorization.k8s.io {0:?} not found")]
+    ClusterRoleNotFound(String),
+    /// The Role does not exist.
+    #[error("role.rbac.authorization.k8s.io {0:?} not found")]
+    RoleNotFound(String),
+    /// Neither `ClusterRole` nor `Role`.
+    #[error("unsupported role reference kind: {0:?}")]
+    Kind(String),
 }
 
 /// The rules `role_ref` grants in `namespace`, or upstream's not-found message.
@@ -24,27 +42,17 @@ pub fn role_ref_rules(
     src: &dyn PolicySource,
     role_ref: &RoleRef,
     namespace: &str,
-) -> Result<Vec<PolicyRule>, String> {
+) -> Result<Vec<PolicyRule>, RoleRefError> {
     match role_ref.kind.as_str() {
         "ClusterRole" => src
             .cluster_role(&role_ref.name)
             .map(|r| r.rules.clone().unwrap_or_default())
-            .ok_or_else(|| {
-                format!(
-                    "clusterrole.rbac.authorization.k8s.io {:?} not found",
-                    role_ref.name
-                )
-            }),
+            .ok_or_else(|| RoleRefError::ClusterRoleNotFound(role_ref.name.clone())),
         "Role" => src
             .role(namespace, &role_ref.name)
             .map(|r| r.rules.clone().unwrap_or_default())
-            .ok_or_else(|| {
-                format!(
-                    "role.rbac.authorization.k8s.io {:?} not found",
-                    role_ref.name
-                )
-            }),
-        other => Err(format!("unsupported role reference kind: {other:?}")),
+            .ok_or_else(|| RoleRefError::RoleNotFound(role_ref.name.clone())),
+        other => Err(RoleRefError::Kind(other.to_string())),
     }
 }
 
@@ -60,7 +68,7 @@ pub fn visit_rules(
     let mut each = |role_ref: &RoleRef, ns: &str| -> bool {
         match role_ref_rules(src, role_ref, ns) {
             Ok(rules) => rules.iter().all(|r| visit(Some(r), None)),
-            Err(e) => visit(None, Some(&e)),
+            Err(e) => visit(None, Some(&e.to_string())),
         }
     };
     for b in src.cluster_role_bindings() {
@@ -111,9 +119,13 @@ pub fn rules_for(
 /// A [`PolicySource`] over plain lists (tests, and checks against proposed objects).
 #[derive(Debug, Default, Clone)]
 pub struct StaticPolicy {
+    /// The ClusterRoles.
     pub cluster_roles: Vec<ClusterRole>,
+    /// The Roles, in any namespaces.
     pub roles: Vec<Role>,
+    /// The ClusterRoleBindings.
     pub cluster_role_bindings: Vec<ClusterRoleBinding>,
+    /// The RoleBindings, in any namespaces.
     pub role_bindings: Vec<RoleBinding>,
 }
 

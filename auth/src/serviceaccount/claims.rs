@@ -25,11 +25,11 @@ pub const LEEWAY_SECONDS: i64 = 60;
 pub const POD_DELETION_GRACE_SECONDS: i64 = 60;
 
 /// `extra` keys of pod- and node-bound tokens, and the credential id.
-pub const EXTRA_POD_NAME: &str = "authentication.kubernetes.io/pod-name";
-pub const EXTRA_POD_UID: &str = "authentication.kubernetes.io/pod-uid";
-pub const EXTRA_NODE_NAME: &str = "authentication.kubernetes.io/node-name";
-pub const EXTRA_NODE_UID: &str = "authentication.kubernetes.io/node-uid";
-pub const EXTRA_CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
+pub(crate) const EXTRA_POD_NAME: &str = "authentication.kubernetes.io/pod-name";
+pub(crate) const EXTRA_POD_UID: &str = "authentication.kubernetes.io/pod-uid";
+pub(crate) const EXTRA_NODE_NAME: &str = "authentication.kubernetes.io/node-name";
+pub(crate) const EXTRA_NODE_UID: &str = "authentication.kubernetes.io/node-uid";
+pub(crate) const EXTRA_CREDENTIAL_ID: &str = "authentication.kubernetes.io/credential-id";
 
 const LEGACY_NS: &str = "kubernetes.io/serviceaccount/namespace";
 const LEGACY_SECRET: &str = "kubernetes.io/serviceaccount/secret.name";
@@ -39,30 +39,41 @@ const LEGACY_SA_UID: &str = "kubernetes.io/serviceaccount/service-account.uid";
 /// A named object with its uid.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ObjectRef {
+    /// The object's name.
     pub name: String,
+    /// The object's `metadata.uid` (the token stops working if the object is recreated).
     pub uid: String,
 }
 
 /// The object a bound token is tied to (it stops working when the object is gone).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Binding {
+    /// Bound to a Pod (TokenRequest's `boundObjectRef`); the token adds the pod's name and uid to `user.extra`.
     Pod(ObjectRef),
+    /// Bound to a Secret.
     Secret(ObjectRef),
+    /// Bound to a Node; the token adds the node's name and uid to `user.extra`.
     Node(ObjectRef),
 }
 
 /// A bound token to mint (TokenRequest).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoundToken {
+    /// The service account's namespace.
     pub namespace: String,
+    /// The service account the token authenticates as.
     pub service_account: ObjectRef,
+    /// The token's `aud`.
     pub audiences: Vec<String>,
     /// Unix seconds.
     pub issued_at: i64,
+    /// Lifetime in seconds from `issued_at` (`exp = issued_at + expiration_seconds`).
     pub expiration_seconds: i64,
+    /// The object the token is bound to, if any.
     pub binding: Option<Binding>,
     /// The node the bound pod runs on, when known (upstream adds it to pod-bound tokens).
     pub pod_node: Option<ObjectRef>,
+    /// The token's id (`jti`), reported as `authentication.kubernetes.io/credential-id`.
     pub jti: String,
 }
 
@@ -125,15 +136,64 @@ pub fn is_ours(claims: &Map<String, Value>) -> bool {
 /// What a verified token claims, still to be checked against the cluster's objects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
+    /// The service account's namespace.
     pub namespace: String,
+    /// The service account the token claims to be.
     pub service_account: ObjectRef,
     /// A legacy token: the Secret that must still hold exactly this token.
     pub legacy_secret: Option<String>,
+    /// The bound object the token names, if any (it must still exist with that uid).
     pub binding: Option<Binding>,
     /// The user, should the objects check out.
     pub user: UserInfo,
     /// The requested audiences the token is valid for.
     pub audiences: Vec<String>,
+}
+
+/// Why a signed service-account token's claims are refused (for the log, not the client).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClaimsError {
+    /// A bound token without `aud`.
+    #[error("token has no audience")]
+    NoAudience,
+    /// Neither the bound nor the legacy issuer.
+    #[error("token has an unknown issuer")]
+    UnknownIssuer,
+    /// None of the token's audiences is accepted here.
+    #[error("token audiences {token:?} are invalid for the target audiences {accepted:?}")]
+    Audience {
+        /// The token's audiences.
+        token: Vec<String>,
+        /// The audiences this server accepts.
+        accepted: Vec<String>,
+    },
+    /// A legacy token without its Secret's name.
+    #[error("legacy token without a secret name")]
+    LegacyWithoutSecret,
+    /// `exp` is not after now.
+    #[error("token has expired")]
+    Expired,
+    /// `exp` is missing or not an integer.
+    #[error("token without a valid exp")]
+    InvalidExp,
+    /// `nbf` or `iat` (named) is in the future or not an integer.
+    #[error("token {0} is in the future or invalid")]
+    NotYetValid(&'static str),
+    /// A bound token without the `kubernetes.io` claim.
+    #[error("token without the kubernetes.io claim")]
+    NoKubernetesClaim,
+    /// A reference (named) without a name or uid.
+    #[error("token {0} claim without a name or uid")]
+    IncompleteRef(&'static str),
+    /// A bound token without a service account.
+    #[error("token without a service account")]
+    NoServiceAccount,
+    /// A token bound to both a pod and a secret.
+    #[error("token bound to a pod and a secret")]
+    DoubleBinding,
+    /// A token without its identity claims.
+    #[error("token without a namespace, service account name or uid")]
+    NoIdentity,
 }
 
 /// Checks the claims of a token whose signature verified: issuer, expiry (`exp` strictly
@@ -144,7 +204,7 @@ pub fn check(
     claims: &Map<String, Value>,
     now: i64,
     audiences: &[String],
-) -> Result<Verified, String> {
+) -> Result<Verified, ClaimsError> {
     let s = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
     let token_auds: Vec<String> = match claims.get("iss").and_then(Value::as_str) {
         Some(LEGACY_ISSUER) => API_AUDIENCES.iter().map(|a| a.to_string()).collect(),
@@ -155,9 +215,9 @@ pub fn check(
                 .filter_map(Value::as_str)
                 .map(str::to_string)
                 .collect(),
-            _ => return Err("token has no audience".into()),
+            _ => return Err(ClaimsError::NoAudience),
         },
-        _ => return Err("token has an unknown issuer".into()),
+        _ => return Err(ClaimsError::UnknownIssuer),
     };
     let valid_for: Vec<String> = audiences
         .iter()
@@ -165,9 +225,10 @@ pub fn check(
         .cloned()
         .collect();
     if valid_for.is_empty() {
-        return Err(format!(
-            "token audiences {token_auds:?} are invalid for the target audiences {audiences:?}"
-        ));
+        return Err(ClaimsError::Audience {
+            token: token_auds,
+            accepted: audiences.to_vec(),
+        });
     }
     let (namespace, sa, legacy_secret, binding, node);
     if claims.get("iss").and_then(Value::as_str) == Some(LEGACY_ISSUER) {
@@ -178,7 +239,7 @@ pub fn check(
         };
         let secret = s(claims.get(LEGACY_SECRET));
         if secret.is_empty() {
-            return Err("legacy token without a secret name".into());
+            return Err(ClaimsError::LegacyWithoutSecret);
         }
         legacy_secret = Some(secret);
         binding = None;
@@ -192,14 +253,14 @@ pub fn check(
             match claims.get(t).map(Value::as_i64) {
                 None => {}
                 Some(Some(v)) if v <= now + LEEWAY_SECONDS => {}
-                Some(_) => return Err(format!("token {t} is in the future or invalid")),
+                Some(_) => return Err(ClaimsError::NotYetValid(t)),
             }
         }
         let k = claims
             .get("kubernetes.io")
             .and_then(Value::as_object)
-            .ok_or("token without the kubernetes.io claim")?;
-        let r = |key: &str| -> Result<Option<ObjectRef>, String> {
+            .ok_or(ClaimsError::NoKubernetesClaim)?;
+        let r = |key: &'static str| -> Result<Option<ObjectRef>, ClaimsError> {
             match k.get(key) {
                 None | Some(Value::Null) => Ok(None),
                 Some(v) => {
@@ -208,26 +269,26 @@ pub fn check(
                         uid: s(v.get("uid")),
                     };
                     if o.name.is_empty() || o.uid.is_empty() {
-                        return Err(format!("token {key} claim without a name or uid"));
+                        return Err(ClaimsError::IncompleteRef(key));
                     }
                     Ok(Some(o))
                 }
             }
         };
         namespace = s(k.get("namespace"));
-        sa = r("serviceaccount")?.ok_or("token without a service account")?;
+        sa = r("serviceaccount")?.ok_or(ClaimsError::NoServiceAccount)?;
         legacy_secret = None;
         let (pod, secret, n) = (r("pod")?, r("secret")?, r("node")?);
         binding = match (pod, secret) {
             (Some(p), None) => Some(Binding::Pod(p)),
             (None, Some(s)) => Some(Binding::Secret(s)),
-            (Some(_), Some(_)) => return Err("token bound to a pod and a secret".into()),
+            (Some(_), Some(_)) => return Err(ClaimsError::DoubleBinding),
             (None, None) => n.clone().map(Binding::Node),
         };
         node = n;
     }
     if namespace.is_empty() || sa.name.is_empty() || sa.uid.is_empty() {
-        return Err("token without a namespace, service account name or uid".into());
+        return Err(ClaimsError::NoIdentity);
     }
     let mut user = UserInfo::authenticated(
         username(&namespace, &sa.name),
@@ -248,11 +309,11 @@ pub fn check(
     })
 }
 
-fn check_exp(exp: &Value, now: i64) -> Result<(), String> {
+fn check_exp(exp: &Value, now: i64) -> Result<(), ClaimsError> {
     match exp.as_i64() {
         Some(e) if e > now => Ok(()),
-        Some(_) => Err("token has expired".into()),
-        None => Err("token without a valid exp".into()),
+        Some(_) => Err(ClaimsError::Expired),
+        None => Err(ClaimsError::InvalidExp),
     }
 }
 
@@ -363,12 +424,16 @@ mod tests {
             check(&c, 4599, &apis()).map(|v| v.audiences),
             Ok(vec!["k3s".to_string()])
         );
-        assert_eq!(check(&c, 4600, &apis()), Err("token has expired".into()));
+        assert_eq!(
+            check(&c, 4600, &apis()).map_err(|e| e.to_string()),
+            Err("token has expired".into())
+        );
         assert!(check(&c, 2000, &["other".to_string()])
             .unwrap_err()
+            .to_string()
             .contains("invalid for the target audiences"));
         assert_eq!(
-            check(&c, 1000 - LEEWAY_SECONDS - 1, &apis()),
+            check(&c, 1000 - LEEWAY_SECONDS - 1, &apis()).map_err(|e| e.to_string()),
             Err("token nbf is in the future or invalid".into())
         );
         let mut no_ns = c.clone();
@@ -377,7 +442,7 @@ mod tests {
         let mut other_issuer = c;
         other_issuer["iss"] = json!("https://elsewhere");
         assert_eq!(
-            check(&other_issuer, 2000, &apis()),
+            check(&other_issuer, 2000, &apis()).map_err(|e| e.to_string()),
             Err("token has an unknown issuer".into())
         );
     }

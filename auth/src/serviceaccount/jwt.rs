@@ -28,16 +28,22 @@ const P256_SPKI_PREFIX: &[u8] = &[
 /// Why a key could not be loaded or a token not signed or verified.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JwtError {
+    /// The signing key could not be read or parsed (why).
     #[error("service-account key: {0}")]
     Key(String),
+    /// The token is not three base64url JWS segments with JSON header and payload (what is wrong).
     #[error("malformed token: {0}")]
     Malformed(&'static str),
+    /// The header's `alg` is not `ES256`.
     #[error("unexpected signing algorithm {0:?}")]
     Algorithm(String),
+    /// The header's `kid` is not this key's id.
     #[error("token signed by another key ({0:?})")]
     KeyId(String),
+    /// The signature does not verify with the key.
     #[error("invalid signature")]
     Signature,
+    /// The signer failed to sign.
     #[error("signing failed")]
     Sign,
 }

@@ -22,7 +22,9 @@ pub use jwt::SigningKey;
 /// The signer and the authenticator built on it, shared by the API server's handlers.
 #[derive(Debug, Clone)]
 pub struct ServiceAccounts {
+    /// Signs the tokens TokenRequest and the tokens controller mint.
     pub key: Arc<SigningKey>,
+    /// Verifies service-account tokens presented as bearer tokens.
     pub tokens: ServiceAccountTokens,
 }
 

@@ -34,7 +34,10 @@ pub const MAX_NODE_EXPIRATION_SECONDS: i64 = 24 * 3600;
 /// A validated and defaulted request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spec {
+    /// `spec.audiences`; the API server's audiences ([`claims::API_AUDIENCES`]) when empty.
     pub audiences: Vec<String>,
+    /// `spec.expirationSeconds` (an hour when absent); a value outside
+    /// [`MIN_EXPIRATION_SECONDS`, `MAX_EXPIRATION_SECONDS`] refuses the request.
     pub expiration_seconds: i64,
     /// (kind, name, uid: empty when not given).
     pub bound: Option<(Kind, String, String)>,
@@ -138,7 +141,7 @@ pub async fn create(
             .lookup()
             .object(kind, namespace, &name)
             .await
-            .map_err(ApiError::internal)
+            .map_err(|e| ApiError::internal(e.to_string()))
     };
     if let Some(node) = user.and_then(node_restriction::requesting_node) {
         let forbidden = |why: &str| {
@@ -151,7 +154,7 @@ pub async fn create(
                 why,
             )
         };
-        let node = node.map_err(|why| forbidden(&why))?;
+        let node = node.map_err(|why| forbidden(&why.to_string()))?;
         let bound = spec
             .bound
             .as_ref()
@@ -169,7 +172,7 @@ pub async fn create(
             _ => None,
         };
         node_restriction::admit_token_request(node, sa_name, bound, pod.as_ref())
-            .map_err(|why| forbidden(&why))?;
+            .map_err(|why| forbidden(&why.to_string()))?;
         spec.expiration_seconds = spec.expiration_seconds.min(MAX_NODE_EXPIRATION_SECONDS);
     }
     let account = lookup(Kind::ServiceAccount, sa_name.to_string())

@@ -113,12 +113,23 @@ pub async fn run(client: kube::Client, key: Arc<SigningKey>, ca_pem: String) {
     }
 }
 
+/// Why a token Secret could not be filled (logged; the next change retries).
+#[derive(Debug, thiserror::Error)]
+enum ReconcileError {
+    /// Reading the account or patching the Secret failed.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// Signing the token failed.
+    #[error(transparent)]
+    Sign(#[from] super::jwt::JwtError),
+}
+
 async fn reconcile(
     client: &kube::Client,
     key: &SigningKey,
     ca_pem: &str,
     secret: &Secret,
-) -> Result<(), String> {
+) -> Result<(), ReconcileError> {
     let ns = secret.metadata.namespace.clone().unwrap_or_default();
     let name = secret.metadata.name.clone().unwrap_or_default();
     let annotations: BTreeMap<String, String> =
@@ -127,25 +138,21 @@ async fn reconcile(
         Some(sa) if plan(secret, None) == Plan::Skip("the service account does not exist") => {
             Api::<ServiceAccount>::namespaced(client.clone(), &ns)
                 .get_opt(sa)
-                .await
-                .map_err(|e| e.to_string())?
+                .await?
         }
         _ => None,
     };
     let Plan::Fill(sa) = plan(secret, account.as_ref()) else {
         return Ok(());
     };
-    let token = key
-        .sign(&legacy_claims(&ns, &sa, &name))
-        .map_err(|e| e.to_string())?;
+    let token = key.sign(&legacy_claims(&ns, &sa, &name))?;
     Api::<Secret>::namespaced(client.clone(), &ns)
         .patch(
             &name,
             &PatchParams::default(),
             &Patch::Merge(fill_patch(&ns, &sa, &token, ca_pem)),
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     tracing::info!(namespace = %ns, secret = %name, account = %sa.name, "filled a service-account token secret");
     Ok(())
 }

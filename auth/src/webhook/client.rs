@@ -48,23 +48,126 @@ const MAX_IDLE: usize = 8;
 /// Why the kubeconfig could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The kubeconfig file could not be read.
     #[error("reading the webhook kubeconfig {path}: {source}")]
     Read {
+        /// The kubeconfig's path.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The kubeconfig does not describe a usable client.
     #[error("the webhook kubeconfig {path}: {reason}")]
-    Invalid { path: PathBuf, reason: String },
+    Invalid {
+        /// The kubeconfig's path.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        reason: ClientError,
+    },
+}
+
+/// Why a client could not be built from a kubeconfig or URL.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The kubeconfig is not YAML of the expected shape.
+    #[error("{0}")]
+    Parse(#[source] serde_norway::Error),
+    /// The kubeconfig names no cluster.
+    #[error("no cluster")]
+    NoCluster,
+    /// The server is not an `http(s)://` URL.
+    #[error("server {0:?}: expected an http(s) URL")]
+    Scheme(String),
+    /// The server URL's host or port is invalid.
+    #[error("server {url:?}: {source}")]
+    Address {
+        /// The URL.
+        url: String,
+        /// What is wrong with its authority.
+        #[source]
+        source: k3rs_apimachinery::https::AddressError,
+    },
+    /// A file the kubeconfig names could not be read.
+    #[error("reading {}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The read error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `*-data` field is not base64.
+    #[error("{what}: not base64: {source}")]
+    Base64 {
+        /// The field.
+        what: &'static str,
+        /// The decoder's error.
+        #[source]
+        source: base64::DecodeError,
+    },
+    /// `tls-server-name` (or a service's name) is not a DNS name or IP.
+    #[error("server name {name:?}: {source}")]
+    ServerName {
+        /// The name.
+        name: String,
+        /// Why it is invalid.
+        #[source]
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    /// An https server without roots to verify it.
+    #[error("an https server needs certificate-authority(-data) or insecure-skip-tls-verify")]
+    NoRoots,
+    /// An https URL for a client without a TLS configuration.
+    #[error("{0:?}: https needs a TLS configuration")]
+    NoTls(String),
+    /// The TLS configuration could not be built.
+    #[error(transparent)]
+    Tls(#[from] TlsConfigError),
+}
+
+/// Why a TLS client configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsConfigError {
+    /// rustls refused the default protocol versions.
+    #[error("{0}")]
+    Versions(#[source] rustls::Error),
+    /// The CA bundle is not PEM.
+    #[error("certificate-authority: {0}")]
+    CaPem(#[source] rustls::pki_types::pem::Error),
+    /// A CA certificate was refused.
+    #[error("certificate-authority: {0}")]
+    CaCertificate(#[source] rustls::Error),
+    /// The system trust store holds no usable certificate (the loader's errors, debug-printed).
+    #[error("no trusted certificates in the system store ({0})")]
+    NoSystemRoots(String),
+    /// The client certificate chain is not PEM.
+    #[error("client-certificate: {0}")]
+    ClientCertificatePem(#[source] rustls::pki_types::pem::Error),
+    /// The client key is not PEM.
+    #[error("client-key: {0}")]
+    ClientKeyPem(#[source] rustls::pki_types::pem::Error),
+    /// rustls refused the client certificate and key.
+    #[error("client certificate: {0}")]
+    ClientCertificate(#[source] rustls::Error),
 }
 
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
+    /// Connecting, TLS, or sending the request failed, or it timed out (why).
     #[error("calling the webhook: {0}")]
     Transport(String),
+    /// The webhook answered with a non-2xx status.
     #[error("the webhook answered {status}: {body}")]
-    Status { status: u16, body: String },
+    Status {
+        /// The HTTP status code.
+        status: u16,
+        /// The response body, as text.
+        body: String,
+    },
+    /// The answer exceeded [`MAX_RESPONSE_BYTES`].
     #[error("the webhook's answer is larger than {MAX_RESPONSE_BYTES} bytes")]
     TooLarge,
 }
@@ -187,8 +290,8 @@ impl WebhookClient {
     }
 
     /// The client a kubeconfig describes; `dir` anchors relative file names.
-    pub fn from_kubeconfig(text: &str, dir: &Path) -> Result<WebhookClient, String> {
-        let kc: Kubeconfig = serde_norway::from_str(text).map_err(|e| e.to_string())?;
+    pub fn from_kubeconfig(text: &str, dir: &Path) -> Result<WebhookClient, ClientError> {
+        let kc: Kubeconfig = serde_norway::from_str(text).map_err(ClientError::Parse)?;
         let context = kc
             .contexts
             .iter()
@@ -199,7 +302,7 @@ impl WebhookClient {
             None => kc.clusters.first(),
         }
         .map(|n| &n.cluster)
-        .ok_or("no cluster")?;
+        .ok_or(ClientError::NoCluster)?;
         let default_user = User::default();
         let user = match context {
             Some(c) => kc.users.iter().find(|n| n.name == c.user).map(|n| &n.user),
@@ -213,13 +316,13 @@ impl WebhookClient {
             } else {
                 dir.join(p)
             };
-            std::fs::read(&p).map_err(|e| format!("reading {}: {e}", p.display()))
+            std::fs::read(&p).map_err(|source| ClientError::Read { path: p, source })
         };
-        let data = |d: &str, what: &str| {
+        let data = |d: &str, what: &'static str| {
             B64.decode(d.trim())
-                .map_err(|e| format!("{what}: not base64: {e}"))
+                .map_err(|source| ClientError::Base64 { what, source })
         };
-        let either = |f: &Option<PathBuf>, d: &Option<String>, what: &str| match (d, f) {
+        let either = |f: &Option<PathBuf>, d: &Option<String>, what: &'static str| match (d, f) {
             (Some(d), _) => data(d, what).map(Some),
             (None, Some(f)) => file(f).map(Some),
             (None, None) => Ok(None),
@@ -242,19 +345,18 @@ impl WebhookClient {
         };
         let tls = if https {
             let name = match &cluster.tls_server_name {
-                Some(name) => Some(
-                    ServerName::try_from(name.clone())
-                        .map_err(|e| format!("server name {name:?}: {e}"))?,
-                ),
+                Some(name) => Some(ServerName::try_from(name.clone()).map_err(|source| {
+                    ClientError::ServerName {
+                        name: name.clone(),
+                        source,
+                    }
+                })?),
                 None => None,
             };
             let roots = match (cluster.insecure_skip_tls_verify, ca.as_deref()) {
                 (true, _) => Roots::Insecure,
                 (false, Some(pem)) => Roots::Pem(pem),
-                (false, None) => return Err(
-                    "an https server needs certificate-authority(-data) or insecure-skip-tls-verify"
-                        .into(),
-                ),
+                (false, None) => return Err(ClientError::NoRoots),
             };
             let config = tls_config(roots, cert.as_deref().zip(key.as_deref()))?;
             Some((Arc::new(config), name))
@@ -276,11 +378,11 @@ impl WebhookClient {
     pub fn for_url(
         url: &str,
         tls: Option<Arc<rustls::ClientConfig>>,
-    ) -> Result<WebhookClient, String> {
+    ) -> Result<WebhookClient, ClientError> {
         let (https, host, port, path) = split_url(url)?;
         let tls = match (https, tls) {
             (false, _) => None,
-            (true, None) => return Err(format!("{url:?}: https needs a TLS configuration")),
+            (true, None) => return Err(ClientError::NoTls(url.to_string())),
             (true, Some(config)) => Some((config, None)),
         };
         Ok(WebhookClient {
@@ -296,10 +398,10 @@ impl WebhookClient {
 
     /// The same client (its pool and credentials) for another URL: an `https` one is
     /// checked against the same roots.
-    pub fn at(&self, url: &str) -> Result<WebhookClient, String> {
+    pub fn at(&self, url: &str) -> Result<WebhookClient, ClientError> {
         let (https, host, port, path) = split_url(url)?;
         if https && self.tls.is_none() {
-            return Err(format!("{url:?}: https needs a TLS configuration"));
+            return Err(ClientError::NoTls(url.to_string()));
         }
         Ok(WebhookClient {
             host,
@@ -312,12 +414,14 @@ impl WebhookClient {
 
     /// The same client verifying the server's certificate for `name` (a service's
     /// `<name>.<namespace>.svc`) while connecting to the URL's address (a new pool).
-    pub fn with_server_name(mut self, name: &str) -> Result<WebhookClient, String> {
+    pub fn with_server_name(mut self, name: &str) -> Result<WebhookClient, ClientError> {
         if let Some((_, n)) = &mut self.tls {
-            *n = Some(
-                ServerName::try_from(name.to_string())
-                    .map_err(|e| format!("server name {name:?}: {e}"))?,
-            );
+            *n = Some(ServerName::try_from(name.to_string()).map_err(|source| {
+                ClientError::ServerName {
+                    name: name.to_string(),
+                    source,
+                }
+            })?);
             self.pool = pool(self.tls.as_ref())?;
         }
         Ok(self)
@@ -421,7 +525,7 @@ impl WebhookClient {
 /// `https`, plain TCP for `http`.
 fn pool(
     tls: Option<&(Arc<rustls::ClientConfig>, Option<ServerName<'static>>)>,
-) -> Result<Pool, String> {
+) -> Result<Pool, TlsConfigError> {
     let (config, name) = match tls {
         Some((config, name)) => (config.as_ref().clone(), name.clone()),
         // Never used for `http`; an `https` URL then fails its handshake.
@@ -459,13 +563,13 @@ fn describe(e: &hyper_util::client::legacy::Error) -> String {
 }
 
 /// `http(s)://host[:port][/path]` → (https, host, port, path).
-fn split_url(url: &str) -> Result<(bool, String, u16, String), String> {
+fn split_url(url: &str) -> Result<(bool, String, u16, String), ClientError> {
     let (https, rest) = if let Some(r) = url.strip_prefix("https://") {
         (true, r)
     } else if let Some(r) = url.strip_prefix("http://") {
         (false, r)
     } else {
-        return Err(format!("server {url:?}: expected an http(s) URL"));
+        return Err(ClientError::Scheme(url.to_string()));
     };
     let (authority, path) = match rest.find(['/', '?']) {
         Some(i) if rest[i..].starts_with('/') => (&rest[..i], rest[i..].to_string()),
@@ -473,7 +577,10 @@ fn split_url(url: &str) -> Result<(bool, String, u16, String), String> {
         None => (rest, "/".to_string()),
     };
     let (host, port) = k3rs_apimachinery::https::host_port(authority, if https { 443 } else { 80 })
-        .map_err(|e| format!("server {url:?}: {e}"))?;
+        .map_err(|source| ClientError::Address {
+            url: url.to_string(),
+            source,
+        })?;
     Ok((https, host, port, path))
 }
 
@@ -493,11 +600,11 @@ pub enum Roots<'a> {
 pub fn tls_config(
     roots: Roots<'_>,
     client: Option<(&[u8], &[u8])>,
-) -> Result<rustls::ClientConfig, String> {
+) -> Result<rustls::ClientConfig, TlsConfigError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
+        .map_err(TlsConfigError::Versions)?;
     let builder = match roots {
         Roots::Insecure => builder
             .dangerous()
@@ -507,10 +614,8 @@ pub fn tls_config(
         Roots::Pem(pem) => {
             let mut store = rustls::RootCertStore::empty();
             for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| format!("certificate-authority: {e}"))?;
-                store
-                    .add(cert)
-                    .map_err(|e| format!("certificate-authority: {e}"))?;
+                let cert = cert.map_err(TlsConfigError::CaPem)?;
+                store.add(cert).map_err(TlsConfigError::CaCertificate)?;
             }
             builder.with_root_certificates(store)
         }
@@ -519,10 +624,7 @@ pub fn tls_config(
             let found = rustls_native_certs::load_native_certs();
             let (added, _) = store.add_parsable_certificates(found.certs);
             if added == 0 {
-                return Err(format!(
-                    "no trusted certificates in the system store ({:?})",
-                    found.errors
-                ));
+                return Err(TlsConfigError::NoSystemRoots(format!("{:?}", found.errors)));
             }
             builder.with_root_certificates(store)
         }
@@ -531,11 +633,11 @@ pub fn tls_config(
         Some((cert, key)) => {
             let chain = CertificateDer::pem_slice_iter(cert)
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("client-certificate: {e}"))?;
-            let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("client-key: {e}"))?;
+                .map_err(TlsConfigError::ClientCertificatePem)?;
+            let key = PrivateKeyDer::from_pem_slice(key).map_err(TlsConfigError::ClientKeyPem)?;
             builder
                 .with_client_auth_cert(chain, key)
-                .map_err(|e| format!("client certificate: {e}"))
+                .map_err(TlsConfigError::ClientCertificate)
         }
         None => Ok(builder.with_no_client_auth()),
     }
@@ -599,7 +701,11 @@ current-context: c
     #[test]
     fn bad_kubeconfigs() {
         let dir = Path::new("/");
-        let err = |y: &str| WebhookClient::from_kubeconfig(y, dir).unwrap_err();
+        let err = |y: &str| {
+            WebhookClient::from_kubeconfig(y, dir)
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(err("users: []"), "no cluster");
         assert_eq!(
             err("clusters: [{name: a, cluster: {server: 'https://h:1'}}]"),

@@ -11,11 +11,36 @@ pub mod token_review;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Why a review could not be had from the webhook.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// The call failed.
+    #[error(transparent)]
+    Call(#[from] client::CallError),
+    /// The answer is not a review object (`kind` names which).
+    #[error("decoding the webhook's {kind}: {source}")]
+    Decode {
+        /// `TokenReview` or `SubjectAccessReview`.
+        kind: &'static str,
+        /// The decoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The answer reports an error (`status.error`).
+    #[error("the webhook: {0}")]
+    Reported(String),
+    /// A token authenticated for none of the requested audiences.
+    #[error("the webhook authenticated the token for other audiences")]
+    OtherAudiences,
+}
+
 /// Which review API version the webhook speaks (`--*-webhook-version`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Version {
+    /// `authentication.k8s.io/v1` / `authorization.k8s.io/v1` reviews (the default).
     #[default]
     V1,
+    /// The `v1beta1` reviews.
     V1beta1,
 }
 
@@ -41,8 +66,11 @@ impl Version {
 /// `--authentication-token-webhook-config-file`, `-cache-ttl` (2m), `-version` (v1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenWebhookOptions {
+    /// `--authentication-token-webhook-config-file`: the kubeconfig naming the webhook; `None` disables it.
     pub config_file: Option<PathBuf>,
+    /// `--authentication-token-webhook-cache-ttl`: how long a review's answer is reused for the same token.
     pub cache_ttl: Duration,
+    /// `--authentication-token-webhook-version`: the TokenReview version sent.
     pub version: Version,
 }
 
@@ -60,9 +88,13 @@ impl Default for TokenWebhookOptions {
 /// `-cache-unauthorized-ttl` (30s), `-version` (v1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthorizerWebhookOptions {
+    /// `--authorization-webhook-config-file`: the kubeconfig naming the webhook; `None` disables it.
     pub config_file: Option<PathBuf>,
+    /// `--authorization-webhook-cache-authorized-ttl`: how long an allow is reused for the same attributes.
     pub authorized_ttl: Duration,
+    /// `--authorization-webhook-cache-unauthorized-ttl`: how long a deny or no-opinion is reused.
     pub unauthorized_ttl: Duration,
+    /// `--authorization-webhook-version`: the SubjectAccessReview version sent.
     pub version: Version,
 }
 

@@ -49,7 +49,7 @@ impl WebhookAuthorizer {
         })
     }
 
-    async fn review(&self, attrs: &Attributes) -> Result<Decision, String> {
+    async fn review(&self, attrs: &Attributes) -> Result<Decision, super::ReviewError> {
         let spec = spec_of(attrs);
         let key = spec.to_string();
         if let Some(hit) = self.cache.get(&key, Instant::now()) {
@@ -62,13 +62,12 @@ impl WebhookAuthorizer {
             "spec": spec,
             "status": { "allowed": false },
         });
-        let answer = self
-            .client
-            .post(body.to_string().as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        let answer: Value = serde_json::from_slice(&answer)
-            .map_err(|e| format!("decoding the webhook's SubjectAccessReview: {e}"))?;
+        let answer = self.client.post(body.to_string().as_bytes()).await?;
+        let answer: Value =
+            serde_json::from_slice(&answer).map_err(|source| super::ReviewError::Decode {
+                kind: "SubjectAccessReview",
+                source,
+            })?;
         let decision = decision_of(&answer);
         let ttl = match decision {
             Decision::Allow => self.authorized_ttl,

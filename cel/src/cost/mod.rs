@@ -88,10 +88,12 @@ impl Budget {
         Budget::new(RUNTIME_BUDGET)
     }
 
+    /// A budget of `remaining` cost units.
     pub fn new(remaining: u64) -> Budget {
         Budget { remaining }
     }
 
+    /// What is left to charge.
     pub fn remaining(&self) -> u64 {
         self.remaining
     }

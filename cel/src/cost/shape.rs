@@ -22,13 +22,22 @@ pub enum Shape {
     /// A string or bytes of at most this many bytes.
     Text(u64),
     /// A list of at most `len` items, each within `item`.
-    List { len: u64, item: Box<Shape> },
+    List {
+        /// The most items.
+        len: u64,
+        /// Every item's shape.
+        item: Box<Shape>,
+    },
     /// A map or object: at most `len` entries, keys within `key`, known properties within
     /// their `fields` shapes and any other value within `other`.
     Map {
+        /// The most entries.
         len: u64,
+        /// Every key's shape.
         key: Box<Shape>,
+        /// The known properties' shapes.
         fields: BTreeMap<String, Shape>,
+        /// Any other value's shape.
         other: Box<Shape>,
     },
     /// Any value whose JSON form has at most this many bytes (`dyn`).

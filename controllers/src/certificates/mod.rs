@@ -3,11 +3,11 @@
 //! clients of the API like kube-controller-manager's (identity
 //! `system:serviceaccount:kube-system:certificate-controller`).
 
-pub mod approver;
-pub mod request;
-pub mod serving_approval;
-pub mod sign;
-pub mod signer;
+pub(crate) mod approver;
+pub(crate) mod request;
+pub(crate) mod serving_approval;
+pub(crate) mod sign;
+pub(crate) mod signer;
 
 use std::path::Path;
 use std::sync::Arc;

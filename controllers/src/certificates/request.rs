@@ -4,8 +4,6 @@
 
 use std::collections::BTreeSet;
 
-use base64::Engine;
-
 /// Signs client certificates for the API server with the client CA.
 pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
 /// Signs kubelet client certificates (`system:node:<name>`) with the client CA.
@@ -26,22 +24,48 @@ pub struct Request {
     pub der: Vec<u8>,
 }
 
-/// Parses `spec.request` (base64 of PEM).
-pub fn parse(request_b64: &str) -> Result<Request, String> {
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(request_b64)
-        .map_err(|e| format!("decoding the request: {e}"))?;
-    parse_pem(&pem)
+/// Why `spec.request` is not a PKCS#10 request.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// No PEM block.
+    #[error("parsing the PEM request: {0}")]
+    Pem(x509_parser::nom::Err<x509_parser::error::PEMError>),
+    /// The block is not a certificate request.
+    #[error("parsing the certificate request: {0}")]
+    Request(x509_parser::nom::Err<x509_parser::error::X509Error>),
+}
+
+/// Why a built-in signer refuses a request (upstream's words; the Failed condition's
+/// message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The subject's only organization is not `system:nodes`.
+    #[error("subject organization is not system:nodes")]
+    Organization,
+    /// The subject's CN does not start with `system:node:`.
+    #[error("subject common name does not begin with system:node:")]
+    CommonName,
+    /// SANs of a kind (`DNS`, `Email`, `IP`, `URI`) the signer does not allow.
+    #[error("{0} subjectAltNames are not allowed")]
+    SanKind(&'static str),
+    /// A serving request without a DNS or IP SAN.
+    #[error("DNS or IP subjectAltName is required")]
+    NoSan,
+    /// Usages other than the signer's set (named).
+    #[error("usages did not match [{0}]")]
+    Usages(&'static str),
+    /// A usage a client certificate may not have.
+    #[error("invalid usage for client certificate: {0}")]
+    ClientUsage(String),
 }
 
 /// Parses a PEM request (`spec.request` decoded).
-pub fn parse_pem(pem: &[u8]) -> Result<Request, String> {
-    let (_, pem) = x509_parser::pem::parse_x509_pem(pem)
-        .map_err(|e| format!("parsing the PEM request: {e}"))?;
+pub fn parse_pem(pem: &[u8]) -> Result<Request, ParseError> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem).map_err(ParseError::Pem)?;
     use x509_parser::prelude::FromDer;
     let (_, csr) =
         x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
-            .map_err(|e| format!("parsing the certificate request: {e}"))?;
+            .map_err(ParseError::Request)?;
     let subject = &csr.certification_request_info.subject;
     let mut r = Request {
         common_name: subject
@@ -78,71 +102,75 @@ fn usage_set(usages: &[String]) -> BTreeSet<&str> {
     usages.iter().map(String::as_str).collect()
 }
 
-fn node_subject(r: &Request) -> Result<(), String> {
+fn node_subject(r: &Request) -> Result<(), Refusal> {
     if r.organizations.len() != 1 || r.organizations[0] != "system:nodes" {
-        return Err("subject organization is not system:nodes".into());
+        return Err(Refusal::Organization);
     }
     if !r.common_name.starts_with("system:node:") {
-        return Err("subject common name does not begin with system:node:".into());
+        return Err(Refusal::CommonName);
     }
     Ok(())
 }
 
 /// Upstream's kubelet client rule.
-pub fn kubelet_client(r: &Request, usages: &[String]) -> Result<(), String> {
+pub fn kubelet_client(r: &Request, usages: &[String]) -> Result<(), Refusal> {
     if r.organizations.len() != 1 || r.organizations[0] != "system:nodes" {
-        return Err("subject organization is not system:nodes".into());
+        return Err(Refusal::Organization);
     }
     if !r.dns_names.is_empty() {
-        return Err("DNS subjectAltNames are not allowed".into());
+        return Err(Refusal::SanKind("DNS"));
     }
     if !r.emails.is_empty() {
-        return Err("Email subjectAltNames are not allowed".into());
+        return Err(Refusal::SanKind("Email"));
     }
     if !r.ip_addresses.is_empty() {
-        return Err("IP subjectAltNames are not allowed".into());
+        return Err(Refusal::SanKind("IP"));
     }
     if !r.uris.is_empty() {
-        return Err("URI subjectAltNames are not allowed".into());
+        return Err(Refusal::SanKind("URI"));
     }
     if !r.common_name.starts_with("system:node:") {
-        return Err("subject common name does not begin with system:node:".into());
+        return Err(Refusal::CommonName);
     }
     let u = usage_set(usages);
     let full = BTreeSet::from(["client auth", "digital signature", "key encipherment"]);
     let short = BTreeSet::from(["client auth", "digital signature"]);
     if u != full && u != short {
-        return Err("usages did not match [client auth digital signature key encipherment]".into());
+        return Err(Refusal::Usages(
+            "client auth digital signature key encipherment",
+        ));
     }
     Ok(())
 }
 
 /// Upstream's kubelet serving rule.
-pub fn kubelet_serving(r: &Request, usages: &[String]) -> Result<(), String> {
+pub fn kubelet_serving(r: &Request, usages: &[String]) -> Result<(), Refusal> {
     node_subject(r)?;
     if r.dns_names.is_empty() && r.ip_addresses.is_empty() {
-        return Err("DNS or IP subjectAltName is required".into());
+        return Err(Refusal::NoSan);
     }
     if !r.emails.is_empty() {
-        return Err("Email subjectAltNames are not allowed".into());
+        return Err(Refusal::SanKind("Email"));
     }
     if !r.uris.is_empty() {
-        return Err("URI subjectAltNames are not allowed".into());
+        return Err(Refusal::SanKind("URI"));
     }
     let u = usage_set(usages);
     let full = BTreeSet::from(["digital signature", "key encipherment", "server auth"]);
     let short = BTreeSet::from(["digital signature", "server auth"]);
     if u != full && u != short {
-        return Err("usages did not match [digital signature key encipherment server auth]".into());
+        return Err(Refusal::Usages(
+            "digital signature key encipherment server auth",
+        ));
     }
     Ok(())
 }
 
 /// Upstream's kube-apiserver-client rule: only client usages.
-pub fn apiserver_client(usages: &[String]) -> Result<(), String> {
+pub fn apiserver_client(usages: &[String]) -> Result<(), Refusal> {
     for u in usages {
         if !["digital signature", "key encipherment", "client auth"].contains(&u.as_str()) {
-            return Err(format!("invalid usage for client certificate: {u}"));
+            return Err(Refusal::ClientUsage(u.clone()));
         }
     }
     Ok(())
@@ -157,7 +185,7 @@ pub enum Ca {
 
 /// The CA for `signer` and whether the request is acceptable to it (`Err`: the Failed
 /// condition's message).
-pub fn check(signer: &str, r: &Request, usages: &[String]) -> Option<(Ca, Result<(), String>)> {
+pub fn check(signer: &str, r: &Request, usages: &[String]) -> Option<(Ca, Result<(), Refusal>)> {
     match signer {
         KUBE_APISERVER_CLIENT => Some((Ca::Client, apiserver_client(usages))),
         KUBELET_CLIENT => Some((Ca::Client, kubelet_client(r, usages))),
@@ -192,21 +220,22 @@ mod tests {
             Ok(())
         );
         assert_eq!(
-            kubelet_client(&ok, &us(&["client auth"])),
+            kubelet_client(&ok, &us(&["client auth"])).map_err(|e| e.to_string()),
             Err("usages did not match [client auth digital signature key encipherment]".into())
         );
         assert_eq!(
-            kubelet_client(&node("system:node:n1", &["system:masters"]), &usages),
+            kubelet_client(&node("system:node:n1", &["system:masters"]), &usages)
+                .map_err(|e| e.to_string()),
             Err("subject organization is not system:nodes".into())
         );
         assert_eq!(
-            kubelet_client(&node("alice", &["system:nodes"]), &usages),
+            kubelet_client(&node("alice", &["system:nodes"]), &usages).map_err(|e| e.to_string()),
             Err("subject common name does not begin with system:node:".into())
         );
         let mut dns = ok.clone();
         dns.dns_names.push("n1".into());
         assert_eq!(
-            kubelet_client(&dns, &usages),
+            kubelet_client(&dns, &usages).map_err(|e| e.to_string()),
             Err("DNS subjectAltNames are not allowed".into())
         );
     }
@@ -216,7 +245,7 @@ mod tests {
         let mut r = node("system:node:n1", &["system:nodes"]);
         let usages = us(&["digital signature", "server auth"]);
         assert_eq!(
-            kubelet_serving(&r, &usages),
+            kubelet_serving(&r, &usages).map_err(|e| e.to_string()),
             Err("DNS or IP subjectAltName is required".into())
         );
         r.dns_names.push("n1".into());
@@ -231,7 +260,7 @@ mod tests {
             Ok(())
         );
         assert_eq!(
-            apiserver_client(&us(&["client auth", "server auth"])),
+            apiserver_client(&us(&["client auth", "server auth"])).map_err(|e| e.to_string()),
             Err("invalid usage for client certificate: server auth".into())
         );
         let r = Request::default();
@@ -256,11 +285,10 @@ mod tests {
         p.distinguished_name
             .push(rcgen::DnType::OrganizationName, "system:nodes");
         let pem = p.serialize_request(&key).unwrap().pem().unwrap();
-        let b64 = base64::engine::general_purpose::STANDARD.encode(pem);
-        let r = parse(&b64).unwrap();
+        let r = parse_pem(pem.as_bytes()).unwrap();
         assert_eq!(r.common_name, "system:node:n1");
         assert_eq!(r.organizations, vec!["system:nodes"]);
         assert_eq!(r.dns_names, vec!["n1.example"]);
-        assert!(parse("bm90IGEgcmVxdWVzdA==").is_err());
+        assert!(parse_pem(b"not a request").is_err());
     }
 }

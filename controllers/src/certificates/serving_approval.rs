@@ -96,9 +96,42 @@ impl NodeNames {
     }
 }
 
+/// The first SAN of a serving request that fails, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SanRefusal {
+    /// A reserved DNS name (`kubernetes`, `localhost`, …).
+    #[error("DNS name {0:?} is reserved")]
+    ReservedName(String),
+    /// A DNS name that is not the node's.
+    #[error("DNS name {0:?} is not the node's")]
+    NotNodesName(String),
+    /// A DNS name another Node holds.
+    #[error("DNS name {name:?} is node {node:?}'s")]
+    OtherNodesName {
+        /// The name.
+        name: String,
+        /// The Node holding it.
+        node: String,
+    },
+    /// An IP address that is not the node's (or not an address).
+    #[error("IP address {0} is not the node's")]
+    NotNodesAddress(String),
+    /// A reserved IP address (unspecified, the API server's, …).
+    #[error("IP address {0} is reserved")]
+    ReservedAddress(IpAddr),
+    /// An IP address another Node holds.
+    #[error("IP address {ip} is node {node:?}'s")]
+    OtherNodesAddress {
+        /// The address.
+        ip: IpAddr,
+        /// The Node holding it.
+        node: String,
+    },
+}
+
 /// Whether every SAN of `req` is among `node`'s name and addresses, is not reserved and is
 /// no other Node's in `nodes` (`Err`: the first SAN that fails, and why).
-pub fn sans_match(req: &Request, node: &Node, nodes: &[Node]) -> Result<(), String> {
+pub fn sans_match(req: &Request, node: &Node, nodes: &[Node]) -> Result<(), SanRefusal> {
     let own = NodeNames::of(node);
     let others: Vec<NodeNames> = nodes
         .iter()
@@ -107,28 +140,34 @@ pub fn sans_match(req: &Request, node: &Node, nodes: &[Node]) -> Result<(), Stri
         .collect();
     for d in &req.dns_names {
         if reserved_name(d) {
-            return Err(format!("DNS name {d:?} is reserved"));
+            return Err(SanRefusal::ReservedName(d.clone()));
         }
         if !own.has_dns(d) {
-            return Err(format!("DNS name {d:?} is not the node's"));
+            return Err(SanRefusal::NotNodesName(d.clone()));
         }
         if let Some(other) = others.iter().find(|o| o.has_dns(d)) {
-            return Err(format!("DNS name {d:?} is node {:?}'s", other.node));
+            return Err(SanRefusal::OtherNodesName {
+                name: d.clone(),
+                node: other.node.clone(),
+            });
         }
     }
     for ip in &req.ip_addresses {
         let Some(want) = request_ip(ip) else {
-            return Err(format!("IP address {ip} is not the node's"));
+            return Err(SanRefusal::NotNodesAddress(ip.clone()));
         };
         if reserved_ip(want) {
-            return Err(format!("IP address {want} is reserved"));
+            return Err(SanRefusal::ReservedAddress(want));
         }
         if !own.ips.contains(&want) {
-            return Err(format!("IP address {want} is not the node's"));
+            return Err(SanRefusal::NotNodesAddress(want.to_string()));
         }
         let shared = |o: &&NodeNames| !want.is_loopback() && o.ips.contains(&want);
         if let Some(other) = others.iter().find(shared) {
-            return Err(format!("IP address {want} is node {:?}'s", other.node));
+            return Err(SanRefusal::OtherNodesAddress {
+                ip: want,
+                node: other.node.clone(),
+            });
         }
     }
     Ok(())
@@ -187,7 +226,7 @@ mod tests {
     }
 
     fn alone(r: &Request) -> Result<(), String> {
-        sans_match(r, &node(), &[node()])
+        sans_match(r, &node(), &[node()]).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -231,23 +270,23 @@ mod tests {
         let check = |dns: &[&str], ips: &[&str]| sans_match(&req(dns, ips), &greedy, &nodes);
         assert_eq!(check(&["n1"], &["10.0.0.5"]), Ok(()));
         assert_eq!(
-            check(&["n1"], &["10.0.0.6"]),
+            check(&["n1"], &["10.0.0.6"]).map_err(|e| e.to_string()),
             Err("IP address 10.0.0.6 is node \"n2\"'s".into())
         );
         assert_eq!(
-            check(&["n2"], &[]),
+            check(&["n2"], &[]).map_err(|e| e.to_string()),
             Err("DNS name \"n2\" is node \"n2\"'s".into())
         );
         assert_eq!(
-            check(&["*.lan"], &[]),
+            check(&["*.lan"], &[]).map_err(|e| e.to_string()),
             Err("DNS name \"*.lan\" is reserved".into())
         );
         assert_eq!(
-            check(&["kubernetes.default.svc.cluster.local"], &[]),
+            check(&["kubernetes.default.svc.cluster.local"], &[]).map_err(|e| e.to_string()),
             Err("DNS name \"kubernetes.default.svc.cluster.local\" is reserved".into())
         );
         assert_eq!(
-            check(&[], &["0.0.0.0"]),
+            check(&[], &["0.0.0.0"]).map_err(|e| e.to_string()),
             Err("IP address 0.0.0.0 is reserved".into())
         );
         // Loopback is every node's own.

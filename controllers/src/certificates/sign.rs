@@ -52,6 +52,17 @@ pub fn usages(names: &[String]) -> (Vec<KeyUsagePurpose>, Vec<ExtendedKeyUsagePu
     (ku, eku)
 }
 
+/// Why a request could not be signed (the Failed condition's message).
+#[derive(Debug, thiserror::Error)]
+pub enum SignError {
+    /// rcgen cannot read the request.
+    #[error("reading the request: {0}")]
+    Request(#[source] rcgen::Error),
+    /// rcgen cannot sign it.
+    #[error("signing: {0}")]
+    Sign(#[source] rcgen::Error),
+}
+
 /// Signs the DER request `csr_der` with `issuer`, valid from `now - BACKDATE` for `valid`
 /// (never past `ca_not_after`). Returns the PEM certificate.
 pub fn sign(
@@ -61,10 +72,9 @@ pub fn sign(
     usage_names: &[String],
     valid: Duration,
     now: std::time::SystemTime,
-) -> Result<String, String> {
+) -> Result<String, SignError> {
     let der = rustls::pki_types::CertificateSigningRequestDer::from(csr_der.to_vec());
-    let mut req = CertificateSigningRequestParams::from_der(&der)
-        .map_err(|e| format!("reading the request: {e}"))?;
+    let mut req = CertificateSigningRequestParams::from_der(&der).map_err(SignError::Request)?;
     let now = time::OffsetDateTime::from(now);
     let p = &mut req.params;
     p.not_before = now - BACKDATE;
@@ -77,7 +87,7 @@ pub fn sign(
     let mut serial: [u8; 16] = rand::random();
     serial[0] = (serial[0] & 0x7f) | 0x01;
     p.serial_number = Some(SerialNumber::from_slice(&serial));
-    let cert = req.signed_by(issuer).map_err(|e| format!("signing: {e}"))?;
+    let cert = req.signed_by(issuer).map_err(SignError::Sign)?;
     Ok(cert.pem())
 }
 

@@ -55,12 +55,12 @@ pub fn plan(csr: &CertificateSigningRequest) -> Plan {
     }
     let req = match request::parse_pem(&csr.spec.request.0) {
         Ok(r) => r,
-        Err(e) => return Plan::Fail(e),
+        Err(e) => return Plan::Fail(e.to_string()),
     };
     let usages = csr.spec.usages.clone().unwrap_or_default();
     match request::check(&csr.spec.signer_name, &req, &usages) {
         None => Plan::Nothing,
-        Some((_, Err(why))) => Plan::Fail(why),
+        Some((_, Err(why))) => Plan::Fail(why.to_string()),
         Some((ca, Ok(()))) => Plan::Sign(ca),
     }
 }
@@ -159,7 +159,7 @@ async fn reconcile(
                 Err(why) => status
                     .conditions
                     .get_or_insert_with(Vec::new)
-                    .push(failed(why, &now)),
+                    .push(failed(why.to_string(), &now)),
             }
         }
     }

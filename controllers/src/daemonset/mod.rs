@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::{join_all, BoxFuture};
 use futures::{FutureExt, StreamExt};
+use k3rs_apimachinery::generated_names;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -35,11 +36,11 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
+use super::api_message;
 use super::deployment::hash::compute_hash;
 use super::expectations::{seen, Expectations};
 use super::history::{holds, renumber, revision_data};
 use super::ref_manager;
-use super::replicaset::api_message;
 use super::replicaset::plan::slow_start_batches;
 use super::SyncError as Error;
 use super::{api_err, claim, Context, EventRecorder, EventType};
@@ -353,7 +354,7 @@ impl Sync<'_> {
     ) -> Result<ControllerRevision, Error> {
         let collision_count = self.ds.status.as_ref().and_then(|s| s.collision_count);
         let hash = compute_hash(template, collision_count);
-        let name = format!("{}-{hash}", self.name);
+        let name = generated_names::controller_revision_name(&self.name, &hash);
         let mut labels = template
             .metadata
             .as_ref()

@@ -64,7 +64,7 @@ impl Applier {
                 for (r, value) in &objects {
                     match self.apply(r, value).await {
                         Ok(()) => applied.push(r.clone()),
-                        Err(e) => errors.push(e),
+                        Err(e) => errors.push(e.to_string()),
                     }
                 }
                 if !errors.is_empty() {
@@ -91,7 +91,8 @@ impl Applier {
                 }
             }
             Step::Invalid { source, error, .. } => {
-                self.failed(&source, reason::APPLY_FAILED, &[error]).await;
+                self.failed(&source, reason::APPLY_FAILED, &[error.to_string()])
+                    .await;
             }
             Step::Remove { source, prune } => {
                 let mut errors = Vec::new();
@@ -124,7 +125,7 @@ impl Applier {
         let mut leftovers = Vec::new();
         for r in prune {
             if let Err(e) = self.delete(r).await {
-                errors.push(e);
+                errors.push(e.to_string());
                 leftovers.push(r.clone());
             } else {
                 tracing::info!(object = %r, "pruned");
@@ -133,7 +134,7 @@ impl Applier {
         leftovers
     }
 
-    async fn apply(&self, r: &ObjectRef, value: &Value) -> Result<(), String> {
+    async fn apply(&self, r: &ObjectRef, value: &Value) -> Result<(), ApplyError> {
         let (api, namespace) = self.api(r).await?;
         let mut value = value.clone();
         if let (Some(ns), Some(meta)) = (namespace, value.get_mut("metadata")) {
@@ -146,10 +147,13 @@ impl Applier {
         )
         .await
         .map(|_| ())
-        .map_err(|e| format!("{r}: {}", message(&e)))
+        .map_err(|source| ApplyError::Apply {
+            object: r.clone(),
+            source,
+        })
     }
 
-    async fn delete(&self, r: &ObjectRef) -> Result<(), String> {
+    async fn delete(&self, r: &ObjectRef) -> Result<(), ApplyError> {
         // A kind the API no longer serves has no objects left to delete.
         let Ok((api, _)) = self.api(r).await else {
             return Ok(());
@@ -157,12 +161,15 @@ impl Applier {
         match api.delete(&r.name, &DeleteParams::background()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(format!("deleting {r}: {}", message(&e))),
+            Err(source) => Err(ApplyError::Delete {
+                object: r.clone(),
+                source,
+            }),
         }
     }
 
     /// The API of `r`'s kind, and the namespace it goes in when the kind is namespaced.
-    async fn api(&self, r: &ObjectRef) -> Result<(Api<DynamicObject>, Option<String>), String> {
+    async fn api(&self, r: &ObjectRef) -> Result<(Api<DynamicObject>, Option<String>), ApplyError> {
         let (group, version) = match r.api_version.split_once('/') {
             Some((g, v)) => (g, v),
             None => ("", r.api_version.as_str()),
@@ -170,13 +177,9 @@ impl Applier {
         let gvk = GroupVersionKind::gvk(group, version, &r.kind);
         let (resource, caps) = kube::discovery::pinned_kind(&self.client, &gvk)
             .await
-            .map_err(|e| {
-                format!(
-                    "{r}: the server does not serve kind {} in {} ({})",
-                    r.kind,
-                    r.api_version,
-                    message(&e)
-                )
+            .map_err(|source| ApplyError::Kind {
+                object: r.clone(),
+                source,
             })?;
         Ok(match caps.scope {
             Scope::Namespaced => {
@@ -263,10 +266,28 @@ impl Applier {
     }
 }
 
-/// An API error's message alone (kube's Display repeats the status around it).
-fn message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
+/// Why one object could not be applied or deleted (an Event's line).
+#[derive(Debug, thiserror::Error)]
+enum ApplyError {
+    /// The server-side apply failed.
+    #[error("{object}: {}", crate::api_message(.source))]
+    Apply {
+        object: ObjectRef,
+        #[source]
+        source: kube::Error,
+    },
+    /// The delete failed.
+    #[error("deleting {object}: {}", crate::api_message(.source))]
+    Delete {
+        object: ObjectRef,
+        #[source]
+        source: kube::Error,
+    },
+    /// The server does not serve the object's kind.
+    #[error("{object}: the server does not serve kind {} in {} ({})", .object.kind, .object.api_version, crate::api_message(.source))]
+    Kind {
+        object: ObjectRef,
+        #[source]
+        source: kube::Error,
+    },
 }

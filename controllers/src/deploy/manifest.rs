@@ -26,13 +26,56 @@ impl std::fmt::Display for ObjectRef {
     }
 }
 
+/// Why a manifest file's objects could not be read (the Event's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    /// The file could not be read.
+    #[error("reading the file: {0}")]
+    Read(String),
+    /// The file is not UTF-8.
+    #[error("not UTF-8: {0}")]
+    Utf8(#[from] std::str::Utf8Error),
+    /// A document is not YAML (the parser's message).
+    #[error("document {doc}: {reason}")]
+    Yaml {
+        /// The document's number, from 1.
+        doc: usize,
+        /// The parser's message.
+        reason: String,
+    },
+    /// A document is not an object (it, as JSON).
+    #[error("document {doc}: not an object: {value}")]
+    NotObject {
+        /// The document's number, from 1.
+        doc: usize,
+        /// The document.
+        value: Value,
+    },
+    /// A `…List` whose `items` is not a list.
+    #[error("document {doc}: {kind}.items is not a list")]
+    Items {
+        /// The document's number, from 1.
+        doc: usize,
+        /// The list's kind.
+        kind: String,
+    },
+    /// A required field is missing or empty.
+    #[error("document {doc}: {field} is missing")]
+    Missing {
+        /// The document's number, from 1.
+        doc: usize,
+        /// `apiVersion`, `kind` or `metadata.name`.
+        field: &'static str,
+    },
+}
+
 /// A manifest file as read: its path under the manifests dir, the sha256 of its bytes, and
 /// its objects or why they could not be read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
     pub source: String,
     pub checksum: String,
-    pub objects: Result<Vec<(ObjectRef, Value)>, String>,
+    pub objects: Result<Vec<(ObjectRef, Value)>, ManifestError>,
 }
 
 impl Manifest {
@@ -54,38 +97,48 @@ pub fn checksum(bytes: &[u8]) -> String {
 
 /// The objects of a YAML (or JSON) stream, in order: empty documents skipped, `List` kinds
 /// (`kind: List` or `…List` with `items`) replaced by their items.
-pub fn objects(bytes: &[u8]) -> Result<Vec<(ObjectRef, Value)>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+pub fn objects(bytes: &[u8]) -> Result<Vec<(ObjectRef, Value)>, ManifestError> {
+    let text = std::str::from_utf8(bytes)?;
     let mut out = Vec::new();
     for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(doc).map_err(|e| format!("document {}: {e}", i + 1))?;
+        let value = Value::deserialize(doc).map_err(|e| ManifestError::Yaml {
+            doc: i + 1,
+            reason: e.to_string(),
+        })?;
         collect(value, i + 1, &mut out)?;
     }
     Ok(out)
 }
 
-fn collect(value: Value, doc: usize, out: &mut Vec<(ObjectRef, Value)>) -> Result<(), String> {
+fn collect(
+    value: Value,
+    doc: usize,
+    out: &mut Vec<(ObjectRef, Value)>,
+) -> Result<(), ManifestError> {
     let obj = match value {
         Value::Null => return Ok(()),
         Value::Object(o) => o,
-        other => return Err(format!("document {doc}: not an object: {other}")),
+        value => return Err(ManifestError::NotObject { doc, value }),
     };
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
     if kind.ends_with("List") && obj.get("items").is_some() {
         let Some(Value::Array(items)) = obj.get("items").cloned() else {
-            return Err(format!("document {doc}: {kind}.items is not a list"));
+            return Err(ManifestError::Items {
+                doc,
+                kind: kind.to_string(),
+            });
         };
         for item in items {
             collect(item, doc, out)?;
         }
         return Ok(());
     }
-    let field = |name: &str| {
+    let field = |name: &'static str| {
         obj.get(name)
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
             .map(str::to_string)
-            .ok_or_else(|| format!("document {doc}: {name} is missing"))
+            .ok_or(ManifestError::Missing { doc, field: name })
     };
     let meta = obj.get("metadata");
     let text = |key: &str| {
@@ -98,7 +151,10 @@ fn collect(value: Value, doc: usize, out: &mut Vec<(ObjectRef, Value)>) -> Resul
         api_version: field("apiVersion")?,
         kind: field("kind")?,
         namespace: text("namespace"),
-        name: text("name").ok_or_else(|| format!("document {doc}: metadata.name is missing"))?,
+        name: text("name").ok_or(ManifestError::Missing {
+            doc,
+            field: "metadata.name",
+        })?,
     };
     out.push((r, Value::Object(obj)));
     Ok(())
@@ -118,7 +174,9 @@ mod tests {
     }
 
     fn refs(text: &str) -> Result<Vec<ObjectRef>, String> {
-        objects(text.as_bytes()).map(|v| v.into_iter().map(|(r, _)| r).collect())
+        objects(text.as_bytes())
+            .map(|v| v.into_iter().map(|(r, _)| r).collect())
+            .map_err(|e| e.to_string())
     }
 
     #[test]

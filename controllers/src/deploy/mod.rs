@@ -23,10 +23,10 @@
 //! files go on. Event reasons (k3s's names): `AppliedManifest`, `ApplyManifestFailed`,
 //! `DeletedManifest`, `DeleteManifestFailed`.
 
-pub mod apply;
-pub mod manifest;
-pub mod plan;
-pub mod record;
+pub(crate) mod apply;
+pub(crate) mod manifest;
+pub(crate) mod plan;
+pub(crate) mod record;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,18 +40,18 @@ use k3rs_apimachinery::users;
 use manifest::Manifest;
 
 /// How often the directory is read (k3s's deploy controller resyncs every 15 s).
-pub const INTERVAL: Duration = Duration::from_secs(15);
+pub(crate) const INTERVAL: Duration = Duration::from_secs(15);
 /// Where the records live.
-pub const RECORD_NAMESPACE: &str = "kube-system";
+pub(crate) const RECORD_NAMESPACE: &str = "kube-system";
 /// The namespace of namespaced objects that name none.
-pub const DEFAULT_NAMESPACE: &str = "kube-system";
+pub(crate) const DEFAULT_NAMESPACE: &str = "kube-system";
 /// Who applies: a cluster admin, as k3s's deploy controller.
-pub const USER: &str = "system:k3rs-deploy";
+pub(crate) const USER: &str = "system:k3rs-deploy";
 /// The Events' reporting component.
-pub const COMPONENT: &str = "k3rs-deploy";
+pub(crate) const COMPONENT: &str = "k3rs-deploy";
 
 /// The Event reasons.
-pub mod reason {
+pub(crate) mod reason {
     pub const APPLIED: &str = "AppliedManifest";
     pub const APPLY_FAILED: &str = "ApplyManifestFailed";
     pub const DELETED: &str = "DeletedManifest";
@@ -102,7 +102,7 @@ async fn pass(applier: &mut apply::Applier, dir: &Path) {
 
 /// The manifests under `dir` (created if missing), sorted by path, `.skip`ped ones left out.
 /// A file that cannot be read is a manifest with an error, not a missing one.
-pub fn read_dir(dir: &Path) -> std::io::Result<Vec<Manifest>> {
+pub(crate) fn read_dir(dir: &Path) -> std::io::Result<Vec<Manifest>> {
     std::fs::create_dir_all(dir)?;
     let mut files = Vec::new();
     walk(dir, &mut files)?;
@@ -121,7 +121,7 @@ pub fn read_dir(dir: &Path) -> std::io::Result<Vec<Manifest>> {
                 Err(e) => Manifest {
                     source,
                     checksum: String::new(),
-                    objects: Err(format!("reading the file: {e}")),
+                    objects: Err(manifest::ManifestError::Read(e.to_string())),
                 },
             }
         })
@@ -146,7 +146,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 }
 
 /// Whether a file name is a manifest's (k3s: `.yaml`, `.yml`, `.json`).
-pub fn is_manifest(name: &str) -> bool {
+pub(crate) fn is_manifest(name: &str) -> bool {
     [".yaml", ".yml", ".json"]
         .iter()
         .any(|ext| name.len() > ext.len() && name.ends_with(ext))
@@ -187,8 +187,8 @@ mod tests {
         assert_eq!(sources, ["a.yaml", "sub/b.json"]);
         assert_eq!(got[0].objects.as_ref().unwrap().len(), 1);
         assert_eq!(
-            got[1].objects,
-            Err("document 1: apiVersion is missing".to_string())
+            got[1].objects.as_ref().map_err(|e| e.to_string()).err(),
+            Some("document 1: apiVersion is missing".to_string())
         );
         assert_eq!(read_dir(&dir.path().join("new")).unwrap(), vec![]);
     }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::manifest::{Manifest, ObjectRef};
+use super::manifest::{Manifest, ManifestError, ObjectRef};
 use super::record::Record;
 
 /// One thing to do for one file.
@@ -32,7 +32,7 @@ pub enum Step {
     Invalid {
         source: String,
         checksum: String,
-        error: String,
+        error: ManifestError,
     },
     /// The file is gone (or has a `.skip`): prune what it applied, then drop its record.
     Remove {
@@ -267,7 +267,10 @@ mod tests {
         let broken = Manifest {
             source: "a.yaml".into(),
             checksum: "c2".into(),
-            objects: Err("document 1: kind is missing".into()),
+            objects: Err(ManifestError::Missing {
+                doc: 1,
+                field: "kind",
+            }),
         };
         // b.yaml moved away from ConfigMap "cm", which a.yaml's record still holds.
         let steps = plan(
@@ -283,7 +286,10 @@ mod tests {
                 Step::Invalid {
                     source: "a.yaml".into(),
                     checksum: "c2".into(),
-                    error: "document 1: kind is missing".into(),
+                    error: ManifestError::Missing {
+                        doc: 1,
+                        field: "kind",
+                    },
                 },
                 Step::Apply {
                     source: "b.yaml".into(),

@@ -36,8 +36,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
+use super::api_message;
 use super::ref_manager::{self, Claim};
-use super::replicaset::api_message;
 use super::{Context, EventRecorder, EventType};
 use plan::{Scale, Spec};
 
@@ -639,7 +639,8 @@ impl Sync<'_> {
         }
     }
 
-    /// The Deployment's revision annotation follows its new ReplicaSet's.
+    /// The Deployment's revision annotation follows its new ReplicaSet's. Written through the
+    /// status, as upstream: an annotation change of the Deployment itself bumps its generation.
     async fn sync_revision_annotation(&self, new: &ReplicaSet) -> Result<(), Error> {
         let rev = revision::revision(new).to_string();
         let cur = self
@@ -652,7 +653,7 @@ impl Sync<'_> {
             return Ok(());
         }
         let api: Api<Deployment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        super::update_fresh(&api, &self.d.name_any(), false, |d| {
+        super::update_fresh(&api, &self.d.name_any(), true, |d| {
             d.annotations_mut().insert(revision::REVISION.into(), rev);
         })
         .await

@@ -200,7 +200,7 @@ async fn reconcile(pdb: Arc<PodDisruptionBudget>, ctx: Arc<Shared>) -> Result<Ac
                 &msg,
             )
             .await;
-            ctx.write_status(&pdb, plan::fail_safe(&pdb, &message, now))
+            ctx.write_status(&pdb, plan::fail_safe(&pdb, &message.to_string(), now))
                 .await?;
             return Ok(Action::requeue(super::RETRY));
         }

@@ -33,13 +33,24 @@ pub struct Expected {
     pub unmanaged: Vec<String>,
 }
 
+/// Why the expected pod count cannot be computed (upstream's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpectedError {
+    /// A pod's controller was not found.
+    #[error("found no controllers for pod {0:?}")]
+    NoController(String),
+    /// `minAvailable`/`maxUnavailable` is neither an int nor a percentage.
+    #[error("invalid value for IntOrString: {0:?}")]
+    IntOrString(IntOrString),
+}
+
 /// Upstream's `getExpectedScale`: the summed replicas of the controllers of `pods`, each
 /// counted once; `scale_of` looks a controller reference up. A pod whose controller is not
 /// found fails the sync with upstream's message.
 fn expected_scale(
     pods: &[&Pod],
     scale_of: &dyn Fn(&OwnerReference) -> Option<Scale>,
-) -> Result<(i32, Vec<String>), String> {
+) -> Result<(i32, Vec<String>), ExpectedError> {
     let mut scales: BTreeMap<String, i32> = BTreeMap::new();
     let mut unmanaged = Vec::new();
     let mut seen_refs = std::collections::BTreeSet::new();
@@ -53,7 +64,7 @@ fn expected_scale(
             continue;
         }
         let Some((uid, scale)) = scale_of(r) else {
-            return Err(format!("found no controllers for pod {name:?}"));
+            return Err(ExpectedError::NoController(name));
         };
         scales.insert(uid, scale);
     }
@@ -67,9 +78,9 @@ pub fn expected(
     pdb: &PodDisruptionBudget,
     pods: &[&Pod],
     scale_of: &dyn Fn(&OwnerReference) -> Option<Scale>,
-) -> Result<Expected, String> {
+) -> Result<Expected, ExpectedError> {
     let spec = pdb.spec.clone().unwrap_or_default();
-    let bad = |v: &IntOrString| format!("invalid value for IntOrString: {v:?}");
+    let bad = |v: &IntOrString| ExpectedError::IntOrString(v.clone());
     if let Some(max) = spec.max_unavailable {
         let (expected_pods, unmanaged) = expected_scale(pods, scale_of)?;
         let max = scaled_value(&max, expected_pods, true).ok_or_else(|| bad(&max))?;
@@ -371,7 +382,8 @@ mod tests {
                 &pdb(json!({"maxUnavailable": 1}), json!({})),
                 &[&ds],
                 &scale_of
-            ),
+            )
+            .map_err(|e| e.to_string()),
             Err("found no controllers for pod \"x\"".into())
         );
     }

@@ -1,28 +1,32 @@
 //! The garbage collector (kube-controller-manager's `garbagecollector`, identity
 //! `generic-garbage-collector`): an informer on every listable, watchable, deletable resource
-//! (found through discovery, re-run every 30 s so custom resources join), a snapshot of their
-//! owner references after every change, the decisions of [`plan`] and their execution.
+//! (found through discovery, re-run every 30 s so custom resources join) feeding the
+//! dependency [`graph`] of owner references, the decisions of [`plan`] for the objects a
+//! change concerns, and their execution.
 //!
 //! Guarantees (as upstream): dependents whose owners are all gone are deleted (background);
 //! an owner deleted with `propagationPolicy: Foreground` (the API server's
 //! `foregroundDeletion` finalizer) goes once its `blockOwnerDeletion` dependents are gone; an
 //! owner deleted with `Orphan` (the `orphan` finalizer) goes once no dependent references it.
 //! An owner is taken as gone only after a live read confirms it (404 or another uid).
+//! The caches hold each object's ownership metadata only (`keep_ownership`).
 //!
-//! Upstream keeps an incremental dependency graph; this one recomputes the decisions from the
-//! informers' caches (level-triggered, and so restart-safe), which is linear in the number of
-//! objects per change.
+//! As upstream's, the graph is incremental: an event costs work for the objects it concerns,
+//! not for every object (a status update of a pod costs nothing). Every 30 s a full pass
+//! decides for every object again, which retries what could not be decided.
 
+pub mod graph;
 pub mod plan;
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::discovery::{verbs, ApiResource, Discovery};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use serde_json::{json, Value};
@@ -30,7 +34,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use plan::{Action, Item, ObjectKey, OwnerRef};
+use graph::Graph;
+use plan::{Action, Item, ObjectKey, OwnerRef, View};
 
 /// The controller's name (its service account in kube-system).
 pub const NAME: &str = "generic-garbage-collector";
@@ -55,16 +60,18 @@ pub async fn run(client: Client, stop: CancellationToken) {
         client,
         informers: Vec::new(),
         changed: Arc::new(Notify::new()),
+        graph: Arc::new(Mutex::new(Graph::default())),
     };
     let mut discovered: Option<Instant> = None;
     loop {
-        if discovered.is_none_or(|at| at.elapsed() >= DISCOVERY_PERIOD) {
+        let full = discovered.is_none_or(|at| at.elapsed() >= DISCOVERY_PERIOD);
+        if full {
             match gc.discover().await {
                 Ok(()) => discovered = Some(Instant::now()),
                 Err(e) => tracing::warn!(error = %e, "garbage collector: discovery failed"),
             }
         }
-        let failed = gc.round().await;
+        let failed = gc.round(full).await;
         let wait = if failed || discovered.is_none() {
             RETRY
         } else {
@@ -86,6 +93,8 @@ struct Collector {
     /// Indexed by `ObjectKey::resource`; a resource that disappeared leaves `None`.
     informers: Vec<Option<Informer>>,
     changed: Arc<Notify>,
+    /// Fed by the informers' events; read by rounds.
+    graph: Arc<Mutex<Graph>>,
 }
 
 impl Collector {
@@ -124,24 +133,52 @@ impl Collector {
                 }
             }
         }
+        let mut graph = lock(&self.graph);
+        for (index, slot) in self.informers.iter().enumerate() {
+            if slot.is_none() {
+                graph.retain_listed(index, &HashSet::new());
+            }
+        }
         Ok(())
     }
 
     fn start(&self, resource: ApiResource, namespaced: bool) -> Informer {
+        let index = self.informers.len();
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
         let writer = reflector::store::Writer::new(resource.clone());
         let store = writer.as_reader();
         let changed = self.changed.clone();
+        let graph = self.graph.clone();
         let stream = reflector::reflector(
             writer,
-            watcher(api, watcher::Config::default()).default_backoff(),
+            watcher(api, watcher::Config::default())
+                .modify(keep_ownership)
+                .default_backoff(),
         );
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
+            // Keys listed since the last `Init`, until its `InitDone`.
+            let mut listed: Option<HashSet<ObjectKey>> = None;
             while let Some(event) = stream.next().await {
-                if event.is_ok() {
-                    changed.notify_one();
+                let Ok(event) = event else { continue };
+                let mut g = lock(&graph);
+                match event {
+                    watcher::Event::Apply(obj) => g.upsert(item_of(index, &obj)),
+                    watcher::Event::Delete(obj) => g.remove(&item_of(index, &obj).key),
+                    watcher::Event::Init => listed = Some(HashSet::new()),
+                    watcher::Event::InitApply(obj) => {
+                        let item = item_of(index, &obj);
+                        listed
+                            .get_or_insert_with(HashSet::new)
+                            .insert(item.key.clone());
+                        g.upsert(item);
+                    }
+                    watcher::Event::InitDone => {
+                        g.retain_listed(index, &listed.take().unwrap_or_default());
+                    }
                 }
+                drop(g);
+                changed.notify_one();
             }
         });
         Informer {
@@ -152,69 +189,74 @@ impl Collector {
         }
     }
 
-    /// One pass: snapshot, verify unseen owners, plan, act. Returns whether an action failed.
-    async fn round(&self) -> bool {
-        let (items, objects) = self.snapshot();
+    /// One pass over the objects whose decisions are due (every object when `full`): verify
+    /// unseen owners, decide, act. Returns whether something failed (retried soon).
+    async fn round(&self, full: bool) -> bool {
+        let (dirty, unseen) = {
+            let mut g = lock(&self.graph);
+            if full {
+                g.mark_all();
+            }
+            let dirty = g.take_dirty();
+            let unseen = g.unseen_owners(&dirty);
+            (dirty, unseen)
+        };
         let mut absent = BTreeSet::new();
-        for uid in plan::unseen_owners(&items) {
-            if self.verify_absent(&items, &uid).await {
-                absent.insert(uid);
+        let mut unverified = false;
+        for uid in unseen {
+            match self.verify_absent(&uid).await {
+                Ok(true) => {
+                    absent.insert(uid);
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::debug!(%uid, error = %e, "garbage collector: owner lookup failed");
+                    unverified = true;
+                }
             }
         }
-        let mut failed = false;
-        for action in plan::plan(&items, &absent) {
-            if let Err(e) = self.apply(&action, &objects).await {
+        let actions = lock(&self.graph).decide(&dirty, &absent);
+        let mut retry = Vec::new();
+        for action in actions {
+            if let Err(e) = self.apply(&action).await {
                 tracing::info!(?action, error = %e, "garbage collector: action failed");
-                failed = true;
+                retry.push(key_of(&action).clone());
             }
         }
+        if unverified {
+            // Decide again for everything that waited on an owner lookup.
+            retry.extend(dirty);
+        }
+        let failed = !retry.is_empty();
+        lock(&self.graph).mark(retry);
         failed
     }
 
-    fn snapshot(&self) -> (Vec<Item>, HashMap<ObjectKey, Arc<DynamicObject>>) {
-        let mut items = Vec::new();
-        let mut objects = HashMap::new();
-        for (index, informer) in self.informers.iter().enumerate() {
-            let Some(informer) = informer else { continue };
-            for obj in informer.store.state() {
-                let m = &obj.metadata;
-                let key = ObjectKey {
-                    resource: index,
-                    namespace: m.namespace.clone().unwrap_or_default(),
-                    name: m.name.clone().unwrap_or_default(),
-                };
-                items.push(Item {
-                    key: key.clone(),
-                    uid: m.uid.clone().unwrap_or_default(),
-                    owners: m
-                        .owner_references
-                        .iter()
-                        .flatten()
-                        .map(|o| OwnerRef {
-                            api_version: o.api_version.clone(),
-                            kind: o.kind.clone(),
-                            name: o.name.clone(),
-                            uid: o.uid.clone(),
-                            block_owner_deletion: o.block_owner_deletion == Some(true),
-                        })
-                        .collect(),
-                    deleting: m.deletion_timestamp.is_some(),
-                    finalizers: m.finalizers.clone().unwrap_or_default(),
-                });
-                objects.insert(key, obj);
-            }
+    /// The cached object at `key`.
+    fn object(&self, key: &ObjectKey) -> Option<Arc<DynamicObject>> {
+        let informer = self.informers.get(key.resource)?.as_ref()?;
+        let mut r = ObjectRef::new_with(&key.name, informer.resource.clone());
+        if !key.namespace.is_empty() {
+            r = r.within(&key.namespace);
         }
-        (items, objects)
+        informer.store.get(&r)
     }
 
     /// Whether the owner with `uid` is confirmed gone: a live read of what a dependent's
-    /// reference names answers 404 or an object with another uid.
-    async fn verify_absent(&self, items: &[Item], uid: &str) -> bool {
-        let Some((dependent, owner)) = items
-            .iter()
-            .find_map(|i| i.owners.iter().find(|o| o.uid == uid).map(|o| (i, o)))
-        else {
-            return false;
+    /// reference names answers 404 or an object with another uid. `Ok(false)` also when it
+    /// cannot be looked up (its kind is not watched).
+    async fn verify_absent(&self, uid: &str) -> kube::Result<bool> {
+        let found = {
+            let g = lock(&self.graph);
+            g.dependents(uid).into_iter().find_map(|d| {
+                d.owners
+                    .iter()
+                    .find(|o| o.uid == uid)
+                    .map(|o| (d.key.namespace.clone(), o.clone()))
+            })
+        };
+        let Some((namespace, owner)) = found else {
+            return Ok(false);
         };
         let group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
         let Some(informer) = self
@@ -223,25 +265,20 @@ impl Collector {
             .flatten()
             .find(|i| i.resource.group == group && i.resource.kind == owner.kind)
         else {
-            return false;
+            return Ok(false);
         };
         let api: Api<DynamicObject> = if informer.namespaced {
-            if dependent.key.namespace.is_empty() {
-                return false;
+            if namespace.is_empty() {
+                return Ok(false);
             }
-            Api::namespaced_with(
-                self.client.clone(),
-                &dependent.key.namespace,
-                &informer.resource,
-            )
+            Api::namespaced_with(self.client.clone(), &namespace, &informer.resource)
         } else {
             Api::all_with(self.client.clone(), &informer.resource)
         };
-        match api.get_opt(&owner.name).await {
-            Ok(None) => true,
-            Ok(Some(found)) => found.metadata.uid.as_deref() != Some(uid),
-            Err(_) => false,
-        }
+        Ok(match api.get_opt(&owner.name).await? {
+            None => true,
+            Some(found) => found.metadata.uid.as_deref() != Some(uid),
+        })
     }
 
     fn api(&self, key: &ObjectKey) -> Option<Api<DynamicObject>> {
@@ -253,17 +290,9 @@ impl Collector {
         })
     }
 
-    async fn apply(
-        &self,
-        action: &Action,
-        objects: &HashMap<ObjectKey, Arc<DynamicObject>>,
-    ) -> kube::Result<()> {
-        let key = match action {
-            Action::Delete { key, .. }
-            | Action::RemoveOwnerRefs { key, .. }
-            | Action::RemoveFinalizer { key, .. } => key,
-        };
-        let (Some(api), Some(obj)) = (self.api(key), objects.get(key)) else {
+    async fn apply(&self, action: &Action) -> kube::Result<()> {
+        let key = key_of(action);
+        let (Some(api), Some(obj)) = (self.api(key), self.object(key)) else {
             return Ok(());
         };
         let rv = obj.metadata.resource_version.clone();
@@ -315,6 +344,64 @@ impl Collector {
     }
 }
 
+fn key_of(action: &Action) -> &ObjectKey {
+    match action {
+        Action::Delete { key, .. }
+        | Action::RemoveOwnerRefs { key, .. }
+        | Action::RemoveFinalizer { key, .. } => key,
+    }
+}
+
+/// The graph, also after a task panicked while holding it (its updates are whole).
+fn lock(graph: &Mutex<Graph>) -> MutexGuard<'_, Graph> {
+    graph.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The graph's view of a cached object of the resource at `index`.
+fn item_of(index: usize, obj: &DynamicObject) -> Item {
+    let m = &obj.metadata;
+    Item {
+        key: ObjectKey {
+            resource: index,
+            namespace: m.namespace.clone().unwrap_or_default(),
+            name: m.name.clone().unwrap_or_default(),
+        },
+        uid: m.uid.clone().unwrap_or_default(),
+        owners: m
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| OwnerRef {
+                api_version: o.api_version.clone(),
+                kind: o.kind.clone(),
+                name: o.name.clone(),
+                uid: o.uid.clone(),
+                block_owner_deletion: o.block_owner_deletion == Some(true),
+            })
+            .collect(),
+        deleting: m.deletion_timestamp.is_some(),
+        finalizers: m.finalizers.clone().unwrap_or_default(),
+    }
+}
+
+/// What the collector's caches keep of an object: the identity and ownership metadata its
+/// decisions and writes read (upstream's collector watches metadata only); the body, labels,
+/// annotations and managedFields go.
+fn keep_ownership(obj: &mut DynamicObject) {
+    let m = std::mem::take(&mut obj.metadata);
+    obj.metadata = ObjectMeta {
+        name: m.name,
+        namespace: m.namespace,
+        uid: m.uid,
+        resource_version: m.resource_version,
+        owner_references: m.owner_references,
+        finalizers: m.finalizers,
+        deletion_timestamp: m.deletion_timestamp,
+        ..ObjectMeta::default()
+    };
+    obj.data = Value::Null;
+}
+
 /// Sets `metadata.<field>` to `items` (removed when empty) with a merge patch that holds the
 /// resourceVersion the decision was made at (409 when the object changed since).
 async fn set_metadata_list(
@@ -333,4 +420,35 @@ async fn set_metadata_list(
     api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caches_keep_identity_and_ownership_only() {
+        let mut pod: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "labels": {"app": "a"}, "annotations": {"note": "x"},
+                "finalizers": ["f"], "deletionTimestamp": "2026-11-29T10:00:00Z",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "rs", "uid": "u0", "blockOwnerDeletion": true}],
+                "managedFields": [{"manager": "m", "operation": "Update"}]},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        keep_ownership(&mut pod);
+        let kept = serde_json::to_value(&pod.metadata).unwrap_or_default();
+        assert_eq!(
+            kept,
+            json!({"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "finalizers": ["f"], "deletionTimestamp": "2026-11-29T10:00:00Z",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "rs", "uid": "u0", "blockOwnerDeletion": true}]})
+        );
+        assert_eq!(pod.data, Value::Null);
+        assert_eq!(pod.types.map(|t| t.kind).as_deref(), Some("Pod"));
+    }
 }

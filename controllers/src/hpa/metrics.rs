@@ -25,29 +25,52 @@ pub struct Sample {
     pub window: Duration,
 }
 
+/// Why the PodMetrics could not be read (upstream's text).
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The list request could not be built.
+    #[error("{0}")]
+    Request(#[from] kube::core::request::Error),
+    /// The metrics API answered with an error (or is not served).
+    #[error("unable to fetch metrics from resource metrics API: {}", unavailable(.0))]
+    Api(#[source] kube::Error),
+}
+
+fn unavailable(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 404 => {
+            "the server could not find the requested resource (get pods.metrics.k8s.io)".to_string()
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// The PodMetrics list holds no pod.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no metrics returned from resource metrics API")]
+pub struct NoMetrics;
+
+/// A container (named) of a pod states no request for the resource.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no request in container {container}")]
+pub struct MissingRequest {
+    /// The container's name.
+    pub container: String,
+}
+
 /// Reads the PodMetrics of `namespace` selected by `selector` through the API (aggregated
-/// `metrics.k8s.io`). The error is upstream's text.
+/// `metrics.k8s.io`).
 pub async fn fetch(
     client: &kube::Client,
     namespace: &str,
     selector: &str,
-) -> Result<Value, String> {
+) -> Result<Value, FetchError> {
     let params = kube::api::ListParams::default().labels(selector);
     let req = kube::core::Request::new(format!(
         "/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods"
     ))
-    .list(&params)
-    .map_err(|e| e.to_string())?;
-    client.request::<Value>(req).await.map_err(|e| {
-        let why = match &e {
-            kube::Error::Api(s) if s.code == 404 => {
-                "the server could not find the requested resource (get pods.metrics.k8s.io)"
-                    .to_string()
-            }
-            _ => e.to_string(),
-        };
-        format!("unable to fetch metrics from resource metrics API: {why}")
-    })
+    .list(&params)?;
+    client.request::<Value>(req).await.map_err(FetchError::Api)
 }
 
 /// The samples of `resource` in a PodMetricsList, by pod name: summed over the pod's
@@ -56,10 +79,10 @@ pub fn samples(
     list: &Value,
     resource: &str,
     container: Option<&str>,
-) -> Result<BTreeMap<String, Sample>, String> {
+) -> Result<BTreeMap<String, Sample>, NoMetrics> {
     let items = list["items"].as_array().cloned().unwrap_or_default();
     if items.is_empty() {
-        return Err("no metrics returned from resource metrics API".into());
+        return Err(NoMetrics);
     }
     let mut out = BTreeMap::new();
     for item in &items {
@@ -154,7 +177,11 @@ fn jiff_span(d: Duration) -> k8s_openapi::jiff::SignedDuration {
 
 /// The pod's requests for `resource` in milli-units, summed over its containers (or only
 /// `container`); `Err` names a container without one.
-pub fn pod_request(pod: &Pod, resource: &str, container: Option<&str>) -> Result<i64, String> {
+pub fn pod_request(
+    pod: &Pod,
+    resource: &str,
+    container: Option<&str>,
+) -> Result<i64, MissingRequest> {
     let mut total = 0;
     for c in pod.spec.iter().flat_map(|s| &s.containers) {
         if container.is_some_and(|want| c.name != want) {
@@ -168,7 +195,11 @@ pub fn pod_request(pod: &Pod, resource: &str, container: Option<&str>) -> Result
             .and_then(|q| k3rs_apimachinery::resources::milli_value(&q.0));
         match request {
             Some(m) => total += m,
-            None => return Err(c.name.clone()),
+            None => {
+                return Err(MissingRequest {
+                    container: c.name.clone(),
+                })
+            }
         }
     }
     Ok(total)
@@ -227,7 +258,9 @@ mod tests {
             1024 * 1024 * 1000
         );
         assert_eq!(
-            samples(&json!({"items": []}), "cpu", None).unwrap_err(),
+            samples(&json!({"items": []}), "cpu", None)
+                .unwrap_err()
+                .to_string(),
             "no metrics returned from resource metrics API"
         );
     }
@@ -294,7 +327,12 @@ mod tests {
             "2026-01-01T00:00:00Z",
         );
         assert_eq!(pod_request(&p, "cpu", Some("web")), Ok(200));
-        assert_eq!(pod_request(&p, "cpu", None), Err("side".to_string()));
+        assert_eq!(
+            pod_request(&p, "cpu", None),
+            Err(MissingRequest {
+                container: "side".into()
+            })
+        );
     }
 
     #[test]

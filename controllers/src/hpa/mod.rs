@@ -42,7 +42,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
-use super::replicaset::api_message as message;
+use super::api_message as message;
 use super::{api_err, Context, EventRecorder, EventType, SyncError as Error};
 use decide::{decide, wants_metrics, InvalidMetric, MetricOutcome, ValidMetric};
 use normalize::{Behavior, Bounds, History, Policy, Rules, Select};
@@ -261,6 +261,17 @@ fn rules(r: Option<&HPAScalingRules>, default_window: u64) -> Rules {
     }
 }
 
+/// Why the scale target's current scale could not be read.
+#[derive(Debug, thiserror::Error)]
+enum ScaleError {
+    /// `apiVersion` is not `group/version`.
+    #[error("{0}")]
+    GroupVersion(#[from] kube::core::gvk::ParseGroupVersionError),
+    /// Discovery or the scale subresource failed (the API's message).
+    #[error("{}", message(.0))]
+    Api(#[from] kube::Error),
+}
+
 /// The target's API (resolved through discovery, so custom resources with a scale
 /// subresource work) and its current scale.
 async fn get_scale(
@@ -269,13 +280,11 @@ async fn get_scale(
     api_version: &str,
     kind: &str,
     name: &str,
-) -> Result<(Api<DynamicObject>, Scale), String> {
-    let gv: kube::core::GroupVersion = api_version.parse().map_err(|e| format!("{e}"))?;
-    let (resource, _) = kube::discovery::pinned_kind(client, &gv.with_kind(kind))
-        .await
-        .map_err(|e| message(&e))?;
+) -> Result<(Api<DynamicObject>, Scale), ScaleError> {
+    let gv: kube::core::GroupVersion = api_version.parse()?;
+    let (resource, _) = kube::discovery::pinned_kind(client, &gv.with_kind(kind)).await?;
     let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource);
-    let scale = api.get_scale(name).await.map_err(|e| message(&e))?;
+    let scale = api.get_scale(name).await?;
     Ok((api, scale))
 }
 
@@ -295,8 +304,8 @@ async fn compute_metrics(
         };
         return specs.iter().map(|_| Err(invalid.clone())).collect();
     };
-    let mut pods: Option<Result<Vec<Pod>, String>> = None;
-    let mut fetched: Option<Result<serde_json::Value, String>> = None;
+    let mut pods: Option<Result<Vec<Pod>, kube::Error>> = None;
+    let mut fetched: Option<Result<serde_json::Value, metrics::FetchError>> = None;
     let mut out = Vec::new();
     for spec in specs {
         let (resource, container, target) = match (&spec.resource, &spec.container_resource) {
@@ -315,8 +324,7 @@ async fn compute_metrics(
                 Api::<Pod>::namespaced(client.clone(), ns)
                     .list(&params)
                     .await
-                    .map(|l| l.items)
-                    .map_err(|e| message(&e)),
+                    .map(|l| l.items),
             );
         }
         if fetched.is_none() {
@@ -343,8 +351,8 @@ fn resource_metric(
     resource: &str,
     container: Option<&str>,
     target: &MetricTarget,
-    pods: &Result<Vec<Pod>, String>,
-    fetched: &Result<serde_json::Value, String>,
+    pods: &Result<Vec<Pod>, kube::Error>,
+    fetched: &Result<serde_json::Value, metrics::FetchError>,
     replicas: i32,
     now: Timestamp,
 ) -> MetricOutcome {
@@ -372,7 +380,7 @@ fn resource_metric(
             })
         }
     };
-    let wrap = |e: String| InvalidMetric {
+    let wrap = |e: &dyn std::fmt::Display| InvalidMetric {
         reason,
         error: if utilization {
             format!("failed to get {resource} utilization: {e}")
@@ -380,10 +388,12 @@ fn resource_metric(
             format!("failed to get {resource} usage: {e}")
         },
     };
-    let unable = |e: &String| wrap(format!("unable to get metrics for {what} {resource}: {e}"));
-    let list = fetched.as_ref().map_err(unable)?;
+    let unable = |e: &dyn std::fmt::Display| {
+        wrap(&format!("unable to get metrics for {what} {resource}: {e}"))
+    };
+    let list = fetched.as_ref().map_err(|e| unable(e))?;
     let samples = metrics::samples(list, resource, container).map_err(|e| unable(&e))?;
-    let pods = pods.as_ref().map_err(|e| wrap(e.clone()))?;
+    let pods = pods.as_ref().map_err(|e| wrap(&message(e)))?;
     let group: Vec<PodSample> = pods
         .iter()
         .map(|p| PodSample {
@@ -393,7 +403,7 @@ fn resource_metric(
         })
         .collect();
     let usage: BTreeMap<String, i64> = samples.iter().map(|(n, s)| (n.clone(), s.milli)).collect();
-    let rec = resource_replicas(replicas, resource, goal, &group, &usage).map_err(wrap)?;
+    let rec = resource_replicas(replicas, resource, goal, &group, &usage).map_err(|e| wrap(&e))?;
     let mut current = serde_json::json!({"averageValue": metrics::quantity(rec.average_milli)});
     if let Some(u) = rec.utilization {
         current["averageUtilization"] = u.into();

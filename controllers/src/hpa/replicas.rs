@@ -31,7 +31,7 @@ pub struct PodSample {
     pub state: PodState,
     /// The resource's requests summed over the pod's containers, in milli-units; `Err` names
     /// the first container without a request.
-    pub request_milli: Result<i64, String>,
+    pub request_milli: Result<i64, super::metrics::MissingRequest>,
 }
 
 /// The metric's target.
@@ -53,6 +53,30 @@ pub struct Recommendation {
     pub average_milli: i64,
 }
 
+/// Why no recommendation could be computed (upstream's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplicaError {
+    /// The selector selects no pod.
+    #[error("no pods returned by selector while calculating replica count")]
+    NoPods,
+    /// No ready pod has a sample.
+    #[error("did not receive metrics for targeted pods (pods might be unready)")]
+    NoSamples,
+    /// A pod's container states no request for the resource (utilization targets).
+    #[error("missing request for {resource} in container {container} of Pod {pod}")]
+    MissingRequest {
+        /// The resource.
+        resource: String,
+        /// The container.
+        container: String,
+        /// The pod.
+        pod: String,
+    },
+    /// No sample belongs to a pod with requests.
+    #[error("no metrics returned matched known pods")]
+    NoMatchedPods,
+}
+
 /// The recommendation of a `Resource` metric for `resource` with target `target`, given the
 /// target's pods, their usage samples (milli-units, by pod name) and the current (spec)
 /// replica count. Errors carry upstream's messages.
@@ -62,9 +86,9 @@ pub fn resource_replicas(
     target: Target,
     pods: &[PodSample],
     usage: &BTreeMap<String, i64>,
-) -> Result<Recommendation, String> {
+) -> Result<Recommendation, ReplicaError> {
     if pods.is_empty() {
-        return Err("no pods returned by selector while calculating replica count".into());
+        return Err(ReplicaError::NoPods);
     }
     let mut samples: BTreeMap<&str, i64> = BTreeMap::new();
     let (mut ready, mut unready, mut missing) = (0usize, Vec::new(), Vec::new());
@@ -80,7 +104,7 @@ pub fn resource_replicas(
         }
     }
     if samples.is_empty() {
-        return Err("did not receive metrics for targeted pods (pods might be unready)".into());
+        return Err(ReplicaError::NoSamples);
     }
     let requests = match target {
         Target::Utilization(_) => Some(requests(pods, resource)?),
@@ -134,14 +158,18 @@ pub fn resource_replicas(
 }
 
 /// Each pod's requests for `resource` (ignored pods included, as upstream).
-fn requests<'a>(pods: &'a [PodSample], resource: &str) -> Result<BTreeMap<&'a str, i64>, String> {
+fn requests<'a>(
+    pods: &'a [PodSample],
+    resource: &str,
+) -> Result<BTreeMap<&'a str, i64>, ReplicaError> {
     pods.iter()
         .map(|p| match &p.request_milli {
             Ok(r) => Ok((p.name.as_str(), *r)),
-            Err(container) => Err(format!(
-                "missing request for {resource} in container {container} of Pod {}",
-                p.name
-            )),
+            Err(missing) => Err(ReplicaError::MissingRequest {
+                resource: resource.to_string(),
+                container: missing.container.clone(),
+                pod: p.name.clone(),
+            }),
         })
         .collect()
 }
@@ -159,7 +187,7 @@ fn ratio(
     samples: &BTreeMap<&str, i64>,
     requests: Option<&BTreeMap<&str, i64>>,
     target: Target,
-) -> Result<Ratio, String> {
+) -> Result<Ratio, ReplicaError> {
     match (target, requests) {
         (Target::Utilization(t), Some(requests)) => {
             let (mut used, mut requested) = (0i64, 0i64);
@@ -170,7 +198,7 @@ fn ratio(
                 }
             }
             if requested == 0 {
-                return Err("no metrics returned matched known pods".into());
+                return Err(ReplicaError::NoMatchedPods);
             }
             let utilization = (used * 100 / requested) as i32;
             Ok(Ratio {
@@ -188,7 +216,7 @@ fn ratio(
                 average_milli: average,
             })
         }
-        (Target::Utilization(_), None) => Err("no metrics returned matched known pods".into()),
+        (Target::Utilization(_), None) => Err(ReplicaError::NoMatchedPods),
     }
 }
 
@@ -329,7 +357,9 @@ mod tests {
     #[test]
     fn errors_say_what_is_missing() {
         let e = |pods: &[PodSample], u: &[(&str, i64)]| {
-            resource_replicas(1, "cpu", Target::Utilization(50), pods, &usage(u)).unwrap_err()
+            resource_replicas(1, "cpu", Target::Utilization(50), pods, &usage(u))
+                .unwrap_err()
+                .to_string()
         };
         assert_eq!(
             e(&[], &[]),
@@ -342,7 +372,9 @@ mod tests {
         let no_request = PodSample {
             name: "a".into(),
             state: PodState::Ready,
-            request_milli: Err("web".into()),
+            request_milli: Err(super::super::metrics::MissingRequest {
+                container: "web".into(),
+            }),
         };
         assert_eq!(
             e(&[no_request], &[("a", 1)]),

@@ -1,5 +1,6 @@
 //! The pod a Job creates from its template, as upstream's job controller builds it.
 
+use k3rs_apimachinery::generated_names;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -47,9 +48,9 @@ pub fn pod_for(job: &Job, index: Option<i32>) -> Pod {
                     vars.push(env.clone());
                 }
             }
-            format!("{name}-{i}-")
+            generated_names::indexed_pod_prefix(&name, i64::from(i))
         }
-        None => format!("{name}-"),
+        None => generated_names::pods_prefix(&name),
     };
     Pod {
         metadata: ObjectMeta {

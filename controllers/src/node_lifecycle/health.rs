@@ -1,7 +1,9 @@
 //! The node lifecycle controller's decisions about one Node, without I/O (upstream's
 //! `monitorNodeHealth` and the taint passes): when its kubelet stopped renewing its Lease for
 //! longer than the grace period, every condition turns `Unknown`; the `not-ready` /
-//! `unreachable` taints (NoSchedule and NoExecute) follow the Ready condition.
+//! `unreachable` taints (NoSchedule and NoExecute) follow the Ready condition, and the
+//! `memory-pressure` / `disk-pressure` / `pid-pressure` NoSchedule taints follow the pressure
+//! conditions (upstream's `doNoScheduleTaintingPass`).
 
 use k8s_openapi::api::core::v1::{NodeCondition, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -11,6 +13,12 @@ use k8s_openapi::jiff::Timestamp;
 pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
 /// The taint of a node whose Ready condition is `Unknown`.
 pub const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+/// The NoSchedule taint each pressure condition sets while it is `True`.
+pub const PRESSURE_TAINTS: &[(&str, &str)] = &[
+    ("MemoryPressure", "node.kubernetes.io/memory-pressure"),
+    ("DiskPressure", "node.kubernetes.io/disk-pressure"),
+    ("PIDPressure", "node.kubernetes.io/pid-pressure"),
+];
 /// The conditions a kubelet posts, which go `Unknown` when it stops.
 const KUBELET_CONDITIONS: &[&str] = &["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
 
@@ -91,6 +99,42 @@ pub fn taints_for(taints: &[Taint], ready: &str, now: Timestamp) -> Option<Vec<T
     (out != taints).then_some(out)
 }
 
+/// The node's taints with the pressure taints (NoSchedule) present exactly for the pressure
+/// conditions that are `True`; other taints are kept. `None` when nothing changes.
+pub fn pressure_taints_for(taints: &[Taint], conditions: &[NodeCondition]) -> Option<Vec<Taint>> {
+    let on = |kind: &str| {
+        conditions
+            .iter()
+            .any(|c| c.type_ == kind && c.status == "True")
+    };
+    let mut out: Vec<Taint> = taints
+        .iter()
+        .filter(|t| {
+            let pressure = PRESSURE_TAINTS.iter().find(|(_, key)| t.key == *key);
+            match pressure {
+                Some((kind, _)) => t.effect != "NoSchedule" || on(kind),
+                None => true,
+            }
+        })
+        .cloned()
+        .collect();
+    for (kind, key) in PRESSURE_TAINTS {
+        if on(kind)
+            && !out
+                .iter()
+                .any(|t| t.key == *key && t.effect == "NoSchedule")
+        {
+            out.push(Taint {
+                key: key.to_string(),
+                effect: "NoSchedule".into(),
+                value: None,
+                time_added: None,
+            });
+        }
+    }
+    (out != taints).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +173,49 @@ mod tests {
         assert_eq!(unknown_conditions(&after, now), None);
         assert_eq!(ready_status(&after), "Unknown");
         assert_eq!(ready_status(&[]), "Unknown");
+    }
+
+    #[test]
+    fn pressure_taints_follow_the_pressure_conditions() {
+        let other = Taint {
+            key: "dedicated".into(),
+            value: None,
+            effect: "NoSchedule".into(),
+            time_added: None,
+        };
+        let disk = vec![
+            cond("DiskPressure", "True"),
+            cond("MemoryPressure", "False"),
+        ];
+        let tainted = pressure_taints_for(std::slice::from_ref(&other), &disk).unwrap();
+        let keys: Vec<(&str, &str)> = tainted
+            .iter()
+            .map(|t| (t.key.as_str(), t.effect.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("dedicated", "NoSchedule"),
+                ("node.kubernetes.io/disk-pressure", "NoSchedule")
+            ]
+        );
+        assert_eq!(pressure_taints_for(&tainted, &disk), None);
+        let relieved = vec![
+            cond("DiskPressure", "False"),
+            cond("MemoryPressure", "True"),
+        ];
+        let keys: Vec<String> = pressure_taints_for(&tainted, &relieved)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.key)
+            .collect();
+        assert_eq!(keys, ["dedicated", "node.kubernetes.io/memory-pressure"]);
+        // Unknown (a silent kubelet) is not pressure.
+        assert_eq!(
+            pressure_taints_for(&tainted, &[cond("DiskPressure", "Unknown")]),
+            Some(vec![other.clone()])
+        );
+        assert_eq!(pressure_taints_for(&[other], &[]), None);
     }
 
     #[test]

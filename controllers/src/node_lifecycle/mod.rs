@@ -2,7 +2,8 @@
 //! each Node's heartbeat — its Lease in `kube-node-lease` or its Ready condition's
 //! `lastHeartbeatTime` — as observed on this server's clock. A Node silent for longer than
 //! `--node-monitor-grace-period` gets all kubelet conditions `Unknown` ([`health`]); the
-//! `not-ready`/`unreachable` taints follow its Ready condition; the pods on a Node that is not
+//! `not-ready`/`unreachable` taints follow its Ready condition and the `memory-pressure`/
+//! `disk-pressure`/`pid-pressure` ones its pressure conditions; the pods on a Node that is not
 //! Ready get `Ready=False`. Evicting pods from tainted nodes is the
 //! [taint eviction controller](super::taint_eviction)'s.
 //!
@@ -29,8 +30,6 @@ use super::{informer, SharedInformerFactory};
 
 /// The controller's name (its service account in kube-system).
 pub const NAME: &str = "node-controller";
-/// Upstream's `--node-monitor-grace-period`.
-pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(40);
 /// Upstream's `--node-monitor-period`.
 const MONITOR_PERIOD: Duration = Duration::from_secs(5);
 
@@ -149,7 +148,10 @@ async fn monitor(
         .as_ref()
         .and_then(|s| s.taints.clone())
         .unwrap_or_default();
-    if let Some(new) = health::taints_for(&taints, &ready, now) {
+    let readiness = health::taints_for(&taints, &ready, now);
+    let current = readiness.clone().unwrap_or(taints);
+    let pressure = health::pressure_taints_for(&current, &conditions);
+    if let Some(new) = pressure.or(readiness) {
         let patch = json!({"spec": {"taints": new}});
         api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
             .await?;

@@ -31,7 +31,7 @@ use kube::ResourceExt;
 
 use super::expectations::{seen, Expectations};
 use super::ref_manager::{self, Claim};
-use super::{pod_template, pods, Context, EventRecorder, EventType};
+use super::{api_message, pod_template, pods, Context, EventRecorder, EventType};
 use kinds::Replicated;
 use plan::{Manage, ManageError};
 
@@ -182,7 +182,6 @@ async fn reconcile<K: Replicated>(obj: Arc<K>, ctx: Arc<Shared>) -> Result<Actio
         &plan::StatusInput {
             old: &old,
             generation: obj.meta().generation,
-            replicas: view.replicas,
             min_ready_seconds: view.min_ready_seconds,
             template_labels: &template_labels,
             pods: &owned_refs,
@@ -331,12 +330,4 @@ async fn patch_pod(api: &Api<Pod>, pod: &Pod, patch: serde_json::Value) -> kube:
 /// 404: deleted meanwhile.
 fn gone(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
-}
-
-/// The API's message for a failed request (the Status message, as upstream's events quote).
-pub fn api_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
 }

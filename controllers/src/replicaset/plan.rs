@@ -73,7 +73,6 @@ pub struct ManageError {
 pub struct StatusInput<'a> {
     pub old: &'a ReplicaSetStatus,
     pub generation: Option<i64>,
-    pub replicas: i32,
     pub min_ready_seconds: i32,
     pub template_labels: &'a BTreeMap<String, String>,
     /// The active pods the controller owns.
@@ -205,7 +204,6 @@ mod tests {
             &StatusInput {
                 old: &old,
                 generation: Some(3),
-                replicas: 3,
                 min_ready_seconds: 10,
                 template_labels: &template,
                 pods: &pods,
@@ -237,7 +235,6 @@ mod tests {
         let input = |old, error| StatusInput {
             old,
             generation: Some(1),
-            replicas: 2,
             min_ready_seconds: 0,
             template_labels: &template,
             pods: &[],

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
+use k3rs_apimachinery::generated_names;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -31,9 +32,9 @@ use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
+use super::api_message;
 use super::deployment::hash;
 use super::history::{renumber, revision_data, revision_template};
-use super::replicaset::api_message;
 use super::SyncError as Error;
 use super::{api_err, claim, pods, ref_manager, Context, EventRecorder, EventType};
 use plan::{Member, Revision, Step};
@@ -84,9 +85,9 @@ fn revision_name(set: &str, data: &Value, collision_count: Option<i32>) -> Strin
     if let Some(c) = collision_count {
         bytes.extend_from_slice(&c.to_le_bytes());
     }
-    format!(
-        "{set}-{}",
-        hash::safe_encode(&hash::fnv32a_str(&bytes).to_string())
+    generated_names::controller_revision_name(
+        set,
+        &hash::safe_encode(&hash::fnv32a_str(&bytes).to_string()),
     )
 }
 

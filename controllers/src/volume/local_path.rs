@@ -2,7 +2,6 @@
 //! `local-path` StorageClass, the hostPath volume for a claim on its selected node, and the
 //! steps of deleting a released volume's directory through a helper pod on that node.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
@@ -19,8 +18,17 @@ pub const CLASS: &str = "local-path";
 pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
 /// Where helper pods run.
 pub const HELPER_NAMESPACE: &str = "kube-system";
-/// The helper pods' image (built by `scripts/build-images.sh`, imported by the agent).
+/// The helper pods' image (built by `scripts/build-images.sh`, imported by the agent), under
+/// `--system-default-registry` when given ([`helper_image`]).
 pub const HELPER_IMAGE: &str = "docker.io/library/busybox:latest";
+
+/// The helper pods' image: [`HELPER_IMAGE`] moved to `system_default_registry`, if any.
+pub fn helper_image(system_default_registry: Option<&str>) -> String {
+    k3rs_apimachinery::system_image::with_registry(
+        system_default_registry.unwrap_or_default(),
+        HELPER_IMAGE,
+    )
+}
 
 /// The `local-path` StorageClass: default, WaitForFirstConsumer, reclaim Delete.
 pub fn storage_class() -> StorageClass {
@@ -72,6 +80,17 @@ pub fn to_provision<'a>(
         .collect()
 }
 
+/// Why no volume can be made for a claim.
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    /// The claim names no selected node (rancher's message).
+    #[error("configuration error, no node was specified")]
+    NoNode,
+    /// The volume built does not decode as a PersistentVolume.
+    #[error("{0}")]
+    Volume(#[from] serde_json::Error),
+}
+
 /// The hostPath volume at `<base>/pvc-<uid>_<namespace>_<name>` on the claim's selected node
 /// (node affinity on `kubernetes.io/hostname`), pre-bound to the claim, with the class's
 /// reclaim policy; `Err` is rancher's message when no node was selected.
@@ -79,10 +98,10 @@ pub fn volume_for(
     claim: &PersistentVolumeClaim,
     class: &StorageClass,
     base: &Path,
-) -> Result<PersistentVolume, String> {
+) -> Result<PersistentVolume, ProvisionError> {
     let node = annotation(&claim.metadata, ANN_SELECTED_NODE)
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| "configuration error, no node was specified".to_string())?;
+        .ok_or(ProvisionError::NoNode)?;
     let name = volume_name(claim);
     let ns = claim.metadata.namespace.as_deref().unwrap_or("");
     let claim_name = claim.metadata.name.as_deref().unwrap_or("");
@@ -110,7 +129,7 @@ pub fn volume_for(
                 {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}},
         },
     });
-    serde_json::from_value(v).map_err(|e| e.to_string())
+    Ok(serde_json::from_value(v)?)
 }
 
 /// The helper pod's name for a volume.
@@ -155,8 +174,8 @@ fn placement(volume: &PersistentVolume) -> Option<(String, &Path)> {
     Some((node, path))
 }
 
-/// What to do about `volume` given the helper pod for it, if any.
-pub fn teardown(volume: &PersistentVolume, helper: Option<&Pod>) -> Teardown {
+/// What to do about `volume` given the helper pod for it, if any (a new one runs `image`).
+pub fn teardown(volume: &PersistentVolume, helper: Option<&Pod>, image: &str) -> Teardown {
     let ours = annotation(&volume.metadata, ANN_PROVISIONED_BY) == Some(PROVISIONER);
     let spec = volume.spec.as_ref();
     let delete = spec.and_then(|s| s.persistent_volume_reclaim_policy.as_deref()) == Some("Delete");
@@ -188,7 +207,7 @@ pub fn teardown(volume: &PersistentVolume, helper: Option<&Pod>) -> Teardown {
             "restartPolicy": "Never",
             "automountServiceAccountToken": false,
             "tolerations": [{"operator": "Exists"}],
-            "containers": [{"name": "helper-pod", "image": HELPER_IMAGE, "imagePullPolicy": "IfNotPresent",
+            "containers": [{"name": "helper-pod", "image": image, "imagePullPolicy": "IfNotPresent",
                 "command": ["rm", "-rf", format!("/data/{}", dir.to_string_lossy())],
                 "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
             "volumes": [{"name": "data", "hostPath": {"path": parent.to_string_lossy(), "type": "DirectoryOrCreate"}}],
@@ -200,15 +219,16 @@ pub fn teardown(volume: &PersistentVolume, helper: Option<&Pod>) -> Teardown {
     }
 }
 
-/// The labels-free default-class annotation map (for tests and the admission plugin).
-pub fn default_annotation() -> BTreeMap<String, String> {
-    BTreeMap::from([(DEFAULT_CLASS_ANNOTATION.to_string(), "true".to_string())])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use k3rs_apimachinery::volume::fixtures::{pv, pvc};
+    use std::collections::BTreeMap;
+
+    /// The default-class annotation map.
+    fn default_annotation() -> BTreeMap<String, String> {
+        BTreeMap::from([(DEFAULT_CLASS_ANNOTATION.to_string(), "true".to_string())])
+    }
 
     fn claim() -> PersistentVolumeClaim {
         pvc(
@@ -268,7 +288,9 @@ mod tests {
             .unwrap()
             .remove(ANN_SELECTED_NODE);
         assert_eq!(
-            volume_for(&no_node, &storage_class(), Path::new("/s")).unwrap_err(),
+            volume_for(&no_node, &storage_class(), Path::new("/s"))
+                .unwrap_err()
+                .to_string(),
             "configuration error, no node was specified"
         );
     }
@@ -284,12 +306,16 @@ mod tests {
     #[test]
     fn teardown_steps() {
         let mut v = volume_for(&claim(), &storage_class(), Path::new("/s")).unwrap();
-        assert_eq!(teardown(&v, None), Teardown::None, "not released yet");
+        assert_eq!(
+            teardown(&v, None, HELPER_IMAGE),
+            Teardown::None,
+            "not released yet"
+        );
         v.status = Some(k8s_openapi::api::core::v1::PersistentVolumeStatus {
             phase: Some("Released".into()),
             ..Default::default()
         });
-        let Teardown::CreateHelper(pod) = teardown(&v, None) else {
+        let Teardown::CreateHelper(pod) = teardown(&v, None, HELPER_IMAGE) else {
             panic!("expected a helper pod")
         };
         let spec = pod.spec.as_ref().unwrap();
@@ -298,6 +324,19 @@ mod tests {
             Some("helper-pod-delete-pvc-uid-data")
         );
         assert_eq!(spec.node_name.as_deref(), Some("n1"));
+        assert_eq!(
+            spec.containers[0].image.as_deref(),
+            Some("docker.io/library/busybox:latest")
+        );
+        let Teardown::CreateHelper(mirrored) =
+            teardown(&v, None, &helper_image(Some("registry.local:5000")))
+        else {
+            panic!("expected a helper pod")
+        };
+        assert_eq!(
+            mirrored.spec.unwrap().containers[0].image.as_deref(),
+            Some("registry.local:5000/library/busybox:latest")
+        );
         assert_eq!(
             spec.containers[0].command.as_deref().unwrap(),
             ["rm", "-rf", "/data/pvc-uid-data_ns_data"]
@@ -318,9 +357,18 @@ mod tests {
             });
             p
         };
-        assert_eq!(teardown(&v, Some(&with("Running"))), Teardown::Wait);
-        assert_eq!(teardown(&v, Some(&with("Succeeded"))), Teardown::Finish);
-        assert_eq!(teardown(&v, Some(&with("Failed"))), Teardown::Retry);
+        assert_eq!(
+            teardown(&v, Some(&with("Running")), HELPER_IMAGE),
+            Teardown::Wait
+        );
+        assert_eq!(
+            teardown(&v, Some(&with("Succeeded")), HELPER_IMAGE),
+            Teardown::Finish
+        );
+        assert_eq!(
+            teardown(&v, Some(&with("Failed")), HELPER_IMAGE),
+            Teardown::Retry
+        );
         // A static volume is never ours to delete.
         let mut static_pv = pv(
             "s",
@@ -328,6 +376,6 @@ mod tests {
             json!({"spec": {"persistentVolumeReclaimPolicy": "Delete"}}),
         );
         static_pv.status.as_mut().unwrap().phase = Some("Released".into());
-        assert_eq!(teardown(&static_pv, None), Teardown::None);
+        assert_eq!(teardown(&static_pv, None, HELPER_IMAGE), Teardown::None);
     }
 }

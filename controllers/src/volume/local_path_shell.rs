@@ -39,6 +39,7 @@ async fn install_class(client: &kube::Client) -> kube::Result<()> {
 /// Runs the provisioner with volumes under `base` until `cx.stop`.
 pub async fn run(cx: Context, base: PathBuf) {
     let client = cx.client.clone();
+    let image = local_path::helper_image(cx.args.system_default_registry.as_deref());
     let work = async {
         while let Err(e) = install_class(&client).await {
             tracing::debug!(error = %e, "local-path: installing the StorageClass (retrying)");
@@ -65,7 +66,7 @@ pub async fn run(cx: Context, base: PathBuf) {
                 }
             }
             for volume in &v {
-                if let Err(e) = teardown(&client, volume).await {
+                if let Err(e) = teardown(&client, volume, &image).await {
                     tracing::debug!(error = %e, "local-path: deleting a volume (retrying)");
                 }
             }
@@ -118,17 +119,21 @@ async fn provision(
     }
 }
 
-async fn teardown(client: &kube::Client, volume: &PersistentVolume) -> kube::Result<()> {
+async fn teardown(
+    client: &kube::Client,
+    volume: &PersistentVolume,
+    image: &str,
+) -> kube::Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), local_path::HELPER_NAMESPACE);
     let helper_name = local_path::helper_name(&volume.name_any());
     // Cheap first test without the helper: most volumes are not released ones of ours.
-    let probe = local_path::teardown(volume, None);
+    let probe = local_path::teardown(volume, None, image);
     if probe == Teardown::None {
         return Ok(());
     }
     let helper = pods.get_opt(&helper_name).await?;
     let dp = DeleteParams::default();
-    match local_path::teardown(volume, helper.as_ref()) {
+    match local_path::teardown(volume, helper.as_ref(), image) {
         Teardown::None | Teardown::Wait => {}
         Teardown::CreateHelper(pod) => match pods.create(&PostParams::default(), &pod).await {
             Err(kube::Error::Api(s)) if s.code == 409 => {}

@@ -6,8 +6,11 @@ use super::ops::render_status;
 /// The subcommands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
+    /// `k3rs secrets-encrypt status`.
     Status,
+    /// `k3rs secrets-encrypt reencrypt`.
     Reencrypt,
+    /// `k3rs secrets-encrypt rotate-keys`.
     RotateKeys,
 }
 

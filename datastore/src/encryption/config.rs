@@ -35,10 +35,13 @@ impl std::fmt::Debug for Config {
 /// A configuration file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file (named) could not be read.
     #[error("reading {0}: {1}")]
     Io(String, #[source] std::io::Error),
+    /// The file (named) is invalid (why).
     #[error("{0}: {1}")]
     Invalid(String, String),
+    /// A key is unusable.
     #[error(transparent)]
     Key(#[from] TransformError),
 }

@@ -20,12 +20,16 @@ use crate::Datastore;
 /// Why an operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum OpError {
+    /// The configuration file is unusable.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A key is unusable.
     #[error(transparent)]
     Key(#[from] TransformError),
+    /// Re-encrypting the Secrets failed.
     #[error("re-encrypting the secrets: {0}")]
     Store(#[from] crate::Error),
+    /// Sharing the keys failed.
     #[error("sharing the keys with the other servers: {0}")]
     Sync(#[from] SyncError),
 }

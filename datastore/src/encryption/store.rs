@@ -25,6 +25,7 @@ pub struct Encrypted {
 }
 
 impl Encrypted {
+    /// `inner` with Secrets encrypted by `transformer`.
     pub fn new(inner: Arc<dyn Datastore>, transformer: Arc<RwLock<Transformer>>) -> Encrypted {
         Encrypted { inner, transformer }
     }

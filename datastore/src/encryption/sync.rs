@@ -30,14 +30,19 @@ pub const STALE_AFTER: Duration = Duration::from_secs(90);
 /// Why the keys could not be shared.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
+    /// The datastore failed.
     #[error(transparent)]
     Store(#[from] crate::Error),
+    /// The sealed configuration does not open with this token.
     #[error("the shared encryption configuration cannot be opened (another cluster token?)")]
     Unseal,
+    /// The opened configuration is invalid (why).
     #[error("the shared encryption configuration is invalid: {0}")]
     Invalid(String),
+    /// A concurrent rotation won.
     #[error("another server changed the encryption keys meanwhile; run the command again")]
     Raced,
+    /// Servers (named) did not acknowledge within the wait.
     #[error("servers {0:?} did not install the new key within {1:?}; no Secret was re-encrypted with it")]
     NotApplied(Vec<String>, Duration),
 }

@@ -19,6 +19,7 @@ pub const PREFIX: &str = "k8s:enc:aesgcm:v1:";
 
 /// One named AES-256 key.
 pub struct Key {
+    /// The key's name in the configuration.
     pub name: String,
     cipher: LessSafeKey,
 }
@@ -44,12 +45,16 @@ impl Key {
 /// Why a value could not be encrypted or decrypted.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TransformError {
+    /// A key (named) is not 32 bytes (its length).
     #[error("encryption key {0:?} has {1} bytes; AES-256-GCM needs 32")]
     KeyLength(String, usize),
+    /// A value names a key (named) that is not configured.
     #[error("the value is encrypted with key {0:?}, which is not configured")]
     UnknownKey(String),
+    /// A value does not decrypt with its key (named).
     #[error("the value is not a valid aesgcm envelope or does not decrypt with key {0:?}")]
     Corrupt(String),
+    /// The system RNG failed.
     #[error("no random nonce could be drawn")]
     Random,
 }

@@ -2,15 +2,15 @@
 //! (the format is in the [module docs](super)).
 
 use std::fs::{self, File};
-use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{io_error, layout, Error, Result};
-use crate::maintenance::{padded_len, SNAPSHOT_ALIGN};
+use super::{etcd_format, io_error, layout, Error, Result};
+use crate::maintenance::SNAPSHOT_ALIGN;
 
 const SHA256_LEN: u64 = 32;
 /// The sidecar directory, inside the snapshot directory.
@@ -24,7 +24,9 @@ pub const FILE_MODE: u32 = 0o600;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
+    /// The snapshot's name (its file name).
     pub name: String,
+    /// The node that took it.
     pub node_name: String,
     /// The store revision the snapshot holds.
     pub revision: i64,
@@ -39,8 +41,11 @@ pub struct Metadata {
 /// What reading a whole snapshot file found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
+    /// The store revision it holds.
     pub revision: i64,
+    /// Its size in bytes.
     pub size: u64,
+    /// Hex sha256 of the whole file.
     pub sha256: String,
 }
 
@@ -66,14 +71,57 @@ pub fn read_metadata(path: &Path) -> Result<Option<Metadata>> {
     }
 }
 
-/// Reads the whole file: the sha256 trailer (when the size says there is one, as etcdctl
-/// decides) and the store's own checksum; then the sidecar, if any, must agree.
+/// Reads the whole file and checks it: an etcd-format snapshot (bbolt) by its sha256
+/// trailer (when the size says there is one, as etcdctl decides) and its pages; an older
+/// `K3RSSNAP` one by its trailer and the store's own checksum. Then the sidecar, if any,
+/// must agree.
 pub fn verify(path: &Path) -> Result<Verified> {
     let corrupt = |reason: String| Error::Corrupt {
         path: path.to_path_buf(),
         reason,
     };
     let mut f = File::open(path).map_err(io_error(path))?;
+    let mut head = Vec::with_capacity(20);
+    (&mut f)
+        .take(20)
+        .read_to_end(&mut head)
+        .map_err(io_error(path))?;
+    let found = if etcd_format::is_bbolt(&head) {
+        let data = fs::read(path).map_err(io_error(path))?;
+        let (size, sha256) = (data.len() as u64, hex::encode(Sha256::digest(&data)));
+        let history = etcd_format::read_snapshot(data).map_err(|e| corrupt(e.to_string()))?;
+        Verified {
+            revision: history.state.revision,
+            size,
+            sha256,
+        }
+    } else {
+        verify_k3rs_format(path, f)?
+    };
+    if let Some(m) = read_metadata(path)? {
+        if (m.revision, m.size, &m.sha256) != (found.revision, found.size, &found.sha256) {
+            return Err(corrupt(format!(
+                "it does not match its metadata {} (revision {}, {} bytes, sha256 {}; the \
+                 file has revision {}, {} bytes, sha256 {})",
+                metadata_path(path).display(),
+                m.revision,
+                m.size,
+                m.sha256,
+                found.revision,
+                found.size,
+                found.sha256
+            )));
+        }
+    }
+    Ok(found)
+}
+
+/// The older `K3RSSNAP` format: the sha256 trailer, then the store's own checksum.
+fn verify_k3rs_format(path: &Path, mut f: File) -> Result<Verified> {
+    let corrupt = |reason: String| Error::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
     let size = f.seek(SeekFrom::End(0)).map_err(io_error(path))?;
     f.seek(SeekFrom::Start(0)).map_err(io_error(path))?;
     let whole = {
@@ -99,27 +147,11 @@ pub fn verify(path: &Path) -> Result<Verified> {
     let mut body = BufReader::new(f.take(body_len));
     let info =
         k3rs_storage::Store::verify_snapshot(&mut body).map_err(|e| corrupt(e.to_string()))?;
-    let found = Verified {
+    Ok(Verified {
         revision: info.revision,
         size,
         sha256: whole,
-    };
-    if let Some(m) = read_metadata(path)? {
-        if (m.revision, m.size, &m.sha256) != (found.revision, found.size, &found.sha256) {
-            return Err(corrupt(format!(
-                "it does not match its metadata {} (revision {}, {} bytes, sha256 {}; the \
-                 file has revision {}, {} bytes, sha256 {})",
-                metadata_path(path).display(),
-                m.revision,
-                m.size,
-                m.sha256,
-                found.revision,
-                found.size,
-                found.sha256
-            )));
-        }
-    }
-    Ok(found)
+    })
 }
 
 /// Writes a snapshot named `name` into `dir`: `fill` writes the body (the bytes the etcd
@@ -138,7 +170,9 @@ pub fn save(
     let result = (|| {
         // A leftover part file would keep its mode: start afresh.
         let _ = fs::remove_file(&part);
+        // Readable too: an etcd-format body is hashed from the file for its trailer.
         let mut f = fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .create_new(true)
             .mode(FILE_MODE)
@@ -175,46 +209,6 @@ pub fn save(
     Ok((path, meta))
 }
 
-/// Writes `export` (the store's snapshot) as the etcd `Snapshot` RPC streams it: padded to
-/// 512 bytes, then the sha256 of everything before.
-pub fn write_framed(
-    out: &mut File,
-    export: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    let mut hashing = HashingWriter {
-        inner: std::io::BufWriter::new(&mut *out),
-        hash: Sha256::new(),
-        len: 0,
-    };
-    export(&mut hashing)?;
-    let pad = padded_len(hashing.len) - hashing.len;
-    hashing.write_all(&vec![0u8; pad as usize])?;
-    let HashingWriter {
-        mut inner, hash, ..
-    } = hashing;
-    inner.write_all(&hash.finalize())?;
-    inner.flush()
-}
-
-struct HashingWriter<W: Write> {
-    inner: W,
-    hash: Sha256,
-    len: u64,
-}
-
-impl<W: Write> Write for HashingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hash.update(&buf[..n]);
-        self.len += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 /// Deletes a snapshot and its sidecar.
 pub fn delete(path: &Path) -> Result<()> {
     fs::remove_file(path).map_err(io_error(path))?;
@@ -228,8 +222,9 @@ pub fn delete(path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
-    fn store_export() -> Vec<u8> {
+    fn store() -> (tempfile::TempDir, k3rs_storage::Store) {
         let tmp = tempfile::tempdir().unwrap();
         let store = k3rs_storage::Store::open(&tmp.path().join("sm")).unwrap();
         let put = k3rs_storage::Command::Put(k3rs_storage::PutRequest {
@@ -238,23 +233,43 @@ mod tests {
             ..Default::default()
         });
         store.apply_batch(&[put.clone(), put], b"m").unwrap();
-        let mut out = Vec::new();
-        store.export_snapshot(&mut out).unwrap();
-        out
+        (tmp, store)
+    }
+
+    #[test]
+    fn older_k3rs_format_snapshots_still_verify() {
+        let (_s, store) = store();
+        let mut body = Vec::new();
+        store.export_snapshot(&mut body).unwrap();
+        body.resize(
+            crate::maintenance::padded_len(body.len() as u64) as usize,
+            0,
+        );
+        let digest = Sha256::digest(&body);
+        body.extend_from_slice(&digest);
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("old");
+        fs::write(&path, &body).unwrap();
+        assert_eq!(verify(&path).unwrap().revision, 3);
+        body[20] ^= 1;
+        fs::write(&path, &body).unwrap();
+        assert!(verify(&path).unwrap_err().to_string().contains("sha256"));
     }
 
     #[test]
     fn save_verifies_and_records_what_a_restore_checks() {
         let tmp = tempfile::tempdir().unwrap();
-        let export = store_export();
+        let (_s, store) = store();
         let (path, meta) = save(tmp.path(), "on-demand-n1-100", "n1", 100, |f| {
-            write_framed(f, |w| w.write_all(&export)).map_err(io_error(tmp.path()))
+            etcd_format::write_snapshot(&store, f, 9)
+                .map(drop)
+                .map_err(|e| Error::Take(e.to_string()))
         })
         .unwrap();
         assert_eq!(path, tmp.path().join("on-demand-n1-100"));
         let bytes = fs::read(&path).unwrap();
         assert_eq!(bytes.len() as u64 % SNAPSHOT_ALIGN, SHA256_LEN);
-        assert_eq!(&bytes[..export.len()], export.as_slice());
+        assert!(etcd_format::is_bbolt(&bytes));
         assert_eq!(meta.revision, 3);
         assert_eq!(meta.size, bytes.len() as u64);
         assert_eq!(meta.sha256, hex::encode(Sha256::digest(&bytes)));
@@ -270,7 +285,7 @@ mod tests {
         assert_eq!(mode(&tmp.path().join(METADATA_DIR)), 0o700);
 
         // A flipped byte anywhere is refused; so is a file that disagrees with its sidecar.
-        for at in [10, export.len() + 3, bytes.len() - 1] {
+        for at in [10, 3 * 4096 + 20, bytes.len() - 1] {
             let mut bad = bytes.clone();
             bad[at] ^= 1;
             fs::write(&path, &bad).unwrap();

@@ -7,10 +7,14 @@
 //!   `<name>-<node name>-<unix seconds>` (`on-demand-…` for `save`, `etcd-snapshot-…` for
 //!   scheduled ones, as in k3s).
 //! - A snapshot file is exactly what the etcd Maintenance `Snapshot` RPC streams (and so what
-//!   `etcdctl snapshot save` writes): the store's checksummed `K3RSSNAP` export, zero padding
-//!   to a multiple of 512 bytes, and the sha256 of all that (32 bytes). Either check alone
-//!   catches a flipped byte or a truncation; both are checked before a snapshot is declared
-//!   saved and before a restore touches anything.
+//!   `etcdctl snapshot save` writes): a bbolt database in etcd's v3 backend layout
+//!   ([`etcd_format`]: every retained revision, tombstones, leases, the compacted revision)
+//!   followed by its sha256 (32 bytes). `etcdctl snapshot status|restore` read it, and a real
+//!   etcd starts on what `etcdctl snapshot restore` makes of it. Restores also take snapshots
+//!   written by etcd 3.4/3.5 (or by k3s with embedded etcd), and k3rs's older `K3RSSNAP`
+//!   files (the store's checksummed export, zero-padded to 512 bytes, then the sha256).
+//!   The checksums are checked before a snapshot is declared saved and before a restore
+//!   touches anything.
 //! - Next to each, `.metadata/<file name>` (JSON, [`file::Metadata`]) records what a restore
 //!   checks: the store revision the snapshot holds, its size and the sha256 of the whole file,
 //!   plus the node and creation time. A snapshot copied without it still restores (its own
@@ -23,11 +27,13 @@
 
 pub mod client;
 pub mod dir;
+pub mod etcd_format;
 pub mod file;
 pub mod layout;
 pub mod restore;
 pub mod retention;
 pub mod schedule;
+pub mod zipped;
 
 use std::path::PathBuf;
 
@@ -40,24 +46,43 @@ pub const DEFAULT_RETENTION: usize = 5;
 /// When scheduled snapshots are taken (`--etcd-snapshot-schedule-cron`).
 pub const DEFAULT_SCHEDULE: &str = "0 */12 * * *";
 
+/// Why a snapshot operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A file operation failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
+    /// A snapshot file fails its checks.
     #[error("snapshot {path} is corrupt or incomplete: {reason}")]
-    Corrupt { path: PathBuf, reason: String },
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Restoring a snapshot failed.
     #[error("restoring {path}: {reason}")]
-    Restore { path: PathBuf, reason: String },
+    Restore {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// Taking a snapshot failed (why).
     #[error("taking the snapshot: {0}")]
     Take(String),
+    /// No snapshot of that name (the message).
     #[error("{0}")]
     NotFound(String),
 }
 
+/// A snapshot result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) fn io_error(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Error + '_ {

@@ -33,9 +33,11 @@ pub fn to_prune(names: &[String], base: &str, node: &str, keep: usize) -> Vec<St
 /// One `ls` row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listed {
+    /// The snapshot's name.
     pub name: String,
     /// `file://` URL of the snapshot.
     pub location: String,
+    /// Its size in bytes.
     pub size: u64,
     /// Unix seconds.
     pub created: i64,

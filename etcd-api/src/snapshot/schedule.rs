@@ -10,7 +10,7 @@ use k3rs_raft::Node;
 use k8s_openapi::jiff::Zoned;
 use tokio_util::sync::CancellationToken;
 
-use super::{dir, file, io_error, retention, Error, Result, Settings};
+use super::{dir, etcd_format, file, io_error, retention, Error, Result, Settings};
 use k3rs_apimachinery::cron::Schedule;
 
 /// How long to sleep from `now` until the next scheduled minute (`None`: the schedule never
@@ -45,12 +45,13 @@ pub async fn take(
     tokio::task::spawn_blocking(move || {
         let io_dir = dir.clone();
         file::save(&dir, &name, &node_name, now, move |f| {
-            file::write_framed(f, |w| {
-                node.store()
-                    .export_snapshot(w)
-                    .map_err(|e| std::io::Error::other(e.to_string()))
-            })
-            .map_err(io_error(&io_dir))
+            let applied = node.status().applied_index;
+            etcd_format::write_snapshot(node.store(), f, applied)
+                .map(drop)
+                .map_err(|e| match e {
+                    etcd_format::FormatError::Io(e) => io_error(&io_dir)(e),
+                    e => Error::Take(e.to_string()),
+                })
         })
     })
     .await

@@ -41,12 +41,14 @@ use k3rs_datastore::etcdpb as pb;
 /// leader.
 const RECHECK: Duration = Duration::from_millis(50);
 
+/// etcd's `Watch` gRPC service over the local member.
 #[derive(Debug, Clone)]
 pub struct WatchService {
     api: Api,
 }
 
 impl WatchService {
+    /// The service over `api`.
     pub fn new(api: Api) -> WatchService {
         WatchService { api }
     }

@@ -15,7 +15,9 @@ use k3rs_datastore::etcdpb as pb;
 
 /// The watch ID of responses that are not about one watcher.
 pub const INVALID_WATCH_ID: i64 = -1;
+/// etcd's answer to a watch id in use.
 pub const ERR_DUPLICATE_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
+/// etcd's answer to a watch over no keys.
 pub const ERR_EMPTY_RANGE: &str = "mvcc: watcher range is empty";
 
 /// The revision a response header carries.
@@ -23,6 +25,7 @@ pub const ERR_EMPTY_RANGE: &str = "mvcc: watcher range is empty";
 pub enum HeaderRevision {
     /// The store's current revision when sent.
     Current,
+    /// This revision.
     At(i64),
 }
 
@@ -31,23 +34,33 @@ pub enum HeaderRevision {
 pub enum Action {
     /// Send `resp` with a header at `revision`.
     Send {
+        /// The response.
         resp: pb::WatchResponse,
+        /// Its header revision.
         revision: HeaderRevision,
     },
     /// Start a store watcher; report the outcome with [`Session::started`].
     Start {
+        /// The watch id.
         id: i64,
+        /// What to watch.
         req: st::WatchRequest,
+        /// The stream's options for it.
         opts: WatchOptions,
     },
     /// Drop the store watcher `id`.
-    Stop { id: i64 },
+    Stop {
+        /// The watch id.
+        id: i64,
+    },
 }
 
 /// Per-watcher options that only matter to the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct WatchOptions {
+    /// Send progress notifications.
     pub progress_notify: bool,
+    /// Split large responses into fragments.
     pub fragment: bool,
 }
 

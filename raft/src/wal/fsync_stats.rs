@@ -23,7 +23,9 @@ pub struct FsyncHistogram {
 pub struct FsyncSnapshot {
     /// `(upper bound, cumulative count)` per bucket, without `+Inf` (that is `count`).
     pub buckets: Vec<(f64, u64)>,
+    /// How many fsyncs.
     pub count: u64,
+    /// Their total duration.
     pub sum_seconds: f64,
 }
 

@@ -32,43 +32,70 @@ const RETRY_EVERY: Duration = Duration::from_millis(500);
 /// `--server` and `--token`.
 #[derive(Debug, Clone)]
 pub struct JoinConfig {
+    /// `--server`: the URL of a server already in the cluster.
     pub server: String,
+    /// `--token`: the cluster's token (full `K10…` or short form).
     pub token: String,
 }
 
+/// Why joining the cluster failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `--server` is not a usable URL.
     #[error("{0}")]
     Url(String),
+    /// The server's CA does not match the hash in the token.
     #[error("token CA hash does not match the Cluster CA certificate hash: {expected} != {actual} (the token is not for the cluster at {server})")]
     CaHashMismatch {
+        /// The server asked.
         server: String,
+        /// The hash in the token.
         expected: String,
+        /// The hash of the CA the server sent.
         actual: String,
     },
+    /// The server answered 401 to the token's credentials.
     #[error("{server} refused the token: 401 Unauthorized (wrong secret)")]
-    Unauthorized { server: String },
+    Unauthorized {
+        /// The server asked.
+        server: String,
+    },
+    /// The request did not get an answer (after retrying).
     #[error("{server}{path}: {reason}")]
     Transport {
+        /// The server asked.
         server: String,
+        /// The path requested.
         path: String,
+        /// What failed.
         reason: String,
     },
+    /// The server answered with an error status.
     #[error("{server}{path}: HTTP {status}: {message}")]
     Refused {
+        /// The server asked.
         server: String,
+        /// The path requested.
         path: String,
+        /// The HTTP status code.
         status: u16,
+        /// The answer's body.
         message: String,
     },
+    /// The answer could not be decoded.
     #[error("{server}{path}: unreadable answer: {reason}")]
     Decode {
+        /// The server asked.
         server: String,
+        /// The path requested.
         path: String,
+        /// Why it could not be decoded.
         reason: String,
     },
+    /// Writing the cluster files the server handed out failed.
     #[error("installing the cluster files: {0}")]
     Install(#[from] cluster_files::Error),
+    /// Reading or writing this server's PKI failed.
     #[error(transparent)]
     Pki(#[from] k3rs_pki::Error),
 }

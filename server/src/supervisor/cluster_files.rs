@@ -59,12 +59,16 @@ pub fn encryption_config_path(tls_dir: &Path) -> std::path::PathBuf {
 /// Why the bootstrap data could not be read or installed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Reading or writing a file failed.
     #[error(transparent)]
     Pki(#[from] k3rs_pki::Error),
+    /// A cluster file is not on disk (or not in the bootstrap data).
     #[error("cluster file {0} is missing")]
     Missing(String),
+    /// The bootstrap data has a file that is not a cluster file.
     #[error("bootstrap data names {0:?}, which is not a cluster file")]
     Unexpected(String),
+    /// A file's content in the bootstrap data is not base64.
     #[error("bootstrap data: {0} is not valid base64")]
     Encoding(String),
 }

@@ -40,7 +40,9 @@ pub struct Supervisor {
     pub server_ca_pem: Vec<u8>,
     /// `<data-dir>/server/tls`.
     pub tls_dir: PathBuf,
+    /// The server token whose credentials the routes require.
     pub token: Token,
+    /// The cluster's ID (see [`crate::identity`]).
     pub cluster_id: u64,
     /// The embedded datastore; `None` with an external one (no members to add).
     pub node: Option<Arc<Node>>,
@@ -69,10 +71,14 @@ fn json<T: Serialize>(v: &T) -> Response {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JoinRequest {
+    /// Its member ID (its Raft node ID).
     pub id: u64,
+    /// Its name (the hostname).
     pub name: String,
+    /// Where other members reach its Raft peer port.
     #[serde(rename = "peerURLs")]
     pub peer_urls: Vec<String>,
+    /// Where clients reach its etcd API.
     #[serde(rename = "clientURLs")]
     pub client_urls: Vec<String>,
 }
@@ -81,20 +87,27 @@ pub struct JoinRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemberInfo {
+    /// Its member ID.
     pub id: u64,
+    /// Its name.
     pub name: String,
+    /// Where other members reach its Raft peer port.
     #[serde(rename = "peerURLs")]
     pub peer_urls: Vec<String>,
+    /// Whether it is a learner (not yet voting).
     pub is_learner: bool,
 }
 
 /// The answer to [`JoinRequest`]: the membership after the change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JoinResponse {
+    /// Every member, the new one included.
     pub members: Vec<MemberInfo>,
 }
 
+/// The route that hands a joining server the cluster files.
 pub const BOOTSTRAP_PATH: &str = "/v1-k3rs/server-bootstrap";
+/// The route that adds a joining server to the Raft membership.
 pub const MEMBERS_PATH: &str = "/v1-k3rs/members";
 
 /// The routes the API server does not serve itself (it serves `/cacerts` and `/metrics`).

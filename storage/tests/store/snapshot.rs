@@ -8,6 +8,19 @@ fn dump(s: &Store) -> Vec<u8> {
     out
 }
 
+/// Every key at `rev` (0: current).
+fn all(s: &Store, rev: i64) -> Result<(i64, RangeResponse), RequestError> {
+    range(
+        s,
+        RangeRequest {
+            key: vec![0],
+            range_end: vec![0],
+            revision: rev,
+            ..Default::default()
+        },
+    )
+}
+
 fn populated() -> (tempfile::TempDir, Store) {
     let (d, s) = open();
     apply(&s, Command::LeaseGrant { id: 3, ttl: 60 });
@@ -37,17 +50,6 @@ fn roundtrip_replaces_state() {
     assert_eq!(dst.applied_meta().unwrap(), Some(b"meta".to_vec()));
     assert_eq!(get(&dst, "zzz"), None);
     assert_eq!(dst.leases().unwrap(), src.leases().unwrap());
-    let all = |s: &Store, rev| {
-        range(
-            s,
-            RangeRequest {
-                key: vec![0],
-                range_end: vec![0],
-                revision: rev,
-                ..Default::default()
-            },
-        )
-    };
     for rev in 0..=src.current_revision() {
         assert_eq!(all(&dst, rev), all(&src, rev), "at {rev}");
     }
@@ -107,4 +109,53 @@ fn verify_reads_the_counters_and_refuses_damage() {
             .revision,
         5
     );
+}
+
+#[test]
+fn history_roundtrip_keeps_every_revision() {
+    let (_d, src) = populated();
+    let mut records = Vec::new();
+    let state = src
+        .export_history(&mut |r| {
+            records.push(r);
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    assert_eq!(state.revision, src.current_revision());
+    assert_eq!(state.compact_revision, 3);
+    assert_eq!(state.leases, vec![(3, 60)]);
+    // Nothing is compacted away here (a@2 is a's value at the compacted revision 3); the
+    // tombstone of `a` is there.
+    let revs: Vec<(i64, bool)> = records.iter().map(|r| (r.main, r.tombstone)).collect();
+    assert_eq!(revs, vec![(2, false), (3, false), (4, false), (5, true)]);
+    assert_eq!(records[3].kv.key, b"a");
+
+    let (_d2, dst) = open();
+    apply(&dst, put("zzz", "old"));
+    dst.import_history(&state, &mut records.clone().into_iter(), b"m2")
+        .unwrap();
+    assert_eq!(dst.current_revision(), src.current_revision());
+    assert_eq!(dst.compact_revision(), 3);
+    assert_eq!(dst.applied_meta().unwrap(), Some(b"m2".to_vec()));
+    assert_eq!(dst.leases().unwrap(), src.leases().unwrap());
+    for rev in 3..=src.current_revision() {
+        assert_eq!(all(&dst, rev), all(&src, rev), "at {rev}");
+    }
+    let mut again = Vec::new();
+    dst.export_history(&mut |r| {
+        again.push(r);
+        Ok::<_, Error>(())
+    })
+    .unwrap();
+    assert_eq!(again, records);
+
+    // A record past the current revision is refused and changes nothing.
+    let bad = HistoryState {
+        revision: 2,
+        ..state
+    };
+    assert!(dst
+        .import_history(&bad, &mut records.into_iter(), b"x")
+        .is_err());
+    assert_eq!(dst.current_revision(), src.current_revision());
 }

@@ -102,6 +102,9 @@ pub fn discovery_version_explain(c: &Ctx) {
     assert!((31..=33).contains(&minor), "{version}");
     let git = server["gitVersion"].as_str().unwrap();
     assert!(git.starts_with(&format!("v1.{minor}.")), "{version}");
+    // A release with k3rs's build as semver build metadata (k3s: `v1.33.0+k3s1`), not a
+    // pre-release that Helm's `kubeVersion` constraints would reject.
+    assert_eq!(git, "v1.33.0+k3rs1", "{version}");
     let raw: serde_json::Value =
         serde_json::from_str(&c.ok(&["get", "--raw", "/version"])).unwrap();
     assert_eq!(&raw, server);

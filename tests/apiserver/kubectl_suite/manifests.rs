@@ -251,8 +251,10 @@ pub fn diff(c: &Ctx) {
     assert!(!out.ok, "{out:?}");
     assert!(out.stdout.contains("-      - image: nginx:1.27"), "{out:?}");
     assert!(out.stdout.contains("+      - image: nginx:1.28"), "{out:?}");
+    // 2 already: apply added its last-applied annotation, and a Deployment's annotation
+    // change bumps its generation (upstream's deploymentStrategy).
     assert!(
-        out.stdout.contains("-  generation: 1\n+  generation: 2"),
+        out.stdout.contains("-  generation: 2\n+  generation: 3"),
         "{out:?}"
     );
     // Server-side: the image belongs to kubectl-create, so force the (dry-run) apply.

@@ -16,6 +16,7 @@ mod generators;
 mod get;
 mod manifests;
 mod mutate;
+mod protobuf;
 mod watch;
 
 use std::collections::VecDeque;
@@ -71,6 +72,8 @@ const SCENARIOS: &[Scenario] = &[
     ("delete", delete::cascade_and_grace),
     ("wait", delete::wait_for),
     ("generators", generators::create_generators),
+    ("protobuf-twins", protobuf::stored_like_json),
+    ("protobuf-strict", protobuf::unknown_fields_refused),
 ];
 
 /// What a scenario gets: kubectl, its own namespace, a scratch directory.
@@ -257,7 +260,19 @@ pub fn run(backend: Backend) {
     wait_api(&k, &mut cluster.server);
     let scratch = tempfile::tempdir().expect("tempdir");
 
-    let queue = Mutex::new(SCENARIOS.iter().copied().collect::<VecDeque<_>>());
+    // K3RS_SCENARIOS=a,b runs just those (while working on them).
+    let only = std::env::var("K3RS_SCENARIOS").ok();
+    let chosen = |name: &str| {
+        only.as_ref()
+            .is_none_or(|o| o.split(',').any(|n| n == name))
+    };
+    let queue = Mutex::new(
+        SCENARIOS
+            .iter()
+            .copied()
+            .filter(|(name, _)| chosen(name))
+            .collect::<VecDeque<_>>(),
+    );
     let failed = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..WORKERS {
@@ -306,7 +321,11 @@ pub fn run(backend: Backend) {
             None,
         )
         .expect_ok("etcdctl get /registry/namespaces/");
-        for ns in ["default", "manifests", "generators"] {
+        let namespaces = ["default", "manifests", "generators"];
+        for ns in namespaces
+            .into_iter()
+            .filter(|n| *n == "default" || chosen(n))
+        {
             assert!(
                 out.stdout.contains(&format!("/registry/namespaces/{ns}\n")),
                 "{ns} not in etcd: {}",

@@ -1,6 +1,6 @@
 //! Normalizes etcdctl output so that two stores can be compared: only the things that are
 //! legitimately different between two servers are replaced — lease IDs (mapped to `<LEASEn>` in
-//! order of grant), member/cluster IDs, member names and peer URLs, raft term/index, db sizes,
+//! order of grant), member/cluster IDs (also in alarms), member names and peer URLs, raft term/index, db sizes,
 //! the server version, the endpoint URL, timings and the client's log timestamps. Revisions,
 //! keys, values, versions, counts, error texts and exit codes are compared exactly.
 
@@ -25,6 +25,7 @@ pub struct Normalizer {
     re_took: Regex,
     re_fields_lease: Regex,
     re_fields_hdr: Regex,
+    re_alarm_member: Regex,
 }
 
 impl Normalizer {
@@ -42,6 +43,7 @@ impl Normalizer {
             re_fields_lease: Regex::new(r#"^"(Prev)?Lease" : (\d+)$"#).unwrap(),
             re_fields_hdr: Regex::new(r#"^"(ClusterID|MemberID|RaftTerm|Revision)" : \d+$"#)
                 .unwrap(),
+            re_alarm_member: Regex::new(r"memberID:\d+").unwrap(),
         }
     }
 
@@ -161,6 +163,7 @@ impl Normalizer {
             format!("attached keys([{}])", keys.join(" "))
         });
         let line = self.re_took.replace_all(&line, "took = <took>");
+        let line = self.re_alarm_member.replace_all(&line, "memberID:<ID>");
         let line = self.re_fields_lease.replace_all(&line, |c: &Captures| {
             let dec: i64 = c[2].parse().unwrap_or(0);
             let name = self.lease_name_dec(dec).unwrap_or_else(|| c[2].to_string());
@@ -197,10 +200,19 @@ impl Normalizer {
                                     | "raftAppliedIndex"
                             )
                             | ("members", "ID" | "name" | "peerURLs")
+                            | ("alarms", "memberID")
                             | (_, "took")
                     );
                     if replace {
                         *child = Value::String(format!("<{k}>"));
+                    } else if k == "errors" {
+                        // Status lists raised alarms with their member IDs.
+                        for e in child.as_array_mut().into_iter().flatten() {
+                            if let Some(text) = e.as_str() {
+                                let text = self.re_alarm_member.replace_all(text, "memberID:<ID>");
+                                *e = Value::String(text.into_owned());
+                            }
+                        }
                     } else if parent == "Status" && k == "leader" {
                         let is_self = self_id.is_some() && child.as_u64() == self_id;
                         *child = Value::String(if is_self { "<self>" } else { "<other>" }.into());

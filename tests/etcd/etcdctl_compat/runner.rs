@@ -32,6 +32,26 @@ pub enum Step {
     Stop {
         name: &'static str,
     },
+    /// `etcdctl put <prefix><n>` of `value_bytes` bytes (from stdin) for n = 0, 1, … until a
+    /// put fails (at most `max`); records only that failure, not how many puts it took (two
+    /// stores fill differently).
+    FillUntilRefused {
+        prefix: &'static str,
+        value_bytes: usize,
+        max: usize,
+    },
+    /// `etcdctl ARGS` whose output differs legitimately between stores (counts and revisions
+    /// after a fill): records only the exit status; `capture` as in [`Step::Ctl`].
+    ExitOnly {
+        args: Vec<String>,
+        capture: Option<&'static str>,
+    },
+    /// A call etcdctl cannot make (e.g. an alarm ACTIVATE over gRPC): records what `call`
+    /// answers, normalized like etcdctl's output.
+    Call {
+        name: &'static str,
+        call: fn(&Endpoint) -> String,
+    },
     Sleep(Duration),
     /// Kills the server with SIGKILL and starts it again on the same data dir and port.
     Restart,
@@ -74,6 +94,23 @@ pub fn ctl_capture(cmd: &str, var: &'static str) -> Step {
         args: split(cmd),
         stdin: None,
         capture: Some(var),
+    }
+}
+
+/// See [`Step::FillUntilRefused`].
+pub fn fill_until_refused(prefix: &'static str, value_bytes: usize, max: usize) -> Step {
+    Step::FillUntilRefused {
+        prefix,
+        value_bytes,
+        max,
+    }
+}
+
+/// See [`Step::ExitOnly`].
+pub fn exit_only(cmd: &str, capture: Option<&'static str>) -> Step {
+    Step::ExitOnly {
+        args: split(cmd),
+        capture,
     }
 }
 
@@ -179,6 +216,54 @@ pub fn run_script(ep: &Endpoint, steps: &[Step], restart: &mut dyn FnMut()) -> V
                     command: format!("{cmd}   (background, stopped)"),
                     output,
                 });
+            }
+            Step::FillUntilRefused {
+                prefix,
+                value_bytes,
+                max,
+            } => {
+                // Text, varied: neither store compresses values, both grow by about its size.
+                let value: String = (0..*value_bytes)
+                    .map(|i| char::from(b'a' + ((i * 7919 + i / 26) % 26) as u8))
+                    .collect();
+                let refused = (0..*max)
+                    .map(|n| {
+                        run(
+                            ep,
+                            &[String::from("put"), format!("{prefix}{n}")],
+                            Some(&value),
+                        )
+                    })
+                    .find(|out| out.0 != Some(0));
+                let command = format!("put {prefix}<n> <{value_bytes} bytes> until refused");
+                let out = refused.unwrap_or_else(|| panic!("{command}: {max} puts all succeeded"));
+                records.push(record(&[command], None, &norm, out));
+            }
+            Step::ExitOnly { args, capture } => {
+                let real = substitute(args, &vars);
+                let out = run(ep, &real, None);
+                if let Some(var) = capture {
+                    let rev = header_revision(&out.1)
+                        .unwrap_or_else(|| panic!("capture {var}: no header.revision: {out:?}"));
+                    vars.insert(var.to_string(), rev.to_string());
+                }
+                let output = match out.0 {
+                    Some(c) => format!("[exit {c}]\n"),
+                    None => "[killed: no exit within the timeout]\n".to_string(),
+                };
+                records.push(Record {
+                    command: format!("{}   (exit status only)", args.join(" ")),
+                    output,
+                });
+            }
+            Step::Call { name, call } => {
+                let answer = call(ep);
+                records.push(record(
+                    &[name.to_string()],
+                    None,
+                    &norm,
+                    (Some(0), answer, String::new()),
+                ));
             }
             Step::Sleep(d) => std::thread::sleep(*d),
             Step::Restart => {

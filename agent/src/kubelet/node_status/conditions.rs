@@ -1,6 +1,7 @@
 //! The node's conditions (upstream kubelet's condition setters): Ready from the runtime's
-//! health, MemoryPressure/DiskPressure/PIDPressure from the default hard eviction thresholds
-//! (`memory.available<100Mi`, `nodefs.available<10%`; no PID threshold by default). Reasons
+//! health, MemoryPressure/DiskPressure/PIDPressure as the eviction manager reports them
+//! ([`crate::kubelet::eviction`]; without one, from the default `memory.available<100Mi` and
+//! `nodefs.available<10%` applied to the machine; no PID threshold by default). Reasons
 //! and messages are upstream's; a condition's `lastTransitionTime` is kept while its status
 //! does not change. Pure.
 

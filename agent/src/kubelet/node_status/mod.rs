@@ -51,6 +51,11 @@ pub struct NodeStatusConfig {
     pub status_update_frequency: Duration,
     /// How often the status is reported when nothing changed (upstream: 5 min).
     pub status_report_frequency: Duration,
+    /// The pressure the eviction manager reports; `None`: the default thresholds applied to
+    /// the machine as observed.
+    pub pressure: Option<watch::Receiver<conditions::Pressure>>,
+    /// Whether a registration sends `READY=1` to the service manager (`NOTIFY_SOCKET`).
+    pub notify_ready: bool,
 }
 
 impl NodeStatusConfig {
@@ -63,6 +68,8 @@ impl NodeStatusConfig {
             lease_renew_interval: Duration::from_secs(10),
             status_update_frequency: Duration::from_secs(10),
             status_report_frequency: Duration::from_secs(300),
+            pressure: None,
+            notify_ready: true,
         }
     }
 }
@@ -100,7 +107,11 @@ async fn observe(
 ) -> NodeStatus {
     let m = Machine::observe(&cfg.data_dir);
     let r = runtime.status().await;
-    let conds = conditions::conditions(&r, conditions::pressure(&m), previous, now);
+    let pressure = match &cfg.pressure {
+        Some(p) => *p.borrow(),
+        None => conditions::pressure(&m),
+    };
+    let conds = conditions::conditions(&r, pressure, previous, now);
     node::status(&cfg.node, &m, &r.version, conds)
 }
 
@@ -189,7 +200,9 @@ pub async fn run(
         let client = clients.borrow().clone();
         match register(&client, &cfg, runtime.as_ref()).await {
             Ok((n, status)) => {
-                notify_ready(&name);
+                if cfg.notify_ready {
+                    notify_ready(&name);
+                }
                 break (n.metadata.uid.unwrap_or_default(), status);
             }
             Err(e) => tracing::warn!(node = %name, error = %e, "registering the node"),

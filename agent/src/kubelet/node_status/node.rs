@@ -19,7 +19,7 @@ use super::conditions::{MEMORY_AVAILABLE_MIN, NODEFS_AVAILABLE_MIN_PERCENT};
 use super::machine::Machine;
 
 /// The kubelet version nodes report (the server's `gitVersion`).
-pub const KUBELET_VERSION: &str = concat!("v1.33.0-k3rs", env!("CARGO_PKG_VERSION"));
+pub const KUBELET_VERSION: &str = k3rs_apimachinery::version::GIT_VERSION;
 
 /// The machine's architecture in Go's (and so Kubernetes') words.
 pub fn go_arch() -> &'static str {
@@ -38,6 +38,8 @@ pub struct NodeConfig {
     pub name: String,
     /// InternalIPs, in order.
     pub ips: Vec<IpAddr>,
+    /// ExternalIPs (`--node-external-ip`), in order, reported after the InternalIPs.
+    pub external_ips: Vec<IpAddr>,
     /// `--node-label`s.
     pub labels: BTreeMap<String, String>,
     /// `--node-taint`s (registered as `spec.taints`).
@@ -55,6 +57,7 @@ impl NodeConfig {
         NodeConfig {
             name: name.to_string(),
             ips,
+            external_ips: Vec::new(),
             labels: BTreeMap::new(),
             taints: Vec::new(),
             control_plane: false,
@@ -64,43 +67,66 @@ impl NodeConfig {
     }
 }
 
+/// A `--node-label` the kubelet refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabelError {
+    /// No `=`.
+    #[error("invalid node label {0:?}: expected key=value")]
+    NotKeyValue(String),
+    /// An empty key.
+    #[error("invalid node label {0:?}: the key is empty")]
+    EmptyKey(String),
+    /// A `kubernetes.io`/`k8s.io` label (the key) a kubelet may not set.
+    #[error("unknown 'kubernetes.io' or 'k8s.io' label {key:?} specified with --node-label: labels in the 'kubernetes.io' namespace must begin with an allowed prefix ({}) or be in the specifically allowed set ({})", labels::KUBELET_LABEL_DOMAINS.join(", "), labels::KUBELET_LABELS.join(", "))]
+    Restricted {
+        /// The label's key.
+        key: String,
+    },
+}
+
+/// A `--node-taint` the kubelet refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaintError {
+    /// No `:Effect`.
+    #[error("invalid node taint {0:?}: expected key=value:Effect")]
+    NoEffect(String),
+    /// An effect other than the three.
+    #[error("invalid node taint {0:?}: effect must be NoSchedule, PreferNoSchedule or NoExecute")]
+    Effect(String),
+    /// An empty key.
+    #[error("invalid node taint {0:?}: the key is empty")]
+    EmptyKey(String),
+}
+
 /// Parses a `--node-label` `key=value`, refusing what upstream kubelet refuses: labels in the
 /// `kubernetes.io`/`k8s.io` domains that a kubelet may not set itself.
-pub fn parse_label(s: &str) -> Result<(String, String), String> {
+pub fn parse_label(s: &str) -> Result<(String, String), LabelError> {
     let (k, v) = s
         .split_once('=')
-        .ok_or_else(|| format!("invalid node label {s:?}: expected key=value"))?;
+        .ok_or_else(|| LabelError::NotKeyValue(s.to_string()))?;
     if k.is_empty() {
-        return Err(format!("invalid node label {s:?}: the key is empty"));
+        return Err(LabelError::EmptyKey(s.to_string()));
     }
     if labels::restricted_for_kubelet(k) {
-        return Err(format!(
-            "unknown 'kubernetes.io' or 'k8s.io' label {k:?} specified with --node-label: labels \
-             in the 'kubernetes.io' namespace must begin with an allowed prefix \
-             ({}) or be in the specifically allowed set ({})",
-            labels::KUBELET_LABEL_DOMAINS.join(", "),
-            labels::KUBELET_LABELS.join(", ")
-        ));
+        return Err(LabelError::Restricted { key: k.to_string() });
     }
     Ok((k.to_string(), v.to_string()))
 }
 
 /// Parses a `--node-taint` `key=value:Effect` or `key:Effect`.
-pub fn parse_taint(s: &str) -> Result<Taint, String> {
+pub fn parse_taint(s: &str) -> Result<Taint, TaintError> {
     let (kv, effect) = s
         .rsplit_once(':')
-        .ok_or_else(|| format!("invalid node taint {s:?}: expected key=value:Effect"))?;
+        .ok_or_else(|| TaintError::NoEffect(s.to_string()))?;
     if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
-        return Err(format!(
-            "invalid node taint {s:?}: effect must be NoSchedule, PreferNoSchedule or NoExecute"
-        ));
+        return Err(TaintError::Effect(s.to_string()));
     }
     let (key, value) = match kv.split_once('=') {
         Some((k, v)) => (k, Some(v.to_string())),
         None => (kv, None),
     };
     if key.is_empty() {
-        return Err(format!("invalid node taint {s:?}: the key is empty"));
+        return Err(TaintError::EmptyKey(s.to_string()));
     }
     Ok(Taint {
         key: key.to_string(),
@@ -188,14 +214,16 @@ pub fn status(
     conditions: Vec<NodeCondition>,
 ) -> NodeStatus {
     let (capacity, allocatable) = resources(m, cfg.max_pods);
-    let mut addresses: Vec<NodeAddress> = cfg
-        .ips
-        .iter()
-        .map(|ip| NodeAddress {
-            type_: "InternalIP".into(),
-            address: ip.to_string(),
-        })
-        .collect();
+    let typed = |type_: &str, ips: &[IpAddr]| {
+        ips.iter()
+            .map(|ip| NodeAddress {
+                type_: type_.into(),
+                address: ip.to_string(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut addresses = typed("InternalIP", &cfg.ips);
+    addresses.extend(typed("ExternalIP", &cfg.external_ips));
     addresses.push(NodeAddress {
         type_: "Hostname".into(),
         address: cfg.name.clone(),
@@ -271,6 +299,7 @@ mod tests {
         );
         assert!(parse_label("node-role.kubernetes.io/worker=true")
             .unwrap_err()
+            .to_string()
             .starts_with(
                 "unknown 'kubernetes.io' or 'k8s.io' label \"node-role.kubernetes.io/worker\""
             ));
@@ -341,6 +370,15 @@ mod tests {
         assert_eq!(
             v["spec"]["taints"],
             json!([{"key": "k", "value": "v", "effect": "NoSchedule"}])
+        );
+        // --node-external-ip: after the InternalIPs, before the Hostname (the kubelet's order).
+        cfg.external_ips = vec!["203.0.113.5".parse().unwrap()];
+        let s = status(&cfg, &machine(), "containerd://2.0.5", vec![]);
+        assert_eq!(
+            serde_json::to_value(s.addresses).unwrap(),
+            json!([{"type": "InternalIP", "address": "10.0.0.5"},
+                {"type": "ExternalIP", "address": "203.0.113.5"},
+                {"type": "Hostname", "address": "n1"}])
         );
         assert_eq!(
             v["status"]["daemonEndpoints"],

@@ -5,7 +5,7 @@
 //! node without a runtime is honestly NotReady.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::future::BoxFuture;
 
@@ -66,7 +66,7 @@ impl RuntimeHealth for SocketProbe {
     }
 }
 
-/// A runtime whose status the test sets.
+/// A runtime whose status the test sets (read through a lock a panicking test poisoned).
 #[derive(Debug, Clone, Default)]
 pub struct FakeRuntime(pub Arc<Mutex<RuntimeStatus>>);
 
@@ -75,13 +75,17 @@ impl FakeRuntime {
         FakeRuntime(Arc::new(Mutex::new(status)))
     }
     pub fn set(&self, status: RuntimeStatus) {
-        *self.0.lock().unwrap() = status;
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = status;
     }
 }
 
 impl RuntimeHealth for FakeRuntime {
     fn status(&self) -> BoxFuture<'_, RuntimeStatus> {
-        let s = self.0.lock().unwrap().clone();
+        let s = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         Box::pin(async move { s })
     }
 }

@@ -53,13 +53,24 @@ fn subscript(path: &str) -> Option<(&str, &str)> {
     Some((map, key))
 }
 
+/// A downward API reference the kubelet does not support (upstream's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DownwardError {
+    /// A `fieldRef.fieldPath` outside the supported set.
+    #[error("unsupported fieldPath: {0}")]
+    FieldPath(String),
+    /// A `resourceFieldRef.resource` outside the supported set.
+    #[error("unsupported container resource : {0}")]
+    Resource(String),
+}
+
 /// The value of a `fieldRef`. `host_ips`/`pod_ips`: the node's and the pod's IPs, primary first.
 pub fn field_value(
     pod: &Pod,
     field_path: &str,
     host_ips: &[String],
     pod_ips: &[String],
-) -> Result<String, String> {
+) -> Result<String, DownwardError> {
     let m = &pod.metadata;
     let spec = pod.spec.as_ref();
     let value = match field_path {
@@ -77,7 +88,7 @@ pub fn field_value(
         p => match subscript(p) {
             Some(("labels", key)) => m.labels.as_ref().and_then(|l| l.get(key).cloned()),
             Some(("annotations", key)) => m.annotations.as_ref().and_then(|a| a.get(key).cloned()),
-            _ => return Err(format!("unsupported fieldPath: {p}")),
+            _ => return Err(DownwardError::FieldPath(p.to_string())),
         },
     };
     Ok(value.unwrap_or_default())
@@ -100,7 +111,7 @@ pub fn resource_value(
     resource: &str,
     divisor: Option<&ApiQuantity>,
     allocatable: &Allocatable,
-) -> Result<String, String> {
+) -> Result<String, DownwardError> {
     let divisor = divisor
         .map(Quantity::of)
         .filter(|d| !d.is_zero())
@@ -108,13 +119,13 @@ pub fn resource_value(
     let (limits, name) = match resource.split_once('.') {
         Some(("limits", n)) => (true, n),
         Some(("requests", n)) => (false, n),
-        _ => return Err(format!("unsupported container resource : {resource}")),
+        _ => return Err(DownwardError::Resource(resource.to_string())),
     };
     let default = match name {
         "cpu" => allocatable.cpu,
         "memory" => allocatable.memory,
         "ephemeral-storage" => allocatable.ephemeral_storage,
-        _ => return Err(format!("unsupported container resource : {resource}")),
+        _ => return Err(DownwardError::Resource(resource.to_string())),
     };
     let q = amount(c, limits, name).unwrap_or(if limits { default } else { Quantity::ZERO });
     let v = if name == "cpu" {
@@ -181,7 +192,7 @@ mod tests {
         assert_eq!(f("status.podIP").unwrap(), "10.42.0.5");
         assert_eq!(f("status.podIPs").unwrap(), "10.42.0.5");
         assert_eq!(
-            f("spec.hostname"),
+            f("spec.hostname").map_err(|e| e.to_string()),
             Err("unsupported fieldPath: spec.hostname".into())
         );
     }
@@ -212,7 +223,7 @@ mod tests {
         // A zero divisor means 1.
         assert_eq!(r("limits.cpu", Some(&q("0"))).unwrap(), "4");
         assert_eq!(
-            r("limits.gpu", None),
+            r("limits.gpu", None).map_err(|e| e.to_string()),
             Err("unsupported container resource : limits.gpu".into())
         );
     }

@@ -61,8 +61,10 @@ pub enum EnvError {
         namespace: String,
         name: String,
     },
-    #[error("{0}")]
-    Downward(String),
+    #[error(transparent)]
+    Downward(#[from] super::downward::DownwardError),
+    #[error("container {0} not found")]
+    ContainerNotFound(String),
 }
 
 impl EnvError {
@@ -240,19 +242,17 @@ pub fn container_env(
             })
         } else if let Some(from) = &var.value_from {
             if let Some(f) = &from.field_ref {
-                field_value(pod, &f.field_path, inputs.host_ips, inputs.pod_ips)
-                    .map_err(EnvError::Downward)?
+                field_value(pod, &f.field_path, inputs.host_ips, inputs.pod_ips)?
             } else if let Some(r) = &from.resource_field_ref {
                 let target = match r.container_name.as_deref().filter(|n| !n.is_empty()) {
                     Some(name) => super::spec::containers(pod)
                         .iter()
                         .chain(super::spec::init_containers(pod))
                         .find(|c| c.name == name)
-                        .ok_or_else(|| EnvError::Downward(format!("container {name} not found")))?,
+                        .ok_or_else(|| EnvError::ContainerNotFound(name.to_string()))?,
                     None => c,
                 };
-                resource_value(target, &r.resource, r.divisor.as_ref(), inputs.allocatable)
-                    .map_err(EnvError::Downward)?
+                resource_value(target, &r.resource, r.divisor.as_ref(), inputs.allocatable)?
             } else if let Some((kind, name, key, optional, found)) = key_source(from, inputs) {
                 let missing = EnvError::NotFound {
                     kind,

@@ -57,7 +57,7 @@ mod observed;
 mod phase;
 mod pod_status;
 mod qos;
-mod resources;
+pub(crate) mod resources;
 mod sandbox_spec;
 mod service_env;
 pub(crate) mod spec;
@@ -69,7 +69,7 @@ pub use compute::{compute_pod_actions, Backoffs};
 pub use container_spec::{container_spec, security, ContainerSpec, NonRootViolation, Security};
 pub use container_status::{container_id, StatusInputs};
 pub use dns::{hostname_and_domain, parse_resolv_conf, pod_dns, DnsConfig, NodeDns};
-pub use downward::{field_value, resource_value, Allocatable};
+pub use downward::{field_value, resource_value, Allocatable, DownwardError};
 pub use env::{
     container_env, expand_command, is_env_var_name, ContainerEnv, EnvError, EnvInputs, SourceKind,
 };

@@ -14,8 +14,16 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use serde_json::Value;
 use tokio::sync::watch;
 
-/// A failed API call, as text (the worker only logs it and retries on its next sync).
-pub type Error = String;
+/// A failed API call (the worker only logs it and retries on its next sync).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server refused or could not be reached.
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+    /// A TokenRequest answered without a token.
+    #[error("the TokenRequest answer has no token")]
+    NoToken,
+}
 
 /// What the pod executor asks of the API server.
 pub trait PodApi: Send + Sync {
@@ -131,7 +139,7 @@ impl KubeApi {
         match api.get(name).await {
             Ok(v) => Ok(Some(v)),
             Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -152,7 +160,7 @@ impl PodApi for KubeApi {
             match api.get(&pv_name).await {
                 Ok(v) => Ok((claim, Some(v))),
                 Err(e) if is_not_found(&e) => Ok((claim, None)),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e.into()),
             }
         })
     }
@@ -174,7 +182,7 @@ impl PodApi for KubeApi {
                 Ok(_) => Ok(()),
                 // Deleted meanwhile: there is nobody to report to.
                 Err(e) if is_not_found(&e) => Ok(()),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e.into()),
             }
         })
     }
@@ -194,7 +202,7 @@ impl PodApi for KubeApi {
             match api.delete(&name, &params).await {
                 Ok(_) => Ok(()),
                 Err(e) if is_not_found(&e) => Ok(()),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e.into()),
             }
         })
     }
@@ -226,12 +234,11 @@ impl PodApi for KubeApi {
         Box::pin(async move {
             let reply: Value = api
                 .create_subresource("token", service_account, &PostParams::default(), &body)
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             reply["status"]["token"]
                 .as_str()
                 .map(str::to_string)
-                .ok_or_else(|| "the TokenRequest answer has no token".to_string())
+                .ok_or(Error::NoToken)
         })
     }
 }

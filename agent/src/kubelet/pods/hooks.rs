@@ -30,12 +30,51 @@ pub struct HookTarget<'a> {
     pub pod_ip: &'a str,
 }
 
+/// A failed lifecycle hook (the kubelet's messages; `pod` is `name_namespace(uid)`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookError {
+    /// The exec handler failed or exited non-zero.
+    #[error("Exec lifecycle hook ({command}) for Container {container:?} in Pod {pod:?} failed - error: {error}, message: {message:?}")]
+    Exec {
+        /// The command, bracketed.
+        command: String,
+        /// The container.
+        container: String,
+        /// The pod.
+        pod: String,
+        /// What failed.
+        error: String,
+        /// The command's output.
+        message: String,
+    },
+    /// The httpGet handler failed.
+    #[error("HTTP lifecycle hook ({path}) for Container {container:?} in Pod {pod:?} failed - error: {error}")]
+    Http {
+        /// The path.
+        path: String,
+        /// The container.
+        container: String,
+        /// The pod.
+        pod: String,
+        /// What failed.
+        error: String,
+    },
+    /// No exec, httpGet or sleep handler.
+    #[error("Cannot run handler: invalid handler for Container {container:?} in Pod {pod:?}")]
+    NoHandler {
+        /// The container.
+        container: String,
+        /// The pod.
+        pod: String,
+    },
+}
+
 /// Runs `handler` for at most `timeout`.
 pub async fn run_hook(
     t: &HookTarget<'_>,
     handler: &LifecycleHandler,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), HookError> {
     let c = &t.container.name;
     let pod = pod_label(t.pod);
     if let Some(e) = &handler.exec {
@@ -51,32 +90,39 @@ pub async fn run_hook(
                     format!("command '{joined}' exited with {code}: {out}")
                 };
                 let message = if code == -1 { String::new() } else { out };
-                Err(format!(
-                    "Exec lifecycle hook ({shown}) for Container {c:?} in Pod {pod:?} failed - \
-                     error: {error}, message: {message:?}"
-                ))
+                Err(HookError::Exec {
+                    command: shown,
+                    container: c.clone(),
+                    pod,
+                    error,
+                    message,
+                })
             }
         };
     }
     if let Some(g) = &handler.http_get {
         let path = g.path.clone().unwrap_or_default();
-        let fail = |e: String| {
-            format!(
-                "HTTP lifecycle hook ({path}) for Container {c:?} in Pod {pod:?} failed - \
-                 error: {e}"
-            )
+        let fail = |e: &dyn std::fmt::Display| HookError::Http {
+            path: path.clone(),
+            container: c.clone(),
+            pod: pod.clone(),
+            error: e.to_string(),
         };
-        let target = http_target(g, t.container, t.pod_ip).map_err(fail)?;
-        return http::get(&target, timeout).await.map(|_| ()).map_err(fail);
+        let target = http_target(g, t.container, t.pod_ip).map_err(|e| fail(&e))?;
+        return http::get(&target, timeout)
+            .await
+            .map(|_| ())
+            .map_err(|e| fail(&e));
     }
     if let Some(s) = &handler.sleep {
         let d = Duration::from_secs(s.seconds.max(0) as u64).min(timeout);
         tokio::time::sleep(d).await;
         return Ok(());
     }
-    Err(format!(
-        "Cannot run handler: invalid handler for Container {c:?} in Pod {pod:?}"
-    ))
+    Err(HookError::NoHandler {
+        container: c.clone(),
+        pod,
+    })
 }
 
 #[cfg(test)]
@@ -130,7 +176,8 @@ mod tests {
         };
         let err = run_hook(&t, &handler, Duration::from_secs(5))
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         let want = format!(
             "HTTP lifecycle hook (/start) for Container \"c\" in Pod \"web_prod(u1)\" failed - \
              error: Get \"http://127.0.0.1:{port}/start\": dial tcp 127.0.0.1:{port}: "
@@ -145,7 +192,9 @@ mod tests {
         assert!(started.elapsed() >= Duration::from_secs(1));
         let none = LifecycleHandler::default();
         assert_eq!(
-            run_hook(&t, &none, Duration::from_secs(5)).await,
+            run_hook(&t, &none, Duration::from_secs(5))
+                .await
+                .map_err(|e| e.to_string()),
             Err(
                 "Cannot run handler: invalid handler for Container \"c\" in Pod \"web_prod(u1)\""
                     .into()

@@ -9,16 +9,21 @@
 //!
 //! - probes ([`crate::kubelet::prober`]) and Events ([`crate::kubelet::events`], [`record`]).
 //!
-//! Not done here: the kubelet API, pod admission (resources, host ports) and eviction.
+//! - with a [`NodeProtection`], the image garbage collector ([`crate::kubelet::image_gc`]) and
+//!   the eviction manager ([`crate::kubelet::eviction`]) over the same pods.
+//!
+//! Not done here: the kubelet API and pod admission (resources, host ports).
 
 pub mod api;
 pub mod cgroups;
 pub mod cri_config;
 pub mod hooks;
 pub mod observe;
+mod pull;
 mod record;
 mod start;
 pub mod sync;
+pub mod update;
 pub mod volumes;
 pub mod workers;
 
@@ -32,6 +37,8 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::cri::{ImageService, RuntimeService};
+use crate::kubelet::eviction::{self, NodeProtection};
+use crate::kubelet::image_gc::ImageGc;
 use crate::kubelet::static_pods;
 pub use sync::{Executor, NodeContext};
 
@@ -75,9 +82,13 @@ pub async fn run(
     node_name: String,
     node: NodeContext,
     manifests: Option<std::path::PathBuf>,
+    protection: Option<NodeProtection>,
     stop: CancellationToken,
 ) {
     let kube = client.borrow().clone();
+    // Presence is read before every start decision: asked once per image, not per pod.
+    let images: Arc<dyn ImageService> =
+        Arc::new(crate::cri::image_presence::ImagePresence::new(images));
     let changed = Arc::new(Notify::new());
     let (events, event_rx) = crate::kubelet::events::Recorder::channel(&node_name);
     let mut tasks = tokio::task::JoinSet::new();
@@ -113,14 +124,17 @@ pub async fn run(
         crate::kubelet::prober::Manager::new(runtime.clone(), events.clone(), changed.clone());
     let exec = Arc::new(Executor {
         probes: Arc::new(probes),
-        events,
-        runtime,
-        images,
+        events: events.clone(),
+        runtime: runtime.clone(),
+        images: images.clone(),
         api: Arc::new(api::KubeApi {
             client: client.clone(),
         }),
         node,
         backoffs: Default::default(),
+        starts: tokio::sync::Semaphore::new(sync::start_concurrency(
+            std::thread::available_parallelism().map_or(1, usize::from),
+        )),
         services: Box::new(move || services.state().iter().map(|s| (**s).clone()).collect()),
     });
     let statics = static_pods::Source::default();
@@ -160,6 +174,29 @@ pub async fn run(
         );
         all
     });
+    if let Some(p) = protection {
+        let image_gc = Arc::new(ImageGc::new(
+            runtime.clone(),
+            images.clone(),
+            p.image_gc,
+            p.image_dir.clone().unwrap_or_else(|| p.node_dir.clone()),
+            p.sandbox_image.clone(),
+        ));
+        tasks.spawn(image_gc.clone().run(stop.clone()));
+        let manager = eviction::Manager {
+            config: p.eviction,
+            runtime: runtime.clone(),
+            api: exec.api.clone(),
+            events,
+            image_gc,
+            node_dir: p.node_dir,
+            image_dir: p.image_dir,
+            pods_dir: exec.node.pods_dir.clone(),
+            pod_logs_dir: exec.node.pod_logs_dir.clone(),
+            pressure: p.pressure,
+        };
+        tasks.spawn(manager.run(list.clone(), stop.clone()));
+    }
     workers::run(exec, list, changed, stop).await;
     while tasks.join_next().await.is_some() {}
 }

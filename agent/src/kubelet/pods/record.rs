@@ -49,11 +49,15 @@ impl Executor {
     }
 
     /// `FailedCreatePodSandBox`; the sync's error.
-    pub(super) fn sandbox_failed(&self, pod: &Pod, e: crate::cri::error::Error) -> String {
+    pub(super) fn sandbox_failed(
+        &self,
+        pod: &Pod,
+        e: crate::cri::error::Error,
+    ) -> super::sync::StepError {
         let message = format!("Failed to create pod sandbox: {e}");
         self.events
             .pod(pod, WARNING, "FailedCreatePodSandBox", message);
-        format!("creating the pod sandbox: {e}")
+        super::sync::StepError::CreateSandbox(e)
     }
 
     /// `Pulling`; when the pull started.
@@ -147,7 +151,7 @@ impl Executor {
         pod_ip: &str,
         handler: Option<&LifecycleHandler>,
         timeout: Duration,
-    ) -> Result<(), String> {
+    ) -> Result<(), super::hooks::HookError> {
         let (Some(handler), Some(container)) = (handler, spec(pod, name)) else {
             return Ok(());
         };

@@ -12,8 +12,6 @@ use super::sync::{Executor, Sandbox};
 use super::volumes;
 use crate::kubelet::plan::{container_env, container_spec, EnvInputs, Waiting};
 
-type StepError = String;
-
 /// The ConfigMaps and Secrets `c`'s environment refers to.
 fn env_sources(c: &Container) -> (BTreeSet<String>, BTreeSet<String>) {
     let mut maps = BTreeSet::new();
@@ -44,7 +42,7 @@ impl Executor {
         &self,
         pod: &Pod,
         c: &Container,
-    ) -> Result<(BTreeMap<String, ConfigMap>, BTreeMap<String, Secret>), StepError> {
+    ) -> Result<(BTreeMap<String, ConfigMap>, BTreeMap<String, Secret>), super::api::Error> {
         let ns = Self::namespace(pod);
         let (map_names, secret_names) = env_sources(c);
         let mut maps = BTreeMap::new();
@@ -71,7 +69,10 @@ impl Executor {
         sandbox: &Sandbox,
     ) -> Result<(), Waiting> {
         let config_error = |m: String| Waiting::new("CreateContainerConfigError", m);
-        let (maps, secrets) = self.env_objects(pod, c).await.map_err(config_error)?;
+        let (maps, secrets) = self
+            .env_objects(pod, c)
+            .await
+            .map_err(|e| config_error(e.to_string()))?;
         let services = (self.services)();
         let host_ips: Vec<String> = self.node.host_ips.iter().map(|i| i.to_string()).collect();
         let inputs = EnvInputs {
@@ -85,8 +86,8 @@ impl Executor {
         let env = container_env(pod, c, inputs).map_err(|e| e.waiting())?;
         let spec = container_spec(pod, c, attempt, &env, self.node.memory_capacity)
             .map_err(|e| config_error(e.to_string()))?;
-        let mounts: Vec<Mount> =
-            volumes::mounts(&self.node.pods_dir, pod, c).map_err(config_error)?;
+        let mounts: Vec<Mount> = volumes::mounts(&self.node.pods_dir, pod, c)
+            .map_err(|e| config_error(e.to_string()))?;
         let config = container_config(&spec, &mounts, &sandbox.config);
         let log_dir = PathBuf::from(&sandbox.config.log_directory).join(&c.name);
         if let Err(e) = std::fs::create_dir_all(&log_dir) {
@@ -107,7 +108,7 @@ impl Executor {
         &self,
         pod: &Pod,
         sandbox: Option<&Sandbox>,
-    ) -> Result<(), String> {
+    ) -> Result<(), volumes::VolumeError> {
         let host_ips: Vec<String> = self.node.host_ips.iter().map(|i| i.to_string()).collect();
         let facts = volumes::NodeFacts {
             host_ips: &host_ips,

@@ -58,6 +58,18 @@ pub struct Executor {
     pub probes: Arc<crate::kubelet::prober::Manager>,
     /// Where the kubelet's Events go.
     pub events: crate::kubelet::events::Recorder,
+    /// Slots for pods creating sandboxes and starting containers ([`start_concurrency`]).
+    pub starts: tokio::sync::Semaphore,
+}
+
+/// How many pods may create sandboxes and start containers at once on a node with `cpus`
+/// CPUs: four per CPU, at least 8. The work is the runtime's (shim, runc, CNI plugins): a
+/// burst of 100 pods started all at once shares the CPUs a hundred ways and every pod
+/// finishes late (RunPodSandbox took 9 s on average on 2 CPUs); in slots, pods finish in the
+/// order they came. The runtime's steps also wait (process starts, fsyncs): 2 slots per CPU
+/// left the 2-CPU benchmark node idle part of the time. Pulls and hooks hold no slot.
+pub fn start_concurrency(cpus: usize) -> usize {
+    cpus.saturating_mul(4).max(8)
 }
 
 /// What a pod's worker keeps between syncs.
@@ -87,8 +99,40 @@ const VOLUME_RESYNC: Duration = Duration::from_secs(60);
 /// How often dead containers are collected.
 const GC_PERIOD: Duration = Duration::from_secs(60);
 
-/// Why a step failed.
-type StepError = String;
+/// Why a sync step failed (logged; the worker retries on its next sync).
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// Listing the pod's containers and sandboxes failed.
+    #[error("{0}")]
+    Observe(#[source] crate::cri::error::Error),
+    /// A container could not be stopped.
+    #[error("stopping container {name}: {source}")]
+    StopContainer {
+        /// The container.
+        name: String,
+        /// The runtime's error.
+        #[source]
+        source: crate::cri::error::Error,
+    },
+    /// A sandbox could not be stopped.
+    #[error("stopping sandbox {id}: {source}")]
+    StopSandbox {
+        /// The sandbox.
+        id: String,
+        /// The runtime's error.
+        #[source]
+        source: crate::cri::error::Error,
+    },
+    /// The runtime did not create the sandbox.
+    #[error("creating the pod sandbox: {0}")]
+    CreateSandbox(#[source] crate::cri::error::Error),
+    /// The new sandbox's status could not be read.
+    #[error("reading the new sandbox: {0}")]
+    ReadSandbox(#[source] crate::cri::error::Error),
+    /// A status patch or the final delete failed.
+    #[error(transparent)]
+    Api(#[from] super::api::Error),
+}
 
 /// The sandbox the plan's containers go into.
 pub(super) struct Sandbox {
@@ -141,9 +185,11 @@ impl Executor {
     pub async fn sync_pod(&self, pod: &Pod, state: &mut PodState) -> Result<Synced, StepError> {
         let pod_uid = uid(pod).to_string();
         let probes = self.probes.results();
+        let started = Instant::now();
         let observed = observe(&*self.runtime, &*self.images, &pod_uid, Some(pod))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(StepError::Observe)?;
+        tracing::debug!(pod = %pod_uid, took = ?started.elapsed(), "observed");
         let now = Timestamp::now();
         let plan = {
             let mut backoffs = self.backoffs.lock().unwrap_or_else(|e| e.into_inner());
@@ -157,6 +203,9 @@ impl Executor {
         let mut volumes_ready = false;
         let mut mount_failed = false;
         let mut pulled: BTreeSet<String> = BTreeSet::new();
+        // Held from the first sandbox creation or container start to the end of the actions,
+        // except while pulling or running a postStart hook.
+        let mut slot = None;
         for action in &plan.actions {
             match action {
                 Action::RunPreStop { id, name, timeout } => {
@@ -186,34 +235,45 @@ impl Executor {
                     self.killing(pod, name, message);
                     if let Err(e) = self.runtime.stop_container(id.clone(), timeout).await {
                         if !e.is_not_found() {
-                            return Err(format!("stopping container {name}: {e}"));
+                            return Err(StepError::StopContainer {
+                                name: name.clone(),
+                                source: e,
+                            });
                         }
                     }
                 }
                 Action::KillSandbox { id } => {
                     if let Err(e) = self.runtime.stop_pod_sandbox(id.clone()).await {
-                        return Err(format!("stopping sandbox {id}: {e}"));
+                        return Err(StepError::StopSandbox {
+                            id: id.clone(),
+                            source: e,
+                        });
                     }
                     if sandbox.as_ref().is_some_and(|s| s.id == *id) {
                         sandbox = None;
                     }
                 }
                 Action::CreateSandbox { attempt } => {
+                    if slot.is_none() {
+                        slot = self.starts.acquire().await.ok();
+                    }
                     self.sandbox_changed(pod, *attempt);
                     let config = self.sandbox_config_for(pod, *attempt);
                     if let Err(e) = std::fs::create_dir_all(&config.log_directory) {
                         tracing::warn!("creating {}: {e}", config.log_directory);
                     }
+                    let started = Instant::now();
                     let id = self
                         .runtime
                         .run_pod_sandbox(config.clone(), String::new())
                         .await
                         .map_err(|e| self.sandbox_failed(pod, e))?;
+                    tracing::debug!(pod = %pod_uid, took = ?started.elapsed(), "RunPodSandbox");
                     let status = self
                         .runtime
                         .pod_sandbox_status(id.clone(), false)
                         .await
-                        .map_err(|e| format!("reading the new sandbox: {e}"))?;
+                        .map_err(StepError::ReadSandbox)?;
                     let ips = status
                         .status
                         .and_then(|s| s.network)
@@ -227,14 +287,11 @@ impl Executor {
                     sandbox = Some(Sandbox { id, config, ips });
                 }
                 Action::PullImage { container, image } => {
-                    let spec = pb::ImageSpec {
-                        image: image.clone(),
-                        ..Default::default()
-                    };
+                    slot = None;
                     let sandbox_config = sandbox.as_ref().map(|s| s.config.clone());
                     pulled.insert(container.clone());
                     let pulling = self.pulling(pod, container, image);
-                    let result = self.images.pull_image(spec, None, sandbox_config).await;
+                    let result = self.pull(pod, image, sandbox_config).await;
                     self.pull_done(pod, container, image, pulling, &result);
                     if let Err(e) = result {
                         let mut backoffs = self.backoffs.lock().unwrap_or_else(|e| e.into_inner());
@@ -258,8 +315,14 @@ impl Executor {
                     let Some(c) = find_container(pod, name, *init) else {
                         continue;
                     };
+                    if slot.is_none() {
+                        slot = self.starts.acquire().await.ok();
+                    }
                     if !volumes_ready {
-                        if let Err(e) = self.set_up_volumes(pod, sandbox.as_ref()).await {
+                        let started = Instant::now();
+                        let set_up = self.set_up_volumes(pod, sandbox.as_ref()).await;
+                        tracing::debug!(pod = %pod_uid, took = ?started.elapsed(), "volumes set up");
+                        if let Err(e) = set_up {
                             tracing::warn!(pod = %pod_uid, "FailedMount: {e}");
                             mount_failed = true;
                             break;
@@ -267,6 +330,7 @@ impl Executor {
                         volumes_ready = true;
                         state.volumes_at = Some(Instant::now());
                     }
+                    let started = Instant::now();
                     let result = match &sandbox {
                         Some(s) => self.start_container(pod, c, *attempt, s).await,
                         None => Err(Waiting::new(
@@ -274,6 +338,7 @@ impl Executor {
                             "the pod has no ready sandbox",
                         )),
                     };
+                    tracing::debug!(pod = %pod_uid, container = %name, took = ?started.elapsed(), "container started");
                     self.started(pod, c, pulled.contains(name), &result);
                     match result {
                         Ok(()) => {
@@ -295,9 +360,10 @@ impl Executor {
                     if last_started.as_deref() != Some(name.as_str()) {
                         continue;
                     }
+                    slot = None;
                     let fresh = observe(&*self.runtime, &*self.images, &pod_uid, None)
                         .await
-                        .map_err(|e| e.to_string())?;
+                        .map_err(StepError::Observe)?;
                     let Some(id) = fresh.latest(name).map(|c| c.id.clone()) else {
                         continue;
                     };
@@ -371,7 +437,7 @@ impl Executor {
         } else {
             observe(&*self.runtime, &*self.images, &pod_uid, Some(pod))
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(StepError::Observe)?
         };
         let running = !mount_failed && !is_deleting(pod) && !api_phase_is_terminal(pod);
         if running
@@ -413,7 +479,9 @@ impl Executor {
             if let Some(patch) = status_patch(pod.status.as_ref(), &status, &target) {
                 let ns = Self::namespace(pod);
                 let name = pod.metadata.name.as_deref().unwrap_or_default();
+                let started = Instant::now();
                 self.api.patch_status(ns, name, &target, patch).await?;
+                tracing::debug!(pod = %pod_uid, took = ?started.elapsed(), "status written");
                 state.written = Some((target, status));
             }
         }
@@ -430,7 +498,7 @@ impl Executor {
         self.probes.remove_pod(pod_uid);
         let observed = observe(&*self.runtime, &*self.images, pod_uid, None)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(StepError::Observe)?;
         if observed.containers.is_empty() && observed.sandboxes.is_empty() {
             volumes::remove_pod_dir(&self.node.pods_dir, pod_uid);
             remove_pod_logs(&self.node.pod_logs_dir, pod_uid);
@@ -450,7 +518,7 @@ impl Executor {
         }
         let left = observe(&*self.runtime, &*self.images, pod_uid, None)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(StepError::Observe)?;
         let gone = left.containers.is_empty() && left.sandboxes.is_empty();
         if gone {
             volumes::remove_pod_dir(&self.node.pods_dir, pod_uid);

@@ -1,5 +1,6 @@
 //! Pod workers (upstream's `podWorkers` and PLEG): one task per pod UID, so a pod's syncs never
-//! overlap, woken when the pod changed in the API, when its containers changed in the runtime
+//! overlap, woken when the pod changed in the API in what the kubelet acts on
+//! ([`super::update::fingerprint`]: not on status writes, the kubelet's own included), when its containers changed in the runtime
 //! (a relist every second compares fingerprints), when a back-off may have ended, and
 //! periodically (resync). A UID the runtime has but the API does not gets a worker too, which
 //! tears its sandboxes and containers down and ends.
@@ -15,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::observe::{relist, Fingerprints};
 use super::sync::{Executor, PodState};
+use super::update::fingerprint;
 
 /// How often the runtime is relisted.
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
@@ -31,10 +33,11 @@ struct Worker {
     task: JoinHandle<()>,
 }
 
-/// What wakes workers: each UID's resourceVersion and runtime fingerprint, as last seen.
+/// What wakes workers: each UID's resourceVersion with its API fingerprint, and its runtime
+/// fingerprint, as last seen.
 #[derive(Default)]
 struct Seen {
-    versions: HashMap<String, String>,
+    versions: HashMap<String, (String, u64)>,
     runtime: Fingerprints,
 }
 
@@ -106,20 +109,34 @@ pub async fn run(
     };
     let mut workers: HashMap<String, Worker> = HashMap::new();
     let mut seen = Seen::default();
+    let mut relisted: Option<tokio::time::Instant> = None;
     loop {
-        let current: HashMap<String, String> = pods()
+        let current: HashMap<String, (String, u64)> = pods()
             .iter()
             .filter_map(|p| {
                 let uid = p.metadata.uid.clone()?;
-                Some((uid, p.metadata.resource_version.clone().unwrap_or_default()))
+                let version = p.metadata.resource_version.clone().unwrap_or_default();
+                // The fingerprint of a version already seen is not computed again.
+                let print = match seen.versions.get(&uid) {
+                    Some((v, print)) if *v == version => *print,
+                    _ => fingerprint(p),
+                };
+                Some((uid, (version, print)))
             })
             .collect();
-        let runtime = match relist(&*exec.runtime).await {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::warn!("relisting the container runtime: {e}");
-                seen.runtime.clone()
+        // The runtime is relisted once per period, not on every API event (a burst of pods
+        // brings several events per pod and second).
+        let runtime = if relisted.is_none_or(|t| t.elapsed() >= RELIST_PERIOD) {
+            relisted = Some(tokio::time::Instant::now());
+            match relist(&*exec.runtime).await {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!("relisting the container runtime: {e}");
+                    seen.runtime.clone()
+                }
             }
+        } else {
+            seen.runtime.clone()
         };
         workers.retain(|_, w| !w.task.is_finished());
         // A probe result changed: that pod syncs now.
@@ -131,7 +148,8 @@ pub async fn run(
         let uids: std::collections::BTreeSet<&String> =
             current.keys().chain(runtime.keys()).collect();
         for uid in uids {
-            let changed_here = current.get(uid) != seen.versions.get(uid)
+            let print = |m: &HashMap<String, (String, u64)>| m.get(uid).map(|(_, p)| *p);
+            let changed_here = print(&current) != print(&seen.versions)
                 || runtime.get(uid) != seen.runtime.get(uid);
             match workers.get(uid) {
                 Some(w) if changed_here => w.wake.notify_one(),
@@ -153,10 +171,11 @@ pub async fn run(
             versions: current,
             runtime,
         };
+        let next_relist = relisted.map_or_else(tokio::time::Instant::now, |t| t + RELIST_PERIOD);
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = changed.notified() => {}
-            _ = tokio::time::sleep(RELIST_PERIOD) => {}
+            _ = tokio::time::sleep_until(next_relist) => {}
         }
     }
     for (_, w) in workers {

@@ -29,8 +29,24 @@ pub struct Subject<'a> {
     pub pod_ip: &'a str,
 }
 
+/// A probe port that names no port of the container, or is out of range (upstream's words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortError {
+    /// No container port has the name.
+    #[error("couldn't find port: {name} in {container}")]
+    Unknown {
+        /// The port's name.
+        name: String,
+        /// The container.
+        container: String,
+    },
+    /// Not in 1..=65535.
+    #[error("invalid port number: {0}")]
+    Invalid(i32),
+}
+
 /// A port given by number or by the name of one of the container's ports.
-pub fn resolve_port(port: &IntOrString, c: &Container) -> Result<u16, String> {
+pub fn resolve_port(port: &IntOrString, c: &Container) -> Result<u16, PortError> {
     let n = match port {
         IntOrString::Int(n) => *n,
         IntOrString::String(name) => match name.parse::<i32>() {
@@ -41,17 +57,20 @@ pub fn resolve_port(port: &IntOrString, c: &Container) -> Result<u16, String> {
                 .flatten()
                 .find(|p| p.name.as_deref() == Some(name.as_str()))
                 .map(|p| p.container_port)
-                .ok_or_else(|| format!("couldn't find port: {name} in {}", c.name))?,
+                .ok_or_else(|| PortError::Unknown {
+                    name: name.clone(),
+                    container: c.name.clone(),
+                })?,
         },
     };
     u16::try_from(n)
         .ok()
         .filter(|p| *p > 0)
-        .ok_or_else(|| format!("invalid port number: {n}"))
+        .ok_or(PortError::Invalid(n))
 }
 
 /// The GET an httpGet action makes.
-pub fn http_target(get: &HTTPGetAction, c: &Container, pod_ip: &str) -> Result<Target, String> {
+pub fn http_target(get: &HTTPGetAction, c: &Container, pod_ip: &str) -> Result<Target, PortError> {
     Ok(Target {
         https: get
             .scheme
@@ -131,17 +150,17 @@ pub async fn run(runtime: &dyn RuntimeService, probe: &Probe, s: &Subject<'_>) -
     if let Some(g) = &probe.http_get {
         let target = match http_target(g, s.container, s.pod_ip) {
             Ok(t) => t,
-            Err(e) => return Outcome::Error(e),
+            Err(e) => return Outcome::Error(e.to_string()),
         };
         return match http::get(&target, timeout).await {
             Ok(code) => http_outcome(code),
-            Err(e) => Outcome::Failure(e),
+            Err(e) => Outcome::Failure(e.to_string()),
         };
     }
     if let Some(t) = &probe.tcp_socket {
         let port = match resolve_port(&t.port, s.container) {
             Ok(p) => p,
-            Err(e) => return Outcome::Error(e),
+            Err(e) => return Outcome::Error(e.to_string()),
         };
         let host = t
             .host
@@ -195,11 +214,11 @@ mod tests {
             Ok(8080)
         );
         assert_eq!(
-            resolve_port(&IntOrString::String("grpc".into()), &c),
+            resolve_port(&IntOrString::String("grpc".into()), &c).map_err(|e| e.to_string()),
             Err("couldn't find port: grpc in web".into())
         );
         assert_eq!(
-            resolve_port(&IntOrString::Int(70000), &c),
+            resolve_port(&IntOrString::Int(70000), &c).map_err(|e| e.to_string()),
             Err("invalid port number: 70000".into())
         );
     }

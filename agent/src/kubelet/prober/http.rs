@@ -81,58 +81,96 @@ pub fn status_code(head: &[u8]) -> Option<u16> {
     (code.len() == 3).then(|| code.parse().ok())?
 }
 
+/// Why a probe's GET has no status code.
+#[derive(Debug, thiserror::Error)]
+pub enum GetError {
+    /// The connection was refused or failed (`authority` is `host:port`).
+    #[error("dial tcp {authority}: {source}")]
+    Dial {
+        /// Where.
+        authority: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing the request or reading the answer (or the TLS handshake) failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The host is not a DNS name or IP (https).
+    #[error("{0}")]
+    ServerName(#[from] rustls::pki_types::InvalidDnsNameError),
+    /// rustls refused the client configuration.
+    #[error("{0}")]
+    Tls(#[from] rustls::Error),
+    /// The answer does not start with an HTTP status line.
+    #[error("malformed HTTP response")]
+    Malformed,
+    /// No answer within the probe's timeout.
+    #[error("context deadline exceeded (Client.Timeout exceeded while awaiting headers)")]
+    Timeout,
+}
+
+/// A failed GET in Go's wording: `Get "<url>": <error>`.
+#[derive(Debug, thiserror::Error)]
+#[error("Get \"{url}\": {source}")]
+pub struct GetFailure {
+    /// The URL.
+    pub url: String,
+    /// Why.
+    #[source]
+    pub source: GetError,
+}
+
 async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     mut s: S,
     request: &str,
-) -> Result<u16, String> {
-    s.write_all(request.as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<u16, GetError> {
+    s.write_all(request.as_bytes()).await?;
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     while !head.contains(&b'\n') && head.len() < 10 * 1024 {
-        let n = s.read(&mut buf).await.map_err(|e| e.to_string())?;
+        let n = s.read(&mut buf).await?;
         if n == 0 {
             break;
         }
         head.extend_from_slice(&buf[..n]);
     }
-    status_code(&head).ok_or_else(|| "malformed HTTP response".to_string())
+    status_code(&head).ok_or(GetError::Malformed)
 }
 
-/// GETs `t` within `timeout`: the status code, or why there is none (Go's wording:
-/// `Get "<url>": <error>`).
-pub async fn get(t: &Target, timeout: Duration) -> Result<u16, String> {
-    let fail = |e: String| format!("Get \"{}\": {e}", t.url());
+/// GETs `t` within `timeout`: the status code, or why there is none.
+pub async fn get(t: &Target, timeout: Duration) -> Result<u16, GetFailure> {
+    let fail = |source: GetError| GetFailure {
+        url: t.url(),
+        source,
+    };
     let run = async {
         let authority = t.authority();
         let tcp = TcpStream::connect(&authority)
             .await
-            .map_err(|e| format!("dial tcp {authority}: {e}"))?;
+            .map_err(|source| GetError::Dial {
+                authority: authority.clone(),
+                source,
+            })?;
         if !t.https {
             return exchange(tcp, &t.request()).await;
         }
-        let name =
-            rustls::pki_types::ServerName::try_from(t.host.clone()).map_err(|e| e.to_string())?;
+        let name = rustls::pki_types::ServerName::try_from(t.host.clone())?;
         let tls = tokio_rustls::TlsConnector::from(insecure_config()?)
             .connect(name, tcp)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         exchange(tls, &t.request()).await
     };
     match tokio::time::timeout(timeout, run).await {
         Ok(r) => r.map_err(fail),
-        Err(_) => Err(fail(
-            "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into(),
-        )),
+        Err(_) => Err(fail(GetError::Timeout)),
     }
 }
 
-fn insecure_config() -> Result<Arc<rustls::ClientConfig>, String> {
+fn insecure_config() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .with_safe_default_protocol_versions()?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
         .with_no_client_auth();
@@ -239,12 +277,15 @@ mod tests {
         let mut t = target();
         t.host = "127.0.0.1".into();
         t.port = port;
-        assert_eq!(get(&t, Duration::from_secs(5)).await, Ok(503));
+        assert_eq!(get(&t, Duration::from_secs(5)).await.ok(), Some(503));
         assert!(server
             .await
             .unwrap()
             .starts_with("GET /healthz HTTP/1.1\r\n"));
-        let err = get(&t, Duration::from_secs(5)).await.unwrap_err();
+        let err = get(&t, Duration::from_secs(5))
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with(&format!(
                 "Get \"http://127.0.0.1:{port}/healthz\": dial tcp 127.0.0.1:{port}: "

@@ -97,28 +97,66 @@ pub struct LogOptions {
     pub since: Option<Timestamp>,
 }
 
-fn flag(v: &str) -> Result<bool, String> {
+/// A log query refused (upstream's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionsError {
+    /// A flag that is not a boolean.
+    #[error("invalid boolean {0:?}")]
+    Boolean(String),
+    /// A count that is not an integer.
+    #[error("{key}: invalid value {value:?}")]
+    Integer {
+        /// The parameter.
+        key: String,
+        /// The value given.
+        value: String,
+    },
+    /// A count below its minimum.
+    #[error("{key}: Invalid value: {value}: must be greater than or equal to {min}")]
+    TooSmall {
+        /// The parameter.
+        key: String,
+        /// The value given.
+        value: i64,
+        /// The least allowed.
+        min: i64,
+    },
+    /// `sinceTime` is not an RFC 3339 time.
+    #[error("sinceTime: invalid time {0:?}")]
+    Time(String),
+    /// Both `sinceTime` and `sinceSeconds`.
+    #[error("at most one of sinceTime or sinceSeconds may be specified")]
+    BothSince,
+}
+
+fn flag(v: &str) -> Result<bool, OptionsError> {
     match v {
         "" | "true" | "1" => Ok(true),
         "false" | "0" => Ok(false),
-        _ => Err(format!("invalid boolean {v:?}")),
+        _ => Err(OptionsError::Boolean(v.to_string())),
     }
 }
 
-fn count(key: &str, v: &str, min: i64) -> Result<u64, String> {
-    let n: i64 = v
-        .parse()
-        .map_err(|_| format!("{key}: invalid value {v:?}"))?;
+fn count(key: &str, v: &str, min: i64) -> Result<u64, OptionsError> {
+    let n: i64 = v.parse().map_err(|_| OptionsError::Integer {
+        key: key.to_string(),
+        value: v.to_string(),
+    })?;
     if n < min {
-        return Err(format!(
-            "{key}: Invalid value: {n}: must be greater than or equal to {min}"
-        ));
+        return Err(OptionsError::TooSmall {
+            key: key.to_string(),
+            value: n,
+            min,
+        });
     }
     Ok(n as u64)
 }
 
 /// Reads the query pairs; `now` resolves `sinceSeconds`.
-pub fn parse_options(pairs: &[(String, String)], now: Timestamp) -> Result<LogOptions, String> {
+pub fn parse_options(
+    pairs: &[(String, String)],
+    now: Timestamp,
+) -> Result<LogOptions, OptionsError> {
     let mut o = LogOptions::default();
     let mut since_seconds = None;
     let mut since_time = None;
@@ -133,14 +171,14 @@ pub fn parse_options(pairs: &[(String, String)], now: Timestamp) -> Result<LogOp
             "sinceTime" => {
                 since_time = Some(
                     v.parse::<Timestamp>()
-                        .map_err(|_| format!("sinceTime: invalid time {v:?}"))?,
+                        .map_err(|_| OptionsError::Time(v.to_string()))?,
                 )
             }
             _ => {}
         }
     }
     if since_seconds.is_some() && since_time.is_some() {
-        return Err("at most one of sinceTime or sinceSeconds may be specified".into());
+        return Err(OptionsError::BothSince);
     }
     o.since = since_time.or_else(|| {
         since_seconds.and_then(|s| now.checked_sub(SignedDuration::from_secs(s as i64)).ok())
@@ -357,7 +395,7 @@ mod tests {
         let p = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
         let now = Timestamp::UNIX_EPOCH;
         assert_eq!(
-            parse_options(&p("tailLines", "-1"), now),
+            parse_options(&p("tailLines", "-1"), now).map_err(|e| e.to_string()),
             Err("tailLines: Invalid value: -1: must be greater than or equal to 0".into())
         );
         assert!(parse_options(&p("limitBytes", "0"), now).is_err());

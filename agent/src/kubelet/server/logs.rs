@@ -81,7 +81,7 @@ pub async fn container_logs(
         .collect();
     let opts = match cri_log::parse_options(&pairs, k8s_openapi::jiff::Timestamp::now()) {
         Ok(o) => o,
-        Err(e) => return text_error(StatusCode::BAD_REQUEST, e),
+        Err(e) => return text_error(StatusCode::BAD_REQUEST, e.to_string()),
     };
     let all = match pod_containers(&k, &namespace, &pod).await {
         Ok(a) => a,
@@ -106,7 +106,7 @@ pub async fn container_logs(
         Err(e) => return text_error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     let path = PathBuf::from(&status.log_path);
-    let file = match open_at_tail(path.clone(), opts.tail_lines).await {
+    let (file, len) = match open_at_tail(path.clone(), opts.tail_lines).await {
         Ok(f) => f,
         Err(e) => {
             return text_error(
@@ -116,7 +116,14 @@ pub async fn container_logs(
         }
     };
     let (tx, rx) = mpsc::channel::<Vec<u8>>(16);
-    tokio::spawn(stream_file(k.cri.clone(), chosen.id, path, file, opts, tx));
+    tokio::spawn(stream_file(
+        k.cri.clone(),
+        chosen.id,
+        path,
+        (file, len),
+        opts,
+        tx,
+    ));
     let body = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
@@ -130,19 +137,23 @@ pub async fn container_logs(
 }
 
 /// Opens `path` positioned at the start of its last `tail_lines` lines (read backwards, see
-/// [`tail`]), or at its start.
-async fn open_at_tail(path: PathBuf, tail_lines: Option<u64>) -> std::io::Result<File> {
-    let file = tokio::task::spawn_blocking(move || {
+/// [`tail`]), or at its start; also returns how many bytes the file then held from there, so
+/// a read that does not follow shows the file as it was (`tailLines=1` of a busy log is one
+/// line, not one plus whatever the container wrote while it was read).
+async fn open_at_tail(path: PathBuf, tail_lines: Option<u64>) -> std::io::Result<(File, u64)> {
+    let (file, len) = tokio::task::spawn_blocking(move || {
         let mut f = std::fs::File::open(&path)?;
-        if let Some(n) = tail_lines {
-            let start = tail::tail_start(&mut f, n)?;
-            f.seek(SeekFrom::Start(start))?;
-        }
-        Ok::<_, std::io::Error>(f)
+        let end = f.seek(SeekFrom::End(0))?;
+        let start = match tail_lines {
+            Some(n) => tail::tail_start(&mut f, n)?,
+            None => 0,
+        };
+        f.seek(SeekFrom::Start(start))?;
+        Ok::<_, std::io::Error>((f, end.saturating_sub(start)))
     })
     .await
     .map_err(std::io::Error::other)??;
-    Ok(File::from_std(file))
+    Ok((File::from_std(file), len))
 }
 
 async fn running(cri: &dyn RuntimeService, id: &str) -> bool {
@@ -182,11 +193,13 @@ async fn stream_file(
     cri: Arc<dyn RuntimeService>,
     id: String,
     path: PathBuf,
-    mut file: File,
+    (mut file, len): (File, u64),
     opts: LogOptions,
     tx: mpsc::Sender<Vec<u8>>,
 ) {
     let follow = opts.follow;
+    // Without follow, only what the file held when it was opened.
+    let mut left = (!follow).then_some(len);
     let mut writer = LogWriter::new(opts);
     let mut lines = LineBuffer::default();
     let mut buf = vec![0u8; 32 * 1024];
@@ -195,10 +208,16 @@ async fn stream_file(
     // A rotated file's successor was seen: the old one is read once more, then left.
     let mut successor = false;
     loop {
-        let n = match file.read(&mut buf).await {
+        let cap = left.map_or(buf.len(), |l| {
+            buf.len().min(usize::try_from(l).unwrap_or(usize::MAX))
+        });
+        let n = match file.read(&mut buf[..cap]).await {
             Ok(n) => n,
             Err(_) => return,
         };
+        if let Some(l) = left.as_mut() {
+            *l -= n as u64;
+        }
         if n > 0 {
             idle = 0;
             let mut out = Vec::new();
@@ -328,7 +347,7 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let opts = cri_log::parse_options(&pairs, "2026-11-29T04:31:00Z".parse().unwrap()).unwrap();
-        let file = open_at_tail(path.to_path_buf(), opts.tail_lines)
+        let opened = open_at_tail(path.to_path_buf(), opts.tail_lines)
             .await
             .unwrap();
         let (tx, rx) = mpsc::channel(16);
@@ -336,7 +355,7 @@ mod tests {
             rt,
             id.to_string(),
             path.to_path_buf(),
-            file,
+            opened,
             opts,
             tx,
         ));
@@ -384,6 +403,26 @@ mod tests {
         append(&path, "2026-11-29T04:30:06Z stdout P unfinished");
         assert_eq!(logs(&[("tailLines", "1")]).await, "unfinished");
         assert!(rt.calls().is_empty(), "no runtime call without follow");
+    }
+
+    #[tokio::test]
+    async fn without_follow_lines_written_after_the_open_are_not_shown() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("0.log");
+        let text: String = (1..=3).map(|i| entry(i, &format!("line-{i}"))).collect();
+        std::fs::write(&path, &text).unwrap();
+        let opts = cri_log::parse_options(
+            &[("tailLines".to_string(), "1".to_string())],
+            "2026-11-29T04:31:00Z".parse().unwrap(),
+        )
+        .unwrap();
+        let opened = open_at_tail(path.clone(), opts.tail_lines).await.unwrap();
+        // The container writes on between the tail and the read.
+        append(&path, &entry(4, "line-4"));
+        let (tx, rx) = mpsc::channel(16);
+        let rt = Arc::new(FakeRuntime::new());
+        tokio::spawn(stream_file(rt, "c".into(), path, opened, opts, tx));
+        assert_eq!(all(rx).await, "line-3\n");
     }
 
     #[tokio::test]

@@ -34,8 +34,13 @@ fn truthy(v: &str) -> bool {
     matches!(v, "1" | "true" | "True" | "")
 }
 
+/// A `port` query value that is not a port (upstream's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unable to parse {0:?} as a port")]
+pub struct BadPort(pub String);
+
 /// Parses the query; `Err` is upstream's message for a bad one.
-pub fn stream_options(query: &str) -> Result<StreamOptions, String> {
+pub fn stream_options(query: &str) -> Result<StreamOptions, BadPort> {
     let mut o = StreamOptions::default();
     for (k, v) in form_urlencoded::parse(query.as_bytes()) {
         match k.as_ref() {
@@ -44,10 +49,7 @@ pub fn stream_options(query: &str) -> Result<StreamOptions, String> {
             "output" | "stdout" => o.stdout = truthy(&v),
             "error" | "stderr" => o.stderr = truthy(&v),
             "tty" => o.tty = truthy(&v),
-            "port" => o.ports.push(
-                v.parse()
-                    .map_err(|_| format!("unable to parse {v:?} as a port"))?,
-            ),
+            "port" => o.ports.push(v.parse().map_err(|_| BadPort(v.to_string()))?),
             _ => {}
         }
     }
@@ -115,7 +117,7 @@ async fn container_session(
 ) -> Response {
     let opts = match stream_options(req.uri().query().unwrap_or_default()) {
         Ok(o) => o,
-        Err(e) => return text_error(StatusCode::BAD_REQUEST, e),
+        Err(e) => return text_error(StatusCode::BAD_REQUEST, e.to_string()),
     };
     if is_exec && opts.command.is_empty() {
         return text_error(
@@ -161,7 +163,7 @@ async fn container_session(
 async fn pod_session(k: Arc<Kubelet>, ns: String, pod: String, req: Request) -> Response {
     let opts = match stream_options(req.uri().query().unwrap_or_default()) {
         Ok(o) => o,
-        Err(e) => return text_error(StatusCode::BAD_REQUEST, e),
+        Err(e) => return text_error(StatusCode::BAD_REQUEST, e.to_string()),
     };
     let filter = pb::PodSandboxFilter {
         label_selector: HashMap::from([
@@ -213,20 +215,33 @@ async fn session(k: &Kubelet, sr: StreamRequest, req: Request) -> Response {
     }
 }
 
+/// Why the runtime's streaming server could not be reached.
+#[derive(Debug, thiserror::Error)]
+enum ForwardError {
+    /// The streaming URL has no host.
+    #[error("{0} has no host")]
+    NoHost(Uri),
+    /// Connecting failed.
+    #[error("{0}")]
+    Connect(#[from] std::io::Error),
+    /// The HTTP exchange failed.
+    #[error("{0}")]
+    Http(#[from] hyper::Error),
+    /// The request could not be built.
+    #[error("{0}")]
+    Request(#[from] axum::http::Error),
+}
+
 /// Sends `req` (method, upgrade headers, query) to `target` over plain HTTP/1.1 and relays
 /// the answer; a `101` splices the client's and the runtime's upgraded connections.
-async fn forward(mut req: Request, target: &Uri) -> Result<Response, String> {
+async fn forward(mut req: Request, target: &Uri) -> Result<Response, ForwardError> {
     let authority = target
         .authority()
-        .ok_or_else(|| format!("{target} has no host"))?
+        .ok_or_else(|| ForwardError::NoHost(target.clone()))?
         .clone();
     let port = authority.port_u16().unwrap_or(80);
-    let tcp = tokio::net::TcpStream::connect((authority.host(), port))
-        .await
-        .map_err(|e| e.to_string())?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-        .await
-        .map_err(|e| e.to_string())?;
+    let tcp = tokio::net::TcpStream::connect((authority.host(), port)).await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
     tokio::spawn(async move {
         let _ = conn.with_upgrades().await;
     });
@@ -244,10 +259,9 @@ async fn forward(mut req: Request, target: &Uri) -> Result<Response, String> {
     }
     let out = out
         .header(header::HOST, authority.as_str())
-        .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .map_err(|e| e.to_string())?;
+        .body(http_body_util::Empty::<bytes::Bytes>::new())?;
     let downstream = hyper::upgrade::on(&mut req);
-    let mut resp = sender.send_request(out).await.map_err(|e| e.to_string())?;
+    let mut resp = sender.send_request(out).await?;
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
         let upstream = hyper::upgrade::on(&mut resp);
         tokio::spawn(async move {
@@ -287,7 +301,7 @@ mod tests {
             vec![80, 8080]
         );
         assert_eq!(
-            stream_options("port=http"),
+            stream_options("port=http").map_err(|e| e.to_string()),
             Err("unable to parse \"http\" as a port".into())
         );
     }

@@ -56,22 +56,41 @@ pub fn static_pods(files: &[ManifestFile], node_name: &str) -> (Vec<Pod>, Vec<Re
             Ok(p) => pods.push(p),
             Err(reason) => rejected.push(Rejected {
                 path: f.path.clone(),
-                reason,
+                reason: reason.to_string(),
             }),
         }
     }
     (pods, rejected)
 }
 
+/// Why a manifest is skipped (the upstream kubelet's words).
+#[derive(Debug, thiserror::Error)]
+enum ManifestError {
+    /// Not YAML or JSON.
+    #[error("invalid pod manifest: {0}")]
+    Syntax(#[source] serde_norway::Error),
+    /// Not a `v1` Pod (its apiVersion and kind, JSON).
+    #[error("invalid pod: expected apiVersion v1 and kind Pod, got {api_version} {kind}")]
+    Kind {
+        api_version: serde_json::Value,
+        kind: serde_json::Value,
+    },
+    /// Not of the Pod's shape.
+    #[error("invalid pod: {0}")]
+    Shape(#[source] serde_json::Error),
+    /// A required field (named) is missing.
+    #[error("invalid pod: {0}: Required value")]
+    Required(&'static str),
+}
+
 /// Parses one manifest (YAML is a superset of JSON) into a Pod.
-fn parse(text: &str) -> Result<serde_json::Value, String> {
-    let v: serde_json::Value =
-        serde_norway::from_str(text).map_err(|e| format!("invalid pod manifest: {e}"))?;
+fn parse(text: &str) -> Result<serde_json::Value, ManifestError> {
+    let v: serde_json::Value = serde_norway::from_str(text).map_err(ManifestError::Syntax)?;
     if v["kind"] != "Pod" || v["apiVersion"] != "v1" {
-        return Err(format!(
-            "invalid pod: expected apiVersion v1 and kind Pod, got {} {}",
-            v["apiVersion"], v["kind"]
-        ));
+        return Err(ManifestError::Kind {
+            api_version: v["apiVersion"].clone(),
+            kind: v["kind"].clone(),
+        });
     }
     Ok(v)
 }
@@ -86,22 +105,18 @@ pub fn manifest_hash(pod: &serde_json::Value, node_name: &str, path: &str) -> St
     hex::encode(&h.finalize()[..16])
 }
 
-fn static_pod(f: &ManifestFile, node_name: &str) -> Result<Pod, String> {
+fn static_pod(f: &ManifestFile, node_name: &str) -> Result<Pod, ManifestError> {
     let value = parse(&f.text)?;
-    let mut pod: Pod =
-        serde_json::from_value(value.clone()).map_err(|e| format!("invalid pod: {e}"))?;
+    let mut pod: Pod = serde_json::from_value(value.clone()).map_err(ManifestError::Shape)?;
     let name = pod
         .metadata
         .name
         .clone()
         .filter(|n| !n.is_empty())
-        .ok_or("invalid pod: metadata.name: Required value")?;
-    let spec = pod
-        .spec
-        .as_mut()
-        .ok_or("invalid pod: spec: Required value")?;
+        .ok_or(ManifestError::Required("metadata.name"))?;
+    let spec = pod.spec.as_mut().ok_or(ManifestError::Required("spec"))?;
     if spec.containers.is_empty() {
-        return Err("invalid pod: spec.containers: Required value".into());
+        return Err(ManifestError::Required("spec.containers"));
     }
     let hash = match pod.metadata.uid.clone().filter(|u| !u.is_empty()) {
         Some(uid) => uid,

@@ -4,7 +4,9 @@
 //! # Guarantees
 //! - `node`: `nodeName`, `cpu` (`usageCoreNanoSeconds`, `usageNanoCores` when a rate is
 //!   known), `memory` (`usageBytes`, `workingSetBytes`, `availableBytes`, `rssBytes`), each with
-//!   the sample's `time`.
+//!   the sample's `time`. Sample `time`s keep their fraction of a second (`…:22.5Z`, still
+//!   RFC 3339 for Go's parser) so that a metrics server's CPU rate between two scrapes is
+//!   exact; `startTime`s are whole seconds as upstream's.
 //! - `pods`: one entry per pod UID among the running containers (by the kubelet's
 //!   `io.kubernetes.pod.*` labels; containers without them, e.g. foreign ones, are left out), in
 //!   namespace/name order, with `podRef`, `startTime` (its oldest container's) and `containers`
@@ -36,6 +38,12 @@ pub fn rfc3339(nanos: i64) -> String {
     format!("{t:.0}")
 }
 
+/// RFC 3339 (UTC) of Unix nanoseconds, with the fraction of a second when there is one.
+pub fn sample_time(nanos: i64) -> String {
+    let t = k8s_openapi::jiff::Timestamp::from_nanosecond(i128::from(nanos)).unwrap_or_default();
+    format!("{t}")
+}
+
 fn put(m: &mut Map<String, Value>, key: &str, v: Option<u64>) {
     if let Some(v) = v {
         m.insert(key.into(), json!(v));
@@ -59,7 +67,7 @@ const MEMORY_FIELDS: &[MemoryField] = &[
 
 fn cpu_of(c: &pb::CpuUsage) -> Value {
     let mut m = Map::new();
-    m.insert("time".into(), json!(rfc3339(c.timestamp)));
+    m.insert("time".into(), json!(sample_time(c.timestamp)));
     put(&mut m, "usageNanoCores", value(&c.usage_nano_cores));
     put(
         &mut m,
@@ -71,7 +79,7 @@ fn cpu_of(c: &pb::CpuUsage) -> Value {
 
 fn memory_of(mem: &pb::MemoryUsage) -> Value {
     let mut m = Map::new();
-    m.insert("time".into(), json!(rfc3339(mem.timestamp)));
+    m.insert("time".into(), json!(sample_time(mem.timestamp)));
     for (name, read) in MEMORY_FIELDS {
         put(&mut m, name, read(mem));
     }
@@ -101,7 +109,7 @@ pub fn summary(
     containers: &[pb::ContainerStats],
     started: &HashMap<String, i64>,
 ) -> Value {
-    let time = rfc3339(node.time_nanos);
+    let time = sample_time(node.time_nanos);
     let mut node_json = json!({"nodeName": node_name});
     let mut cpu = Map::new();
     put(&mut cpu, "usageNanoCores", node.cpu_nano_cores);

@@ -50,12 +50,45 @@ impl Exemptions {
 }
 
 /// Why the admission configuration was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("reading {path}: {reason}")]
     Read { path: PathBuf, reason: String },
     #[error("{path}: {reason}")]
-    Invalid { path: PathBuf, reason: String },
+    Invalid {
+        path: PathBuf,
+        #[source]
+        reason: Invalid,
+    },
+}
+
+/// What is wrong with a configuration document.
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    /// Not YAML or JSON.
+    #[error("{0}")]
+    Syntax(#[source] serde_norway::Error),
+    /// Not of the `AdmissionConfiguration` shape.
+    #[error("not an AdmissionConfiguration: {0}")]
+    AdmissionShape(#[source] serde_norway::Error),
+    /// An `AdmissionConfiguration` of an unknown version.
+    #[error("unknown apiVersion {0:?} (want apiserver.config.k8s.io/v1)")]
+    AdmissionVersion(String),
+    /// Another kind where an `AdmissionConfiguration` belongs.
+    #[error("unknown kind {0:?} (want AdmissionConfiguration)")]
+    AdmissionKind(String),
+    /// Not of the `PodSecurityConfiguration` shape.
+    #[error("not a PodSecurityConfiguration: {0}")]
+    Shape(#[source] serde_json::Error),
+    /// A `PodSecurityConfiguration` of an unknown version.
+    #[error("unknown apiVersion {0:?} (want pod-security.admission.config.k8s.io/v1)")]
+    Version(String),
+    /// Another kind where a `PodSecurityConfiguration` belongs.
+    #[error("unknown kind {0:?} (want PodSecurityConfiguration)")]
+    Kind(String),
+    /// A field fails validation (upstream's field error text).
+    #[error("{0}")]
+    Field(String),
 }
 
 const ADMISSION_VERSIONS: &[&str] = &[
@@ -133,7 +166,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         path: path.to_path_buf(),
         reason: e.to_string(),
     })?;
-    let invalid = |reason: String| ConfigError::Invalid {
+    let invalid = |reason: Invalid| ConfigError::Invalid {
         path: path.to_path_buf(),
         reason,
     };
@@ -160,20 +193,14 @@ enum Source {
 }
 
 /// The configuration of plugin `name` in an `AdmissionConfiguration` document.
-fn plugin_configuration(text: &str, name: &str) -> Result<Option<Source>, String> {
+fn plugin_configuration(text: &str, name: &str) -> Result<Option<Source>, Invalid> {
     let doc: AdmissionConfiguration =
-        serde_norway::from_str(text).map_err(|e| format!("not an AdmissionConfiguration: {e}"))?;
+        serde_norway::from_str(text).map_err(Invalid::AdmissionShape)?;
     if !ADMISSION_VERSIONS.contains(&doc.api_version.as_str()) {
-        return Err(format!(
-            "unknown apiVersion {:?} (want apiserver.config.k8s.io/v1)",
-            doc.api_version
-        ));
+        return Err(Invalid::AdmissionVersion(doc.api_version));
     }
     if doc.kind != "AdmissionConfiguration" {
-        return Err(format!(
-            "unknown kind {:?} (want AdmissionConfiguration)",
-            doc.kind
-        ));
+        return Err(Invalid::AdmissionKind(doc.kind));
     }
     let Some(entry) = doc.plugins.into_iter().find(|p| p.name == name) else {
         return Ok(None);
@@ -186,25 +213,18 @@ fn plugin_configuration(text: &str, name: &str) -> Result<Option<Source>, String
 }
 
 /// A `PodSecurityConfiguration` document (YAML or JSON).
-pub fn parse(text: &str) -> Result<Config, String> {
-    let v: Value = serde_norway::from_str(text).map_err(|e| e.to_string())?;
+pub fn parse(text: &str) -> Result<Config, Invalid> {
+    let v: Value = serde_norway::from_str(text).map_err(Invalid::Syntax)?;
     from_value(v)
 }
 
-fn from_value(v: Value) -> Result<Config, String> {
-    let raw: RawConfig =
-        serde_json::from_value(v).map_err(|e| format!("not a PodSecurityConfiguration: {e}"))?;
+fn from_value(v: Value) -> Result<Config, Invalid> {
+    let raw: RawConfig = serde_json::from_value(v).map_err(Invalid::Shape)?;
     if !POD_SECURITY_VERSIONS.contains(&raw.api_version.as_str()) {
-        return Err(format!(
-            "unknown apiVersion {:?} (want pod-security.admission.config.k8s.io/v1)",
-            raw.api_version
-        ));
+        return Err(Invalid::Version(raw.api_version));
     }
     if raw.kind != "PodSecurityConfiguration" {
-        return Err(format!(
-            "unknown kind {:?} (want PodSecurityConfiguration)",
-            raw.kind
-        ));
+        return Err(Invalid::Kind(raw.kind));
     }
     let d = &raw.defaults;
     let defaults = Policy {
@@ -232,19 +252,21 @@ fn level_version(
     mode: &str,
     level: &Option<String>,
     version: &Option<String>,
-) -> Result<LevelVersion, String> {
+) -> Result<LevelVersion, Invalid> {
     let level = match level.as_deref() {
         None | Some("") => Level::Privileged,
         Some(l) => Level::parse(l).ok_or_else(|| {
-            format!(
+            Invalid::Field(format!(
                 "defaults.{mode}: Invalid value: {l:?}: must be one of privileged, baseline, restricted"
-            )
+            ))
         })?,
     };
     let version = match version.as_deref() {
         None | Some("") => Version::Latest,
         Some(v) => Version::parse(v).ok_or_else(|| {
-            format!("defaults.{mode}-version: Invalid value: {v:?}: must be \"latest\" or \"v1.x\"")
+            Invalid::Field(format!(
+                "defaults.{mode}-version: Invalid value: {v:?}: must be \"latest\" or \"v1.x\""
+            ))
         })?,
     };
     Ok(LevelVersion { level, version })
@@ -255,18 +277,22 @@ fn check_list(
     field: &str,
     items: &[String],
     check: impl Fn(&str) -> Option<String>,
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     for (i, s) in items.iter().enumerate() {
         if s.is_empty() {
-            return Err(format!(
+            return Err(Invalid::Field(format!(
                 "{field}[{i}]: Invalid value: \"\": must not be empty"
-            ));
+            )));
         }
         if let Some(why) = check(s) {
-            return Err(format!("{field}[{i}]: Invalid value: {s:?}: {why}"));
+            return Err(Invalid::Field(format!(
+                "{field}[{i}]: Invalid value: {s:?}: {why}"
+            )));
         }
         if items[..i].contains(s) {
-            return Err(format!("{field}[{i}]: Duplicate value: {s:?}"));
+            return Err(Invalid::Field(format!(
+                "{field}[{i}]: Duplicate value: {s:?}"
+            )));
         }
     }
     Ok(())

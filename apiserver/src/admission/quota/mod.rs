@@ -63,7 +63,7 @@ async fn admit_create(a: &Attributes, reg: &Registry) -> ApiResult<()> {
             match check::charge(&q, &delta, pod) {
                 Ok(None) => {}
                 Ok(Some(used)) => charges.push((kv, q, used)),
-                Err(why) => return Err(forbidden(a, &why)),
+                Err(why) => return Err(forbidden(a, &why.to_string())),
             }
         }
         if a.dry_run || charges.is_empty() {

@@ -126,7 +126,7 @@ pub(crate) fn selector_causes(v: &Value, at: String, out: &mut Vec<Cause>) {
     if v.is_null() {
         out.push(Cause::required(at, ""));
     } else if let Err(e) = LabelSelector::from_object(v) {
-        out.push(Cause::invalid_value(at, v, &e));
+        out.push(Cause::invalid_value(at, v, &e.to_string()));
     }
 }
 

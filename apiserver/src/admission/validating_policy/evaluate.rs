@@ -61,8 +61,15 @@ pub struct Decision {
     pub reason: &'static str,
 }
 
-/// An audit annotation's outcome: its key and value, or the error that failed it.
-pub type Annotation = (String, Result<String, String>);
+/// An expression that failed: its per-call cost, or its evaluation (upstream's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expression '{expression}' resulted in error: {reason}")]
+pub struct ExpressionError {
+    /// The expression's source, trimmed.
+    pub expression: String,
+    /// Why it failed.
+    pub reason: String,
+}
 
 /// Everything one evaluation decided.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -147,12 +154,13 @@ impl Scope {
         self.variables.insert(name.to_string(), value);
     }
 
-    fn run(&mut self, e: &Expr) -> Result<Result<cel::Value, String>, OutOfBudget> {
+    fn run(&mut self, e: &Expr) -> Result<Result<cel::Value, ExpressionError>, OutOfBudget> {
         let mut shapes = self.shapes.clone();
         let variables = Shape::object(self.variable_shapes.clone());
         shapes.push(("variables", variables));
-        let failed = |err: &dyn std::fmt::Display| {
-            format!("expression '{}' resulted in error: {err}", e.source.trim())
+        let failed = |err: &dyn std::fmt::Display| ExpressionError {
+            expression: e.source.trim().to_string(),
+            reason: err.to_string(),
         };
         match self.budget.charge(k8scel::cost_of(&e.program, &shapes)) {
             Ok(()) => {}
@@ -225,7 +233,7 @@ fn evaluate_within_budget(policy: &Policy, input: &Input) -> Result<Evaluation, 
     let mut out = Evaluation::default();
     for (i, v) in policy.validations.iter().enumerate() {
         out.decisions.push(match scope.run(&v.expr)? {
-            Err(e) => failure(policy, i, e),
+            Err(e) => failure(policy, i, e.to_string()),
             Ok(cel::Value::Bool(true)) => Decision {
                 index: i,
                 action: Action::Admit,
@@ -254,7 +262,7 @@ fn evaluate_within_budget(policy: &Policy, input: &Input) -> Result<Evaluation, 
                     e.source.trim()
                 ),
             )),
-            Err(err) => out.decisions.push(failure(policy, 0, err)),
+            Err(err) => out.decisions.push(failure(policy, 0, err.to_string())),
         }
     }
     Ok(out)

@@ -97,6 +97,11 @@ pub fn rule_matches(rule: &Rule, a: &Attributes, equivalent: bool) -> Option<&'s
     })
 }
 
+/// The request's namespace is not stored, so a namespace selector cannot be decided.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("namespace \"{0}\" not found")]
+pub struct NamespaceNotFound(pub String);
+
 /// The resource `m` selects the request as, if it does. `namespace_labels` are the labels
 /// of the request's namespace (`None` when it was not found); an error means it could not
 /// be decided.
@@ -104,7 +109,7 @@ pub fn matches(
     m: &MatchResources,
     a: &Attributes,
     namespace_labels: Option<&BTreeMap<String, String>>,
-) -> Result<Option<&'static Resource>, String> {
+) -> Result<Option<&'static Resource>, NamespaceNotFound> {
     if !m.namespace_selector.is_empty() {
         let selected = if is_namespace(a) {
             let own = labels(a.object.as_ref().or(a.old_object.as_ref())).unwrap_or_default();
@@ -113,7 +118,7 @@ pub fn matches(
             true
         } else {
             let Some(ns) = namespace_labels else {
-                return Err(format!("namespace \"{}\" not found", a.namespace));
+                return Err(NamespaceNotFound(a.namespace.clone()));
             };
             m.namespace_selector.matches(ns)
         };

@@ -119,7 +119,7 @@ async fn dispatch(
         };
         let matched = match matcher::matches(&policy.constraints, a, labels.as_ref()) {
             Err(e) => {
-                out.config_error(policy, None, &e);
+                out.config_error(policy, None, &e.to_string());
                 continue;
             }
             Ok(None) => continue,
@@ -143,7 +143,7 @@ async fn dispatch(
                 };
                 match matcher::matches(m, a, labels.as_ref()) {
                     Err(e) => {
-                        out.config_error(policy, Some(binding), &e);
+                        out.config_error(policy, Some(binding), &e.to_string());
                         continue;
                     }
                     Ok(None) => continue,
@@ -155,7 +155,7 @@ async fn dispatch(
                 {
                     Ok(p) => p,
                     Err(e) => {
-                        out.config_error(policy, Some(binding), &e);
+                        out.config_error(policy, Some(binding), &e.to_string());
                         continue;
                     }
                 };

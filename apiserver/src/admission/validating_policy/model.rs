@@ -170,16 +170,27 @@ fn rules(v: &Value) -> Vec<Rule> {
         .collect()
 }
 
-fn selector(v: &Value, field: &str) -> Result<LabelSelector, String> {
+/// An invalid selector of a `MatchResources` or `paramRef` (`<field>: <why>`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {source}")]
+pub struct SelectorFieldError {
+    /// The selector's field.
+    pub field: &'static str,
+    /// Why it is invalid.
+    #[source]
+    pub source: k3rs_apimachinery::selector::label::SelectorError,
+}
+
+fn selector(v: &Value, field: &'static str) -> Result<LabelSelector, SelectorFieldError> {
     if v.is_null() {
         return Ok(LabelSelector::default());
     }
-    LabelSelector::from_object(v).map_err(|e| format!("{field}: {e}"))
+    LabelSelector::from_object(v).map_err(|source| SelectorFieldError { field, source })
 }
 
 impl MatchResources {
     /// Parses a `MatchResources` object.
-    pub fn parse(v: &Value) -> Result<MatchResources, String> {
+    pub fn parse(v: &Value) -> Result<MatchResources, SelectorFieldError> {
         Ok(MatchResources {
             namespace_selector: selector(&v["namespaceSelector"], "namespaceSelector")?,
             object_selector: selector(&v["objectSelector"], "objectSelector")?,
@@ -307,7 +318,7 @@ impl Binding {
                 namespace: str_of(&pr["namespace"]),
                 selector: (!pr["selector"].is_null()).then(|| {
                     selector(&pr["selector"], "paramRef.selector").unwrap_or_else(|e| {
-                        config_error = Some(e);
+                        config_error = Some(e.to_string());
                         LabelSelector::default()
                     })
                 }),

@@ -30,6 +30,33 @@ fn labels_match(sel: &k3rs_apimachinery::selector::label::LabelSelector, o: &Val
     sel.matches(&super::matcher::labels(Some(o)).unwrap_or_default())
 }
 
+/// A configuration error of a binding's parameters (upstream's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParamsError {
+    /// The policy's `paramKind` is not a served kind.
+    #[error("paramKind kind `{api_version}, Kind={kind}` not known")]
+    UnknownKind {
+        /// Its apiVersion.
+        api_version: String,
+        /// Its kind.
+        kind: String,
+    },
+    /// A namespaced `paramRef` without a namespace for a cluster-scoped request.
+    #[error(
+        "cannot use namespaced paramRef in policy binding that matches cluster-scoped resources"
+    )]
+    NoNamespace,
+    /// A namespace on a cluster-scoped `paramKind`.
+    #[error("paramRef.namespace must not be provided for a cluster-scoped `paramKind`")]
+    ClusterScopedNamespace,
+    /// Reading the parameters failed (the store's message).
+    #[error("{0}")]
+    Read(String),
+    /// No parameters, and the binding denies then.
+    #[error("no params found for policy binding with `Deny` parameterNotFoundAction")]
+    NotFound,
+}
+
 /// The parameter objects to evaluate with (`Value::Null` for "no params"); `Err` is a
 /// configuration error of the binding.
 pub async fn collect(
@@ -37,27 +64,23 @@ pub async fn collect(
     param_kind: Option<&ParamKind>,
     binding: &Binding,
     request_namespace: &str,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, ParamsError> {
     let (Some(pk), Some(pr)) = (param_kind, binding.param_ref.as_ref()) else {
         return Ok(vec![Value::Null]);
     };
     let Some(r) = resource_of(pk) else {
-        return Err(format!(
-            "paramKind kind `{}, Kind={}` not known",
-            pk.api_version, pk.kind
-        ));
+        return Err(ParamsError::UnknownKind {
+            api_version: pk.api_version.clone(),
+            kind: pk.kind.clone(),
+        });
     };
     let namespace = if r.namespaced {
         match (pr.namespace.as_str(), request_namespace) {
-            ("", "") => {
-                return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into())
-            }
+            ("", "") => return Err(ParamsError::NoNamespace),
             ("", ns) | (ns, _) => Some(ns.to_string()),
         }
     } else if !pr.namespace.is_empty() {
-        return Err(
-            "paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into(),
-        );
+        return Err(ParamsError::ClusterScopedNamespace);
     } else {
         None
     };
@@ -71,17 +94,17 @@ pub async fn collect(
         match reg.get(&t).await {
             Ok(o) => vec![o],
             Err(e) if e.code == 404 => Vec::new(),
-            Err(e) => return Err(e.message),
+            Err(e) => return Err(ParamsError::Read(e.message)),
         }
     } else {
         let sel = pr.selector.clone().unwrap_or_default();
         let kvs = reg
             .all_under(keys::list_prefix(r, namespace.as_deref()))
             .await
-            .map_err(|e| e.message)?;
+            .map_err(|e| ParamsError::Read(e.message))?;
         let mut out = Vec::new();
         for kv in &kvs {
-            let o = crate::registry::decode_as(r, kv).map_err(|e| e.message)?;
+            let o = crate::registry::decode_as(r, kv).map_err(|e| ParamsError::Read(e.message))?;
             if labels_match(&sel, &o) {
                 out.push(o);
             }
@@ -89,9 +112,7 @@ pub async fn collect(
         out
     };
     if found.is_empty() && pr.deny_when_missing {
-        return Err(
-            "no params found for policy binding with `Deny` parameterNotFoundAction".into(),
-        );
+        return Err(ParamsError::NotFound);
     }
     Ok(found
         .into_iter()

@@ -16,10 +16,62 @@ use serde_json::Value;
 use super::model::{Endpoint, Webhook};
 use crate::registry::{Registry, Target};
 use k3rs_apimachinery::catalog;
-use k3rs_auth::webhook::client::{tls_config, Roots, WebhookClient};
+use k3rs_auth::webhook::client::{tls_config, ClientError, Roots, TlsConfigError, WebhookClient};
+
+/// Why a webhook could not be called (the failure policy decides what it means).
+#[derive(Debug, thiserror::Error)]
+pub enum CallFailure {
+    /// Services are not in the catalog.
+    #[error("services are not served")]
+    ServicesNotServed,
+    /// The webhook's Service does not exist.
+    #[error("service \"{namespace}/{name}\" not found")]
+    ServiceNotFound {
+        /// The Service's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// The Service has no ClusterIP (headless).
+    #[error("service \"{namespace}/{name}\" has no cluster IP to call")]
+    NoClusterIp {
+        /// The Service's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// No client for the endpoint.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// No TLS configuration for the `caBundle`.
+    #[error(transparent)]
+    Tls(#[from] TlsConfigError),
+    /// The review did not serialize.
+    #[error("{0}")]
+    Encode(#[from] serde_json::Error),
+    /// The POST failed.
+    #[error("failed to call webhook: Post \"{url}\": {source}")]
+    Post {
+        /// The URL.
+        url: String,
+        /// The failure.
+        #[source]
+        source: k3rs_auth::webhook::client::CallError,
+    },
+    /// No answer within the webhook's timeout (seconds).
+    #[error(
+        "failed to call webhook: Post \"{url}\": context deadline exceeded (timeout {seconds}s)"
+    )]
+    Timeout {
+        /// The URL.
+        url: String,
+        /// The timeout.
+        seconds: u64,
+    },
+}
 
 /// The URL to call and the name its certificate must carry (for services).
-async fn resolve(reg: &Registry, w: &Webhook) -> Result<(String, Option<String>), String> {
+async fn resolve(reg: &Registry, w: &Webhook) -> Result<(String, Option<String>), CallFailure> {
     match &w.endpoint {
         Endpoint::Url(u) => Ok((u.clone(), None)),
         Endpoint::Service {
@@ -28,8 +80,8 @@ async fn resolve(reg: &Registry, w: &Webhook) -> Result<(String, Option<String>)
             path,
             port,
         } => {
-            let services = catalog::lookup("", "v1", "services")
-                .ok_or_else(|| "services are not served".to_string())?;
+            let services =
+                catalog::lookup("", "v1", "services").ok_or(CallFailure::ServicesNotServed)?;
             let t = Target {
                 resource: services,
                 namespace: Some(namespace.clone()),
@@ -39,12 +91,16 @@ async fn resolve(reg: &Registry, w: &Webhook) -> Result<(String, Option<String>)
             let svc = reg
                 .get(&t)
                 .await
-                .map_err(|_| format!("service \"{namespace}/{name}\" not found"))?;
+                .map_err(|_| CallFailure::ServiceNotFound {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                })?;
             let ip = svc["spec"]["clusterIP"].as_str().unwrap_or("");
             if ip.is_empty() || ip == "None" {
-                return Err(format!(
-                    "service \"{namespace}/{name}\" has no cluster IP to call"
-                ));
+                return Err(CallFailure::NoClusterIp {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                });
             }
             let host = if ip.contains(':') {
                 format!("[{ip}]")
@@ -78,7 +134,7 @@ impl Clients {
         url: &str,
         server_name: Option<&str>,
         ca_bundle: &[u8],
-    ) -> Result<WebhookClient, String> {
+    ) -> Result<WebhookClient, CallFailure> {
         let key = (
             url.to_string(),
             server_name.map(str::to_string),
@@ -121,16 +177,16 @@ pub async fn call(
     reg: &Registry,
     w: &Webhook,
     review: &Value,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, CallFailure> {
     let (url, server_name) = resolve(reg, w).await?;
     let client = clients.client(&url, server_name.as_deref(), &w.ca_bundle)?;
-    let body = serde_json::to_vec(review).map_err(|e| e.to_string())?;
+    let body = serde_json::to_vec(review)?;
     match tokio::time::timeout(w.timeout, client.post_once(&body)).await {
-        Ok(r) => r.map_err(|e| format!("failed to call webhook: Post \"{url}\": {e}")),
-        Err(_) => Err(format!(
-            "failed to call webhook: Post \"{url}\": context deadline exceeded (timeout {}s)",
-            w.timeout.as_secs()
-        )),
+        Ok(r) => r.map_err(|source| CallFailure::Post { url, source }),
+        Err(_) => Err(CallFailure::Timeout {
+            url,
+            seconds: w.timeout.as_secs(),
+        }),
     }
 }
 

@@ -47,6 +47,28 @@ use k3rs_auth::authz::Chain as Authz;
 use model::Webhook;
 use review::Verdict;
 
+/// Why the match conditions could not decide (the first failure; none was false).
+#[derive(Debug, thiserror::Error)]
+enum ConditionError {
+    /// The runtime cost budget ran out.
+    #[error("{}", k3rs_cel::cost::OUT_OF_BUDGET)]
+    OutOfBudget,
+    /// A condition gave something other than a bool.
+    #[error("matchCondition '{0}' did not evaluate to a bool")]
+    NotBool(String),
+    /// A condition failed (its per-call cost or its evaluation).
+    #[error("matchCondition '{name}': {reason}")]
+    Failed {
+        /// The condition's name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The CEL pool did not run the evaluation.
+    #[error(transparent)]
+    Pool(#[from] k3rs_cel::PoolError),
+}
+
 /// Whether the match conditions select the request (`Err`: one failed, none was false).
 /// They are evaluated on the CEL pool (an `authorizer` check waits for the chain there),
 /// each within the per-call cost limit and all within one runtime budget.
@@ -55,7 +77,7 @@ async fn conditions(
     a: &Attributes,
     request: &Value,
     authz: Option<&Authz>,
-) -> Result<bool, String> {
+) -> Result<bool, ConditionError> {
     if w.match_conditions.is_empty() {
         return Ok(true);
     }
@@ -86,9 +108,7 @@ async fn conditions(
         let mut budget = k3rs_cel::Budget::runtime();
         for c in &conditions {
             let result = match budget.charge(k3rs_cel::cost_of(&c.program, &shapes)) {
-                Err(k3rs_cel::Refusal::OutOfBudget) => {
-                    return Err(k3rs_cel::cost::OUT_OF_BUDGET.to_string())
-                }
+                Err(k3rs_cel::Refusal::OutOfBudget) => return Err(ConditionError::OutOfBudget),
                 Err(refused) => Err(refused.to_string()),
                 Ok(()) => k3rs_cel::evaluate(&c.program, &vars).map_err(|e| e.to_string()),
             };
@@ -96,13 +116,13 @@ async fn conditions(
                 Ok(cel::Value::Bool(false)) => return Ok(false),
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(_) => {
-                    error.get_or_insert(format!(
-                        "matchCondition '{}' did not evaluate to a bool",
-                        c.name
-                    ));
+                    error.get_or_insert(ConditionError::NotBool(c.name.clone()));
                 }
                 Err(e) => {
-                    error.get_or_insert(format!("matchCondition '{}': {e}", c.name));
+                    error.get_or_insert(ConditionError::Failed {
+                        name: c.name.clone(),
+                        reason: e,
+                    });
                 }
             }
         }
@@ -110,7 +130,7 @@ async fn conditions(
     };
     super::cel_pool::run(evaluate)
         .await
-        .unwrap_or_else(|e| Err(e.to_string()))
+        .unwrap_or_else(|e| Err(e.into()))
 }
 
 fn plain(v: Option<&Value>) -> k3rs_cel::Var {
@@ -140,7 +160,7 @@ pub(crate) async fn consult(
     let matched = match matcher::matches(&w.matching, a, labels) {
         Ok(None) => return Ok(None),
         Ok(Some(r)) => r,
-        Err(e) => return failure(w, &e),
+        Err(e) => return failure(w, &e.to_string()),
     };
     if let Some(e) = &w.config_error {
         return failure(w, e);
@@ -150,7 +170,7 @@ pub(crate) async fn consult(
     match conditions(w, a, &request, authz).await {
         Ok(false) => return Ok(None),
         Ok(true) => {}
-        Err(e) => return failure(w, &e),
+        Err(e) => return failure(w, &e.to_string()),
     }
     if a.dry_run && !w.dry_run_safe {
         return Err(ApiError::bad_request(format!(
@@ -160,8 +180,8 @@ pub(crate) async fn consult(
     }
     let review = review::request(a, request);
     let verdict = match call::call(clients, reg, w, &review).await {
-        Ok(body) => review::verdict(&body, &uid),
-        Err(e) => Err(e),
+        Ok(body) => review::verdict(&body, &uid).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
     };
     let verdict = match verdict {
         Ok(v) => v,
@@ -226,8 +246,8 @@ mod tests {
         let allow = Authz::new(vec![Arc::new(AlwaysAllow)]);
         let deny = Authz::new(vec![Arc::new(AlwaysDeny)]);
         let req = json!({});
-        assert_eq!(conditions(w, &a, &req, Some(&allow)).await, Ok(true));
-        assert_eq!(conditions(w, &a, &req, Some(&deny)).await, Ok(false));
+        assert_eq!(conditions(w, &a, &req, Some(&allow)).await.ok(), Some(true));
+        assert_eq!(conditions(w, &a, &req, Some(&deny)).await.ok(), Some(false));
         // Without an authorizer the condition errs (failurePolicy decides).
         assert!(conditions(w, &a, &req, None).await.is_err());
     }

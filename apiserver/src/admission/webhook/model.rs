@@ -64,13 +64,18 @@ fn endpoint(cc: &Value) -> Endpoint {
     }
 }
 
-fn ca_bundle(cc: &Value) -> Result<Vec<u8>, String> {
+/// A `caBundle` that is not base64.
+#[derive(Debug, thiserror::Error)]
+#[error("clientConfig.caBundle: {0}")]
+struct CaBundleError(#[source] base64::DecodeError);
+
+fn ca_bundle(cc: &Value) -> Result<Vec<u8>, CaBundleError> {
     use base64::Engine;
     match cc["caBundle"].as_str() {
         None | Some("") => Ok(Vec::new()),
         Some(b) => base64::engine::general_purpose::STANDARD
             .decode(b)
-            .map_err(|e| format!("clientConfig.caBundle: {e}")),
+            .map_err(CaBundleError),
     }
 }
 
@@ -92,7 +97,7 @@ fn parse_one(w: &Value) -> Webhook {
     }
     selectors.insert("resourceRules".into(), w["rules"].clone());
     let matching = MatchResources::parse(&Value::Object(selectors)).unwrap_or_else(|e| {
-        errors.push(e);
+        errors.push(e.to_string());
         MatchResources::default()
     });
     let mut match_conditions = Vec::new();
@@ -113,7 +118,7 @@ fn parse_one(w: &Value) -> Webhook {
         }
     }
     let ca_bundle = ca_bundle(&w["clientConfig"]).unwrap_or_else(|e| {
-        errors.push(e);
+        errors.push(e.to_string());
         Vec::new()
     });
     Webhook {

@@ -35,40 +35,70 @@ pub struct Verdict {
     pub audit_annotations: Vec<(String, String)>,
 }
 
+/// Why a webhook's answer is unusable (kube-apiserver's messages).
+#[derive(Debug, thiserror::Error)]
+pub enum VerdictError {
+    /// Not JSON.
+    #[error("the answer is not JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// Not an `admission.k8s.io/v1` AdmissionReview.
+    #[error("expected response of kind admission.k8s.io/v1, Kind=AdmissionReview, got {api_version}, Kind={kind}")]
+    Kind {
+        /// The answer's apiVersion.
+        api_version: String,
+        /// The answer's kind.
+        kind: String,
+    },
+    /// No `response`.
+    #[error("webhook response was absent")]
+    Absent,
+    /// The response is for another review.
+    #[error("expected response.uid={expected:?}, got {got:?}")]
+    Uid {
+        /// The review's uid.
+        expected: String,
+        /// The response's.
+        got: String,
+    },
+    /// A patch of a type other than `JSONPatch`.
+    #[error("webhook returned invalid patchType: {0:?}")]
+    PatchType(String),
+    /// The patch is not base64.
+    #[error("the patch is not base64: {0}")]
+    PatchEncoding(#[source] base64::DecodeError),
+}
+
 /// Reads a webhook's answer to the review `uid`.
-pub fn verdict(body: &[u8], uid: &str) -> Result<Verdict, String> {
-    let v: Value =
-        serde_json::from_slice(body).map_err(|e| format!("the answer is not JSON: {e}"))?;
+pub fn verdict(body: &[u8], uid: &str) -> Result<Verdict, VerdictError> {
+    let v: Value = serde_json::from_slice(body).map_err(VerdictError::Json)?;
     if v["apiVersion"] != "admission.k8s.io/v1" || v["kind"] != "AdmissionReview" {
-        return Err(format!(
-            "expected response of kind admission.k8s.io/v1, Kind=AdmissionReview, got {}, Kind={}",
-            v["apiVersion"].as_str().unwrap_or(""),
-            v["kind"].as_str().unwrap_or("")
-        ));
+        return Err(VerdictError::Kind {
+            api_version: v["apiVersion"].as_str().unwrap_or("").to_string(),
+            kind: v["kind"].as_str().unwrap_or("").to_string(),
+        });
     }
     let r = &v["response"];
     if !r.is_object() {
-        return Err("webhook response was absent".into());
+        return Err(VerdictError::Absent);
     }
     if r["uid"].as_str() != Some(uid) {
-        return Err(format!(
-            "expected response.uid={uid:?}, got {:?}",
-            r["uid"].as_str().unwrap_or("")
-        ));
+        return Err(VerdictError::Uid {
+            expected: uid.to_string(),
+            got: r["uid"].as_str().unwrap_or("").to_string(),
+        });
     }
     let patch = match r["patch"].as_str() {
         None | Some("") => None,
         Some(p) => {
             if r["patchType"].as_str() != Some("JSONPatch") {
-                return Err(format!(
-                    "webhook returned invalid patchType: {:?}",
-                    r["patchType"].as_str().unwrap_or("")
+                return Err(VerdictError::PatchType(
+                    r["patchType"].as_str().unwrap_or("").to_string(),
                 ));
             }
             Some(
                 base64::engine::general_purpose::STANDARD
                     .decode(p)
-                    .map_err(|e| format!("the patch is not base64: {e}"))?,
+                    .map_err(VerdictError::PatchEncoding)?,
             )
         }
     };
@@ -156,6 +186,7 @@ mod tests {
         assert!(
             verdict(&answer(json!({"uid": "other", "allowed": true})), "u")
                 .unwrap_err()
+                .to_string()
                 .contains("expected response.uid")
         );
         assert!(verdict(b"{}", "u").is_err());
@@ -165,6 +196,7 @@ mod tests {
             "u"
         )
         .unwrap_err()
+        .to_string()
         .contains("patchType"));
     }
 

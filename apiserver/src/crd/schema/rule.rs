@@ -86,22 +86,36 @@ pub fn invalid(field: String, typ: &str, detail: &str) -> Cause {
     }
 }
 
+/// Why a rule's `fieldPath` is refused (upstream's reasons).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldPathError {
+    /// A `['` without its `']`, or a `.` with no name after it.
+    #[error("unexpected end of JSON path")]
+    UnexpectedEnd,
+    /// A step that starts with neither `[` nor `.` (the token found).
+    #[error("expected [ or . but got: {0}")]
+    Unexpected(String),
+    /// A name the schema has no field for.
+    #[error("does not refer to a valid field")]
+    NoSuchField,
+}
+
 /// A rule's `fieldPath` (`.spec.x`, `.m['key']`) appended to `at`, field by field as the
 /// schema names them (properties as `.x`, map keys as `[x]`); `Err` with upstream's reason
 /// when the path is malformed or names no field of `schema`.
-pub fn field_path(schema: &Value, at: &str, path: &str) -> Result<String, String> {
+pub fn field_path(schema: &Value, at: &str, path: &str) -> Result<String, FieldPathError> {
     let mut out = at.to_string();
     let mut s = schema;
     let mut rest = path;
     while !rest.is_empty() {
         let name = if let Some(r) = rest.strip_prefix("['") {
-            let end = r.find("']").ok_or("unexpected end of JSON path")?;
+            let end = r.find("']").ok_or(FieldPathError::UnexpectedEnd)?;
             rest = &r[end + 2..];
             r[..end].to_string()
         } else if let Some(r) = rest.strip_prefix('.') {
             let end = r.find(['.', '[']).unwrap_or(r.len());
             if end == 0 {
-                return Err("unexpected end of JSON path".into());
+                return Err(FieldPathError::UnexpectedEnd);
             }
             rest = &r[end..];
             r[..end].to_string()
@@ -110,7 +124,7 @@ pub fn field_path(schema: &Value, at: &str, path: &str) -> Result<String, String
                 .chars()
                 .take_while(|c| !matches!(c, '.' | '['))
                 .collect();
-            return Err(format!("expected [ or . but got: {tok}"));
+            return Err(FieldPathError::Unexpected(tok));
         };
         if let Some(p) = s["properties"].get(&name) {
             out = super::child(&out, &name);
@@ -121,10 +135,10 @@ pub fn field_path(schema: &Value, at: &str, path: &str) -> Result<String, String
                     out = format!("{out}[{name}]");
                     s = a;
                 }
-                None => return Err("does not refer to a valid field".into()),
+                None => return Err(FieldPathError::NoSuchField),
             }
         } else {
-            return Err("does not refer to a valid field".into());
+            return Err(FieldPathError::NoSuchField);
         }
     }
     Ok(out)
@@ -181,11 +195,11 @@ mod tests {
         );
         assert_eq!(field_path(&s, "", "['a']"), Ok("a".into()));
         assert_eq!(
-            field_path(&s, "spec", ".x"),
+            field_path(&s, "spec", ".x").map_err(|e| e.to_string()),
             Err("does not refer to a valid field".into())
         );
         assert_eq!(
-            field_path(&s, "spec", "a"),
+            field_path(&s, "spec", "a").map_err(|e| e.to_string()),
             Err("expected [ or . but got: a".into())
         );
     }

@@ -201,7 +201,7 @@ fn node(
             Ok(cel::Value::Bool(false)) => match message_expression(r, &vars, &shapes, b) {
                 Ok(detail) => out.push(failure(schema, r, detail, at, typ)),
                 Err(why) => {
-                    out.push(rule::invalid(at.into(), typ, &why));
+                    out.push(rule::invalid(at.into(), typ, &why.to_string()));
                     *budget = None;
                     return;
                 }
@@ -231,6 +231,17 @@ fn failure(schema: &Value, r: &Rule, detail: Option<String>, at: &str, typ: &str
     r.failure(field, typ, &detail)
 }
 
+/// The budget ran out on a `messageExpression` (upstream's message; validation stops).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum MessageCostError {
+    /// The per-object budget.
+    #[error("messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run")]
+    OutOfBudget,
+    /// The per-call limit (the expression, JSON-quoted).
+    #[error("no further validation rules will be run due to call cost exceeds limit for messageExpression: {0}")]
+    CallLimit(Value),
+}
+
 /// The `messageExpression`'s string, trimmed; `Ok(None)` (fall back to the message) when
 /// it fails, is not a string, is empty or has line breaks; `Err` with upstream's error
 /// when its cost may not be paid (validation stops).
@@ -239,7 +250,7 @@ fn message_expression(
     vars: &k8scel::Vars,
     shapes: &[(&str, Shape)],
     budget: &mut Budget,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, MessageCostError> {
     if r.message_expression.is_empty() {
         return Ok(None);
     }
@@ -247,14 +258,11 @@ fn message_expression(
         return Ok(None);
     };
     match budget.charge(k8scel::cost_of(&compiled.program, shapes)) {
-        Err(Refusal::OutOfBudget) => {
-            return Err("messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".into())
-        }
+        Err(Refusal::OutOfBudget) => return Err(MessageCostError::OutOfBudget),
         Err(Refusal::CallLimit) => {
-            return Err(format!(
-                "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
-                serde_json::json!(r.message_expression)
-            ))
+            return Err(MessageCostError::CallLimit(serde_json::json!(
+                r.message_expression
+            )))
         }
         Ok(()) => {}
     }

@@ -47,7 +47,7 @@ pub fn check(s: &Value, at: &str, out: &mut Vec<Cause>) {
                 out.push(Cause::invalid(
                     format!("{rat}.fieldPath"),
                     &r.field_path,
-                    &e,
+                    &e.to_string(),
                 ));
             }
         }

@@ -1,6 +1,8 @@
-//! One store event decoded once for every watcher: the object (with its resourceVersion), its
-//! JSON form and labels, and the previous version's object and labels, so that each watcher
-//! only evaluates its selectors and copies bytes.
+//! One store event decoded once for every watcher: its JSON form (what watchers are sent), and
+//! for the new and the previous version only what selectors read (labels and the
+//! selectable fields), so that each watcher only evaluates its selectors and copies bytes.
+//! Decoded objects are not kept: a pod as a `serde_json::Value` with its managedFields is ten
+//! times its JSON, and the ring holds a thousand events per resource.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +12,7 @@ use serde_json::Value;
 use crate::registry::decode_as;
 
 use k3rs_apimachinery::meta;
+use k3rs_apimachinery::selector::field::selectable;
 
 use crate::registry::ListOptions;
 use k3rs_apimachinery::catalog::Resource;
@@ -19,18 +22,21 @@ use k3rs_datastore::Event;
 /// An object version as selectors see it.
 #[derive(Debug, Clone, PartialEq)]
 struct Version {
-    object: Value,
+    /// The fields field selectors of the resource can read ([`selectable`]).
+    fields: Value,
     labels: BTreeMap<String, String>,
 }
 
 impl Version {
-    fn new(object: Value) -> Version {
-        let labels = meta::labels(&object);
-        Version { object, labels }
+    fn new(r: &Resource, object: &Value) -> Version {
+        Version {
+            fields: selectable(object, r),
+            labels: meta::labels(object),
+        }
     }
 
     fn matches(&self, filter: &ListOptions) -> bool {
-        filter.labels.matches(&self.labels) && filter.fields.matches(&self.object)
+        filter.labels.matches(&self.labels) && filter.fields.matches(&self.fields)
     }
 }
 
@@ -49,7 +55,7 @@ pub struct CachedEvent {
     /// A put of a key that did not exist before.
     created: bool,
     deleted: bool,
-    /// `current.object` serialized once.
+    /// The object sent (`current`'s), serialized once.
     json: Bytes,
 }
 
@@ -58,11 +64,12 @@ impl CachedEvent {
     /// version (nothing to show, and never asked that way).
     pub fn decode(r: &Resource, ev: &Event) -> ApiResult<Option<CachedEvent>> {
         let decode = |kv| decode_as(r, kv);
-        let (current, prev, created, deleted) = match ev {
+        let (object, prev, created, deleted) = match ev {
             Event::Put { kv, prev } => {
-                let prev = prev.as_ref().map(decode).transpose()?.map(Version::new);
+                let prev = prev.as_ref().map(decode).transpose()?;
+                let prev = prev.map(|p| Version::new(r, &p));
                 let created = prev.is_none() && kv.version <= 1;
-                (Version::new(decode(kv)?), prev, created, false)
+                (decode(kv)?, prev, created, false)
             }
             Event::Delete {
                 prev: Some(p),
@@ -71,12 +78,13 @@ impl CachedEvent {
             } => {
                 let mut obj = decode(p)?;
                 meta::set_resource_version(&mut obj, *revision);
-                (Version::new(obj), None, false, true)
+                (obj, None, false, true)
             }
             Event::Delete { prev: None, .. } => return Ok(None),
         };
-        let json = serde_json::to_vec(&current.object)
+        let json = serde_json::to_vec(&object)
             .map_err(|e| ApiError::internal(format!("encoding a watch event: {e}")))?;
+        let current = Version::new(r, &object);
         Ok(Some(CachedEvent {
             key: ev.key().to_vec(),
             revision: ev.revision(),
@@ -88,9 +96,10 @@ impl CachedEvent {
         }))
     }
 
-    /// The object sent with this event.
-    pub fn object(&self) -> &Value {
-        &self.current.object
+    /// The object sent with this event, decoded again from its JSON (for tests and
+    /// diagnostics; delivery copies the bytes).
+    pub fn object(&self) -> Value {
+        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }
 
     /// What a watcher with `filter` is told, the way kube-apiserver's watch cache does: an
@@ -234,7 +243,7 @@ mod tests {
         assert_eq!(out.kind_for(&f), Some("ADDED"));
         assert_eq!(
             out.object(),
-            &json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
                 "metadata": {"name": "e", "resourceVersion": "3"},
                 "note": "m", "regarding": {"kind": "Pod", "name": "p"}, "reason": "R"})
         );

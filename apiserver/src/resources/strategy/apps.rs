@@ -23,11 +23,17 @@ pub fn deployment_defaults(d: &mut Value) {
         default_field(spec, "replicas", json!(1));
         default_field(spec, "revisionHistoryLimit", json!(10));
         default_field(spec, "progressDeadlineSeconds", json!(600));
-        default_field(
-            spec,
-            "strategy",
-            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
-        );
+        // Field by field, as upstream's SetDefaults_Deployment: `kubectl create deployment`
+        // sends `strategy: {}`.
+        default_field(spec, "strategy", json!({}));
+        let strategy = &mut spec["strategy"];
+        default_field(strategy, "type", json!("RollingUpdate"));
+        if strategy["type"] == "RollingUpdate" {
+            default_field(strategy, "rollingUpdate", json!({}));
+            let rolling = &mut strategy["rollingUpdate"];
+            default_field(rolling, "maxUnavailable", json!("25%"));
+            default_field(rolling, "maxSurge", json!("25%"));
+        }
     }
     template_defaults(d);
 }
@@ -99,6 +105,26 @@ mod tests {
         assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
         assert_eq!(d["spec"]["template"]["spec"]["restartPolicy"], "Always");
         assert!(validate(&d).is_empty(), "{:?}", validate(&d));
+    }
+
+    #[test]
+    fn an_empty_or_partial_strategy_is_filled_in() {
+        for (given, want) in [
+            (
+                json!({}),
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+            ),
+            (
+                json!({"rollingUpdate": {"maxSurge": 2}}),
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": 2}}),
+            ),
+            (json!({"type": "Recreate"}), json!({"type": "Recreate"})),
+        ] {
+            let mut d = deploy(json!({"app": "a"}), json!({"app": "a"}));
+            d["spec"]["strategy"] = given;
+            deployment_defaults(&mut d);
+            assert_eq!(d["spec"]["strategy"], want);
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Per-kind strategies: defaulting and validation beyond the generic metadata rules, and
 //! what a create resets. Pure functions over the JSON object; unit-tested with exact values.
 
+mod apiservice;
 mod apps;
 mod autoscaling;
 mod batch;
@@ -17,6 +18,7 @@ mod service;
 pub mod csr;
 mod endpointslice;
 mod event;
+mod generation;
 mod networking;
 mod rbac;
 pub mod scheduling;
@@ -31,6 +33,7 @@ use super::event_convert::to_core;
 use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::Cause;
 
+pub use generation::{bumps_generation, prepare_for_status_update};
 pub use pod::{default_pod_spec, mirror_service_account, requests_from_limits};
 
 /// Applies the kind's defaults (kube-apiserver's `SetDefaults_*`).
@@ -57,6 +60,7 @@ pub fn apply_defaults(r: &Resource, obj: &mut Value) {
         ("autoscaling", "HorizontalPodAutoscaler") => autoscaling::hpa_defaults(obj),
         // Part B.
         ("discovery.k8s.io", "EndpointSlice") => endpointslice::defaults(obj),
+        ("apiregistration.k8s.io", "APIService") => apiservice::defaults(obj),
         ("networking.k8s.io", "IngressClass") => networking::ingressclass_defaults(obj),
         ("networking.k8s.io", "NetworkPolicy") => networking::networkpolicy_defaults(obj),
         ("storage.k8s.io", "StorageClass") => storage::storageclass_defaults(obj),
@@ -134,6 +138,13 @@ pub fn prepare_for_create(r: &Resource, obj: &mut Value) {
 
 /// Kind-specific validation; field paths are kube-apiserver's.
 pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
+    let mut causes = workload::validate_template_metadata(r.group, r.kind, obj);
+    causes.extend(validate_kind(r, obj));
+    causes
+}
+
+/// The kind-specific part of [`validate`].
+fn validate_kind(r: &Resource, obj: &Value) -> Vec<Cause> {
     match (r.group, r.kind) {
         ("", "Pod") => pod::validate_spec(&obj["spec"], "spec"),
         ("", "Service") => service::validate(obj),
@@ -142,6 +153,7 @@ pub fn validate(r: &Resource, obj: &Value) -> Vec<Cause> {
         ("apps", "Deployment") | ("apps", "ReplicaSet") => apps::validate(obj),
         // Part B.
         ("discovery.k8s.io", "EndpointSlice") => endpointslice::validate(obj),
+        ("apiregistration.k8s.io", "APIService") => apiservice::validate(obj),
         ("", "Event") => event::validate(obj, false),
         ("events.k8s.io", "Event") => event::validate(&to_core(obj), true),
         ("networking.k8s.io", "Ingress") => networking::ingress_validate(obj),

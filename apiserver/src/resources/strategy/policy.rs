@@ -48,7 +48,11 @@ pub fn validate_pdb(pdb: &Value) -> Vec<Cause> {
     int_or_percent(&spec["maxUnavailable"], "spec.maxUnavailable", &mut causes);
     if spec["selector"].is_object() {
         if let Err(e) = LabelSelector::from_object(&spec["selector"]) {
-            causes.push(Cause::invalid_value("spec.selector", &spec["selector"], &e));
+            causes.push(Cause::invalid_value(
+                "spec.selector",
+                &spec["selector"],
+                &e.to_string(),
+            ));
         }
     }
     if let Some(p) = spec["unhealthyPodEvictionPolicy"].as_str() {

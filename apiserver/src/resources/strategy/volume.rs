@@ -172,7 +172,7 @@ pub fn validate_claim_spec(spec: &Value, path: &str) -> Vec<Cause> {
             causes.push(Cause::invalid_value(
                 format!("{path}.selector"),
                 &spec["selector"],
-                &e,
+                &e.to_string(),
             ));
         }
     }

@@ -45,7 +45,7 @@ pub fn label_selector(
     let parsed = match LabelSelector::from_object(sel) {
         Ok(s) => s,
         Err(e) => {
-            causes.push(Cause::invalid_value(path, sel, &e));
+            causes.push(Cause::invalid_value(path, sel, &e.to_string()));
             return None;
         }
     };
@@ -116,6 +116,37 @@ pub fn non_negative(obj: &Value, key: &str, path: &str, causes: &mut Vec<Cause>)
             "must be greater than or equal to 0",
         ));
     }
+}
+
+/// Where a kind keeps the object metadata of its templates, as `(JSON pointer, field path)`:
+/// upstream's `ValidatePodTemplateSpec` checks their labels and annotations like an object's
+/// (a Job named past 63 characters is refused because its pods' `job-name` label would be).
+fn template_metadata(group: &str, kind: &str) -> &'static [(&'static str, &'static str)] {
+    match (group, kind) {
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")
+        | ("", "ReplicationController")
+        | ("batch", "Job") => &[("/spec/template/metadata", "spec.template.metadata")],
+        ("", "PodTemplate") => &[("/template/metadata", "template.metadata")],
+        ("batch", "CronJob") => &[
+            ("/spec/jobTemplate/metadata", "spec.jobTemplate.metadata"),
+            (
+                "/spec/jobTemplate/spec/template/metadata",
+                "spec.jobTemplate.spec.template.metadata",
+            ),
+        ],
+        _ => &[],
+    }
+}
+
+/// Labels and annotations of the templates of `obj`, a `group`/`kind` object.
+pub fn validate_template_metadata(group: &str, kind: &str, obj: &Value) -> Vec<Cause> {
+    template_metadata(group, kind)
+        .iter()
+        .filter_map(|(pointer, at)| Some((obj.pointer(pointer)?, at)))
+        .flat_map(|(meta, at)| {
+            k3rs_apimachinery::validation::validate_meta_labels_and_annotations(meta, at)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -189,5 +220,28 @@ mod tests {
             causes[0].message,
             "Invalid value: -1: must be greater than or equal to 0"
         );
+    }
+
+    #[test]
+    fn template_labels_are_validated_like_an_objects() {
+        let job =
+            json!({"spec": {"template": {"metadata": {"labels": {"job-name": "j".repeat(64)}}}}});
+        let causes = validate_template_metadata("batch", "Job", &job);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "spec.template.metadata.labels");
+        let cj = json!({"spec": {"jobTemplate": {"metadata": {"annotations": {"bad key": "v"}},
+            "spec": {"template": {"metadata": {"labels": {"ok": "-bad"}}}}}}});
+        let fields: Vec<String> = validate_template_metadata("batch", "CronJob", &cj)
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.jobTemplate.metadata.annotations",
+                "spec.jobTemplate.spec.template.metadata.labels"
+            ]
+        );
+        assert!(validate_template_metadata("", "ConfigMap", &job).is_empty());
     }
 }

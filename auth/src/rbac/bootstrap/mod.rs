@@ -21,11 +21,11 @@ pub const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
 pub const BOOTSTRAPPING: (&str, &str) = ("kubernetes.io/bootstrapping", "rbac-defaults");
 /// Labels that aggregate a ClusterRole into `admin`, `edit`, `view`.
 pub const AGGREGATE_TO_ADMIN: &str = "rbac.authorization.k8s.io/aggregate-to-admin";
-pub const AGGREGATE_TO_EDIT: &str = "rbac.authorization.k8s.io/aggregate-to-edit";
-pub const AGGREGATE_TO_VIEW: &str = "rbac.authorization.k8s.io/aggregate-to-view";
+pub(crate) const AGGREGATE_TO_EDIT: &str = "rbac.authorization.k8s.io/aggregate-to-edit";
+pub(crate) const AGGREGATE_TO_VIEW: &str = "rbac.authorization.k8s.io/aggregate-to-view";
 
 /// The built-in signer names (`certificates.k8s.io/v1`).
-pub mod signers {
+pub(crate) mod signers {
     pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
     pub const KUBE_APISERVER_CLIENT_KUBELET: &str = "kubernetes.io/kube-apiserver-client-kubelet";
     pub const KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
@@ -48,7 +48,7 @@ pub(crate) fn meta_for(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
     }
 }
 
-pub fn cluster_role(name: &str, rules: Vec<PolicyRule>) -> ClusterRole {
+pub(crate) fn cluster_role(name: &str, rules: Vec<PolicyRule>) -> ClusterRole {
     ClusterRole {
         metadata: meta_for(name, &[]),
         rules: Some(rules),
@@ -56,7 +56,7 @@ pub fn cluster_role(name: &str, rules: Vec<PolicyRule>) -> ClusterRole {
     }
 }
 
-pub fn labelled(mut r: ClusterRole, labels: &[(&str, &str)]) -> ClusterRole {
+pub(crate) fn labelled(mut r: ClusterRole, labels: &[(&str, &str)]) -> ClusterRole {
     let l = r.metadata.labels.get_or_insert_with(BTreeMap::new);
     for (k, v) in labels {
         l.insert(k.to_string(), v.to_string());
@@ -99,7 +99,7 @@ pub fn subject(kind: &str, name: &str) -> Subject {
     }
 }
 
-pub fn binding(name: &str, role: &str, subjects: Vec<Subject>) -> ClusterRoleBinding {
+pub(crate) fn binding(name: &str, role: &str, subjects: Vec<Subject>) -> ClusterRoleBinding {
     ClusterRoleBinding {
         metadata: meta_for(name, &[]),
         role_ref: RoleRef {

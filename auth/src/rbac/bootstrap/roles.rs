@@ -524,6 +524,26 @@ pub(super) fn cluster_roles() -> Vec<ClusterRole> {
             "system:kube-dns",
             vec![rule(&["list", "watch"], &[""], &["endpoints", "services"])],
         ),
+        // What a node's NetworkPolicy enforcer reads (k3s's agent does it with its own
+        // `system:k3s-controller` identity, which has the same read access).
+        cluster_role(
+            "k3rs:network-policy",
+            vec![
+                rule(&["list", "watch"], &[""], &["pods", "namespaces"]),
+                rule(
+                    &["list", "watch"],
+                    &["networking.k8s.io"],
+                    &["networkpolicies"],
+                ),
+                events_rule(),
+            ],
+        ),
+        // What an agent reads of its server's settings (k3s's agents read `/v1-k3s/config`
+        // with their node credentials).
+        cluster_role(
+            "k3rs:agent-config",
+            vec![url_rule(&["get"], &[k3rs_apimachinery::agent_config::PATH])],
+        ),
         cluster_role(
             "system:kubelet-api-admin",
             vec![
@@ -622,6 +642,16 @@ pub(super) fn bindings() -> Vec<ClusterRoleBinding> {
         binding(
             "k3rs:node-proxier",
             "system:node-proxier",
+            vec![subject("Group", "system:nodes")],
+        ),
+        binding(
+            "k3rs:network-policy",
+            "k3rs:network-policy",
+            vec![subject("Group", "system:nodes")],
+        ),
+        binding(
+            "k3rs:agent-config",
+            "k3rs:agent-config",
             vec![subject("Group", "system:nodes")],
         ),
         binding(

@@ -197,6 +197,9 @@ impl Model {
                     Ok(CommandResponse::LeaseGrant { id: *id, ttl: *ttl })
                 }
             }
+            Command::Alarm { .. } => {
+                unreachable!("the model generates no alarms (tests/store/alarm.rs covers them)")
+            }
             Command::LeaseRevoke { id } => {
                 if self.leases.remove(id).is_none() {
                     Err(RequestError::LeaseNotFound)

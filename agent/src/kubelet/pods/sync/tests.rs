@@ -19,6 +19,7 @@ enum ApiCall {
 struct FakeApi {
     calls: Mutex<Vec<ApiCall>>,
     config_maps: BTreeMap<String, ConfigMap>,
+    secrets: BTreeMap<String, Secret>,
 }
 
 impl FakeApi {
@@ -34,11 +35,16 @@ impl PodApi for FakeApi {
         _name: &str,
         _uid: &str,
         patch: Value,
-    ) -> BoxFuture<'_, Result<(), String>> {
+    ) -> BoxFuture<'_, Result<(), crate::kubelet::pods::api::Error>> {
         self.calls.lock().unwrap().push(ApiCall::Status(patch));
         Box::pin(async { Ok(()) })
     }
-    fn delete(&self, _ns: &str, name: &str, uid: &str) -> BoxFuture<'_, Result<(), String>> {
+    fn delete(
+        &self,
+        _ns: &str,
+        name: &str,
+        uid: &str,
+    ) -> BoxFuture<'_, Result<(), crate::kubelet::pods::api::Error>> {
         self.calls
             .lock()
             .unwrap()
@@ -49,12 +55,17 @@ impl PodApi for FakeApi {
         &self,
         _ns: &str,
         name: &str,
-    ) -> BoxFuture<'_, Result<Option<ConfigMap>, String>> {
+    ) -> BoxFuture<'_, Result<Option<ConfigMap>, crate::kubelet::pods::api::Error>> {
         let m = self.config_maps.get(name).cloned();
         Box::pin(async move { Ok(m) })
     }
-    fn secret(&self, _ns: &str, _name: &str) -> BoxFuture<'_, Result<Option<Secret>, String>> {
-        Box::pin(async { Ok(None) })
+    fn secret(
+        &self,
+        _ns: &str,
+        name: &str,
+    ) -> BoxFuture<'_, Result<Option<Secret>, crate::kubelet::pods::api::Error>> {
+        let s = self.secrets.get(name).cloned();
+        Box::pin(async move { Ok(s) })
     }
     fn token<'a>(
         &'a self,
@@ -63,7 +74,7 @@ impl PodApi for FakeApi {
         _aud: Option<&'a str>,
         _exp: Option<i64>,
         _pod: &'a Pod,
-    ) -> BoxFuture<'a, Result<String, String>> {
+    ) -> BoxFuture<'a, Result<String, crate::kubelet::pods::api::Error>> {
         Box::pin(async { Ok("the-token".to_string()) })
     }
 }
@@ -105,6 +116,7 @@ fn setup_with(api: FakeApi) -> Setup {
             pod_logs_dir: dir.path().join("logs"),
         },
         backoffs: Default::default(),
+        starts: tokio::sync::Semaphore::new(start_concurrency(1)),
         services: Box::new(Vec::new),
     };
     Setup {
@@ -464,6 +476,13 @@ async fn orphans_are_torn_down() {
 }
 
 #[test]
+fn start_slots_are_four_per_cpu_and_at_least_eight() {
+    assert_eq!(start_concurrency(1), 8);
+    assert_eq!(start_concurrency(2), 8);
+    assert_eq!(start_concurrency(8), 32);
+}
+
+#[test]
 fn stop_timeouts() {
     let s = |n| Duration::from_secs(n);
     assert_eq!(stop_timeout(s(30), s(0)), 30);
@@ -582,5 +601,105 @@ async fn a_failing_liveness_probe_wakes_the_pod_and_restarts_the_container() {
     assert_eq!(
         killing.2,
         "Container app failed liveness probe, will be restarted"
+    );
+}
+
+fn pull_secret(registry: &str, user: &str, password: &str) -> Secret {
+    let config = json!({"auths": {registry: {"username": user, "password": password}}});
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("{user}-pull")},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD, config.to_string())},
+    }))
+    .unwrap()
+}
+
+fn auth(user: &str, password: &str) -> Option<pb::AuthConfig> {
+    Some(pb::AuthConfig {
+        username: user.into(),
+        password: password.into(),
+        ..Default::default()
+    })
+}
+
+#[tokio::test]
+async fn pulls_try_the_matching_pull_secrets_in_turn() {
+    let mut api = FakeApi::default();
+    for s in [
+        pull_secret("reg.example.com/app", "team", "t"),
+        pull_secret("https://reg.example.com/v1/", "host", "h"),
+        pull_secret("other.example.com", "other", "o"),
+    ] {
+        api.secrets.insert(s.metadata.name.clone().unwrap(), s);
+    }
+    let mut s = setup_with(api);
+    let image = "reg.example.com/app:1";
+    let refs = ["team-pull", "host-pull", "other-pull", "gone"].map(|n| json!({"name": n}));
+    let p = pod(json!({"imagePullSecrets": refs,
+        "containers": [c("app", json!({"image": image}))]}));
+    // The most specific credential first; it fails, the host's pulls.
+    s.runtime
+        .fail_next("PullImage", tonic::Status::unknown("401 Unauthorized"));
+    s.exec.sync_pod(&p, &mut PodState::default()).await.unwrap();
+    assert_eq!(
+        s.runtime.pull_auths(),
+        vec![auth("team", "t"), auth("host", "h")]
+    );
+    assert!(s
+        .runtime
+        .calls()
+        .iter()
+        .any(|c| matches!(c, Call::StartContainer(_))));
+    let missing = events(&mut s)
+        .into_iter()
+        .find(|e| e.0 == "FailedToRetrieveImagePullSecret");
+    assert_eq!(
+        missing,
+        Some(ev(
+            "FailedToRetrieveImagePullSecret",
+            "",
+            "Unable to retrieve some image pull secrets (gone); attempting to pull the image \
+             may not succeed."
+        ))
+    );
+}
+
+#[tokio::test]
+async fn without_a_matching_secret_the_pull_is_anonymous_and_its_error_is_the_message() {
+    let mut api = FakeApi::default();
+    let secret = pull_secret("other.example.com", "other", "o");
+    api.secrets.insert("other-pull".into(), secret);
+    let mut s = setup_with(api);
+    let image = "reg.example.com/app:1";
+    let mut p = pod(json!({"imagePullSecrets": [{"name": "other-pull"}],
+        "containers": [c("app", json!({"image": image}))]}));
+    s.runtime
+        .fail_next("PullImage", tonic::Status::unknown("401 Unauthorized"));
+    s.exec.sync_pod(&p, &mut PodState::default()).await.unwrap();
+    assert_eq!(s.runtime.pull_auths(), vec![None]);
+    let status = apply_status(&mut p, &s.api.take());
+    let waiting = status.container_statuses.unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap();
+    assert_eq!(waiting.reason.as_deref(), Some("ErrImagePull"));
+    assert_eq!(
+        waiting.message.as_deref(),
+        Some("CRI PullImage: Unknown: 401 Unauthorized")
+    );
+    let failed: Vec<_> = events(&mut s)
+        .into_iter()
+        .filter(|e| e.0 == "Failed")
+        .map(|e| e.2)
+        .collect();
+    assert_eq!(
+        failed,
+        vec![
+            format!("Failed to pull image \"{image}\": CRI PullImage: Unknown: 401 Unauthorized"),
+            "Error: ErrImagePull".to_string(),
+        ]
     );
 }

@@ -15,6 +15,49 @@ pub struct ClaimPath {
     pub create: bool,
 }
 
+/// Why a claim's volume cannot be mounted yet (upstream's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// The claim does not exist.
+    #[error("persistentvolumeclaim \"{0}\" not found")]
+    ClaimNotFound(String),
+    /// The claim is not bound (yet).
+    #[error("PVC {namespace}/{name} has non-bound phase (\"{phase}\") or empty pvc.Spec.VolumeName (\"{volume}\")")]
+    NotBound {
+        /// The claim's namespace.
+        namespace: String,
+        /// The claim's name.
+        name: String,
+        /// Its phase.
+        phase: String,
+        /// Its `spec.volumeName`.
+        volume: String,
+    },
+    /// The bound volume does not exist.
+    #[error("persistentvolume \"{0}\" not found")]
+    VolumeNotFound(String),
+    /// The volume is of a type the kubelet cannot mount.
+    #[error("persistentvolume \"{0}\": k3rs mounts persistent volumes of type hostPath or local")]
+    VolumeType(String),
+}
+
+/// Why a claim's directory could not be linked into the pod.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// The volume's path is missing and may not be created.
+    #[error("path {} does not exist", .0.display())]
+    Missing(PathBuf),
+    /// A file system operation (`what` a path) failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// The operation and its path (`creating /x`).
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Resolves claim `name` (of namespace `ns`) to its volume's path (pure); `Err` says why the
 /// volume cannot be mounted yet.
 pub fn resolve(
@@ -22,8 +65,8 @@ pub fn resolve(
     name: &str,
     claim: Option<&PersistentVolumeClaim>,
     volume: Option<&PersistentVolume>,
-) -> Result<ClaimPath, String> {
-    let claim = claim.ok_or_else(|| format!("persistentvolumeclaim \"{name}\" not found"))?;
+) -> Result<ClaimPath, ResolveError> {
+    let claim = claim.ok_or_else(|| ResolveError::ClaimNotFound(name.to_string()))?;
     let phase = claim
         .status
         .as_ref()
@@ -35,11 +78,14 @@ pub fn resolve(
         .and_then(|s| s.volume_name.as_deref())
         .unwrap_or("");
     if phase != "Bound" || pv_name.is_empty() {
-        return Err(format!(
-            "PVC {ns}/{name} has non-bound phase (\"{phase}\") or empty pvc.Spec.VolumeName (\"{pv_name}\")"
-        ));
+        return Err(ResolveError::NotBound {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            phase: phase.to_string(),
+            volume: pv_name.to_string(),
+        });
     }
-    let volume = volume.ok_or_else(|| format!("persistentvolume \"{pv_name}\" not found"))?;
+    let volume = volume.ok_or_else(|| ResolveError::VolumeNotFound(pv_name.to_string()))?;
     let spec = volume.spec.as_ref();
     if let Some(h) = spec.and_then(|s| s.host_path.as_ref()) {
         return Ok(ClaimPath {
@@ -53,33 +99,32 @@ pub fn resolve(
             create: false,
         });
     }
-    Err(format!(
-        "persistentvolume \"{pv_name}\": k3rs mounts persistent volumes of type hostPath or local"
-    ))
+    Err(ResolveError::VolumeType(pv_name.to_string()))
 }
 
 /// Makes the volume's directory (if `create`) and points `link` at it.
-pub fn link(target: &ClaimPath, link: &Path) -> Result<(), String> {
+pub fn link(target: &ClaimPath, link: &Path) -> Result<(), LinkError> {
     use std::os::unix::fs::PermissionsExt;
+    let io = |what: &str, path: &Path| {
+        let what = format!("{what} {}", path.display());
+        move |source| LinkError::Io { what, source }
+    };
     if !target.path.exists() {
         if !target.create {
-            return Err(format!("path {} does not exist", target.path.display()));
+            return Err(LinkError::Missing(target.path.clone()));
         }
-        std::fs::create_dir_all(&target.path)
-            .map_err(|e| format!("creating {}: {e}", target.path.display()))?;
+        std::fs::create_dir_all(&target.path).map_err(io("creating", &target.path))?;
         std::fs::set_permissions(&target.path, std::fs::Permissions::from_mode(0o777))
-            .map_err(|e| format!("chmod {}: {e}", target.path.display()))?;
+            .map_err(io("chmod", &target.path))?;
     }
     if std::fs::read_link(link).ok().as_deref() == Some(target.path.as_path()) {
         return Ok(());
     }
     if let Some(parent) = link.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("creating {}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent).map_err(io("creating", parent))?;
     }
     let _ = std::fs::remove_file(link);
-    std::os::unix::fs::symlink(&target.path, link)
-        .map_err(|e| format!("linking {}: {e}", link.display()))
+    std::os::unix::fs::symlink(&target.path, link).map_err(io("linking", link))
 }
 
 #[cfg(test)]
@@ -120,20 +165,26 @@ mod tests {
     #[test]
     fn unbound_missing_and_foreign_volumes_wait() {
         assert_eq!(
-            resolve("ns", "c", None, None).unwrap_err(),
+            resolve("ns", "c", None, None).unwrap_err().to_string(),
             "persistentvolumeclaim \"c\" not found"
         );
         assert_eq!(
-            resolve("ns", "c", Some(&claim("Pending", "")), None).unwrap_err(),
+            resolve("ns", "c", Some(&claim("Pending", "")), None)
+                .unwrap_err()
+                .to_string(),
             "PVC ns/c has non-bound phase (\"Pending\") or empty pvc.Spec.VolumeName (\"\")"
         );
         assert_eq!(
-            resolve("ns", "c", Some(&claim("Bound", "v")), None).unwrap_err(),
+            resolve("ns", "c", Some(&claim("Bound", "v")), None)
+                .unwrap_err()
+                .to_string(),
             "persistentvolume \"v\" not found"
         );
         let nfs = pv(json!({"nfs": {"server": "s", "path": "/"}}));
         assert_eq!(
-            resolve("ns", "c", Some(&claim("Bound", "v")), Some(&nfs)).unwrap_err(),
+            resolve("ns", "c", Some(&claim("Bound", "v")), Some(&nfs))
+                .unwrap_err()
+                .to_string(),
             "persistentvolume \"v\": k3rs mounts persistent volumes of type hostPath or local"
         );
     }
@@ -157,6 +208,9 @@ mod tests {
             path: tmp.path().join("nope"),
             create: false,
         };
-        assert!(link(&missing, &l).unwrap_err().contains("does not exist"));
+        assert!(link(&missing, &l)
+            .unwrap_err()
+            .to_string()
+            .contains("does not exist"));
     }
 }

@@ -45,6 +45,34 @@ fn mode(item: Option<i32>, default: Option<i32>) -> u32 {
         .unwrap_or(DEFAULT_MODE)
 }
 
+/// Why a volume's files cannot be made (upstream's messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilesError {
+    /// A ConfigMap or Secret (`kind` in lowercase plural) that does not exist.
+    #[error("{kind} {name:?} not found")]
+    NotFound {
+        /// `configmaps` or `secrets`.
+        kind: String,
+        /// Its name.
+        name: String,
+    },
+    /// An item names a key the ConfigMap lacks.
+    #[error("configmap references non-existent config key: {0}")]
+    ConfigMapKey(String),
+    /// An item names a key the Secret lacks.
+    #[error("references non-existent secret key: {0}")]
+    SecretKey(String),
+    /// A downward API reference the kubelet does not support.
+    #[error(transparent)]
+    Downward(#[from] crate::kubelet::plan::DownwardError),
+    /// A `resourceFieldRef` names no container of the pod.
+    #[error("container {0:?} not found")]
+    ContainerNotFound(String),
+    /// A projected token that was not requested.
+    #[error("no service account token")]
+    NoToken,
+}
+
 /// The files of one key/value object (`data` of a ConfigMap or Secret).
 fn key_files(
     kind: &str,
@@ -53,12 +81,15 @@ fn key_files(
     items: Option<&Vec<KeyToPath>>,
     optional: bool,
     default_mode: Option<i32>,
-) -> Result<Vec<File>, String> {
+) -> Result<Vec<File>, FilesError> {
     let Some(data) = data else {
         if optional {
             return Ok(vec![]);
         }
-        return Err(format!("{}s {name:?} not found", kind.to_lowercase()));
+        return Err(FilesError::NotFound {
+            kind: format!("{}s", kind.to_lowercase()),
+            name: name.to_string(),
+        });
     };
     let Some(items) = items.filter(|i| !i.is_empty()) else {
         return Ok(data
@@ -79,13 +110,8 @@ fn key_files(
                 mode: mode(item.mode, default_mode),
             }),
             None if optional => {}
-            None if kind == "ConfigMap" => {
-                return Err(format!(
-                    "configmap references non-existent config key: {}",
-                    item.key
-                ))
-            }
-            None => return Err(format!("references non-existent secret key: {}", item.key)),
+            None if kind == "ConfigMap" => return Err(FilesError::ConfigMapKey(item.key.clone())),
+            None => return Err(FilesError::SecretKey(item.key.clone())),
         }
     }
     Ok(out)
@@ -121,7 +147,7 @@ fn downward_files(
     items: &[DownwardAPIVolumeFile],
     default_mode: Option<i32>,
     s: &Sources<'_>,
-) -> Result<Vec<File>, String> {
+) -> Result<Vec<File>, FilesError> {
     let mut out = vec![];
     for item in items {
         let value = if let Some(f) = &item.field_ref {
@@ -131,7 +157,7 @@ fn downward_files(
             let c = containers(s.pod)
                 .iter()
                 .find(|c| c.name == name)
-                .ok_or_else(|| format!("container {name:?} not found"))?;
+                .ok_or_else(|| FilesError::ContainerNotFound(name.to_string()))?;
             resource_value(c, &r.resource, r.divisor.as_ref(), s.allocatable)?
         } else {
             continue;
@@ -150,7 +176,7 @@ fn projection_files(
     p: &VolumeProjection,
     default_mode: Option<i32>,
     s: &Sources<'_>,
-) -> Result<Vec<File>, String> {
+) -> Result<Vec<File>, FilesError> {
     if let Some(c) = &p.config_map {
         let data = s.config_maps.get(&c.name).map(config_map_data);
         let optional = c.optional.unwrap_or(false);
@@ -179,10 +205,7 @@ fn projection_files(
         return downward_files(d.items.as_deref().unwrap_or_default(), default_mode, s);
     }
     if let Some(t) = &p.service_account_token {
-        let token = s
-            .tokens
-            .get(&index)
-            .ok_or_else(|| "no service account token".to_string())?;
+        let token = s.tokens.get(&index).ok_or(FilesError::NoToken)?;
         return Ok(vec![File {
             path: t.path.clone(),
             content: token.clone().into_bytes(),
@@ -193,7 +216,7 @@ fn projection_files(
 }
 
 /// The files of `volume`; `None` for volumes that are no file set (emptyDir, hostPath, …).
-pub fn volume_files(volume: &Volume, s: &Sources<'_>) -> Option<Result<Vec<File>, String>> {
+pub fn volume_files(volume: &Volume, s: &Sources<'_>) -> Option<Result<Vec<File>, FilesError>> {
     if let Some(c) = &volume.config_map {
         let data = s.config_maps.get(&c.name).map(config_map_data);
         let optional = c.optional.unwrap_or(false);

@@ -26,7 +26,7 @@ use super::api::PodApi;
 use super::cri_config::Mount;
 use crate::kubelet::plan::spec::uid;
 use crate::kubelet::plan::Allocatable;
-use files::{volume_files, Sources};
+use files::{volume_files, FilesError, Sources};
 
 /// The plugin directory of a volume, `None` for hostPath and unsupported kinds.
 fn plugin(v: &Volume) -> Option<&'static str> {
@@ -52,18 +52,109 @@ pub fn pod_dir(pods_dir: &Path, pod_uid: &str) -> PathBuf {
     pods_dir.join(pod_uid)
 }
 
+/// Why a pod's volumes could not be set up or mounted (the kubelet's messages).
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    /// A volume of a type k3rs does not support (the volume's name).
+    #[error("volume {0:?}: k3rs supports emptyDir, hostPath, configMap, secret, downwardAPI, projected and persistentVolumeClaim volumes")]
+    Unsupported(String),
+    /// A mount names no volume of the pod.
+    #[error("cannot find volume {volume:?} to mount into container {container:?}")]
+    NoVolume {
+        /// The mount's volume name.
+        volume: String,
+        /// The container.
+        container: String,
+    },
+    /// A `subPath` that leaves the volume.
+    #[error("invalid subPath {0:?}")]
+    SubPath(String),
+    /// A file system operation (`what`: the operation and its path) failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// The operation and its path (`creating /x`).
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A command (`mount`, shown as debug-printed) failed.
+    #[error("{command}: {reason}")]
+    Command {
+        /// The command.
+        command: String,
+        /// Its error or stderr.
+        reason: String,
+    },
+    /// A `hostPath` whose type check failed (`what`: `is not a directory`, …).
+    #[error("hostPath type check failed: {path} {what}")]
+    HostPathType {
+        /// The path.
+        path: String,
+        /// What is wrong with it.
+        what: &'static str,
+    },
+    /// Reading a claim, ConfigMap or Secret failed.
+    #[error(transparent)]
+    Api(#[from] super::api::Error),
+    /// A claim's volume cannot be mounted yet.
+    #[error("MountVolume.SetUp failed for volume {volume:?}: {source}")]
+    Claim {
+        /// The pod's volume.
+        volume: String,
+        /// Why.
+        #[source]
+        source: claims::ResolveError,
+    },
+    /// A claim's directory could not be linked.
+    #[error("MountVolume.SetUp failed for volume {volume:?}: {source}")]
+    Link {
+        /// The pod's volume.
+        volume: String,
+        /// Why.
+        #[source]
+        source: claims::LinkError,
+    },
+    /// A file volume's files cannot be made.
+    #[error("MountVolume.SetUp failed for volume {volume:?}: {source}")]
+    Files {
+        /// The pod's volume.
+        volume: String,
+        /// Why.
+        #[source]
+        source: FilesError,
+    },
+    /// A projected token could not be requested.
+    #[error("requesting a token for service account {account:?}: {source}")]
+    Token {
+        /// The pod's service account.
+        account: String,
+        /// Why.
+        #[source]
+        source: super::api::Error,
+    },
+    /// A file volume could not be written.
+    #[error("writing volume {volume:?}: {source}")]
+    Write {
+        /// The pod's volume.
+        volume: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io_error(what: &str, path: &Path) -> impl FnOnce(std::io::Error) -> VolumeError {
+    let what = format!("{what} {}", path.display());
+    move |source| VolumeError::Io { what, source }
+}
+
 /// Where `v`'s content is on the host.
-pub fn host_path(pods_dir: &Path, pod_uid: &str, v: &Volume) -> Result<PathBuf, String> {
+pub fn host_path(pods_dir: &Path, pod_uid: &str, v: &Volume) -> Result<PathBuf, VolumeError> {
     if let Some(h) = &v.host_path {
         return Ok(PathBuf::from(&h.path));
     }
-    let plugin = plugin(v).ok_or_else(|| {
-        format!(
-            "volume {:?}: k3rs supports emptyDir, hostPath, configMap, secret, downwardAPI, \
-             projected and persistentVolumeClaim volumes",
-            v.name
-        )
-    })?;
+    let plugin = plugin(v).ok_or_else(|| VolumeError::Unsupported(v.name.clone()))?;
     Ok(pod_dir(pods_dir, pod_uid)
         .join("volumes")
         .join(plugin)
@@ -79,7 +170,7 @@ fn api_data(v: &Volume) -> bool {
 }
 
 /// The CRI mounts of `c`'s `volumeMounts`.
-pub fn mounts(pods_dir: &Path, pod: &Pod, c: &Container) -> Result<Vec<Mount>, String> {
+pub fn mounts(pods_dir: &Path, pod: &Pod, c: &Container) -> Result<Vec<Mount>, VolumeError> {
     let volumes = pod
         .spec
         .as_ref()
@@ -87,21 +178,21 @@ pub fn mounts(pods_dir: &Path, pod: &Pod, c: &Container) -> Result<Vec<Mount>, S
         .unwrap_or_default();
     let mut out = vec![];
     for m in c.volume_mounts.iter().flatten() {
-        let v = volumes.iter().find(|v| v.name == m.name).ok_or_else(|| {
-            format!(
-                "cannot find volume {:?} to mount into container {:?}",
-                m.name, c.name
-            )
-        })?;
+        let v = volumes
+            .iter()
+            .find(|v| v.name == m.name)
+            .ok_or_else(|| VolumeError::NoVolume {
+                volume: m.name.clone(),
+                container: c.name.clone(),
+            })?;
         let mut path = host_path(pods_dir, uid(pod), v)?;
         if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
             if !atomic::valid_path(sub) {
-                return Err(format!("invalid subPath {sub:?}"));
+                return Err(VolumeError::SubPath(sub.to_string()));
             }
             path = path.join(sub);
             if v.empty_dir.is_some() || v.host_path.is_some() {
-                std::fs::create_dir_all(&path)
-                    .map_err(|e| format!("creating subPath {}: {e}", path.display()))?;
+                std::fs::create_dir_all(&path).map_err(io_error("creating subPath", &path))?;
             }
         }
         out.push(Mount {
@@ -125,21 +216,25 @@ fn is_mount_point(path: &Path) -> bool {
         .any(|l| l.split(' ').nth(4) == Some(p.as_str()))
 }
 
-fn run(cmd: &mut std::process::Command) -> Result<(), String> {
-    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+fn run(cmd: &mut std::process::Command) -> Result<(), VolumeError> {
+    let command = format!("{cmd:?}");
+    let failed = |reason: String| VolumeError::Command {
+        command: command.clone(),
+        reason,
+    };
+    let out = cmd.output().map_err(|e| failed(e.to_string()))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "{cmd:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+        Err(failed(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
         ))
     }
 }
 
-fn empty_dir(dir: &Path, v: &Volume) -> Result<(), String> {
+fn empty_dir(dir: &Path, v: &Volume) -> Result<(), VolumeError> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(io_error("creating", dir))?;
     let e = v.empty_dir.as_ref().expect("an emptyDir volume");
     if e.medium.as_deref() == Some("Memory") && !is_mount_point(dir) {
         let mut options = "mode=0777".to_string();
@@ -151,37 +246,37 @@ fn empty_dir(dir: &Path, v: &Volume) -> Result<(), String> {
             .arg(dir))?;
     }
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
-        .map_err(|e| format!("chmod {}: {e}", dir.display()))
+        .map_err(io_error("chmod", dir))
 }
 
-fn host_path_volume(v: &Volume) -> Result<(), String> {
+fn host_path_volume(v: &Volume) -> Result<(), VolumeError> {
     let h = v.host_path.as_ref().expect("a hostPath volume");
     let path = Path::new(&h.path);
     let kind = h.type_.as_deref().unwrap_or_default();
     let exists = path.exists();
     match kind {
         "DirectoryOrCreate" if !exists => {
-            std::fs::create_dir_all(path).map_err(|e| format!("creating {}: {e}", h.path))
+            std::fs::create_dir_all(path).map_err(io_error("creating", path))
         }
         "FileOrCreate" if !exists => {
             if let Some(parent) = path.parent() {
                 let _ = std::fs::create_dir_all(parent);
             }
-            std::fs::write(path, b"").map_err(|e| format!("creating {}: {e}", h.path))
+            std::fs::write(path, b"").map_err(io_error("creating", path))
         }
-        "Directory" if !path.is_dir() => Err(format!(
-            "hostPath type check failed: {} is not a directory",
-            h.path
-        )),
-        "File" if !path.is_file() => Err(format!(
-            "hostPath type check failed: {} is not a file",
-            h.path
-        )),
-        "Socket" | "CharDevice" | "BlockDevice" if !exists => Err(format!(
-            "hostPath type check failed: {} does not exist",
-            h.path
-        )),
+        "Directory" if !path.is_dir() => Err(type_check(&h.path, "is not a directory")),
+        "File" if !path.is_file() => Err(type_check(&h.path, "is not a file")),
+        "Socket" | "CharDevice" | "BlockDevice" if !exists => {
+            Err(type_check(&h.path, "does not exist"))
+        }
         _ => Ok(()),
+    }
+}
+
+fn type_check(path: &str, what: &'static str) -> VolumeError {
+    VolumeError::HostPathType {
+        path: path.to_string(),
+        what,
     }
 }
 
@@ -199,7 +294,7 @@ pub async fn set_up(
     pods_dir: &Path,
     pod: &Pod,
     facts: NodeFacts<'_>,
-) -> Result<(), String> {
+) -> Result<(), VolumeError> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
     let volumes = pod
         .spec
@@ -222,9 +317,14 @@ pub async fn set_up(
         if let Some(c) = &v.persistent_volume_claim {
             let (claim, volume) = api.claim_and_volume(ns, &c.claim_name).await?;
             let target = claims::resolve(ns, &c.claim_name, claim.as_ref(), volume.as_ref())
-                .map_err(|e| format!("MountVolume.SetUp failed for volume {:?}: {e}", v.name))?;
-            claims::link(&target, &dir)
-                .map_err(|e| format!("MountVolume.SetUp failed for volume {:?}: {e}", v.name))?;
+                .map_err(|source| VolumeError::Claim {
+                    volume: v.name.clone(),
+                    source,
+                })?;
+            claims::link(&target, &dir).map_err(|source| VolumeError::Link {
+                volume: v.name.clone(),
+                source,
+            })?;
             continue;
         }
         let (mut maps, mut secrets, mut tokens) =
@@ -258,7 +358,10 @@ pub async fn set_up(
                 let token = api
                     .token(ns, &sa, t.audience.as_deref(), t.expiration_seconds, pod)
                     .await
-                    .map_err(|e| format!("requesting a token for service account {sa:?}: {e}"))?;
+                    .map_err(|source| VolumeError::Token {
+                        account: sa.clone(),
+                        source,
+                    })?;
                 tokens.insert(i, token);
             }
         }
@@ -282,12 +385,17 @@ pub async fn set_up(
             allocatable: facts.allocatable,
         };
         let Some(files) = volume_files(v, &sources) else {
-            return Err(host_path(pods_dir, uid(pod), v).err().unwrap_or_default());
+            // Unreachable: `host_path` above refused every type that is not handled here.
+            return Err(VolumeError::Unsupported(v.name.clone()));
         };
-        let files =
-            files.map_err(|e| format!("MountVolume.SetUp failed for volume {:?}: {e}", v.name))?;
-        atomic::write(&dir, &files, &stamp)
-            .map_err(|e| format!("writing volume {:?}: {e}", v.name))?;
+        let files = files.map_err(|source| VolumeError::Files {
+            volume: v.name.clone(),
+            source,
+        })?;
+        atomic::write(&dir, &files, &stamp).map_err(|source| VolumeError::Write {
+            volume: v.name.clone(),
+            source,
+        })?;
     }
     Ok(())
 }
@@ -375,6 +483,7 @@ mod tests {
         assert!(empty.is_dir(), "the subPath is created");
         assert!(mounts(pods, &pod, &cs[1])
             .unwrap_err()
+            .to_string()
             .starts_with("volume \"csi\": k3rs supports emptyDir"));
         assert_eq!(
             mounts(pods, &pod, &cs[2]).unwrap(),
@@ -388,7 +497,7 @@ mod tests {
             }]
         );
         assert_eq!(
-            mounts(pods, &pod, &cs[3]).unwrap_err(),
+            mounts(pods, &pod, &cs[3]).unwrap_err().to_string(),
             "cannot find volume \"nope\" to mount into container \"missing\""
         );
     }

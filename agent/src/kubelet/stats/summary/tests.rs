@@ -30,6 +30,7 @@ fn stats(id: &str, pod: &str, container: &str, cpu: u64, ws: u64) -> pb::Contain
             working_set_bytes: u(ws),
             ..Default::default()
         }),
+        writable_layer: None,
     }
 }
 
@@ -65,9 +66,9 @@ fn pods_sum_their_running_containers() {
     assert_eq!(
         s["node"],
         json!({"nodeName": "n1",
-            "cpu": {"time": "2023-11-14T22:13:22Z", "usageNanoCores": 250_000_000u64,
+            "cpu": {"time": "2023-11-14T22:13:22.5Z", "usageNanoCores": 250_000_000u64,
                 "usageCoreNanoSeconds": 9000},
-            "memory": {"time": "2023-11-14T22:13:22Z", "availableBytes": 3, "usageBytes": 2,
+            "memory": {"time": "2023-11-14T22:13:22.5Z", "availableBytes": 3, "usageBytes": 2,
                 "workingSetBytes": 1, "rssBytes": 4}})
     );
     let pods = s["pods"].as_array().unwrap();
@@ -91,11 +92,11 @@ fn pods_sum_their_running_containers() {
     );
     assert_eq!(
         web["cpu"],
-        json!({"time": "2023-11-14T22:13:22Z", "usageCoreNanoSeconds": 150})
+        json!({"time": "2023-11-14T22:13:22.5Z", "usageCoreNanoSeconds": 150})
     );
     assert_eq!(
         web["memory"],
-        json!({"time": "2023-11-14T22:13:22Z", "workingSetBytes": 1024})
+        json!({"time": "2023-11-14T22:13:22.5Z", "workingSetBytes": 1024})
     );
 }
 

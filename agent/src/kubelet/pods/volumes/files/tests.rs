@@ -51,7 +51,9 @@ impl Objects {
             pod_ips: &[],
             allocatable: &self.alloc,
         };
-        volume_files(&volume(v), &sources).expect("a file volume")
+        volume_files(&volume(v), &sources)
+            .expect("a file volume")
+            .map_err(|e| e.to_string())
     }
 }
 
