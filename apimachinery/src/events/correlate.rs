@@ -9,9 +9,10 @@
 //!   source, object, type, reason) are seen within 10 minutes of each other, further ones go
 //!   to one Event whose message is `(combined from similar events): <latest message>`,
 //!   counted like a repeat.
-//! - **Spam filter**: each source and object has a token bucket of 25 writes refilled with
-//!   one every 5 minutes; past it, writes are skipped (the counts keep growing, so the next
-//!   write that passes carries the full count).
+//! - **Spam filter**: each source, object, type, reason and message (a combined Event counts
+//!   as one message) has a token bucket of 25 writes refilled with one every 5 minutes; past
+//!   it, writes are skipped (the counts keep growing, so the next write that passes carries
+//!   the full count). Another reason or message about the same object has its own bucket.
 //! - Each cache is bounded to 4,096 keys (upstream's LRU size); when one is full it starts
 //!   over, so a long-forgotten Event is created anew rather than patched.
 
@@ -231,8 +232,16 @@ fn source_object(e: &Event) -> Vec<&str> {
     ]
 }
 
+/// Source, object, type, reason and message (upstream's `getSpamKey` since Kubernetes 1.31):
+/// a burst of one Event does not silence a different one about the same object.
 fn spam_key(e: &Event) -> String {
-    join(&source_object(e))
+    let mut parts = source_object(e);
+    parts.extend([
+        e.type_.as_deref().unwrap_or(""),
+        e.reason.as_deref().unwrap_or(""),
+        e.message.as_deref().unwrap_or(""),
+    ]);
+    join(&parts)
 }
 
 /// What makes Events identical (upstream's `getEventKey`).

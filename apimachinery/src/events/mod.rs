@@ -8,7 +8,7 @@
 //!   [`QUEUE`] Events (upstream's `maxQueuedEvents`) and is dropped with a log line when the
 //!   queue is full.
 //! - One writer task per recorder ([`write`]) correlates the Events ([`correlate`]: repeats
-//!   bump the `count` of one Event, similar Events are combined, a per-object spam filter)
+//!   bump the `count` of one Event, similar Events are combined, a spam filter per object and Event)
 //!   and creates or patches them; a refused write is logged and dropped, as upstream's
 //!   recorder does.
 //! - A new Event is named `<object>.<nanoseconds hex>` in the object's namespace (`default`

@@ -158,7 +158,14 @@ fn the_spam_filter_allows_a_burst_of_25_then_one_per_five_minutes() {
         .correlate(ev("web", "Unhealthy", "a", t(301)), t(301))
         .is_none());
 
-    // The bucket is per source and object: another pod still has its burst.
+    // The bucket is per source, object, reason and message: another pod, another reason
+    // or another message about the same pod still has its burst.
+    assert!(c
+        .correlate(ev("web", "BackOff", "a", t(301)), t(301))
+        .is_some());
+    assert!(c
+        .correlate(ev("web", "Unhealthy", "b", t(301)), t(301))
+        .is_some());
     assert!(c
         .correlate(ev("db", "Unhealthy", "a", t(301)), t(301))
         .is_some());
