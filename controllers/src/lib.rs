@@ -394,20 +394,22 @@ where
     }
 }
 
-/// The shared cache of every `K` (empty until its first list completes:
-/// `Store::wait_until_ready`).
-pub(crate) fn informer<K: Cached>(informers: &SharedInformerFactory) -> Store<K> {
-    informers.informer::<K>().store()
+/// The shared cache of every `K`, once its first list is complete (client-go's
+/// `WaitForCacheSync`; see `Informer::synced_store` for why never earlier).
+pub(crate) async fn informer<K: Cached>(informers: &SharedInformerFactory) -> Store<K> {
+    informers.informer::<K>().synced_store().await
 }
 
-/// The shared cache of every `K`, and the stream of the objects each change touches (deleted
-/// ones included), for `Controller::watches_shared_stream`/`owns_shared_stream`.
-pub(crate) fn watched<K: Cached>(
+/// The shared cache of every `K` once its first list is complete, and the stream of the
+/// objects each change touches (deleted ones included), for
+/// `Controller::watches_shared_stream`/`owns_shared_stream`.
+pub(crate) async fn watched<K: Cached>(
     informers: &SharedInformerFactory,
 ) -> (
     Store<K>,
     impl futures::Stream<Item = Arc<K>> + Send + 'static,
 ) {
     let informer = informers.informer::<K>();
-    (informer.store(), informer.touched())
+    let touched = informer.touched();
+    (informer.synced_store().await, touched)
 }

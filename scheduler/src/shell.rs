@@ -99,22 +99,23 @@ impl StorageStores {
     }
 }
 
-/// The shared cache of every `K`, and a stream that yields once per change (for cluster
-/// events).
-fn storage_watch<K: Cached>(
+/// The shared cache of every `K` once its first list is complete, and a stream that yields
+/// once per change (for cluster events).
+async fn storage_watch<K: Cached>(
     informers: &SharedInformerFactory,
 ) -> (Store<K>, impl Stream<Item = ()> + Send + 'static) {
     let informer = informers.informer::<K>();
-    (informer.store(), informer.subscribe().map(|_| ()))
+    let changes = informer.subscribe().map(|_| ());
+    (informer.synced_store().await, changes)
 }
 
 /// Runs the scheduler with `client` (its identity: `system:kube-scheduler`) until `stop`.
 pub async fn run(client: kube::Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let pods = informers.informer::<Pod>().subscribe();
     let nodes = informers.informer::<Node>().subscribe();
-    let (claims, e1) = storage_watch::<PersistentVolumeClaim>(&informers);
-    let (volumes, e2) = storage_watch::<PersistentVolume>(&informers);
-    let (classes, e3) = storage_watch::<StorageClass>(&informers);
+    let (claims, e1) = storage_watch::<PersistentVolumeClaim>(&informers).await;
+    let (volumes, e2) = storage_watch::<PersistentVolume>(&informers).await;
+    let (classes, e3) = storage_watch::<StorageClass>(&informers).await;
     let host = k3rs_apimachinery::net::hostname();
     let events = EventRecorder::new(client.clone(), super::SCHEDULER_NAME, &host);
     let storage_events = futures::stream::select(futures::stream::select(e1, e2), e3);

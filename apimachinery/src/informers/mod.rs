@@ -11,10 +11,17 @@
 //!   "keep the recorded ones", as kube-apiserver does.
 //! - [`Informer::subscribe`] yields what a `watcher` yields, objects shared with the cache
 //!   (`Arc`): first a complete list (`Init`, `InitApply` of every cached object, `InitDone`)
-//!   as soon as the cache is ready, then `Apply`/`Delete` per change, and a complete list
-//!   again after the watch relisted or when the subscriber fell more than [`BUFFER`]
-//!   changes behind (like a watch that expired; objects deleted meanwhile are not announced
-//!   as deletions, as a relist does not announce them either).
+//!   as soon as the cache is ready, then `Apply`/`Delete` per change in the cache's order.
+//!   When the watch relists, every cached object the new list lacks is announced as a
+//!   `Delete` (client-go's `DeltaFIFO.Replace`), then the complete list follows.
+//! - [`Informer::synced_store`] gives the cache once its first list is complete (client-go's
+//!   `WaitForCacheSync`); any number of tasks may wait for it. The cache is never handed out
+//!   unsynced, because kube-runtime's `Store::wait_until_ready` wakes only the last task that
+//!   polled it (its `DelayedInit` is a `futures` oneshot, which keeps one waker): on a store
+//!   shared by several controllers the others would wait forever.
+//! - No subscriber misses a change, however far behind it falls: each has its own unbounded
+//!   queue (client-go's `processorListener` buffer), holding `Arc`s of objects. A subscriber
+//!   that is dropped is forgotten at the next change.
 //!
 //! # Assumptions
 //! - The factory's client may list and watch every type asked for, cluster-wide (in the
@@ -32,18 +39,19 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
-use futures::{FutureExt, Stream, StreamExt};
+use std::collections::HashSet;
+
+use futures::{Stream, StreamExt};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Api, Resource};
+use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tokio::sync::broadcast;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use subscription::Subscription;
+use crate::transform::strip_managed_fields;
 
-/// How many changes a subscriber may fall behind before it is given a complete list instead.
-pub const BUFFER: usize = 4096;
+pub use subscription::Subscription;
 
 /// What a resource type needs to be cached.
 pub trait Cached:
@@ -84,10 +92,7 @@ impl SharedInformerFactory {
     /// The informer of every `K` in the cluster, started on first use (within a Tokio
     /// runtime).
     pub fn informer<K: Cached>(&self) -> Informer<K> {
-        let mut informers = self
-            .informers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut informers = lock(&self.informers);
         if let Some(i) = informers
             .get(&TypeId::of::<K>())
             .and_then(|i| i.downcast_ref::<Informer<K>>())
@@ -105,14 +110,17 @@ impl SharedInformerFactory {
 /// One resource type's cache and its change notifications; cheap to clone.
 pub struct Informer<K: Cached> {
     store: Store<K>,
-    changes: broadcast::Sender<Change<K>>,
+    subscribers: Arc<Mutex<Subscribers<K>>>,
+    /// Whether the first list is complete.
+    synced: watch::Receiver<bool>,
 }
 
 impl<K: Cached> Clone for Informer<K> {
     fn clone(&self) -> Self {
         Informer {
             store: self.store.clone(),
-            changes: self.changes.clone(),
+            subscribers: self.subscribers.clone(),
+            synced: self.synced.clone(),
         }
     }
 }
@@ -122,8 +130,8 @@ impl<K: Cached> Clone for Informer<K> {
 enum Change<K> {
     Apply(Arc<K>),
     Delete(Arc<K>),
-    /// The cache was (re)listed: subscribers take a complete list from it.
-    Listed,
+    /// The cache as it is once (re)listed: a subscriber gives it as a complete list.
+    Listed(Arc<[Arc<K>]>),
 }
 
 impl<K> Clone for Change<K> {
@@ -131,8 +139,19 @@ impl<K> Clone for Change<K> {
         match self {
             Change::Apply(o) => Change::Apply(o.clone()),
             Change::Delete(o) => Change::Delete(o.clone()),
-            Change::Listed => Change::Listed,
+            Change::Listed(l) => Change::Listed(l.clone()),
         }
+    }
+}
+
+/// The queues of the subscribers. The feed applies a change to the cache and queues it while
+/// holding them, so a new subscriber's first list and the changes after it line up exactly.
+struct Subscribers<K>(Vec<mpsc::UnboundedSender<Change<K>>>);
+
+impl<K> Subscribers<K> {
+    /// Queues `change` for every subscriber still there.
+    fn send(&mut self, change: &Change<K>) {
+        self.0.retain(|s| s.send(change.clone()).is_ok());
     }
 }
 
@@ -140,27 +159,47 @@ impl<K: Cached> Informer<K> {
     /// An informer not yet fed, and what feeds it.
     fn new() -> (Informer<K>, Feed<K>) {
         let (store, writer) = reflector::store();
-        let (changes, _) = broadcast::channel(BUFFER);
+        let subscribers = Arc::new(Mutex::new(Subscribers(Vec::new())));
+        let (synced_tx, synced) = watch::channel(false);
         let informer = Informer {
             store: store.clone(),
-            changes: changes.clone(),
+            subscribers: subscribers.clone(),
+            synced,
         };
         let feed = Feed {
             writer,
             store,
-            changes,
+            subscribers,
+            relisted: None,
+            synced: synced_tx,
         };
         (informer, feed)
     }
 
-    /// The cache (empty until the first list completes: `Store::wait_until_ready`).
-    pub fn store(&self) -> Store<K> {
+    /// The cache, once its first list is complete (see the module's guarantees). If the
+    /// informer stops first (the factory's stop token), the cache as it is.
+    pub async fn synced_store(&self) -> Store<K> {
+        let mut synced = self.synced.clone();
+        // An error means the feed is gone (stopping): nothing more will come.
+        let _ = synced.wait_for(|s| *s).await;
         self.store.clone()
+    }
+
+    /// Whether the first list is complete.
+    fn is_synced(&self) -> bool {
+        *self.synced.borrow()
     }
 
     /// The cache's changes as a watcher's events (see the module's guarantees).
     pub fn subscribe(&self) -> Subscription<K> {
-        Subscription::new(self.changes.subscribe(), self.store.clone())
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut subscribers = lock(&self.subscribers);
+        if self.is_synced() {
+            // Cannot fail: `rx` is right here.
+            let _ = tx.send(Change::Listed(self.store.state().into()));
+        }
+        subscribers.0.push(tx);
+        Subscription::new(rx)
     }
 
     /// Every object a change touches (applied, deleted, or listed), for kube-runtime's
@@ -182,24 +221,58 @@ impl<K: Cached> Informer<K> {
 struct Feed<K: Cached> {
     writer: reflector::store::Writer<K>,
     store: Store<K>,
-    changes: broadcast::Sender<Change<K>>,
+    subscribers: Arc<Mutex<Subscribers<K>>>,
+    /// The objects of the list in progress, from its `Init` to its `InitDone`.
+    relisted: Option<HashSet<ObjectRef<K>>>,
+    /// Set once the first list is complete (while the subscribers are locked).
+    synced: watch::Sender<bool>,
 }
 
 impl<K: Cached> Feed<K> {
     fn apply(&mut self, mut event: watcher::Event<K>) {
         strip(&mut event);
+        let mut subscribers = lock(&self.subscribers);
+        match &event {
+            watcher::Event::Init => self.relisted = Some(HashSet::new()),
+            watcher::Event::InitApply(o) => {
+                self.relisted
+                    .get_or_insert_with(HashSet::new)
+                    .insert(ObjectRef::from_obj(o));
+            }
+            watcher::Event::InitDone => {
+                // What the relist lacks went away while the watch was down: say so first.
+                let listed = self.relisted.take().unwrap_or_default();
+                for gone in self.store.state() {
+                    if !listed.contains(&ObjectRef::from_obj(gone.as_ref())) {
+                        subscribers.send(&Change::Delete(gone));
+                    }
+                }
+            }
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => {}
+        }
+        match &event {
+            watcher::Event::Delete(o) => {
+                tracing::debug!(kind = %K::kind(&()), name = %o.name_any(), "shared informer: deleted");
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {
+                tracing::debug!(kind = %K::kind(&()), ?event, "shared informer: list");
+            }
+            watcher::Event::Apply(_) | watcher::Event::InitApply(_) => {}
+        }
         self.writer.apply_watcher_event(&event);
-        // A send fails only when nobody subscribes, which is fine.
-        let _ = match event {
+        let change = match event {
             watcher::Event::Apply(o) => {
                 let cached = self.store.get(&ObjectRef::from_obj(&o));
-                self.changes
-                    .send(Change::Apply(cached.unwrap_or_else(|| Arc::new(o))))
+                Change::Apply(cached.unwrap_or_else(|| Arc::new(o)))
             }
-            watcher::Event::Delete(o) => self.changes.send(Change::Delete(Arc::new(o))),
-            watcher::Event::InitDone => self.changes.send(Change::Listed),
+            watcher::Event::Delete(o) => Change::Delete(Arc::new(o)),
+            watcher::Event::InitDone => {
+                self.synced.send_replace(true);
+                Change::Listed(self.store.state().into())
+            }
             watcher::Event::Init | watcher::Event::InitApply(_) => return,
         };
+        subscribers.send(&change);
     }
 }
 
@@ -207,7 +280,7 @@ impl<K: Cached> Feed<K> {
 fn strip<K: Resource>(event: &mut watcher::Event<K>) {
     match event {
         watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o) => {
-            o.meta_mut().managed_fields = None;
+            strip_managed_fields(o);
         }
         watcher::Event::Init | watcher::Event::InitDone => {}
     }
@@ -223,15 +296,20 @@ async fn run<K: Cached>(api: Api<K>, mut feed: Feed<K>, stop: CancellationToken)
         };
         match event {
             Some(Ok(e)) => feed.apply(e),
-            Some(Err(e)) => tracing::debug!(error = %e, "shared informer: watch error (retrying)"),
+            Some(Err(e)) => tracing::info!(
+                kind = %K::kind(&()),
+                error = %e,
+                "shared informer: watch error (retrying)"
+            ),
             None => return,
         }
     }
 }
 
-/// Whether the store has completed its first list.
-fn ready<K: Cached>(store: &Store<K>) -> bool {
-    matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
+/// A lock that a panic elsewhere does not poison for good (the data stays consistent: every
+/// critical section here completes or changes nothing).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

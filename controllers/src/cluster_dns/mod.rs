@@ -45,7 +45,7 @@ struct Ctx {
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("cluster_dns");
-    let nodes = informer::<Node>(&informers);
+    let nodes = informer::<Node>(&informers).await;
     let by_name = watcher::Config::default().fields(&format!("metadata.name={}", plan::SERVICE));
     let controller = Controller::new(
         Api::<Service>::namespaced(client.clone(), plan::NAMESPACE),

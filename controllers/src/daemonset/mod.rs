@@ -68,9 +68,9 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("daemonset");
-    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers);
-    let (node_store, node_events) = super::watched::<Node>(&ctx.informers);
-    let revisions = super::informer::<ControllerRevision>(&ctx.informers);
+    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers).await;
+    let (node_store, node_events) = super::watched::<Node>(&ctx.informers).await;
+    let revisions = super::informer::<ControllerRevision>(&ctx.informers).await;
     let controller = Controller::new(
         Api::<DaemonSet>::all(ctx.client.clone()),
         watcher::Config::default(),

@@ -74,8 +74,8 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("deployment");
-    let (sets, set_events) = super::watched::<ReplicaSet>(&ctx.informers);
-    let (pods, pod_events) = super::watched::<Pod>(&ctx.informers);
+    let (sets, set_events) = super::watched::<ReplicaSet>(&ctx.informers).await;
+    let (pods, pod_events) = super::watched::<Pod>(&ctx.informers).await;
     let controller = Controller::new(
         Api::<Deployment>::all(ctx.client.clone()),
         watcher::Config::default(),

@@ -55,11 +55,11 @@ async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("disruption");
     let c = &ctx.client;
     let informers = &ctx.informers;
-    let (pod_store, pod_events) = super::watched::<Pod>(informers);
-    let replica_sets = super::informer::<ReplicaSet>(informers);
-    let deployments = super::informer::<Deployment>(informers);
-    let stateful_sets = super::informer::<StatefulSet>(informers);
-    let replication_controllers = super::informer::<ReplicationController>(informers);
+    let (pod_store, pod_events) = super::watched::<Pod>(informers).await;
+    let replica_sets = super::informer::<ReplicaSet>(informers).await;
+    let deployments = super::informer::<Deployment>(informers).await;
+    let stateful_sets = super::informer::<StatefulSet>(informers).await;
+    let replication_controllers = super::informer::<ReplicationController>(informers).await;
     let controller = Controller::new(
         Api::<PodDisruptionBudget>::all(c.clone()),
         watcher::Config::default(),

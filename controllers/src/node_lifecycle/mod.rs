@@ -84,9 +84,9 @@ pub async fn run(
     grace: Duration,
     stop: CancellationToken,
 ) {
-    let nodes = informer::<Node>(&informers);
-    let leases = informer::<Lease>(&informers);
-    let pods = informer::<Pod>(&informers);
+    let nodes = informer::<Node>(&informers).await;
+    let leases = informer::<Lease>(&informers).await;
+    let pods = informer::<Pod>(&informers).await;
     let period = MONITOR_PERIOD
         .min(grace / 4)
         .max(Duration::from_millis(200));

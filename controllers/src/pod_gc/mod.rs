@@ -23,8 +23,8 @@ const PERIOD: Duration = Duration::from_secs(20);
 
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
-    let nodes = informer::<Node>(&informers);
-    let pods = informer::<Pod>(&informers);
+    let nodes = informer::<Node>(&informers).await;
+    let pods = informer::<Pod>(&informers).await;
     let _ = nodes.wait_until_ready().await;
     let _ = pods.wait_until_ready().await;
     loop {
@@ -39,7 +39,9 @@ pub async fn run(client: Client, informers: SharedInformerFactory, stop: Cancell
             .collect();
         let all = pods.state();
         let refs: Vec<&Pod> = all.iter().map(|p| &**p).collect();
-        for c in plan::plan(&refs, &names, plan::DEFAULT_THRESHOLD) {
+        let collect = plan::plan(&refs, &names, plan::DEFAULT_THRESHOLD);
+        tracing::debug!(nodes = ?names, pods = all.len(), collect = collect.len(), "pod GC: round");
+        for c in collect {
             if c.reason == Reason::Orphaned && !node_gone(&client, &refs, &c.uid).await {
                 continue;
             }

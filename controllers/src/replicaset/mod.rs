@@ -74,7 +74,7 @@ struct Shared {
 /// Runs the controller for kind `K` until `ctx.stop`.
 pub async fn run<K: Replicated>(ctx: Context) {
     let backoff = ErrorBackoff::new(K::CONTROLLER);
-    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers);
+    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers).await;
     let controller = Controller::new(
         Api::<K>::all(ctx.client.clone()),
         watcher::Config::default(),

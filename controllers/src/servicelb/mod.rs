@@ -43,7 +43,7 @@ struct Ctx {
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("servicelb");
-    let nodes = informer::<Node>(&informers);
+    let nodes = informer::<Node>(&informers).await;
     let controller = Controller::new(
         Api::<Service>::all(client.clone()),
         watcher::Config::default(),

@@ -52,7 +52,7 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("statefulset");
-    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers);
+    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers).await;
     let controller = Controller::new(
         Api::<StatefulSet>::all(ctx.client.clone()),
         watcher::Config::default(),

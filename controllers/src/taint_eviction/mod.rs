@@ -27,8 +27,8 @@ const PERIOD: Duration = Duration::from_millis(500);
 
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
-    let nodes = informer::<Node>(&informers);
-    let pods = informer::<Pod>(&informers);
+    let nodes = informer::<Node>(&informers).await;
+    let pods = informer::<Pod>(&informers).await;
     let recorder = EventRecorder::new(
         client.clone(),
         "taint-eviction-controller",

@@ -32,10 +32,10 @@ where
 
 /// Runs the binder until `cx.stop`.
 pub async fn run(cx: Context) {
-    let claims = informer::<PersistentVolumeClaim>(&cx.informers);
-    let volumes = informer::<PersistentVolume>(&cx.informers);
-    let classes = informer::<StorageClass>(&cx.informers);
-    let nodes = informer::<Node>(&cx.informers);
+    let claims = informer::<PersistentVolumeClaim>(&cx.informers).await;
+    let volumes = informer::<PersistentVolume>(&cx.informers).await;
+    let classes = informer::<StorageClass>(&cx.informers).await;
+    let nodes = informer::<Node>(&cx.informers).await;
     let ready = async {
         let _ = tokio::join!(
             claims.wait_until_ready(),

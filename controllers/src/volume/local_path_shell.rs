@@ -45,9 +45,9 @@ pub async fn run(cx: Context, base: PathBuf) {
             tracing::debug!(error = %e, "local-path: installing the StorageClass (retrying)");
             tokio::time::sleep(PASS).await;
         }
-        let claims = informer::<PersistentVolumeClaim>(&cx.informers);
-        let volumes = informer::<PersistentVolume>(&cx.informers);
-        let classes = informer::<StorageClass>(&cx.informers);
+        let claims = informer::<PersistentVolumeClaim>(&cx.informers).await;
+        let volumes = informer::<PersistentVolume>(&cx.informers).await;
+        let classes = informer::<StorageClass>(&cx.informers).await;
         let _ = tokio::join!(
             claims.wait_until_ready(),
             volumes.wait_until_ready(),

@@ -57,8 +57,8 @@ fn without(finalizers: &mut Option<Vec<String>>, f: &str) {
 
 /// Runs the claim protection controller until `cx.stop`.
 pub async fn run_claims(cx: Context) {
-    let claims = informer::<PersistentVolumeClaim>(&cx.informers);
-    let pods = informer::<Pod>(&cx.informers);
+    let claims = informer::<PersistentVolumeClaim>(&cx.informers).await;
+    let pods = informer::<Pod>(&cx.informers).await;
     let pass = async {
         let _ = tokio::join!(claims.wait_until_ready(), pods.wait_until_ready());
         loop {
@@ -95,7 +95,7 @@ pub async fn run_claims(cx: Context) {
 
 /// Runs the volume protection controller until `cx.stop`.
 pub async fn run_volumes(cx: Context) {
-    let volumes = informer::<PersistentVolume>(&cx.informers);
+    let volumes = informer::<PersistentVolume>(&cx.informers).await;
     let api: Api<PersistentVolume> = Api::all(cx.client.clone());
     let pass = async {
         volumes.wait_until_ready().await.ok();
