@@ -10,8 +10,8 @@
 //!   ([`quota`]), node selection and tolerations ([`scheduling`]), volume matching
 //!   ([`volume`]).
 //! - Client identities for in-process components ([`clients`], [`users`]), certificate
-//!   signer names ([`signers`]); supervised,
-//!   named tasks ([`tasks`]).
+//!   signer names ([`signers`]); supervised, named tasks ([`tasks`]); shared watches and
+//!   caches per resource type ([`informers`]).
 //! - Go durations ([`duration`]), cron schedules ([`cron`]), `--*-arg` flags
 //!   ([`component_args`]), the built-in resource catalog ([`catalog`]), events ([`events`]).
 //! - TLS serving ([`tls`]) and HTTPS requests that pin a CA ([`https`]); atomic private
@@ -29,6 +29,7 @@ pub mod events;
 pub mod fs;
 pub mod generated_names;
 pub mod https;
+pub mod informers;
 pub mod ingress_class;
 pub mod labels;
 pub mod meta;

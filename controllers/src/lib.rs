@@ -2,8 +2,10 @@
 //! in-process client under upstream's identity for it
 //! (`system:serviceaccount:kube-system:<name>`, see
 //! [`controller_identity`](crate::apiserver::in_process::controller_identity)) and an
-//! [`EventRecorder`] reporting as `<name>`. They run while this server holds the
-//! `kube-system/kube-controller-manager` Lease (see [`crate::components`]).
+//! [`EventRecorder`] reporting as `<name>`, and the process's [`SharedInformerFactory`] for
+//! the caches they read (one watch per resource type, shared with the scheduler). They run
+//! while this server holds the `kube-system/kube-controller-manager` Lease (see
+//! [`crate::components`]).
 
 pub mod args;
 pub(crate) mod backoff;
@@ -47,21 +49,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use futures::FutureExt;
+use kube::runtime::reflector::Store;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use args::Args;
 pub use k3rs_apimachinery::events::{EventRecorder, EventType};
+pub use k3rs_apimachinery::informers::SharedInformerFactory;
 pub use selection::Selection;
 
 use k3rs_apimachinery::clients::ClientBuilder;
+use k3rs_apimachinery::informers::Cached;
 use k3rs_apimachinery::tasks;
-use k3rs_apimachinery::transform::strip_managed_fields;
 
 /// What a controller is started with.
 #[derive(Clone)]
@@ -70,6 +71,8 @@ pub struct Context {
     pub client: kube::Client,
     /// Events reported as the controller.
     pub events: EventRecorder,
+    /// The caches shared by every controller (and the scheduler) of the process.
+    pub informers: SharedInformerFactory,
     /// Cancelled when the controller must stop (leadership lost or server stopping).
     pub stop: CancellationToken,
     /// The controller manager's settings.
@@ -118,17 +121,17 @@ pub const CONTROLLERS: &[Descriptor] = &[
     Descriptor {
         controller: "endpoint",
         name: endpoints::NAME,
-        start: |cx| endpoints::run(cx.client, cx.stop).boxed(),
+        start: |cx| endpoints::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "endpointslice",
         name: endpointslice::NAME,
-        start: |cx| endpointslice::run(cx.client, cx.stop).boxed(),
+        start: |cx| endpointslice::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: cluster_dns::CONTROLLER,
         name: cluster_dns::NAME,
-        start: |cx| cluster_dns::run(cx.client, cx.stop).boxed(),
+        start: |cx| cluster_dns::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "nodeipam",
@@ -139,18 +142,19 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: "nodelifecycle",
         name: node_lifecycle::NAME,
         start: |cx| {
-            node_lifecycle::run(cx.client, cx.args.node_monitor_grace_period, cx.stop).boxed()
+            let grace = cx.args.node_monitor_grace_period;
+            node_lifecycle::run(cx.client, cx.informers, grace, cx.stop).boxed()
         },
     },
     Descriptor {
         controller: "taint-eviction-controller",
         name: taint_eviction::NAME,
-        start: |cx| taint_eviction::run(cx.client, cx.stop).boxed(),
+        start: |cx| taint_eviction::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "podgc",
         name: pod_gc::NAME,
-        start: |cx| pod_gc::run(cx.client, cx.stop).boxed(),
+        start: |cx| pod_gc::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "clusterrole-aggregation",
@@ -210,7 +214,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
     Descriptor {
         controller: servicelb::CONTROLLER,
         name: servicelb::NAME,
-        start: |cx| servicelb::run(cx.client, cx.stop).boxed(),
+        start: |cx| servicelb::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: ingress::CONTROLLER,
@@ -255,6 +259,7 @@ pub fn known() -> Vec<&'static str> {
 /// The context controller `name` starts with: a client of its own identity.
 pub fn context(
     clients: &dyn ClientBuilder,
+    informers: &SharedInformerFactory,
     name: &str,
     host: &str,
     args: &Arc<Args>,
@@ -263,6 +268,7 @@ pub fn context(
     let client = clients.controller(name);
     Context {
         events: EventRecorder::new(client.clone(), name, host),
+        informers: informers.clone(),
         client,
         stop,
         args: args.clone(),
@@ -274,6 +280,7 @@ pub fn context(
 /// for all of them to return.
 pub async fn run(
     clients: Arc<dyn ClientBuilder>,
+    informers: SharedInformerFactory,
     controllers: &'static [Descriptor],
     args: Arc<Args>,
     stop: CancellationToken,
@@ -284,11 +291,17 @@ pub async fn run(
         .filter(|c| args.controllers.enables(c.controller))
         .map(|c| {
             tracing::info!(controller = c.name, "starting controller");
-            let (clients, host, args, stop) =
-                (clients.clone(), host.clone(), args.clone(), stop.clone());
+            let (clients, informers, host, args, stop) = (
+                clients.clone(),
+                informers.clone(),
+                host.clone(),
+                args.clone(),
+                stop.clone(),
+            );
             tokio::spawn(async move {
                 tasks::supervise(&format!("controller/{}", c.controller), stop, move |stop| {
-                    (c.start)(context(clients.as_ref(), c.name, &host, &args, stop))
+                    let cx = context(clients.as_ref(), &informers, c.name, &host, &args, stop);
+                    (c.start)(cx)
                 })
                 .await
             })
@@ -387,43 +400,22 @@ where
     }
 }
 
-/// A cache of every `K` that `api` lists, kept current by a watch in the returned task
-/// (abort it to stop). The store is empty until the first list completes
-/// (`Store::wait_until_ready`). It holds objects without their managedFields.
-pub(crate) fn informer<K>(api: Api<K>) -> (Store<K>, JoinHandle<()>)
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default())
-            .modify(strip_managed_fields)
-            .default_backoff(),
-    );
-    let task = tokio::spawn(stream.for_each(|_| async {}));
-    (reader, task)
+/// The shared cache of every `K`, once its first list is complete (client-go's
+/// `WaitForCacheSync`; see `Informer::synced_store` for why never earlier).
+pub(crate) async fn informer<K: Cached>(informers: &SharedInformerFactory) -> Store<K> {
+    informers.informer::<K>().synced_store().await
 }
 
-/// A cache of every `K` the client lists, and the stream of the objects each change touches,
-/// for `Controller::watches_stream`/`owns_stream` (the cache is current once the stream is
-/// polled). Neither holds managedFields.
-pub(crate) fn watched<K>(
-    client: &kube::Client,
+/// The shared cache of every `K` once its first list is complete, and the stream of the
+/// objects each change touches (deleted ones included), for
+/// `Controller::watches_shared_stream`/`owns_shared_stream`.
+pub(crate) async fn watched<K: Cached>(
+    informers: &SharedInformerFactory,
 ) -> (
     Store<K>,
-    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-)
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    let (store, writer) = reflector::store();
-    let events = reflector::reflector(
-        writer,
-        watcher(Api::<K>::all(client.clone()), watcher::Config::default())
-            .modify(strip_managed_fields),
-    )
-    .default_backoff()
-    .touched_objects();
-    (store, events)
+    impl futures::Stream<Item = Arc<K>> + Send + 'static,
+) {
+    let informer = informers.informer::<K>();
+    let touched = informer.touched();
+    (informer.synced_store().await, touched)
 }

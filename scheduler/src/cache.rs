@@ -95,9 +95,9 @@ impl Cache {
     }
 
     /// A pod was added or modified.
-    pub fn apply_pod(&mut self, pod: Pod) -> PodChange {
+    pub fn apply_pod(&mut self, pod: impl Into<Arc<Pod>>) -> PodChange {
+        let pod: Arc<Pod> = pod.into();
         let key = key(&pod);
-        let pod = Arc::new(pod);
         if node_of(&pod).is_some() {
             self.pending.remove(&key);
             let was_assumed = self.assumed.remove(&key);
@@ -201,7 +201,8 @@ impl Cache {
 
     /// A node was added or modified; whether the change can make pods fit (new, or changed
     /// labels, taints, cordon or allocatable).
-    pub fn apply_node(&mut self, node: Node) -> bool {
+    pub fn apply_node(&mut self, node: impl Into<Arc<Node>>) -> bool {
+        let node: Arc<Node> = node.into();
         let name = node.metadata.name.clone().unwrap_or_default();
         let relevant = |old: &Node, new: &Node| {
             old.metadata.labels != new.metadata.labels
@@ -209,7 +210,6 @@ impl Cache {
                 || old.status.as_ref().and_then(|s| s.allocatable.as_ref())
                     != new.status.as_ref().and_then(|s| s.allocatable.as_ref())
         };
-        let node = Arc::new(node);
         match self.node_mut(&name) {
             Some(info) => {
                 let changed = relevant(&info.node, &node);

@@ -25,7 +25,12 @@ pub mod volume_binding;
 
 /// The `spec.schedulerName` this scheduler serves (and the Events' source).
 pub const SCHEDULER_NAME: &str = "default-scheduler";
-/// Runs the scheduler with `client` (as `system:kube-scheduler`) until `stop`.
-pub async fn run(client: kube::Client, stop: tokio_util::sync::CancellationToken) {
-    shell::run(client, stop).await
+/// Runs the scheduler with `client` (as `system:kube-scheduler`) until `stop`, reading pods,
+/// nodes and storage objects from the process's shared `informers`.
+pub async fn run(
+    client: kube::Client,
+    informers: k3rs_apimachinery::informers::SharedInformerFactory,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    shell::run(client, informers, stop).await
 }

@@ -2,12 +2,11 @@
 //! `Preempted`), the `PodScheduled=False` condition with `status.nominatedNodeName`, and the
 //! deletion of preemption victims.
 
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k3rs_apimachinery::events::{EventRecorder, EventType};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::json;
-
-use super::SCHEDULER_NAME;
 
 fn now() -> String {
     k3rs_apimachinery::meta::now_rfc3339()
@@ -63,38 +62,18 @@ pub async fn select_node(
     Ok(())
 }
 
-/// Records an Event on `pod` from `default-scheduler`.
-pub async fn event(
-    client: &kube::Client,
-    pod: &Pod,
-    type_: &str,
-    reason: &str,
-    message: &str,
-) -> kube::Result<()> {
-    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let name = pod.metadata.name.as_deref().unwrap_or("");
-    let t = now();
-    let suffix = format!("{:016x}", rand::random::<u64>());
-    let ev: Event = serde_json::from_value(json!({
-        "metadata": {"name": format!("{name}.{suffix}"), "namespace": ns},
-        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name,
-            "uid": pod.metadata.uid, "resourceVersion": pod.metadata.resource_version},
-        "reason": reason,
-        "message": message,
-        "type": type_,
-        "source": {"component": SCHEDULER_NAME},
-        "reportingComponent": SCHEDULER_NAME,
-        "reportingInstance": SCHEDULER_NAME,
-        "action": if reason == "Preempted" { "Preempting" } else { "Scheduling" },
-        "firstTimestamp": t,
-        "lastTimestamp": t,
-        "count": 1,
-    }))
-    .expect("a valid Event");
-    Api::<Event>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &ev)
-        .await
-        .map(|_| ())
+/// Records an Event on `pod` (through the scheduler's recorder, as `default-scheduler`).
+pub fn event(events: &EventRecorder, pod: &Pod, type_: EventType, reason: &str, message: &str) {
+    let regarding = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: pod.metadata.namespace.clone(),
+        name: pod.metadata.name.clone(),
+        uid: pod.metadata.uid.clone(),
+        resource_version: pod.metadata.resource_version.clone(),
+        field_path: None,
+    };
+    events.publish(&regarding, type_, reason, message);
 }
 
 /// Sets `PodScheduled=False` (reason `Unschedulable`, `message`) and, when given,
@@ -136,15 +115,14 @@ pub async fn unschedulable(
 /// Deletes a preemption victim (with its own grace period) after an Event saying why.
 pub async fn preempt(
     client: &kube::Client,
+    events: &EventRecorder,
     victim: &Pod,
     preemptor: &Pod,
     node: &str,
 ) -> kube::Result<()> {
     let uid = preemptor.metadata.uid.as_deref().unwrap_or("");
     let msg = format!("Preempted by pod {uid} on node {node}");
-    if let Err(e) = event(client, victim, "Normal", "Preempted", &msg).await {
-        tracing::debug!(error = %e, "preemption event not recorded");
-    }
+    event(events, victim, EventType::Normal, "Preempted", &msg);
     let name = victim.metadata.name.as_deref().unwrap_or("");
     let dp = DeleteParams {
         preconditions: victim

@@ -1,4 +1,5 @@
-//! The scheduler's event loop: watches pods and nodes into the [`Cache`], pops pods from the
+//! The scheduler's event loop: follows pods and nodes (from the process's shared informers)
+//! into the [`Cache`], pops pods from the
 //! [`SchedulingQueue`], decides with [`algorithm::schedule`] (and [`preemption`]), assumes
 //! and binds in the background, and reports through [`report`].
 //!
@@ -12,16 +13,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, Stream, StreamExt};
+use k3rs_apimachinery::events::{EventRecorder, EventType};
+use k3rs_apimachinery::informers::{Cached, SharedInformerFactory};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::Api;
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-
-use k3rs_apimachinery::transform::strip_managed_fields;
 
 use super::algorithm;
 use super::cache::{self, Cache, PodChange};
@@ -53,6 +53,7 @@ struct Relist {
 
 struct Scheduler {
     client: kube::Client,
+    events: EventRecorder,
     cache: Cache,
     queue: SchedulingQueue,
     pods: Relist,
@@ -98,40 +99,25 @@ impl StorageStores {
     }
 }
 
-/// A cache of every `K`, and a stream that yields once per change (for cluster events).
-fn storage_watch<K>(client: &kube::Client) -> (Store<K>, impl Stream<Item = ()> + Send + 'static)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let (store, writer) = reflector::store();
-    let events = reflector::reflector(
-        writer,
-        watcher(Api::<K>::all(client.clone()), watcher::Config::default())
-            .modify(strip_managed_fields)
-            .default_backoff(),
-    )
-    .map(|_| ());
-    (store, events)
+/// The shared cache of every `K` once its first list is complete, and a stream that yields
+/// once per change (for cluster events).
+async fn storage_watch<K: Cached>(
+    informers: &SharedInformerFactory,
+) -> (Store<K>, impl Stream<Item = ()> + Send + 'static) {
+    let informer = informers.informer::<K>();
+    let changes = informer.subscribe().map(|_| ());
+    (informer.synced_store().await, changes)
 }
 
 /// Runs the scheduler with `client` (its identity: `system:kube-scheduler`) until `stop`.
-pub async fn run(client: kube::Client, stop: CancellationToken) {
-    // The scheduler's cache holds every pod and node: without their managedFields.
-    let pods = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
-        .modify(strip_managed_fields)
-        .default_backoff();
-    let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
-        .modify(strip_managed_fields)
-        .default_backoff();
-    let (claims, e1) = storage_watch::<PersistentVolumeClaim>(&client);
-    let (volumes, e2) = storage_watch::<PersistentVolume>(&client);
-    let (classes, e3) = storage_watch::<StorageClass>(&client);
+pub async fn run(client: kube::Client, informers: SharedInformerFactory, stop: CancellationToken) {
+    let pods = informers.informer::<Pod>().subscribe();
+    let nodes = informers.informer::<Node>().subscribe();
+    let (claims, e1) = storage_watch::<PersistentVolumeClaim>(&informers).await;
+    let (volumes, e2) = storage_watch::<PersistentVolume>(&informers).await;
+    let (classes, e3) = storage_watch::<StorageClass>(&informers).await;
+    let host = k3rs_apimachinery::net::hostname();
+    let events = EventRecorder::new(client.clone(), super::SCHEDULER_NAME, &host);
     let storage_events = futures::stream::select(futures::stream::select(e1, e2), e3);
     let mut storage_events = pin!(storage_events);
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -142,6 +128,7 @@ pub async fn run(client: kube::Client, stop: CancellationToken) {
             classes,
         },
         client,
+        events,
         cache: Cache::default(),
         queue: SchedulingQueue::default(),
         pods: Relist::default(),
@@ -209,12 +196,11 @@ fn depends_on_other_pods(pod: &Pod) -> bool {
 }
 
 impl Scheduler {
-    fn on_pod(&mut self, event: Result<watcher::Event<Pod>, watcher::Error>) {
+    fn on_pod(&mut self, event: watcher::Event<Arc<Pod>>) {
         let now = Instant::now();
         match event {
-            Err(e) => tracing::debug!(error = %e, "scheduler: pod watch error (retrying)"),
-            Ok(watcher::Event::Init) => self.pods.seen = Some(HashSet::new()),
-            Ok(watcher::Event::InitApply(pod)) | Ok(watcher::Event::Apply(pod)) => {
+            watcher::Event::Init => self.pods.seen = Some(HashSet::new()),
+            watcher::Event::InitApply(pod) | watcher::Event::Apply(pod) => {
                 let key = cache::key(&pod);
                 if let Some(seen) = self.pods.seen.as_mut() {
                     seen.insert(key.clone());
@@ -240,8 +226,8 @@ impl Scheduler {
                     PodChange::Ignored => {}
                 }
             }
-            Ok(watcher::Event::Delete(pod)) => self.on_pod_gone(&pod, now),
-            Ok(watcher::Event::InitDone) => {
+            watcher::Event::Delete(pod) => self.on_pod_gone(&pod, now),
+            watcher::Event::InitDone => {
                 let seen = self.pods.seen.take().unwrap_or_default();
                 for key in self.cache.pod_keys() {
                     if !seen.contains(&key) {
@@ -264,12 +250,11 @@ impl Scheduler {
         }
     }
 
-    fn on_node(&mut self, event: Result<watcher::Event<Node>, watcher::Error>) {
+    fn on_node(&mut self, event: watcher::Event<Arc<Node>>) {
         let now = Instant::now();
         match event {
-            Err(e) => tracing::debug!(error = %e, "scheduler: node watch error (retrying)"),
-            Ok(watcher::Event::Init) => self.nodes.seen = Some(HashSet::new()),
-            Ok(watcher::Event::InitApply(node)) | Ok(watcher::Event::Apply(node)) => {
+            watcher::Event::Init => self.nodes.seen = Some(HashSet::new()),
+            watcher::Event::InitApply(node) | watcher::Event::Apply(node) => {
                 if let Some(seen) = self.nodes.seen.as_mut() {
                     seen.insert(node.metadata.name.clone().unwrap_or_default());
                 }
@@ -277,11 +262,11 @@ impl Scheduler {
                     self.queue.cluster_event(now);
                 }
             }
-            Ok(watcher::Event::Delete(node)) => {
+            watcher::Event::Delete(node) => {
                 self.cache
                     .delete_node(node.metadata.name.as_deref().unwrap_or(""));
             }
-            Ok(watcher::Event::InitDone) => {
+            watcher::Event::InitDone => {
                 let seen = self.nodes.seen.take().unwrap_or_default();
                 for name in self.cache.node_names() {
                     if !seen.contains(&name) {
@@ -349,18 +334,19 @@ impl Scheduler {
                 self.queue.unschedulable(&key, Instant::now());
                 let message = fit.message();
                 tracing::debug!(pod = %key, %message, "scheduler: unschedulable");
-                let record = self.should_record(&key, &message);
-                let client = self.client.clone();
+                if self.should_record(&key, &message) {
+                    report::event(
+                        &self.events,
+                        &pod,
+                        EventType::Warning,
+                        "FailedScheduling",
+                        &message,
+                    );
+                }
+                let (client, events) = (self.client.clone(), self.events.clone());
                 self.tasks.spawn(async move {
                     // The nomination first: the victims' deletion lets the pod be retried.
                     let nominated = plan.as_ref().map(|p| p.node.clone());
-                    if record {
-                        if let Err(e) =
-                            report::event(&client, &pod, "Warning", "FailedScheduling", &message).await
-                        {
-                            tracing::debug!(error = %e, "scheduler: event not recorded");
-                        }
-                    }
                     if let Err(e) =
                         report::unschedulable(&client, &pod, &message, nominated.as_deref()).await
                     {
@@ -368,7 +354,7 @@ impl Scheduler {
                     }
                     if let Some(plan) = &plan {
                         for victim in &plan.victims {
-                            if let Err(e) = report::preempt(&client, victim, &pod, &plan.node).await {
+                            if let Err(e) = report::preempt(&client, &events, victim, &pod, &plan.node).await {
                                 tracing::warn!(error = %e, "scheduler: deleting a preemption victim");
                             }
                         }
@@ -392,30 +378,26 @@ impl Scheduler {
     }
 
     fn on_bound(&mut self, b: Bound) {
-        let client = self.client.clone();
         match b.result {
             Ok(()) => {
                 self.queue.delete(&b.key);
                 self.last_failure.remove(&b.key);
                 let (ns, name) = b.key.split_once('/').unwrap_or(("", &b.key));
                 let msg = format!("Successfully assigned {ns}/{name} to {}", b.node);
-                self.tasks.spawn(async move {
-                    if let Err(e) =
-                        report::event(&client, &b.pod, "Normal", "Scheduled", &msg).await
-                    {
-                        tracing::debug!(error = %e, "scheduler: event not recorded");
-                    }
-                });
+                report::event(&self.events, &b.pod, EventType::Normal, "Scheduled", &msg);
             }
             Err(e) => {
                 tracing::debug!(pod = %b.key, error = %e, "scheduler: binding failed");
                 self.cache.forget(&b.key);
                 self.queue.error(&b.key, Instant::now());
                 let msg = format!("running Bind plugin \"DefaultBinder\": {e}");
-                self.tasks.spawn(async move {
-                    let _ =
-                        report::event(&client, &b.pod, "Warning", "FailedScheduling", &msg).await;
-                });
+                report::event(
+                    &self.events,
+                    &b.pod,
+                    EventType::Warning,
+                    "FailedScheduling",
+                    &msg,
+                );
             }
         }
     }

@@ -3,6 +3,11 @@
 //! manager (controllers, the service-account tokens controller, the CSR approver and signers,
 //! the manifests deployer) and the scheduler. Each runs until `stop`.
 //!
+//! The controllers and the scheduler read through one [`SharedInformerFactory`]: one watch
+//! and one cache per resource type for the whole process, listed and watched as
+//! `system:kube-controller-manager` (which may list and watch everything). A type's watch
+//! starts when a component first asks for it and runs until `stop`.
+//!
 //! The controller manager runs only while this server holds the
 //! `kube-system/kube-controller-manager` Lease, the scheduler only while it holds
 //! `kube-system/kube-scheduler`, so one server of an HA cluster runs each
@@ -18,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::leader_election::{holder_identity, LeaderElector, Timing};
 use k3rs_apimachinery::clients::ClientBuilder;
+use k3rs_apimachinery::informers::SharedInformerFactory;
 use k3rs_apimachinery::tasks;
 use k3rs_apimachinery::users;
 use k3rs_auth::serviceaccount::ServiceAccounts;
@@ -75,7 +81,12 @@ pub fn spawn(
     stop: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     let mut running = Vec::new();
+    let informers = SharedInformerFactory::new(
+        clients.user(users::CONTROLLER_MANAGER, &[], "default"),
+        stop.clone(),
+    );
     if enabled.controller_manager {
+        let informers = informers.clone();
         let args = Arc::new(enabled.controller_args);
         let controllers = clients.clone();
         let manifests = enabled.manifests_dir.clone();
@@ -86,6 +97,7 @@ pub fn spawn(
             move |leading| {
                 controller_manager(
                     controllers.clone(),
+                    informers.clone(),
                     args.clone(),
                     manifests.clone(),
                     &manager,
@@ -98,10 +110,11 @@ pub fn spawn(
     if enabled.scheduler && !enabled.scheduler_args.leader_elect {
         // kube-scheduler's --leader-elect=false: this server schedules whoever else does.
         let scheduler = clients.user(users::SCHEDULER, &[], "default");
+        let informers = informers.clone();
         running.push(tasks::spawn(
             "scheduler",
             tasks::supervise("scheduler", stop.clone(), move |stop| {
-                k3rs_scheduler::run(scheduler.clone(), stop)
+                k3rs_scheduler::run(scheduler.clone(), informers.clone(), stop)
             }),
         ));
     } else if enabled.scheduler {
@@ -111,9 +124,9 @@ pub fn spawn(
             SCHEDULER_LEASE,
             stop.clone(),
             move |leading| {
-                let scheduler = scheduler.clone();
+                let (scheduler, informers) = (scheduler.clone(), informers.clone());
                 tasks::supervise("scheduler", leading, move |stop| {
-                    k3rs_scheduler::run(scheduler.clone(), stop)
+                    k3rs_scheduler::run(scheduler.clone(), informers.clone(), stop)
                 })
             },
         );
@@ -125,6 +138,7 @@ pub fn spawn(
 /// Everything the controller manager runs while it leads, until `leading` ends.
 fn controller_manager(
     clients: Arc<dyn ClientBuilder>,
+    informers: SharedInformerFactory,
     args: Arc<ControllerArgs>,
     manifests: Option<PathBuf>,
     manager: &ControllerManager,
@@ -138,6 +152,7 @@ fn controller_manager(
     });
     let run = k3rs_controllers::run(
         clients.clone(),
+        informers,
         k3rs_controllers::CONTROLLERS,
         args,
         leading.clone(),

@@ -1,7 +1,8 @@
 //! The controllers of `k3rs server` against its API, with hollow nodes where pods must run:
 //! workloads, jobs, daemonsets, garbage collection, namespaces, the scheduler, disruption
-//! budgets, endpoints and persistent volumes; and their supervision (a panicking controller is
-//! restarted and reported); and a small scale run as a regression guard.
+//! budgets, endpoints and persistent volumes; their Events (repeats counted on one Event);
+//! their supervision (a panicking controller is restarted and reported); and a small scale run
+//! as a regression guard.
 //!
 //! One test binary for the area: each file here is a module, reaching the shared helpers as
 //! `crate::common`.
@@ -16,6 +17,7 @@ mod apps_controllers;
 mod daemonset_controller;
 mod disruption_controller;
 mod endpoints;
+mod events;
 mod garbage_collector;
 mod hollow_nodes;
 mod job_controller;

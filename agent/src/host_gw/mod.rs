@@ -140,9 +140,7 @@ impl Reporter {
                 uid: Some(me.to_string()),
                 ..ObjectReference::default()
             };
-            recorder
-                .publish(&node, EventType::Warning, REFUSED_REASON, &message)
-                .await;
+            recorder.publish(&node, EventType::Warning, REFUSED_REASON, &message);
         }
     }
 }

@@ -235,9 +235,7 @@ impl Reporter {
                 ..ObjectReference::default()
             };
             let message = format!("node {node}: {}", w.message);
-            recorder
-                .publish(&regarding, EventType::Warning, w.reason, &message)
-                .await;
+            recorder.publish(&regarding, EventType::Warning, w.reason, &message);
             let node_ref = ObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("Node".into()),
@@ -246,9 +244,7 @@ impl Reporter {
                 ..ObjectReference::default()
             };
             let message = format!("NetworkPolicy {}/{}: {}", w.namespace, w.policy, w.message);
-            recorder
-                .publish(&node_ref, EventType::Warning, w.reason, &message)
-                .await;
+            recorder.publish(&node_ref, EventType::Warning, w.reason, &message);
         }
     }
 }

@@ -21,7 +21,7 @@ use kube::Client;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::informer;
+use super::{informer, SharedInformerFactory};
 
 /// The `--controllers` name.
 pub const CONTROLLER: &str = "cluster-dns";
@@ -43,9 +43,9 @@ struct Ctx {
 }
 
 /// Runs the controller until `stop`.
-pub async fn run(client: Client, stop: CancellationToken) {
+pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("cluster_dns");
-    let (nodes, nodes_task) = informer::<Node>(Api::all(client.clone()));
+    let nodes = informer::<Node>(&informers).await;
     let by_name = watcher::Config::default().fields(&format!("metadata.name={}", plan::SERVICE));
     let controller = Controller::new(
         Api::<Service>::namespaced(client.clone(), plan::NAMESPACE),
@@ -72,7 +72,6 @@ pub async fn run(client: Client, stop: CancellationToken) {
         .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| async {})
         .await;
-    nodes_task.abort();
 }
 
 fn write(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {

@@ -97,9 +97,7 @@ async fn reconcile(cj: Arc<CronJob>, ctx: Arc<Ctx>) -> Result<Action, Error> {
         } else {
             EventType::Normal
         };
-        ctx.events
-            .publish(&regarding, ty, ev.reason, &ev.message)
-            .await;
+        ctx.events.publish(&regarding, ty, ev.reason, &ev.message);
     }
     let background = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
@@ -110,8 +108,7 @@ async fn reconcile(cj: Arc<CronJob>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             Ok(_) => {
                 let msg = format!("Deleted job {job}");
                 ctx.events
-                    .publish(&regarding, EventType::Normal, "SuccessfulDelete", &msg)
-                    .await;
+                    .publish(&regarding, EventType::Normal, "SuccessfulDelete", &msg);
             }
             Err(e) if code(&e) == Some(404) => {}
             Err(e) => return Err(Error::DeleteJob(job.clone(), e)),
@@ -124,8 +121,7 @@ async fn reconcile(cj: Arc<CronJob>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             Ok(created) => {
                 let msg = format!("Created job {job_name}");
                 ctx.events
-                    .publish(&regarding, EventType::Normal, "SuccessfulCreate", &msg)
-                    .await;
+                    .publish(&regarding, EventType::Normal, "SuccessfulCreate", &msg);
                 let mut active = status.active.take().unwrap_or_default();
                 active.push(plan::reference(&created));
                 status.active = Some(active);
@@ -134,8 +130,7 @@ async fn reconcile(cj: Arc<CronJob>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             Err(e) => {
                 let msg = format!("Error creating job: {e}");
                 ctx.events
-                    .publish(&regarding, EventType::Warning, "FailedCreate", &msg)
-                    .await;
+                    .publish(&regarding, EventType::Warning, "FailedCreate", &msg);
                 return Err(Error::CreateJob(job_name, e));
             }
         }

@@ -68,10 +68,9 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("daemonset");
-    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.client);
-    let (node_store, node_events) = super::watched::<Node>(&ctx.client);
-    let (revisions, revision_task) =
-        super::informer(Api::<ControllerRevision>::all(ctx.client.clone()));
+    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers).await;
+    let (node_store, node_events) = super::watched::<Node>(&ctx.informers).await;
+    let revisions = super::informer::<ControllerRevision>(&ctx.informers).await;
     let controller = Controller::new(
         Api::<DaemonSet>::all(ctx.client.clone()),
         watcher::Config::default(),
@@ -89,10 +88,10 @@ async fn run(ctx: Context) {
     });
     let after = shared.clone();
     controller
-        .watches_stream(pod_events, move |pod| {
+        .watches_shared_stream(pod_events, move |pod| {
             claim::owners_of(&sets, &pod, selector)
         })
-        .watches_stream(node_events, move |_node| {
+        .watches_shared_stream(node_events, move |_node| {
             all_sets
                 .state()
                 .iter()
@@ -108,7 +107,6 @@ async fn run(ctx: Context) {
             futures::future::ready(())
         })
         .await;
-    revision_task.abort();
 }
 
 fn selector(ds: &DaemonSet) -> Option<Selector> {
@@ -281,10 +279,7 @@ fn gone(e: &kube::Error) -> bool {
 
 impl Sync<'_> {
     async fn event(&self, type_: EventType, reason: &str, msg: &str) {
-        self.ctx
-            .events
-            .publish(&self.regarding, type_, reason, msg)
-            .await;
+        self.ctx.events.publish(&self.regarding, type_, reason, msg);
     }
 
     /// Every node with whether the daemon pod should run and may stay there.

@@ -262,9 +262,7 @@ impl Applier {
             name: Some(record::name(source)),
             ..ObjectReference::default()
         };
-        self.events
-            .publish(&regarding, type_, reason, message)
-            .await;
+        self.events.publish(&regarding, type_, reason, message);
     }
 }
 

@@ -74,8 +74,8 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("deployment");
-    let (sets, set_events) = super::watched::<ReplicaSet>(&ctx.client);
-    let (pods, pod_events) = super::watched::<Pod>(&ctx.client);
+    let (sets, set_events) = super::watched::<ReplicaSet>(&ctx.informers).await;
+    let (pods, pod_events) = super::watched::<Pod>(&ctx.informers).await;
     let controller = Controller::new(
         Api::<Deployment>::all(ctx.client.clone()),
         watcher::Config::default(),
@@ -89,8 +89,8 @@ async fn run(ctx: Context) {
         pods,
     });
     controller
-        .watches_stream(set_events, move |rs| deployments_of(&deployments, &rs))
-        .watches_stream(pod_events, move |pod| {
+        .watches_shared_stream(set_events, move |rs| deployments_of(&deployments, &rs))
+        .watches_shared_stream(pod_events, move |pod| {
             deployment_of_pod(&sets_for_pods, &pod)
         })
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
@@ -163,8 +163,7 @@ async fn reconcile(d: Arc<Deployment>, ctx: Arc<Shared>) -> Result<Action, Error
     let Some(sel) = selector(&d) else {
         let msg = "This deployment is selecting all pods. A non-empty selector is required.";
         ctx.events
-            .publish(&s.regarding, EventType::Warning, "SelectingAll", msg)
-            .await;
+            .publish(&s.regarding, EventType::Warning, "SelectingAll", msg);
         return Ok(Action::await_change());
     };
     let spec = Spec::of(&d);
@@ -567,15 +566,12 @@ impl Sync<'_> {
             Ok(created) => {
                 if replicas > 0 {
                     let msg = format!("Scaled up replica set {name} from 0 to {replicas}");
-                    self.ctx
-                        .events
-                        .publish(
-                            &self.regarding,
-                            EventType::Normal,
-                            "ScalingReplicaSet",
-                            &msg,
-                        )
-                        .await;
+                    self.ctx.events.publish(
+                        &self.regarding,
+                        EventType::Normal,
+                        "ScalingReplicaSet",
+                        &msg,
+                    );
                 }
                 if status::has_deadline(deadline) {
                     let msg = format!("Created new replica set \"{name}\"");
@@ -615,8 +611,7 @@ impl Sync<'_> {
                 );
                 self.ctx
                     .events
-                    .publish(&self.regarding, EventType::Warning, "FailedCreate", &msg)
-                    .await;
+                    .publish(&self.regarding, EventType::Warning, "FailedCreate", &msg);
                 status::set(
                     st,
                     status::condition(
@@ -688,15 +683,12 @@ impl Sync<'_> {
         if from != to {
             let dir = if to > from { "up" } else { "down" };
             let msg = format!("Scaled {dir} replica set {name} from {from} to {to}");
-            self.ctx
-                .events
-                .publish(
-                    &self.regarding,
-                    EventType::Normal,
-                    "ScalingReplicaSet",
-                    &msg,
-                )
-                .await;
+            self.ctx.events.publish(
+                &self.regarding,
+                EventType::Normal,
+                "ScalingReplicaSet",
+                &msg,
+            );
         }
         Ok(written)
     }

@@ -54,12 +54,12 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("disruption");
     let c = &ctx.client;
-    let (pod_store, pod_events) = super::watched::<Pod>(c);
-    let (replica_sets, t1) = super::informer(Api::<ReplicaSet>::all(c.clone()));
-    let (deployments, t2) = super::informer(Api::<Deployment>::all(c.clone()));
-    let (stateful_sets, t3) = super::informer(Api::<StatefulSet>::all(c.clone()));
-    let (replication_controllers, t4) =
-        super::informer(Api::<ReplicationController>::all(c.clone()));
+    let informers = &ctx.informers;
+    let (pod_store, pod_events) = super::watched::<Pod>(informers).await;
+    let replica_sets = super::informer::<ReplicaSet>(informers).await;
+    let deployments = super::informer::<Deployment>(informers).await;
+    let stateful_sets = super::informer::<StatefulSet>(informers).await;
+    let replication_controllers = super::informer::<ReplicationController>(informers).await;
     let controller = Controller::new(
         Api::<PodDisruptionBudget>::all(c.clone()),
         watcher::Config::default(),
@@ -75,14 +75,11 @@ async fn run(ctx: Context) {
         replication_controllers,
     });
     controller
-        .watches_stream(pod_events, move |pod| budgets_of(&budgets, &pod))
+        .watches_shared_stream(pod_events, move |pod| budgets_of(&budgets, &pod))
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
         .run(backoff.reconcile(reconcile), backoff.policy(), shared)
         .for_each(|_| futures::future::ready(()))
         .await;
-    for t in [t1, t2, t3, t4] {
-        t.abort();
-    }
 }
 
 /// The budget's selector (`None`, or unparsable: it selects nothing; empty: everything).
@@ -147,8 +144,7 @@ impl Shared {
 
     async fn event(&self, pdb: &PodDisruptionBudget, type_: EventType, reason: &str, msg: &str) {
         self.events
-            .publish(&pdb.object_ref(&()), type_, reason, msg)
-            .await;
+            .publish(&pdb.object_ref(&()), type_, reason, msg);
     }
 
     async fn write_status(
@@ -229,8 +225,7 @@ async fn reconcile(pdb: Arc<PodDisruptionBudget>, ctx: Arc<Shared>) -> Result<Ac
             // Upstream's message repeats the namespace where the name belongs.
             let msg = format!("Pod was expected by PDB {ns}/{ns} to be deleted but it wasn't");
             ctx.events
-                .publish(&pod.object_ref(&()), EventType::Warning, "NotDeleted", &msg)
-                .await;
+                .publish(&pod.object_ref(&()), EventType::Warning, "NotDeleted", &msg);
         }
     }
     let counts = plan::Counts {

@@ -7,6 +7,7 @@ pub mod pods;
 pub mod subsets;
 
 use crate::backoff::ErrorBackoff;
+use crate::SharedInformerFactory;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -36,7 +37,7 @@ struct Ctx {
 }
 
 /// Runs the controller until `stop`.
-pub async fn run(client: Client, stop: CancellationToken) {
+pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("endpoints");
     let controller = Controller::new(
         Api::<Service>::all(client.clone()),
@@ -45,11 +46,7 @@ pub async fn run(client: Client, stop: CancellationToken) {
     let by_namespace = services_of_namespace(controller.store());
     let cleanup = tokio::spawn(delete_with_services(client.clone()));
     controller
-        .watches(
-            Api::<Pod>::all(client.clone()),
-            watcher::Config::default(),
-            by_namespace,
-        )
+        .watches_shared_stream(informers.informer::<Pod>().touched(), by_namespace)
         .watches(
             Api::<Endpoints>::all(client.clone()),
             watcher::Config::default(),
@@ -95,7 +92,7 @@ async fn delete_with_services(client: Client) {
 /// not known, so the services it left must look again too).
 pub(crate) fn services_of_namespace(
     services: reflector::Store<Service>,
-) -> impl Fn(Pod) -> Vec<ObjectRef<Service>> + Send + Sync + 'static {
+) -> impl Fn(Arc<Pod>) -> Vec<ObjectRef<Service>> + Send + Sync + 'static {
     move |pod| {
         services
             .state()

@@ -6,6 +6,7 @@
 pub mod slices;
 
 use crate::backoff::ErrorBackoff;
+use crate::SharedInformerFactory;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -39,7 +40,7 @@ struct Ctx {
 }
 
 /// Runs the controller until `stop`.
-pub async fn run(client: Client, stop: CancellationToken) {
+pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("endpointslice");
     let controller = Controller::new(
         Api::<Service>::all(client.clone()),
@@ -48,11 +49,7 @@ pub async fn run(client: Client, stop: CancellationToken) {
     let by_namespace = services_of_namespace(controller.store());
     let managed = format!("{}={}", slices::MANAGED_BY_LABEL, slices::MANAGED_BY);
     controller
-        .watches(
-            Api::<Pod>::all(client.clone()),
-            watcher::Config::default(),
-            by_namespace,
-        )
+        .watches_shared_stream(informers.informer::<Pod>().touched(), by_namespace)
         .owns(
             Api::<EndpointSlice>::all(client.clone()),
             watcher::Config::default().labels(&managed),

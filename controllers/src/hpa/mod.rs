@@ -114,8 +114,7 @@ async fn reconcile(hpa: Arc<HorizontalPodAutoscaler>, sh: Arc<Shared>) -> Result
         Err(e) => {
             let e = format!("failed to query scale subresource for {described}: {e}");
             sh.events
-                .publish(&reference, EventType::Warning, "FailedGetScale", &e)
-                .await;
+                .publish(&reference, EventType::Warning, "FailedGetScale", &e);
             let msg =
                 format!("the HPA controller was unable to get the target's current scale: {e}");
             set_condition(
@@ -168,7 +167,7 @@ async fn reconcile(hpa: Arc<HorizontalPodAutoscaler>, sh: Arc<Shared>) -> Result
         )
     };
     for (type_, reason, message) in &decision.events {
-        sh.events.publish(&reference, *type_, reason, message).await;
+        sh.events.publish(&reference, *type_, reason, message);
     }
     for (type_, ok, reason, message) in &decision.conditions {
         set_condition(&mut status, type_, *ok, reason, message, now);
@@ -205,8 +204,7 @@ async fn reconcile(hpa: Arc<HorizontalPodAutoscaler>, sh: Arc<Shared>) -> Result
                 );
                 let msg = format!("New size: {new}; reason: {reason}");
                 sh.events
-                    .publish(&reference, EventType::Normal, "SuccessfulRescale", &msg)
-                    .await;
+                    .publish(&reference, EventType::Normal, "SuccessfulRescale", &msg);
                 sh.histories
                     .lock()
                     .expect("hpa histories")
@@ -219,8 +217,7 @@ async fn reconcile(hpa: Arc<HorizontalPodAutoscaler>, sh: Arc<Shared>) -> Result
                 let e = message(&e);
                 let msg = format!("New size: {new}; reason: {reason}; error: {e}");
                 sh.events
-                    .publish(&reference, EventType::Warning, "FailedRescale", &msg)
-                    .await;
+                    .publish(&reference, EventType::Warning, "FailedRescale", &msg);
                 let msg = format!("the HPA controller was unable to update the target scale: {e}");
                 set_condition(
                     &mut status,

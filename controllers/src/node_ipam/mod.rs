@@ -11,12 +11,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::{EventRecorder, EventType};
 use futures::StreamExt;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Client, Resource};
@@ -41,7 +41,7 @@ struct Ctx {
     nodes: Store<Node>,
     cluster: IpNet,
     mask: u8,
-    recorder: Recorder,
+    recorder: EventRecorder,
     /// Ranges given out that the node cache may not show yet (node name → CIDR); one
     /// allocation at a time.
     assigned: Mutex<BTreeMap<String, IpNet>>,
@@ -51,12 +51,10 @@ struct Ctx {
 pub async fn run(client: Client, cluster_cidr: IpNet, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("node_ipam");
     let controller = Controller::new(Api::<Node>::all(client.clone()), watcher::Config::default());
-    let recorder = Recorder::new(
+    let recorder = EventRecorder::new(
         client.clone(),
-        Reporter {
-            controller: "cidrAllocator".into(),
-            instance: None,
-        },
+        "cidrAllocator",
+        &k3rs_apimachinery::net::hostname(),
     );
     let ctx = Arc::new(Ctx {
         client,
@@ -102,14 +100,12 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(node = %name, error = %e, "node IPAM: no pod CIDR");
-                let event = Event {
-                    type_: EventType::Normal,
-                    reason: "CIDRNotAvailable".into(),
-                    note: Some(format!("Node {name} status is now: CIDRNotAvailable")),
-                    action: "AllocateCIDR".into(),
-                    secondary: None,
-                };
-                let _ = ctx.recorder.publish(&event, &node.object_ref(&())).await;
+                ctx.recorder.publish(
+                    &node.object_ref(&()),
+                    EventType::Normal,
+                    "CIDRNotAvailable",
+                    &format!("Node {name} status is now: CIDRNotAvailable"),
+                );
                 return Ok(Action::requeue(EXHAUSTED_RETRY));
             }
         },

@@ -26,7 +26,7 @@ use serde_json::json;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::informer;
+use super::{informer, SharedInformerFactory};
 
 /// The controller's name (its service account in kube-system).
 pub const NAME: &str = "node-controller";
@@ -54,10 +54,8 @@ impl Probes {
 /// The node's heartbeat: its Lease's renewTime, else its Ready condition's heartbeat time.
 fn heartbeat(node: &Node, leases: &Store<Lease>) -> Option<String> {
     let name = node.metadata.name.as_deref()?;
-    let lease = leases.state().into_iter().find(|l| {
-        l.metadata.name.as_deref() == Some(name)
-            && l.metadata.namespace.as_deref() == Some("kube-node-lease")
-    });
+    let lease =
+        leases.get(&kube::runtime::reflector::ObjectRef::new(name).within("kube-node-lease"));
     let renew = lease
         .and_then(|l| l.spec.clone())
         .and_then(|s| s.renew_time)
@@ -80,11 +78,15 @@ fn heartbeat(node: &Node, leases: &Store<Lease>) -> Option<String> {
 }
 
 /// Runs the controller until `stop`, with `grace` as the node monitor grace period.
-pub async fn run(client: Client, grace: Duration, stop: CancellationToken) {
-    let (nodes, nodes_task) = informer::<Node>(Api::all(client.clone()));
-    let (leases, leases_task) =
-        informer::<Lease>(Api::namespaced(client.clone(), "kube-node-lease"));
-    let (pods, pods_task) = informer::<Pod>(Api::all(client.clone()));
+pub async fn run(
+    client: Client,
+    informers: SharedInformerFactory,
+    grace: Duration,
+    stop: CancellationToken,
+) {
+    let nodes = informer::<Node>(&informers).await;
+    let leases = informer::<Lease>(&informers).await;
+    let pods = informer::<Pod>(&informers).await;
     let period = MONITOR_PERIOD
         .min(grace / 4)
         .max(Duration::from_millis(200));
@@ -107,9 +109,6 @@ pub async fn run(client: Client, grace: Duration, stop: CancellationToken) {
             _ = stop.cancelled() => break,
             _ = tokio::time::sleep(period) => {}
         }
-    }
-    for task in [nodes_task, leases_task, pods_task] {
-        task.abort();
     }
 }
 

@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use super::informer;
+use super::{informer, SharedInformerFactory};
 use plan::Reason;
 
 /// The controller's name (its service account in kube-system).
@@ -22,9 +22,9 @@ pub const NAME: &str = "pod-garbage-collector";
 const PERIOD: Duration = Duration::from_secs(20);
 
 /// Runs the controller until `stop`.
-pub async fn run(client: Client, stop: CancellationToken) {
-    let (nodes, nodes_task) = informer::<Node>(Api::all(client.clone()));
-    let (pods, pods_task) = informer::<Pod>(Api::all(client.clone()));
+pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
+    let nodes = informer::<Node>(&informers).await;
+    let pods = informer::<Pod>(&informers).await;
     let _ = nodes.wait_until_ready().await;
     let _ = pods.wait_until_ready().await;
     loop {
@@ -39,7 +39,9 @@ pub async fn run(client: Client, stop: CancellationToken) {
             .collect();
         let all = pods.state();
         let refs: Vec<&Pod> = all.iter().map(|p| &**p).collect();
-        for c in plan::plan(&refs, &names, plan::DEFAULT_THRESHOLD) {
+        let collect = plan::plan(&refs, &names, plan::DEFAULT_THRESHOLD);
+        tracing::debug!(nodes = ?names, pods = all.len(), collect = collect.len(), "pod GC: round");
+        for c in collect {
             if c.reason == Reason::Orphaned && !node_gone(&client, &refs, &c.uid).await {
                 continue;
             }
@@ -60,8 +62,6 @@ pub async fn run(client: Client, stop: CancellationToken) {
             }
         }
     }
-    nodes_task.abort();
-    pods_task.abort();
 }
 
 /// Whether the node of the pod with `uid` is confirmed gone (404 on a live read).

@@ -74,7 +74,7 @@ struct Shared {
 /// Runs the controller for kind `K` until `ctx.stop`.
 pub async fn run<K: Replicated>(ctx: Context) {
     let backoff = ErrorBackoff::new(K::CONTROLLER);
-    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.client);
+    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers).await;
     let controller = Controller::new(
         Api::<K>::all(ctx.client.clone()),
         watcher::Config::default(),
@@ -88,7 +88,7 @@ pub async fn run<K: Replicated>(ctx: Context) {
     });
     let after = shared.clone();
     controller
-        .watches_stream(pod_events, move |pod| {
+        .watches_shared_stream(pod_events, move |pod| {
             super::claim::owners_of(&owners, &pod, |o: &K| o.view().map(|v| v.selector))
         })
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
@@ -255,20 +255,21 @@ async fn apply<K: Replicated>(
                                 Instant::now(),
                             );
                             let msg = format!("Created pod: {}", created.name_any());
-                            ctx.events
-                                .publish(&regarding, EventType::Normal, "SuccessfulCreate", &msg)
-                                .await;
+                            ctx.events.publish(
+                                &regarding,
+                                EventType::Normal,
+                                "SuccessfulCreate",
+                                &msg,
+                            );
                         }
                         Err(e) => {
                             let msg = api_message(&e);
-                            ctx.events
-                                .publish(
-                                    &regarding,
-                                    EventType::Warning,
-                                    "FailedCreate",
-                                    &format!("Error creating: {msg}"),
-                                )
-                                .await;
+                            ctx.events.publish(
+                                &regarding,
+                                EventType::Warning,
+                                "FailedCreate",
+                                &format!("Error creating: {msg}"),
+                            );
                             failure.get_or_insert(msg);
                         }
                     }
@@ -303,20 +304,17 @@ async fn apply<K: Replicated>(
                         }
                         let msg = format!("Deleted pod: {name}");
                         ctx.events
-                            .publish(&regarding, EventType::Normal, "SuccessfulDelete", &msg)
-                            .await;
+                            .publish(&regarding, EventType::Normal, "SuccessfulDelete", &msg);
                     }
                     Err(e) if gone(&e) => {}
                     Err(e) => {
                         let msg = api_message(&e);
-                        ctx.events
-                            .publish(
-                                &regarding,
-                                EventType::Warning,
-                                "FailedDelete",
-                                &format!("Error deleting: {msg}"),
-                            )
-                            .await;
+                        ctx.events.publish(
+                            &regarding,
+                            EventType::Warning,
+                            "FailedDelete",
+                            &format!("Error deleting: {msg}"),
+                        );
                         failure.get_or_insert(msg);
                     }
                 }

@@ -19,7 +19,7 @@ use kube::Client;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::informer;
+use super::{informer, SharedInformerFactory};
 
 /// The `--controllers` name (k3s's).
 pub const CONTROLLER: &str = "servicelb";
@@ -41,9 +41,9 @@ struct Ctx {
 }
 
 /// Runs the controller until `stop`.
-pub async fn run(client: Client, stop: CancellationToken) {
+pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("servicelb");
-    let (nodes, nodes_task) = informer::<Node>(Api::all(client.clone()));
+    let nodes = informer::<Node>(&informers).await;
     let controller = Controller::new(
         Api::<Service>::all(client.clone()),
         watcher::Config::default(),
@@ -69,7 +69,6 @@ pub async fn run(client: Client, stop: CancellationToken) {
         .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| async {})
         .await;
-    nodes_task.abort();
 }
 
 async fn reconcile(svc: Arc<Service>, ctx: Arc<Ctx>) -> Result<Action, Error> {

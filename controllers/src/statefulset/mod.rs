@@ -52,7 +52,7 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("statefulset");
-    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.client);
+    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers).await;
     let controller = Controller::new(
         Api::<StatefulSet>::all(ctx.client.clone()),
         watcher::Config::default(),
@@ -64,7 +64,7 @@ async fn run(ctx: Context) {
         pods: pod_store,
     });
     controller
-        .watches_stream(pod_events, move |pod| {
+        .watches_shared_stream(pod_events, move |pod| {
             claim::owners_of(&sets, &pod, selector)
         })
         .graceful_shutdown_on(ctx.stop.cancelled_owned())
@@ -339,10 +339,12 @@ impl Sync<'_> {
                         "create Claim {claim_name} Pod {pod_name} in StatefulSet {} success",
                         self.name
                     );
-                    self.ctx
-                        .events
-                        .publish(&self.regarding, EventType::Normal, "SuccessfulCreate", &msg)
-                        .await;
+                    self.ctx.events.publish(
+                        &self.regarding,
+                        EventType::Normal,
+                        "SuccessfulCreate",
+                        &msg,
+                    );
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
                 Err(e) => {
@@ -351,10 +353,12 @@ impl Sync<'_> {
                         self.name,
                         api_message(&e)
                     );
-                    self.ctx
-                        .events
-                        .publish(&self.regarding, EventType::Warning, "FailedCreate", &msg)
-                        .await;
+                    self.ctx.events.publish(
+                        &self.regarding,
+                        EventType::Warning,
+                        "FailedCreate",
+                        &msg,
+                    );
                     return Err(api_err(format!("creating claim {claim_name}"))(e));
                 }
             }
@@ -366,10 +370,12 @@ impl Sync<'_> {
                     "create Pod {pod_name} in StatefulSet {} successful",
                     self.name
                 );
-                self.ctx
-                    .events
-                    .publish(&self.regarding, EventType::Normal, "SuccessfulCreate", &msg)
-                    .await;
+                self.ctx.events.publish(
+                    &self.regarding,
+                    EventType::Normal,
+                    "SuccessfulCreate",
+                    &msg,
+                );
                 Ok(())
             }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
@@ -381,8 +387,7 @@ impl Sync<'_> {
                 );
                 self.ctx
                     .events
-                    .publish(&self.regarding, EventType::Warning, "FailedCreate", &msg)
-                    .await;
+                    .publish(&self.regarding, EventType::Warning, "FailedCreate", &msg);
                 Err(api_err(format!("creating pod {pod_name}"))(e))
             }
         }
@@ -392,10 +397,12 @@ impl Sync<'_> {
         match self.pods.delete(name, &DeleteParams::default()).await {
             Ok(_) => {
                 let msg = format!("delete Pod {name} in StatefulSet {} successful", self.name);
-                self.ctx
-                    .events
-                    .publish(&self.regarding, EventType::Normal, "SuccessfulDelete", &msg)
-                    .await;
+                self.ctx.events.publish(
+                    &self.regarding,
+                    EventType::Normal,
+                    "SuccessfulDelete",
+                    &msg,
+                );
                 Ok(())
             }
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
@@ -407,8 +414,7 @@ impl Sync<'_> {
                 );
                 self.ctx
                     .events
-                    .publish(&self.regarding, EventType::Warning, "FailedDelete", &msg)
-                    .await;
+                    .publish(&self.regarding, EventType::Warning, "FailedDelete", &msg);
                 Err(api_err(format!("deleting pod {name}"))(e))
             }
         }

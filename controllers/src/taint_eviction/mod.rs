@@ -12,11 +12,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Preconditions};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
 use tokio_util::sync::CancellationToken;
 
-use super::informer;
+use super::{informer, EventRecorder, EventType, SharedInformerFactory};
 use tolerations::Eviction;
 
 /// The service account (in kube-system) the controller runs as: upstream's taint eviction
@@ -27,15 +26,13 @@ pub const NAME: &str = "node-controller";
 const PERIOD: Duration = Duration::from_millis(500);
 
 /// Runs the controller until `stop`.
-pub async fn run(client: Client, stop: CancellationToken) {
-    let (nodes, nodes_task) = informer::<Node>(Api::all(client.clone()));
-    let (pods, pods_task) = informer::<Pod>(Api::all(client.clone()));
-    let recorder = Recorder::new(
+pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
+    let nodes = informer::<Node>(&informers).await;
+    let pods = informer::<Pod>(&informers).await;
+    let recorder = EventRecorder::new(
         client.clone(),
-        Reporter {
-            controller: "taint-eviction-controller".into(),
-            instance: None,
-        },
+        "taint-eviction-controller",
+        &k3rs_apimachinery::net::hostname(),
     );
     loop {
         let taints: HashMap<String, Vec<Taint>> = nodes
@@ -76,11 +73,9 @@ pub async fn run(client: Client, stop: CancellationToken) {
             _ = tokio::time::sleep(PERIOD) => {}
         }
     }
-    nodes_task.abort();
-    pods_task.abort();
 }
 
-async fn evict(client: &Client, recorder: &Recorder, pod: &Pod) {
+async fn evict(client: &Client, recorder: &EventRecorder, pod: &Pod) {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let params = DeleteParams {
@@ -91,14 +86,12 @@ async fn evict(client: &Client, recorder: &Recorder, pod: &Pod) {
         ..DeleteParams::default()
     };
     tracing::info!(pod = %format!("{ns}/{name}"), "taint eviction: deleting the pod");
-    let event = Event {
-        type_: EventType::Normal,
-        reason: "TaintManagerEviction".into(),
-        note: Some(format!("Marking for deletion Pod {ns}/{name}")),
-        action: "Delete".into(),
-        secondary: None,
-    };
-    let _ = recorder.publish(&event, &pod.object_ref(&())).await;
+    recorder.publish(
+        &pod.object_ref(&()),
+        EventType::Normal,
+        "TaintManagerEviction",
+        &format!("Marking for deletion Pod {ns}/{name}"),
+    );
     if let Err(error) = Api::<Pod>::namespaced(client.clone(), &ns)
         .delete(&name, &params)
         .await

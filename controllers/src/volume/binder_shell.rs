@@ -32,10 +32,10 @@ where
 
 /// Runs the binder until `cx.stop`.
 pub async fn run(cx: Context) {
-    let (claims, t1) = informer(Api::<PersistentVolumeClaim>::all(cx.client.clone()));
-    let (volumes, t2) = informer(Api::<PersistentVolume>::all(cx.client.clone()));
-    let (classes, t3) = informer(Api::<StorageClass>::all(cx.client.clone()));
-    let (nodes, t4) = informer(Api::<Node>::all(cx.client.clone()));
+    let claims = informer::<PersistentVolumeClaim>(&cx.informers).await;
+    let volumes = informer::<PersistentVolume>(&cx.informers).await;
+    let classes = informer::<StorageClass>(&cx.informers).await;
+    let nodes = informer::<Node>(&cx.informers).await;
     let ready = async {
         let _ = tokio::join!(
             claims.wait_until_ready(),
@@ -59,9 +59,6 @@ pub async fn run(cx: Context) {
                 _ = tokio::time::sleep(PASS) => {}
             }
         },
-    }
-    for t in [t1, t2, t3, t4] {
-        t.abort();
     }
 }
 
@@ -158,7 +155,7 @@ async fn publish(
     } else {
         crate::EventType::Normal
     };
-    events.publish(r, t, reason, message).await;
+    events.publish(r, t, reason, message);
 }
 
 async fn write_claim(

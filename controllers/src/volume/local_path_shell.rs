@@ -45,10 +45,9 @@ pub async fn run(cx: Context, base: PathBuf) {
             tracing::debug!(error = %e, "local-path: installing the StorageClass (retrying)");
             tokio::time::sleep(PASS).await;
         }
-        let (claims, t1) = informer(Api::<PersistentVolumeClaim>::all(client.clone()));
-        let (volumes, t2) = informer(Api::<PersistentVolume>::all(client.clone()));
-        let (classes, t3) = informer(Api::<StorageClass>::all(client.clone()));
-        let _tasks = AbortOnDrop(vec![t1, t2, t3]);
+        let claims = informer::<PersistentVolumeClaim>(&cx.informers).await;
+        let volumes = informer::<PersistentVolume>(&cx.informers).await;
+        let classes = informer::<StorageClass>(&cx.informers).await;
         let _ = tokio::join!(
             claims.wait_until_ready(),
             volumes.wait_until_ready(),
@@ -80,16 +79,6 @@ pub async fn run(cx: Context, base: PathBuf) {
     }
 }
 
-struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        for t in &self.0 {
-            t.abort();
-        }
-    }
-}
-
 async fn provision(
     cx: &Context,
     claim: &PersistentVolumeClaim,
@@ -111,8 +100,7 @@ async fn provision(
                 Ok(_) => {
                     let msg = format!("Successfully provisioned volume {name}");
                     cx.events
-                        .publish(&r, EventType::Normal, "ProvisioningSucceeded", &msg)
-                        .await;
+                        .publish(&r, EventType::Normal, "ProvisioningSucceeded", &msg);
                 }
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(e) => tracing::debug!(error = %e, "local-path: creating a volume (retrying)"),
@@ -125,8 +113,7 @@ async fn provision(
                     class.name_any()
                 );
                 cx.events
-                    .publish(&r, EventType::Warning, "ProvisioningFailed", &msg)
-                    .await;
+                    .publish(&r, EventType::Warning, "ProvisioningFailed", &msg);
             }
         }
     }

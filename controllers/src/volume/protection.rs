@@ -57,8 +57,8 @@ fn without(finalizers: &mut Option<Vec<String>>, f: &str) {
 
 /// Runs the claim protection controller until `cx.stop`.
 pub async fn run_claims(cx: Context) {
-    let (claims, t1) = informer(Api::<PersistentVolumeClaim>::all(cx.client.clone()));
-    let (pods, t2) = informer(Api::<Pod>::all(cx.client.clone()));
+    let claims = informer::<PersistentVolumeClaim>(&cx.informers).await;
+    let pods = informer::<Pod>(&cx.informers).await;
     let pass = async {
         let _ = tokio::join!(claims.wait_until_ready(), pods.wait_until_ready());
         loop {
@@ -91,13 +91,11 @@ pub async fn run_claims(cx: Context) {
         _ = cx.stop.cancelled() => {}
         _ = pass => {}
     }
-    t1.abort();
-    t2.abort();
 }
 
 /// Runs the volume protection controller until `cx.stop`.
 pub async fn run_volumes(cx: Context) {
-    let (volumes, task) = informer(Api::<PersistentVolume>::all(cx.client.clone()));
+    let volumes = informer::<PersistentVolume>(&cx.informers).await;
     let api: Api<PersistentVolume> = Api::all(cx.client.clone());
     let pass = async {
         volumes.wait_until_ready().await.ok();
@@ -119,7 +117,6 @@ pub async fn run_volumes(cx: Context) {
         _ = cx.stop.cancelled() => {}
         _ = pass => {}
     }
-    task.abort();
 }
 
 #[cfg(test)]

@@ -362,8 +362,12 @@ impl Manager {
         }});
         self.api.patch_status(ns, name, uid, patch).await?;
         tracing::warn!(pod = %format!("{ns}/{name}"), "eviction manager: pod evicted: {text}");
-        self.events
-            .pod(pod, "Warning", message::REASON, text.to_string());
+        self.events.pod(
+            pod,
+            crate::kubelet::events::WARNING,
+            message::REASON,
+            text.to_string(),
+        );
         self.stop_containers(uid, grace).await;
         Ok(())
     }

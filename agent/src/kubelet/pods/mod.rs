@@ -90,12 +90,11 @@ pub async fn run(
     let images: Arc<dyn ImageService> =
         Arc::new(crate::cri::image_presence::ImagePresence::new(images));
     let changed = Arc::new(Notify::new());
-    let (events, event_rx) = crate::kubelet::events::Recorder::channel();
+    let (events, event_rx) = crate::kubelet::events::Recorder::channel(&node_name);
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(crate::kubelet::events::run(
+    tasks.spawn(k3rs_apimachinery::events::write(
         client.clone(),
         event_rx,
-        node_name.clone(),
         stop.clone(),
     ));
     let (pods, pod_writer) = reflector::store::<Pod>();

@@ -83,7 +83,7 @@ struct Setup {
     runtime: Arc<FakeRuntime>,
     api: Arc<FakeApi>,
     exec: Executor,
-    events: tokio::sync::mpsc::UnboundedReceiver<crate::kubelet::events::PodEvent>,
+    events: tokio::sync::mpsc::Receiver<k8s_openapi::api::core::v1::Event>,
     _dir: tempfile::TempDir,
 }
 
@@ -92,7 +92,7 @@ fn setup_with(api: FakeApi) -> Setup {
     runtime.add_image("busybox:1.35");
     let api = Arc::new(api);
     let dir = tempfile::tempdir().unwrap();
-    let (events, rx) = crate::kubelet::events::Recorder::channel();
+    let (events, rx) = crate::kubelet::events::Recorder::channel("node-1");
     let changed = Arc::new(tokio::sync::Notify::new());
     let probes = crate::kubelet::prober::Manager::new(runtime.clone(), events.clone(), changed);
     let exec = Executor {
@@ -497,8 +497,12 @@ fn stop_timeouts() {
 fn events(s: &mut Setup) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     while let Ok(e) = s.events.try_recv() {
-        let path = e.regarding.field_path.clone().unwrap_or_default();
-        out.push((e.reason, path, e.message));
+        let path = e.involved_object.field_path.clone().unwrap_or_default();
+        out.push((
+            e.reason.unwrap_or_default(),
+            path,
+            e.message.unwrap_or_default(),
+        ));
     }
     out
 }

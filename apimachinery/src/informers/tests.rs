@@ -1,0 +1,231 @@
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+
+use super::*;
+
+fn cm(name: &str, value: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            managed_fields: Some(vec![ManagedFieldsEntry {
+                manager: Some("kubectl".into()),
+                ..ManagedFieldsEntry::default()
+            }]),
+            ..ObjectMeta::default()
+        },
+        data: Some([("k".to_string(), value.to_string())].into()),
+        ..ConfigMap::default()
+    }
+}
+
+/// What the subscription has delivered so far, as `(event, name, value)`.
+fn drain(s: &mut Subscription<ConfigMap>) -> Vec<(&'static str, String, String)> {
+    let mut out = Vec::new();
+    // Outside Tokio's cooperative budget, which would make a long drain stop after 128.
+    while let Some(Some(e)) = tokio::task::unconstrained(s.next()).now_or_never() {
+        let (kind, o) = match e {
+            watcher::Event::Init => ("Init", None),
+            watcher::Event::InitApply(o) => ("InitApply", Some(o)),
+            watcher::Event::InitDone => ("InitDone", None),
+            watcher::Event::Apply(o) => ("Apply", Some(o)),
+            watcher::Event::Delete(o) => ("Delete", Some(o)),
+        };
+        let name = o.as_ref().and_then(|o| o.metadata.name.clone());
+        let value = o.as_ref().and_then(|o| o.data.as_ref()?.get("k").cloned());
+        out.push((kind, name.unwrap_or_default(), value.unwrap_or_default()));
+    }
+    out
+}
+
+fn list(feed: &mut Feed<ConfigMap>, objects: &[ConfigMap]) {
+    feed.apply(watcher::Event::Init);
+    for o in objects {
+        feed.apply(watcher::Event::InitApply(o.clone()));
+    }
+    feed.apply(watcher::Event::InitDone);
+}
+
+fn ev(kind: &'static str, name: &str, value: &str) -> (&'static str, String, String) {
+    (kind, name.into(), value.into())
+}
+
+#[tokio::test]
+async fn an_early_subscriber_gets_the_first_list_then_the_changes() {
+    let (informer, mut feed) = Informer::<ConfigMap>::new();
+    let mut early = informer.subscribe();
+    assert_eq!(drain(&mut early), vec![], "nothing before the list");
+
+    list(&mut feed, &[cm("a", "1"), cm("b", "1")]);
+    let mut got = drain(&mut early);
+    got[1..3].sort();
+    assert_eq!(
+        got,
+        vec![
+            ev("Init", "", ""),
+            ev("InitApply", "a", "1"),
+            ev("InitApply", "b", "1"),
+            ev("InitDone", "", ""),
+        ]
+    );
+    feed.apply(watcher::Event::Apply(cm("a", "2")));
+    feed.apply(watcher::Event::Delete(cm("b", "1")));
+    assert_eq!(
+        drain(&mut early),
+        vec![ev("Apply", "a", "2"), ev("Delete", "b", "1")]
+    );
+}
+
+#[tokio::test]
+async fn the_list_is_the_cache_when_listed_and_the_changes_after_it_follow_in_order() {
+    let (informer, mut feed) = Informer::<ConfigMap>::new();
+    let mut s = informer.subscribe();
+    list(&mut feed, &[cm("a", "1"), cm("b", "1")]);
+    feed.apply(watcher::Event::Apply(cm("a", "2")));
+    feed.apply(watcher::Event::Delete(cm("b", "1")));
+    let mut got = drain(&mut s);
+    got[1..3].sort();
+    assert_eq!(
+        got,
+        vec![
+            ev("Init", "", ""),
+            ev("InitApply", "a", "1"),
+            ev("InitApply", "b", "1"),
+            ev("InitDone", "", ""),
+            ev("Apply", "a", "2"),
+            ev("Delete", "b", "1"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_late_subscriber_starts_with_the_cache_as_a_list() {
+    let (informer, mut feed) = Informer::<ConfigMap>::new();
+    list(&mut feed, &[cm("a", "1")]);
+    feed.apply(watcher::Event::Apply(cm("a", "2")));
+
+    let mut late = informer.subscribe();
+    feed.apply(watcher::Event::Apply(cm("c", "1")));
+    assert_eq!(
+        drain(&mut late),
+        vec![
+            ev("Init", "", ""),
+            ev("InitApply", "a", "2"),
+            ev("InitDone", "", ""),
+            ev("Apply", "c", "1"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_relist_announces_what_it_lacks_as_deleted_then_gives_the_complete_list() {
+    let (informer, mut feed) = Informer::<ConfigMap>::new();
+    list(&mut feed, &[cm("a", "1"), cm("b", "1")]);
+    let mut s = informer.subscribe();
+    drain(&mut s);
+
+    // "b" went away while the watch was down: the relist does not name it.
+    list(&mut feed, &[cm("a", "3"), cm("c", "1")]);
+    let mut got = drain(&mut s);
+    got[2..4].sort();
+    assert_eq!(
+        got,
+        vec![
+            ev("Delete", "b", "1"),
+            ev("Init", "", ""),
+            ev("InitApply", "a", "3"),
+            ev("InitApply", "c", "1"),
+            ev("InitDone", "", ""),
+        ]
+    );
+    assert_eq!(informer.store.state().len(), 2);
+}
+
+#[tokio::test]
+async fn a_subscriber_that_falls_far_behind_misses_nothing() {
+    let (informer, mut feed) = Informer::<ConfigMap>::new();
+    list(&mut feed, &[]);
+    let mut slow = informer.subscribe();
+    drain(&mut slow);
+    for i in 0..10_000 {
+        feed.apply(watcher::Event::Apply(cm(&format!("o{i}"), "1")));
+    }
+    feed.apply(watcher::Event::Delete(cm("o0", "1")));
+    let got = drain(&mut slow);
+    assert_eq!(got.len(), 10_001, "every change, in order");
+    assert_eq!(got[9_999], ev("Apply", "o9999", "1"));
+    assert_eq!(got[10_000], ev("Delete", "o0", "1"));
+}
+
+#[tokio::test]
+async fn a_dropped_subscriber_is_forgotten() {
+    let (informer, mut feed) = Informer::<ConfigMap>::new();
+    let kept = informer.subscribe();
+    drop(informer.subscribe());
+    list(&mut feed, &[cm("a", "1")]);
+    assert_eq!(lock(&informer.subscribers).0.len(), 1);
+    drop(kept);
+    feed.apply(watcher::Event::Apply(cm("a", "2")));
+    assert_eq!(lock(&informer.subscribers).0.len(), 0);
+}
+
+#[tokio::test]
+async fn cached_objects_have_no_managed_fields_and_are_shared_with_subscribers() {
+    let (informer, mut feed) = Informer::<ConfigMap>::new();
+    list(&mut feed, &[]);
+    let mut s = informer.subscribe();
+    drain(&mut s);
+    feed.apply(watcher::Event::Apply(cm("a", "1")));
+    let cached = informer.store.state().pop().unwrap();
+    assert_eq!(cached.metadata.managed_fields, None);
+    let Some(Some(watcher::Event::Apply(seen))) = s.next().now_or_never() else {
+        panic!("no apply")
+    };
+    assert!(Arc::ptr_eq(&cached, &seen), "one copy of the object");
+}
+
+#[tokio::test]
+async fn touched_yields_listed_applied_and_deleted_objects() {
+    let (informer, mut feed) = Informer::<ConfigMap>::new();
+    let mut touched = Box::pin(informer.touched());
+    let mut next = move || {
+        let o = touched.next().now_or_never().flatten();
+        o.map(|o| o.metadata.name.clone().unwrap_or_default())
+    };
+    list(&mut feed, &[cm("a", "1")]);
+    assert_eq!(next(), Some("a".into()));
+    feed.apply(watcher::Event::Apply(cm("b", "1")));
+    assert_eq!(next(), Some("b".into()));
+    feed.apply(watcher::Event::Delete(cm("a", "1")));
+    assert_eq!(next(), Some("a".into()));
+    assert_eq!(next(), None);
+}
+
+#[tokio::test]
+async fn every_task_waiting_for_the_synced_store_gets_it() {
+    let (informer, mut feed) = Informer::<ConfigMap>::new();
+    let waiters: Vec<_> = (0..5)
+        .map(|_| {
+            let informer = informer.clone();
+            tokio::spawn(async move { informer.synced_store().await.state().len() })
+        })
+        .collect();
+    // Every waiter is parked before the list completes.
+    tokio::task::yield_now().await;
+    assert!(waiters.iter().all(|w| !w.is_finished()));
+    list(&mut feed, &[cm("a", "1")]);
+    let sizes = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        futures::future::join_all(waiters),
+    )
+    .await
+    .expect("every waiter woke");
+    assert!(sizes.into_iter().all(|n| n.unwrap() == 1));
+    // Their stores are kube-runtime's, already ready for later `wait_until_ready` calls.
+    assert!(informer
+        .store
+        .wait_until_ready()
+        .now_or_never()
+        .is_some_and(|r| r.is_ok()));
+}
