@@ -219,7 +219,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
     Descriptor {
         controller: ingress::CONTROLLER,
         name: ingress::NAME,
-        start: |cx| ingress::run(cx.client, cx.stop).boxed(),
+        start: |cx| ingress::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: volume::binder_shell::CONTROLLER,

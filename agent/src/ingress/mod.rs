@@ -250,9 +250,7 @@ impl Reporter {
                 ..ObjectReference::default()
             };
             let message = format!("node {node}: {}", w.message);
-            recorder
-                .publish(&regarding, EventType::Warning, w.reason, &message)
-                .await;
+            recorder.publish(&regarding, EventType::Warning, w.reason, &message);
         }
     }
 }

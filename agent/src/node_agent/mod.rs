@@ -114,6 +114,7 @@ fn spawn_pod_network(
 /// Why the node could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Joining the cluster failed.
     #[error(transparent)]
     Join(#[from] join::Error),
     /// The agent's `--flannel-backend` and the server's disagree: fatal, retrying cannot help.

@@ -11,9 +11,13 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
 
+/// The node's backend (`vxlan`, `host-gw`).
 pub const BACKEND_TYPE: &str = "flannel.alpha.coreos.com/backend-type";
+/// The backend's data (JSON; VXLAN's VNI and VTEP MAC, `null` for host-gw).
 pub const BACKEND_DATA: &str = "flannel.alpha.coreos.com/backend-data";
+/// The node address other nodes send its pods' traffic to.
 pub const PUBLIC_IP: &str = "flannel.alpha.coreos.com/public-ip";
+/// `"true"`: the node's subnet comes from its `spec.podCIDR` (flannel's kube subnet manager).
 pub const KUBE_SUBNET_MANAGER: &str = "flannel.alpha.coreos.com/kube-subnet-manager";
 
 /// The annotations of a node running `backend_type` with `backend_data` (JSON text), at

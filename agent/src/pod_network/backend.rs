@@ -17,7 +17,9 @@ use std::str::FromStr;
 /// A pod network backend k3rs runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// A VXLAN overlay (`flannel.1`): nodes on any routed network.
     Vxlan,
+    /// Routes to other nodes' pod CIDRs through their addresses: nodes on one L2 network.
     HostGw,
     /// No routes to other nodes' pods (someone else's pod network).
     None,
@@ -72,12 +74,19 @@ pub enum Source {
 /// Why the agent cannot run the cluster's backend.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
+    /// The agent's own flag names another backend than the server's.
     #[error(
         "--flannel-backend={own} differs from the server's flannel backend {server}: a cluster \
          has one pod network backend, set on the servers; start the agent without \
          --flannel-backend (it takes the server's) or with --flannel-backend={server}"
     )]
-    Conflict { own: Backend, server: String },
+    Conflict {
+        /// The agent's `--flannel-backend`.
+        own: Backend,
+        /// The server's.
+        server: String,
+    },
+    /// The server's backend is none this agent runs.
     #[error(
         "the server's flannel backend {0:?} is not one this agent runs (vxlan, host-gw or \
          none); upgrade the agent"

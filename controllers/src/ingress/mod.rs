@@ -23,8 +23,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::ErrorBackoff;
-use crate::informer;
 use crate::servicelb::plan::node_addresses;
+use crate::{informer, SharedInformerFactory};
 
 /// The `--controllers` name.
 pub const CONTROLLER: &str = "ingress";
@@ -63,7 +63,7 @@ async fn install_class(client: &Client) -> kube::Result<()> {
 }
 
 /// Runs the controller until `stop`.
-pub async fn run(client: Client, stop: CancellationToken) {
+pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let install = async {
         while let Err(e) = install_class(&client).await {
             tracing::debug!(error = %e, "ingress: installing the IngressClass (retrying)");
@@ -75,8 +75,8 @@ pub async fn run(client: Client, stop: CancellationToken) {
         () = install => {}
     }
     let backoff = ErrorBackoff::new("ingress");
-    let (nodes, nodes_task) = informer::<Node>(Api::all(client.clone()));
-    let (classes, classes_task) = informer::<IngressClass>(Api::all(client.clone()));
+    let nodes = informer::<Node>(&informers).await;
+    let classes = informer::<IngressClass>(&informers).await;
     let controller = Controller::new(
         Api::<Ingress>::all(client.clone()),
         watcher::Config::default(),
@@ -110,8 +110,6 @@ pub async fn run(client: Client, stop: CancellationToken) {
         .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| async {})
         .await;
-    nodes_task.abort();
-    classes_task.abort();
 }
 
 async fn reconcile(ing: Arc<Ingress>, ctx: Arc<Ctx>) -> Result<Action, Error> {
