@@ -14,8 +14,9 @@
 //!   controller (which creates the default `k3rs` IngressClass and writes Ingress status)
 //!   and the listeners of the embedded agent and of the agents that join (they learn it
 //!   from `/v1-k3rs/agent-config`; an agent's own `--disable-ingress` turns off just its own);
-//! - `network-policy`: NetworkPolicy enforcement on the server's own node (k3s's
-//!   `--disable-network-policy`, which both commands also take; a joined agent needs its own).
+//! - `network-policy`: NetworkPolicy enforcement on the server's own node and on the agents
+//!   that join (k3s's `--disable-network-policy`, which both commands also take; agents learn
+//!   it from `/v1-k3rs/agent-config`).
 //!
 //! `runtimes` names a component k3rs does not ship: disabling it changes nothing, which the
 //! server says in a warning. Anything else is refused with the list of valid items, so a typo
