@@ -59,7 +59,22 @@ fn printed_resolv_conf(server: &mut common::K3rs, k: &Kubectl, name: &str) -> St
             (pod["status"]["phase"] == "Succeeded").then_some(())
         },
     );
-    k.ok(&["logs", name])
+    // The kubelet serves logs once its serving certificate is issued, which can come after
+    // a short pod has already run (a joined agent's CSR waits for the signer).
+    common::wait_for(
+        &format!("the logs of pod {name}"),
+        Duration::from_secs(60),
+        || {
+            let out = k.run(&["logs", name]);
+            if !out.ok {
+                assert!(
+                    out.stderr.contains("unreachable"),
+                    "kubectl logs {name}: {out:?}"
+                );
+            }
+            out.ok.then_some(out.stdout)
+        },
+    )
 }
 
 fn scenario(lab: &NodeLab) {

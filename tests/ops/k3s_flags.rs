@@ -159,7 +159,7 @@ fn the_server_hands_agents_its_settings_and_prefixes_the_helper_image() {
     ]);
     let want = serde_json::json!({"clusterDNS": ["10.96.0.10"],
         "systemDefaultRegistry": "registry.local:5000", "disableNetworkPolicy": true,
-        "disableIngress": true});
+        "disableIngress": true, "flannelBackend": "vxlan"});
     let raw = ["get", "--raw", "/v1-k3rs/agent-config"];
     let as_admin: serde_json::Value = serde_json::from_str(&k.ok(&raw)).unwrap();
     assert_eq!(as_admin, want);
