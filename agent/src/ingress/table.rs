@@ -20,7 +20,7 @@
 //!   (oldest) Ingress naming a host chooses its certificate.
 
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -34,8 +34,8 @@ use rustls::sign::CertifiedKey;
 
 use super::routes::{self, HostMatch, PathMatch, Route};
 use super::secrets::SecretKey;
-use crate::proxy::endpoints::endpoints_for;
-use crate::proxy::service_port::{Protocol, ServicePort};
+use crate::proxy::endpoints::{endpoints_for, PortOf};
+use crate::proxy::service_port::Protocol;
 
 /// What the table is built from.
 #[derive(Debug, Clone, Copy)]
@@ -265,21 +265,13 @@ impl Resolver<'_, '_> {
             let m = format!("service {ns}/{} has no TCP port {which}", svc_ref.name);
             return Target::Unavailable(self.warn("ServicePortNotFound", m));
         };
-        let sp = ServicePort {
-            namespace: ns.to_string(),
-            service: svc_ref.name.clone(),
-            port_name: port.name.clone().unwrap_or_default(),
+        let key = PortOf {
+            namespace: ns,
+            service: &svc_ref.name,
+            port_name: port.name.as_deref().unwrap_or(""),
             protocol: Protocol::Tcp,
-            cluster_ip: Ipv4Addr::UNSPECIFIED,
-            port: 0,
-            node_port: None,
-            external_ips: vec![],
-            load_balancer_ips: vec![],
-            affinity_seconds: None,
-            internal_local: false,
-            external_local: false,
         };
-        let ready: Vec<SocketAddr> = endpoints_for(&sp, self.input.slices, "")
+        let ready: Vec<SocketAddr> = endpoints_for(key, self.input.slices, "")
             .into_iter()
             .filter(|e| e.ready)
             .map(|e| SocketAddr::new(IpAddr::V4(e.ip), e.port))

@@ -49,21 +49,43 @@ impl Endpoint {
     }
 }
 
+/// Which port of which Service [`endpoints_for`] looks up: what the EndpointSlices key
+/// endpoints by (the proxy passes a [`ServicePort`]'s, the ingress a backend's).
+#[derive(Debug, Clone, Copy)]
+pub struct PortOf<'a> {
+    /// The Service's namespace.
+    pub namespace: &'a str,
+    /// The Service's name.
+    pub service: &'a str,
+    /// The port's name (`""` for an unnamed port).
+    pub port_name: &'a str,
+    /// The port's protocol.
+    pub protocol: Protocol,
+}
+
+impl ServicePort {
+    /// The key of this port's endpoints.
+    pub fn endpoints_key(&self) -> PortOf<'_> {
+        PortOf {
+            namespace: &self.namespace,
+            service: &self.service,
+            port_name: &self.port_name,
+            protocol: self.protocol,
+        }
+    }
+}
+
 /// Every endpoint the slices give `port`, ordered by (IP, port).
-pub fn endpoints_for(
-    port: &ServicePort,
-    slices: &[EndpointSlice],
-    node_name: &str,
-) -> Vec<Endpoint> {
+pub fn endpoints_for(port: PortOf<'_>, slices: &[EndpointSlice], node_name: &str) -> Vec<Endpoint> {
     let mut out: Vec<Endpoint> = Vec::new();
     let owned = slices.iter().filter(|s| {
-        s.metadata.namespace.as_deref() == Some(port.namespace.as_str())
+        s.metadata.namespace.as_deref() == Some(port.namespace)
             && s.address_type == "IPv4"
             && s.metadata
                 .labels
                 .as_ref()
                 .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                .is_some_and(|n| *n == port.service)
+                .is_some_and(|n| n == port.service)
     });
     for slice in owned {
         let matching = slice.ports.iter().flatten().find(|p| {
@@ -224,7 +246,7 @@ mod tests {
                 "endpoints": [{"addresses": ["10.42.9.4"]}]
             })),
         ];
-        let got = endpoints_for(&port(false, false, None), &slices, "n1");
+        let got = endpoints_for(port(false, false, None).endpoints_key(), &slices, "n1");
         assert_eq!(
             got,
             vec![

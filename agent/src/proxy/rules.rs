@@ -107,7 +107,7 @@ pub fn build(
     };
     b.top_level();
     for port in &ports {
-        let eps = endpoints_for(port, slices, &ctx.node_name);
+        let eps = endpoints_for(port.endpoints_key(), slices, &ctx.node_name);
         b.service_port(port, &eps);
     }
     b.remove_stale(existing_nat_chains);
