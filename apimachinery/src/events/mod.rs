@@ -9,8 +9,8 @@
 //!   queue is full.
 //! - One writer task per recorder ([`write`]) correlates the Events ([`correlate`]: repeats
 //!   bump the `count` of one Event, similar Events are combined, a spam filter per object and Event)
-//!   and creates or patches them; a refused write is logged and dropped, as upstream's
-//!   recorder does.
+//!   and creates or patches them; a write the API server refuses is logged and dropped, one
+//!   that could not reach it is tried again (12 tries, 10 s apart), as upstream's recorder does.
 //! - A new Event is named `<object>.<nanoseconds hex>` in the object's namespace (`default`
 //!   for cluster-scoped objects), with `source` and `reporting*` the recorder's component and
 //!   host.
