@@ -1,7 +1,10 @@
 //! The kubelet's node object: registers the Node, renews its Lease in `kube-node-lease` every
 //! `lease_renew_interval` (10 s) and reports its status, computed every
 //! `status_update_frequency` (10 s), when it changed or `status_report_frequency` (5 min,
-//! upstream's `nodeStatusReportFrequency`) has passed since the last report.
+//! upstream's `nodeStatusReportFrequency`) has passed since the last report. Until the node is
+//! first reported Ready, the status is computed every [`FAST_STATUS`] (for at most
+//! [`READY_GRACE`] after registration), so a starting node turns Ready as soon as its runtime
+//! and network are, not at the next 10 s tick (upstream's `fastNodeStatusUpdate`).
 //!
 //! Every request is one the Node authorizer and NodeRestriction allow a kubelet for its own
 //! node: `create`/`get` of its Node, `patch` of `nodes/status`, `get`/`create`/`patch` of its
@@ -72,6 +75,32 @@ impl NodeStatusConfig {
             notify_ready: true,
         }
     }
+}
+
+/// How often the status is computed while the node has not yet been reported Ready
+/// (upstream's 100 ms `fastNodeStatusUpdate` tick).
+pub const FAST_STATUS: Duration = Duration::from_millis(100);
+/// How long after registration the fast status ticks go on at most (upstream's
+/// `nodeReadyGracePeriod`).
+pub const READY_GRACE: Duration = Duration::from_secs(120);
+
+/// The time until the next status computation: [`FAST_STATUS`] while the node was never
+/// reported Ready and `since_registration` is within [`READY_GRACE`], else `every`.
+pub fn status_period(ever_ready: bool, since_registration: Duration, every: Duration) -> Duration {
+    if ever_ready || since_registration >= READY_GRACE {
+        every
+    } else {
+        FAST_STATUS.min(every)
+    }
+}
+
+/// Whether `status` says Ready=True.
+fn is_ready(status: &NodeStatus) -> bool {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 /// Whether a status must be reported: nothing was reported yet, it differs from the last
@@ -211,9 +240,14 @@ pub async fn run(
             return;
         }
     };
+    let registered = tokio::time::Instant::now();
+    let mut ever_ready = is_ready(&first);
+    let period = |ever_ready: bool, now: tokio::time::Instant| {
+        status_period(ever_ready, now - registered, cfg.status_update_frequency)
+    };
     let mut last: Option<(Timestamp, NodeStatus)> = Some((Timestamp::now(), first));
-    let mut next_lease = tokio::time::Instant::now();
-    let mut next_status = tokio::time::Instant::now() + cfg.status_update_frequency;
+    let mut next_lease = registered;
+    let mut next_status = registered + period(ever_ready, registered);
     loop {
         let client = clients.borrow().clone();
         let now_i = tokio::time::Instant::now();
@@ -227,7 +261,7 @@ pub async fn run(
             }
         }
         if now_i >= next_status {
-            next_status = now_i + cfg.status_update_frequency;
+            next_status = now_i + period(ever_ready, now_i);
             let now = Timestamp::now();
             let previous = last
                 .as_ref()
@@ -236,7 +270,14 @@ pub async fn run(
             let status = observe(&cfg, runtime.as_ref(), &previous, now).await;
             if report_due(last.as_ref(), &status, now, cfg.status_report_frequency) {
                 match patch_status(&client, &name, &status).await {
-                    Ok(_) => last = Some((now, status)),
+                    Ok(_) => {
+                        if !ever_ready && is_ready(&status) {
+                            tracing::info!(node = %name, "node Ready");
+                            ever_ready = true;
+                            next_status = now_i + period(ever_ready, now_i);
+                        }
+                        last = Some((now, status));
+                    }
                     Err(e) => {
                         tracing::warn!(node = %name, error = %e, "reporting the node status");
                         next_status = now_i + RETRY;
@@ -264,6 +305,28 @@ mod tests {
         let cfg = NodeConfig::new("n1", vec!["10.0.0.1".parse().unwrap()]);
         let conds = conditions::conditions(r, Default::default(), previous, now);
         node::status(&cfg, &Machine::default(), &r.version, conds)
+    }
+
+    #[test]
+    fn the_status_is_computed_fast_until_the_node_was_first_ready() {
+        let every = Duration::from_secs(10);
+        assert_eq!(status_period(false, Duration::ZERO, every), FAST_STATUS);
+        assert_eq!(
+            status_period(false, Duration::from_secs(119), every),
+            FAST_STATUS
+        );
+        assert_eq!(
+            status_period(false, READY_GRACE, every),
+            every,
+            "grace over"
+        );
+        assert_eq!(
+            status_period(true, Duration::ZERO, every),
+            every,
+            "once Ready"
+        );
+        let tiny = Duration::from_millis(20);
+        assert_eq!(status_period(false, Duration::ZERO, tiny), tiny);
     }
 
     #[test]
