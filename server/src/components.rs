@@ -21,7 +21,7 @@ use futures::FutureExt;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::leader_election::{holder_identity, LeaderElector, Timing};
+use crate::leader_election::{LeaderElector, Timing};
 use k3rs_apimachinery::clients::ClientBuilder;
 use k3rs_apimachinery::informers::SharedInformerFactory;
 use k3rs_apimachinery::tasks;
@@ -48,18 +48,9 @@ pub struct Enabled {
     pub scheduler_args: k3rs_scheduler::args::Args,
     /// The manifests dir the controller-manager leader applies ([`k3rs_controllers::deploy`]).
     pub manifests_dir: Option<PathBuf>,
-}
-
-impl Default for Enabled {
-    fn default() -> Enabled {
-        Enabled {
-            controller_manager: true,
-            controller_args: ControllerArgs::default(),
-            scheduler: true,
-            scheduler_args: k3rs_scheduler::args::Args::default(),
-            manifests_dir: None,
-        }
-    }
+    /// This server's holder identity in the leader elections
+    /// ([`crate::leader_election::holder_identity`]).
+    pub holder: String,
 }
 
 /// What the controller manager needs besides its clients.
@@ -93,6 +84,7 @@ pub fn spawn(
         let elect = lead_while_holding(
             clients.user(users::CONTROLLER_MANAGER, &[], "kube-system"),
             CONTROLLER_MANAGER_LEASE,
+            enabled.holder.clone(),
             stop.clone(),
             move |leading| {
                 controller_manager(
@@ -122,6 +114,7 @@ pub fn spawn(
         let elect = lead_while_holding(
             clients.user(users::SCHEDULER, &[], "kube-system"),
             SCHEDULER_LEASE,
+            enabled.holder.clone(),
             stop.clone(),
             move |leading| {
                 let (scheduler, informers) = (scheduler.clone(), informers.clone());
@@ -201,24 +194,19 @@ fn controller_manager(
     }
 }
 
-/// Competes, with `client`, for the `kube-system/<lease>` Lease and runs `lead` while holding
-/// it.
+/// Competes, with `client`, for the `kube-system/<lease>` Lease as `holder` and runs `lead`
+/// while holding it.
 async fn lead_while_holding<F, Fut>(
     client: kube::Client,
     lease: &str,
+    holder: String,
     stop: CancellationToken,
     lead: F,
 ) where
     F: FnMut(CancellationToken) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let elector = LeaderElector::new(
-        client,
-        "kube-system",
-        lease,
-        holder_identity(&k3rs_apimachinery::net::hostname()),
-        Timing::default(),
-    );
+    let elector = LeaderElector::new(client, "kube-system", lease, holder, Timing::default());
     elector.run(stop, lead).await;
 }
 

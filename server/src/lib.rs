@@ -274,7 +274,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
                 .await?
                 .with_supervisor(supervisor::router(sup), None)
                 .with_secrets_encryption(encryption);
-            return api_process(&cfg, &pki, server).run().await;
+            return api_process(&cfg, &ids, &pki, server).run().await;
         }
     }
 
@@ -360,6 +360,7 @@ pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
                             let metrics = sup.metrics.clone();
                             HttpsServer::Api(api_process(
                                 &cfg,
+                                &ids,
                                 &pki,
                                 s.with_supervisor(supervisor::router(sup), metrics)
                                     .with_secrets_encryption(encryption),
@@ -636,7 +637,12 @@ fn api_config(cfg: &ServerConfig) -> apiserver::ApiServerConfig {
 }
 
 /// The API server with what runs beside it in this process.
-fn api_process(cfg: &ServerConfig, pki: &pki::Pki, server: apiserver::ApiServer) -> ApiProcess {
+fn api_process(
+    cfg: &ServerConfig,
+    ids: &identity::Identity,
+    pki: &pki::Pki,
+    server: apiserver::ApiServer,
+) -> ApiProcess {
     let api = cfg.api.as_ref().expect("api settings");
     ApiProcess {
         server,
@@ -646,6 +652,11 @@ fn api_process(cfg: &ServerConfig, pki: &pki::Pki, server: apiserver::ApiServer)
             scheduler: !api.disable_scheduler,
             scheduler_args: api.scheduler_args,
             manifests_dir: Some(cfg.data_dir.join("server").join("manifests")),
+            holder: leader_election::holder_identity(
+                &identity::hostname(),
+                ids.member_id,
+                ids.cluster_id,
+            ),
         },
         tls_dir: pki.tls_dir().to_path_buf(),
         ready_node: api.embedded_node.clone(),

@@ -21,6 +21,7 @@ mod events;
 mod garbage_collector;
 mod hollow_nodes;
 mod job_controller;
+mod leader_restart;
 mod long_names;
 mod namespace_controller;
 mod persistent_volumes;
