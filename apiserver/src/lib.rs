@@ -43,6 +43,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use tokio_util::sync::CancellationToken;
 
+use k3rs_apimachinery::informers::SharedInformerFactory;
 use k3rs_apimachinery::tasks;
 use k3rs_datastore::Datastore;
 use registry::Registry;
@@ -196,14 +197,14 @@ pub struct ApiServer {
     extra_routes: Option<axum::Router>,
     /// Appended to `/metrics` (the datastore's metrics).
     extra_metrics: Option<metrics::MetricsSource>,
-    /// Fills the RBAC authorizer's cache once the router exists.
-    rbac_feed: Option<Box<k3rs_auth::rbac::cache::PolicyFeed>>,
-    /// The ValidatingAdmissionPolicy plugin's informers, started with the RBAC ones.
-    policy_feed: Option<Box<admission::validating_policy::cache::PolicyFeed>>,
+    /// The informers of the RBAC authorizer and the admission plugins (one watch per type),
+    /// started with the in-process client once the router exists.
+    informers: SharedInformerFactory,
+    /// What the ValidatingAdmissionPolicy plugin reads.
     policy_cache: admission::validating_policy::cache::PolicyCache,
-    /// The admission webhooks' informers.
-    webhook_feed: Option<Box<admission::webhook::cache::WebhookFeed>>,
+    /// What the admission webhooks read.
     webhook_cache: admission::webhook::cache::WebhookCache,
+    /// What the RBAC authorizer reads.
     rbac_cache: k3rs_auth::rbac::cache::PolicyCache,
     /// `--secrets-encryption`'s keys and operations (`/v1-k3rs/encrypt/…`).
     secrets_encryption: Option<Arc<k3rs_datastore::encryption::SecretsEncryption>>,
@@ -298,7 +299,8 @@ impl ApiServer {
         } else {
             SocketAddr::new(cfg.listen.ip(), port).to_string()
         };
-        let (rbac_cache, rbac_feed) = k3rs_auth::rbac::cache::policy_cache();
+        let informers = SharedInformerFactory::unstarted(stop.clone());
+        let rbac_cache = k3rs_auth::rbac::cache::PolicyCache::new(&informers);
         let policy: Arc<dyn k3rs_auth::rbac::resolver::PolicySource> = Arc::new(rbac_cache.clone());
         let node_authorizer = k3rs_auth::node::NodeAuthorizer::new();
         // k3s's `--authorization-mode=Node,RBAC` by default, after system:masters.
@@ -322,15 +324,16 @@ impl ApiServer {
             abac,
             webhook_authz,
         );
-        let (policy_cache, policy_feed) = admission::validating_policy::cache::policy_cache();
-        let (webhook_cache, webhook_feed) = admission::webhook::cache::webhook_cache();
+        let policy_cache = admission::validating_policy::cache::PolicyCache::new(&informers);
+        let webhook_cache = admission::webhook::cache::WebhookCache::new(&informers);
+        let pod_security = admission::pod_security::PodSecurity {
+            config: cfg.args.pod_security.clone(),
+            namespaces: Some(informers.informer()),
+        };
         let registry = Registry::new(ds, cfg.service_cidr).with_admission(
-            admission::Chain::standard_with(
-                cfg.args.default_tolerations,
-                cfg.args.pod_security.clone(),
-            )
-            .with_policies(policy_cache.clone(), Some(authz.clone()))
-            .with_webhooks(webhook_cache.clone(), Some(authz.clone())),
+            admission::Chain::standard_with(cfg.args.default_tolerations, pod_security)
+                .with_policies(policy_cache.clone(), Some(authz.clone()))
+                .with_webhooks(webhook_cache.clone(), Some(authz.clone())),
         );
         registry.set_write_check(Arc::new(registry::rbac_escalation::RbacEscalation {
             source: policy,
@@ -434,11 +437,9 @@ impl ApiServer {
             node_graph: node_authorizer.graph(),
             extra_routes: None,
             extra_metrics: None,
-            rbac_feed: Some(Box::new(rbac_feed)),
+            informers,
             rbac_cache,
-            policy_feed: Some(Box::new(policy_feed)),
             policy_cache,
-            webhook_feed: Some(Box::new(webhook_feed)),
             webhook_cache,
             secrets_encryption: None,
             agent_config: Arc::new(cfg.agent_config.clone()),
@@ -535,26 +536,9 @@ impl ApiServer {
             app = app.merge(routes);
         }
         // The RBAC policy: bootstrap roles reconciled, then the authorizer's informers filled
-        // before the first network request.
+        // before the first network request. The informers stop with `stop`.
         let loopback = in_process::client(app.clone(), in_process::apiserver_identity(), "default");
-        let rbac_feed = self.rbac_feed.map(|feed| {
-            tasks::spawn(
-                "apiserver/rbac-informers",
-                feed.run(loopback.clone(), stop.clone()),
-            )
-        });
-        let webhook_feed = self.webhook_feed.map(|feed| {
-            tasks::spawn(
-                "apiserver/webhook-informers",
-                feed.run(loopback.clone(), stop.clone()),
-            )
-        });
-        let policy_feed = self.policy_feed.map(|feed| {
-            tasks::spawn(
-                "apiserver/admission-policy-informers",
-                feed.run(loopback.clone(), stop.clone()),
-            )
-        });
+        self.informers.start(loopback.clone());
         rbac_bootstrap(loopback, &self.rbac_cache, &stop).await?;
         let admission_ready = async {
             self.policy_cache.wait_until_ready().await;
@@ -624,9 +608,6 @@ impl ApiServer {
             Some(crds),
             aggregation,
             Some(trust),
-            rbac_feed,
-            policy_feed,
-            webhook_feed,
             Some(node_graph),
             scraper,
         ]

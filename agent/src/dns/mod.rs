@@ -38,10 +38,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{stream, StreamExt};
+use k3rs_apimachinery::informers::Informer;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::reflector::Store;
-use kube::Client;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::watch;
@@ -49,7 +48,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::index::Index;
 use self::wire::Step;
-use crate::watches::{keep, watch_all, Listed, Seen};
+use crate::watches::{snapshot, watch_all, Cluster, Listed};
 
 /// The Node label an agent that serves DNS sets to its port; the server's `kube-dns`
 /// endpoints are the Ready nodes with it.
@@ -101,8 +100,9 @@ impl Shared {
     }
 }
 
-/// Runs the DNS server until `stop`, with the latest client of `clients` for its watches.
-pub async fn run(clients: watch::Receiver<Client>, cfg: DnsConfig, stop: CancellationToken) {
+/// Runs the DNS server until `stop`, with the watches of the latest [`Cluster`] of
+/// `clusters`.
+pub async fn run(clusters: watch::Receiver<Cluster>, cfg: DnsConfig, stop: CancellationToken) {
     let (index_tx, index_rx) = watch::channel(None);
     let upstreams = cfg
         .upstreams
@@ -133,7 +133,7 @@ pub async fn run(clients: watch::Receiver<Client>, cfg: DnsConfig, stop: Cancell
     }
     tokio::select! {
         _ = stop.cancelled() => {}
-        _ = watch_index(clients, index_tx) => {}
+        _ = watch_index(clusters, index_tx) => {}
     }
     tasks.abort_all();
     tracing::info!("dns stopped");
@@ -204,9 +204,9 @@ async fn serve_conn(mut conn: TcpStream, source: IpAddr, shared: Arc<Shared>) {
     }
 }
 
-fn rebuild(services: &Store<Service>, slices: &Store<EndpointSlice>) -> Index {
-    let services: Vec<Service> = services.state().iter().map(|s| (**s).clone()).collect();
-    let slices: Vec<EndpointSlice> = slices.state().iter().map(|s| (**s).clone()).collect();
+fn rebuild(services: &Informer<Service>, slices: &Informer<EndpointSlice>) -> Index {
+    let services = snapshot(services);
+    let slices = snapshot(slices);
     let serial = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as u32)
@@ -217,32 +217,26 @@ fn rebuild(services: &Store<Service>, slices: &Store<EndpointSlice>) -> Index {
 /// Keeps `index` the zone of the watched Services and EndpointSlices; a rotated client
 /// restarts the watches.
 async fn watch_index(
-    mut clients: watch::Receiver<Client>,
+    mut clusters: watch::Receiver<Cluster>,
     index: watch::Sender<Option<Arc<Index>>>,
 ) {
-    'clients: loop {
-        let client = clients.borrow_and_update().clone();
-        let (services, svc_events) = watch_all::<Service>(&client, 0, keep);
-        let (slices, eps_events) = watch_all::<EndpointSlice>(&client, 1, keep);
+    'clusters: loop {
+        let cluster = clusters.borrow_and_update().clone();
+        let (services, svc_events) = watch_all::<Service>(&cluster.informers, 0);
+        let (slices, eps_events) = watch_all::<EndpointSlice>(&cluster.informers, 1);
         let mut events = stream::select(svc_events, eps_events);
         let mut listed = Listed::new(2);
         loop {
             tokio::select! {
-                changed = clients.changed() => {
+                changed = clusters.changed() => {
                     if changed.is_err() {
                         return;
                     }
-                    continue 'clients;
+                    continue 'clusters;
                 }
                 ev = events.next() => {
                     match ev {
-                        Some(Seen::Error(e)) => {
-                            tracing::warn!(error = %e, "dns: watch failed");
-                            continue;
-                        }
-                        Some(seen) => {
-                            listed.note(&seen);
-                        }
+                        Some(seen) => listed.note(&seen),
                         None => return,
                     }
                     if listed.all() {

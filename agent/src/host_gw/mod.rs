@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use self::routes::Routes;
 use crate::pod_network::annotations;
 use crate::pod_network::watch::NodeSync;
+use crate::watches::Cluster;
 
 /// How host-gw runs.
 #[derive(Debug, Clone)]
@@ -169,9 +170,9 @@ impl<R: Routes> NodeSync for HostGw<R> {
     }
 }
 
-/// Runs until `stop`, with the latest client of `clients`.
+/// Runs until `stop`, with the latest [`Cluster`] of `clusters`.
 pub async fn run<R: Routes>(
-    clients: watch::Receiver<Client>,
+    clusters: watch::Receiver<Cluster>,
     routes: R,
     cfg: HostGwConfig,
     stop: CancellationToken,
@@ -184,7 +185,7 @@ pub async fn run<R: Routes>(
         cfg,
         reporter: Reporter::default(),
     };
-    crate::pod_network::watch::run(clients, backend, "host-gw", stop).await;
+    crate::pod_network::watch::run(clusters, backend, "host-gw", stop).await;
 }
 
 #[cfg(test)]

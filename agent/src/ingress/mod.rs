@@ -41,18 +41,17 @@ use std::time::Duration;
 
 use futures::{stream, StreamExt};
 use k3rs_apimachinery::events::{EventRecorder, EventType};
+use k3rs_apimachinery::informers::Informer;
 use k3rs_apimachinery::tls::Limits;
-use k3rs_apimachinery::transform::strip_managed_fields;
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
-use kube::runtime::reflector::Store;
 use kube::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::proxy::sync::Pacer;
-use crate::watches::{run_paced, watch_all, Keeper, OncePerVersion, Watches};
+use crate::watches::{run_paced, snapshot, watch_all, Cluster, Keeper, OncePerVersion, Watches};
 use table::Table;
 
 /// How the node's ingress controller runs.
@@ -93,24 +92,17 @@ impl IngressConfig {
 /// The Events' `source.component`.
 const COMPONENT: &str = "k3rs-ingress";
 
-/// The stores a table is built from.
+/// The informers a table is built from.
 struct Stores {
-    ingresses: Store<Ingress>,
-    classes: Store<IngressClass>,
-    services: Store<Service>,
-    slices: Store<EndpointSlice>,
+    ingresses: Informer<Ingress>,
+    classes: Informer<IngressClass>,
+    services: Informer<Service>,
+    slices: Informer<EndpointSlice>,
 }
 
-fn all<K>(store: &Store<K>) -> Vec<K>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
-{
-    store.state().iter().map(|o| (**o).clone()).collect()
-}
-
-/// Runs the listeners and keeps their table current until `stop`, with the latest client of
-/// `clients` (a rotated certificate restarts the watches, not the listeners).
-pub async fn run(clients: watch::Receiver<Client>, cfg: IngressConfig, stop: CancellationToken) {
+/// Runs the listeners and keeps their table current until `stop`, with the latest
+/// [`Cluster`] of `clusters` (a rotated certificate restarts the watches, not the listeners).
+pub async fn run(clusters: watch::Receiver<Cluster>, cfg: IngressConfig, stop: CancellationToken) {
     let default = match tls::default_certificate() {
         Ok(c) => Arc::new(c),
         Err(e) => {
@@ -153,7 +145,7 @@ pub async fn run(clients: watch::Receiver<Client>, cfg: IngressConfig, stop: Can
         reporter: Reporter::default(),
         secrets: secrets::Reads::new(cfg.sync_period / 2),
     };
-    run_paced("ingress", clients, pacer, &stop, &mut controller).await;
+    run_paced("ingress", clusters, pacer, &stop, &mut controller).await;
     stop.cancelled().await;
     while listeners.join_next().await.is_some() {}
     tracing::info!("ingress: stopped");
@@ -170,36 +162,36 @@ struct Controller {
 impl Keeper for Controller {
     type State = (Stores, EventRecorder, Client);
 
-    fn watch(&mut self, client: &Client) -> Watches<Self::State> {
-        let (ingresses, e0) = watch_all::<Ingress>(client, 0, strip_managed_fields);
-        let (classes, e1) = watch_all::<IngressClass>(client, 1, strip_managed_fields);
-        let (services, e2) = watch_all::<Service>(client, 2, strip_managed_fields);
-        let (slices, e3) = watch_all::<EndpointSlice>(client, 3, strip_managed_fields);
+    fn watch(&mut self, cluster: &Cluster) -> Watches<Self::State> {
+        let (ingresses, e0) = watch_all::<Ingress>(&cluster.informers, 0);
+        let (classes, e1) = watch_all::<IngressClass>(&cluster.informers, 1);
+        let (services, e2) = watch_all::<Service>(&cluster.informers, 2);
+        let (slices, e3) = watch_all::<EndpointSlice>(&cluster.informers, 3);
         let stores = Stores {
             ingresses,
             classes,
             services,
             slices,
         };
-        let recorder = EventRecorder::new(client.clone(), COMPONENT, &self.node_name);
+        let recorder = EventRecorder::new(cluster.client.clone(), COMPONENT, &self.node_name);
         Watches {
-            state: (stores, recorder, client.clone()),
+            state: (stores, recorder, cluster.client.clone()),
             events: stream::select_all([e0, e1, e2, e3]).boxed(),
             count: 4,
         }
     }
 
     async fn sync(&mut self, (stores, recorder, client): &Self::State) -> bool {
-        let ingresses = all(&stores.ingresses);
-        let classes = all(&stores.classes);
+        let ingresses = snapshot(&stores.ingresses);
+        let classes = snapshot(&stores.classes);
         let wanted = secrets::wanted(&ingresses, &classes);
         let due = self.secrets.due(&wanted, tokio::time::Instant::now());
         let read = secrets::read(client, &mut self.secrets, due).await;
         let (new, warnings) = table::build(&table::Input {
             ingresses: &ingresses,
             classes: &classes,
-            services: &all(&stores.services),
-            slices: &all(&stores.slices),
+            services: &snapshot(&stores.services),
+            slices: &snapshot(&stores.slices),
             secrets: &self.secrets.secrets(),
             unread: self.secrets.unread(),
         });

@@ -34,17 +34,15 @@ use std::time::Duration;
 
 use futures::{stream, StreamExt};
 use k3rs_apimachinery::events::{EventRecorder, EventType};
-use k3rs_apimachinery::transform::strip_managed_fields;
+use k3rs_apimachinery::informers::Informer;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::runtime::reflector::Store;
-use kube::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::proxy::iptables::Iptables;
 use crate::proxy::sync::Pacer;
-use crate::watches::{run_paced, watch_all, Keeper, OncePerVersion, Watches};
+use crate::watches::{run_paced, snapshot, watch_all, Cluster, Keeper, OncePerVersion, Watches};
 
 /// How the enforcer runs.
 #[derive(Debug, Clone)]
@@ -76,17 +74,17 @@ pub fn kernel_has_sctp() -> bool {
             .is_ok_and(|p| p.lines().any(|l| l.starts_with("SCTP")))
 }
 
-/// The three stores a sync reads.
+/// The three informers a sync reads.
 struct Stores {
-    policies: Store<NetworkPolicy>,
-    pods: Store<Pod>,
-    namespaces: Store<Namespace>,
+    policies: Informer<NetworkPolicy>,
+    pods: Informer<Pod>,
+    namespaces: Informer<Namespace>,
 }
 
-/// Runs the enforcer until `stop`, with the latest client of `clients` (a rotated certificate
-/// restarts the watches); then removes its rules.
+/// Runs the enforcer until `stop`, with the latest [`Cluster`] of `clusters` (a rotated
+/// certificate restarts the watches); then removes its rules.
 pub async fn run<I: Iptables>(
-    clients: watch::Receiver<Client>,
+    clusters: watch::Receiver<Cluster>,
     ipt: I,
     cfg: NetworkPolicyConfig,
     stop: CancellationToken,
@@ -98,7 +96,7 @@ pub async fn run<I: Iptables>(
         reporter: Reporter::default(),
         last_input: String::new(),
     };
-    run_paced("network policy", clients, pacer, &stop, &mut enforcer).await;
+    run_paced("network policy", clusters, pacer, &stop, &mut enforcer).await;
     match sync::remove(&enforcer.ipt).await {
         Ok(()) => tracing::info!("network policy: stopped, rules removed"),
         Err(e) => tracing::error!(error = %e, "network policy: removing the rules failed"),
@@ -116,17 +114,17 @@ struct Enforcer<I> {
 impl<I: Iptables> Keeper for Enforcer<I> {
     type State = (Stores, EventRecorder);
 
-    fn watch(&mut self, client: &Client) -> Watches<Self::State> {
+    fn watch(&mut self, cluster: &Cluster) -> Watches<Self::State> {
         // Every pod of the cluster is cached: without managedFields, as the controllers'.
-        let (policies, pol_events) = watch_all::<NetworkPolicy>(client, 0, strip_managed_fields);
-        let (pods, pod_events) = watch_all::<Pod>(client, 1, strip_managed_fields);
-        let (namespaces, ns_events) = watch_all::<Namespace>(client, 2, strip_managed_fields);
+        let (policies, pol_events) = watch_all::<NetworkPolicy>(&cluster.informers, 0);
+        let (pods, pod_events) = watch_all::<Pod>(&cluster.informers, 1);
+        let (namespaces, ns_events) = watch_all::<Namespace>(&cluster.informers, 2);
         let stores = Stores {
             policies,
             pods,
             namespaces,
         };
-        let recorder = EventRecorder::new(client.clone(), COMPONENT, &self.cfg.node_name);
+        let recorder = EventRecorder::new(cluster.client.clone(), COMPONENT, &self.cfg.node_name);
         Watches {
             state: (stores, recorder),
             events: stream::select_all([pol_events, pod_events, ns_events]).boxed(),
@@ -158,19 +156,9 @@ async fn sync_once<I: Iptables>(
     reporter: &mut Reporter,
     recorder: &EventRecorder,
 ) -> bool {
-    let policies: Vec<NetworkPolicy> = stores
-        .policies
-        .state()
-        .iter()
-        .map(|p| (**p).clone())
-        .collect();
-    let pods: Vec<Pod> = stores.pods.state().iter().map(|p| (**p).clone()).collect();
-    let namespaces: Vec<Namespace> = stores
-        .namespaces
-        .state()
-        .iter()
-        .map(|n| (**n).clone())
-        .collect();
+    let policies = snapshot(&stores.policies);
+    let pods = snapshot(&stores.pods);
+    let namespaces = snapshot(&stores.namespaces);
     let plan = plan::plan(&plan::Input {
         node_name: &cfg.node_name,
         policies: &policies,

@@ -78,7 +78,7 @@ pub fn node_ips(given: &[IpAddr]) -> Vec<IpAddr> {
 fn spawn_pod_network(
     running: &mut tokio::task::JoinSet<()>,
     network: &crate::pod_network::PodNetwork,
-    latest: &tokio::sync::watch::Receiver<kube::Client>,
+    clusters: &tokio::sync::watch::Receiver<crate::watches::Cluster>,
     stop: &CancellationToken,
 ) {
     use crate::pod_network::PodNetwork;
@@ -90,7 +90,7 @@ fn spawn_pod_network(
             }
         });
     }
-    let latest = latest.clone();
+    let clusters = clusters.clone();
     match network.clone() {
         PodNetwork::None => {}
         PodNetwork::HostGw(host_gw) => {
@@ -99,13 +99,13 @@ fn spawn_pod_network(
                 stop.clone(),
                 move |stop| {
                     let routes = crate::host_gw::routes::IpRoute;
-                    crate::host_gw::run(latest.clone(), routes, host_gw.clone(), stop)
+                    crate::host_gw::run(clusters.clone(), routes, host_gw.clone(), stop)
                 },
             ));
         }
         PodNetwork::Vxlan(vxlan) => {
             running.spawn(tasks::supervise("agent/vxlan", stop.clone(), move |stop| {
-                crate::vxlan::run(latest.clone(), IpOverlay, vxlan.clone(), stop)
+                crate::vxlan::run(clusters.clone(), IpOverlay, vxlan.clone(), stop)
             }));
         }
     }
@@ -191,6 +191,13 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), Er
     running.spawn(async move {
         let _ = rotation.await;
     });
+    // One watch and one cache per resource type for the node's keepers (proxy, network
+    // policy, pod network, ingress, DNS), renewed with the client.
+    let (clusters, follow) = crate::watches::clusters(latest.clone(), stop.clone());
+    let follow = tasks::spawn("agent/informers", follow);
+    running.spawn(async move {
+        let _ = follow.await;
+    });
     let layout = join::files::Layout::new(&cfg.data_dir);
     let server_cfg = ServerConfig {
         node_name: cfg.node.name.clone(),
@@ -215,20 +222,20 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), Er
         ));
     }
     if let Some(proxy) = cfg.proxy.clone() {
-        let latest = latest.clone();
+        let clusters = clusters.clone();
         running.spawn(tasks::supervise("agent/proxy", stop.clone(), move |stop| {
             let ipt = crate::proxy::iptables::SystemIptables;
-            crate::proxy::run(latest.clone(), ipt, proxy.clone(), stop)
+            crate::proxy::run(clusters.clone(), ipt, proxy.clone(), stop)
         }));
     }
     if let Some(netpol) = cfg.network_policy.clone() {
-        let latest = latest.clone();
+        let clusters = clusters.clone();
         running.spawn(tasks::supervise(
             "agent/network-policy",
             stop.clone(),
             move |stop| {
                 let ipt = crate::proxy::iptables::SystemIptables;
-                crate::netpol::run(latest.clone(), ipt, netpol.clone(), stop)
+                crate::netpol::run(clusters.clone(), ipt, netpol.clone(), stop)
             },
         ));
     } else {
@@ -248,19 +255,19 @@ pub async fn run(mut cfg: AgentConfig, stop: CancellationToken) -> Result<(), Er
             }
         });
     }
-    spawn_pod_network(&mut running, &pod_network, &latest, &stop);
+    spawn_pod_network(&mut running, &pod_network, &clusters, &stop);
     if let Some(ingress) = cfg.ingress.clone() {
-        let latest = latest.clone();
+        let clusters = clusters.clone();
         running.spawn(tasks::supervise(
             "agent/ingress",
             stop.clone(),
-            move |stop| crate::ingress::run(latest.clone(), ingress.clone(), stop),
+            move |stop| crate::ingress::run(clusters.clone(), ingress.clone(), stop),
         ));
     }
     if let Some(dns) = cfg.dns.clone() {
-        let latest = latest.clone();
+        let clusters = clusters.clone();
         running.spawn(tasks::supervise("agent/dns", stop.clone(), move |stop| {
-            crate::dns::run(latest.clone(), dns.clone(), stop)
+            crate::dns::run(clusters.clone(), dns.clone(), stop)
         }));
     }
     // The node reports the runtime down until it is up.

@@ -1,18 +1,18 @@
-//! The loop both backends run: watch every Node (with the latest client), and sync on change
+//! The loop both backends run: watch every Node (the agent's shared informer), and sync on change
 //! (at most once per second), every 30 s (so what someone removed comes back) and 5 s after a
 //! failed sync, once the first list is done.
 
 use std::future::Future;
 use std::time::Duration;
 
+use k3rs_apimachinery::informers::Informer;
 use k8s_openapi::api::core::v1::Node;
-use kube::runtime::reflector::Store;
 use kube::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::proxy::sync::Pacer;
-use crate::watches::{keep, run_paced, watch_all, Keeper, Watches};
+use crate::watches::{run_paced, snapshot, watch_all, Cluster, Keeper, Watches};
 
 /// One sync of a backend against the Nodes.
 pub trait NodeSync: Send {
@@ -20,20 +20,16 @@ pub trait NodeSync: Send {
     fn sync(&mut self, client: &Client, nodes: Vec<Node>) -> impl Future<Output = bool> + Send;
 }
 
-fn snapshot(store: &Store<Node>) -> Vec<Node> {
-    store.state().iter().map(|n| (**n).clone()).collect()
-}
-
 /// A backend as a [`Keeper`] of the Node watch.
 struct Nodes<S>(S);
 
 impl<S: NodeSync> Keeper for Nodes<S> {
-    type State = (Store<Node>, Client);
+    type State = (Informer<Node>, Client);
 
-    fn watch(&mut self, client: &Client) -> Watches<Self::State> {
-        let (nodes, events) = watch_all::<Node>(client, 0, keep);
+    fn watch(&mut self, cluster: &Cluster) -> Watches<Self::State> {
+        let (nodes, events) = watch_all::<Node>(&cluster.informers, 0);
         Watches {
-            state: (nodes, client.clone()),
+            state: (nodes, cluster.client.clone()),
             events,
             count: 1,
         }
@@ -44,15 +40,16 @@ impl<S: NodeSync> Keeper for Nodes<S> {
     }
 }
 
-/// Runs `backend` until `stop`, with the latest client of `clients`; `what` names it in logs.
+/// Runs `backend` until `stop`, with the latest [`Cluster`] of `clusters`; `what` names it in
+/// logs.
 pub async fn run<S: NodeSync>(
-    clients: watch::Receiver<Client>,
+    clusters: watch::Receiver<Cluster>,
     backend: S,
     what: &str,
     stop: CancellationToken,
 ) {
     let second = Duration::from_secs(1);
     let pacer = Pacer::new(second, Duration::from_secs(30), Duration::from_secs(5));
-    run_paced(what, clients, pacer, &stop, &mut Nodes(backend)).await;
+    run_paced(what, clusters, pacer, &stop, &mut Nodes(backend)).await;
     tracing::info!("{what} stopped");
 }

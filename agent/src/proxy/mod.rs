@@ -31,10 +31,9 @@ pub mod sync;
 use std::time::Duration;
 
 use futures::{stream, StreamExt};
+use k3rs_apimachinery::informers::Informer;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::reflector::Store;
-use kube::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -42,7 +41,7 @@ pub use rules::NodeContext;
 
 use self::iptables::Iptables;
 use self::sync::Pacer;
-use crate::watches::{keep, run_paced, watch_all, Keeper, Watches};
+use crate::watches::{run_paced, snapshot, watch_all, Cluster, Keeper, Watches};
 
 /// How the proxy runs.
 #[derive(Debug, Clone)]
@@ -66,10 +65,10 @@ impl ProxyConfig {
     }
 }
 
-/// Runs the proxy until `stop`, with the latest client of `clients` (a rotated certificate
-/// restarts the watches).
+/// Runs the proxy until `stop`, with the latest [`Cluster`] of `clusters` (a rotated
+/// certificate restarts the watches).
 pub async fn run<I: Iptables>(
-    clients: watch::Receiver<Client>,
+    clusters: watch::Receiver<Cluster>,
     ipt: I,
     cfg: ProxyConfig,
     stop: CancellationToken,
@@ -80,7 +79,7 @@ pub async fn run<I: Iptables>(
         node: cfg.node,
         last_input: String::new(),
     };
-    run_paced("proxy", clients, pacer, &stop, &mut proxy).await;
+    run_paced("proxy", clusters, pacer, &stop, &mut proxy).await;
     tracing::info!("proxy stopped");
 }
 
@@ -92,11 +91,11 @@ struct Proxy<I> {
 }
 
 impl<I: Iptables> Keeper for Proxy<I> {
-    type State = (Store<Service>, Store<EndpointSlice>);
+    type State = (Informer<Service>, Informer<EndpointSlice>);
 
-    fn watch(&mut self, client: &Client) -> Watches<Self::State> {
-        let (services, svc_events) = watch_all::<Service>(client, 0, keep);
-        let (slices, eps_events) = watch_all::<EndpointSlice>(client, 1, keep);
+    fn watch(&mut self, cluster: &Cluster) -> Watches<Self::State> {
+        let (services, svc_events) = watch_all::<Service>(&cluster.informers, 0);
+        let (slices, eps_events) = watch_all::<EndpointSlice>(&cluster.informers, 1);
         Watches {
             state: (services, slices),
             events: stream::select(svc_events, eps_events).boxed(),
@@ -119,12 +118,12 @@ impl<I: Iptables> Keeper for Proxy<I> {
 async fn sync_once<I: Iptables>(
     ipt: &I,
     node: &NodeContext,
-    services: &Store<Service>,
-    slices: &Store<EndpointSlice>,
+    services: &Informer<Service>,
+    slices: &Informer<EndpointSlice>,
     last_input: &mut String,
 ) -> bool {
-    let services: Vec<Service> = services.state().iter().map(|s| (**s).clone()).collect();
-    let slices: Vec<EndpointSlice> = slices.state().iter().map(|s| (**s).clone()).collect();
+    let services = snapshot(services);
+    let slices = snapshot(slices);
     let started = std::time::Instant::now();
     match sync::sync(ipt, node, &services, &slices).await {
         Ok(input) => {

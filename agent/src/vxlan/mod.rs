@@ -42,6 +42,7 @@ use self::device::{DeviceSpec, Step};
 use self::kernel::Overlay;
 use self::plan::Mac;
 use crate::pod_network::watch::NodeSync;
+use crate::watches::Cluster;
 
 /// How the vxlan backend runs.
 #[derive(Debug, Clone)]
@@ -171,9 +172,9 @@ impl<O: Overlay> NodeSync for Vxlan<O> {
     }
 }
 
-/// Runs until `stop`, with the latest client of `clients`.
+/// Runs until `stop`, with the latest [`Cluster`] of `clusters`.
 pub async fn run<O: Overlay>(
-    clients: watch::Receiver<Client>,
+    clusters: watch::Receiver<Cluster>,
     kernel: O,
     cfg: VxlanConfig,
     stop: CancellationToken,
@@ -187,7 +188,7 @@ pub async fn run<O: Overlay>(
         stop.cancelled().await;
         return;
     }
-    crate::pod_network::watch::run(clients, Vxlan { kernel, cfg }, "vxlan", stop).await;
+    crate::pod_network::watch::run(clusters, Vxlan { kernel, cfg }, "vxlan", stop).await;
 }
 
 /// The pods' MTU under the overlay: `flannel.1`'s (the node interface's minus the VXLAN

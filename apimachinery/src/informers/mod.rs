@@ -1,11 +1,14 @@
 //! Shared informers (client-go's `SharedInformerFactory`): one watch and one cache per
 //! resource type for a whole process, shared by every consumer in it (in `k3rs server`: the
-//! scheduler and the controllers), instead of one reflector per consumer.
+//! scheduler and the controllers; in the API server: the RBAC authorizer and the admission
+//! plugins), instead of one reflector per consumer.
 //!
 //! # Guarantees
 //! - [`SharedInformerFactory::informer`] starts the watch of `K` on first use (list, then
 //!   watch, with kube-runtime's backoff); later calls share it. It runs until the factory's
-//!   stop token is cancelled.
+//!   stop token is cancelled. A factory made [`SharedInformerFactory::unstarted`] hands out
+//!   informers at once but starts their watches only when given its client
+//!   ([`SharedInformerFactory::start`]).
 //! - Cached objects have `metadata.managedFields` removed (client-go's transform). A cached
 //!   object written back whole has no `managedFields` at all, which the API server takes as
 //!   "keep the recorded ones", as kube-apiserver does.
@@ -15,10 +18,13 @@
 //!   When the watch relists, every cached object the new list lacks is announced as a
 //!   `Delete` (client-go's `DeltaFIFO.Replace`), then the complete list follows.
 //! - [`Informer::synced_store`] gives the cache once its first list is complete (client-go's
-//!   `WaitForCacheSync`); any number of tasks may wait for it. The cache is never handed out
-//!   unsynced, because kube-runtime's `Store::wait_until_ready` wakes only the last task that
-//!   polled it (its `DelayedInit` is a `futures` oneshot, which keeps one waker): on a store
-//!   shared by several controllers the others would wait forever.
+//!   `WaitForCacheSync`), as [`Informer::wait_synced`] waits for it; any number of tasks may
+//!   wait at once. [`Informer::get`] and [`Informer::list`] read the cache as it is now
+//!   (empty until the first list is complete; during a relist, as before it). The cache
+//!   itself (a `Store`) is never handed out unsynced, because kube-runtime's
+//!   `Store::wait_until_ready` wakes only the last task that polled it (its `DelayedInit` is
+//!   a `futures` oneshot, which keeps one waker): on a store shared by several consumers the
+//!   others would wait forever.
 //! - No subscriber misses a change, however far behind it falls: each has its own unbounded
 //!   queue (client-go's `processorListener` buffer), holding `Arc`s of objects. A subscriber
 //!   that is dropped is forgotten at the next change.
@@ -67,9 +73,18 @@ impl<K> Cached for K where
 /// The watches and caches of one process; cheap to clone (clones share them).
 #[derive(Clone)]
 pub struct SharedInformerFactory {
-    client: kube::Client,
     stop: CancellationToken,
-    informers: Arc<Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>>,
+    state: Arc<Mutex<FactoryState>>,
+}
+
+/// The informers of a factory and the client they watch through.
+#[derive(Default)]
+struct FactoryState {
+    /// `None` until [`SharedInformerFactory::start`].
+    client: Option<kube::Client>,
+    informers: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+    /// What starts each informer asked for before the client was known.
+    unstarted: Vec<Box<dyn FnOnce(kube::Client) + Send>>,
 }
 
 impl Debug for SharedInformerFactory {
@@ -82,27 +97,60 @@ impl Debug for SharedInformerFactory {
 impl SharedInformerFactory {
     /// Informers that list and watch through `client` until `stop`.
     pub fn new(client: kube::Client, stop: CancellationToken) -> SharedInformerFactory {
+        let factory = SharedInformerFactory::unstarted(stop);
+        lock(&factory.state).client = Some(client);
+        factory
+    }
+
+    /// Informers whose watches wait for [`SharedInformerFactory::start`] (for a process whose
+    /// client needs the readers first, as the API server's in-process client needs the
+    /// admission chain that reads these caches). Until then they read as empty and unsynced.
+    pub fn unstarted(stop: CancellationToken) -> SharedInformerFactory {
         SharedInformerFactory {
-            client,
             stop,
-            informers: Arc::default(),
+            state: Arc::default(),
         }
     }
 
-    /// The informer of every `K` in the cluster, started on first use (within a Tokio
-    /// runtime).
+    /// Starts every informer asked for so far, and those asked for later, with `client`
+    /// (client-go's `factory.Start`; within a Tokio runtime). Only the first call counts.
+    pub fn start(&self, client: kube::Client) {
+        let unstarted = {
+            let mut state = lock(&self.state);
+            if state.client.is_some() {
+                return;
+            }
+            state.client = Some(client.clone());
+            std::mem::take(&mut state.unstarted)
+        };
+        for start in unstarted {
+            start(client.clone());
+        }
+    }
+
+    /// The informer of every `K` in the cluster, started on first use once the factory has
+    /// its client (within a Tokio runtime).
     pub fn informer<K: Cached>(&self) -> Informer<K> {
-        let mut informers = lock(&self.informers);
-        if let Some(i) = informers
+        let mut state = lock(&self.state);
+        if let Some(i) = state
+            .informers
             .get(&TypeId::of::<K>())
             .and_then(|i| i.downcast_ref::<Informer<K>>())
         {
             return i.clone();
         }
         let (informer, feed) = Informer::new();
-        let api = Api::<K>::all(self.client.clone());
-        tokio::spawn(run(api, feed, self.stop.clone()));
-        informers.insert(TypeId::of::<K>(), Box::new(informer.clone()));
+        let stop = self.stop.clone();
+        let start = move |client: kube::Client| {
+            tokio::spawn(run(Api::<K>::all(client), feed, stop));
+        };
+        match state.client.clone() {
+            Some(client) => start(client),
+            None => state.unstarted.push(Box::new(start)),
+        }
+        state
+            .informers
+            .insert(TypeId::of::<K>(), Box::new(informer.clone()));
         informer
     }
 }
@@ -122,6 +170,15 @@ impl<K: Cached> Clone for Informer<K> {
             subscribers: self.subscribers.clone(),
             synced: self.synced.clone(),
         }
+    }
+}
+
+impl<K: Cached> Debug for Informer<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Informer")
+            .field("kind", &K::kind(&()))
+            .field("synced", &self.has_synced())
+            .finish_non_exhaustive()
     }
 }
 
@@ -179,22 +236,46 @@ impl<K: Cached> Informer<K> {
     /// The cache, once its first list is complete (see the module's guarantees). If the
     /// informer stops first (the factory's stop token), the cache as it is.
     pub async fn synced_store(&self) -> Store<K> {
-        let mut synced = self.synced.clone();
-        // An error means the feed is gone (stopping): nothing more will come.
-        let _ = synced.wait_for(|s| *s).await;
+        self.wait_synced().await;
         self.store.clone()
     }
 
-    /// Whether the first list is complete.
-    fn is_synced(&self) -> bool {
+    /// Whether the first list is complete (client-go's `HasSynced`).
+    pub fn has_synced(&self) -> bool {
         *self.synced.borrow()
+    }
+
+    /// Waits until the first list is complete, or the informer stops (client-go's
+    /// `WaitForCacheSync`); any number of tasks may wait at once.
+    pub async fn wait_synced(&self) {
+        let mut synced = self.synced.clone();
+        // An error means the feed is gone (stopping): nothing more will come.
+        let _ = synced.wait_for(|s| *s).await;
+    }
+
+    /// The cached object `key` as the cache holds it now (a lister's `Get`; `None` before the
+    /// first list is complete too).
+    pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
+        self.store.get(key)
+    }
+
+    /// Every cached object as the cache holds it now (a lister's `List`; empty before the
+    /// first list is complete).
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.store.state()
+    }
+
+    /// The cached objects `keep` accepts, as the cache holds them now (empty before the first
+    /// list is complete).
+    pub fn list_filter(&self, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
+        self.store.state_filter(keep)
     }
 
     /// The cache's changes as a watcher's events (see the module's guarantees).
     pub fn subscribe(&self) -> Subscription<K> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut subscribers = lock(&self.subscribers);
-        if self.is_synced() {
+        if self.has_synced() {
             // Cannot fail: `rx` is right here.
             let _ = tx.send(Change::Listed(self.store.state().into()));
         }

@@ -229,3 +229,60 @@ async fn every_task_waiting_for_the_synced_store_gets_it() {
         .now_or_never()
         .is_some_and(|r| r.is_ok()));
 }
+
+#[tokio::test]
+async fn two_tasks_waiting_for_sync_both_wake_and_read_the_list() {
+    let (informer, mut feed) = Informer::<ConfigMap>::new();
+    assert!(!informer.has_synced());
+    assert!(informer.list().is_empty(), "empty before the first list");
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let informer = informer.clone();
+            tokio::spawn(async move {
+                informer.wait_synced().await;
+                informer.list().len()
+            })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    assert!(waiters.iter().all(|w| !w.is_finished()));
+    feed.apply(watcher::Event::Init);
+    feed.apply(watcher::Event::InitApply(cm("a", "1")));
+    assert!(informer.list().is_empty(), "a list in progress is not read");
+    feed.apply(watcher::Event::InitDone);
+    let sizes = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        futures::future::join_all(waiters),
+    )
+    .await
+    .expect("both waiters woke");
+    assert_eq!(
+        sizes.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+        vec![1, 1]
+    );
+    assert!(informer.has_synced());
+    let a = informer.get(&ObjectRef::new("a").within("ns")).unwrap();
+    assert_eq!(a.metadata.managed_fields, None);
+}
+
+#[tokio::test]
+async fn an_unstarted_factory_shares_its_informers_and_starts_none_before_its_client() {
+    let factory = SharedInformerFactory::unstarted(CancellationToken::new());
+    let a = factory.informer::<ConfigMap>();
+    let b = factory.informer::<ConfigMap>();
+    assert!(
+        Arc::ptr_eq(&a.subscribers, &b.subscribers),
+        "one informer per type"
+    );
+    {
+        let state = lock(&factory.state);
+        assert!(state.client.is_none());
+        assert_eq!(state.unstarted.len(), 1, "its watch waits for the client");
+    }
+    // Without a client it never syncs.
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(50), a.wait_synced())
+            .await
+            .is_err()
+    );
+}

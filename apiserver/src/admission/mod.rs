@@ -206,11 +206,11 @@ impl Chain {
         Chain::standard_with(Default::default(), Default::default())
     }
 
-    /// [`Chain::standard`] with the toleration seconds and the PodSecurity configuration of
-    /// `--kube-apiserver-arg`.
+    /// [`Chain::standard`] with the toleration seconds of `--kube-apiserver-arg` and a
+    /// PodSecurity plugin (its configuration and namespace cache).
     pub fn standard_with(
         tolerations: default_toleration_seconds::DefaultTolerationSeconds,
-        pod_security: Arc<pod_security::config::Config>,
+        pod_security: pod_security::PodSecurity,
     ) -> Chain {
         let lifecycle = Arc::new(namespace_lifecycle::NamespaceLifecycle);
         let sa = Arc::new(service_account::ServiceAccount);
@@ -231,9 +231,7 @@ impl Chain {
                 limits,
                 sa,
                 Arc::new(node_restriction::NodeRestriction),
-                Arc::new(pod_security::PodSecurity {
-                    config: pod_security,
-                }),
+                Arc::new(pod_security),
                 priority,
                 Arc::new(quota::ResourceQuota),
             ],
@@ -328,7 +326,9 @@ impl Chain {
 mod tests {
     use super::*;
     use k3rs_apimachinery::catalog;
+    use k3rs_apimachinery::informers::SharedInformerFactory;
     use serde_json::json;
+    use tokio_util::sync::CancellationToken;
 
     pub(crate) fn attrs(op: Operation, plural: &str, ns: &str, obj: Option<Value>) -> Attributes {
         Attributes {
@@ -375,8 +375,9 @@ mod tests {
 
     #[test]
     fn policies_run_before_resource_quota() {
-        let (cache, _feed) = validating_policy::cache::policy_cache();
-        let (hooks, _feed) = webhook::cache::webhook_cache();
+        let informers = SharedInformerFactory::unstarted(CancellationToken::new());
+        let cache = validating_policy::cache::PolicyCache::new(&informers);
+        let hooks = webhook::cache::WebhookCache::new(&informers);
         let c = Chain::standard()
             .with_policies(cache, None)
             .with_webhooks(hooks, None);

@@ -1,121 +1,61 @@
-//! The roles and bindings the RBAC authorizer decides on, kept in memory by four informers
-//! (kube-runtime reflectors) that list and watch them through an in-process client: no
-//! datastore read per request.
+//! The roles and bindings the RBAC authorizer decides on, read from four shared informers
+//! (`k3rs_apimachinery::informers`) that list and watch them through an in-process client:
+//! no datastore read per request.
 //!
 //! # Guarantees
 //! - Until a kind's first list has arrived it reads as empty (requests outside
 //!   `system:masters` are denied, as kube-apiserver before its informers sync).
-//! - The informers restart with backoff after errors and stop with the stop token.
+//! - The informers restart with backoff after errors and stop with their factory's stop
+//!   token; any number of tasks may wait for them to sync.
 
 use std::sync::Arc;
 
-use futures::StreamExt;
+use k3rs_apimachinery::informers::{Informer, SharedInformerFactory};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::Api;
-use tokio_util::sync::CancellationToken;
+use kube::runtime::reflector::ObjectRef;
 
 use super::resolver::PolicySource;
 
-/// Read side of the informers.
+/// The authorizer's view of the four kinds.
 #[derive(Clone)]
 pub struct PolicyCache {
-    roles: Store<Role>,
-    cluster_roles: Store<ClusterRole>,
-    role_bindings: Store<RoleBinding>,
-    cluster_role_bindings: Store<ClusterRoleBinding>,
+    roles: Informer<Role>,
+    cluster_roles: Informer<ClusterRole>,
+    role_bindings: Informer<RoleBinding>,
+    cluster_role_bindings: Informer<ClusterRoleBinding>,
 }
 
 impl std::fmt::Debug for PolicyCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicyCache")
-            .field("roles", &self.roles.len())
-            .field("cluster_roles", &self.cluster_roles.len())
-            .field("role_bindings", &self.role_bindings.len())
-            .field("cluster_role_bindings", &self.cluster_role_bindings.len())
+            .field("roles", &self.roles.list().len())
+            .field("cluster_roles", &self.cluster_roles.list().len())
+            .field("role_bindings", &self.role_bindings.list().len())
+            .field(
+                "cluster_role_bindings",
+                &self.cluster_role_bindings.list().len(),
+            )
             .finish()
     }
 }
 
-/// Write side: consumed by [`PolicyFeed::run`].
-pub struct PolicyFeed {
-    roles: reflector::store::Writer<Role>,
-    cluster_roles: reflector::store::Writer<ClusterRole>,
-    role_bindings: reflector::store::Writer<RoleBinding>,
-    cluster_role_bindings: reflector::store::Writer<ClusterRoleBinding>,
-}
-
-impl std::fmt::Debug for PolicyFeed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PolicyFeed")
-    }
-}
-
-/// An empty cache and the feed that fills it.
-pub fn policy_cache() -> (PolicyCache, PolicyFeed) {
-    let (roles, roles_w) = reflector::store();
-    let (cluster_roles, cluster_roles_w) = reflector::store();
-    let (role_bindings, role_bindings_w) = reflector::store();
-    let (cluster_role_bindings, cluster_role_bindings_w) = reflector::store();
-    (
-        PolicyCache {
-            roles,
-            cluster_roles,
-            role_bindings,
-            cluster_role_bindings,
-        },
-        PolicyFeed {
-            roles: roles_w,
-            cluster_roles: cluster_roles_w,
-            role_bindings: role_bindings_w,
-            cluster_role_bindings: cluster_role_bindings_w,
-        },
-    )
-}
-
-async fn inform<K>(client: kube::Client, writer: reflector::store::Writer<K>)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff();
-    let mut stream = std::pin::pin!(reflector::reflector(writer, stream));
-    while let Some(ev) = stream.next().await {
-        if let Err(e) = ev {
-            tracing::debug!(error = %e, kind = %K::kind(&()), "rbac informer");
-        }
-    }
-}
-
-impl PolicyFeed {
-    /// Lists and watches the four kinds through `client` until `stop`.
-    pub async fn run(self, client: kube::Client, stop: CancellationToken) {
-        let all = futures::future::join4(
-            inform(client.clone(), self.roles),
-            inform(client.clone(), self.cluster_roles),
-            inform(client.clone(), self.role_bindings),
-            inform(client, self.cluster_role_bindings),
-        );
-        tokio::select! {
-            _ = all => {}
-            _ = stop.cancelled() => {}
-        }
-    }
-}
-
 impl PolicyCache {
+    /// The four kinds' informers of `informers` (which watch once it is started).
+    pub fn new(informers: &SharedInformerFactory) -> PolicyCache {
+        PolicyCache {
+            roles: informers.informer(),
+            cluster_roles: informers.informer(),
+            role_bindings: informers.informer(),
+            cluster_role_bindings: informers.informer(),
+        }
+    }
+
     /// Waits until every kind has been listed once.
     pub async fn wait_until_ready(&self) {
-        let _ = self.roles.wait_until_ready().await;
-        let _ = self.cluster_roles.wait_until_ready().await;
-        let _ = self.role_bindings.wait_until_ready().await;
-        let _ = self.cluster_role_bindings.wait_until_ready().await;
+        self.roles.wait_synced().await;
+        self.cluster_roles.wait_synced().await;
+        self.role_bindings.wait_synced().await;
+        self.cluster_role_bindings.wait_synced().await;
     }
 }
 
@@ -127,10 +67,10 @@ impl PolicySource for PolicyCache {
         self.roles.get(&ObjectRef::new(name).within(namespace))
     }
     fn cluster_role_bindings(&self) -> Vec<Arc<ClusterRoleBinding>> {
-        self.cluster_role_bindings.state()
+        self.cluster_role_bindings.list()
     }
     fn role_bindings(&self, namespace: &str) -> Vec<Arc<RoleBinding>> {
         self.role_bindings
-            .state_filter(|b| b.metadata.namespace.as_deref() == Some(namespace))
+            .list_filter(|b| b.metadata.namespace.as_deref() == Some(namespace))
     }
 }

@@ -32,12 +32,18 @@ use crate::registry::{Registry, Target};
 use crate::warning;
 use decision::ExistingPod;
 use k3rs_apimachinery::catalog;
+use k3rs_apimachinery::informers::Informer;
 use k3rs_apimachinery::status::{ApiError, ApiResult, Subject};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::ObjectRef;
 
 /// The plugin.
 #[derive(Debug, Clone, Default)]
 pub struct PodSecurity {
     pub config: Arc<config::Config>,
+    /// The namespaces it reads first (upstream's namespace lister); `None`, or a miss (a
+    /// namespace created a moment ago, a cache not yet synced), reads the registry.
+    pub namespaces: Option<Informer<Namespace>>,
 }
 
 /// Prefix of PodSecurity's audit annotations.
@@ -109,10 +115,15 @@ impl Validating for PodSecurity {
 
 /// The policy of namespace `name`, and the errors of its malformed labels.
 async fn namespace_policy(
+    cached: Option<&Informer<Namespace>>,
     reg: &Registry,
     name: &str,
     defaults: &policy::Policy,
 ) -> ApiResult<(policy::Policy, Vec<k3rs_apimachinery::status::Cause>)> {
+    if let Some(ns) = cached.and_then(|c| c.get(&ObjectRef::new(name))) {
+        let labels = ns.metadata.labels.clone().unwrap_or_default();
+        return Ok(policy::policy_to_evaluate(&labels, defaults));
+    }
     let Some(namespaces) = catalog::lookup("", "v1", "namespaces") else {
         return Ok((*defaults, Vec::new()));
     };
@@ -139,7 +150,13 @@ impl PodSecurity {
         if self.exempt(a) {
             return Ok(());
         }
-        let (p, errs) = namespace_policy(reg, &a.namespace, &self.config.defaults).await?;
+        let (p, errs) = namespace_policy(
+            self.namespaces.as_ref(),
+            reg,
+            &a.namespace,
+            &self.config.defaults,
+        )
+        .await?;
         if errs.is_empty() && p.fully_privileged() {
             annotate(
                 "enforce-policy",
@@ -170,7 +187,14 @@ impl PodSecurity {
             return Ok(());
         }
         // Workloads are never denied: a failed lookup or decode only skips the evaluation.
-        let (p, errs) = match namespace_policy(reg, &a.namespace, &self.config.defaults).await {
+        let (p, errs) = match namespace_policy(
+            self.namespaces.as_ref(),
+            reg,
+            &a.namespace,
+            &self.config.defaults,
+        )
+        .await
+        {
             Ok(r) => r,
             Err(_) => {
                 annotate(

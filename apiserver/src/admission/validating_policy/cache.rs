@@ -1,4 +1,4 @@
-//! The policies and bindings the plugin decides on, kept in memory by two informers (as the
+//! The policies and bindings the plugin decides on, read from two shared informers (as the
 //! RBAC cache is) and compiled once per stored version.
 //!
 //! # Guarantees
@@ -9,14 +9,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
+use k3rs_apimachinery::informers::{Informer, SharedInformerFactory};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::Api;
-use tokio_util::sync::CancellationToken;
 
 use super::model::{Binding, Policy};
 
@@ -29,11 +25,11 @@ pub struct Hook {
 
 type Compiled<T> = Mutex<HashMap<String, (String, Arc<T>)>>;
 
-/// Read side of the informers, with the compiled forms.
+/// The plugin's view of the two kinds' shared informers, with the compiled forms.
 #[derive(Clone)]
 pub struct PolicyCache {
-    policies: Store<ValidatingAdmissionPolicy>,
-    bindings: Store<ValidatingAdmissionPolicyBinding>,
+    policies: Informer<ValidatingAdmissionPolicy>,
+    bindings: Informer<ValidatingAdmissionPolicyBinding>,
     compiled_policies: Arc<Compiled<Policy>>,
     compiled_bindings: Arc<Compiled<Binding>>,
 }
@@ -41,73 +37,20 @@ pub struct PolicyCache {
 impl std::fmt::Debug for PolicyCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicyCache")
-            .field("policies", &self.policies.len())
-            .field("bindings", &self.bindings.len())
+            .field("policies", &self.policies.list().len())
+            .field("bindings", &self.bindings.list().len())
             .finish()
     }
 }
 
-/// Write side: consumed by [`PolicyFeed::run`].
-pub struct PolicyFeed {
-    policies: reflector::store::Writer<ValidatingAdmissionPolicy>,
-    bindings: reflector::store::Writer<ValidatingAdmissionPolicyBinding>,
-}
-
-impl std::fmt::Debug for PolicyFeed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PolicyFeed")
-    }
-}
-
-/// An empty cache and the feed that fills it.
-pub fn policy_cache() -> (PolicyCache, PolicyFeed) {
-    let (policies, policies_w) = reflector::store();
-    let (bindings, bindings_w) = reflector::store();
-    (
+impl PolicyCache {
+    /// The two kinds' informers of `informers` (which watch once it is started).
+    pub fn new(informers: &SharedInformerFactory) -> PolicyCache {
         PolicyCache {
-            policies,
-            bindings,
+            policies: informers.informer(),
+            bindings: informers.informer(),
             compiled_policies: Default::default(),
             compiled_bindings: Default::default(),
-        },
-        PolicyFeed {
-            policies: policies_w,
-            bindings: bindings_w,
-        },
-    )
-}
-
-/// Lists and watches every `K` into `writer` until the stream ends (shared with the webhook
-/// cache).
-pub(crate) async fn inform<K>(client: kube::Client, writer: reflector::store::Writer<K>)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let stream = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff();
-    let mut stream = std::pin::pin!(reflector::reflector(writer, stream));
-    while let Some(ev) = stream.next().await {
-        if let Err(e) = ev {
-            tracing::debug!(error = %e, kind = %K::kind(&()), "admission configuration informer");
-        }
-    }
-}
-
-impl PolicyFeed {
-    /// Lists and watches policies and bindings through `client` until `stop`.
-    pub async fn run(self, client: kube::Client, stop: CancellationToken) {
-        let both = futures::future::join(
-            inform(client.clone(), self.policies),
-            inform(client, self.bindings),
-        );
-        tokio::select! {
-            _ = both => {}
-            _ = stop.cancelled() => {}
         }
     }
 }
@@ -141,20 +84,18 @@ fn forget_except<T>(cache: &Compiled<T>, names: &[String]) {
 impl PolicyCache {
     /// Whether both kinds have been listed once.
     pub fn ready(&self) -> bool {
-        // A reflector store is ready once its first list has been applied.
-        futures::FutureExt::now_or_never(self.policies.wait_until_ready()).is_some()
-            && futures::FutureExt::now_or_never(self.bindings.wait_until_ready()).is_some()
+        self.policies.has_synced() && self.bindings.has_synced()
     }
 
-    /// Waits until both kinds have been listed once.
+    /// Waits until both kinds have been listed once (any number of requests may wait).
     pub async fn wait_until_ready(&self) {
-        let _ = self.policies.wait_until_ready().await;
-        let _ = self.bindings.wait_until_ready().await;
+        self.policies.wait_synced().await;
+        self.bindings.wait_synced().await;
     }
 
     /// Every policy that has bindings, with them, by policy name.
     pub fn hooks(&self) -> Vec<Hook> {
-        let bindings = self.bindings.state();
+        let bindings = self.bindings.list();
         if bindings.is_empty() {
             return Vec::new();
         }
@@ -178,7 +119,7 @@ impl PolicyCache {
             &self.compiled_bindings,
             &parsed.iter().map(|b| b.name.clone()).collect::<Vec<_>>(),
         );
-        let policies = self.policies.state();
+        let policies = self.policies.list();
         let mut names = Vec::with_capacity(policies.len());
         let mut hooks: Vec<Hook> = Vec::new();
         for p in &policies {

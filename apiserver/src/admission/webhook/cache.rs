@@ -1,25 +1,23 @@
-//! The webhook configurations the plugins call, kept in memory by two informers and parsed
+//! The webhook configurations the plugins call, read from two shared informers and parsed
 //! once per stored version (as the policy cache is).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use k3rs_apimachinery::informers::{Informer, SharedInformerFactory};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kube::runtime::reflector::{self, Store};
-use tokio_util::sync::CancellationToken;
 
 use super::model::{parse, Webhook};
-use crate::admission::validating_policy::cache::inform;
 
 type Parsed = Mutex<HashMap<String, (String, Arc<Vec<Webhook>>)>>;
 
-/// Read side of the informers.
+/// The plugins' view of the two kinds' shared informers, with the parsed webhooks.
 #[derive(Clone)]
 pub struct WebhookCache {
-    validating: Store<ValidatingWebhookConfiguration>,
-    mutating: Store<MutatingWebhookConfiguration>,
+    validating: Informer<ValidatingWebhookConfiguration>,
+    mutating: Informer<MutatingWebhookConfiguration>,
     parsed: Arc<Parsed>,
     /// The webhooks' pooled clients, one per endpoint.
     clients: super::call::Clients,
@@ -28,52 +26,20 @@ pub struct WebhookCache {
 impl std::fmt::Debug for WebhookCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WebhookCache")
-            .field("validating", &self.validating.len())
-            .field("mutating", &self.mutating.len())
+            .field("validating", &self.validating.list().len())
+            .field("mutating", &self.mutating.list().len())
             .finish()
     }
 }
 
-/// Write side: consumed by [`WebhookFeed::run`].
-pub struct WebhookFeed {
-    validating: reflector::store::Writer<ValidatingWebhookConfiguration>,
-    mutating: reflector::store::Writer<MutatingWebhookConfiguration>,
-}
-
-impl std::fmt::Debug for WebhookFeed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WebhookFeed")
-    }
-}
-
-/// An empty cache and the feed that fills it.
-pub fn webhook_cache() -> (WebhookCache, WebhookFeed) {
-    let (validating, validating_w) = reflector::store();
-    let (mutating, mutating_w) = reflector::store();
-    (
+impl WebhookCache {
+    /// The two kinds' informers of `informers` (which watch once it is started).
+    pub fn new(informers: &SharedInformerFactory) -> WebhookCache {
         WebhookCache {
-            validating,
-            mutating,
+            validating: informers.informer(),
+            mutating: informers.informer(),
             parsed: Default::default(),
             clients: Default::default(),
-        },
-        WebhookFeed {
-            validating: validating_w,
-            mutating: mutating_w,
-        },
-    )
-}
-
-impl WebhookFeed {
-    /// Lists and watches both kinds through `client` until `stop`.
-    pub async fn run(self, client: kube::Client, stop: CancellationToken) {
-        let both = futures::future::join(
-            inform(client.clone(), self.validating),
-            inform(client, self.mutating),
-        );
-        tokio::select! {
-            _ = both => {}
-            _ = stop.cancelled() => {}
         }
     }
 }
@@ -116,19 +82,18 @@ where
 impl WebhookCache {
     /// Whether both kinds have been listed once.
     pub fn ready(&self) -> bool {
-        futures::FutureExt::now_or_never(self.validating.wait_until_ready()).is_some()
-            && futures::FutureExt::now_or_never(self.mutating.wait_until_ready()).is_some()
+        self.validating.has_synced() && self.mutating.has_synced()
     }
 
-    /// Waits until both kinds have been listed once.
+    /// Waits until both kinds have been listed once (any number of requests may wait).
     pub async fn wait_until_ready(&self) {
-        let _ = self.validating.wait_until_ready().await;
-        let _ = self.mutating.wait_until_ready().await;
+        self.validating.wait_synced().await;
+        self.mutating.wait_synced().await;
     }
 
     /// The validating webhooks, configuration by configuration.
     pub fn validating(&self) -> Vec<(String, Arc<Vec<Webhook>>)> {
-        webhooks_of(&self.parsed, "validating", self.validating.state())
+        webhooks_of(&self.parsed, "validating", self.validating.list())
     }
 
     /// The pooled clients the webhooks are called with.
@@ -138,6 +103,6 @@ impl WebhookCache {
 
     /// The mutating webhooks, configuration by configuration.
     pub fn mutating(&self) -> Vec<(String, Arc<Vec<Webhook>>)> {
-        webhooks_of(&self.parsed, "mutating", self.mutating.state())
+        webhooks_of(&self.parsed, "mutating", self.mutating.list())
     }
 }
