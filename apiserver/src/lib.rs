@@ -8,8 +8,7 @@
 //! - Shuts down with the server's cancellation token: stops accepting, ends watches, drains.
 
 pub(crate) mod admission;
-#[allow(missing_docs)] // TODO(docs): another branch is changing it now.
-pub mod aggregator;
+pub(crate) mod aggregator;
 pub mod args;
 pub mod audit;
 pub(crate) mod authentication_trust;
@@ -22,7 +21,6 @@ pub mod in_process;
 pub(crate) mod kubeconfig;
 pub mod kubelet;
 pub mod metrics;
-#[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod openapi;
 pub mod registry;
 pub mod resource_metrics;

@@ -42,7 +42,7 @@ use std::time::Duration;
 use futures::{stream, StreamExt};
 use k3rs_apimachinery::events::{EventRecorder, EventType};
 use k3rs_apimachinery::informers::Informer;
-use k3rs_apimachinery::tls::Limits;
+use k3rs_apimachinery::tls::{Limits, Transport};
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
@@ -129,14 +129,18 @@ pub async fn run(clusters: watch::Receiver<Cluster>, cfg: IngressConfig, stop: C
         port,
         stop: stop.clone(),
     };
-    for addr in &cfg.http {
-        let app = listen::router(make_proxy("http", addr.port()));
-        listeners.spawn(listen::http(*addr, app, limits.clone(), stop.clone()));
-    }
-    for addr in &cfg.https {
-        let app = listen::router(make_proxy("https", addr.port()));
-        let (tls, limits) = (tls_config.clone(), limits.clone());
-        listeners.spawn(listen::https(*addr, tls, app, limits, stop.clone()));
+    let tls = Transport::from(tls_config);
+    let plain = cfg.http.iter().map(|a| (a, "http", Transport::Plain));
+    let secure = cfg.https.iter().map(|a| (a, "https", tls.clone()));
+    for (addr, scheme, transport) in plain.chain(secure) {
+        let app = listen::router(make_proxy(scheme, addr.port()));
+        listeners.spawn(listen::serve(
+            *addr,
+            transport,
+            app,
+            limits.clone(),
+            stop.clone(),
+        ));
     }
     let pacer = Pacer::new(cfg.min_sync_period, cfg.sync_period, cfg.sync_period / 6);
     let mut controller = Controller {

@@ -22,7 +22,7 @@ pub enum Error {
     Load(#[source] rustls::Error),
     /// The server configuration could not be built.
     #[error("tls configuration")]
-    Config(#[source] rustls::Error),
+    Config(#[source] k3rs_apimachinery::tls::TlsError),
 }
 
 /// The common name of the default certificate (what a client sees when no Ingress's TLS
@@ -67,14 +67,7 @@ impl ResolvesServerCert for SniResolver {
 
 /// The listener's TLS configuration.
 pub fn server_config(resolver: SniResolver) -> Result<rustls::ServerConfig, Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(Error::Config)?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
+    k3rs_apimachinery::tls::server_config_with_resolver(Arc::new(resolver)).map_err(Error::Config)
 }
 
 #[cfg(test)]

@@ -12,11 +12,11 @@
 //!   kubectl validates server-side (`fieldValidation=Strict`) and computes client-side apply
 //!   patches from the schemas' patch extensions.
 
-pub mod kinds;
-pub mod patch_ext;
-pub mod paths;
-pub mod schemas;
-pub mod strict;
+pub(crate) mod kinds;
+pub(crate) mod patch_ext;
+pub(crate) mod paths;
+pub(crate) mod schemas;
+pub(crate) mod strict;
 pub mod v2;
 
 use std::collections::BTreeMap;
@@ -37,6 +37,7 @@ use k3rs_apimachinery::status::ApiResult;
 /// One served document.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Document {
+    /// The document as served (JSON).
     pub body: String,
     /// Upper-case hex SHA-512 of `body`, like kube-apiserver's.
     pub hash: String,
@@ -44,7 +45,7 @@ pub struct Document {
 
 /// Every group-version document, keyed by its path under `/openapi/v3/`.
 #[derive(Debug)]
-pub struct OpenApiV3 {
+pub(crate) struct OpenApiV3 {
     pub documents: BTreeMap<String, Document>,
     index: String,
     /// Every definition of every document (names are global: `io.k8s.api.core.v1.Pod`).
@@ -62,7 +63,7 @@ fn doc_path(group: &str, version: &str) -> String {
 }
 
 /// The document of one group-version.
-pub fn document(c: &schemas::Components, resources: &[&'static Resource]) -> Value {
+pub(crate) fn document(c: &schemas::Components, resources: &[&'static Resource]) -> Value {
     let name = |g: &str, v: &str, k: &str| c.name_of(g, v, k);
     let mut paths = Map::new();
     for r in resources {
@@ -183,7 +184,7 @@ impl OpenApiV3 {
 /// `?fieldValidation=` of a create or update of `kind` (group, version, kind), as kube's
 /// decoder applies it: `Strict` rejects a body with unknown fields (400, kube's message);
 /// `Warn` (the default) drops them and returns one warning each; `Ignore` drops them silently.
-pub fn check_fields(
+pub(crate) fn check_fields(
     field_validation: Option<&str>,
     (group, version, kind): (&str, &str, &str),
     obj: &mut Value,
@@ -238,7 +239,7 @@ pub fn check_fields(
 
 /// Adds one `Warning: 299 - "…"` header per warning, as kube-apiserver does (kubectl prints
 /// them as `Warning: …`).
-pub fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
+pub(crate) fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
     for w in warnings {
         let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
         if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
@@ -250,7 +251,7 @@ pub fn with_warnings(mut resp: Response, warnings: &[String]) -> Response {
 
 /// [`check_fields`] for the body of a create or update at `rp` (the main resource or a
 /// subresource with a schema).
-pub fn check_body(
+pub(crate) fn check_body(
     query: &k3rs_apimachinery::request_info::QueryParams,
     rp: &super::http::request::ResourcePath,
     obj: &mut Value,
@@ -270,7 +271,7 @@ pub fn check_body(
 /// configurations have the object's shape, so their unknown fields are the object's
 /// (strategic merge directives, `$patch`, `$setElementOrder/…`, are skipped). JSON patches
 /// are not checked; nor are bodies that do not parse (the patch itself reports them).
-pub fn check_patch_body(
+pub(crate) fn check_patch_body(
     query: &k3rs_apimachinery::request_info::QueryParams,
     rp: &super::http::request::ResourcePath,
     patch_type: k3rs_patch::PatchType,
@@ -338,7 +339,7 @@ fn json_with_etag(headers: &HeaderMap, body: &str, etag: &str, cache: &'static s
 
 /// The `/openapi/v3` index entries (`path` -> `{serverRelativeURL}`) of `documents`
 /// (path, hash).
-pub fn index_entries<'a>(
+pub(crate) fn index_entries<'a>(
     documents: impl IntoIterator<Item = (&'a String, &'a str)>,
 ) -> Map<String, Value> {
     documents
@@ -351,11 +352,11 @@ pub fn index_entries<'a>(
 }
 
 /// The documents of the extension servers, by path under `/openapi/v3/`.
-pub type Extensions = BTreeMap<String, std::sync::Arc<Document>>;
+pub(crate) type Extensions = BTreeMap<String, std::sync::Arc<Document>>;
 
 /// `GET /openapi/v3`: the built-in documents, those of the served custom resources and
 /// those of the available extension servers (a path served here is never theirs).
-pub fn index(extensions: &Extensions, req: Request) -> Response {
+pub(crate) fn index(extensions: &Extensions, req: Request) -> Response {
     let docs = OpenApiV3::get();
     let custom = super::resources::custom::snapshot();
     let index = if custom.openapi.is_empty() && extensions.is_empty() {
@@ -379,7 +380,7 @@ pub fn index(extensions: &Extensions, req: Request) -> Response {
 }
 
 /// `GET /openapi/v3/<path>[?hash=…]`.
-pub fn group_version(extensions: &Extensions, req: Request) -> Response {
+pub(crate) fn group_version(extensions: &Extensions, req: Request) -> Response {
     let path = req.uri().path().trim_start_matches("/openapi/v3/");
     let custom = super::resources::custom::snapshot();
     let Some(doc) = OpenApiV3::get()

@@ -177,6 +177,7 @@ pub struct NonBodyParameter {
 /// `PathParameterSubSchema`); query parameters have `allowEmptyValue` at 5 and every later
 /// field one number up.
 #[derive(Clone, PartialEq, Oneof)]
+#[allow(clippy::enum_variant_names)] // gnostic's names, kept so the messages read like the .proto
 pub enum NonBodyParameterOneof {
     #[prost(message, tag = "1")]
     HeaderParameterSubSchema(SimpleParameter),

@@ -15,9 +15,9 @@
 //! - `Accept` is negotiated as kube-openapi does ([`negotiate`]); nothing acceptable is 406.
 //!   Query parameters (kubectl's `?timeout=32s`) are ignored.
 
-pub mod convert;
-pub mod gnostic;
-pub mod gnostic_json;
+pub(crate) mod convert;
+pub(crate) mod gnostic;
+pub(crate) mod gnostic_json;
 pub mod negotiate;
 
 use std::collections::BTreeMap;
@@ -36,7 +36,7 @@ use negotiate::Format;
 
 /// Both forms of one document.
 #[derive(Debug)]
-pub struct Spec {
+pub(crate) struct Spec {
     pub json: Vec<u8>,
     pub protobuf: Vec<u8>,
     /// The quoted upper-case hex SHA-512 of the JSON form; kube-openapi gives both forms this
@@ -63,7 +63,7 @@ fn builtin() -> &'static convert::Parts {
 }
 
 /// The v2 documents of the extension servers (by APIService name).
-pub type Extensions = [(String, Arc<Document>)];
+pub(crate) type Extensions = [(String, Arc<Document>)];
 
 impl Spec {
     /// The document of the built-ins, the custom resources' `documents` and the
@@ -126,7 +126,7 @@ type Cached = (Vec<(String, String)>, Arc<Spec>);
 
 /// The spec of what is served now: the cached one while the custom resources' and the
 /// extension servers' documents are the ones it was built from, else a new one.
-pub fn current(extensions: &Extensions) -> Result<Arc<Spec>, gnostic_json::Error> {
+pub(crate) fn current(extensions: &Extensions) -> Result<Arc<Spec>, gnostic_json::Error> {
     static CACHE: Mutex<Option<Cached>> = Mutex::new(None);
     let snapshot = custom::snapshot();
     let key: Vec<(String, String)> = snapshot
@@ -144,6 +144,23 @@ pub fn current(extensions: &Extensions) -> Result<Arc<Spec>, gnostic_json::Error
     let spec = Arc::new(Spec::build(&snapshot.openapi, extensions)?);
     *cache = Some((key, spec.clone()));
     Ok(spec)
+}
+
+/// Why a protobuf `/openapi/v2` body does not read back as a Swagger 2.0 JSON document.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The bytes are not a gnostic `openapi.v2.Document`.
+    #[error("not a gnostic openapi.v2.Document: {0}")]
+    Protobuf(#[from] prost::DecodeError),
+    /// The message holds a value the JSON mapping does not model.
+    #[error("{0}")]
+    Json(#[from] gnostic_json::Error),
+}
+
+/// The JSON document a protobuf `/openapi/v2` body holds, read with gnostic's messages as
+/// client-go's discovery client reads it: equal to the JSON form served with it.
+pub fn decode_protobuf(body: &[u8]) -> Result<serde_json::Value, DecodeError> {
+    Ok(gnostic_json::to_json(&gnostic::Document::decode(body)?)?)
 }
 
 /// Whether `Accept-Encoding` names gzip with a quality above 0 (as the gzip handler
@@ -166,7 +183,7 @@ fn accepts_gzip(headers: &axum::http::HeaderMap) -> bool {
 }
 
 /// `GET /openapi/v2`, with the v2 documents of the available extension servers.
-pub async fn serve(extensions: Vec<(String, Arc<Document>)>, req: Request) -> Response {
+pub(crate) async fn serve(extensions: Vec<(String, Arc<Document>)>, req: Request) -> Response {
     let accept = req
         .headers()
         .get(header::ACCEPT)

@@ -11,7 +11,7 @@ pub const PROTOBUF_DEPRECATED: &str = "application/com.github.proto-openapi.spec
 
 /// The form to answer with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Json,
     Protobuf,
 }
@@ -71,7 +71,7 @@ fn clauses(accept: &str) -> Vec<Clause<'_>> {
 }
 
 /// The form for `accept` (`None` header = `*/*`); `None` when nothing offered is acceptable.
-pub fn negotiate(accept: Option<&str>) -> Option<Format> {
+pub(crate) fn negotiate(accept: Option<&str>) -> Option<Format> {
     let accept = accept.filter(|a| !a.trim().is_empty()).unwrap_or("*/*");
     clauses(accept).iter().find_map(|c| {
         OFFERED
