@@ -17,7 +17,6 @@ pub mod host_gw;
 pub mod images;
 pub mod ingress;
 pub mod join;
-#[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod kubelet;
 #[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod netpol;

@@ -50,14 +50,14 @@ pub struct KubeletArgs {
     /// When container logs are rotated and how many files of each are kept
     /// (`container-log-max-size`, a quantity of bytes, default 10Mi; `container-log-max-files`,
     /// at least 2, default 5).
-    pub container_log: LogRotatePolicy,
+    pub(crate) container_log: LogRotatePolicy,
     /// The eviction thresholds (`eviction-hard`, replacing upstream's defaults when given;
     /// `eviction-soft` with `eviction-soft-grace-period`; `eviction-minimum-reclaim`),
     /// `eviction-pressure-transition-period` (5m) and `eviction-max-pod-grace-period` (0).
-    pub eviction: EvictionConfig,
+    pub(crate) eviction: EvictionConfig,
     /// `image-gc-high-threshold` (85), `image-gc-low-threshold` (80, below the high one),
     /// `image-minimum-gc-age` (2m).
-    pub image_gc: ImageGcPolicy,
+    pub(crate) image_gc: ImageGcPolicy,
     pub max_pods: Option<u32>,
     pub node_labels: Vec<(String, String)>,
     pub node_status_update_frequency: Option<Duration>,
