@@ -13,7 +13,6 @@ pub mod dns;
 pub mod hollow;
 pub mod host_check;
 pub mod host_gw;
-#[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod images;
 pub mod ingress;
 pub mod join;
