@@ -17,7 +17,6 @@ pub mod images;
 pub mod ingress;
 pub mod join;
 pub mod kubelet;
-#[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod netpol;
 pub mod node_agent;
 pub mod pod_network;
