@@ -13,13 +13,10 @@ pub mod dns;
 pub mod hollow;
 pub mod host_check;
 pub mod host_gw;
-#[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod images;
 pub mod ingress;
 pub mod join;
-#[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod kubelet;
-#[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod netpol;
 pub mod node_agent;
 pub mod pod_network;

@@ -21,7 +21,7 @@
 
 pub mod background;
 pub mod pause;
-pub mod plan;
+pub(crate) mod plan;
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -31,7 +31,7 @@ use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-pub use plan::{plan_imports, Record, RecordEntry, Tarball};
+pub(crate) use plan::{plan_imports, Record, Tarball};
 
 /// containerd's namespace for Kubernetes (the CRI plugin's).
 pub const NAMESPACE: &str = "k8s.io";
@@ -45,28 +45,41 @@ pub const PARALLEL_IMPORTS: usize = 4;
 /// Why the images could not be imported.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The images directory or a tarball could not be read.
     #[error("reading {path}")]
     Read {
+        /// The directory or tarball.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },
+    /// The import record could not be written.
     #[error("writing {path}")]
     Write {
+        /// The record's file.
         path: PathBuf,
+        /// Why it could not be written.
         #[source]
         source: std::io::Error,
     },
+    /// `ctr` could not be started or waited for.
     #[error("running {program}")]
     Spawn {
+        /// The `ctr` binary as configured ([`Ctr::program`]).
         program: String,
+        /// Why it could not run.
         #[source]
         source: std::io::Error,
     },
+    /// `ctr` ran and exited unsuccessfully.
     #[error("ctr {args} failed ({status}): {stderr}")]
     Ctr {
+        /// Its whole command line after the program, `--address` and `--namespace` included.
         args: String,
+        /// How it exited.
         status: String,
+        /// Its standard error, trimmed.
         stderr: String,
     },
 }
@@ -83,6 +96,8 @@ pub struct Ctr {
 }
 
 impl Ctr {
+    /// The `ctr` on `PATH`, talking to the containerd at `address` (its socket) and unpacking
+    /// into `snapshotter`.
     pub fn new(address: &Path, snapshotter: &str) -> Ctr {
         Ctr {
             program: PathBuf::from("ctr"),

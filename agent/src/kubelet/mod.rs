@@ -1,14 +1,14 @@
 //! The real kubelet: runs the pods bound to this node on a container runtime.
 
-pub mod credentials;
-pub mod events;
-pub mod eviction;
-pub mod image_gc;
-pub mod log_rotation;
+pub(crate) mod credentials;
+pub(crate) mod events;
+pub(crate) mod eviction;
+pub(crate) mod image_gc;
+pub(crate) mod log_rotation;
 pub mod node_status;
-pub mod plan;
-pub mod pods;
-pub mod prober;
-pub mod server;
-pub mod static_pods;
-pub mod stats;
+pub(crate) mod plan;
+pub(crate) mod pods;
+pub(crate) mod prober;
+pub(crate) mod server;
+pub(crate) mod static_pods;
+pub(crate) mod stats;

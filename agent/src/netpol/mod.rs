@@ -26,9 +26,9 @@
 //! Assumptions: IPv4 only; the node's credentials may list and watch pods, namespaces and
 //! network policies (the server binds `k3rs:network-policy` to `system:nodes`).
 
-pub mod cidr;
-pub mod plan;
-pub mod sync;
+pub(crate) mod cidr;
+pub(crate) mod plan;
+pub(crate) mod sync;
 
 use std::time::Duration;
 
@@ -47,10 +47,16 @@ use crate::watches::{run_paced, snapshot, watch_all, Cluster, Keeper, OncePerVer
 /// How the enforcer runs.
 #[derive(Debug, Clone)]
 pub struct NetworkPolicyConfig {
+    /// This node: the pods isolated are the ones on it, and its Events name it as their source
+    /// host.
     pub node_name: String,
     /// Whether the kernel has SCTP (see [`kernel_has_sctp`]).
     pub sctp: bool,
+    /// The least time between two syncs of the rules (kube-proxy's
+    /// `--iptables-min-sync-period`, 1 s).
     pub min_sync_period: Duration,
+    /// The rules are synced at least this often, changes or not (kube-proxy's
+    /// `--iptables-sync-period`, 30 s); a failed sync is retried after a sixth of it.
     pub sync_period: Duration,
 }
 

@@ -46,28 +46,38 @@ pub struct KubeletArgs {
     pub cgroup_root: Option<String>,
     /// The cluster DNS server(s) pods resolve with.
     pub cluster_dns: Vec<std::net::IpAddr>,
+    /// The cluster's DNS domain pods search and the cluster DNS serves (default
+    /// `cluster.local`).
     pub cluster_domain: Option<String>,
     /// When container logs are rotated and how many files of each are kept
     /// (`container-log-max-size`, a quantity of bytes, default 10Mi; `container-log-max-files`,
     /// at least 2, default 5).
-    pub container_log: LogRotatePolicy,
+    pub(crate) container_log: LogRotatePolicy,
     /// The eviction thresholds (`eviction-hard`, replacing upstream's defaults when given;
     /// `eviction-soft` with `eviction-soft-grace-period`; `eviction-minimum-reclaim`),
     /// `eviction-pressure-transition-period` (5m) and `eviction-max-pod-grace-period` (0).
-    pub eviction: EvictionConfig,
+    pub(crate) eviction: EvictionConfig,
     /// `image-gc-high-threshold` (85), `image-gc-low-threshold` (80, below the high one),
     /// `image-minimum-gc-age` (2m).
-    pub image_gc: ImageGcPolicy,
+    pub(crate) image_gc: ImageGcPolicy,
+    /// The pod capacity the node reports (default 110).
     pub max_pods: Option<u32>,
+    /// `node-labels` (comma-separated `key=value`), added to the `--node-label`s at
+    /// registration.
     pub node_labels: Vec<(String, String)>,
+    /// How often the node status is computed and, if changed, reported (default 10 s).
     pub node_status_update_frequency: Option<Duration>,
     /// The static pod manifests' directory (default `<data-dir>/agent/pod-manifests`).
     pub pod_manifest_path: Option<std::path::PathBuf>,
     /// The kubelet API's port (upstream's `--port`, 10250).
     pub port: Option<u16>,
+    /// `register-with-taints` (comma-separated `key=value:Effect`), added to the
+    /// `--node-taint`s at registration.
     pub register_with_taints: Vec<Taint>,
-    /// `system-reserved` and `kube-reserved` (`cpu=…,memory=…,ephemeral-storage=…`).
+    /// `system-reserved` (`cpu=…,memory=…,ephemeral-storage=…`): kept from pods for the
+    /// operating system.
     pub system_reserved: node::Reserved,
+    /// `kube-reserved` (same form): kept from pods for Kubernetes' own daemons.
     pub kube_reserved: node::Reserved,
     /// The resolv.conf pods with `dnsPolicy: Default` get and the cluster DNS forwards to
     /// (default `/etc/resolv.conf`, as the kubelet's `--resolv-conf`).

@@ -4,7 +4,6 @@
 //! certificate rotated, a serving certificate requested, and the node's pods running
 //! ([`pods`]), until stopped.
 
-#[allow(missing_docs)] // TODO(docs): another branch is changing it now.
 pub mod kubelet_args;
 pub mod pods;
 pub mod server_config;

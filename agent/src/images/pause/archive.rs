@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 
 /// One archive entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Entry<'a> {
+pub(crate) enum Entry<'a> {
     Dir(&'a str),
     File {
         path: &'a str,
@@ -52,7 +52,7 @@ fn header(path: &str, mode: u32, size: u64, typeflag: u8) -> [u8; BLOCK] {
 }
 
 /// The tar archive of `entries`, in order, with the two zero blocks that end it.
-pub fn tar(entries: &[Entry<'_>]) -> Vec<u8> {
+pub(crate) fn tar(entries: &[Entry<'_>]) -> Vec<u8> {
     let mut out = Vec::new();
     for e in entries {
         match e {
@@ -74,7 +74,7 @@ fn sha256_hex(data: &[u8]) -> String {
 
 /// What the image is.
 #[derive(Debug, Clone)]
-pub struct ImageSpec<'a> {
+pub(crate) struct ImageSpec<'a> {
     /// Repository (`docker.io/k3rs/pause`).
     pub repository: &'a str,
     pub tag: &'a str,
@@ -88,6 +88,7 @@ pub struct ImageSpec<'a> {
 /// An image as an archive `ctr images import` takes, and its manifest's digest.
 #[derive(Debug, Clone)]
 pub struct ImageArchive {
+    /// The tar archive (an OCI image layout), deterministic for a given image.
     pub bytes: Vec<u8>,
     /// `sha256:<hex>` of the manifest.
     pub manifest_digest: String,
@@ -95,7 +96,7 @@ pub struct ImageArchive {
 
 /// The OCI image layout archive (`oci-layout`, `index.json`, `blobs/sha256/…`) of `spec`;
 /// the index names the image in containerd's `io.containerd.image.name` annotation.
-pub fn image(spec: &ImageSpec<'_>) -> ImageArchive {
+pub(crate) fn image(spec: &ImageSpec<'_>) -> ImageArchive {
     let layer_entries: Vec<Entry<'_>> = spec
         .files
         .iter()

@@ -126,7 +126,9 @@ const AARCH64: [u32; 33] = [
 /// An architecture the embedded pause image exists for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
+    /// x86-64 (OCI `amd64`, Rust's `x86_64`).
     Amd64,
+    /// 64-bit ARM (OCI `arm64`, Rust's `aarch64`).
     Arm64,
 }
 

@@ -109,11 +109,6 @@ impl Keyring {
             .push(credential);
     }
 
-    /// Whether no secret gave any credential.
-    pub fn is_empty(&self) -> bool {
-        self.creds.is_empty()
-    }
-
     /// The credentials to try for `repository` (see [`repository`]), in order.
     pub fn lookup(&self, repository: &str) -> Vec<Credential> {
         let found: Vec<Credential> = self

@@ -51,6 +51,7 @@ pub const SIGNALS: &[(&str, Signal)] = &[
 ];
 
 /// The node condition a signal's pressure sets.
+#[allow(clippy::enum_variant_names)] // upstream's condition names
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Condition {
     MemoryPressure,

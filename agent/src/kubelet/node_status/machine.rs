@@ -6,7 +6,7 @@ use std::path::Path;
 
 /// The machine as last observed.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Machine {
+pub(crate) struct Machine {
     pub cpus: u64,
     /// `MemTotal` in bytes.
     pub memory_bytes: u64,
@@ -52,7 +52,7 @@ impl Machine {
 }
 
 /// A `/proc/meminfo` field in bytes (the file gives kB).
-pub fn meminfo_bytes(meminfo: &str, field: &str) -> Option<u64> {
+pub(crate) fn meminfo_bytes(meminfo: &str, field: &str) -> Option<u64> {
     meminfo.lines().find_map(|l| {
         let (name, rest) = l.split_once(':')?;
         if name.trim() != field {
@@ -64,7 +64,7 @@ pub fn meminfo_bytes(meminfo: &str, field: &str) -> Option<u64> {
 }
 
 /// `PRETTY_NAME` of `/etc/os-release` (unquoted), else `"Linux"` as cAdvisor falls back to.
-pub fn os_image(os_release: &str) -> String {
+pub(crate) fn os_image(os_release: &str) -> String {
     os_release
         .lines()
         .find_map(|l| l.strip_prefix("PRETTY_NAME="))
@@ -83,7 +83,7 @@ pub fn hostname() -> String {
     }
 }
 
-pub use k3rs_apimachinery::net::default_ip;
+pub(crate) use k3rs_apimachinery::net::default_ip;
 
 #[cfg(test)]
 mod tests {

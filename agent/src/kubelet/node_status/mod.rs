@@ -17,12 +17,12 @@
 //! - Stopping ends the heartbeats; the Node and Lease stay, so the node lifecycle controller
 //!   sees the node go silent.
 
-pub mod conditions;
-pub mod cri_health;
-pub mod lease;
+pub(crate) mod conditions;
+pub(crate) mod cri_health;
+pub(crate) mod lease;
 pub mod machine;
 pub mod node;
-pub mod runtime;
+pub(crate) mod runtime;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,13 +36,13 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use machine::Machine;
+pub(crate) use machine::Machine;
 pub use node::NodeConfig;
-pub use runtime::{RuntimeHealth, RuntimeStatus};
+pub(crate) use runtime::RuntimeHealth;
 
 /// How the node object is kept.
 #[derive(Debug, Clone)]
-pub struct NodeStatusConfig {
+pub(crate) struct NodeStatusConfig {
     pub node: NodeConfig,
     /// The filesystem of this directory is the node's ephemeral storage.
     pub data_dir: PathBuf,
@@ -105,7 +105,7 @@ fn is_ready(status: &NodeStatus) -> bool {
 
 /// Whether a status must be reported: nothing was reported yet, it differs from the last
 /// report in more than heartbeat times, or `every` has passed since.
-pub fn report_due(
+pub(crate) fn report_due(
     last: Option<&(Timestamp, NodeStatus)>,
     new: &NodeStatus,
     now: Timestamp,
@@ -217,7 +217,7 @@ fn notify_ready(name: &str) {
 }
 
 /// Keeps the node object until `stop`, using the latest client of `clients` for each round.
-pub async fn run(
+pub(crate) async fn run(
     clients: watch::Receiver<kube::Client>,
     cfg: NodeStatusConfig,
     runtime: Arc<dyn RuntimeHealth>,
@@ -295,6 +295,7 @@ pub async fn run(
 
 #[cfg(test)]
 mod tests {
+    use super::runtime::RuntimeStatus;
     use super::*;
 
     fn at(s: &str) -> Timestamp {

@@ -35,6 +35,8 @@ pub fn go_arch() -> &'static str {
 /// How the node registers itself.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeConfig {
+    /// The Node's name (`--node-name`, else the hostname); the agent's client certificate is
+    /// for `system:node:<name>`.
     pub name: String,
     /// InternalIPs, in order.
     pub ips: Vec<IpAddr>,
@@ -47,7 +49,10 @@ pub struct NodeConfig {
     /// The agent runs inside a server: the node gets the control-plane (and, as k3s, master)
     /// role labels.
     pub control_plane: bool,
+    /// The pod capacity reported (`--kubelet-arg=max-pods`, upstream's default 110).
     pub max_pods: u32,
+    /// The kubelet API's port, published as `status.daemonEndpoints.kubeletEndpoint.Port`
+    /// (upstream's 10250).
     pub kubelet_port: i32,
     /// What `system-reserved` and `kube-reserved` keep from pods.
     pub reserved: Reserved,
@@ -57,6 +62,7 @@ pub struct NodeConfig {
 /// node allocatable is capacity less these (and less the default hard eviction thresholds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Reserved {
+    /// Millicores (`cpu=500m` is 500).
     pub cpu_millis: u64,
     /// Bytes.
     pub memory: u64,
@@ -162,7 +168,7 @@ pub fn parse_taint(s: &str) -> Result<Taint, TaintError> {
 }
 
 /// The node's labels: the kubelet's own, the role labels of a server, then `--node-label`s.
-pub fn labels(cfg: &NodeConfig) -> BTreeMap<String, String> {
+pub(crate) fn labels(cfg: &NodeConfig) -> BTreeMap<String, String> {
     let mut l: BTreeMap<String, String> = [
         ("beta.kubernetes.io/arch", go_arch()),
         ("beta.kubernetes.io/os", "linux"),
@@ -187,7 +193,7 @@ pub fn labels(cfg: &NodeConfig) -> BTreeMap<String, String> {
 /// Capacity and allocatable (capacity minus `reserved` and the default hard eviction
 /// thresholds), in the units upstream reports (memory and storage capacity in Ki, allocatable
 /// storage in bytes, reserved CPU in millicores).
-pub fn resources(
+pub(crate) fn resources(
     m: &Machine,
     max_pods: u32,
     reserved: Reserved,
@@ -226,7 +232,7 @@ pub fn resources(
 }
 
 /// `status.nodeInfo`.
-pub fn node_info(m: &Machine, runtime_version: &str) -> NodeSystemInfo {
+pub(crate) fn node_info(m: &Machine, runtime_version: &str) -> NodeSystemInfo {
     NodeSystemInfo {
         architecture: go_arch().into(),
         boot_id: m.boot_id.clone(),
@@ -243,7 +249,7 @@ pub fn node_info(m: &Machine, runtime_version: &str) -> NodeSystemInfo {
 }
 
 /// The node's status: addresses, resources, nodeInfo, the kubelet endpoint and `conditions`.
-pub fn status(
+pub(crate) fn status(
     cfg: &NodeConfig,
     m: &Machine,
     runtime_version: &str,
@@ -280,7 +286,7 @@ pub fn status(
 }
 
 /// The Node to register: labels, the kubelet's annotations, the taints and `status`.
-pub fn node_object(cfg: &NodeConfig, status: NodeStatus) -> Node {
+pub(crate) fn node_object(cfg: &NodeConfig, status: NodeStatus) -> Node {
     let annotations = [
         ("node.alpha.kubernetes.io/ttl", "0"),
         (

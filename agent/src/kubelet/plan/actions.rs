@@ -20,18 +20,6 @@ pub enum KillReason {
     PodStopping,
 }
 
-impl KillReason {
-    /// Upstream's reason string (empty for a spec change and a stopping pod).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KillReason::LivenessProbe => "LivenessProbe",
-            KillReason::StartupProbe => "StartupProbe",
-            KillReason::Unknown => "Unknown",
-            KillReason::SpecChanged | KillReason::PodStopping => "",
-        }
-    }
-}
-
 /// One step for the executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {

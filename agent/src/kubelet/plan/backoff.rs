@@ -99,13 +99,6 @@ impl Backoff {
             },
         );
     }
-
-    /// Forgets entries that expired by `now` (upstream's `GC`).
-    pub fn gc(&mut self, now: Timestamp) {
-        let max = self.max;
-        self.entries
-            .retain(|_, e| since(now, e.last_update) <= max * 2);
-    }
 }
 
 /// A duration as Go's `time.Duration.String` prints it (`10s`, `1m20s`, `5m0s`, `1.5s`,
@@ -201,16 +194,6 @@ mod tests {
         assert_eq!(b.get("k"), Duration::from_secs(10));
         // An event 10 min + 1 s after the last update is not backed off.
         assert!(!b.is_in_backoff_since("k", t(5 + 1202), t(5 + 1202)));
-    }
-
-    #[test]
-    fn gc_forgets_expired_entries() {
-        let mut b = Backoff::default();
-        b.next("old", t(0), t(0));
-        b.next("new", t(500), t(500));
-        b.gc(t(601));
-        assert_eq!(b.get("old"), Duration::ZERO);
-        assert_eq!(b.get("new"), Duration::from_secs(10));
     }
 
     #[test]

@@ -18,11 +18,11 @@
 //!   now)` with [`image_backoff_key`], record `ErrImagePull` (with the error as message) in the
 //!   [`Reasons`] for the container, and skip its `StartContainer` and `RunPostStart`.
 //! - [`Action::StartContainer`]: builds the container config (command, env, mounts, resources:
-//!   from [`container_env`] and [`container_spec()`], which carries [`container_hash`] and
-//!   `attempt` in its labels), CRI `CreateContainer` + `StartContainer`. Success: forget the container's entry in the
-//!   [`Reasons`]. Failure: record `CreateContainerConfigError` / `CreateContainerError` /
-//!   `RunContainerError`; if it was a regular (not restartable) init container, stop carrying
-//!   out the plan's starts.
+//!   from [`container_env`] and [`container_spec()`], which carries [`spec::container_hash`] and
+//!   `attempt` in its labels), CRI `CreateContainer` + `StartContainer`. Success: forget the
+//!   container's entry in the [`Reasons`]. Failure: record `CreateContainerConfigError` /
+//!   `CreateContainerError` / `RunContainerError`; if it was a regular (not restartable) init
+//!   container, stop carrying out the plan's starts.
 //! - [`Action::RunPostStart`]: runs the hook in the container just started; on failure stops
 //!   it (reason `FailedPostStartHook`) with the pod's grace period.
 //! - [`Action::RemoveContainer`] / [`Action::RemoveSandbox`]: CRI `RemoveContainer` /
@@ -33,10 +33,10 @@
 //!
 //! Every minute or so the executor also removes what [`garbage`] names (old dead containers).
 //!
-//! After carrying out a plan, the executor merges [`PodActions::waiting`] into its [`Reasons`],
-//! writes [`pod_status()`] if it changed, and plans again when the runtime, the pod, a probe result
-//! or a back-off deadline changes — never before the previous plan was carried out (planning
-//! records crash-loop back-off).
+//! After carrying out a plan, the executor merges [`actions::PodActions::waiting`] into its
+//! [`Reasons`], writes [`pod_status()`] if it changed, and plans again when the runtime, the pod,
+//! a probe result or a back-off deadline changes — never before the previous plan was carried
+//! out (planning records crash-loop back-off).
 
 mod actions;
 mod backoff;
@@ -63,32 +63,23 @@ mod service_env;
 pub(crate) mod spec;
 mod terminate;
 
-pub use actions::{Action, KillReason, PodActions};
-pub use backoff::{go_duration, Backoff};
+pub use actions::Action;
+pub use backoff::go_duration;
 pub use compute::{compute_pod_actions, Backoffs};
-pub use container_spec::{container_spec, security, ContainerSpec, NonRootViolation, Security};
-pub use container_status::{container_id, StatusInputs};
-pub use dns::{hostname_and_domain, parse_resolv_conf, pod_dns, DnsConfig, NodeDns};
+pub use container_spec::{container_spec, ContainerSpec};
+pub use container_status::StatusInputs;
+pub use dns::{parse_resolv_conf, NodeDns};
 pub use downward::{field_value, resource_value, Allocatable, DownwardError};
-pub use env::{
-    container_env, expand_command, is_env_var_name, ContainerEnv, EnvError, EnvInputs, SourceKind,
-};
-pub use expand::expand;
+pub use env::{container_env, EnvInputs};
 pub use gc::garbage;
 pub use image::{image_backoff_key, pull_policy, PullPolicy};
 pub use k3rs_apimachinery::quantity::Quantity;
-pub use labels::{
-    container_annotations, container_labels, container_log_path, pod_log_directory,
-    read_container_labels, sandbox_annotations, sandbox_labels, ContainerLabels,
-};
+pub use labels::read_container_labels;
 pub use observed::{
     ContainerState, ObservedContainer, ObservedPod, ObservedSandbox, ProbeResult, ProbeResults,
     Reasons, SandboxState, Waiting,
 };
 pub use pod_status::pod_status;
-pub use qos::{compute_qos, qos_class, QosClass};
-pub use resources::{linux_resources, oom_score_adj, LinuxResources};
-pub use sandbox_spec::{sandbox_spec, PortMapping, SandboxSpec};
-pub use service_env::{service_env, service_vars};
-pub use spec::{container_hash, format_pod};
+pub use qos::qos_class;
+pub use sandbox_spec::{sandbox_spec, SandboxSpec};
 pub use terminate::terminated_status;
