@@ -1,7 +1,8 @@
 //! End to end: `/openapi/v2` of the real `k3rs server`, read by the real `kubectl` (its
 //! validation of kinds without a PATCH operation, `kubectl explain
 //! --output=plaintext-openapiv2`), as JSON and as gnostic protobuf (decoded with k3rs's
-//! messages), compared with discovery; ETags, 304, a CRD appearing.
+//! messages), compared with discovery; the non-resource paths kube-apiserver lists, each
+//! fetched; ETags, 304, a CRD appearing.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -205,7 +206,9 @@ fn assert_matches_discovery(doc: &Value, served: &[Discovered]) {
         let Some((group, rest)) = rest else { continue };
         let parts: Vec<&str> = rest.split('/').collect();
         let (version, plural) = match parts.as_slice() {
-            [v, plural] | [v, "namespaces", "{namespace}", plural] => (*v, *plural),
+            [v, plural] | [v, "namespaces", "{namespace}", plural] if !plural.is_empty() => {
+                (*v, *plural)
+            }
             _ => continue,
         };
         assert!(
@@ -215,6 +218,99 @@ fn assert_matches_discovery(doc: &Value, served: &[Discovered]) {
             "{p} is not discovered"
         );
     }
+}
+
+/// The non-resource paths kube-apiserver lists: discovery of every built-in group and
+/// group-version, `/version/`, the service account issuer's documents; each with upstream's
+/// operation id and response schema, each served (fetched by kubectl, answering that
+/// schema's kind), and no `/logs/` (k3rs does not serve it).
+fn assert_non_resource_paths(doc: &Value, k: &Kubectl) {
+    let paths = doc["paths"].as_object().expect("paths");
+    let mut expected: Vec<(String, String, &str)> = vec![
+        ("/api/".into(), "getCoreAPIVersions".into(), "APIVersions"),
+        (
+            "/api/v1/".into(),
+            "getCoreV1APIResources".into(),
+            "APIResourceList",
+        ),
+        ("/apis/".into(), "getAPIVersions".into(), "APIGroupList"),
+        ("/version/".into(), "getCodeVersion".into(), ""),
+        (
+            "/.well-known/openid-configuration/".into(),
+            "getServiceAccountIssuerOpenIDConfiguration".into(),
+            "",
+        ),
+        (
+            "/openid/v1/jwks/".into(),
+            "getServiceAccountIssuerOpenIDKeyset".into(),
+            "",
+        ),
+    ];
+    let camel = |s: &str| -> String {
+        let mut out = String::new();
+        let mut up = true;
+        for c in s.chars() {
+            if c.is_ascii_alphanumeric() {
+                out.extend(if up { c.to_uppercase().next() } else { Some(c) });
+                up = false;
+            } else {
+                up = true;
+            }
+        }
+        out
+    };
+    for g in raw(k, "/apis")["groups"].as_array().expect("groups") {
+        let name = g["name"].as_str().unwrap();
+        let word = camel(name.strip_suffix(".k8s.io").unwrap_or(name));
+        expected.push((
+            format!("/apis/{name}/"),
+            format!("get{word}APIGroup"),
+            "APIGroup",
+        ));
+        for v in g["versions"].as_array().expect("versions") {
+            let version = v["version"].as_str().unwrap();
+            expected.push((
+                format!("/apis/{name}/{version}/"),
+                format!("get{word}{}APIResources", camel(version)),
+                "APIResourceList",
+            ));
+        }
+    }
+    for (path, id, kind) in &expected {
+        let op = &paths
+            .get(path)
+            .unwrap_or_else(|| panic!("{path} is not in /openapi/v2"))["get"];
+        assert_eq!(op["operationId"], id.as_str(), "{path}");
+        assert_eq!(op["schemes"], serde_json::json!(["https"]), "{path}");
+        let schema = &op["responses"]["200"]["schema"];
+        let served = raw(k, path);
+        if kind.is_empty() {
+            assert!(served.is_object(), "{path}: {served}");
+        } else {
+            let def = format!("#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.{kind}");
+            assert_eq!(schema["$ref"], def.as_str(), "{path}");
+            assert_eq!(served["kind"], *kind, "{path}: {served}");
+        }
+        if let Some(r) = schema["$ref"].as_str() {
+            let name = r.strip_prefix("#/definitions/").unwrap();
+            assert!(
+                doc["definitions"].get(name).is_some(),
+                "{path}: {r} dangles"
+            );
+        }
+    }
+    assert_eq!(
+        paths["/version/"]["get"]["responses"]["200"]["schema"]["$ref"],
+        "#/definitions/io.k8s.apimachinery.pkg.version.Info"
+    );
+    assert!(raw(k, "/version/")["gitVersion"].is_string());
+    assert_eq!(
+        paths["/openid/v1/jwks/"]["get"]["produces"],
+        serde_json::json!(["application/jwk-set+json"])
+    );
+    assert!(!paths.contains_key("/logs/"), "/logs/ is not served");
+    let listed: Vec<&String> = paths.keys().filter(|p| p.ends_with('/')).collect();
+    assert_eq!(listed.len(), expected.len(), "{listed:?}");
 }
 
 const TOKEN_REVIEW: &str = r#"{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
@@ -255,6 +351,7 @@ fn openapi_v2_in_json_and_protobuf_lists_every_kind_and_serves_kubectl_validatio
     assert_eq!(doc["swagger"], "2.0");
     assert_eq!(doc["securityDefinitions"]["BearerToken"]["type"], "apiKey");
     assert_matches_discovery(&doc, &discovered(&k));
+    assert_non_resource_paths(&doc, &k);
 
     // Protobuf: gnostic's Document, decoding to the same document, asked for as kubectl does.
     let pb = fetch(&server, Some(PROTOBUF_DEPRECATED), None);
@@ -350,6 +447,9 @@ fn openapi_v2_in_json_and_protobuf_lists_every_kind_and_serves_kubectl_validatio
         "Sprocket".into()
     )));
     assert_matches_discovery(&doc, &discovered(&k));
+    // As upstream, a custom resource's group brings no discovery path to the document.
+    assert!(doc["paths"].get("/apis/openapi.example.com/").is_none());
+    assert!(doc["paths"].get("/apis/openapi.example.com/v1/").is_none());
     assert_eq!(fetch(&server, Some(PROTOBUF), Some(&new_tag)).code, 304);
     let explained = k.ok(&["explain", "--output=plaintext-openapiv2", "sprockets.spec"]);
     assert!(

@@ -38,12 +38,21 @@ pub fn router(st: Arc<ApiState>) -> Router {
         .route("/metrics", get(metrics))
         .route(sa_discovery::CONFIGURATION_PATH, get(openid_configuration))
         .route(sa_discovery::JWKS_PATH, get(jwks))
+        // go-restful matches a route with a trailing slash too, and /openapi/v2 lists these
+        // paths with one (as it lists `/api/` and `/apis/`).
+        .route(
+            &format!("{}/", sa_discovery::CONFIGURATION_PATH),
+            get(openid_configuration),
+        )
+        .route(&format!("{}/", sa_discovery::JWKS_PATH), get(jwks))
         .route("/openapi/v2", get(openapi_v2))
         .route("/openapi/v3", get(openapi_v3_index))
         .route("/openapi/v3/{*path}", get(openapi_v3_document))
         .route("/api", axum::routing::any(handlers::api))
+        .route("/api/", axum::routing::any(handlers::api))
         .route("/api/{*rest}", axum::routing::any(handlers::api))
         .route("/apis", axum::routing::any(handlers::api))
+        .route("/apis/", axum::routing::any(handlers::api))
         .route("/apis/{*rest}", axum::routing::any(handlers::api))
         .route(encryption::PATH, axum::routing::any(encryption::handle))
         .route(agent_config::PATH, axum::routing::any(agent_config::handle))

@@ -182,30 +182,55 @@ fn body(schema: &Value, types: &[&str]) -> Value {
     json!({ "content": content, "required": true })
 }
 
-/// `Core`, `Apps`, `RbacAuthorization`, `Coordination` + `V1`: kube's operationId infix.
-fn op_infix(group: &str, version: &str) -> String {
-    let mut out = String::new();
-    let group = group.strip_suffix(".k8s.io").unwrap_or(group);
-    let group = if group.is_empty() { "core" } else { group };
-    for word in group.split(['.', '-']) {
-        let mut c = word.chars();
-        if let Some(first) = c.next() {
-            out.extend(first.to_uppercase());
-            out.push_str(c.as_str());
+/// kube's `ToValidOperationID`: letters, `_` and (past the first character) digits kept, any
+/// other character dropped and the letter after it upper-cased; the first letter upper-cased
+/// when `capitalize_first` (`rbac.authorization` → `RbacAuthorization` or
+/// `rbacAuthorization`).
+pub fn to_valid_operation_id(s: &str, capitalize_first: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut capitalize = capitalize_first;
+    for (i, c) in s.chars().enumerate() {
+        if c.is_alphabetic() || c == '_' || (i != 0 && c.is_numeric()) {
+            if capitalize {
+                out.extend(c.to_uppercase());
+                capitalize = false;
+            } else {
+                out.push(c);
+            }
+        } else {
+            capitalize = true;
         }
-    }
-    let mut v = version.chars();
-    if let Some(first) = v.next() {
-        out.extend(first.to_uppercase());
-        out.push_str(v.as_str());
     }
     out
 }
 
-fn tag(group: &str, version: &str) -> String {
+/// The group as kube names it in operation ids and tags: `.k8s.io` trimmed, `core` for the
+/// legacy group.
+pub fn group_word(group: &str) -> &str {
     let group = group.strip_suffix(".k8s.io").unwrap_or(group);
-    let group = if group.is_empty() { "core" } else { group };
-    format!("{}_{version}", group.replace(['.', '-'], "_"))
+    if group.is_empty() {
+        "core"
+    } else {
+        group
+    }
+}
+
+/// `Core`, `Apps`, `RbacAuthorization`, `Coordination` + `V1`: kube's operationId infix.
+fn op_infix(group: &str, version: &str) -> String {
+    format!(
+        "{}{}",
+        to_valid_operation_id(group_word(group), true),
+        to_valid_operation_id(version, true)
+    )
+}
+
+/// `core_v1`, `rbacAuthorization_v1`: kube's tag of a group-version's operations.
+fn tag(group: &str, version: &str) -> String {
+    format!(
+        "{}_{}",
+        to_valid_operation_id(group_word(group), false),
+        to_valid_operation_id(version, false)
+    )
 }
 
 struct Op<'a> {
@@ -498,7 +523,15 @@ mod tests {
         assert_eq!(op_infix("coordination.k8s.io", "v1"), "CoordinationV1");
         assert_eq!(
             tag("rbac.authorization.k8s.io", "v1"),
-            "rbac_authorization_v1"
+            "rbacAuthorization_v1"
+        );
+        assert_eq!(
+            op_infix("cert-manager.io", "v1beta1"),
+            "CertManagerIoV1beta1"
+        );
+        assert_eq!(
+            tag("flowcontrol.apiserver.k8s.io", "v1"),
+            "flowcontrolApiserver_v1"
         );
         assert_eq!(tag("", "v1"), "core_v1");
     }

@@ -27,6 +27,8 @@
 
 pub mod client;
 pub mod dir;
+#[cfg(test)]
+mod etcd35_layout_tests;
 pub mod etcd_format;
 pub mod file;
 pub mod layout;

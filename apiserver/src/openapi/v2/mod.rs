@@ -14,11 +14,14 @@
 //! - The protobuf form decodes to exactly the JSON form ([`gnostic_json`]).
 //! - `Accept` is negotiated as kube-openapi does ([`negotiate`]); nothing acceptable is 406.
 //!   Query parameters (kubectl's `?timeout=32s`) are ignored.
+//! - Besides the resources, the non-resource paths kube-apiserver lists (discovery,
+//!   `/version/`, the service account issuer's documents: [`non_resource`]).
 
 pub(crate) mod convert;
 pub(crate) mod gnostic;
 pub(crate) mod gnostic_json;
 pub mod negotiate;
+pub mod non_resource;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -53,11 +56,18 @@ fn builtin() -> &'static convert::Parts {
     static PARTS: OnceLock<convert::Parts> = OnceLock::new();
     PARTS.get_or_init(|| {
         let mut parts = convert::Parts::default();
-        for d in OpenApiV3::get().documents.values() {
+        let mut gvs = Vec::new();
+        for (path, d) in &OpenApiV3::get().documents {
             if let Ok(v) = serde_json::from_str(&d.body) {
                 parts.add(&v, false);
             }
+            match path.split('/').collect::<Vec<_>>().as_slice() {
+                ["api", version] => gvs.push(("", *version)),
+                ["apis", group, version] => gvs.push((*group, *version)),
+                _ => {}
+            }
         }
+        non_resource::add(&mut parts, &gvs);
         parts
     })
 }
