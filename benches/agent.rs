@@ -4,9 +4,9 @@
 //! - the time from spawning `k3rs server` on a fresh data dir to its node's Ready condition,
 //!   and from spawning `k3rs agent` (fresh data dir, TLS bootstrap) to its node's Ready, both
 //!   as seen through a watch on nodes (an upper bound: the watch opens once the API answers;
-//!   the agent, like the embedded one, reports Ready only once containerd runs and the image
-//!   tarballs in its data dir are imported: the agent has the test images, the first server
-//!   start has none);
+//!   the agent, like the embedded one, reports Ready once containerd runs and its pod network
+//!   is configured, while the image tarballs in its data dir import in the background; the
+//!   agent joins the server just after it was restarted by SIGKILL to load the test images);
 //! - the resident memory at idle (both nodes Ready, no pods, after `BENCH_SETTLE` seconds) of
 //!   the server process (API server, datastore, controllers, scheduler and the embedded
 //!   agent), of the separate agent process, and of each one's containerd;
@@ -254,7 +254,7 @@ fn table(r: &Report) -> String {
             "< 3 s",
         ),
         (
-            "`k3rs agent` start → its node Ready (fresh data dir, join by token, pause + busybox tarballs imported before Ready)".into(),
+            "`k3rs agent` start → its node Ready (fresh data dir, join by token to a just-restarted server, pause + busybox tarballs imported in the background)".into(),
             secs(r.agent_ready),
             "–".into(),
             "< 3 s",
