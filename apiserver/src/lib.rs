@@ -504,9 +504,9 @@ impl ApiServer {
         }
         let addr = self.local_addr().ok();
         tracing::info!(?addr, "Kubernetes API listening");
-        // Build the OpenAPI documents (milliseconds) before serving, not in the first request
-        // that validates a body.
-        openapi::OpenApiV3::get();
+        // Build the OpenAPI definitions (milliseconds) before serving, not in the first
+        // request that validates a body; the documents wait for the first request for them.
+        openapi::Definitions::get();
         // Serve the custom resources the datastore already defines from the first request on,
         // then follow the CRDs.
         if let Ok((crds, _)) = crd::controller::list(&self.state.registry).await {

@@ -57,7 +57,7 @@ fn list_schema(cv: &CustomVersion, item: &str) -> Value {
 pub fn document(rows: &[(&'static Resource, &CustomVersion)]) -> Value {
     let resources: Vec<&'static Resource> = rows.iter().map(|(r, _)| *r).collect();
     let mut c = schemas::components(&resources);
-    for (name, def) in crate::openapi::OpenApiV3::get().closure(OBJECT_META) {
+    for (name, def) in crate::openapi::Definitions::get().closure(OBJECT_META) {
         c.schemas.insert(name, def);
     }
     for (r, cv) in rows {

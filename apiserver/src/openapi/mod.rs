@@ -43,14 +43,39 @@ pub struct Document {
     pub hash: String,
 }
 
-/// Every group-version document, keyed by its path under `/openapi/v3/`.
+/// Every group-version document, keyed by its path under `/openapi/v3/`. Built on the first
+/// request for them: the documents (about 3 MB of JSON, and some 15 MB of transient values to
+/// build) are not needed to validate bodies, which [`Definitions`] serve.
 #[derive(Debug)]
 pub(crate) struct OpenApiV3 {
     pub documents: BTreeMap<String, Document>,
     index: String,
-    /// Every definition of every document (names are global: `io.k8s.api.core.v1.Pod`).
+}
+
+/// Every definition of every built-in document (names are global:
+/// `io.k8s.api.core.v1.Pod`) and the kinds they describe: what field validation and the
+/// custom resources' documents read.
+#[derive(Debug)]
+pub struct Definitions {
     schemas: Map<String, Value>,
     kinds: Vec<schemas::KindSchema>,
+}
+
+/// The built-in group-versions of the catalog (the built-in rows and the optional built-in
+/// groups served when it is built), each with its resources.
+fn group_versions() -> Vec<((&'static str, &'static str), Vec<&'static Resource>)> {
+    let rows: Vec<&'static Resource> = CATALOG
+        .iter()
+        .chain(k3rs_apimachinery::catalog::local_extension_rows())
+        .collect();
+    let mut out: Vec<((&'static str, &'static str), Vec<&'static Resource>)> = Vec::new();
+    for r in rows {
+        match out.iter_mut().find(|(gv, _)| *gv == (r.group, r.version)) {
+            Some((_, resources)) => resources.push(r),
+            None => out.push(((r.group, r.version), vec![r])),
+        }
+    }
+    out
 }
 
 /// `api/v1` or `apis/<group>/<version>`.
@@ -91,43 +116,44 @@ pub(crate) fn document(c: &schemas::Components, resources: &[&'static Resource])
 }
 
 impl OpenApiV3 {
-    /// Builds every document of the catalog (the built-in rows and the optional built-in
-    /// groups served when it is built).
+    /// Builds every document of the catalog.
     pub fn build() -> OpenApiV3 {
-        let rows: Vec<&'static Resource> = CATALOG
-            .iter()
-            .chain(k3rs_apimachinery::catalog::local_extension_rows())
-            .collect();
-        let mut gvs: Vec<(&'static str, &'static str)> = Vec::new();
-        for r in &rows {
-            if !gvs.contains(&(r.group, r.version)) {
-                gvs.push((r.group, r.version));
-            }
-        }
         let mut documents = BTreeMap::new();
-        let mut all_schemas = Map::new();
-        let mut kinds = Vec::new();
-        for (g, v) in gvs {
-            let resources: Vec<&'static Resource> = rows
-                .iter()
-                .copied()
-                .filter(|r| r.group == g && r.version == v)
-                .collect();
+        for ((g, v), resources) in group_versions() {
             let c = schemas::components(&resources);
             let body = document(&c, &resources).to_string();
-            all_schemas.extend(c.schemas);
-            kinds.extend(c.kinds);
             let hash = hex::encode_upper(sha2::Sha512::digest(body.as_bytes()));
             documents.insert(doc_path(g, v), Document { body, hash });
         }
         let index = index_entries(documents.iter().map(|(p, d)| (p, d.hash.as_str())));
         let index = json!({ "paths": index }).to_string();
-        OpenApiV3 {
-            documents,
-            index,
-            schemas: all_schemas,
-            kinds,
+        OpenApiV3 { documents, index }
+    }
+
+    /// The documents, built on first use.
+    pub fn get() -> &'static OpenApiV3 {
+        static DOCS: OnceLock<OpenApiV3> = OnceLock::new();
+        DOCS.get_or_init(OpenApiV3::build)
+    }
+}
+
+impl Definitions {
+    /// Builds the definitions of every built-in group-version.
+    pub fn build() -> Definitions {
+        let mut schemas = Map::new();
+        let mut kinds = Vec::new();
+        for (_, resources) in group_versions() {
+            let c = schemas::components(&resources);
+            schemas.extend(c.schemas);
+            kinds.extend(c.kinds);
         }
+        Definitions { schemas, kinds }
+    }
+
+    /// The definitions, built on first use.
+    pub fn get() -> &'static Definitions {
+        static DEFS: OnceLock<Definitions> = OnceLock::new();
+        DEFS.get_or_init(Definitions::build)
     }
 
     /// The fields of `obj` that the schema of (group, version, kind) does not declare; none
@@ -173,12 +199,6 @@ impl OpenApiV3 {
         }
         out
     }
-
-    /// The documents, built on first use.
-    pub fn get() -> &'static OpenApiV3 {
-        static DOCS: OnceLock<OpenApiV3> = OnceLock::new();
-        DOCS.get_or_init(OpenApiV3::build)
-    }
 }
 
 /// `?fieldValidation=` of a create or update of `kind` (group, version, kind), as kube's
@@ -189,7 +209,7 @@ pub(crate) fn check_fields(
     (group, version, kind): (&str, &str, &str),
     obj: &mut Value,
 ) -> ApiResult<Vec<String>> {
-    let docs = OpenApiV3::get();
+    let docs = Definitions::get();
     let custom = super::resources::custom::by_gvk(group, version, kind);
     let prune = |obj: &mut Value| {
         if let Some(cv) = &custom {

@@ -413,27 +413,6 @@ fn reclaim(volume: &PersistentVolume, out: &mut Vec<Action>) {
     }
 }
 
-/// Every change for every claim, then every volume (claims first: a binding writes the
-/// volume's side before the volume's own sync sees it).
-pub fn plan(w: World<'_>) -> Vec<Action> {
-    let mut out: Vec<Action> = w.claims.iter().flat_map(|c| sync_claim(c, w)).collect();
-    let touched: Vec<String> = out
-        .iter()
-        .filter_map(|a| match a {
-            Action::BindVolume { volume, .. } | Action::VolumePhase { volume, .. } => {
-                Some(volume.clone())
-            }
-            _ => None,
-        })
-        .collect();
-    for v in w.volumes {
-        if !touched.contains(&volume_name(v)) {
-            out.extend(sync_volume(v, w));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 #[path = "binder_tests.rs"]
 mod tests;

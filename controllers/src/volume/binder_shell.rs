@@ -1,27 +1,80 @@
-//! The binder's loop: caches of claims, volumes, storage classes and nodes; every second
-//! (and once the caches are filled) the [`binder::plan`] of what they hold is carried out
-//! with update/status writes. A write that meets a newer object (409) or fails otherwise
-//! ends the pass; the next pass decides again from the caches.
+//! The binder's two queues (upstream's `claimQueue` and `volumeQueue`): a claim is synced
+//! ([`binder::sync_claim`]) when it changes or a volume, StorageClass or Node change concerns
+//! it, a volume ([`binder::sync_volume`]) when it changes or a claim change concerns it (see
+//! [`triggers`]); each decision is carried out with update/status writes. A write that meets
+//! a newer object (409) or fails otherwise fails the sync, which is retried after the
+//! object's backoff; every object is synced again every [`RESYNC`] (upstream's resync
+//! period).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
-use kube::runtime::reflector::Store;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::Resource;
 
 use super::binder::{self, Action, ClaimKey, Subject, World};
 use super::edits::{self, Write};
-use crate::{informer, Context, EventRecorder};
+use super::triggers;
+use crate::backoff::ErrorBackoff;
+use crate::{informer, Context, EventRecorder, SharedInformerFactory};
 
 /// Upstream's controller name (`--controllers persistentvolume-binder`).
 pub const CONTROLLER: &str = "persistentvolume-binder";
 /// Its identity (`system:serviceaccount:kube-system:persistent-volume-binder`).
 pub const NAME: &str = "persistent-volume-binder";
 
-const PASS: Duration = Duration::from_secs(1);
+/// How often every claim and volume is synced again without a change (upstream's
+/// `--pvclaimbinder-sync-period`, 15 s).
+pub const RESYNC: Duration = Duration::from_secs(15);
+
+/// Why a sync failed; it is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("writing for {subject:?}: {source}")]
+    Write {
+        subject: Subject,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("reading claim {namespace}/{name}: {source}")]
+    GetClaim {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// What both queues' syncs read and write with.
+struct Binder {
+    client: kube::Client,
+    events: EventRecorder,
+    claims: Store<PersistentVolumeClaim>,
+    volumes: Store<PersistentVolume>,
+    classes: Store<StorageClass>,
+    nodes: Store<Node>,
+    /// The last Event published per object, not repeated while it stays the same.
+    recorded: Mutex<HashMap<Subject, (String, String)>>,
+}
+
+impl Binder {
+    /// Whether the Event is new for `subject` (then it is remembered as its last).
+    fn first_time(&self, subject: &Subject, reason: &str, message: &str) -> bool {
+        let seen = (reason.to_string(), message.to_string());
+        let mut recorded = self.recorded.lock().unwrap_or_else(PoisonError::into_inner);
+        if recorded.get(subject) == Some(&seen) {
+            return false;
+        }
+        recorded.insert(subject.clone(), seen);
+        true
+    }
+}
 
 fn snapshot<K: Clone + kube::Resource>(s: &Store<K>) -> Vec<K>
 where
@@ -34,43 +87,144 @@ where
 pub async fn run(cx: Context) {
     let claims = informer::<PersistentVolumeClaim>(&cx.informers).await;
     let volumes = informer::<PersistentVolume>(&cx.informers).await;
-    let classes = informer::<StorageClass>(&cx.informers).await;
-    let nodes = informer::<Node>(&cx.informers).await;
-    let ready = async {
-        let _ = tokio::join!(
-            claims.wait_until_ready(),
-            volumes.wait_until_ready(),
-            classes.wait_until_ready(),
-            nodes.wait_until_ready()
-        );
+    let binder = Arc::new(Binder {
+        client: cx.client.clone(),
+        events: cx.events.clone(),
+        claims: claims.clone(),
+        volumes: volumes.clone(),
+        classes: informer::<StorageClass>(&cx.informers).await,
+        nodes: informer::<Node>(&cx.informers).await,
+        recorded: Mutex::default(),
+    });
+    let touched = |f: &SharedInformerFactory| f.informer::<PersistentVolumeClaim>().touched();
+    let (of_volume, of_class, of_node) = (claims.clone(), claims.clone(), claims.clone());
+    let claim_backoff = ErrorBackoff::new(CONTROLLER);
+    let claim_queue = Controller::for_shared_stream(touched(&cx.informers), claims)
+        .watches_shared_stream(
+            cx.informers.informer::<PersistentVolume>().touched(),
+            move |v| triggers::claims_of_volume(&v, &of_volume.state()),
+        )
+        .watches_shared_stream(
+            cx.informers.informer::<StorageClass>().touched(),
+            move |c| triggers::claims_of_class(&c, &of_class.state()),
+        )
+        .watches_shared_stream(cx.informers.informer::<Node>().touched(), move |n| {
+            triggers::claims_of_node(&n, &of_node.state())
+        })
+        .with_config(controller::Config::default().concurrency(1))
+        .graceful_shutdown_on(cx.stop.clone().cancelled_owned())
+        .run(
+            claim_backoff.reconcile(sync_claim),
+            claim_backoff.policy(),
+            binder.clone(),
+        )
+        .for_each(|_| async {});
+    let of_claim = volumes.clone();
+    let volume_backoff = ErrorBackoff::new(CONTROLLER);
+    let volume_queue = Controller::for_shared_stream(
+        cx.informers.informer::<PersistentVolume>().touched(),
+        volumes,
+    )
+    .watches_shared_stream(touched(&cx.informers), move |c| {
+        triggers::volumes_of_claim(&c, &of_claim.state())
+    })
+    .with_config(controller::Config::default().concurrency(1))
+    .graceful_shutdown_on(cx.stop.clone().cancelled_owned())
+    .run(
+        volume_backoff.reconcile(sync_volume),
+        volume_backoff.policy(),
+        binder,
+    )
+    .for_each(|_| async {});
+    tokio::join!(claim_queue, volume_queue);
+}
+
+/// Syncs one claim: binds it, completes its binding, or leaves it to a provisioner.
+async fn sync_claim(
+    claim: Arc<PersistentVolumeClaim>,
+    b: Arc<Binder>,
+) -> Result<controller::Action, Error> {
+    let claims = [(*claim).clone()];
+    let volumes = snapshot(&b.volumes);
+    let classes = snapshot(&b.classes);
+    // Only the node the claim was selected for matters (its labels).
+    let nodes: Vec<Node> = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(k3rs_apimachinery::volume::ANN_SELECTED_NODE))
+        .and_then(|n| b.nodes.get(&ObjectRef::new(n)))
+        .map(|n| (*n).clone())
+        .into_iter()
+        .collect();
+    let w = World {
+        claims: &claims,
+        volumes: &volumes,
+        classes: &classes,
+        nodes: &nodes,
     };
-    let mut recorded: HashMap<Subject, (String, String)> = HashMap::new();
-    tokio::select! {
-        _ = cx.stop.cancelled() => {}
-        _ = ready => loop {
-            let (c, v, s, n) = (snapshot(&claims), snapshot(&volumes), snapshot(&classes), snapshot(&nodes));
-            let w = World { claims: &c, volumes: &v, classes: &s, nodes: &n };
-            let actions = binder::plan(w);
-            if let Err(e) = execute(&cx.client, &cx.events, w, &actions, &mut recorded).await {
-                tracing::debug!(error = %e, "volume binder: pass ended early (retrying)");
-            }
-            tokio::select! {
-                _ = cx.stop.cancelled() => break,
-                _ = tokio::time::sleep(PASS) => {}
-            }
-        },
+    execute(&b, w, &binder::sync_claim(&claim, w)).await?;
+    Ok(controller::Action::requeue(RESYNC))
+}
+
+/// Syncs one volume: marks it Available, Bound, Released or Failed, or undoes a binding the
+/// controller made to a claim that went elsewhere.
+async fn sync_volume(
+    volume: Arc<PersistentVolume>,
+    b: Arc<Binder>,
+) -> Result<controller::Action, Error> {
+    let claims: Vec<PersistentVolumeClaim> = match claim_of(&b, &volume).await? {
+        Some(c) => vec![c],
+        None => vec![],
+    };
+    let volumes = [(*volume).clone()];
+    let w = World {
+        claims: &claims,
+        volumes: &volumes,
+        classes: &[],
+        nodes: &[],
+    };
+    execute(&b, w, &binder::sync_volume(&volume, w)).await?;
+    Ok(controller::Action::requeue(RESYNC))
+}
+
+/// The claim the volume's `claimRef` names: from the cache, or when the cache lacks it,
+/// from the API (a claim created just now may not have reached the cache; upstream's
+/// `syncVolume` asks too before it releases a volume).
+async fn claim_of(
+    b: &Binder,
+    volume: &PersistentVolume,
+) -> Result<Option<PersistentVolumeClaim>, Error> {
+    let Some(key) = triggers::claim_of_volume(volume) else {
+        return Ok(None);
+    };
+    if let Some(c) = b.claims.get(&key) {
+        return Ok(Some((*c).clone()));
     }
+    let phase = volume.status.as_ref().and_then(|s| s.phase.as_deref());
+    let released = matches!(phase, Some("Released") | Some("Failed"));
+    let bound_by_uid = (volume.spec.as_ref())
+        .and_then(|s| s.claim_ref.as_ref())
+        .and_then(|r| r.uid.as_deref())
+        .is_some_and(|u| !u.is_empty());
+    if released || !bound_by_uid {
+        return Ok(None);
+    }
+    let namespace = key.namespace.clone().unwrap_or_default();
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(b.client.clone(), &namespace);
+    api.get_opt(&key.name)
+        .await
+        .map_err(|source| Error::GetClaim {
+            namespace,
+            name: key.name.clone(),
+            source,
+        })
 }
 
 /// Carries out `actions` on copies of the cached objects, each write's result replacing the
 /// copy (so a second edit of the same object carries the new resourceVersion).
-pub async fn execute(
-    client: &kube::Client,
-    events: &EventRecorder,
-    w: World<'_>,
-    actions: &[Action],
-    recorded: &mut HashMap<Subject, (String, String)>,
-) -> kube::Result<()> {
+async fn execute(b: &Binder, w: World<'_>, actions: &[Action]) -> Result<(), Error> {
+    let client = &b.client;
     let mut claims: HashMap<ClaimKey, PersistentVolumeClaim> = w
         .claims
         .iter()
@@ -99,9 +253,13 @@ pub async fn execute(
                     continue;
                 };
                 let written = match write {
-                    Write::Object => pv_api.replace(volume, &pp, &v).await?,
-                    Write::Status => pv_api.replace_status(volume, &pp, &v).await?,
+                    Write::Object => pv_api.replace(volume, &pp, &v).await,
+                    Write::Status => pv_api.replace_status(volume, &pp, &v).await,
                 };
+                let written = written.map_err(|source| Error::Write {
+                    subject: Subject::Volume(volume.clone()),
+                    source,
+                })?;
                 volumes.insert(volume.clone(), written);
             }
             Action::BindClaim {
@@ -125,17 +283,15 @@ pub async fn execute(
                 reason,
                 message,
             } => {
-                let seen = (reason.to_string(), message.clone());
-                if recorded.get(subject) == Some(&seen) {
+                if !b.first_time(subject, reason, message) {
                     continue;
                 }
-                recorded.insert(subject.clone(), seen);
                 let regarding = match subject {
                     Subject::Claim(k) => claims.get(k).map(|c| c.object_ref(&())),
                     Subject::Volume(n) => volumes.get(n).map(|v| v.object_ref(&())),
                 };
                 if let Some(r) = regarding {
-                    publish(events, &r, *warning, reason, message).await;
+                    publish(&b.events, &r, *warning, reason, message);
                 }
             }
         }
@@ -143,7 +299,7 @@ pub async fn execute(
     Ok(())
 }
 
-async fn publish(
+fn publish(
     events: &EventRecorder,
     r: &ObjectReference,
     warning: bool,
@@ -164,7 +320,7 @@ async fn write_claim(
     key: &ClaimKey,
     a: &Action,
     volume: Option<&PersistentVolume>,
-) -> kube::Result<()> {
+) -> Result<(), Error> {
     let Some(mut c) = claims.get(key).cloned() else {
         return Ok(());
     };
@@ -174,9 +330,13 @@ async fn write_claim(
     let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &key.namespace);
     let pp = PostParams::default();
     let written = match write {
-        Write::Object => api.replace(&key.name, &pp, &c).await?,
-        Write::Status => api.replace_status(&key.name, &pp, &c).await?,
+        Write::Object => api.replace(&key.name, &pp, &c).await,
+        Write::Status => api.replace_status(&key.name, &pp, &c).await,
     };
+    let written = written.map_err(|source| Error::Write {
+        subject: Subject::Claim(key.clone()),
+        source,
+    })?;
     claims.insert(key.clone(), written);
     Ok(())
 }

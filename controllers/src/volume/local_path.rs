@@ -132,9 +132,12 @@ pub fn volume_for(
     Ok(serde_json::from_value(v)?)
 }
 
+/// What a helper pod's name starts with; the volume's name follows.
+pub const HELPER_PREFIX: &str = "helper-pod-delete-";
+
 /// The helper pod's name for a volume.
 pub fn helper_name(volume: &str) -> String {
-    format!("helper-pod-delete-{volume}")
+    format!("{HELPER_PREFIX}{volume}")
 }
 
 /// The next step of deleting a released volume.

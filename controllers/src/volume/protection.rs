@@ -2,14 +2,21 @@
 //! `persistentvolume-protection`): a claim being deleted keeps its
 //! `kubernetes.io/pvc-protection` finalizer while a pod that has not terminated uses it; a
 //! volume being deleted keeps `kubernetes.io/pv-protection` while it is Bound. The admission
-//! plugin `StorageObjectInUseProtection` adds the finalizers on create.
+//! plugin `StorageObjectInUseProtection` adds the finalizers on create. A claim is looked
+//! at when it or a pod naming it changes, a volume when it changes; a failed release is
+//! retried after the object's backoff.
 
-use std::time::Duration;
+use std::sync::Arc;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::Store;
 use kube::ResourceExt;
 
+use super::triggers;
+use crate::backoff::ErrorBackoff;
 use crate::{informer, Context};
 use k3rs_apimachinery::volume::{claims_of, PVC_PROTECTION, PV_PROTECTION};
 
@@ -19,8 +26,6 @@ pub const PVC_NAME: &str = "pvc-protection-controller";
 /// The volume protection controller's `--controllers` name and identity.
 pub const PV_CONTROLLER: &str = "persistentvolume-protection";
 pub const PV_NAME: &str = "pv-protection-controller";
-
-const PASS: Duration = Duration::from_secs(1);
 
 /// Whether a pod still counts as using its claims: it has not terminated (Succeeded/Failed).
 fn pod_active(pod: &Pod) -> bool {
@@ -55,67 +60,120 @@ fn without(finalizers: &mut Option<Vec<String>>, f: &str) {
     }
 }
 
-/// Runs the claim protection controller until `cx.stop`.
+/// Why releasing a finalizer failed; it is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("listing the pods of namespace {namespace}: {source}")]
+    ListPods {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("removing the finalizer of {name}: {source}")]
+    Release {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+struct Claims {
+    client: kube::Client,
+    pods: Store<Pod>,
+}
+
+/// Runs the claim protection controller until `cx.stop`: a claim is looked at when it
+/// changes and when a pod naming it changes (a claim's last pod going away releases it).
 pub async fn run_claims(cx: Context) {
     let claims = informer::<PersistentVolumeClaim>(&cx.informers).await;
     let pods = informer::<Pod>(&cx.informers).await;
-    let pass = async {
-        let _ = tokio::join!(claims.wait_until_ready(), pods.wait_until_ready());
-        loop {
-            let all_pods: Vec<Pod> = pods.state().iter().map(|p| (**p).clone()).collect();
-            for c in claims.state() {
-                if !claim_releasable(&c, &all_pods) {
-                    continue;
-                }
-                // Pods created since the cache was read: ask the API before letting go.
-                let api: Api<Pod> =
-                    Api::namespaced(cx.client.clone(), &c.namespace().unwrap_or_default());
-                let Ok(live) = api.list(&Default::default()).await else {
-                    continue;
-                };
-                if !claim_releasable(&c, &live.items) {
-                    continue;
-                }
-                let mut c = (*c).clone();
-                without(&mut c.metadata.finalizers, PVC_PROTECTION);
-                let api: Api<PersistentVolumeClaim> =
-                    Api::namespaced(cx.client.clone(), &c.namespace().unwrap_or_default());
-                if let Err(e) = api.replace(&c.name_any(), &PostParams::default(), &c).await {
-                    tracing::debug!(error = %e, "pvc protection: retrying");
-                }
-            }
-            tokio::time::sleep(PASS).await;
-        }
-    };
-    tokio::select! {
-        _ = cx.stop.cancelled() => {}
-        _ = pass => {}
+    let backoff = ErrorBackoff::new(PVC_CONTROLLER);
+    let touched = cx.informers.informer::<PersistentVolumeClaim>().touched();
+    Controller::for_shared_stream(touched, claims)
+        .watches_shared_stream(cx.informers.informer::<Pod>().touched(), |p| {
+            triggers::claims_of_pod(&p)
+        })
+        .graceful_shutdown_on(cx.stop.cancelled_owned())
+        .run(
+            backoff.reconcile(release_claim),
+            backoff.policy(),
+            Arc::new(Claims {
+                client: cx.client,
+                pods,
+            }),
+        )
+        .for_each(|_| async {})
+        .await;
+}
+
+async fn release_claim(
+    claim: Arc<PersistentVolumeClaim>,
+    cx: Arc<Claims>,
+) -> Result<Action, Error> {
+    let namespace = claim.namespace().unwrap_or_default();
+    let cached: Vec<Pod> = (cx.pods.state().iter())
+        .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
+        .map(|p| (**p).clone())
+        .collect();
+    if !claim_releasable(&claim, &cached) {
+        return Ok(Action::await_change());
+    }
+    // Pods created since the cache was read: ask the API before letting go.
+    let api: Api<Pod> = Api::namespaced(cx.client.clone(), &namespace);
+    let live = (api.list(&Default::default()).await).map_err(|source| Error::ListPods {
+        namespace: namespace.clone(),
+        source,
+    })?;
+    if !claim_releasable(&claim, &live.items) {
+        return Ok(Action::await_change());
+    }
+    let mut c = (*claim).clone();
+    without(&mut c.metadata.finalizers, PVC_PROTECTION);
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(cx.client.clone(), &namespace);
+    match api.replace(&c.name_any(), &PostParams::default(), &c).await {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::await_change()),
+        Err(source) => Err(Error::Release {
+            name: format!("{namespace}/{}", c.name_any()),
+            source,
+        }),
+        Ok(_) => Ok(Action::await_change()),
     }
 }
 
-/// Runs the volume protection controller until `cx.stop`.
+/// Runs the volume protection controller until `cx.stop`: a volume is looked at when it
+/// changes.
 pub async fn run_volumes(cx: Context) {
     let volumes = informer::<PersistentVolume>(&cx.informers).await;
-    let api: Api<PersistentVolume> = Api::all(cx.client.clone());
-    let pass = async {
-        volumes.wait_until_ready().await.ok();
-        loop {
-            for v in volumes.state() {
-                if !volume_releasable(&v) {
-                    continue;
-                }
-                let mut v = (*v).clone();
-                without(&mut v.metadata.finalizers, PV_PROTECTION);
-                if let Err(e) = api.replace(&v.name_any(), &PostParams::default(), &v).await {
-                    tracing::debug!(error = %e, "pv protection: retrying");
-                }
-            }
-            tokio::time::sleep(PASS).await;
-        }
-    };
-    tokio::select! {
-        _ = cx.stop.cancelled() => {}
-        _ = pass => {}
+    let backoff = ErrorBackoff::new(PV_CONTROLLER);
+    let touched = cx.informers.informer::<PersistentVolume>().touched();
+    Controller::for_shared_stream(touched, volumes)
+        .graceful_shutdown_on(cx.stop.cancelled_owned())
+        .run(
+            backoff.reconcile(release_volume),
+            backoff.policy(),
+            Arc::new(cx.client),
+        )
+        .for_each(|_| async {})
+        .await;
+}
+
+async fn release_volume(
+    volume: Arc<PersistentVolume>,
+    client: Arc<kube::Client>,
+) -> Result<Action, Error> {
+    if !volume_releasable(&volume) {
+        return Ok(Action::await_change());
+    }
+    let mut v = (*volume).clone();
+    without(&mut v.metadata.finalizers, PV_PROTECTION);
+    let api: Api<PersistentVolume> = Api::all((*client).clone());
+    match api.replace(&v.name_any(), &PostParams::default(), &v).await {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Action::await_change()),
+        Err(source) => Err(Error::Release {
+            name: v.name_any(),
+            source,
+        }),
+        Ok(_) => Ok(Action::await_change()),
     }
 }
 
