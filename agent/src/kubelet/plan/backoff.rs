@@ -52,6 +52,20 @@ impl Backoff {
         }
     }
 
+    /// Forgets the entries expired by `now` (upstream's `Backoff.GC`: unchanged for more than
+    /// twice the maximum), so the table does not grow with every container that ever failed.
+    pub fn gc(&mut self, now: Timestamp) {
+        let max = self.max;
+        self.entries
+            .retain(|_, e| since(now, e.last_update) <= max * 2);
+    }
+
+    /// How many keys the table holds.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Whether `event_time` is more than twice the maximum after the entry's last update.
     fn expired(&self, event_time: Timestamp, e: &Entry) -> bool {
         since(event_time, e.last_update) > self.max * 2
@@ -194,6 +208,17 @@ mod tests {
         assert_eq!(b.get("k"), Duration::from_secs(10));
         // An event 10 min + 1 s after the last update is not backed off.
         assert!(!b.is_in_backoff_since("k", t(5 + 1202), t(5 + 1202)));
+    }
+
+    #[test]
+    fn gc_forgets_expired_entries() {
+        let mut b = Backoff::default();
+        b.next("old", t(0), t(0));
+        b.next("new", t(500), t(500));
+        b.gc(t(601));
+        assert_eq!(b.len(), 1);
+        assert_eq!(b.get("old"), Duration::ZERO);
+        assert_eq!(b.get("new"), Duration::from_secs(10));
     }
 
     #[test]

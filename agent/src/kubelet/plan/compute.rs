@@ -32,6 +32,15 @@ pub struct Backoffs {
     pub image_pull: Backoff,
 }
 
+impl Backoffs {
+    /// Forgets the expired entries of both tables (upstream's kubelet runs `GC` on its
+    /// back-offs in its periodic pod clean-up).
+    pub fn gc(&mut self, now: Timestamp) {
+        self.crash_loop.gc(now);
+        self.image_pull.gc(now);
+    }
+}
+
 /// Upstream's `computePodActions` result, before start-time checks.
 #[derive(Debug, Default)]
 struct Decision<'a> {

@@ -195,6 +195,9 @@ impl Executor {
         let now = Timestamp::now();
         let plan = {
             let mut backoffs = self.backoffs.lock().unwrap_or_else(|e| e.into_inner());
+            // A few entries at most: cheap enough per sync, and keeps the tables bounded by
+            // the containers that failed in the last 10 minutes.
+            backoffs.gc(now);
             compute_pod_actions(pod, &observed, &mut backoffs, &probes, now)
         };
         let mut sandbox = self.current_sandbox(pod, &observed);
