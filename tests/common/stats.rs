@@ -14,9 +14,12 @@ pub struct Load {
 }
 
 impl Load {
-    /// Operations per second.
+    /// Operations per second (NaN for a phase that never ran).
     pub fn rate(&self) -> f64 {
-        self.ops as f64 / self.secs.max(1e-9)
+        if self.secs == 0.0 {
+            return f64::NAN;
+        }
+        self.ops as f64 / self.secs
     }
 
     /// The `p`th percentile latency in milliseconds (NaN without samples).
