@@ -74,6 +74,8 @@ pub struct Node {
     backend_commit: Arc<crate::wal::FsyncHistogram>,
     /// Durations of the other stages of the write path.
     stages: Arc<Stages>,
+    /// Held while a snapshot is being built; shutdown waits for it.
+    snapshot_builds: Arc<tokio::sync::Mutex<()>>,
     /// Writes in flight and failed.
     proposals: Arc<crate::proposal_stats::ProposalStats>,
 }
@@ -192,6 +194,7 @@ impl Node {
         let sm = StateMachine::new(store.clone(), lessor.clone(), snapshots, stages.clone())
             .map_err(storage_fatal)?;
         let backend_commit = sm.commit_stats();
+        let snapshot_builds = sm.snapshot_builds();
         let config = Arc::new(raft_config(&cfg)?);
         // `told_removed`: a peer said we were removed; `removed`: Raft was stopped because of it.
         let told_removed = CancellationToken::new();
@@ -265,6 +268,7 @@ impl Node {
             wal_fsync,
             backend_commit,
             stages,
+            snapshot_builds,
             proposals: Arc::default(),
         });
         let _ = slot.set(Arc::downgrade(&node));
@@ -646,6 +650,8 @@ impl Node {
             .shutdown()
             .await
             .map_err(|e| Error::Fatal(format!("raft task: {e}")))?;
+        // A snapshot build runs on a blocking thread that outlives Raft's tasks.
+        drop(self.snapshot_builds.lock().await);
         if let Some(cause) = crate::failure::current(&self.raft) {
             // Nothing acknowledged depends on the store (the WAL has it), and flushing a
             // store on a failed disk can wait forever.

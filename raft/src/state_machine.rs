@@ -110,9 +110,18 @@ pub struct StateMachine {
     /// How long each batch's commit to sled takes.
     commit_stats: Arc<crate::wal::FsyncHistogram>,
     stages: Arc<Stages>,
+    /// Held while a snapshot is being built (see [`StateMachine::snapshot_builds`]).
+    building: Arc<Mutex<()>>,
 }
 
 impl StateMachine {
+    /// Held by a snapshot build until its file is written, also when openraft dropped the
+    /// build's future (the blocking work goes on): locking it waits for the build, so that a
+    /// stopping node leaves no write behind in its directory.
+    pub fn snapshot_builds(&self) -> Arc<Mutex<()>> {
+        self.building.clone()
+    }
+
     /// The histogram of batch commit durations (shared; the node reports it).
     pub fn commit_stats(&self) -> Arc<crate::wal::FsyncHistogram> {
         self.commit_stats.clone()
@@ -134,6 +143,7 @@ impl StateMachine {
             receiving: None,
             commit_stats: Arc::default(),
             stages,
+            building: Arc::default(),
         })
     }
 }
@@ -144,6 +154,7 @@ pub struct SnapshotBuilder {
     store: Arc<Store>,
     snapshots: SnapshotDir,
     stages: Arc<Stages>,
+    building: Arc<Mutex<()>>,
 }
 
 impl SnapshotBuilder {
@@ -205,9 +216,13 @@ fn join_err(e: tokio::task::JoinError) -> StorageError {
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
         let this = self.clone();
-        let (meta, path) = tokio::task::spawn_blocking(move || this.build_blocking())
-            .await
-            .map_err(join_err)??;
+        let building = self.building.clone().lock_owned().await;
+        let (meta, path) = tokio::task::spawn_blocking(move || {
+            let _building = building;
+            this.build_blocking()
+        })
+        .await
+        .map_err(join_err)??;
         snapshot_of(meta, path).await
     }
 }
@@ -291,6 +306,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             store: self.store.clone(),
             snapshots: self.snapshots.clone(),
             stages: self.stages.clone(),
+            building: self.building.clone(),
         }
     }
 
