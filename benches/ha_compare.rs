@@ -1,16 +1,19 @@
-//! A 3-member k3rs cluster vs a 3-member etcd 3.4 cluster on the same machine, all members on
+//! A 3-member k3rs cluster vs 3-member etcd 3.4 clusters on the same machine, all members on
 //! loopback, all durable (fsync on every commit), driven by the same generated tonic client
-//! (`k3rs_datastore::etcdpb`): k3rs over mTLS as shipped (servers joined by token), etcd over
-//! plain http. Prints a markdown table and writes it to `benches/results/ha_compare.md` (or
-//! `$BENCH_OUT`).
+//! (`k3rs_datastore::etcdpb`): k3rs over mTLS as shipped (servers joined by token, mTLS between
+//! peers), etcd with mTLS on the client and peer ports (certificates made by the bench), and
+//! etcd over plain http. The clusters run one after the other, never at once. Prints a
+//! markdown table and writes it to `benches/results/ha_compare.md` (or `$BENCH_OUT`).
 //!
 //! Measured: puts from one client on the leader and on a follower (which forwards), puts from
 //! 64 clients spread over the three members, linearizable ranges (ReadIndex) from one client on
 //! a follower and from 64 spread clients, and the time from a SIGKILL of the leader until a put
-//! through a surviving member succeeds.
+//! through a surviving member succeeds. Before those, on the fresh cluster, `etcdctl check
+//! perf` (loads from `$BENCH_CHECK_PERF`, default `s,m,l`) against all three members; k3rs'
+//! write-path breakdown is then read from its leader's `/metrics`.
 //!
 //! Run: `cargo bench --bench ha_compare` (builds k3rs in release). Each timed measurement runs
-//! for `$BENCH_SECS` seconds (default 5).
+//! for `$BENCH_SECS` seconds (default 5). `BENCH_ONLY=k3rs|etcd-tls|etcd` measures one system.
 
 // A benchmark: a failed unwrap aborts the run, which is what it should do.
 #![allow(clippy::unwrap_used)]
@@ -20,9 +23,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::check_perf::{check_perf, k3rs_stages, stage_table, CheckPerf, StageRow};
 use common::client::{channel, Clients};
 use common::kv_load::{load, put_op, range_op, KEYS};
-use common::stats::{machine, ratio, write_result, Load};
+use common::stats::{commit, machine, ratio, write_result, Load};
 use common::{Endpoint, Etcd, K3rs};
 use k3rs_datastore::etcdpb::kv_client::KvClient;
 use k3rs_datastore::etcdpb::{PutRequest, StatusRequest};
@@ -41,6 +45,10 @@ struct Report {
     /// SIGKILL of the leader → first successful put through a survivor (`None`: not within
     /// [`FAILOVER_CAP`]).
     failover: Option<Duration>,
+    /// `etcdctl check perf` against all members, per load.
+    check_perf: Vec<CheckPerf>,
+    /// k3rs' write-path stages on the leader after `check perf --load=s` (empty for etcd).
+    stages: Vec<StageRow>,
 }
 
 /// Three members of one system, killable by index.
@@ -135,7 +143,7 @@ async fn measure(eps: &[Endpoint], secs: Duration) -> Report {
         put64,
         range1_follower,
         range64,
-        failover: None,
+        ..Report::default()
     }
 }
 
@@ -163,76 +171,142 @@ async fn failover(members: &mut Members) -> Option<Duration> {
     None
 }
 
-fn table(k: &Report, e: &Report, secs: Duration) -> String {
-    let mut rows: Vec<[String; 4]> = Vec::new();
-    let mut phase = |name: &str, a: &Load, b: &Load| {
-        rows.push([
-            format!("{name}: throughput (ops/s)"),
-            format!("{:.0}", a.rate()),
-            format!("{:.0}", b.rate()),
-            ratio(a.rate(), b.rate()),
-        ]);
-        for p in [50, 99] {
-            rows.push([
-                format!("{name}: p{p} (ms)"),
-                format!("{:.2}", a.pct(p)),
-                format!("{:.2}", b.pct(p)),
-                ratio(a.pct(p), b.pct(p)),
-            ]);
-        }
+/// The `etcdctl check perf` loads to run (`$BENCH_CHECK_PERF`, comma-separated).
+fn check_perf_loads() -> Vec<String> {
+    std::env::var("BENCH_CHECK_PERF")
+        .unwrap_or_else(|_| "s,m,l".into())
+        .split(',')
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Picks one phase's load out of a report.
+type Phase = fn(&Report) -> &Load;
+
+/// A row: name, then the k3rs, etcd mTLS and etcd http cells and values (NaN: none).
+type Row = (String, [String; 3], [f64; 3]);
+
+fn table(k: &Report, t: &Report, e: &Report, secs: Duration) -> String {
+    let all = [k, t, e];
+    let mut rows: Vec<Row> = Vec::new();
+    let mut number = |name: String, values: [f64; 3], decimals: usize| {
+        let cells = values.map(|v| {
+            if v.is_nan() {
+                "–".to_string()
+            } else {
+                format!("{v:.decimals$}")
+            }
+        });
+        rows.push((name, cells, values));
     };
-    phase(
-        "put, 1 client on the leader",
-        &k.put1_leader,
-        &e.put1_leader,
-    );
-    phase(
-        "put, 1 client on a follower",
-        &k.put1_follower,
-        &e.put1_follower,
-    );
-    phase("put, 64 clients over 3 members", &k.put64, &e.put64);
-    phase(
-        "linearizable range, 1 client on a follower",
-        &k.range1_follower,
-        &e.range1_follower,
-    );
-    phase(
-        "linearizable range, 64 clients over 3 members",
-        &k.range64,
-        &e.range64,
-    );
+    let phases: [(&str, Phase); 5] = [
+        ("put, 1 client on the leader", |r| &r.put1_leader),
+        ("put, 1 client on a follower", |r| &r.put1_follower),
+        ("put, 64 clients over 3 members", |r| &r.put64),
+        ("linearizable range, 1 client on a follower", |r| {
+            &r.range1_follower
+        }),
+        ("linearizable range, 64 clients over 3 members", |r| {
+            &r.range64
+        }),
+    ];
+    for (name, load) in phases {
+        let rate = all.map(|r| load(r).rate());
+        number(format!("{name}: throughput (ops/s)"), rate, 0);
+        for (label, m) in [("p50", 500), ("p99", 990), ("p99.9", 999), ("max", 1000)] {
+            let lat = all.map(|r| load(r).per_mille(m));
+            number(format!("{name}: {label} (ms)"), lat, 2);
+        }
+    }
+    let mut verdicts = Vec::new();
+    for load in check_perf_loads() {
+        let got = all.map(|r| r.check_perf.iter().find(|c| c.load == load).cloned());
+        let value = |f: fn(&CheckPerf) -> f64| got.clone().map(|c| c.as_ref().map_or(f64::NAN, f));
+        let name = format!("`check perf --load={load}`");
+        number(
+            format!("{name}: throughput (writes/s)"),
+            value(|c| c.throughput),
+            0,
+        );
+        number(
+            format!("{name}: slowest request (ms)"),
+            value(|c| c.slowest * 1000.0),
+            2,
+        );
+        number(
+            format!("{name}: stddev (ms)"),
+            value(|c| c.stddev * 1000.0),
+            2,
+        );
+        let verdict = |c: &Option<CheckPerf>| match c {
+            Some(c) if c.pass => "PASS",
+            Some(_) => "FAIL",
+            None => "–",
+        };
+        verdicts.push(format!(
+            "{name}: k3rs {}, etcd mTLS {}, etcd http {}",
+            verdict(&got[0]),
+            verdict(&got[1]),
+            verdict(&got[2])
+        ));
+    }
     let secs_of = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64());
     let show = |d: Option<Duration>| {
         d.map_or(format!("> {} s", FAILOVER_CAP.as_secs()), |d| {
             format!("{:.2}", d.as_secs_f64())
         })
     };
-    rows.push([
+    rows.push((
         "SIGKILL of the leader → first put through a survivor (s)".into(),
-        show(k.failover),
-        show(e.failover),
-        ratio(secs_of(k.failover), secs_of(e.failover)),
-    ]);
-    let mut out =
-        String::from("| measurement | k3rs | etcd 3.4 | k3rs / etcd |\n|---|---:|---:|---:|\n");
-    for [a, b, c, d] in rows {
-        out.push_str(&format!("| {a} | {b} | {c} | {d} |\n"));
+        all.map(|r| show(r.failover)),
+        all.map(|r| secs_of(r.failover)),
+    ));
+    let mut out = String::from(
+        "| measurement | k3rs (mTLS) | etcd 3.4 (mTLS) | etcd 3.4 (http) | k3rs / etcd mTLS | \
+         k3rs / etcd http |\n|---|---:|---:|---:|---:|---:|\n",
+    );
+    for (name, [a, b, c], [x, y, z]) in rows {
+        let (rt, rh) = (ratio(x, y), ratio(x, z));
+        out.push_str(&format!("| {name} | {a} | {b} | {c} | {rt} | {rh} |\n"));
     }
     out.push_str(&format!(
         "\nThree members each, default election timeouts (k3rs 1 s, etcd 1 s). Timed phases run {} s \
          each over {KEYS} keys with 256 B values; \"over 3 members\" deals the clients round-robin \
-         to the members, up to 8 connections per member. Failover is one SIGKILL per system.\n",
-        secs.as_secs()
+         to the members, up to 8 connections per member. Failover is one SIGKILL per system. \
+         `etcdctl check perf` runs first, on the fresh cluster, against all three members, 60 s \
+         per load; its verdicts (PASS: ≥ 90 % of the target rate, slowest < 500 ms, stddev < \
+         100 ms): {}.\n",
+        secs.as_secs(),
+        verdicts.join("; ")
     ));
+    if !k.stages.is_empty() {
+        out.push_str(&format!(
+            "\nk3rs' write path on the leader after `check perf --load=s` (server-side stage \
+             histograms on `/metrics`, since start; percentiles are bucket bounds):\n\n{}",
+            stage_table(&k.stages)
+        ));
+    }
     out
 }
 
 fn run(rt: &tokio::runtime::Runtime, mut members: Members, secs: Duration) -> Report {
     let eps = members.endpoints();
+    let mut check = Vec::new();
+    let mut stages = Vec::new();
+    for load in check_perf_loads() {
+        eprintln!("  etcdctl check perf --load={load}");
+        check.extend(check_perf(&eps, &load));
+        if matches!(members, Members::K3rs(_)) && load == "s" {
+            let lead = rt.block_on(leader(&eps));
+            stages = k3rs_stages(&eps[lead]);
+        }
+    }
     let mut r = rt.block_on(measure(&eps, secs));
     eprintln!("  failover");
     r.failover = rt.block_on(failover(&mut members));
+    r.check_perf = check;
+    r.stages = stages;
     r
 }
 
@@ -250,20 +324,32 @@ fn main() {
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     let mut e = Report::default();
     if only.is_empty() || only == "etcd" {
-        eprintln!("etcd 3.4, 3 members ...");
+        eprintln!("etcd 3.4, 3 members, http ...");
         e = run(&rt, Members::Etcd(Etcd::start_cluster(3)), secs);
+    }
+    let mut t = Report::default();
+    if only.is_empty() || only == "etcd-tls" {
+        eprintln!("etcd 3.4, 3 members, mTLS ...");
+        t = run(&rt, Members::Etcd(Etcd::start_cluster_tls(3)), secs);
     }
     let mut k = Report::default();
     if only.is_empty() || only == "k3rs" {
         eprintln!("k3rs, 3 servers ...");
         k = run(&rt, Members::k3rs(), secs);
     }
+    let at = commit();
+    let at = if at.is_empty() {
+        at
+    } else {
+        format!(" at {at}")
+    };
     let text = format!(
-        "3-member k3rs vs 3-member etcd 3.4 — `cargo bench --bench ha_compare`, {}; all members \
-         durable (fsync per commit) on loopback of one machine; k3rs over mTLS, etcd over plain \
-         http.\n\n{}",
+        "3-member k3rs vs 3-member etcd 3.4 — `cargo bench --bench ha_compare`{at}, {}; all \
+         members durable (fsync per commit) on loopback of one machine, the clusters run one \
+         after the other on the same 2 shared cores; k3rs over mTLS, etcd over mTLS (client \
+         and peer ports) and over plain http.\n\n{}",
         machine(),
-        table(&k, &e, secs)
+        table(&k, &t, &e, secs)
     );
     println!("{text}");
     if !only.is_empty() {

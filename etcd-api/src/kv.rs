@@ -1,5 +1,8 @@
 //! The KV service: Range, Put, DeleteRange, Txn, Compact.
 
+use std::time::Instant;
+
+use k3rs_raft::Stage;
 use k3rs_storage::{Command, CommandResponse, Output};
 use tonic::{Request, Response, Status};
 
@@ -108,27 +111,36 @@ impl pb::kv_server::Kv for KvService {
         &self,
         request: Request<pb::PutRequest>,
     ) -> Result<Response<pb::PutResponse>, Status> {
-        Ok(Response::new(
-            KvService::put(self, request.into_inner()).await?,
-        ))
+        let started = Instant::now();
+        let answer = KvService::put(self, request.into_inner()).await;
+        self.api
+            .node()
+            .observe_stage(Stage::Request, started.elapsed());
+        Ok(Response::new(answer?))
     }
 
     async fn delete_range(
         &self,
         request: Request<pb::DeleteRangeRequest>,
     ) -> Result<Response<pb::DeleteRangeResponse>, Status> {
-        Ok(Response::new(
-            KvService::delete_range(self, request.into_inner()).await?,
-        ))
+        let started = Instant::now();
+        let answer = KvService::delete_range(self, request.into_inner()).await;
+        self.api
+            .node()
+            .observe_stage(Stage::Request, started.elapsed());
+        Ok(Response::new(answer?))
     }
 
     async fn txn(
         &self,
         request: Request<pb::TxnRequest>,
     ) -> Result<Response<pb::TxnResponse>, Status> {
-        Ok(Response::new(
-            KvService::txn(self, request.into_inner()).await?,
-        ))
+        let started = Instant::now();
+        let answer = KvService::txn(self, request.into_inner()).await;
+        self.api
+            .node()
+            .observe_stage(Stage::Request, started.elapsed());
+        Ok(Response::new(answer?))
     }
 
     async fn compact(

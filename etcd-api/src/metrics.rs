@@ -1,6 +1,10 @@
 //! The datastore's Prometheus metrics, in etcd's names: leader, leader changes, proposals
 //! committed and applied (etcd reports the commit and applied indexes under these names) and
 //! the database size, and the WAL's fsync durations. Served on the HTTPS port's `/metrics`.
+//!
+//! k3rs' own: `k3rs_datastore_stage_duration_seconds{stage}` (a histogram per stage of the
+//! write path, see `k3rs_raft::stages`, with finer buckets than etcd's) and
+//! `k3rs_datastore_stage_duration_max_seconds{stage}` (the longest run of each since start).
 
 use std::fmt::Write;
 
@@ -29,6 +33,8 @@ pub struct Sample {
     pub proposals_failed: u64,
     /// Store commit durations.
     pub backend_commit: k3rs_raft::FsyncSnapshot,
+    /// Every stage of the write path, by name.
+    pub stages: Vec<(&'static str, k3rs_raft::FsyncSnapshot)>,
 }
 
 impl Sample {
@@ -47,6 +53,7 @@ impl Sample {
             proposals_pending: node.proposals_pending(),
             proposals_failed: node.proposals_failed(),
             backend_commit: node.backend_commit_histogram(),
+            stages: node.stage_histograms(),
         }
     }
 }
@@ -128,7 +135,39 @@ pub fn render(s: &Sample) -> String {
         "The latency distributions of commit called by backend.",
         &s.backend_commit,
     );
+    stages(&mut out, &s.stages);
     out
+}
+
+/// The stage histograms (fine buckets, labelled by stage) and their maxima.
+fn stages(out: &mut String, all: &[(&'static str, k3rs_raft::FsyncSnapshot)]) {
+    let name = "k3rs_datastore_stage_duration_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Time spent in each stage of the datastore's write path.\n\
+         # TYPE {name} histogram"
+    );
+    for (stage, h) in all {
+        for (le, n) in &h.fine {
+            let _ = writeln!(out, "{name}_bucket{{stage=\"{stage}\",le=\"{le}\"}} {n}");
+        }
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{stage=\"{stage}\",le=\"+Inf\"}} {}",
+            h.count
+        );
+        let _ = writeln!(out, "{name}_sum{{stage=\"{stage}\"}} {}", h.sum_seconds);
+        let _ = writeln!(out, "{name}_count{{stage=\"{stage}\"}} {}", h.count);
+    }
+    let max = "k3rs_datastore_stage_duration_max_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {max} The longest run of each stage of the datastore's write path since start.\n\
+         # TYPE {max} gauge"
+    );
+    for (stage, h) in all {
+        let _ = writeln!(out, "{max}{{stage=\"{stage}\"}} {}", h.max_seconds);
+    }
 }
 
 /// Prometheus text of one histogram (cumulative `le` buckets, `+Inf`, sum, count).
@@ -160,6 +199,7 @@ mod tests {
                 buckets: vec![(0.001, 2), (0.002, 3)],
                 count: 4,
                 sum_seconds: 0.5,
+                ..Default::default()
             },
             proposals_pending: 3,
             proposals_failed: 7,
@@ -167,7 +207,18 @@ mod tests {
                 buckets: vec![(0.001, 5)],
                 count: 6,
                 sum_seconds: 0.25,
+                ..Default::default()
             },
+            stages: vec![(
+                "raft_write",
+                k3rs_raft::FsyncSnapshot {
+                    fine: vec![(0.0005, 3), (0.001, 4)],
+                    count: 5,
+                    sum_seconds: 0.125,
+                    max_seconds: 0.1,
+                    ..Default::default()
+                },
+            )],
         });
         assert!(text.contains("\netcd_server_has_leader 1\n"), "{text}");
         assert!(text.contains("# TYPE etcd_server_leader_changes_seen_total counter\netcd_server_leader_changes_seen_total 2\n"));
@@ -187,6 +238,18 @@ mod tests {
         assert!(text.contains("etcd_disk_backend_commit_duration_seconds_bucket{le=\"0.001\"} 5\n"));
         assert!(text.contains("etcd_disk_backend_commit_duration_seconds_bucket{le=\"+Inf\"} 6\n"));
         assert!(text.contains("etcd_disk_backend_commit_duration_seconds_sum 0.25\n"));
+        let stage = "k3rs_datastore_stage_duration_seconds";
+        assert!(text.contains(&format!("# TYPE {stage} histogram\n")));
+        assert!(text.contains(&format!(
+            "{stage}_bucket{{stage=\"raft_write\",le=\"0.0005\"}} 3\n"
+        )));
+        assert!(text.contains(&format!(
+            "{stage}_bucket{{stage=\"raft_write\",le=\"+Inf\"}} 5\n"
+        )));
+        assert!(text.contains(&format!("{stage}_count{{stage=\"raft_write\"}} 5\n")));
+        assert!(
+            text.contains("k3rs_datastore_stage_duration_max_seconds{stage=\"raft_write\"} 0.1\n")
+        );
         assert!(render(&Sample::default()).contains("etcd_server_has_leader 0\n"));
     }
 }

@@ -49,6 +49,7 @@ mod proposer;
 mod read_index;
 pub mod restore;
 mod snapshot;
+pub mod stages;
 mod state_machine;
 pub mod types;
 mod wal;
@@ -56,7 +57,8 @@ mod wal;
 pub use membership::MembershipError;
 pub use node::Node;
 pub use peer::{Bootstrap, PeerConfig, PeerTls};
-pub use wal::FsyncSnapshot;
+pub use stages::{Stage, Stages};
+pub use wal::{FsyncHistogram, FsyncSnapshot};
 
 /// Raft node identity.
 pub type NodeId = u64;

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{OptionalSend, StorageIOError};
 
+use crate::stages::{Stage, Stages};
 use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 use crate::wal::Wal;
 
@@ -19,13 +20,15 @@ use crate::wal::Wal;
 pub struct LogStore {
     wal: Arc<Wal>,
     committed: Arc<Mutex<Option<LogId>>>,
+    stages: Arc<Stages>,
 }
 
 impl LogStore {
-    pub fn new(wal: Arc<Wal>) -> LogStore {
+    pub fn new(wal: Arc<Wal>, stages: Arc<Stages>) -> LogStore {
         LogStore {
             wal,
             committed: Arc::new(Mutex::new(None)),
+            stages,
         }
     }
 
@@ -108,9 +111,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        self.wal
-            .append(entries, Box::new(move |r| callback.log_io_completed(r)))
-            .map_err(|e| StorageIOError::write_logs(&e).into())
+        let started = std::time::Instant::now();
+        let appended = self
+            .wal
+            .append(entries, Box::new(move |r| callback.log_io_completed(r)));
+        self.stages.observe(Stage::WalAppend, started.elapsed());
+        appended.map_err(|e| StorageIOError::write_logs(&e).into())
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
@@ -123,8 +129,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// a snapshot is built only after `Store::flush`, so the purged entries are durable in the
     /// store and in the snapshot file.
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.wal
-            .purge(log_id)
-            .map_err(|e| StorageIOError::write_logs(&e).into())
+        let started = std::time::Instant::now();
+        let purged = self.wal.purge(log_id);
+        self.stages.observe(Stage::WalPurge, started.elapsed());
+        purged.map_err(|e| StorageIOError::write_logs(&e).into())
     }
 }

@@ -22,6 +22,7 @@ use crate::peer_server::{self, NodeSlot};
 use crate::proposer::{remote_error, Proposer};
 use crate::read_index::{self, StartupFloor};
 use crate::snapshot::SnapshotDir;
+use crate::stages::{Stage, Stages};
 use crate::state_machine::{self, StateMachine};
 use crate::types::{LogId, NodeInfo, Raft};
 use crate::wal::{Wal, DEFAULT_SEGMENT_SIZE};
@@ -71,6 +72,10 @@ pub struct Node {
     wal_fsync: Arc<crate::wal::FsyncHistogram>,
     /// Durations of the state machine's batch commits to sled.
     backend_commit: Arc<crate::wal::FsyncHistogram>,
+    /// Durations of the other stages of the write path.
+    stages: Arc<Stages>,
+    /// Held while a snapshot is being built; shutdown waits for it.
+    snapshot_builds: Arc<tokio::sync::Mutex<()>>,
     /// Writes in flight and failed.
     proposals: Arc<crate::proposal_stats::ProposalStats>,
 }
@@ -183,11 +188,13 @@ impl Node {
         let lessor = Arc::new(Lessor::new(cfg.election_timeout));
         let wal = Arc::new(wal);
         let wal_fsync = wal.fsync_stats();
-        let log_store = LogStore::new(wal.clone());
+        let stages = Arc::new(Stages::default());
+        let log_store = LogStore::new(wal.clone(), stages.clone());
         let committed = log_store.committed_handle();
-        let sm =
-            StateMachine::new(store.clone(), lessor.clone(), snapshots).map_err(storage_fatal)?;
+        let sm = StateMachine::new(store.clone(), lessor.clone(), snapshots, stages.clone())
+            .map_err(storage_fatal)?;
         let backend_commit = sm.commit_stats();
+        let snapshot_builds = sm.snapshot_builds();
         let config = Arc::new(raft_config(&cfg)?);
         // `told_removed`: a peer said we were removed; `removed`: Raft was stopped because of it.
         let told_removed = CancellationToken::new();
@@ -216,8 +223,12 @@ impl Node {
             raft: raft.clone(),
             network,
         });
-        let (proposer, proposer_task) =
-            Proposer::spawn(raft.clone(), forwarder.clone(), cancel.child_token());
+        let (proposer, proposer_task) = Proposer::spawn(
+            raft.clone(),
+            forwarder.clone(),
+            stages.clone(),
+            cancel.child_token(),
+        );
         tasks.push(proposer_task);
         let leader_changes = Arc::new(std::sync::atomic::AtomicU64::new(0));
         tasks.push(tokio::spawn(crate::leader_changes::run(
@@ -256,6 +267,8 @@ impl Node {
             leader_changes,
             wal_fsync,
             backend_commit,
+            stages,
+            snapshot_builds,
             proposals: Arc::default(),
         });
         let _ = slot.set(Arc::downgrade(&node));
@@ -533,6 +546,20 @@ impl Node {
         self.backend_commit.snapshot()
     }
 
+    /// Records a stage timed outside the node (the front end's [`Stage::Request`]).
+    pub fn observe_stage(&self, stage: Stage, took: Duration) {
+        self.stages.observe(stage, took);
+    }
+
+    /// The histogram of every stage of the write path since start, by name: the
+    /// [`Stage`]s plus `wal_fsync` and `backend_commit`.
+    pub fn stage_histograms(&self) -> Vec<(&'static str, crate::FsyncSnapshot)> {
+        let mut all = self.stages.snapshot();
+        all.push(("wal_fsync", self.wal_fsync.snapshot()));
+        all.push(("backend_commit", self.backend_commit.snapshot()));
+        all
+    }
+
     /// Writes in flight on this member (etcd's `etcd_server_proposals_pending`).
     pub fn proposals_pending(&self) -> u64 {
         self.proposals.pending()
@@ -623,6 +650,8 @@ impl Node {
             .shutdown()
             .await
             .map_err(|e| Error::Fatal(format!("raft task: {e}")))?;
+        // A snapshot build runs on a blocking thread that outlives Raft's tasks.
+        drop(self.snapshot_builds.lock().await);
         if let Some(cause) = crate::failure::current(&self.raft) {
             // Nothing acknowledged depends on the store (the WAL has it), and flushing a
             // store on a failed disk can wait forever.

@@ -13,6 +13,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::time::Instant;
 
 use k3rs_storage::{Command, Output};
 use openraft::error::{ClientWriteError, RaftError};
@@ -22,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::forward::Forwarder;
 use crate::peer::{ForwardRequest, ForwardResponse, RemoteError};
+use crate::stages::{Stage, Stages};
 use crate::types::Raft;
 use crate::{Error, NodeId, Result};
 
@@ -39,6 +41,8 @@ const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 struct Pending {
     cmd: Command,
+    /// When the command was handed to the proposer.
+    queued: Instant,
     /// Encoded size of `cmd`.
     bytes: usize,
     reply: oneshot::Sender<Result<Output>>,
@@ -83,16 +87,20 @@ impl Proposer {
     /// Starts the batching task; it stops on `cancel` or when every handle is dropped.
     /// `forwarder` sends batches to the leader when this node is not the leader (`None`: a
     /// member without peers, which answers `NoLeader` instead).
+    /// The time commands wait in it and their batches' Raft writes go into `stages`.
     pub fn spawn(
         raft: Raft,
         forwarder: Option<Forwarder>,
+        stages: Arc<Stages>,
         cancel: CancellationToken,
     ) -> (Proposer, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(QUEUE);
-        (
-            Proposer { tx },
-            tokio::spawn(run(raft, forwarder, rx, cancel)),
-        )
+        let batcher = Batcher {
+            raft,
+            forwarder,
+            stages,
+        };
+        (Proposer { tx }, tokio::spawn(run(batcher, rx, cancel)))
     }
 
     /// Proposes `cmd` and waits until it is committed and applied.
@@ -109,21 +117,28 @@ impl Proposer {
         }
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Pending { cmd, bytes, reply })
+            .send(Pending {
+                cmd,
+                queued: Instant::now(),
+                bytes,
+                reply,
+            })
             .await
             .map_err(|_| Error::Stopped)?;
         rx.await.map_err(|_| Error::Stopped)?
     }
 }
 
-async fn run(
+/// What the batching task proposes with.
+struct Batcher {
     raft: Raft,
     forwarder: Option<Forwarder>,
-    rx: mpsc::Receiver<Pending>,
-    cancel: CancellationToken,
-) {
+    stages: Arc<Stages>,
+}
+
+async fn run(batcher: Batcher, rx: mpsc::Receiver<Pending>, cancel: CancellationToken) {
     let mut in_flight = JoinSet::new();
-    batch_loop(&raft, forwarder.as_ref(), rx, &cancel, &mut in_flight).await;
+    batch_loop(&batcher, rx, &cancel, &mut in_flight).await;
     // Let the proposals already in Raft answer their clients (a stopping Raft answers them
     // with `Stopped`); abort whatever is still stuck after the grace period.
     let drain = async { while in_flight.join_next().await.is_some() {} };
@@ -178,8 +193,7 @@ async fn propose_here(raft: &Raft, cmds: Vec<Command>) -> Result<Vec<Output>> {
 }
 
 async fn batch_loop(
-    raft: &Raft,
-    forwarder: Option<&Forwarder>,
+    batcher: &Batcher,
     mut rx: mpsc::Receiver<Pending>,
     cancel: &CancellationToken,
     in_flight: &mut JoinSet<()>,
@@ -201,12 +215,19 @@ async fn batch_loop(
             bytes += p.bytes;
             batch.push(p);
         }
+        let taken = Instant::now();
+        for p in &batch {
+            let waited = taken.saturating_duration_since(p.queued);
+            batcher.stages.observe(Stage::ProposalQueue, waited);
+        }
         let (cmds, replies): (Vec<Command>, Vec<_>) =
             batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
-        let raft = raft.clone();
-        let forwarder = forwarder.cloned();
+        let raft = batcher.raft.clone();
+        let forwarder = batcher.forwarder.clone();
+        let stages = batcher.stages.clone();
         in_flight.spawn(async move {
             let res = propose_batch(&raft, forwarder.as_ref(), cmds).await;
+            stages.observe(Stage::RaftWrite, taken.elapsed());
             drop(slot);
             match res {
                 Ok(outputs) if outputs.len() == replies.len() => {

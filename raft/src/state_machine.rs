@@ -4,13 +4,16 @@
 //! - Each `apply` call is one `Store::apply_batch` of all its client commands, with `meta` =
 //!   rmp-serde of (last applied log id, last membership) persisted atomically with it. Blank
 //!   and membership entries have no command but still advance `meta`.
-//! - A snapshot is built under the apply lock after `Store::flush`, so its meta is exactly the
-//!   state it holds and that state is durable in the store before openraft purges the WAL.
+//! - A snapshot is the store's consistent copy ([`Store::begin_export`]) with the meta of the
+//!   last batch it holds, so its meta is exactly the state it holds. Applies go on while it is
+//!   written (they wait only while the copy's small records are taken); the file is synced,
+//!   then the store is flushed, before openraft is told about it (and purges the WAL).
 //!
 //! # Assumptions
 //! `Store::flush` makes every applied batch durable; between flushes a crash may lose the
 //! store's latest batches, which is fine: their log entries are still in the WAL and are
-//! applied again (the applied index travels with the data).
+//! applied again (the applied index travels with the data), and a store left behind the newest
+//! snapshot is brought up to it at start (`restore_if_behind`).
 
 // openraft's `StorageError` is what its traits return; boxing it in our helpers would only
 // add conversions at every call site.
@@ -19,6 +22,7 @@
 use std::io::{self, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 use k3rs_storage::{Command, Store};
 use openraft::storage::{RaftStateMachine, Snapshot};
@@ -27,6 +31,7 @@ use tokio::sync::Mutex;
 
 use crate::lessor::Lessor;
 use crate::snapshot::{self, SnapshotDir};
+use crate::stages::{Stage, Stages};
 use crate::types::{
     Entry, LogId, Response, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
@@ -40,13 +45,18 @@ pub fn encode_meta(meta: &AppliedMeta) -> Vec<u8> {
 
 /// The applied state recorded in `store`, or the initial state for a fresh store.
 pub fn applied_meta(store: &Store) -> Result<AppliedMeta, StorageError> {
-    match store
+    let meta = store
         .applied_meta()
-        .map_err(|e| StorageIOError::read_state_machine(&e))?
-    {
+        .map_err(|e| StorageIOError::read_state_machine(&e))?;
+    decode_meta(meta.as_deref())
+}
+
+/// The applied state in a stored `meta` blob (`None`: a fresh store).
+fn decode_meta(meta: Option<&[u8]>) -> Result<AppliedMeta, StorageError> {
+    match meta {
         None => Ok((None, StoredMembership::default())),
         Some(bytes) => {
-            rmp_serde::from_slice(&bytes).map_err(|e| StorageIOError::read_state_machine(&e).into())
+            rmp_serde::from_slice(bytes).map_err(|e| StorageIOError::read_state_machine(&e).into())
         }
     }
 }
@@ -87,9 +97,9 @@ fn import(store: &Store, path: &std::path::Path) -> io::Result<()> {
     store.flush().map_err(io_err)
 }
 
-/// The state machine adapter. `apply_lock` serializes applying with snapshot building and
-/// installing; it is a tokio mutex so that `apply` waits for a snapshot export without
-/// blocking a runtime thread (the export itself runs on a blocking thread).
+/// The state machine adapter. `apply_lock` serializes applying with snapshot installs; it is
+/// a tokio mutex so that `apply` waits for an install without blocking a runtime thread (the
+/// import itself runs on a blocking thread).
 pub struct StateMachine {
     store: Arc<Store>,
     lessor: Arc<Lessor>,
@@ -99,9 +109,19 @@ pub struct StateMachine {
     receiving: Option<PathBuf>,
     /// How long each batch's commit to sled takes.
     commit_stats: Arc<crate::wal::FsyncHistogram>,
+    stages: Arc<Stages>,
+    /// Held while a snapshot is being built (see [`StateMachine::snapshot_builds`]).
+    building: Arc<Mutex<()>>,
 }
 
 impl StateMachine {
+    /// Held by a snapshot build until its file is written, also when openraft dropped the
+    /// build's future (the blocking work goes on): locking it waits for the build, so that a
+    /// stopping node leaves no write behind in its directory.
+    pub fn snapshot_builds(&self) -> Arc<Mutex<()>> {
+        self.building.clone()
+    }
+
     /// The histogram of batch commit durations (shared; the node reports it).
     pub fn commit_stats(&self) -> Arc<crate::wal::FsyncHistogram> {
         self.commit_stats.clone()
@@ -111,6 +131,7 @@ impl StateMachine {
         store: Arc<Store>,
         lessor: Arc<Lessor>,
         snapshots: SnapshotDir,
+        stages: Arc<Stages>,
     ) -> Result<Self, StorageError> {
         let applied = applied_meta(&store)?;
         Ok(StateMachine {
@@ -121,35 +142,56 @@ impl StateMachine {
             applied,
             receiving: None,
             commit_stats: Arc::default(),
+            stages,
+            building: Arc::default(),
         })
     }
 }
 
 /// Builds snapshots; holds what it needs to run on a blocking thread.
+#[derive(Clone)]
 pub struct SnapshotBuilder {
     store: Arc<Store>,
     snapshots: SnapshotDir,
-    apply_lock: Arc<Mutex<()>>,
+    stages: Arc<Stages>,
+    building: Arc<Mutex<()>>,
 }
 
 impl SnapshotBuilder {
-    /// Flushes the store and writes the snapshot file, under the apply lock.
+    /// Takes the store's consistent copy, writes it to the snapshot file (durably), then
+    /// flushes the store, so that what the snapshot covers is durable in the store too before
+    /// openraft purges the WAL. Applies go on meanwhile.
     fn build_blocking(&self) -> Result<(SnapshotMeta, PathBuf), StorageError> {
-        let _applying = self.apply_lock.blocking_lock();
-        self.store
-            .flush()
+        let started = Instant::now();
+        let export = self
+            .store
+            .begin_export()
             .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
-        let (last_log_id, last_membership) = applied_meta(&self.store)?;
+        self.stages
+            .observe(Stage::SnapshotCapture, started.elapsed());
+        let (last_log_id, last_membership) = decode_meta(export.meta())?;
         let meta = SnapshotMeta {
             last_log_id,
             last_membership,
             snapshot_id: SnapshotDir::new_id(last_log_id.map_or(0, |l| l.index)),
         };
+        let written = Instant::now();
         let path = self
             .snapshots
-            .write(&meta, |w| self.store.export_snapshot(w).map_err(io_err))
+            .write(&meta, |w| export.write(w).map_err(io_err))
             .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
-        tracing::info!(last_log_id = ?meta.last_log_id, path = %path.display(), "built snapshot");
+        self.stages.observe(Stage::SnapshotWrite, written.elapsed());
+        let flushed = Instant::now();
+        self.store
+            .flush()
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        self.stages.observe(Stage::SnapshotFlush, flushed.elapsed());
+        tracing::info!(
+            last_log_id = ?meta.last_log_id,
+            path = %path.display(),
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "built snapshot"
+        );
         Ok((meta, path))
     }
 }
@@ -173,14 +215,14 @@ fn join_err(e: tokio::task::JoinError) -> StorageError {
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let this = SnapshotBuilder {
-            store: self.store.clone(),
-            snapshots: self.snapshots.clone(),
-            apply_lock: self.apply_lock.clone(),
-        };
-        let (meta, path) = tokio::task::spawn_blocking(move || this.build_blocking())
-            .await
-            .map_err(join_err)??;
+        let this = self.clone();
+        let building = self.building.clone().lock_owned().await;
+        let (meta, path) = tokio::task::spawn_blocking(move || {
+            let _building = building;
+            this.build_blocking()
+        })
+        .await
+        .map_err(join_err)??;
         snapshot_of(meta, path).await
     }
 }
@@ -227,13 +269,17 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         };
         let meta = (last, membership);
         let outputs = {
+            let waited = Instant::now();
             let _applying = self.apply_lock.lock().await;
-            let started = std::time::Instant::now();
+            self.stages.observe(Stage::ApplyLockWait, waited.elapsed());
+            let started = Instant::now();
             let outputs = self
                 .store
                 .apply_batch(&cmds, &encode_meta(&meta))
                 .map_err(|e| StorageIOError::apply(last_log_id, &e))?;
-            self.commit_stats.observe(started.elapsed());
+            let took = started.elapsed();
+            self.commit_stats.observe(took);
+            crate::stages::slow("backend_commit", took);
             outputs
         };
         if outputs.len() != cmds.len() {
@@ -259,7 +305,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         SnapshotBuilder {
             store: self.store.clone(),
             snapshots: self.snapshots.clone(),
-            apply_lock: self.apply_lock.clone(),
+            stages: self.stages.clone(),
+            building: self.building.clone(),
         }
     }
 
@@ -352,7 +399,8 @@ mod tests {
     fn open(dir: &std::path::Path) -> StateMachine {
         let store = Arc::new(Store::open(&dir.join("sm")).unwrap());
         let snaps = SnapshotDir::open(&dir.join("snapshots")).unwrap();
-        StateMachine::new(store, Arc::new(Lessor::new(Duration::from_secs(1))), snaps).unwrap()
+        let lessor = Arc::new(Lessor::new(Duration::from_secs(1)));
+        StateMachine::new(store, lessor, snaps, Arc::default()).unwrap()
     }
 
     #[tokio::test]

@@ -50,7 +50,7 @@ mod writer;
 
 pub use hash::KvHash;
 pub use history::{HistoryRecord, HistoryState};
-pub use snapshot::SnapshotInfo;
+pub use snapshot::{SnapshotExport, SnapshotInfo};
 pub use store::{Error, Result, Store};
 pub use types::*;
 pub use watch::{Event, EventKind, WatchBatch, WatchRequest, Watcher};

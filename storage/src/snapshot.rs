@@ -6,11 +6,13 @@
 //! marker `u32::MAX`, the entry count `u64` and a CRC-32 of everything before it. Integers are
 //! big-endian. The key index is implied by the revision records and rebuilt on import.
 
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
 
 use crate::dbdir;
-use crate::revision;
+use crate::revision::{self, Rev};
 use crate::state::State;
 use crate::store::{lock, Error, Inner, Result};
 use crate::watch::LiveBatch;
@@ -21,34 +23,105 @@ const END: u32 = u32::MAX;
 /// Entries larger than this are treated as corruption (etcd's request limit is 1.5 MiB).
 const MAX_ENTRY: u32 = 256 << 20;
 
-/// Writes every record of `db`, holding the store's read lock so no batch interleaves.
-pub(crate) fn export(inner: &Inner, w: &mut dyn Write) -> Result<()> {
+/// A consistent copy of the store being written out, taken at one revision without stopping
+/// applies for longer than it takes to copy the small records.
+///
+/// # Guarantees
+/// - The copy is the state after the batch whose `meta` [`SnapshotExport::meta`] returns:
+///   revision records up to that revision (records are immutable once written, so reading
+///   them after applies moved on gives the same bytes), and the state, lease and alarm
+///   records copied while the store's read lock was held.
+/// - While it lives, applies delete no compacted record from sled (their deletion resumes
+///   afterwards), and defragmentation and snapshot imports wait (they take the maintenance
+///   lock), so no record the copy needs disappears under it.
+pub struct SnapshotExport<'a> {
+    inner: &'a Inner,
+    _maintenance: MutexGuard<'a, ()>,
+    db: sled::Db,
+    /// Records sorted before the revision records (alarms), copied under the read lock.
+    before: Vec<(sled::IVec, sled::IVec)>,
+    /// Records sorted after them (leases, the state record), copied under the read lock.
+    after: Vec<(sled::IVec, sled::IVec)>,
+    /// The first revision key not in the copy.
+    end: [u8; 17],
+    /// Compacted revisions still in sled when the copy was taken (left out).
+    garbage: BTreeSet<Rev>,
+    meta: Option<Vec<u8>>,
+}
+
+/// Starts an export: copies the small records and pins the revision records, under the read
+/// lock for that long only.
+pub(crate) fn begin_export(inner: &Inner) -> Result<SnapshotExport<'_>> {
+    let maintenance = lock(&inner.maintenance);
     let st = inner.read();
-    let mut buffered = std::io::BufWriter::with_capacity(1 << 16, w);
-    let mut out = Crc {
-        w: &mut buffered,
-        crc: crc32fast::Hasher::new(),
-    };
-    out.put(MAGIC)?;
-    out.put(&VERSION.to_be_bytes())?;
-    let mut count = 0u64;
-    for item in st.db.iter() {
-        let (k, v) = item?;
-        if is_garbage(&st, &k) {
-            continue;
-        }
-        out.put(&(k.len() as u32).to_be_bytes())?;
-        out.put(&k)?;
-        out.put(&(v.len() as u32).to_be_bytes())?;
-        out.put(&v)?;
-        count += 1;
+    if st.poisoned {
+        return Err(Error::Poisoned);
     }
-    out.put(&END.to_be_bytes())?;
-    out.put(&count.to_be_bytes())?;
-    let crc = out.crc.clone().finalize();
-    out.w.write_all(&crc.to_be_bytes())?;
-    out.w.flush()?;
-    Ok(())
+    let kv_start = [revision::KV_PREFIX];
+    let kv_after = [revision::KV_PREFIX + 1];
+    let before = st.db.range(..&kv_start[..]).collect::<Result<_, _>>()?;
+    let after = st.db.range(&kv_after[..]..).collect::<Result<_, _>>()?;
+    // Taken under the read lock: every apply from now on sees the pin.
+    inner.gc_pins.fetch_add(1, Ordering::SeqCst);
+    Ok(SnapshotExport {
+        inner,
+        _maintenance: maintenance,
+        db: st.db.clone(),
+        before,
+        after,
+        end: revision::kv_key(Rev::new(st.rev + 1, 0)),
+        garbage: st.garbage.clone(),
+        meta: st.meta.clone(),
+    })
+}
+
+impl SnapshotExport<'_> {
+    /// The `meta` of the last batch the copy holds (the Raft layer's applied state).
+    pub fn meta(&self) -> Option<&[u8]> {
+        self.meta.as_deref()
+    }
+
+    /// Writes the copy in the snapshot format (every record in key order).
+    pub fn write(mut self, w: &mut dyn Write) -> Result<()> {
+        let mut buffered = std::io::BufWriter::with_capacity(1 << 16, w);
+        let mut out = Crc {
+            w: &mut buffered,
+            crc: crc32fast::Hasher::new(),
+        };
+        out.put(MAGIC)?;
+        out.put(&VERSION.to_be_bytes())?;
+        let mut count = 0u64;
+        let kv_start = [revision::KV_PREFIX];
+        let revisions = self.db.range(&kv_start[..]..&self.end[..]);
+        let live = revisions.filter(|item| {
+            item.as_ref().map_or(true, |(k, _)| {
+                self.garbage.is_empty()
+                    || revision::parse_kv_key(k).map_or(true, |rev| !self.garbage.contains(&rev))
+            })
+        });
+        let before = std::mem::take(&mut self.before).into_iter().map(Ok);
+        let after = std::mem::take(&mut self.after).into_iter().map(Ok);
+        for item in before.chain(live).chain(after) {
+            let (k, v) = item?;
+            out.put(&(k.len() as u32).to_be_bytes())?;
+            out.put(&k)?;
+            out.put(&(v.len() as u32).to_be_bytes())?;
+            out.put(&v)?;
+            count += 1;
+        }
+        out.put(&END.to_be_bytes())?;
+        out.put(&count.to_be_bytes())?;
+        let crc = out.crc.clone().finalize();
+        out.w.write_all(&crc.to_be_bytes())?;
+        out.w.flush()?;
+        Ok(())
+    }
+}
+
+impl Drop for SnapshotExport<'_> {
+    fn drop(&mut self) {
+        self.inner.gc_pins.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Replaces the state with a snapshot. The snapshot is loaded into a new database generation

@@ -17,6 +17,7 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::broadcast;
@@ -26,6 +27,7 @@ use crate::hash::KvHash;
 use crate::kv::{delete_command, put_command};
 use crate::range::{range, View};
 use crate::reader::KvReader;
+use crate::snapshot::SnapshotExport;
 use crate::state::State;
 use crate::txn::txn_command;
 use crate::types::*;
@@ -76,6 +78,9 @@ pub(crate) struct Inner {
     /// Held by `apply_batch` (before the state lock) and by maintenance that must stop applies
     /// while letting reads go on (defragmentation, import).
     pub apply_gate: Mutex<()>,
+    /// Snapshot exports in progress: while any is, applies delete no compacted record (see
+    /// [`SnapshotExport`]).
+    pub gc_pins: AtomicUsize,
     pub hub: broadcast::Sender<Arc<LiveBatch>>,
     pub dir: PathBuf,
 }
@@ -129,6 +134,7 @@ impl Store {
                 state: RwLock::new(state),
                 maintenance: Mutex::new(()),
                 apply_gate: Mutex::new(()),
+                gc_pins: AtomicUsize::new(0),
                 hub,
                 dir: path.to_path_buf(),
             }),
@@ -143,8 +149,9 @@ impl Store {
         if st.poisoned {
             return Err(Error::Poisoned);
         }
+        let gc = self.inner.gc_pins.load(Ordering::SeqCst) == 0;
         let mut w = Writer::new(&mut st);
-        let applied = apply_all(&mut w, cmds, meta);
+        let applied = apply_all(&mut w, cmds, meta, gc);
         let events = std::mem::take(&mut w.events);
         let outputs = match applied {
             Ok(outputs) => outputs,
@@ -294,12 +301,18 @@ impl Store {
         snapshot::defragment(&self.inner)
     }
 
-    /// Writes a consistent, self-describing copy of the whole state (incl. meta).
-    ///
-    /// Holds the read lock throughout, so applies wait until it returns: write to a local
-    /// file, not to a network peer.
+    /// Writes a consistent, self-describing copy of the whole state (incl. meta). Applies go
+    /// on meanwhile (see [`Store::begin_export`]).
     pub fn export_snapshot(&self, w: &mut dyn Write) -> Result<()> {
-        snapshot::export(&self.inner, w)
+        self.begin_export()?.write(w)
+    }
+
+    /// Takes a consistent copy of the state now, to be written with
+    /// [`SnapshotExport::write`]; its [`SnapshotExport::meta`] says which batch it ends with.
+    /// Applies wait only while the small records are copied (not while the copy is written);
+    /// defragmentation and snapshot imports wait until the export is dropped.
+    pub fn begin_export(&self) -> Result<SnapshotExport<'_>> {
+        snapshot::begin_export(&self.inner)
     }
 
     /// Replaces the whole state with a snapshot written by `export_snapshot`. The snapshot is
@@ -338,7 +351,9 @@ impl Store {
     }
 }
 
-fn apply_all(w: &mut Writer<'_>, cmds: &[Command], meta: &[u8]) -> Result<Vec<Output>> {
+/// `gc`: whether to delete compacted records with this batch (not while a snapshot export
+/// reads them).
+fn apply_all(w: &mut Writer<'_>, cmds: &[Command], meta: &[u8], gc: bool) -> Result<Vec<Output>> {
     let mut outputs = Vec::with_capacity(cmds.len());
     for cmd in cmds {
         if let Some(refused) = alarm::refusal(&w.st.alarms, cmd) {
@@ -369,6 +384,7 @@ fn apply_all(w: &mut Writer<'_>, cmds: &[Command], meta: &[u8]) -> Result<Vec<Ou
         });
     }
     // Delete compacted records a little faster than a batch adds new ones.
-    w.commit(meta, GC_PER_BATCH + 2 * cmds.len())?;
+    let gc = if gc { GC_PER_BATCH + 2 * cmds.len() } else { 0 };
+    w.commit(meta, gc)?;
     Ok(outputs)
 }

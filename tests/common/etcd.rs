@@ -23,6 +23,8 @@ pub struct Etcd {
     initial_cluster: Option<String>,
     /// `Some` serves the client port over https and requires a client certificate.
     tls: Option<EtcdPki>,
+    /// Mutual TLS between peers too (members of a [`Etcd::start_cluster_tls`] cluster).
+    peer_tls: bool,
     /// More flags for etcd (e.g. `--quota-backend-bytes`).
     extra_args: Vec<String>,
 }
@@ -34,6 +36,28 @@ struct EtcdPki {
     ca: PathBuf,
     serving: (PathBuf, PathBuf),
     client: (PathBuf, PathBuf),
+    /// The peer CA and the peer certificate (server and client use), for members of a cluster.
+    peer_ca: PathBuf,
+    peer: (PathBuf, PathBuf),
+}
+
+impl EtcdPki {
+    /// Certificates made with k3rs' PKI code in `dir`.
+    fn make(dir: &std::path::Path) -> EtcdPki {
+        let pki = k3rs_pki::Pki::ensure(dir, &Default::default())
+            .expect("generating etcd test certificates");
+        let etcd = pki.tls_dir().join("etcd");
+        EtcdPki {
+            ca: pki.etcd_server_ca_cert(),
+            serving: pki.etcd_serving_cert(),
+            client: pki.etcd_client_cert(),
+            peer_ca: etcd.join("peer-ca.crt"),
+            peer: (
+                etcd.join("peer-server-client.crt"),
+                etcd.join("peer-server-client.key"),
+            ),
+        }
+    }
 }
 
 impl Etcd {
@@ -54,10 +78,27 @@ impl Etcd {
 
     /// `n` plain-http members on loopback forming one cluster, each ready to serve.
     pub fn start_cluster(n: usize) -> Vec<Etcd> {
+        Etcd::cluster(n, false)
+    }
+
+    /// `n` members on loopback forming one cluster, with https and client certificates
+    /// required on the client port and mutual TLS between peers (one CA set for all).
+    pub fn start_cluster_tls(n: usize) -> Vec<Etcd> {
+        Etcd::cluster(n, true)
+    }
+
+    fn cluster(n: usize, tls: bool) -> Vec<Etcd> {
         let mut members: Vec<Etcd> = (0..n).map(|i| Etcd::unstarted(format!("m{i}"))).collect();
+        if tls {
+            let pki = EtcdPki::make(&members[0].dir.path().join("pki"));
+            for m in &mut members {
+                m.tls = Some(pki.clone());
+                m.peer_tls = true;
+            }
+        }
         let initial = members
             .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .map(|m| format!("{}={}", m.name, m.peer_url()))
             .collect::<Vec<_>>()
             .join(",");
         for m in &mut members {
@@ -116,6 +157,7 @@ impl Etcd {
             name,
             initial_cluster: None,
             tls: None,
+            peer_tls: false,
             extra_args: Vec::new(),
         }
     }
@@ -124,14 +166,7 @@ impl Etcd {
         let mut e = Etcd::unstarted("default".into());
         e.extra_args = extra_args.iter().map(|a| a.to_string()).collect();
         if tls {
-            let pki_dir = e.dir.path().join("pki");
-            let pki = k3rs_pki::Pki::ensure(&pki_dir, &Default::default())
-                .expect("generating etcd test certificates");
-            e.tls = Some(EtcdPki {
-                ca: pki.etcd_server_ca_cert(),
-                serving: pki.etcd_serving_cert(),
-                client: pki.etcd_client_cert(),
-            });
+            e.tls = Some(EtcdPki::make(&e.dir.path().join("pki")));
         }
         // A port picked free can be taken by someone else before etcd binds it: then pick new
         // ones and start again.
@@ -176,10 +211,16 @@ impl Etcd {
         })
     }
 
+    /// The peer URL: https between the members of a TLS cluster.
+    fn peer_url(&self) -> String {
+        let scheme = if self.peer_tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.peer_port)
+    }
+
     fn spawn(&mut self) {
         let bin = super::require_program("etcd", "etcd-server");
         let client = self.endpoint().url;
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let peer = self.peer_url();
         let mut cmd = Command::new(bin);
         for (var, _) in std::env::vars() {
             if var.starts_with("ETCD_") {
@@ -216,6 +257,15 @@ impl Etcd {
                 .arg("--trusted-ca-file")
                 .arg(&t.ca)
                 .arg("--client-cert-auth");
+            if self.peer_tls {
+                cmd.arg("--peer-cert-file")
+                    .arg(&t.peer.0)
+                    .arg("--peer-key-file")
+                    .arg(&t.peer.1)
+                    .arg("--peer-trusted-ca-file")
+                    .arg(&t.peer_ca)
+                    .arg("--peer-client-cert-auth");
+            }
         }
         self.proc = Some(ChildGuard::spawn("etcd", cmd, &self.log_path()));
     }

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod audit_log;
+pub mod check_perf;
 pub mod client;
 pub mod etcd;
 pub mod etcdctl;

@@ -14,19 +14,29 @@ pub struct Load {
 }
 
 impl Load {
-    /// Operations per second.
+    /// Operations per second (NaN for a phase that never ran).
     pub fn rate(&self) -> f64 {
-        self.ops as f64 / self.secs.max(1e-9)
+        if self.secs == 0.0 {
+            return f64::NAN;
+        }
+        self.ops as f64 / self.secs
     }
 
     /// The `p`th percentile latency in milliseconds (NaN without samples).
     pub fn pct(&self, p: usize) -> f64 {
+        self.per_mille(p * 10)
+    }
+
+    /// The latency below which `m` per mille of the samples are (999: p99.9, 1000: the
+    /// slowest), in milliseconds (NaN without samples).
+    pub fn per_mille(&self, m: usize) -> f64 {
         if self.lat.is_empty() {
             return f64::NAN;
         }
         let mut v = self.lat.clone();
         v.sort();
-        v[(v.len() * p / 100).min(v.len() - 1)].as_secs_f64() * 1000.0
+        let i = (v.len() * m / 1000).min(v.len() - 1);
+        v[i].as_secs_f64() * 1000.0
     }
 }
 

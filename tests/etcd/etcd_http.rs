@@ -67,7 +67,9 @@ fn health_and_metrics_on_the_client_port_match_etcd() {
     ] {
         assert!(ours_f.contains_key(name), "k3rs lacks {name}");
     }
-    for (name, kind) in &ours_f {
+    // k3rs' own families (the write path's stage timings) are named `k3rs_*`; every other one
+    // is etcd's.
+    for (name, kind) in ours_f.iter().filter(|(n, _)| !n.starts_with("k3rs_")) {
         assert_eq!(
             theirs_f.get(name),
             Some(kind),
@@ -82,6 +84,20 @@ fn health_and_metrics_on_the_client_port_match_etcd() {
             "etcd_disk_backend_commit_duration_seconds_count"
         ) >= 5.0
     );
+    let stage = "k3rs_datastore_stage_duration_seconds";
+    assert_eq!(ours_f.get(stage).map(String::as_str), Some("histogram"));
+    let puts = value(&our_metrics, &format!("{stage}_count{{stage=\"request\"}}"));
+    assert!(puts >= 5.0, "{puts} front-end writes timed");
+    let fsyncs = value(
+        &our_metrics,
+        &format!("{stage}_count{{stage=\"wal_fsync\"}}"),
+    );
+    assert!(fsyncs >= 5.0, "{fsyncs} WAL syncs timed");
+    let max = value(
+        &our_metrics,
+        "k3rs_datastore_stage_duration_max_seconds{stage=\"raft_write\"}",
+    );
+    assert!(max > 0.0, "the longest Raft write is recorded");
 
     // Without a client certificate the port refuses, as etcd's does with --client-cert-auth.
     let mut anonymous = ours.clone();

@@ -1,5 +1,10 @@
-//! Durations of the WAL's `fdatasync` calls, bucketed as etcd's
-//! `etcd_disk_wal_fsync_duration_seconds` histogram (1 ms doubling to 8.192 s).
+//! Latency histograms: the WAL's `fdatasync` calls (etcd's
+//! `etcd_disk_wal_fsync_duration_seconds`, 1 ms doubling to 8.192 s), the store's batch commits,
+//! and the stages of a write (see `stages`).
+//!
+//! Observations go into finer buckets (1/16 ms doubling to 8.192 s) so that sub-millisecond
+//! percentiles can be told apart; etcd's buckets are a subset of their bounds. The largest
+//! observation is kept too: a stall shows there before it moves a percentile.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -10,50 +15,87 @@ pub const BUCKETS: [f64; 14] = [
     8.192,
 ];
 
-/// A lock-free histogram the sync thread observes into and scrapes read.
+/// Fine buckets below etcd's first: 1/16, 1/8, 1/4 and 1/2 ms.
+const FINER: usize = 4;
+/// Upper bounds (seconds) of the fine buckets: 62.5 µs doubling to 8.192 s.
+const FINE: [f64; FINER + BUCKETS.len()] = {
+    let mut b = [0.0; FINER + BUCKETS.len()];
+    let mut i = 0;
+    while i < b.len() {
+        b[i] = 0.001 / 16.0 * (1u64 << i) as f64;
+        i += 1;
+    }
+    b
+};
+
+/// A lock-free histogram the observing thread writes and scrapes read.
 #[derive(Debug, Default)]
 pub struct FsyncHistogram {
-    /// Observations per bucket (not cumulative); the last slot is `+Inf` only.
-    counts: [AtomicU64; BUCKETS.len() + 1],
+    /// Observations per fine bucket (not cumulative); the last slot is `+Inf` only.
+    counts: [AtomicU64; FINE.len() + 1],
     sum_nanos: AtomicU64,
+    max_nanos: AtomicU64,
 }
 
 /// A point-in-time copy, in Prometheus form.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FsyncSnapshot {
-    /// `(upper bound, cumulative count)` per bucket, without `+Inf` (that is `count`).
+    /// `(upper bound, cumulative count)` per etcd bucket, without `+Inf` (that is `count`).
     pub buckets: Vec<(f64, u64)>,
-    /// How many fsyncs.
+    /// The same over the fine buckets.
+    pub fine: Vec<(f64, u64)>,
+    /// How many observations.
     pub count: u64,
     /// Their total duration.
     pub sum_seconds: f64,
+    /// The longest one.
+    pub max_seconds: f64,
 }
 
 impl FsyncHistogram {
+    /// Records one run that took `d`.
     pub fn observe(&self, d: Duration) {
         let secs = d.as_secs_f64();
-        let slot = BUCKETS
-            .iter()
-            .position(|&b| secs <= b)
-            .unwrap_or(BUCKETS.len());
+        let slot = FINE.iter().position(|&b| secs <= b).unwrap_or(FINE.len());
         self.counts[slot].fetch_add(1, Ordering::Relaxed);
         let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.max_nanos.fetch_max(nanos, Ordering::Relaxed);
     }
 
+    /// The counts so far.
     pub fn snapshot(&self) -> FsyncSnapshot {
         let mut cumulative = 0;
-        let mut buckets = Vec::with_capacity(BUCKETS.len());
-        for (bound, c) in BUCKETS.iter().zip(&self.counts) {
+        let mut fine = Vec::with_capacity(FINE.len());
+        for (bound, c) in FINE.iter().zip(&self.counts) {
             cumulative += c.load(Ordering::Relaxed);
-            buckets.push((*bound, cumulative));
+            fine.push((*bound, cumulative));
         }
-        let count = cumulative + self.counts[BUCKETS.len()].load(Ordering::Relaxed);
+        let count = cumulative + self.counts[FINE.len()].load(Ordering::Relaxed);
         FsyncSnapshot {
-            buckets,
+            buckets: fine[FINER..].to_vec(),
+            fine,
             count,
             sum_seconds: self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            max_seconds: self.max_nanos.load(Ordering::Relaxed) as f64 / 1e9,
         }
+    }
+}
+
+impl FsyncSnapshot {
+    /// The upper bound of the fine bucket holding the `q` quantile (0 < q ≤ 1), at most the
+    /// largest observation; 0 without observations.
+    pub fn quantile(&self, q: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        let rank = (q * self.count as f64).ceil().max(1.0) as u64;
+        let bound = self
+            .fine
+            .iter()
+            .find(|(_, n)| *n >= rank)
+            .map_or(self.max_seconds, |(b, _)| *b);
+        bound.min(self.max_seconds)
     }
 }
 
@@ -73,7 +115,29 @@ mod tests {
         assert_eq!(s.buckets[1], (0.002, 2));
         assert_eq!(s.buckets[2], (0.004, 3));
         assert_eq!(s.buckets[13], (8.192, 3));
+        assert_eq!(s.buckets.len(), BUCKETS.len());
+        for ((b, _), want) in s.buckets.iter().zip(BUCKETS) {
+            assert!((b - want).abs() < 1e-12, "{b} vs {want}");
+        }
+        assert_eq!(s.fine[0], (0.0000625, 0));
+        assert_eq!(s.fine[3], (0.0005, 1));
         assert_eq!(s.count, 4);
         assert!((s.sum_seconds - 10.0045).abs() < 1e-9, "{}", s.sum_seconds);
+        assert_eq!(s.max_seconds, 10.0);
+    }
+
+    #[test]
+    fn quantiles_are_fine_bucket_bounds_capped_at_the_max() {
+        let h = FsyncHistogram::default();
+        assert_eq!(h.snapshot().quantile(0.5), 0.0);
+        for _ in 0..98 {
+            h.observe(Duration::from_micros(100));
+        }
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_millis(150));
+        let s = h.snapshot();
+        assert_eq!(s.quantile(0.5), 0.000125);
+        assert_eq!(s.quantile(0.99), 0.004);
+        assert_eq!(s.quantile(1.0), 0.15);
     }
 }

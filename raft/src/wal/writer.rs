@@ -83,7 +83,9 @@ fn run(rx: mpsc::Receiver<SyncRequest>, stats: &FsyncHistogram) {
         for f in files {
             let started = Instant::now();
             let synced = f.sync_data();
-            stats.observe(started.elapsed());
+            let took = started.elapsed();
+            stats.observe(took);
+            crate::stages::slow("wal_fsync", took);
             if let Err(e) = synced {
                 tracing::error!(error = %e, "WAL fdatasync failed");
                 result = Err((e.kind(), e.to_string()));

@@ -159,3 +159,39 @@ fn history_roundtrip_keeps_every_revision() {
         .is_err());
     assert_eq!(dst.current_revision(), src.current_revision());
 }
+
+#[test]
+fn an_export_is_the_state_when_it_began_while_applies_go_on() {
+    let (_d, src) = populated();
+    let expected = dump(&src);
+    let export = src.begin_export().unwrap();
+    assert_eq!(export.meta(), Some(&b"meta"[..]));
+    // Applies are not blocked by the export: new revisions, a lease, and a compaction whose
+    // garbage (more than one batch deletes) must stay readable until the export is written.
+    for i in 0..200 {
+        apply(&src, put(&format!("k{}", i % 7), "v"));
+    }
+    apply(&src, Command::LeaseGrant { id: 9, ttl: 60 });
+    let rev = src.current_revision();
+    apply(&src, Command::Compact { revision: rev });
+    for i in 0..50 {
+        apply(&src, put(&format!("k{i}"), "w"));
+    }
+    let mut written = Vec::new();
+    export.write(&mut written).unwrap();
+    assert_eq!(written, expected);
+
+    // Once the export is gone, compacted records are deleted again and later exports hold the
+    // new state.
+    let in_use = src.db_size_in_use();
+    apply(&src, put("last", "x"));
+    assert!(
+        src.db_size_in_use() < in_use,
+        "compacted records are deleted again"
+    );
+    let (_d2, dst) = open();
+    dst.import_snapshot(&mut dump(&src).as_slice()).unwrap();
+    assert_eq!(dst.current_revision(), src.current_revision());
+    assert_eq!(dst.leases().unwrap(), src.leases().unwrap());
+    assert_eq!(all(&dst, 0), all(&src, 0));
+}
