@@ -119,6 +119,11 @@ impl Cache {
             // The binding has not shown up yet; keep the assumption.
             return PodChange::Ignored;
         }
+        // An unbound pod under the key of a bound one is another pod of that name (deleted
+        // and created again while the watch was away): the bound one no longer counts.
+        if let Some(old) = self.assigned.remove(&key) {
+            self.unplace(&old);
+        }
         let finished = matches!(
             pod.status.as_ref().and_then(|s| s.phase.as_deref()),
             Some("Succeeded") | Some("Failed")
@@ -180,7 +185,9 @@ impl Cache {
         bound.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
         let bound = Arc::new(bound);
         self.assumed.insert(key.to_string());
-        self.assigned.insert(key.to_string(), bound.clone());
+        if let Some(old) = self.assigned.insert(key.to_string(), bound.clone()) {
+            self.unplace(&old);
+        }
         self.place(&bound);
     }
 
@@ -333,5 +340,110 @@ mod tests {
         let mut p = pod("p", None);
         p.spec.as_mut().unwrap().scheduler_name = Some("other".into());
         assert_eq!(c.apply_pod(p), PodChange::Ignored);
+    }
+
+    /// What a decision reads of one node, in a comparable form.
+    fn summary(n: &NodeInfo) -> impl PartialEq + std::fmt::Debug {
+        let uids = |pods: &[Arc<Pod>]| {
+            let mut v: Vec<String> = pods.iter().map(|p| cache_uid(p)).collect();
+            v.sort();
+            v
+        };
+        (
+            n.name().to_string(),
+            n.node.metadata.labels.clone(),
+            uids(&n.pods),
+            uids(&n.with_affinity),
+            uids(&n.with_required_anti_affinity),
+            n.allocatable.clone(),
+            n.requested.clone(),
+            n.non_zero_requested.clone(),
+            n.used_ports.clone(),
+        )
+    }
+    fn cache_uid(p: &Pod) -> String {
+        p.metadata.uid.clone().unwrap_or_default()
+    }
+
+    #[test]
+    fn incremental_snapshot_equals_a_full_rebuild() {
+        // A generated sequence (fixed linear congruential numbers) of node adds, updates and
+        // deletes, pod adds, bindings, assumptions, forgets and deletes; after every step the
+        // NodeInfos kept up to date in place equal a snapshot rebuilt from the nodes and the
+        // cache's assigned pods.
+        let mut c = Cache::default();
+        let mut nodes: std::collections::BTreeMap<String, Node> = Default::default();
+        let mut x: u64 = 11;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for step in 0..3_000 {
+            let n = format!("n{}", next(8));
+            let p = format!("p{}", next(40));
+            match next(10) {
+                0 => {
+                    let mut v = node(&n);
+                    v.metadata.labels = Some([("zone".to_string(), next(3).to_string())].into());
+                    nodes.insert(n.clone(), v.clone());
+                    c.apply_node(v);
+                }
+                1 => {
+                    nodes.remove(&n);
+                    c.delete_node(&n);
+                }
+                2 | 3 => {
+                    let mut v = pod(&p, None);
+                    let spec = v.spec.as_mut().unwrap();
+                    if next(3) == 0 {
+                        spec.containers[0].ports = Some(vec![serde_json::from_value(
+                            json!({"containerPort": 80, "hostPort": 8000 + next(2)}),
+                        )
+                        .unwrap()]);
+                    }
+                    if next(4) == 0 {
+                        spec.affinity = Some(
+                            serde_json::from_value(json!({"podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [
+                                {"topologyKey": "zone", "labelSelector": {}}]}}))
+                            .unwrap(),
+                        );
+                    }
+                    c.apply_pod(v);
+                }
+                4 => {
+                    let bound_to = c
+                        .pod(&format!("ns/{p}"))
+                        .and_then(|v| node_of(v).map(str::to_string));
+                    let mut v = (*c
+                        .pod(&format!("ns/{p}"))
+                        .cloned()
+                        .unwrap_or_else(|| Arc::new(pod(&p, None))))
+                    .clone();
+                    v.spec.as_mut().unwrap().node_name = Some(bound_to.unwrap_or(n));
+                    c.apply_pod(v);
+                }
+                5 => c.assume(&format!("ns/{p}"), &n),
+                6 => c.forget(&format!("ns/{p}")),
+                7 => {
+                    if let Some(v) = c.pod(&format!("ns/{p}")).cloned() {
+                        c.delete_pod(&v);
+                    }
+                }
+                _ => {
+                    // A status-only update of a node (a heartbeat).
+                    if let Some(v) = nodes.get(&n) {
+                        c.apply_node(v.clone());
+                    }
+                }
+            }
+            let rebuilt = Snapshot::new(nodes.values().cloned().map(Arc::new), c.assigned.values());
+            let got: Vec<_> = c.snapshot().nodes.iter().map(summary).collect();
+            let want: Vec<_> = rebuilt.nodes.iter().map(summary).collect();
+            assert_eq!(got, want, "after step {step}");
+            assert_eq!(c.node_names().len(), nodes.len());
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! the pod fits nowhere, find the node where evicting the fewest, least important
 //! lower-priority pods makes it fit.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -93,21 +94,33 @@ fn eligible(pod: &PodInfo, snapshot: &Snapshot) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Whether `pod` fits on `node` (standing in for `snapshot.nodes[index]`).
-fn fits(pod: &PodInfo, snapshot: &Snapshot, index: usize, node: &NodeInfo) -> bool {
-    let mut changed = snapshot.clone();
-    changed.nodes[index] = node.clone();
-    let spread = topology_spread::PreFilter::new(pod, &changed);
-    let inter_pod = interpod::PreFilter::new(pod, &changed);
+/// Whether `pod` fits on `node` standing in for `scratch.nodes[index]` (left there; the
+/// caller puts the original back).
+fn fits(pod: &PodInfo, scratch: &mut Snapshot, index: usize, node: &NodeInfo) -> bool {
+    scratch.nodes[index] = node.clone();
+    let spread = topology_spread::PreFilter::new(pod, scratch);
+    let inter_pod = interpod::PreFilter::new(pod, scratch);
     check(pod, node, &spread, &inter_pod).is_ok()
 }
 
 /// The fewest victims on one node (upstream `SelectVictimsOnNode`): remove every
 /// lower-priority pod; if the pod then fits, give back the most important ones while it
-/// still fits.
-fn victims_on(pod: &PodInfo, snapshot: &Snapshot, index: usize) -> Option<Vec<Arc<Pod>>> {
+/// still fits. `scratch` is a copy of the decision's snapshot, as it was on return.
+fn victims_on(pod: &PodInfo, scratch: &mut Snapshot, index: usize) -> Option<Vec<Arc<Pod>>> {
+    let original = scratch.nodes[index].clone();
+    let victims = victims_on_copy(pod, scratch, index, &original);
+    scratch.nodes[index] = original;
+    victims
+}
+
+fn victims_on_copy(
+    pod: &PodInfo,
+    scratch: &mut Snapshot,
+    index: usize,
+    original: &NodeInfo,
+) -> Option<Vec<Arc<Pod>>> {
     let mine = priority(&pod.pod);
-    let mut node = snapshot.nodes[index].clone();
+    let mut node = original.clone();
     let mut candidates: Vec<Arc<Pod>> = node
         .pods
         .iter()
@@ -120,14 +133,14 @@ fn victims_on(pod: &PodInfo, snapshot: &Snapshot, index: usize) -> Option<Vec<Ar
     for p in &candidates {
         node.remove_pod(p.metadata.uid.as_deref().unwrap_or(""));
     }
-    if !fits(pod, snapshot, index, &node) {
+    if !fits(pod, scratch, index, &node) {
         return None;
     }
     candidates.sort_by(more_important_first);
     let mut victims = Vec::new();
     for p in candidates {
         node.add_pod(p.clone());
-        if !fits(pod, snapshot, index, &node) {
+        if !fits(pod, scratch, index, &node) {
             node.remove_pod(p.metadata.uid.as_deref().unwrap_or(""));
             victims.push(p);
         }
@@ -160,15 +173,24 @@ pub fn preempt(
     eligible(pod, snapshot).map_err(PreemptionError::NotEligible)?;
     let mut candidates = Vec::new();
     let mut statuses = Vec::new();
+    // One copy per attempt (each candidate node stands in it in turn), not one per check.
+    let mut scratch: Option<Snapshot> = None;
+    let index: HashMap<&str, usize> = snapshot
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name(), i))
+        .collect();
     for (node, rejection) in &fit.rejections {
-        let Some(index) = snapshot.nodes.iter().position(|n| n.name() == node) else {
+        let Some(&index) = index.get(node.as_str()) else {
             continue;
         };
         if rejection.unresolvable {
             statuses.push(Rejection::unresolvable(NOT_HELPFUL));
             continue;
         }
-        match victims_on(pod, snapshot, index) {
+        let scratch = scratch.get_or_insert_with(|| snapshot.clone());
+        match victims_on(pod, scratch, index) {
             Some(v) if !v.is_empty() => candidates.push((node.clone(), v)),
             _ => statuses.push(Rejection::unschedulable(NO_VICTIMS)),
         }

@@ -308,8 +308,7 @@ impl K3rs {
     }
 
     fn spawn(&mut self) {
-        let bin = env!("CARGO_BIN_EXE_k3rs");
-        let mut cmd = Command::new(bin);
+        let mut cmd = Command::new(super::k3rs_binary());
         cmd.arg("server")
             .arg("--data-dir")
             .arg(self.data_dir())

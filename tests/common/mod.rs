@@ -39,6 +39,12 @@ use std::time::{Duration, Instant};
 
 #[allow(unused_imports)]
 pub use etcd::Etcd;
+
+/// The `k3rs` binary to start: `K3RS_BINARY` when set (a benchmark comparing two builds
+/// back to back), else the one cargo built with the tests.
+pub fn k3rs_binary() -> std::ffi::OsString {
+    std::env::var_os("K3RS_BINARY").unwrap_or_else(|| env!("CARGO_BIN_EXE_k3rs").into())
+}
 #[allow(unused_imports)]
 pub use etcdctl::{etcdctl, CtlOutput, Endpoint, TlsFiles};
 #[allow(unused_imports)]
