@@ -165,9 +165,17 @@ fn vxlan_scenario(lab: &TwoNodeLab) {
             ),
             "{dev}"
         );
+        // The keeper adds the address once it sees its node's pod CIDR, which may come
+        // after the annotations.
         let own = format!("{}/32", network(cidr));
-        let addrs = ip_in("ip", lab, &["-4", "addr", "show", "dev", "flannel.1"]);
-        assert!(addrs.contains(&own), "{addrs}");
+        common::wait_for(
+            &format!("{own} on {node}'s flannel.1"),
+            Duration::from_secs(30),
+            || {
+                let addrs = ip_in("ip", lab, &["-4", "addr", "show", "dev", "flannel.1"]);
+                addrs.contains(&own).then_some(())
+            },
+        );
     }
 
     // A has a route, a permanent neighbour and an FDB entry for B's VTEP, and B for A's.
