@@ -144,8 +144,10 @@ async fn node_state(client: &kube::Client, node: &str, since: i64) -> NodeState 
 }
 
 /// The state a Node object shows: its `Ready` condition, counted only when its heartbeat is
-/// from this start (at or after `since`, Unix seconds): after a restart the stored Node still
-/// shows the previous run's `Ready`, which says nothing about this one.
+/// from this start (in a second after `since`, the start's Unix second: heartbeats have
+/// whole seconds, so one in the start's own second may be the previous run's): after a
+/// restart the stored Node still shows the previous run's `Ready`, which says nothing about
+/// this one.
 fn state_of(node: &serde_json::Value, since: i64) -> NodeState {
     let ready = node["status"]["conditions"]
         .as_array()
@@ -155,7 +157,7 @@ fn state_of(node: &serde_json::Value, since: i64) -> NodeState {
     match ready {
         Some(c) if c["status"] == "True" => {
             match k3rs_apimachinery::meta::parse_time(&c["lastHeartbeatTime"]) {
-                Some(beat) if beat >= since => NodeState::Ready,
+                Some(beat) if beat > since => NodeState::Ready,
                 _ => NodeState::NotReady(format!(
                     "Ready only as reported before this start (last heartbeat {})",
                     c["lastHeartbeatTime"].as_str().unwrap_or("unknown")
@@ -204,10 +206,17 @@ mod tests {
         assert_eq!(
             state_of(&with(json!([
                 {"type": "MemoryPressure", "status": "False"},
-                {"type": "Ready", "status": "True", "lastHeartbeatTime": "2027-01-15T08:00:00Z"},
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": "2027-01-15T08:00:01Z"},
             ]))),
             NodeState::Ready
         );
+        // A heartbeat in the start's own second may be the killed predecessor's last one.
+        assert!(matches!(
+            state_of(&with(json!([
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": "2027-01-15T08:00:00Z"},
+            ]))),
+            NodeState::NotReady(_)
+        ));
         // The previous run's Ready, or one without a heartbeat, is not this start's.
         assert_eq!(
             state_of(&with(json!([
