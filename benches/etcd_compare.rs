@@ -21,7 +21,9 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::check_perf::{check_perf, k3rs_stages, stage_table, CheckPerf, StageRow};
+use common::check_perf::{
+    check_perf, check_perf_loads, k3rs_stages, stage_table, CheckPerf, StageRow,
+};
 use common::client::{channel, open_watch, Clients};
 use common::kv_load::{key, load, put_op, range_op, KEYS, VALUE_LEN};
 use common::stats::{commit, machine, ratio, write_result, Load};
@@ -104,16 +106,6 @@ async fn watch_latency(ep: &Endpoint, dur: Duration) -> Load {
         secs: start.elapsed().as_secs_f64(),
         lat,
     }
-}
-
-/// The `etcdctl check perf` loads to run (`$BENCH_CHECK_PERF`, comma-separated).
-fn check_perf_loads() -> Vec<String> {
-    std::env::var("BENCH_CHECK_PERF")
-        .unwrap_or_else(|_| "s,m,l".into())
-        .split(',')
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect()
 }
 
 /// `etcdctl check perf` for every load (blocking; etcdctl does the work), and for k3rs the

@@ -23,7 +23,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::check_perf::{check_perf, k3rs_stages, stage_table, CheckPerf, StageRow};
+use common::check_perf::{
+    check_perf, check_perf_loads, k3rs_stages, stage_table, CheckPerf, StageRow,
+};
 use common::client::{channel, Clients};
 use common::kv_load::{load, put_op, range_op, KEYS};
 use common::stats::{commit, machine, ratio, write_result, Load};
@@ -169,16 +171,6 @@ async fn failover(members: &mut Members) -> Option<Duration> {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     None
-}
-
-/// The `etcdctl check perf` loads to run (`$BENCH_CHECK_PERF`, comma-separated).
-fn check_perf_loads() -> Vec<String> {
-    std::env::var("BENCH_CHECK_PERF")
-        .unwrap_or_else(|_| "s,m,l".into())
-        .split(',')
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect()
 }
 
 /// Picks one phase's load out of a report.

@@ -22,6 +22,16 @@ pub struct CheckPerf {
     pub pass: bool,
 }
 
+/// The `etcdctl check perf` loads to run (`$BENCH_CHECK_PERF`, comma-separated).
+pub fn check_perf_loads() -> Vec<String> {
+    std::env::var("BENCH_CHECK_PERF")
+        .unwrap_or_else(|_| "s,m,l".into())
+        .split(',')
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// Runs `etcdctl check perf --load=<load>` against `eps` (one cluster), bounded by 5 min.
 /// `None` if etcdctl printed no result (the output goes to stderr then).
 pub fn check_perf(eps: &[Endpoint], load: &str) -> Option<CheckPerf> {
