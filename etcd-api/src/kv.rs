@@ -18,6 +18,23 @@ pub struct KvService {
 }
 
 impl KvService {
+    /// Answers a write with the result of `work`, recording how long it took as the
+    /// write path's `request` stage.
+    async fn timed<T, E>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<Response<T>, Status>
+    where
+        Status: From<E>,
+    {
+        let started = Instant::now();
+        let answer = work.await;
+        self.api
+            .node()
+            .observe_stage(Stage::Request, started.elapsed());
+        Ok(Response::new(answer?))
+    }
+
     /// The service over `api`.
     pub fn new(api: Api) -> KvService {
         KvService { api }
@@ -111,36 +128,22 @@ impl pb::kv_server::Kv for KvService {
         &self,
         request: Request<pb::PutRequest>,
     ) -> Result<Response<pb::PutResponse>, Status> {
-        let started = Instant::now();
-        let answer = KvService::put(self, request.into_inner()).await;
-        self.api
-            .node()
-            .observe_stage(Stage::Request, started.elapsed());
-        Ok(Response::new(answer?))
+        self.timed(KvService::put(self, request.into_inner())).await
     }
 
     async fn delete_range(
         &self,
         request: Request<pb::DeleteRangeRequest>,
     ) -> Result<Response<pb::DeleteRangeResponse>, Status> {
-        let started = Instant::now();
-        let answer = KvService::delete_range(self, request.into_inner()).await;
-        self.api
-            .node()
-            .observe_stage(Stage::Request, started.elapsed());
-        Ok(Response::new(answer?))
+        self.timed(KvService::delete_range(self, request.into_inner()))
+            .await
     }
 
     async fn txn(
         &self,
         request: Request<pb::TxnRequest>,
     ) -> Result<Response<pb::TxnResponse>, Status> {
-        let started = Instant::now();
-        let answer = KvService::txn(self, request.into_inner()).await;
-        self.api
-            .node()
-            .observe_stage(Stage::Request, started.elapsed());
-        Ok(Response::new(answer?))
+        self.timed(KvService::txn(self, request.into_inner())).await
     }
 
     async fn compact(
