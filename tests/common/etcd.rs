@@ -250,21 +250,9 @@ impl Etcd {
             .arg("stderr")
             .args(&self.extra_args);
         if let Some(t) = &self.tls {
-            cmd.arg("--cert-file")
-                .arg(&t.serving.0)
-                .arg("--key-file")
-                .arg(&t.serving.1)
-                .arg("--trusted-ca-file")
-                .arg(&t.ca)
-                .arg("--client-cert-auth");
+            mtls_flags(&mut cmd, "", &t.serving, &t.ca);
             if self.peer_tls {
-                cmd.arg("--peer-cert-file")
-                    .arg(&t.peer.0)
-                    .arg("--peer-key-file")
-                    .arg(&t.peer.1)
-                    .arg("--peer-trusted-ca-file")
-                    .arg(&t.peer_ca)
-                    .arg("--peer-client-cert-auth");
+                mtls_flags(&mut cmd, "peer-", &t.peer, &t.peer_ca);
             }
         }
         self.proc = Some(ChildGuard::spawn("etcd", cmd, &self.log_path()));
@@ -315,4 +303,22 @@ impl Etcd {
     pub fn assert_running(&mut self) {
         self.proc.as_mut().expect("started").assert_running();
     }
+}
+
+/// etcd's flags for one mutually authenticated TLS listener: `--<prefix>cert-file`,
+/// `--<prefix>key-file`, `--<prefix>trusted-ca-file` and `--<prefix>client-cert-auth`
+/// (`prefix` is `""` for clients, `"peer-"` for peers).
+fn mtls_flags(
+    cmd: &mut Command,
+    prefix: &str,
+    (cert, key): &(PathBuf, PathBuf),
+    ca: &std::path::Path,
+) {
+    cmd.arg(format!("--{prefix}cert-file"))
+        .arg(cert)
+        .arg(format!("--{prefix}key-file"))
+        .arg(key)
+        .arg(format!("--{prefix}trusted-ca-file"))
+        .arg(ca)
+        .arg(format!("--{prefix}client-cert-auth"));
 }

@@ -56,6 +56,24 @@ pub struct K3rs {
     data_dir: Option<PathBuf>,
 }
 
+/// A fresh `k3rs-test-*` temporary directory.
+fn scratch_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("k3rs-test-")
+        .tempdir()
+        .expect("tempdir")
+}
+
+impl Drop for K3rs {
+    /// The embedded agent's containerd-shims outlive the server (the test's `NodeLab` stops
+    /// them later) and keep their pods' rootfs and `/dev/shm` mounted under the data dir:
+    /// the server dies first, then those mounts are detached, so the directory can go.
+    fn drop(&mut self) {
+        self.proc = None;
+        super::mounts::unmount_under(&self.data_dir().join("agent"));
+    }
+}
+
 impl K3rs {
     /// Starts `k3rs server` on a free loopback port with automatic compaction off (like etcd's
     /// default), and waits until it answers etcdctl.
@@ -108,10 +126,7 @@ impl K3rs {
         env: &[(&str, &OsStr)],
         data_dir: Option<PathBuf>,
     ) -> K3rs {
-        let dir = tempfile::Builder::new()
-            .prefix("k3rs-test-")
-            .tempdir()
-            .expect("tempdir");
+        let dir = scratch_dir();
         let mut k = K3rs {
             proc: None,
             dir,
@@ -219,10 +234,7 @@ impl K3rs {
     ) -> (Option<std::process::ExitStatus>, String, tempfile::TempDir) {
         let mut k = K3rs {
             proc: None,
-            dir: tempfile::Builder::new()
-                .prefix("k3rs-test-")
-                .tempdir()
-                .expect("tempdir"),
+            dir: scratch_dir(),
             port: super::free_port(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             api_port: None,
@@ -233,7 +245,8 @@ impl K3rs {
         k.spawn();
         let status = k.proc.take().and_then(|mut p| p.wait_exit(timeout));
         let log = k.log();
-        let K3rs { dir, .. } = k;
+        // `K3rs` cleans up on drop, so the directory is taken out in exchange for an empty one.
+        let dir = std::mem::replace(&mut k.dir, scratch_dir());
         (status, log, dir)
     }
 

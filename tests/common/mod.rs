@@ -20,6 +20,7 @@ pub mod kinds;
 pub mod kube;
 pub mod kubectl;
 pub mod kv_load;
+pub mod mounts;
 pub mod narrowing;
 pub mod netns;
 pub mod node_lab;

@@ -413,17 +413,7 @@ impl Drop for NodeLab {
                 let _ = std::fs::remove_file(&p);
             }
         }
-        let scratch = self.scratch.path().to_string_lossy().into_owned();
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut mounts: Vec<String> = mountinfo
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4).map(String::from))
-            .filter(|m| m.starts_with(&scratch))
-            .collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for m in mounts {
-            let _ = Command::new("umount").args(["-l", &m]).status();
-        }
+        super::mounts::unmount_under(self.scratch.path());
         for dir in self.cgroup_dirs() {
             remove_cgroups(&dir);
         }
