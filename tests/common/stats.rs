@@ -84,14 +84,19 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The resident set size of process `pid` in MiB (NaN if it cannot be read).
-pub fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+/// One `kB` line of `/proc/<pid>/status` (`VmRSS`, `RssAnon`, …) in KiB; `None` if it
+/// cannot be read.
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// The resident set size of process `pid` in MiB (NaN if it cannot be read).
+pub fn rss_mib(pid: u32) -> f64 {
+    proc_status_kib(pid, "VmRSS").map_or(f64::NAN, |kb| kb as f64 / 1024.0)
 }
 
 /// `ours / theirs` as `1.23×`, or `–` when either is missing.

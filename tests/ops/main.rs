@@ -13,6 +13,7 @@ mod common;
 mod auto_deploy;
 mod config_file;
 mod host_commands;
+mod idle_memory;
 mod install_sh;
 mod k3s_flags;
 mod release_install;
