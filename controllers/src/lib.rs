@@ -96,22 +96,22 @@ pub const CONTROLLERS: &[Descriptor] = &[
     Descriptor {
         controller: "serviceaccount",
         name: service_account::NAME,
-        start: |cx| service_account::run(cx.client, cx.stop).boxed(),
+        start: |cx| service_account::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "root-ca-cert-publisher",
         name: root_ca::NAME,
-        start: |cx| root_ca::run_published(cx.client, cx.stop).boxed(),
+        start: |cx| root_ca::run_published(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "resourcequota",
         name: resource_quota::NAME,
-        start: |cx| resource_quota::run(cx.client, cx.stop).boxed(),
+        start: |cx| resource_quota::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "namespace",
         name: namespace::NAME,
-        start: |cx| namespace::run(cx.client, cx.stop).boxed(),
+        start: |cx| namespace::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "garbagecollector",
@@ -136,7 +136,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
     Descriptor {
         controller: "nodeipam",
         name: node_ipam::NAME,
-        start: |cx| node_ipam::run(cx.client, cx.args.cluster_cidr, cx.stop).boxed(),
+        start: |cx| node_ipam::run(cx.client, cx.informers, cx.args.cluster_cidr, cx.stop).boxed(),
     },
     Descriptor {
         controller: "nodelifecycle",
@@ -159,7 +159,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
     Descriptor {
         controller: "clusterrole-aggregation",
         name: clusterrole_aggregation::CONTROLLER_NAME,
-        start: |cx| clusterrole_aggregation::run(cx.client, cx.stop).boxed(),
+        start: |cx| clusterrole_aggregation::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "ttl-after-finished",
