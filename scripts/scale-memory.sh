@@ -3,7 +3,10 @@
 #   scripts/scale-memory.sh [K3RS_BINARY] [NODES] [PODS]
 # starts `k3rs server` (no embedded agent) and `k3rs agent --hollow NODES` on loopback,
 # creates one Deployment of PODS pause pods (100m CPU, 100 MiB each), waits until all are
-# available, and prints the server's RSS at each step. Needs kubectl; leaves nothing running.
+# available, and prints the server's RSS at each step, with the watches the API server has
+# opened so far (its `apiserver_request_total{verb="WATCH"}`; a watch ends and is opened
+# again every few minutes, so compare runs of similar length). Needs kubectl; leaves nothing
+# running.
 set -u
 BIN=${1:-target/release/k3rs} NODES=${2:-300} PODS=${3:-3000}
 SETTLE=${SETTLE:-30}
@@ -20,8 +23,19 @@ cleanup() { [ -n "$AGENT" ] && kill $AGENT 2>/dev/null; kill -INT $SERVER 2>/dev
 trap cleanup EXIT
 rss() { awk '/VmRSS/{printf "%d MiB", $2/1024}' /proc/$SERVER/status; }
 k() { kubectl --kubeconfig "$KC" "$@"; }
+watches() {
+  k get --raw /metrics | awk '/^apiserver_request_total\{/ && /verb="WATCH"/ {n += $NF} END {print n + 0}'
+}
+watches_by_resource() {
+  k get --raw /metrics | awk '/^apiserver_request_total\{/ && /verb="WATCH"/ {
+    match($0, /resource="[^"]*"/); r = substr($0, RSTART + 10, RLENGTH - 11); n[r] += $NF }
+    END { for (r in n) printf "%s=%d ", r, n[r]; print "" }' | tr ' ' '\n' | sort | tr '\n' ' '
+}
 for _ in $(seq 300); do [ -s "$KC" ] && k get --raw /readyz >/dev/null 2>&1 && break; sleep 1; done
 echo "server ready: $(rss)"
+sleep 20
+echo "server idle 20 s later: $(rss), $(watches) watches opened"
+echo "  by resource: $(watches_by_resource)"
 K3RS_LOG=warn $BIN agent --kubeconfig "$KC" --hollow "$NODES" --hollow-name-prefix scale- \
   >"$D/agent.log" 2>&1 &
 AGENT=$!
@@ -29,7 +43,7 @@ for _ in $(seq 600); do
   [ "$(k get nodes --no-headers 2>/dev/null | grep -c ' Ready')" -ge "$NODES" ] && break; sleep 2
 done
 sleep 20
-echo "$NODES nodes Ready: $(rss)"
+echo "$NODES nodes Ready: $(rss), $(watches) watches opened"
 BASE=$(awk '/VmRSS/{print $2}' /proc/$SERVER/status)
 k apply -f - >/dev/null <<Y
 apiVersion: apps/v1
@@ -54,4 +68,4 @@ done
 echo "${A:-0} of $PODS pods available after $(( $(date +%s) - T0 )) s: $(rss)"
 sleep "$SETTLE"
 END=$(awk '/VmRSS/{print $2}' /proc/$SERVER/status)
-echo "after ${SETTLE} s more: $(rss); $(( (END - BASE) / PODS )) KiB per pod above the nodes-Ready RSS"
+echo "after ${SETTLE} s more: $(rss); $(( (END - BASE) / PODS )) KiB per pod above the nodes-Ready RSS; $(watches) watches opened"

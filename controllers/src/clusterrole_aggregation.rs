@@ -3,6 +3,7 @@
 //! ClusterRoles its selectors match (sorted by name, itself excluded, duplicates dropped).
 
 use crate::backoff::ErrorBackoff;
+use crate::{shared_controller, SharedInformerFactory};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -11,7 +12,6 @@ use kube::api::PostParams;
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{watcher, Controller};
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
@@ -84,29 +84,23 @@ async fn reconcile(role: Arc<ClusterRole>, ctx: Arc<Ctx>) -> Result<Action, Erro
 }
 
 /// Runs until `stop`: every ClusterRole change re-evaluates every aggregating ClusterRole.
-pub async fn run(client: kube::Client, stop: CancellationToken) {
+pub async fn run(client: kube::Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("clusterrole_aggregation");
     let api: Api<ClusterRole> = Api::all(client);
-    let controller = Controller::new(api.clone(), watcher::Config::default());
+    let controller = shared_controller::<ClusterRole>(&informers).await;
     let store = controller.store();
     let mapper_store = store.clone();
-    let ctx = Arc::new(Ctx {
-        api: api.clone(),
-        store,
-    });
+    let ctx = Arc::new(Ctx { api, store });
+    let changed = informers.informer::<ClusterRole>().touched();
     let run = controller
-        .watches(
-            api,
-            watcher::Config::default(),
-            move |_changed: ClusterRole| {
-                mapper_store
-                    .state()
-                    .into_iter()
-                    .filter(|r| r.aggregation_rule.is_some())
-                    .map(|r| ObjectRef::from_obj(&*r))
-                    .collect::<Vec<_>>()
-            },
-        )
+        .watches_shared_stream(changed, move |_changed| {
+            mapper_store
+                .state()
+                .into_iter()
+                .filter(|r| r.aggregation_rule.is_some())
+                .map(|r| ObjectRef::from_obj(&*r))
+                .collect::<Vec<_>>()
+        })
         .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| async {});
     tokio::select! {

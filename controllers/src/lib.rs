@@ -96,22 +96,22 @@ pub const CONTROLLERS: &[Descriptor] = &[
     Descriptor {
         controller: "serviceaccount",
         name: service_account::NAME,
-        start: |cx| service_account::run(cx.client, cx.stop).boxed(),
+        start: |cx| service_account::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "root-ca-cert-publisher",
         name: root_ca::NAME,
-        start: |cx| root_ca::run_published(cx.client, cx.stop).boxed(),
+        start: |cx| root_ca::run_published(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "resourcequota",
         name: resource_quota::NAME,
-        start: |cx| resource_quota::run(cx.client, cx.stop).boxed(),
+        start: |cx| resource_quota::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "namespace",
         name: namespace::NAME,
-        start: |cx| namespace::run(cx.client, cx.stop).boxed(),
+        start: |cx| namespace::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "garbagecollector",
@@ -136,7 +136,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
     Descriptor {
         controller: "nodeipam",
         name: node_ipam::NAME,
-        start: |cx| node_ipam::run(cx.client, cx.args.cluster_cidr, cx.stop).boxed(),
+        start: |cx| node_ipam::run(cx.client, cx.informers, cx.args.cluster_cidr, cx.stop).boxed(),
     },
     Descriptor {
         controller: "nodelifecycle",
@@ -159,12 +159,12 @@ pub const CONTROLLERS: &[Descriptor] = &[
     Descriptor {
         controller: "clusterrole-aggregation",
         name: clusterrole_aggregation::CONTROLLER_NAME,
-        start: |cx| clusterrole_aggregation::run(cx.client, cx.stop).boxed(),
+        start: |cx| clusterrole_aggregation::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "ttl-after-finished",
         name: ttl_after_finished::NAME,
-        start: |cx| ttl_after_finished::run(cx.client, cx.stop).boxed(),
+        start: |cx| ttl_after_finished::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "replicaset",
@@ -189,7 +189,7 @@ pub const CONTROLLERS: &[Descriptor] = &[
     Descriptor {
         controller: "job",
         name: job::NAME,
-        start: |cx| job::run(cx.client, cx.stop).boxed(),
+        start: |cx| job::run(cx.client, cx.informers, cx.stop).boxed(),
     },
     Descriptor {
         controller: "statefulset",
@@ -418,4 +418,16 @@ pub(crate) async fn watched<K: Cached>(
     let informer = informers.informer::<K>();
     let touched = informer.touched();
     (informer.synced_store().await, touched)
+}
+
+/// A controller of every `K` fed by the shared informer of `K` (its synced cache as the
+/// controller's store, its changes as the controller's triggers) instead of a watch and a
+/// cache of its own, as `Controller::new(Api::all(..), Config::default())` would open: the
+/// same objects and the same triggers (every apply, delete and relist), one watch per type
+/// for the whole process. Returns once that cache is synced.
+pub(crate) async fn shared_controller<K: Cached>(
+    informers: &SharedInformerFactory,
+) -> kube::runtime::Controller<K> {
+    let (store, touched) = watched::<K>(informers).await;
+    kube::runtime::Controller::for_shared_stream(touched, store)
 }

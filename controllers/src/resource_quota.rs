@@ -13,14 +13,14 @@ use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolumeClaim, Pod, ResourceQuota, Secret, Service,
 };
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::ResourceExt;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::Error;
+use super::{Error, SharedInformerFactory};
 use k3rs_apimachinery::catalog::{self, Resource};
 use k3rs_apimachinery::quota::check::{matches, resource_list, tracked, used_json};
 use k3rs_apimachinery::quota::usage::{usage, Usage};
@@ -151,27 +151,35 @@ fn quotas_of<K: kube::Resource>(
 }
 
 /// Runs until `stop`.
-pub async fn run(client: kube::Client, stop: CancellationToken) {
+pub async fn run(client: kube::Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("resource_quota");
-    let ctrl = Controller::new(
-        Api::<ResourceQuota>::all(client.clone()),
-        watcher::Config::default(),
-    );
+    let ctrl = super::shared_controller::<ResourceQuota>(&informers).await;
     let store = ctrl.store();
-    let wc = watcher::Config::default;
-    macro_rules! counted {
+    // Kinds the process caches anyway: their shared informers' changes.
+    macro_rules! shared {
         ($ctrl:expr, $kind:ty) => {{
             let store = store.clone();
-            $ctrl.watches(Api::<$kind>::all(client.clone()), wc(), move |o| {
+            let touched = informers.informer::<$kind>().touched();
+            $ctrl.watches_shared_stream(touched, move |o| quotas_of(&store, o.as_ref()))
+        }};
+    }
+    // Watches of their own, on purpose: no one else in the process reads ConfigMaps or
+    // Secrets, and shared informers would cache every one of them (with their data) only to
+    // say which namespace changed.
+    macro_rules! watched {
+        ($ctrl:expr, $kind:ty) => {{
+            let store = store.clone();
+            let api = Api::<$kind>::all(client.clone());
+            $ctrl.watches(api, watcher::Config::default(), move |o| {
                 quotas_of(&store, &o)
             })
         }};
     }
-    let ctrl = counted!(ctrl, Pod);
-    let ctrl = counted!(ctrl, Service);
-    let ctrl = counted!(ctrl, PersistentVolumeClaim);
-    let ctrl = counted!(ctrl, ConfigMap);
-    let ctrl = counted!(ctrl, Secret);
+    let ctrl = shared!(ctrl, Pod);
+    let ctrl = shared!(ctrl, Service);
+    let ctrl = shared!(ctrl, PersistentVolumeClaim);
+    let ctrl = watched!(ctrl, ConfigMap);
+    let ctrl = watched!(ctrl, Secret);
     ctrl.graceful_shutdown_on(stop.cancelled_owned())
         .run(
             backoff.reconcile(reconcile),

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
-use super::{namespace_gone, Error, RETRY};
+use super::{namespace_gone, Error, SharedInformerFactory, RETRY};
 use k3rs_apimachinery::serviceaccount::ROOT_CA_CONFIGMAP;
 
 /// The controller's identity (`system:serviceaccount:kube-system:root-ca-cert-publisher`).
@@ -112,7 +112,11 @@ pub async fn server_ca(client: &kube::Client) -> Result<String, Error> {
 }
 
 /// Publishes the API server's CA (from `/cacerts`, retried until served) until `stop`.
-pub async fn run_published(client: kube::Client, stop: CancellationToken) {
+pub async fn run_published(
+    client: kube::Client,
+    informers: SharedInformerFactory,
+    stop: CancellationToken,
+) {
     let ca = loop {
         match server_ca(&client).await {
             Ok(ca) => break ca,
@@ -125,25 +129,28 @@ pub async fn run_published(client: kube::Client, stop: CancellationToken) {
             }
         }
     };
-    run(client, ca, stop).await;
+    run(client, informers, ca, stop).await;
 }
 
 /// Publishes `ca` (PEM) until `stop`.
-pub async fn run(client: kube::Client, ca: String, stop: CancellationToken) {
+pub async fn run(
+    client: kube::Client,
+    informers: SharedInformerFactory,
+    ca: String,
+    stop: CancellationToken,
+) {
     let backoff = ErrorBackoff::new("root_ca");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     let maps: Api<ConfigMap> = Api::all(client.clone());
+    // One watch of its own, on purpose, both cache and trigger: of the ConfigMaps only the
+    // published ones (no one else in the process caches ConfigMaps).
     let published =
         watcher::Config::default().fields(&format!("metadata.name={ROOT_CA_CONFIGMAP}"));
     let (store, writer) = reflector::store();
-    let cache = reflector::reflector(
-        writer,
-        watcher(maps.clone(), published.clone()).default_backoff(),
-    )
-    .for_each(|_| async {});
-    let cache = tokio::spawn(cache);
-    Controller::new(namespaces, watcher::Config::default())
-        .watches(maps, published, |cm| {
+    let published_changes =
+        reflector::reflector(writer, watcher(maps, published).default_backoff()).touched_objects();
+    super::shared_controller::<Namespace>(&informers)
+        .await
+        .watches_stream(published_changes, |cm| {
             cm.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns))
         })
         .graceful_shutdown_on(stop.cancelled_owned())
@@ -158,7 +165,6 @@ pub async fn run(client: kube::Client, ca: String, stop: CancellationToken) {
         )
         .for_each(|_| async {})
         .await;
-    cache.abort();
 }
 
 #[cfg(test)]

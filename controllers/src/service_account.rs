@@ -7,13 +7,13 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, ObjectMeta, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
-use super::{namespace_gone, status_code, Error};
+use super::{namespace_gone, status_code, Error, SharedInformerFactory};
 use k3rs_apimachinery::serviceaccount::DEFAULT_SERVICE_ACCOUNT;
 
 /// The controller's identity (`system:serviceaccount:kube-system:service-account-controller`).
@@ -58,12 +58,14 @@ async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {
 }
 
 /// Runs until `stop`.
-pub async fn run(client: kube::Client, stop: CancellationToken) {
+pub async fn run(client: kube::Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("service_account");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     let accounts: Api<ServiceAccount> = Api::all(client.clone());
     let defaults = watcher::Config::default().fields("metadata.name=default");
-    Controller::new(namespaces, watcher::Config::default())
+    super::shared_controller::<Namespace>(&informers)
+        .await
+        // Its own watch, on purpose: of the ServiceAccounts only the `default` ones (no one
+        // else in the process caches ServiceAccounts).
         .watches(accounts, defaults, |sa| {
             sa.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns))
         })

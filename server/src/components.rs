@@ -145,7 +145,7 @@ fn controller_manager(
     });
     let run = k3rs_controllers::run(
         clients.clone(),
-        informers,
+        informers.clone(),
         k3rs_controllers::CONTROLLERS,
         args,
         leading.clone(),
@@ -172,7 +172,9 @@ fn controller_manager(
         )
     });
     let certificates = match k3rs_controllers::certificates::Signers::load(&manager.tls_dir) {
-        Ok(signers) => k3rs_controllers::certificates::spawn(clients.as_ref(), signers, &leading),
+        Ok(signers) => {
+            k3rs_controllers::certificates::spawn(clients.as_ref(), &informers, signers, &leading)
+        }
         Err(e) => {
             tracing::error!(error = %e, "loading the CSR signers' CAs; certificates are not signed");
             Vec::new()

@@ -27,4 +27,5 @@ mod namespace_controller;
 mod persistent_volumes;
 mod scale_guard;
 mod scheduler;
+mod shared_watches;
 mod supervision;

@@ -9,6 +9,7 @@
 //!   request's spec, as upstream does; unless it is allowed nothing happens.
 
 use crate::backoff::ErrorBackoff;
+use crate::SharedInformerFactory;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use k8s_openapi::api::certificates::v1::{
 };
 use k8s_openapi::api::core::v1::Node;
 use kube::api::PostParams;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
@@ -223,10 +224,10 @@ async fn approve(
 }
 
 /// Runs the approver until `stop`.
-pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
+pub async fn run(ctx: Arc<Context>, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("csr-approver");
-    let api = Api::<CertificateSigningRequest>::all(ctx.client.clone());
-    Controller::new(api, kube::runtime::watcher::Config::default())
+    crate::shared_controller::<CertificateSigningRequest>(&informers)
+        .await
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| futures::future::ready(()))

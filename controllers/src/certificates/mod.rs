@@ -15,6 +15,7 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::SharedInformerFactory;
 use k3rs_apimachinery::clients::ClientBuilder;
 use k3rs_apimachinery::tasks;
 
@@ -47,6 +48,7 @@ pub const CONTROLLER_NAME: &str = "certificate-controller";
 /// when it panics or stops early).
 pub fn spawn(
     clients: &dyn ClientBuilder,
+    informers: &SharedInformerFactory,
     signers: Signers,
     stop: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
@@ -58,15 +60,13 @@ pub fn spawn(
         server_ca: signers.server_ca,
     });
     vec![
-        tokio::spawn(tasks::supervise(
-            "controller/csr-approver",
-            stop.clone(),
-            move |stop| approver::run(approver.clone(), stop),
-        )),
-        tokio::spawn(tasks::supervise(
-            "controller/csr-signer",
-            stop.clone(),
-            move |stop| signer::run(signer.clone(), stop),
-        )),
+        tokio::spawn(tasks::supervise("controller/csr-approver", stop.clone(), {
+            let informers = informers.clone();
+            move |stop| approver::run(approver.clone(), informers.clone(), stop)
+        })),
+        tokio::spawn(tasks::supervise("controller/csr-signer", stop.clone(), {
+            let informers = informers.clone();
+            move |stop| signer::run(signer.clone(), informers.clone(), stop)
+        })),
     ]
 }

@@ -9,6 +9,7 @@
 //! - Validity: `spec.expirationSeconds` (default and cap one year), never past the CA's.
 
 use crate::backoff::ErrorBackoff;
+use crate::SharedInformerFactory;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use k8s_openapi::api::certificates::v1::{
 };
 use k8s_openapi::ByteString;
 use kube::api::PostParams;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
@@ -172,10 +173,10 @@ async fn reconcile(
 }
 
 /// Runs the signer until `stop`.
-pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
+pub async fn run(ctx: Arc<Context>, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("csr-signer");
-    let api = Api::<CertificateSigningRequest>::all(ctx.client.clone());
-    Controller::new(api, kube::runtime::watcher::Config::default())
+    crate::shared_controller::<CertificateSigningRequest>(&informers)
+        .await
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| futures::future::ready(()))

@@ -46,23 +46,25 @@ struct Ctx {
 pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("cluster_dns");
     let nodes = informer::<Node>(&informers).await;
-    let by_name = watcher::Config::default().fields(&format!("metadata.name={}", plan::SERVICE));
-    let controller = Controller::new(
-        Api::<Service>::namespaced(client.clone(), plan::NAMESPACE),
-        by_name,
-    );
     let kube_dns = || vec![ObjectRef::<Service>::new(plan::SERVICE).within(plan::NAMESPACE)];
+    // The shared Service informer, triggering on `kube-system/kube-dns` only (as a watch of
+    // that one name would).
+    let services = informers.informer::<Service>();
+    let is_kube_dns = |s: &Service| {
+        s.metadata.namespace.as_deref() == Some(plan::NAMESPACE)
+            && s.metadata.name.as_deref() == Some(plan::SERVICE)
+    };
+    let touched = (services.touched()).filter(move |s| futures::future::ready(is_kube_dns(s)));
+    let controller = Controller::for_shared_stream(touched, services.synced_store().await);
     let managed = watcher::Config::default().labels(&format!(
         "endpointslice.kubernetes.io/managed-by={}",
         plan::MANAGED_BY
     ));
     let ctx = Arc::new(Ctx { client, nodes });
     controller
-        .watches(
-            Api::<Node>::all(ctx.client.clone()),
-            watcher::Config::default(),
-            move |_| kube_dns(),
-        )
+        .watches_shared_stream(informers.informer::<Node>().touched(), move |_| kube_dns())
+        // Its own watch, on purpose: of the EndpointSlices only its own few (no one else in
+        // the process caches EndpointSlices).
         .watches(
             Api::<EndpointSlice>::namespaced(ctx.client.clone(), plan::NAMESPACE),
             managed,

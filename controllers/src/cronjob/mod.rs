@@ -19,8 +19,7 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::{Context, EventRecorder, EventType};
@@ -53,14 +52,13 @@ pub fn start(cx: Context) -> BoxFuture<'static, ()> {
 
 async fn run(cx: Context) {
     let backoff = ErrorBackoff::new("cronjob");
-    let cronjobs: Api<CronJob> = Api::all(cx.client.clone());
-    let jobs: Api<Job> = Api::all(cx.client.clone());
     let ctx = Arc::new(Ctx {
         client: cx.client.clone(),
         events: cx.events.clone(),
     });
-    Controller::new(cronjobs, watcher::Config::default())
-        .owns(jobs, watcher::Config::default())
+    super::shared_controller::<CronJob>(&cx.informers)
+        .await
+        .owns_shared_stream(cx.informers.informer::<Job>().touched())
         .graceful_shutdown_on(cx.stop.cancelled_owned())
         .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| futures::future::ready(()))

@@ -33,7 +33,6 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
 use super::api_message;
@@ -71,10 +70,7 @@ async fn run(ctx: Context) {
     let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers).await;
     let (node_store, node_events) = super::watched::<Node>(&ctx.informers).await;
     let revisions = super::informer::<ControllerRevision>(&ctx.informers).await;
-    let controller = Controller::new(
-        Api::<DaemonSet>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = super::shared_controller::<DaemonSet>(&ctx.informers).await;
     let sets = controller.store();
     let all_sets = sets.clone();
     let shared = Arc::new(Shared {

@@ -33,7 +33,6 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
 use super::api_message;
@@ -76,10 +75,7 @@ async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("deployment");
     let (sets, set_events) = super::watched::<ReplicaSet>(&ctx.informers).await;
     let (pods, pod_events) = super::watched::<Pod>(&ctx.informers).await;
-    let controller = Controller::new(
-        Api::<Deployment>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = super::shared_controller::<Deployment>(&ctx.informers).await;
     let deployments = controller.store();
     let sets_for_pods = sets.clone();
     let shared = Arc::new(Shared {

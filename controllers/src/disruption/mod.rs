@@ -27,7 +27,6 @@ use kube::api::Api;
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
 use super::{api_err, ref_manager, Context, EventRecorder, EventType, SyncError as Error};
@@ -60,10 +59,7 @@ async fn run(ctx: Context) {
     let deployments = super::informer::<Deployment>(informers).await;
     let stateful_sets = super::informer::<StatefulSet>(informers).await;
     let replication_controllers = super::informer::<ReplicationController>(informers).await;
-    let controller = Controller::new(
-        Api::<PodDisruptionBudget>::all(c.clone()),
-        watcher::Config::default(),
-    );
+    let controller = super::shared_controller::<PodDisruptionBudget>(informers).await;
     let budgets = controller.store();
     let shared = Arc::new(Shared {
         client: c.clone(),

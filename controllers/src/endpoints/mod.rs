@@ -8,15 +8,16 @@ pub mod subsets;
 
 use crate::backoff::ErrorBackoff;
 use crate::SharedInformerFactory;
+use k3rs_apimachinery::informers::Subscription;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::watcher;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -39,14 +40,16 @@ struct Ctx {
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("endpoints");
-    let controller = Controller::new(
-        Api::<Service>::all(client.clone()),
-        watcher::Config::default(),
-    );
+    let cleanup = tokio::spawn(delete_with_services(
+        client.clone(),
+        informers.informer::<Service>().subscribe(),
+    ));
+    let controller = super::shared_controller::<Service>(&informers).await;
     let by_namespace = services_of_namespace(controller.store());
-    let cleanup = tokio::spawn(delete_with_services(client.clone()));
     controller
         .watches_shared_stream(informers.informer::<Pod>().touched(), by_namespace)
+        // Its own watch, on purpose: no one else in the process reads Endpoints, and a shared
+        // informer would cache them all just to notice one being changed or deleted.
         .watches(
             Api::<Endpoints>::all(client.clone()),
             watcher::Config::default(),
@@ -68,18 +71,13 @@ pub async fn run(client: Client, informers: SharedInformerFactory, stop: Cancell
 }
 
 /// A deleted Service takes its Endpoints along (upstream's `syncService` of a missing
-/// service). Deletions while no server ran are not seen.
-async fn delete_with_services(client: Client) {
-    let events = watcher(
-        Api::<Service>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff();
-    let mut events = std::pin::pin!(events);
-    while let Some(event) = events.next().await {
-        if let Ok(watcher::Event::Delete(svc)) = event {
-            let ns = svc.metadata.namespace.unwrap_or_default();
-            let name = svc.metadata.name.unwrap_or_default();
+/// service), as the shared Service informer tells of deletions (those while its watch was
+/// down too, at the relist). Deletions while no server ran are not seen.
+async fn delete_with_services(client: Client, mut services: Subscription<Service>) {
+    while let Some(event) = services.next().await {
+        if let watcher::Event::Delete(svc) = event {
+            let ns = svc.metadata.namespace.clone().unwrap_or_default();
+            let name = svc.metadata.name.clone().unwrap_or_default();
             let api = Api::<Endpoints>::namespaced(client.clone(), &ns);
             if let Err(error) = api.delete(&name, &Default::default()).await {
                 tracing::debug!(%error, "endpoints controller: deleting the endpoints of {ns}/{name}");

@@ -13,7 +13,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
@@ -42,14 +42,13 @@ struct Ctx {
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("endpointslice");
-    let controller = Controller::new(
-        Api::<Service>::all(client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = super::shared_controller::<Service>(&informers).await;
     let by_namespace = services_of_namespace(controller.store());
     let managed = format!("{}={}", slices::MANAGED_BY_LABEL, slices::MANAGED_BY);
     controller
         .watches_shared_stream(informers.informer::<Pod>().touched(), by_namespace)
+        // Its own watch, on purpose: no one else in the process reads EndpointSlices, and a
+        // shared informer would cache them all just to notice one being changed or deleted.
         .owns(
             Api::<EndpointSlice>::all(client.clone()),
             watcher::Config::default().labels(&managed),

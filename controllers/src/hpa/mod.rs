@@ -39,7 +39,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 
 use super::api_message as message;
@@ -75,14 +74,12 @@ async fn run(ctx: Context) {
         histories: Mutex::default(),
         epoch: Instant::now(),
     });
-    Controller::new(
-        Api::<HorizontalPodAutoscaler>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    )
-    .graceful_shutdown_on(ctx.stop.cancelled_owned())
-    .run(backoff.reconcile(reconcile), backoff.policy(), shared)
-    .for_each(|_| futures::future::ready(()))
-    .await;
+    super::shared_controller::<HorizontalPodAutoscaler>(&ctx.informers)
+        .await
+        .graceful_shutdown_on(ctx.stop.cancelled_owned())
+        .run(backoff.reconcile(reconcile), backoff.policy(), shared)
+        .for_each(|_| futures::future::ready(()))
+        .await;
 }
 
 async fn reconcile(hpa: Arc<HorizontalPodAutoscaler>, sh: Arc<Shared>) -> Result<Action, Error> {

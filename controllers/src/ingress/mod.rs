@@ -15,9 +15,8 @@ use k3rs_apimachinery::ingress_class;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::Client;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -77,10 +76,7 @@ pub async fn run(client: Client, informers: SharedInformerFactory, stop: Cancell
     let backoff = ErrorBackoff::new("ingress");
     let nodes = informer::<Node>(&informers).await;
     let classes = informer::<IngressClass>(&informers).await;
-    let controller = Controller::new(
-        Api::<Ingress>::all(client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = super::shared_controller::<Ingress>(&informers).await;
     let ingresses = controller.store();
     let all = move || {
         ingresses
@@ -96,16 +92,10 @@ pub async fn run(client: Client, informers: SharedInformerFactory, stop: Cancell
         classes,
     });
     controller
-        .watches(
-            Api::<Node>::all(ctx.client.clone()),
-            watcher::Config::default(),
-            move |_| all(),
-        )
-        .watches(
-            Api::<IngressClass>::all(ctx.client.clone()),
-            watcher::Config::default(),
-            move |_| all_again(),
-        )
+        .watches_shared_stream(informers.informer::<Node>().touched(), move |_| all())
+        .watches_shared_stream(informers.informer::<IngressClass>().touched(), move |_| {
+            all_again()
+        })
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| async {})

@@ -10,6 +10,7 @@ pub mod plan;
 pub mod pod_template;
 
 use crate::backoff::ErrorBackoff;
+use crate::SharedInformerFactory;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,8 +19,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
@@ -46,12 +46,11 @@ struct Ctx {
 }
 
 /// Runs the controller until `stop`.
-pub async fn run(client: kube::Client, stop: CancellationToken) {
+pub async fn run(client: kube::Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("job");
-    let jobs: Api<Job> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::all(client.clone());
-    let controller = Controller::new(jobs, watcher::Config::default())
-        .owns(pods, watcher::Config::default())
+    let controller = super::shared_controller::<Job>(&informers)
+        .await
+        .owns_shared_stream(informers.informer::<Pod>().touched())
         .run(
             backoff.reconcile(reconcile),
             backoff.policy(),

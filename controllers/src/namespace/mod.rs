@@ -7,6 +7,7 @@
 pub mod conditions;
 
 use crate::backoff::ErrorBackoff;
+use crate::SharedInformerFactory;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,8 +16,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::discovery::{verbs, ApiResource, Discovery, Scope};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
@@ -46,20 +46,18 @@ struct Ctx {
 }
 
 /// Runs the controller until `stop`.
-pub async fn run(client: Client, stop: CancellationToken) {
+pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::with_max("namespace", std::time::Duration::from_secs(60));
-    Controller::new(
-        Api::<Namespace>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .graceful_shutdown_on(stop.cancelled_owned())
-    .run(
-        backoff.reconcile(reconcile),
-        backoff.policy(),
-        Arc::new(Ctx { client }),
-    )
-    .for_each(|_| async {})
-    .await;
+    super::shared_controller::<Namespace>(&informers)
+        .await
+        .graceful_shutdown_on(stop.cancelled_owned())
+        .run(
+            backoff.reconcile(reconcile),
+            backoff.policy(),
+            Arc::new(Ctx { client }),
+        )
+        .for_each(|_| async {})
+        .await;
 }
 
 async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {

@@ -11,14 +11,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{EventRecorder, EventType};
+use crate::{EventRecorder, EventType, SharedInformerFactory};
 use futures::StreamExt;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde_json::json;
 use tokio::sync::Mutex;
@@ -48,9 +47,14 @@ struct Ctx {
 }
 
 /// Runs the controller for `cluster_cidr` until `stop`.
-pub async fn run(client: Client, cluster_cidr: IpNet, stop: CancellationToken) {
+pub async fn run(
+    client: Client,
+    informers: SharedInformerFactory,
+    cluster_cidr: IpNet,
+    stop: CancellationToken,
+) {
     let backoff = ErrorBackoff::new("node_ipam");
-    let controller = Controller::new(Api::<Node>::all(client.clone()), watcher::Config::default());
+    let controller = super::shared_controller::<Node>(&informers).await;
     let recorder = EventRecorder::new(
         client.clone(),
         "cidrAllocator",

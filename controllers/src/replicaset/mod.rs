@@ -26,7 +26,6 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::SelectorExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{watcher, Controller};
 use kube::ResourceExt;
 
 use super::expectations::{seen, Expectations};
@@ -75,10 +74,7 @@ struct Shared {
 pub async fn run<K: Replicated>(ctx: Context) {
     let backoff = ErrorBackoff::new(K::CONTROLLER);
     let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers).await;
-    let controller = Controller::new(
-        Api::<K>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = super::shared_controller::<K>(&ctx.informers).await;
     let owners = controller.store();
     let shared = Arc::new(Shared {
         client: ctx.client.clone(),

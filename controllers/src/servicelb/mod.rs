@@ -12,9 +12,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::Client;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -44,27 +43,20 @@ struct Ctx {
 pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("servicelb");
     let nodes = informer::<Node>(&informers).await;
-    let controller = Controller::new(
-        Api::<Service>::all(client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = super::shared_controller::<Service>(&informers).await;
     let services = controller.store();
     let ctx = Arc::new(Ctx { client, nodes });
     controller
-        .watches(
-            Api::<Node>::all(ctx.client.clone()),
-            watcher::Config::default(),
-            move |_| {
-                services
-                    .state()
-                    .iter()
-                    .filter(|s| {
-                        s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
-                    })
-                    .map(|s| ObjectRef::from_obj(&**s))
-                    .collect::<Vec<_>>()
-            },
-        )
+        .watches_shared_stream(informers.informer::<Node>().touched(), move |_| {
+            services
+                .state()
+                .iter()
+                .filter(|s| {
+                    s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+                })
+                .map(|s| ObjectRef::from_obj(&**s))
+                .collect::<Vec<_>>()
+        })
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
         .for_each(|_| async {})

@@ -28,7 +28,6 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::Store;
-use kube::runtime::{watcher, Controller};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
@@ -53,10 +52,7 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("statefulset");
     let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers).await;
-    let controller = Controller::new(
-        Api::<StatefulSet>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    );
+    let controller = super::shared_controller::<StatefulSet>(&ctx.informers).await;
     let sets = controller.store();
     let shared = Arc::new(Shared {
         client: ctx.client.clone(),

@@ -4,6 +4,7 @@
 //! condition.
 
 use crate::backoff::ErrorBackoff;
+use crate::SharedInformerFactory;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,8 +12,7 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::controller::Action;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -49,9 +49,10 @@ struct Ctx {
 }
 
 /// Runs the controller until `stop`.
-pub async fn run(client: Client, stop: CancellationToken) {
+pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("ttl_after_finished");
-    Controller::new(Api::<Job>::all(client.clone()), watcher::Config::default())
+    super::shared_controller::<Job>(&informers)
+        .await
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(
             backoff.reconcile(reconcile),
