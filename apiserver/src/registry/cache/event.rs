@@ -2,9 +2,13 @@
 //! for the new and the previous version only what selectors read (labels and the
 //! selectable fields), so that each watcher only evaluates its selectors and copies bytes.
 //! Decoded objects are not kept: a pod as a `serde_json::Value` with its managedFields is ten
-//! times its JSON, and the ring holds a thousand events per resource.
+//! times its JSON, and the ring holds a thousand events per resource. Most changes leave what
+//! selectors read as it was (a status update, a Lease renewal), so the previous version then
+//! shares the new one's instead of holding a copy (at the peak of a Deployment of 1,500 pods
+//! the two were 12 MiB of the cache's 25 MiB).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use serde_json::Value;
@@ -49,9 +53,10 @@ pub struct CachedEvent {
     pub revision: i64,
     /// What watchers are sent: the new version, or for a delete the last version stamped
     /// with the delete revision.
-    current: Version,
-    /// The version before this change (for a put; `None` when unknown or created).
-    prev: Option<Version>,
+    current: Arc<Version>,
+    /// The version before this change (for a put; `None` when unknown or created); the same
+    /// `Arc` as `current` when selectors see no difference.
+    prev: Option<Arc<Version>>,
     /// A put of a key that did not exist before.
     created: bool,
     deleted: bool,
@@ -66,8 +71,10 @@ impl CachedEvent {
         let decode = |kv| decode_as(r, kv);
         let (object, prev, created, deleted) = match ev {
             Event::Put { kv, prev } => {
-                let prev = prev.as_ref().map(decode).transpose()?;
-                let prev = prev.map(|p| Version::new(r, &p));
+                let prev = match prev {
+                    Some(p) => Some(Version::new(r, &decode(p)?)),
+                    None => None,
+                };
                 let created = prev.is_none() && kv.version <= 1;
                 (decode(kv)?, prev, created, false)
             }
@@ -84,7 +91,14 @@ impl CachedEvent {
         };
         let json = serde_json::to_vec(&object)
             .map_err(|e| ApiError::internal(format!("encoding a watch event: {e}")))?;
-        let current = Version::new(r, &object);
+        let current = Arc::new(Version::new(r, &object));
+        let prev = prev.map(|p| {
+            if p == *current {
+                current.clone()
+            } else {
+                Arc::new(p)
+            }
+        });
         Ok(Some(CachedEvent {
             key: ev.key().to_vec(),
             revision: ev.revision(),
@@ -112,6 +126,7 @@ impl CachedEvent {
             return now.then_some("DELETED");
         }
         let before = match &self.prev {
+            Some(p) if Arc::ptr_eq(p, &self.current) => Some(now),
             Some(p) => Some(p.matches(filter)),
             // Modified, but the previous version is unknown: assume it matched as it does now.
             None if !self.created => Some(now),
@@ -218,6 +233,28 @@ mod tests {
             prev: None,
         };
         assert_eq!(CachedEvent::decode(cms(), &gone).unwrap(), None);
+    }
+
+    #[test]
+    fn an_unchanged_previous_version_is_shared_not_copied() {
+        let a = json!({"app": "a"});
+        let shared = |prev_labels: &Value| {
+            let ev = Event::Put {
+                kv: kv(a.clone(), 3, 2),
+                prev: Some(kv(prev_labels.clone(), 2, 1)),
+            };
+            let out = CachedEvent::decode(cms(), &ev).unwrap().unwrap();
+            let prev = out.prev.clone().unwrap();
+            (Arc::ptr_eq(&prev, &out.current), out)
+        };
+        let (same, out) = shared(&a);
+        assert!(same, "labels and fields unchanged: one version");
+        assert_eq!(out.kind_for(&filter("app=a")), Some("MODIFIED"));
+        assert_eq!(out.kind_for(&filter("app=b")), None);
+        let (same, out) = shared(&json!({"app": "b"}));
+        assert!(!same, "relabeled: two versions");
+        assert_eq!(out.kind_for(&filter("app=a")), Some("ADDED"));
+        assert_eq!(out.kind_for(&filter("app=b")), Some("DELETED"));
     }
 
     #[test]
