@@ -9,6 +9,10 @@
 //! - Every named task's state is in one registry ([`snapshot`]) that `/readyz?verbose` and
 //!   the metrics read: restarts, the last failure, and whether it is failing now (it failed
 //!   and has not yet run for [`HEALTHY_RUN`] since).
+//! - [`supervise`] returns at most [`STOP_GRACE`] after its stop token is cancelled: a run
+//!   that does not return by then (stuck in an await that ignores the token) is aborted and
+//!   logged by name. Whoever waits for it (a leader elector stepping down to compete again,
+//!   the process shutting down) is never held forever by one task.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -25,6 +29,10 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// A run this long counts as healthy: the backoff and the failing state are reset.
 pub const HEALTHY_RUN: Duration = Duration::from_secs(60);
+/// How long a supervised run may take to return after its stop token is cancelled before it
+/// is aborted (below the 15 s lease duration, so a leader that lost its Lease competes again
+/// before another server could have taken it over).
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// One named task as the registry sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -144,13 +152,19 @@ where
         }
         let inject = failpoint(name, run, std::env::var(FAILPOINTS_ENV).ok().as_deref());
         let fut = make(stop.clone());
-        let outcome = tokio::spawn(async move {
+        let handle = tokio::spawn(async move {
             if inject {
                 panic!("failpoint {FAILPOINTS_ENV}");
             }
             fut.await
-        })
-        .await;
+        });
+        let Some(outcome) = join_or_abort(name, handle, &stop).await else {
+            update(name, |s| {
+                s.running = false;
+                s.last_failure = Some(format!("did not stop within {STOP_GRACE:?}; aborted"));
+            });
+            return;
+        };
         let why = match outcome {
             Ok(()) if stop.is_cancelled() => {
                 update(name, |s| s.running = false);
@@ -177,6 +191,28 @@ where
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+/// Waits for `handle`; once `stop` is cancelled, for at most [`STOP_GRACE`] more, then
+/// aborts it (`None`).
+async fn join_or_abort(
+    name: &str,
+    mut handle: JoinHandle<()>,
+    stop: &CancellationToken,
+) -> Option<Result<(), tokio::task::JoinError>> {
+    tokio::select! {
+        outcome = &mut handle => return Some(outcome),
+        _ = stop.cancelled() => {}
+    }
+    match tokio::time::timeout(STOP_GRACE, &mut handle).await {
+        Ok(outcome) => Some(outcome),
+        Err(_) => {
+            tracing::error!(task = %name, grace = ?STOP_GRACE, "task did not stop in time; aborted");
+            handle.abort();
+            let _ = handle.await;
+            None
         }
     }
 }
@@ -243,6 +279,62 @@ mod tests {
         );
         stop.cancel();
         supervisor.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_that_ignores_its_stop_is_aborted_after_the_grace_period() {
+        let stop = CancellationToken::new();
+        let dropped = Arc::new(AtomicU32::new(0));
+        let guard = dropped.clone();
+        let supervisor = tokio::spawn(supervise("test-stuck", stop.clone(), move |_| {
+            let guard = DropCounter(guard.clone());
+            async move {
+                let _guard = guard;
+                std::future::pending::<()>().await
+            }
+        }));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stop.cancel();
+        let started = tokio::time::Instant::now();
+        supervisor.await.unwrap();
+        assert_eq!(started.elapsed(), STOP_GRACE);
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            1,
+            "the stuck run was dropped"
+        );
+        let state = snapshot()["test-stuck"].clone();
+        assert!(!state.running);
+        assert_eq!(
+            state.last_failure.as_deref(),
+            Some("did not stop within 10s; aborted")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_that_stops_in_time_is_not_aborted() {
+        let stop = CancellationToken::new();
+        let supervisor = tokio::spawn(supervise(
+            "test-slow-stop",
+            stop.clone(),
+            |stop| async move {
+                stop.cancelled().await;
+                tokio::time::sleep(STOP_GRACE / 2).await;
+            },
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stop.cancel();
+        supervisor.await.unwrap();
+        assert_eq!(snapshot()["test-slow-stop"].last_failure, None);
+    }
+
+    /// Counts its drops.
+    struct DropCounter(Arc<AtomicU32>);
+
+    impl Drop for DropCounter {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     #[test]

@@ -175,6 +175,24 @@ pub fn holder_identity(hostname: &str, member_id: u64, cluster_id: u64) -> Strin
     )
 }
 
+/// How long the guarded work may take to return after its token is cancelled before it is
+/// aborted, so that the elector competes again (supervised tasks give up after
+/// [`k3rs_apimachinery::tasks::STOP_GRACE`]; this bound catches anything else).
+const STEP_DOWN_GRACE: Duration = Duration::from_secs(15);
+
+/// Waits for the guarded work `task` to return after its token was cancelled, aborting it
+/// after [`STEP_DOWN_GRACE`].
+async fn stepped_down(lease: &str, mut task: tokio::task::JoinHandle<()>) {
+    if tokio::time::timeout(STEP_DOWN_GRACE, &mut task)
+        .await
+        .is_err()
+    {
+        tracing::error!(%lease, grace = ?STEP_DOWN_GRACE, "the work guarded by the lease did not stop in time; aborted");
+        task.abort();
+        let _ = task.await;
+    }
+}
+
 /// An elector for one Lease.
 pub struct LeaderElector {
     leases: Api<Lease>,
@@ -224,7 +242,7 @@ impl LeaderElector {
             let task = tokio::spawn(lead(leading.clone()));
             self.renew(&stop).await;
             leading.cancel();
-            let _ = task.await;
+            stepped_down(&self.name, task).await;
             if stop.is_cancelled() {
                 self.release().await;
             } else {

@@ -29,13 +29,11 @@ fn is_at_or_below(m: &str, dir: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_at_or_below;
-
     #[test]
     fn only_the_dir_and_its_descendants_match() {
-        assert!(is_at_or_below("/tmp/a", "/tmp/a"));
-        assert!(is_at_or_below("/tmp/a/b/rootfs", "/tmp/a/"));
-        assert!(!is_at_or_below("/tmp/a1/rootfs", "/tmp/a"));
-        assert!(!is_at_or_below("/tmp", "/tmp/a"));
+        assert!(super::is_at_or_below("/tmp/a", "/tmp/a"));
+        assert!(super::is_at_or_below("/tmp/a/b/rootfs", "/tmp/a/"));
+        assert!(!super::is_at_or_below("/tmp/a1/rootfs", "/tmp/a"));
+        assert!(!super::is_at_or_below("/tmp", "/tmp/a"));
     }
 }

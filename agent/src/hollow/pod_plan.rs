@@ -122,6 +122,12 @@ pub fn plan(pod: &Pod, ctx: &PodContext) -> Plan {
             requeue_after: job.then_some(ctx.job_duration),
         };
     }
+    if let Some(patch) = ready_again_patch(pod, ctx) {
+        return Plan {
+            action: Some(PodAction::PatchStatus(patch)),
+            requeue_after: None,
+        };
+    }
     if !job {
         return Plan::default();
     }
@@ -257,6 +263,32 @@ fn start_patch(pod: &Pod, ctx: &PodContext) -> Value {
     }})
 }
 
+/// For a running pod whose `Ready` or `ContainersReady` condition another writer turned off
+/// (the node lifecycle controller's `MarkPodsNotReady` while the node's heartbeats were late):
+/// the conditions with those set `True` again, as a kubelet's status manager restores what it
+/// computes when the API's copy differs. `None` when they are `True`.
+fn ready_again_patch(pod: &Pod, ctx: &PodContext) -> Option<Value> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let turned_off = |c: &&k8s_openapi::api::core::v1::PodCondition| {
+        matches!(c.type_.as_str(), "Ready" | "ContainersReady") && c.status != "True"
+    };
+    if !conditions.iter().any(|c| turned_off(&c)) {
+        return None;
+    }
+    let now = time(ctx.now);
+    let conditions: Vec<Value> = conditions
+        .iter()
+        .map(|c| {
+            if turned_off(&c) {
+                condition(&c.type_, true, &now, None)
+            } else {
+                serde_json::to_value(c).unwrap_or(Value::Null)
+            }
+        })
+        .collect();
+    Some(json!({ "status": { "conditions": conditions } }))
+}
+
 /// A container status; `(ready, started)` as the kubelet reports them for `state`.
 fn container_status(
     pod: &Pod,
@@ -382,6 +414,44 @@ mod tests {
     const JOB_OWNER: &str = r#"{"metadata": {"ownerReferences": [{
         "apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "ju", "controller": true
     }]}}"#;
+
+    #[test]
+    fn a_running_pod_marked_not_ready_by_another_writer_is_ready_again() {
+        let running = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:01:00Z"},
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"},
+        ]}});
+        let plan = plan(&pod(running), &ctx("2026-01-01T00:02:00Z"));
+        let Some(PodAction::PatchStatus(patch)) = plan.action else {
+            panic!("expected a status patch: {plan:?}");
+        };
+        let conditions = patch["status"]["conditions"].as_array().unwrap();
+        let by_type = |t: &str| conditions.iter().find(|c| c["type"] == t).unwrap().clone();
+        assert_eq!(by_type("Ready")["status"], "True");
+        assert_eq!(
+            by_type("Ready")["lastTransitionTime"],
+            "2026-01-01T00:02:00Z"
+        );
+        assert_eq!(
+            by_type("ContainersReady")["lastTransitionTime"],
+            "2026-01-01T00:00:01Z",
+            "a condition that stayed True keeps its transition time"
+        );
+        assert_eq!(by_type("PodScheduled")["status"], "True");
+        assert_eq!(conditions.len(), 3);
+    }
+
+    #[test]
+    fn a_ready_running_pod_needs_nothing() {
+        let running = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        ]}});
+        assert_eq!(
+            plan(&pod(running), &ctx("2026-01-01T00:02:00Z")),
+            Plan::default()
+        );
+    }
 
     #[test]
     fn a_pending_pod_starts_running_and_ready() {
