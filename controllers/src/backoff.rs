@@ -3,18 +3,21 @@
 //! at 1000 s by default), and a successful one forgets the object's failures.
 //!
 //! Each controller wraps its reconcile and gets its error policy from one [`ErrorBackoff`]:
-//! `controller.run(backoff.reconcile(reconcile), backoff.policy(), ctx)`.
+//! `backoff.drive(controller, reconcile, ctx, stop)` runs a controller with it until `stop`.
 
 use std::collections::HashMap;
-use std::fmt::Display;
+use std::fmt::{Debug, Display};
 use std::future::Future;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::FutureExt;
-use kube::runtime::controller::Action;
+use futures::{FutureExt, StreamExt};
+use kube::runtime::controller::{Action, Controller};
 use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
 
 /// The first retry delay (client-go's).
 pub const BASE: Duration = Duration::from_millis(5);
@@ -108,6 +111,29 @@ impl ErrorBackoff {
         }
     }
 
+    /// Runs `controller` until `stop` (letting running reconciles finish), each reconcile
+    /// wrapped by [`ErrorBackoff::reconcile`] and failures retried by [`ErrorBackoff::policy`].
+    pub async fn drive<K, C, E, F, Fut>(
+        self: &Arc<Self>,
+        controller: Controller<K>,
+        reconcile: F,
+        ctx: Arc<C>,
+        stop: CancellationToken,
+    ) where
+        K: Clone + Resource + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Eq + Hash + Clone + Debug + Unpin,
+        C: Send + Sync + 'static,
+        E: std::error::Error + Send + 'static,
+        F: Fn(Arc<K>, Arc<C>) -> Fut,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    {
+        controller
+            .graceful_shutdown_on(stop.cancelled_owned())
+            .run(self.reconcile(reconcile), self.policy(), ctx)
+            .for_each(|_| futures::future::ready(()))
+            .await;
+    }
+
     /// The error policy: log, then retry the object after its backoff.
     pub fn policy<K, C, E>(self: &Arc<Self>) -> impl Fn(Arc<K>, &E, Arc<C>) -> Action
     where
@@ -174,5 +200,32 @@ mod tests {
         });
         reconcile(cm("x", "a"), Arc::new(())).await.unwrap();
         assert_eq!(b.failing(), 0);
+    }
+
+    #[tokio::test]
+    async fn drive_reconciles_until_stopped() {
+        let (reader, mut writer) = kube::runtime::reflector::store::<ConfigMap>();
+        let obj = cm("x", "a");
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::InitDone);
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply((*obj).clone()));
+        let (seen, mut got) = tokio::sync::mpsc::unbounded_channel();
+        let triggers = futures::stream::iter([obj]).chain(futures::stream::pending());
+        let controller = Controller::for_shared_stream(triggers, reader);
+        let stop = CancellationToken::new();
+        let b = ErrorBackoff::new("test");
+        let reconcile =
+            |o: Arc<ConfigMap>, seen: Arc<tokio::sync::mpsc::UnboundedSender<String>>| {
+                let _ = seen.send(o.name_any());
+                async { Ok::<_, std::io::Error>(Action::await_change()) }
+            };
+        let run = b.drive(controller, reconcile, Arc::new(seen), stop.clone());
+        let check = async {
+            assert_eq!(got.recv().await.as_deref(), Some("a"));
+            stop.cancel();
+        };
+        let both = async { tokio::join!(run, check) };
+        tokio::time::timeout(Duration::from_secs(10), both)
+            .await
+            .expect("drive returns once stopped");
     }
 }

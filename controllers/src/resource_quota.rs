@@ -8,7 +8,6 @@ use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolumeClaim, Pod, ResourceQuota, Secret, Service,
 };
@@ -180,13 +179,8 @@ pub async fn run(client: kube::Client, informers: SharedInformerFactory, stop: C
     let ctrl = shared!(ctrl, PersistentVolumeClaim);
     let ctrl = watched!(ctrl, ConfigMap);
     let ctrl = watched!(ctrl, Secret);
-    ctrl.graceful_shutdown_on(stop.cancelled_owned())
-        .run(
-            backoff.reconcile(reconcile),
-            backoff.policy(),
-            Arc::new(Ctx { client }),
-        )
-        .for_each(|_| async {})
+    backoff
+        .drive(ctrl, reconcile, Arc::new(Ctx { client }), stop)
         .await;
 }
 

@@ -6,7 +6,6 @@ use crate::backoff::ErrorBackoff;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::controller::Action;
@@ -148,22 +147,21 @@ pub async fn run(
     let (store, writer) = reflector::store();
     let published_changes =
         reflector::reflector(writer, watcher(maps, published).default_backoff()).touched_objects();
-    super::shared_controller::<Namespace>(&informers)
-        .await
-        .watches_stream(published_changes, |cm| {
-            cm.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns))
-        })
-        .graceful_shutdown_on(stop.cancelled_owned())
-        .run(
-            backoff.reconcile(reconcile),
-            backoff.policy(),
+    backoff
+        .drive(
+            super::shared_controller::<Namespace>(&informers)
+                .await
+                .watches_stream(published_changes, |cm| {
+                    cm.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns))
+                }),
+            reconcile,
             Arc::new(Ctx {
                 client,
                 ca,
                 published: store,
             }),
+            stop,
         )
-        .for_each(|_| async {})
         .await;
 }
 

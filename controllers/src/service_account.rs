@@ -4,7 +4,6 @@
 use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::controller::Action;
@@ -62,20 +61,19 @@ pub async fn run(client: kube::Client, informers: SharedInformerFactory, stop: C
     let backoff = ErrorBackoff::new("service_account");
     let accounts: Api<ServiceAccount> = Api::all(client.clone());
     let defaults = watcher::Config::default().fields("metadata.name=default");
-    super::shared_controller::<Namespace>(&informers)
-        .await
-        // Its own watch, on purpose: of the ServiceAccounts only the `default` ones (no one
-        // else in the process caches ServiceAccounts).
-        .watches(accounts, defaults, |sa| {
-            sa.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns))
-        })
-        .graceful_shutdown_on(stop.cancelled_owned())
-        .run(
-            backoff.reconcile(reconcile),
-            backoff.policy(),
+    backoff
+        .drive(
+            super::shared_controller::<Namespace>(&informers)
+                .await
+                // Its own watch, on purpose: of the ServiceAccounts only the `default` ones (no one
+                // else in the process caches ServiceAccounts).
+                .watches(accounts, defaults, |sa| {
+                    sa.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns))
+                }),
+            reconcile,
             Arc::new(Ctx { client }),
+            stop,
         )
-        .for_each(|_| async {})
         .await;
 }
 

@@ -13,7 +13,6 @@ use crate::SharedInformerFactory;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition,
 };
@@ -226,11 +225,13 @@ async fn approve(
 /// Runs the approver until `stop`.
 pub async fn run(ctx: Arc<Context>, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("csr-approver");
-    crate::shared_controller::<CertificateSigningRequest>(&informers)
-        .await
-        .graceful_shutdown_on(async move { stop.cancelled().await })
-        .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
-        .for_each(|_| futures::future::ready(()))
+    backoff
+        .drive(
+            crate::shared_controller::<CertificateSigningRequest>(&informers).await,
+            reconcile,
+            ctx,
+            stop,
+        )
         .await;
 }
 

@@ -61,18 +61,21 @@ pub async fn run(client: Client, informers: SharedInformerFactory, stop: Cancell
         plan::MANAGED_BY
     ));
     let ctx = Arc::new(Ctx { client, nodes });
-    controller
-        .watches_shared_stream(informers.informer::<Node>().touched(), move |_| kube_dns())
-        // Its own watch, on purpose: of the EndpointSlices only its own few (no one else in
-        // the process caches EndpointSlices).
-        .watches(
-            Api::<EndpointSlice>::namespaced(ctx.client.clone(), plan::NAMESPACE),
-            managed,
-            move |_| kube_dns(),
+    backoff
+        .drive(
+            controller
+                .watches_shared_stream(informers.informer::<Node>().touched(), move |_| kube_dns())
+                // Its own watch, on purpose: of the EndpointSlices only its own few (no one else in
+                // the process caches EndpointSlices).
+                .watches(
+                    Api::<EndpointSlice>::namespaced(ctx.client.clone(), plan::NAMESPACE),
+                    managed,
+                    move |_| kube_dns(),
+                ),
+            reconcile,
+            ctx,
+            stop,
         )
-        .graceful_shutdown_on(stop.cancelled_owned())
-        .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
-        .for_each(|_| async {})
         .await;
 }
 

@@ -15,7 +15,7 @@ use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
@@ -56,12 +56,15 @@ async fn run(cx: Context) {
         client: cx.client.clone(),
         events: cx.events.clone(),
     });
-    super::shared_controller::<CronJob>(&cx.informers)
-        .await
-        .owns_shared_stream(cx.informers.informer::<Job>().touched())
-        .graceful_shutdown_on(cx.stop.cancelled_owned())
-        .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
-        .for_each(|_| futures::future::ready(()))
+    backoff
+        .drive(
+            super::shared_controller::<CronJob>(&cx.informers)
+                .await
+                .owns_shared_stream(cx.informers.informer::<Job>().touched()),
+            reconcile,
+            ctx,
+            cx.stop,
+        )
         .await;
 }
 

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -84,14 +84,17 @@ async fn run(ctx: Context) {
         sets,
         pods,
     });
-    controller
-        .watches_shared_stream(set_events, move |rs| deployments_of(&deployments, &rs))
-        .watches_shared_stream(pod_events, move |pod| {
-            deployment_of_pod(&sets_for_pods, &pod)
-        })
-        .graceful_shutdown_on(ctx.stop.cancelled_owned())
-        .run(backoff.reconcile(reconcile), backoff.policy(), shared)
-        .for_each(|_| futures::future::ready(()))
+    backoff
+        .drive(
+            controller
+                .watches_shared_stream(set_events, move |rs| deployments_of(&deployments, &rs))
+                .watches_shared_stream(pod_events, move |pod| {
+                    deployment_of_pod(&sets_for_pods, &pod)
+                }),
+            reconcile,
+            shared,
+            ctx.stop,
+        )
         .await;
 }
 

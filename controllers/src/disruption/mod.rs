@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
@@ -70,11 +70,13 @@ async fn run(ctx: Context) {
         stateful_sets,
         replication_controllers,
     });
-    controller
-        .watches_shared_stream(pod_events, move |pod| budgets_of(&budgets, &pod))
-        .graceful_shutdown_on(ctx.stop.cancelled_owned())
-        .run(backoff.reconcile(reconcile), backoff.policy(), shared)
-        .for_each(|_| futures::future::ready(()))
+    backoff
+        .drive(
+            controller.watches_shared_stream(pod_events, move |pod| budgets_of(&budgets, &pod)),
+            reconcile,
+            shared,
+            ctx.stop,
+        )
         .await;
 }
 

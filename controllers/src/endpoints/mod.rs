@@ -46,26 +46,25 @@ pub async fn run(client: Client, informers: SharedInformerFactory, stop: Cancell
     ));
     let controller = super::shared_controller::<Service>(&informers).await;
     let by_namespace = services_of_namespace(controller.store());
-    controller
-        .watches_shared_stream(informers.informer::<Pod>().touched(), by_namespace)
-        // Its own watch, on purpose: no one else in the process reads Endpoints, and a shared
-        // informer would cache them all just to notice one being changed or deleted.
-        .watches(
-            Api::<Endpoints>::all(client.clone()),
-            watcher::Config::default(),
-            |ep| {
-                let name = ep.metadata.name.unwrap_or_default();
-                let ns = ep.metadata.namespace.unwrap_or_default();
-                Some(ObjectRef::<Service>::new(&name).within(&ns))
-            },
-        )
-        .graceful_shutdown_on(stop.cancelled_owned())
-        .run(
-            backoff.reconcile(reconcile),
-            backoff.policy(),
+    backoff
+        .drive(
+            controller
+                .watches_shared_stream(informers.informer::<Pod>().touched(), by_namespace)
+                // Its own watch, on purpose: no one else in the process reads Endpoints, and a shared
+                // informer would cache them all just to notice one being changed or deleted.
+                .watches(
+                    Api::<Endpoints>::all(client.clone()),
+                    watcher::Config::default(),
+                    |ep| {
+                        let name = ep.metadata.name.unwrap_or_default();
+                        let ns = ep.metadata.namespace.unwrap_or_default();
+                        Some(ObjectRef::<Service>::new(&name).within(&ns))
+                    },
+                ),
+            reconcile,
             Arc::new(Ctx { client }),
+            stop,
         )
-        .for_each(|_| async {})
         .await;
     cleanup.abort();
 }

@@ -9,7 +9,6 @@ use crate::backoff::ErrorBackoff;
 use crate::SharedInformerFactory;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, PostParams};
@@ -45,21 +44,20 @@ pub async fn run(client: Client, informers: SharedInformerFactory, stop: Cancell
     let controller = super::shared_controller::<Service>(&informers).await;
     let by_namespace = services_of_namespace(controller.store());
     let managed = format!("{}={}", slices::MANAGED_BY_LABEL, slices::MANAGED_BY);
-    controller
-        .watches_shared_stream(informers.informer::<Pod>().touched(), by_namespace)
-        // Its own watch, on purpose: no one else in the process reads EndpointSlices, and a
-        // shared informer would cache them all just to notice one being changed or deleted.
-        .owns(
-            Api::<EndpointSlice>::all(client.clone()),
-            watcher::Config::default().labels(&managed),
-        )
-        .graceful_shutdown_on(stop.cancelled_owned())
-        .run(
-            backoff.reconcile(reconcile),
-            backoff.policy(),
+    backoff
+        .drive(
+            controller
+                .watches_shared_stream(informers.informer::<Pod>().touched(), by_namespace)
+                // Its own watch, on purpose: no one else in the process reads EndpointSlices, and a
+                // shared informer would cache them all just to notice one being changed or deleted.
+                .owns(
+                    Api::<EndpointSlice>::all(client.clone()),
+                    watcher::Config::default().labels(&managed),
+                ),
+            reconcile,
             Arc::new(Ctx { client }),
+            stop,
         )
-        .for_each(|_| async {})
         .await;
 }
 

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::autoscaling::v2::{
     HPAScalingRules, HorizontalPodAutoscaler, HorizontalPodAutoscalerCondition,
@@ -74,11 +74,13 @@ async fn run(ctx: Context) {
         histories: Mutex::default(),
         epoch: Instant::now(),
     });
-    super::shared_controller::<HorizontalPodAutoscaler>(&ctx.informers)
-        .await
-        .graceful_shutdown_on(ctx.stop.cancelled_owned())
-        .run(backoff.reconcile(reconcile), backoff.policy(), shared)
-        .for_each(|_| futures::future::ready(()))
+    backoff
+        .drive(
+            super::shared_controller::<HorizontalPodAutoscaler>(&ctx.informers).await,
+            reconcile,
+            shared,
+            ctx.stop,
+        )
         .await;
 }
 

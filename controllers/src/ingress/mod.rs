@@ -10,7 +10,6 @@ pub mod plan;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k3rs_apimachinery::ingress_class;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
@@ -91,14 +90,17 @@ pub async fn run(client: Client, informers: SharedInformerFactory, stop: Cancell
         nodes,
         classes,
     });
-    controller
-        .watches_shared_stream(informers.informer::<Node>().touched(), move |_| all())
-        .watches_shared_stream(informers.informer::<IngressClass>().touched(), move |_| {
-            all_again()
-        })
-        .graceful_shutdown_on(stop.cancelled_owned())
-        .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
-        .for_each(|_| async {})
+    backoff
+        .drive(
+            controller
+                .watches_shared_stream(informers.informer::<Node>().touched(), move |_| all())
+                .watches_shared_stream(informers.informer::<IngressClass>().touched(), move |_| {
+                    all_again()
+                }),
+            reconcile,
+            ctx,
+            stop,
+        )
         .await;
 }
 

@@ -11,7 +11,6 @@ use crate::SharedInformerFactory;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
@@ -48,15 +47,13 @@ struct Ctx {
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::with_max("namespace", std::time::Duration::from_secs(60));
-    super::shared_controller::<Namespace>(&informers)
-        .await
-        .graceful_shutdown_on(stop.cancelled_owned())
-        .run(
-            backoff.reconcile(reconcile),
-            backoff.policy(),
+    backoff
+        .drive(
+            super::shared_controller::<Namespace>(&informers).await,
+            reconcile,
             Arc::new(Ctx { client }),
+            stop,
         )
-        .for_each(|_| async {})
         .await;
 }
 

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{EventRecorder, EventType, SharedInformerFactory};
-use futures::StreamExt;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
@@ -68,11 +67,7 @@ pub async fn run(
         recorder,
         assigned: Mutex::default(),
     });
-    controller
-        .graceful_shutdown_on(stop.cancelled_owned())
-        .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
-        .for_each(|_| async {})
-        .await;
+    backoff.drive(controller, reconcile, ctx, stop).await;
 }
 
 fn pod_cidrs(node: &Node) -> BTreeSet<IpNet> {

@@ -9,7 +9,6 @@ pub mod plan;
 use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -46,20 +45,22 @@ pub async fn run(client: Client, informers: SharedInformerFactory, stop: Cancell
     let controller = super::shared_controller::<Service>(&informers).await;
     let services = controller.store();
     let ctx = Arc::new(Ctx { client, nodes });
-    controller
-        .watches_shared_stream(informers.informer::<Node>().touched(), move |_| {
-            services
-                .state()
-                .iter()
-                .filter(|s| {
-                    s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
-                })
-                .map(|s| ObjectRef::from_obj(&**s))
-                .collect::<Vec<_>>()
-        })
-        .graceful_shutdown_on(stop.cancelled_owned())
-        .run(backoff.reconcile(reconcile), backoff.policy(), ctx)
-        .for_each(|_| async {})
+    backoff
+        .drive(
+            controller.watches_shared_stream(informers.informer::<Node>().touched(), move |_| {
+                services
+                    .state()
+                    .iter()
+                    .filter(|s| {
+                        s.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer")
+                    })
+                    .map(|s| ObjectRef::from_obj(&**s))
+                    .collect::<Vec<_>>()
+            }),
+            reconcile,
+            ctx,
+            stop,
+        )
         .await;
 }
 

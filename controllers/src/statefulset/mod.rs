@@ -17,7 +17,7 @@ use crate::backoff::ErrorBackoff;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k3rs_apimachinery::generated_names;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodTemplateSpec};
@@ -59,13 +59,15 @@ async fn run(ctx: Context) {
         events: ctx.events.clone(),
         pods: pod_store,
     });
-    controller
-        .watches_shared_stream(pod_events, move |pod| {
-            claim::owners_of(&sets, &pod, selector)
-        })
-        .graceful_shutdown_on(ctx.stop.cancelled_owned())
-        .run(backoff.reconcile(reconcile), backoff.policy(), shared)
-        .for_each(|_| futures::future::ready(()))
+    backoff
+        .drive(
+            controller.watches_shared_stream(pod_events, move |pod| {
+                claim::owners_of(&sets, &pod, selector)
+            }),
+            reconcile,
+            shared,
+            ctx.stop,
+        )
         .await;
 }
 

@@ -8,7 +8,6 @@ use crate::SharedInformerFactory;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
@@ -51,15 +50,13 @@ struct Ctx {
 /// Runs the controller until `stop`.
 pub async fn run(client: Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("ttl_after_finished");
-    super::shared_controller::<Job>(&informers)
-        .await
-        .graceful_shutdown_on(stop.cancelled_owned())
-        .run(
-            backoff.reconcile(reconcile),
-            backoff.policy(),
+    backoff
+        .drive(
+            super::shared_controller::<Job>(&informers).await,
+            reconcile,
             Arc::new(Ctx { client }),
+            stop,
         )
-        .for_each(|_| async {})
         .await;
 }
 

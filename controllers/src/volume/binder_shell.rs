@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, PostParams};
@@ -99,43 +98,39 @@ pub async fn run(cx: Context) {
     let touched = |f: &SharedInformerFactory| f.informer::<PersistentVolumeClaim>().touched();
     let (of_volume, of_class, of_node) = (claims.clone(), claims.clone(), claims.clone());
     let claim_backoff = ErrorBackoff::new(CONTROLLER);
-    let claim_queue = Controller::for_shared_stream(touched(&cx.informers), claims)
-        .watches_shared_stream(
-            cx.informers.informer::<PersistentVolume>().touched(),
-            move |v| triggers::claims_of_volume(&v, &of_volume.state()),
-        )
-        .watches_shared_stream(
-            cx.informers.informer::<StorageClass>().touched(),
-            move |c| triggers::claims_of_class(&c, &of_class.state()),
-        )
-        .watches_shared_stream(cx.informers.informer::<Node>().touched(), move |n| {
-            triggers::claims_of_node(&n, &of_node.state())
-        })
-        .with_config(controller::Config::default().concurrency(1))
-        .graceful_shutdown_on(cx.stop.clone().cancelled_owned())
-        .run(
-            claim_backoff.reconcile(sync_claim),
-            claim_backoff.policy(),
-            binder.clone(),
-        )
-        .for_each(|_| async {});
+    let claim_queue = claim_backoff.drive(
+        Controller::for_shared_stream(touched(&cx.informers), claims)
+            .watches_shared_stream(
+                cx.informers.informer::<PersistentVolume>().touched(),
+                move |v| triggers::claims_of_volume(&v, &of_volume.state()),
+            )
+            .watches_shared_stream(
+                cx.informers.informer::<StorageClass>().touched(),
+                move |c| triggers::claims_of_class(&c, &of_class.state()),
+            )
+            .watches_shared_stream(cx.informers.informer::<Node>().touched(), move |n| {
+                triggers::claims_of_node(&n, &of_node.state())
+            })
+            .with_config(controller::Config::default().concurrency(1)),
+        sync_claim,
+        binder.clone(),
+        cx.stop.clone(),
+    );
     let of_claim = volumes.clone();
     let volume_backoff = ErrorBackoff::new(CONTROLLER);
-    let volume_queue = Controller::for_shared_stream(
-        cx.informers.informer::<PersistentVolume>().touched(),
-        volumes,
-    )
-    .watches_shared_stream(touched(&cx.informers), move |c| {
-        triggers::volumes_of_claim(&c, &of_claim.state())
-    })
-    .with_config(controller::Config::default().concurrency(1))
-    .graceful_shutdown_on(cx.stop.clone().cancelled_owned())
-    .run(
-        volume_backoff.reconcile(sync_volume),
-        volume_backoff.policy(),
+    let volume_queue = volume_backoff.drive(
+        Controller::for_shared_stream(
+            cx.informers.informer::<PersistentVolume>().touched(),
+            volumes,
+        )
+        .watches_shared_stream(touched(&cx.informers), move |c| {
+            triggers::volumes_of_claim(&c, &of_claim.state())
+        })
+        .with_config(controller::Config::default().concurrency(1)),
+        sync_volume,
         binder,
-    )
-    .for_each(|_| async {});
+        cx.stop.clone(),
+    );
     tokio::join!(claim_queue, volume_queue);
 }
 

@@ -11,7 +11,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -106,30 +105,28 @@ pub async fn run(cx: Context, base: PathBuf) {
     let f = &cx.informers;
     let of_class = claims.clone();
     let backoff = ErrorBackoff::new(CONTROLLER);
-    let provisioning =
+    let provisioning = backoff.drive(
         Controller::for_shared_stream(f.informer::<PersistentVolumeClaim>().touched(), claims)
             .watches_shared_stream(f.informer::<PersistentVolume>().touched(), |v| {
                 triggers::claim_of_volume(&v)
             })
             .watches_shared_stream(f.informer::<StorageClass>().touched(), move |c| {
                 triggers::claims_of_class(&c, &of_class.state())
-            })
-            .graceful_shutdown_on(cx.stop.clone().cancelled_owned())
-            .run(
-                backoff.reconcile(provision_claim),
-                backoff.policy(),
-                p.clone(),
-            )
-            .for_each(|_| async {});
+            }),
+        provision_claim,
+        p.clone(),
+        cx.stop.clone(),
+    );
     let backoff = ErrorBackoff::new(CONTROLLER);
-    let teardowns =
+    let teardowns = backoff.drive(
         Controller::for_shared_stream(f.informer::<PersistentVolume>().touched(), volumes)
             .watches_shared_stream(f.informer::<Pod>().touched(), |pod| {
                 triggers::volume_of_helper(&pod)
-            })
-            .graceful_shutdown_on(cx.stop.clone().cancelled_owned())
-            .run(backoff.reconcile(teardown_volume), backoff.policy(), p)
-            .for_each(|_| async {});
+            }),
+        teardown_volume,
+        p,
+        cx.stop.clone(),
+    );
     tokio::join!(provisioning, teardowns);
 }
 

@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -89,20 +88,19 @@ pub async fn run_claims(cx: Context) {
     let pods = informer::<Pod>(&cx.informers).await;
     let backoff = ErrorBackoff::new(PVC_CONTROLLER);
     let touched = cx.informers.informer::<PersistentVolumeClaim>().touched();
-    Controller::for_shared_stream(touched, claims)
-        .watches_shared_stream(cx.informers.informer::<Pod>().touched(), |p| {
-            triggers::claims_of_pod(&p)
-        })
-        .graceful_shutdown_on(cx.stop.cancelled_owned())
-        .run(
-            backoff.reconcile(release_claim),
-            backoff.policy(),
+    backoff
+        .drive(
+            Controller::for_shared_stream(touched, claims)
+                .watches_shared_stream(cx.informers.informer::<Pod>().touched(), |p| {
+                    triggers::claims_of_pod(&p)
+                }),
+            release_claim,
             Arc::new(Claims {
                 client: cx.client,
                 pods,
             }),
+            cx.stop,
         )
-        .for_each(|_| async {})
         .await;
 }
 
@@ -146,14 +144,13 @@ pub async fn run_volumes(cx: Context) {
     let volumes = informer::<PersistentVolume>(&cx.informers).await;
     let backoff = ErrorBackoff::new(PV_CONTROLLER);
     let touched = cx.informers.informer::<PersistentVolume>().touched();
-    Controller::for_shared_stream(touched, volumes)
-        .graceful_shutdown_on(cx.stop.cancelled_owned())
-        .run(
-            backoff.reconcile(release_volume),
-            backoff.policy(),
+    backoff
+        .drive(
+            Controller::for_shared_stream(touched, volumes),
+            release_volume,
             Arc::new(cx.client),
+            cx.stop,
         )
-        .for_each(|_| async {})
         .await;
 }
 
