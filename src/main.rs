@@ -340,6 +340,12 @@ struct ServerArgs {
     /// to start if it differs, like etcd's --experimental-initial-corrupt-check.
     #[arg(long, env = "K3RS_ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK")]
     etcd_experimental_initial_corrupt_check: bool,
+    /// Write the datastore's keys and values as raw bytes in the Raft log, WAL and peer
+    /// messages (MessagePack bin) instead of integer arrays: less CPU and fewer bytes. Every
+    /// server of the cluster must run a release that reads it (this one or later) first;
+    /// either form is always read.
+    #[arg(long, env = "K3RS_ETCD_COMPACT_ENCODING")]
+    etcd_compact_encoding: bool,
     /// Port of the Kubernetes API (HTTPS).
     #[arg(long, default_value_t = 6443, env = "K3RS_HTTPS_LISTEN_PORT")]
     https_listen_port: u16,
@@ -626,6 +632,7 @@ async fn main() -> anyhow::Result<()> {
                 quota_backend_bytes: args.etcd_quota_backend_bytes,
                 corrupt_check_time: args.etcd_experimental_corrupt_check_time,
                 initial_corrupt_check: args.etcd_experimental_initial_corrupt_check,
+                compact_encoding: args.etcd_compact_encoding,
                 etcd_peer_port: args.etcd_peer_port,
                 cluster_reset: args.cluster_reset,
                 cluster_reset_restore_path: args.snapshots.cluster_reset_restore_path.clone(),

@@ -56,6 +56,9 @@ pub struct ServerConfig {
     /// `--etcd-experimental-initial-corrupt-check`: a restarting member compares its
     /// `HashKV` with its peers' before serving and refuses to start if they differ.
     pub initial_corrupt_check: bool,
+    /// `--etcd-compact-encoding`: this process writes the byte strings of Raft commands as
+    /// MessagePack bin ([`k3rs_storage::bytes_form`]); every member must read that form.
+    pub compact_encoding: bool,
     /// `--bind-address` and `--https-listen-port`: the HTTPS port of the API server and of
     /// the supervisor (what joining servers ask for), served also with `--disable-apiserver`.
     pub https_listen: SocketAddr,
@@ -142,6 +145,7 @@ impl ServerConfig {
             quota_backend_bytes: 0,
             corrupt_check_time: Duration::ZERO,
             initial_corrupt_check: false,
+            compact_encoding: false,
             https_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 6443),
             api: None,
             etcd_peer_port: DEFAULT_ETCD_PEER_PORT,
@@ -214,6 +218,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// 5 seconds to finish, then stops Raft.
 pub async fn run(cfg: ServerConfig, shutdown: CancellationToken) -> Result<()> {
     let server_dir = cfg.data_dir.join("server");
+    // Process-wide, before the store and Raft encode anything.
+    k3rs_storage::bytes_form::set_write_form(if cfg.compact_encoding {
+        k3rs_storage::bytes_form::BytesForm::Bin
+    } else {
+        k3rs_storage::bytes_form::BytesForm::IntArray
+    });
     // A snapshot to restore is checked before anything is touched.
     let restore = etcd_snapshot::restore::verify_requested(
         cfg.cluster_reset_restore_path.as_deref(),

@@ -26,6 +26,7 @@
 //! - Sorting is stable (ties keep key order); etcd's sort is unstable for more than 12 keys.
 //! - `LeaseGrant { id: 0 }` picks IDs from a persisted counter, not at random.
 
+pub mod bytes_form;
 pub mod types;
 pub mod watch;
 

@@ -2,7 +2,8 @@
 //!
 //! These mirror etcd v3's `etcdserverpb`/`mvccpb` messages field for field (so the gRPC front
 //! end converts one-to-one), but are plain Rust types that serialize with rmp-serde: a
-//! [`Command`] is what a Raft log entry carries, and applying it is deterministic.
+//! [`Command`] is what a Raft log entry carries, and applying it is deterministic. Their byte
+//! strings serialize as [`crate::bytes_form`] says (either form decodes).
 
 use serde::{Deserialize, Serialize};
 
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct KeyValue {
     /// The key.
+    #[serde(with = "crate::bytes_form")]
     pub key: Vec<u8>,
     /// Revision of the last creation of this key.
     pub create_revision: i64,
@@ -18,6 +20,7 @@ pub struct KeyValue {
     /// 1 on creation, +1 per modification, 0 for a deletion tombstone.
     pub version: i64,
     /// The value.
+    #[serde(with = "crate::bytes_form")]
     pub value: Vec<u8>,
     /// Lease attached to the key, 0 for none.
     pub lease: i64,
@@ -56,8 +59,10 @@ pub enum SortTarget {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RangeRequest {
     /// The first key.
+    #[serde(with = "crate::bytes_form")]
     pub key: Vec<u8>,
     /// The range end (see above).
+    #[serde(with = "crate::bytes_form")]
     pub range_end: Vec<u8>,
     /// The most keys returned; 0 = no limit.
     pub limit: i64,
@@ -98,8 +103,10 @@ pub struct RangeResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct PutRequest {
     /// The key.
+    #[serde(with = "crate::bytes_form")]
     pub key: Vec<u8>,
     /// The value.
+    #[serde(with = "crate::bytes_form")]
     pub value: Vec<u8>,
     /// The lease to attach, 0 for none.
     pub lease: i64,
@@ -122,8 +129,10 @@ pub struct PutResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct DeleteRangeRequest {
     /// The first key.
+    #[serde(with = "crate::bytes_form")]
     pub key: Vec<u8>,
     /// The range end (as in [`RangeRequest`]).
+    #[serde(with = "crate::bytes_form")]
     pub range_end: Vec<u8>,
     /// Return the deleted versions.
     pub prev_kv: bool,
@@ -161,7 +170,7 @@ pub enum CompareTarget {
     /// The key's mod revision.
     Mod(i64),
     /// The key's value.
-    Value(Vec<u8>),
+    Value(#[serde(with = "crate::bytes_form")] Vec<u8>),
     /// The key's lease.
     Lease(i64),
 }
@@ -174,8 +183,10 @@ pub struct Compare {
     /// What is compared, with the operand.
     pub target: CompareTarget,
     /// The key (or the first of the range).
+    #[serde(with = "crate::bytes_form")]
     pub key: Vec<u8>,
     /// Same forms as [`RangeRequest::range_end`]; every key in the range must satisfy it.
+    #[serde(with = "crate::bytes_form")]
     pub range_end: Vec<u8>,
 }
 
@@ -315,7 +326,8 @@ pub struct AlarmMember {
 }
 
 impl Command {
-    /// Serializes with rmp-serde (the Raft log format).
+    /// Serializes with rmp-serde (the Raft log format), byte strings in the current
+    /// [`crate::bytes_form::write_form`].
     pub fn encode(&self) -> Vec<u8> {
         rmp_serde::to_vec(self).expect("commands always serialize")
     }

@@ -154,3 +154,16 @@ pub fn member_id(ep: &Endpoint, peer_url: &str) -> Option<String> {
         (f.get(3) == Some(&peer_url)).then(|| f[0].to_string())
     })
 }
+
+/// `(this member's id, the leader's id)` from `etcdctl endpoint status -w json`.
+pub fn endpoint_status(ep: &Endpoint) -> Option<(u64, u64)> {
+    let out = etcdctl_with_timeout(
+        ep,
+        &["endpoint", "status", "-w", "json"],
+        None,
+        Duration::from_secs(10),
+    );
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).ok()?;
+    let s = &v[0]["Status"];
+    Some((s["header"]["member_id"].as_u64()?, s["leader"].as_u64()?))
+}

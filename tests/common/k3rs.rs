@@ -309,6 +309,11 @@ impl K3rs {
         }
     }
 
+    /// Adds `arg` (one argument) to the next starts.
+    pub fn add_arg(&mut self, arg: &str) {
+        self.extra_args.push(arg.to_string());
+    }
+
     /// Leaves flag `arg` (one exact argument) out of the next starts.
     pub fn remove_arg(&mut self, arg: &str) {
         self.extra_args.retain(|a| a != arg);

@@ -19,7 +19,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::etcdctl::{etcdctl_with_timeout, started_voters};
+use crate::common::etcdctl::{endpoint_status, started_voters};
 use crate::common::{etcdctl, wait_for, Endpoint, K3rs};
 
 /// The key whose value is corrupted, its value, and what the corruption writes instead.
@@ -36,19 +36,6 @@ const SERVER_ARGS: &[&str] = &[
     "1s",
     INITIAL_CHECK,
 ];
-
-/// `(this member's id, the leader's id)` from `etcdctl endpoint status -w json`.
-fn endpoint_status(ep: &Endpoint) -> Option<(u64, u64)> {
-    let out = etcdctl_with_timeout(
-        ep,
-        &["endpoint", "status", "-w", "json"],
-        None,
-        Duration::from_secs(10),
-    );
-    let v: serde_json::Value = serde_json::from_str(&out.stdout).ok()?;
-    let s = &v[0]["Status"];
-    Some((s["header"]["member_id"].as_u64()?, s["leader"].as_u64()?))
-}
 
 /// Rewrites the value of the newest record of `key` in the sled store of a stopped member's
 /// data dir, bypassing Raft and the store's code: the layout is `storage/src/revision.rs`'s

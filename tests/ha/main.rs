@@ -12,6 +12,7 @@ mod common;
 
 mod ha_cluster;
 mod ha_corrupt;
+mod ha_encoding;
 mod ha_faults;
 mod ha_netns;
 mod ha_snapshot;

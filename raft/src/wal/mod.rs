@@ -447,3 +447,6 @@ impl Wal {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod old_release_tests;
