@@ -56,9 +56,33 @@ fn wal_with(n: u64) -> tempfile::TempDir {
 /// Rewrites the last segment's bytes, as a crash or a bad disk would.
 fn damage_last_segment(dir: &Path, damage: impl FnOnce(&mut Vec<u8>)) {
     let (_, path) = segment::list(dir).unwrap().pop().unwrap();
-    let mut bytes = fs::read(&path).unwrap();
+    damage_segment(&path, damage);
+}
+
+fn damage_segment(path: &Path, damage: impl FnOnce(&mut Vec<u8>)) {
+    let mut bytes = fs::read(path).unwrap();
     damage(&mut bytes);
-    fs::write(&path, &bytes).unwrap();
+    fs::write(path, &bytes).unwrap();
+}
+
+/// A WAL of 1000-byte segments holding entries `0..n` of term 1 (one append each), closed.
+fn segmented_wal_with(n: u64) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), 1000).unwrap();
+    for i in 0..n {
+        append(&wal, vec![entry(1, i)]);
+    }
+    dir
+}
+
+/// A copy of the (flat) WAL directory `dir`.
+fn copy_dir(dir: &Path) -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    for e in fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), copy.path().join(e.file_name())).unwrap();
+    }
+    copy
 }
 
 #[test]
@@ -180,12 +204,14 @@ fn purge_deletes_whole_segments_and_survives_reopen() {
         }
         let before = segment_files(dir.path());
         wal.purge(log_id(1, 14)).unwrap();
+        // In memory at once; the files go on the purge thread, which closing waits for.
+        assert_eq!(wal.log_state(), (Some(log_id(1, 14)), Some(log_id(1, 29))));
+        assert_eq!(indexes(&wal, 0..30), (15..30).collect::<Vec<_>>());
+        drop(wal);
         let after = segment_files(dir.path());
         assert!(after.len() < before.len());
         // The first remaining segment still holds index 15.
         assert!(after[0] <= 15, "{after:?}");
-        assert_eq!(wal.log_state(), (Some(log_id(1, 14)), Some(log_id(1, 29))));
-        assert_eq!(indexes(&wal, 0..30), (15..30).collect::<Vec<_>>());
     }
     let wal = Wal::open(dir.path(), 1000).unwrap();
     assert_eq!(wal.log_state(), (Some(log_id(1, 14)), Some(log_id(1, 29))));
@@ -201,7 +227,13 @@ fn purge_past_the_end_then_append() {
         // As after installing a snapshot that is ahead of the log.
         wal.purge(log_id(3, 50)).unwrap();
         assert_eq!(wal.log_state(), (Some(log_id(3, 50)), Some(log_id(3, 50))));
-        assert!(segment_files(dir.path()).is_empty());
+        // Past the end, the marker is durable before `purge` returns: the next append's
+        // segment starts at 51, which without the marker would follow the old log with a gap.
+        let marker = durable_file::read(dir.path(), PURGED_FILE)
+            .unwrap()
+            .unwrap();
+        let marker: Option<LogId> = rmp_serde::from_slice(&marker).unwrap();
+        assert_eq!(marker, Some(log_id(3, 50)));
         append(&wal, vec![entry(3, 51)]);
     }
     let wal = Wal::open(dir.path(), 1000).unwrap();
@@ -310,5 +342,131 @@ mod model {
                 prop_assert_eq!(&wal.entries(0..u64::MAX).unwrap(), &present);
             }
         }
+    }
+}
+
+/// A crash between a rotation and the sync that would have covered it: the sealed segment's
+/// last record never reached the disk (its last sector reads as zeros) while the new segment
+/// and its records did. Nothing from the torn record on was acknowledged (the sync thread
+/// acknowledges only after syncing both segments), so recovery cuts there and drops the rest.
+#[test]
+fn torn_sealed_segment_cuts_the_log_and_drops_later_segments() {
+    let dir = segmented_wal_with(30);
+    let files = segment::list(dir.path()).unwrap();
+    assert!(files.len() > 3, "{files:?}");
+    let (second_first, sealed) = files[1].clone();
+    damage_segment(&sealed, |b| {
+        let s = (b.len() - 1) / 512 * 512;
+        b[s..].fill(0);
+    });
+    {
+        let wal = Wal::open(dir.path(), 1000).unwrap();
+        let last = wal.log_state().1.unwrap().index;
+        assert!(last >= second_first && last < files[2].0 - 1, "{last}");
+        assert_eq!(indexes(&wal, 0..30), (0..=last).collect::<Vec<_>>());
+        assert_eq!(segment_files(dir.path()), vec![files[0].0, second_first]);
+        append(&wal, vec![entry(2, last + 1)]);
+    }
+    let wal = Wal::open(dir.path(), 1000).unwrap();
+    let last = wal.log_state().1.unwrap();
+    assert_eq!(last.leader_id.term, 2);
+    assert_eq!(indexes(&wal, 0..30), (0..=last.index).collect::<Vec<_>>());
+}
+
+/// The same crash where the sealed segment ends inside its last record (the write was cut
+/// short) and the new segment holds a torn record of its own.
+#[test]
+fn crash_between_rotation_and_sync_with_a_short_sealed_segment() {
+    let dir = segmented_wal_with(30);
+    let files = segment::list(dir.path()).unwrap();
+    damage_segment(&files[0].1, |b| b.truncate(b.len() - 20));
+    damage_segment(&files[1].1, |b| b.truncate(b.len() - 20));
+    let wal = Wal::open(dir.path(), 1000).unwrap();
+    let last = wal.log_state().1.unwrap().index;
+    assert_eq!(last, files[1].0 - 2);
+    assert_eq!(segment_files(dir.path()), vec![files[0].0]);
+    append(&wal, vec![entry(2, last + 1)]);
+    assert_eq!(indexes(&wal, 0..30), (0..=last + 1).collect::<Vec<_>>());
+}
+
+/// The crash came after the rotation's records were written, but before the directory entry of
+/// the new segment was synced: the new segment is gone, the sealed one is whole.
+#[test]
+fn crash_before_the_new_segment_reached_the_directory() {
+    let dir = segmented_wal_with(30);
+    let files = segment::list(dir.path()).unwrap();
+    let (last_first, last_path) = files.last().unwrap().clone();
+    fs::remove_file(last_path).unwrap();
+    {
+        let wal = Wal::open(dir.path(), 1000).unwrap();
+        assert_eq!(wal.log_state().1, Some(log_id(1, last_first - 1)));
+        append(&wal, (last_first..30).map(|i| entry(2, i)).collect());
+    }
+    let wal = Wal::open(dir.path(), 1000).unwrap();
+    assert_eq!(wal.log_state().1, Some(log_id(2, 29)));
+}
+
+/// An append that starts a segment is acknowledged only after the sealed one, the new one and
+/// the directory were synced; the data of both is readable before.
+#[test]
+fn an_append_across_segments_is_acknowledged_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), 1000).unwrap();
+    let (tx, rx) = mpsc::channel();
+    wal.append(
+        (0..20).map(|i| entry(1, i)).collect::<Vec<_>>(),
+        Box::new(move |r| tx.send(r.is_ok()).unwrap()),
+    )
+    .unwrap();
+    assert!(segment_files(dir.path()).len() > 2);
+    assert_eq!(indexes(&wal, 0..20), (0..20).collect::<Vec<_>>());
+    assert!(rx.recv().unwrap());
+    assert!(rx.try_recv().is_err());
+}
+
+/// A crash at every step of a purge's background work (marker, then each deletion): the WAL
+/// reopens either as before the purge or as after it, and goes on appending.
+#[test]
+fn purge_crash_at_every_step_reopens_consistently() {
+    let dir = segmented_wal_with(30);
+    let upto = log_id(1, 14);
+    let n_steps = {
+        let files = segment::list(dir.path()).unwrap();
+        let firsts: Vec<u64> = files.iter().map(|(f, _)| *f).collect();
+        purger::purgeable(&firsts, Some(29), 14) + 1
+    };
+    assert!(n_steps > 2, "{n_steps}");
+    for done in 0..=n_steps {
+        let copy = copy_dir(dir.path());
+        let files = segment::list(copy.path()).unwrap();
+        let firsts: Vec<u64> = files.iter().map(|(f, _)| *f).collect();
+        let job = PurgeJob {
+            upto,
+            segments: files[..purger::purgeable(&firsts, Some(29), 14)]
+                .iter()
+                .map(|(_, p)| p.clone())
+                .collect(),
+        };
+        for step in &job.steps()[..done] {
+            purger::run_step(copy.path(), step).unwrap();
+        }
+        {
+            let wal = Wal::open(copy.path(), 1000).unwrap();
+            let (purged, first) = if done == 0 {
+                (None, 0)
+            } else {
+                (Some(upto), 15)
+            };
+            assert_eq!(wal.log_state(), (purged, Some(log_id(1, 29))), "{done}");
+            assert_eq!(indexes(&wal, 0..30), (first..30).collect::<Vec<_>>());
+            if done > 0 {
+                // Open finished the purge: no segment is wholly purged.
+                let left = segment_files(copy.path());
+                assert!(left.len() < 2 || left[1] > 15, "{done}: {left:?}");
+            }
+            append(&wal, vec![entry(1, 30)]);
+        }
+        let wal = Wal::open(copy.path(), 1000).unwrap();
+        assert_eq!(wal.log_state().1, Some(log_id(1, 30)), "{done}");
     }
 }
