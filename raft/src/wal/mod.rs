@@ -15,7 +15,9 @@
 //! - [`Wal::save_vote`] is durable when it returns. [`Wal::purge`] takes effect in memory at
 //!   once; its marker and file deletions follow in order on the purge thread ([`purger`]). A
 //!   purge past the log's end (a snapshot ahead of the log) waits for its marker, since the
-//!   appends after it would otherwise leave a gap on disk.
+//!   appends after it would otherwise leave a gap on disk. A purge hands over only files whose
+//!   paths the log never creates again ([`purge_plan`]), so a deletion that runs late or fails
+//!   never meets a new segment.
 //! - [`Wal::open`] recovers the longest prefix of whole records: at the first *torn* record
 //!   (the file ends inside it, or one of its sectors was never written, see [`record`]), in any
 //!   segment, the log is cut and the later segments are deleted: that record was never synced,
@@ -30,6 +32,7 @@
 
 mod durable_file;
 mod fsync_stats;
+mod purge_plan;
 mod purger;
 mod record;
 mod segment;
@@ -161,7 +164,7 @@ impl Wal {
         // the purge overtook their sync).
         if let Some(p) = purged {
             let firsts: Vec<u64> = files.iter().map(|(first, _)| *first).collect();
-            for (_, path) in files.drain(..purger::purgeable(&firsts, None, p.index)) {
+            for (_, path) in files.drain(..purge_plan::purgeable(&firsts, None, p.index)) {
                 fs::remove_file(&path).map_err(open_err)?;
             }
         }
@@ -451,8 +454,9 @@ impl Wal {
     }
 
     /// Drops the entries up to and including `upto`, in memory at once. The purge thread then
-    /// makes the marker durable and deletes every segment all of whose entries are purged, in
-    /// that order; a purge past the log's last entry waits for its marker (see the module docs).
+    /// makes the marker durable and deletes every segment all of whose entries are purged and
+    /// whose name is at or below `upto` ([`purge_plan`]), in that order; a purge past the log's
+    /// last entry waits for its marker (see the module docs).
     pub fn purge(&self, upto: LogId) -> Result<(), WalError> {
         let (job, past_the_end) = {
             let mut inner = self.lock();
@@ -473,7 +477,7 @@ impl Wal {
             }
             let last_index = last.map_or(0, |l| l.index).max(upto.index);
             let firsts: Vec<u64> = inner.segments.iter().map(|s| s.first).collect();
-            let delete = purger::purgeable(&firsts, Some(last_index), upto.index);
+            let delete = purge_plan::purgeable(&firsts, Some(last_index), upto.index);
             let segments = inner.segments.drain(..delete).map(|s| s.path).collect();
             (PurgeJob { upto, segments }, past_the_end)
         };
@@ -484,6 +488,16 @@ impl Wal {
                 .map_err(WalError::Purge)?;
         }
         Ok(())
+    }
+
+    /// Waits until the purge thread has run every job submitted so far.
+    #[cfg(test)]
+    fn wait_for_purges(&self) {
+        self.purger
+            .flush()
+            .recv()
+            .expect("purge thread running")
+            .expect("barrier");
     }
 }
 

@@ -9,7 +9,7 @@
 //! - Before the marker is durable: the old marker and every segment are on disk, so the WAL
 //!   reopens in its state before the purge (openraft purges again after its next snapshot).
 //! - After the marker: the segments left are wholly at or below it; [`super::Wal::open`]
-//!   deletes them ([`purgeable`]). Deletions are not made durable (no directory sync): a
+//!   deletes them ([`super::purge_plan`]). Deletions are not made durable (no directory sync): a
 //!   segment that comes back after a crash is dropped again the same way.
 
 use std::io;
@@ -24,32 +24,12 @@ use crate::types::LogId;
 /// The file holding the last purged log id.
 pub const PURGED_FILE: &str = "purged";
 
-/// How many leading segments hold only entries at or below `upto`, given each segment's first
-/// index (sorted) and the log's last index (`None` when unknown: the last segment then never
-/// counts, as its end is not known without reading it). A segment ends where the next begins.
-pub fn purgeable(firsts: &[u64], last_index: Option<u64>, upto: u64) -> usize {
-    let mut n = 0;
-    for (i, _) in firsts.iter().enumerate() {
-        let seg_last = match firsts.get(i + 1) {
-            Some(next) => next.saturating_sub(1),
-            None => match last_index {
-                Some(last) => last,
-                None => break,
-            },
-        };
-        if seg_last > upto {
-            break;
-        }
-        n = i + 1;
-    }
-    n
-}
-
 /// What a purge leaves to do on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PurgeJob {
     pub upto: LogId,
-    /// Segments holding only purged entries, oldest first.
+    /// Segments holding only purged entries, oldest first, none of whose paths the log can
+    /// create again ([`super::purge_plan`]).
     pub segments: Vec<PathBuf>,
 }
 
@@ -90,7 +70,8 @@ pub fn run_step(dir: &Path, step: &Step) -> io::Result<()> {
 /// Receives a job's outcome once its steps ran (or the first failed).
 pub type Done = mpsc::Receiver<io::Result<()>>;
 
-type Queued = (PurgeJob, mpsc::Sender<io::Result<()>>);
+/// A job, or `None`: a barrier that completes once the jobs before it ran.
+type Queued = (Option<PurgeJob>, mpsc::Sender<io::Result<()>>);
 
 /// Handle to the purge thread. Dropping it runs the queued jobs, then joins the thread.
 pub struct Purger {
@@ -113,6 +94,16 @@ impl Purger {
 
     /// Queues `job` behind the earlier ones.
     pub fn submit(&self, job: PurgeJob) -> Done {
+        self.queue(Some(job))
+    }
+
+    /// Completes once every job submitted before ran.
+    #[cfg(test)]
+    pub fn flush(&self) -> Done {
+        self.queue(None)
+    }
+
+    fn queue(&self, job: Option<PurgeJob>) -> Done {
         let (done_tx, done_rx) = mpsc::channel();
         let sent = self.tx.as_ref().map(|tx| tx.send((job, done_tx)));
         if let Some(Err(mpsc::SendError((_, done_tx)))) = sent {
@@ -133,11 +124,16 @@ impl Drop for Purger {
 
 fn run(rx: mpsc::Receiver<Queued>, dir: &Path) {
     for (job, done) in rx {
+        let Some(job) = job else {
+            let _ = done.send(Ok(()));
+            continue;
+        };
         let started = Instant::now();
         let result = job.steps().iter().try_for_each(|step| {
             run_step(dir, step).inspect_err(|e| {
-                // Harmless for safety (the log is only longer than it needs to be on disk,
-                // and the next purge or open retries); the disk use stays up meanwhile.
+                // Harmless for safety: the log is only longer than it needs to be on disk, no
+                // later append reuses the path (see `purge_plan`), and the next open deletes
+                // what a durable marker covers. The disk use stays up meanwhile.
                 tracing::error!(error = %e, ?step, "WAL purge step failed");
             })
         });
@@ -149,21 +145,6 @@ fn run(rx: mpsc::Receiver<Queued>, dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn purgeable_counts_whole_segments() {
-        // Segments 0..=9, 10..=19, 20..=last.
-        let firsts = [0, 10, 20];
-        assert_eq!(purgeable(&firsts, Some(25), 8), 0);
-        assert_eq!(purgeable(&firsts, Some(25), 9), 1);
-        assert_eq!(purgeable(&firsts, Some(25), 24), 2);
-        assert_eq!(purgeable(&firsts, Some(25), 25), 3);
-        // Past the end (a snapshot ahead of the log).
-        assert_eq!(purgeable(&firsts, Some(25), 100), 3);
-        // The last segment's end unknown: never purgeable.
-        assert_eq!(purgeable(&firsts, None, 100), 2);
-        assert_eq!(purgeable(&[], Some(5), 100), 0);
-    }
 
     #[test]
     fn marker_first_then_segments_in_order() {

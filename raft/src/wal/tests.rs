@@ -272,6 +272,7 @@ fn flipped_bit_in_the_last_segment_is_an_error() {
 mod model {
     //! Random sequences of appends, truncations, purges and reopens against a plain model.
     use proptest::prelude::*;
+    use proptest::test_runner::TestCaseError;
 
     use super::*;
 
@@ -294,55 +295,229 @@ mod model {
         ]
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
-        #[test]
-        fn behaves_like_a_vec(ops in proptest::collection::vec(op(), 1..40)) {
-            let dir = tempfile::tempdir().unwrap();
-            // Tiny segments, so that every operation crosses segment boundaries.
-            let open = || Wal::open(dir.path(), 700).unwrap();
-            let mut wal = open();
-            let mut term = 1;
-            // The model: present entries and the last purged log id.
-            let mut present: Vec<Entry> = Vec::new();
-            let mut purged: Option<LogId> = None;
-            for op in ops {
-                let next = present.last().map(|e| e.log_id.index + 1)
-                    .or(purged.map(|p| p.index + 1)).unwrap_or(0);
-                match op {
-                    Op::Append(n) => {
-                        let new: Vec<Entry> = (next..next + n as u64).map(|i| entry(term, i)).collect();
-                        append(&wal, new.clone());
-                        present.extend(new);
-                    }
-                    Op::Truncate(n) => {
-                        let keep = present.len().saturating_sub(n as usize);
-                        if let Some(first_cut) = present.get(keep) {
-                            wal.truncate(first_cut.log_id.index).unwrap();
-                            present.truncate(keep);
-                            term += 1;
-                        }
-                    }
-                    Op::Purge(n) => {
-                        let n = (n as usize).min(present.len());
-                        if n > 0 {
-                            let upto = present[n - 1].log_id;
-                            wal.purge(upto).unwrap();
-                            present.drain(..n);
-                            purged = Some(upto);
-                        }
-                    }
-                    Op::Reopen => {
-                        drop(wal);
-                        wal = open();
+    /// `PROPTEST_CASES` when set (for long runs), else `default`: a config literal's `cases`
+    /// would otherwise override the environment.
+    fn cases(default: u32) -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+
+    /// Runs `ops` against a WAL of tiny segments (so that every operation crosses segment
+    /// boundaries) and the model, comparing the state after each.
+    fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || Wal::open(dir.path(), 700).unwrap();
+        let mut wal = open();
+        let mut term = 1;
+        // The model: present entries and the last purged log id.
+        let mut present: Vec<Entry> = Vec::new();
+        let mut purged: Option<LogId> = None;
+        for op in ops {
+            let next = present
+                .last()
+                .map(|e| e.log_id.index + 1)
+                .or(purged.map(|p| p.index + 1))
+                .unwrap_or(0);
+            match op {
+                Op::Append(n) => {
+                    let new: Vec<Entry> = (next..next + n as u64).map(|i| entry(term, i)).collect();
+                    append(&wal, new.clone());
+                    present.extend(new);
+                }
+                Op::Truncate(n) => {
+                    let keep = present.len().saturating_sub(n as usize);
+                    if let Some(first_cut) = present.get(keep) {
+                        wal.truncate(first_cut.log_id.index).unwrap();
+                        present.truncate(keep);
+                        term += 1;
                     }
                 }
-                let last = present.last().map(|e| e.log_id).or(purged);
-                prop_assert_eq!(wal.log_state(), (purged, last));
-                prop_assert_eq!(&wal.entries(0..u64::MAX).unwrap(), &present);
+                Op::Purge(n) => {
+                    let n = (n as usize).min(present.len());
+                    if n > 0 {
+                        let upto = present[n - 1].log_id;
+                        wal.purge(upto).unwrap();
+                        present.drain(..n);
+                        purged = Some(upto);
+                    }
+                }
+                Op::Reopen => {
+                    drop(wal);
+                    wal = open();
+                }
             }
+            let last = present.last().map(|e| e.log_id).or(purged);
+            prop_assert_eq!(wal.log_state(), (purged, last));
+            prop_assert_eq!(&wal.entries(0..u64::MAX).unwrap(), &present);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
+        #[test]
+        fn behaves_like_a_vec(ops in proptest::collection::vec(op(), 1..40)) {
+            check(ops)?;
         }
     }
+
+    /// The minimal case the model found once (a CI run): the append re-created the emptied
+    /// segment the purge had handed to the purge thread, before the thread deleted it.
+    #[test]
+    fn append_after_truncate_and_purge_of_the_whole_log() {
+        use Op::*;
+        check(vec![Append(11), Truncate(6), Purge(5), Append(1)]).unwrap();
+        check(vec![Append(11), Truncate(6), Purge(5), Reopen, Append(1)]).unwrap();
+        check(vec![
+            Append(11),
+            Truncate(6),
+            Purge(5),
+            Append(1),
+            Purge(1),
+            Append(9),
+        ])
+        .unwrap();
+    }
+}
+
+/// The layout of the minimal model case: entries `0..n` in 700-byte segments (one append),
+/// then a truncation at the second segment's first index `b`, which deletes the later segments
+/// and leaves `b` as the empty active segment. Returns the WAL and `b`.
+fn emptied_active_segment(dir: &Path) -> (Wal, u64) {
+    let wal = Wal::open(dir, 700).unwrap();
+    append(&wal, (0..11).map(|i| entry(1, i)).collect());
+    let files = segment_files(dir);
+    assert!(files.len() >= 3, "{files:?}");
+    let b = files[1];
+    wal.truncate(b).unwrap();
+    assert_eq!(segment_files(dir), vec![0, b]);
+    (wal, b)
+}
+
+/// A purge of the whole log keeps the empty active segment named after the next index: it is
+/// not handed to the purge thread (whose late deletion would meet the next append's segment of
+/// the same name), and the next append writes into it.
+#[test]
+fn purge_of_the_whole_log_keeps_the_emptied_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = {
+        let (wal, b) = emptied_active_segment(dir.path());
+        wal.purge(log_id(1, b - 1)).unwrap();
+        {
+            let inner = wal.lock();
+            let kept: Vec<(u64, u64)> = inner.segments.iter().map(|s| (s.first, s.len)).collect();
+            assert_eq!(kept, vec![(b, 0)]);
+        }
+        append(&wal, vec![entry(2, b)]);
+        wal.wait_for_purges();
+        assert_eq!(segment_files(dir.path()), vec![b]);
+        assert_eq!(wal.entries(0..100).unwrap(), vec![entry(2, b)]);
+        b
+    };
+    let wal = Wal::open(dir.path(), 700).unwrap();
+    assert_eq!(
+        wal.log_state(),
+        (Some(log_id(1, b - 1)), Some(log_id(2, b)))
+    );
+    assert_eq!(wal.entries(0..100).unwrap(), vec![entry(2, b)]);
+}
+
+/// The same layout purged past its end (a snapshot ahead of the log): the empty segment's name
+/// is below the next index, so it goes, and the next append starts a segment after the purge.
+#[test]
+fn purge_past_the_end_drops_the_emptied_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (wal, _) = emptied_active_segment(dir.path());
+        wal.purge(log_id(3, 40)).unwrap();
+        assert!(wal.lock().segments.is_empty());
+        append(&wal, vec![entry(3, 41)]);
+        wal.wait_for_purges();
+        assert_eq!(segment_files(dir.path()), vec![41]);
+    }
+    let wal = Wal::open(dir.path(), 700).unwrap();
+    assert_eq!(wal.log_state(), (Some(log_id(3, 40)), Some(log_id(3, 41))));
+}
+
+/// A purge of the whole log, a truncation of nothing left, appends across rotations and a
+/// second purge, all while deletions may still be queued: every new segment is named above
+/// the purge point, so none meets a pending deletion.
+#[test]
+fn appends_and_purges_interleaved_with_pending_deletions() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Wal::open(dir.path(), 700).unwrap();
+    let mut next = 0;
+    for round in 0..20u64 {
+        append(&wal, (next..next + 7).map(|i| entry(1, i)).collect());
+        next += 7;
+        // The whole log, or all but its last two entries.
+        let upto = if round % 2 == 0 { next - 1 } else { next - 3 };
+        wal.purge(log_id(1, upto)).unwrap();
+        wal.truncate(next).unwrap();
+        assert_eq!(indexes(&wal, 0..next), (upto + 1..next).collect::<Vec<_>>());
+    }
+    wal.wait_for_purges();
+    // Every handed-over file is gone and every live one is there.
+    let live: Vec<u64> = wal.lock().segments.iter().map(|s| s.first).collect();
+    assert_eq!(segment_files(dir.path()), live);
+    drop(wal);
+    let wal = Wal::open(dir.path(), 700).unwrap();
+    assert_eq!(wal.log_state().1, Some(log_id(1, next - 1)));
+}
+
+/// A crash after the purge marker of a whole-log purge reached the disk, before any deletion:
+/// open deletes the purged segment, keeps the emptied active one and goes on appending to it.
+#[test]
+fn crash_with_a_pending_deletion_after_a_whole_log_purge() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = {
+        let (wal, b) = emptied_active_segment(dir.path());
+        drop(wal);
+        b
+    };
+    purger::write_marker(dir.path(), log_id(1, b - 1)).unwrap();
+    {
+        let wal = Wal::open(dir.path(), 700).unwrap();
+        assert_eq!(segment_files(dir.path()), vec![b]);
+        assert_eq!(
+            wal.log_state(),
+            (Some(log_id(1, b - 1)), Some(log_id(1, b - 1)))
+        );
+        append(&wal, (b..b + 8).map(|i| entry(2, i)).collect());
+    }
+    let wal = Wal::open(dir.path(), 700).unwrap();
+    assert_eq!(wal.log_state().1, Some(log_id(2, b + 7)));
+    assert_eq!(indexes(&wal, 0..100), (b..b + 8).collect::<Vec<_>>());
+}
+
+/// A deletion that failed (here: the file put back after the purge thread deleted it) leaves a
+/// wholly purged segment behind: appends, rotations, truncations and later purges never touch
+/// its path, and the next open deletes it.
+#[test]
+fn a_failed_deletion_leaves_a_file_nothing_reuses() {
+    let dir = segmented_wal_with(30);
+    let (first, path) = segment::list(dir.path()).unwrap().remove(0);
+    let bytes = fs::read(&path).unwrap();
+    let wal = Wal::open(dir.path(), 1000).unwrap();
+    wal.purge(log_id(1, 14)).unwrap();
+    wal.wait_for_purges();
+    assert!(!path.exists());
+    fs::write(&path, &bytes).unwrap();
+    append(&wal, (30..60).map(|i| entry(1, i)).collect());
+    wal.truncate(45).unwrap();
+    append(&wal, (45..50).map(|i| entry(2, i)).collect());
+    wal.purge(log_id(1, 40)).unwrap();
+    append(&wal, (50..55).map(|i| entry(2, i)).collect());
+    wal.wait_for_purges();
+    assert_eq!(fs::read(&path).unwrap(), bytes);
+    assert_eq!(indexes(&wal, 0..100), (41..55).collect::<Vec<_>>());
+    drop(wal);
+    let wal = Wal::open(dir.path(), 1000).unwrap();
+    assert!(!segment_files(dir.path()).contains(&first));
+    assert_eq!(wal.log_state(), (Some(log_id(1, 40)), Some(log_id(2, 54))));
+    assert_eq!(indexes(&wal, 0..100), (41..55).collect::<Vec<_>>());
 }
 
 /// A crash between a rotation and the sync that would have covered it: the sealed segment's
@@ -433,7 +608,7 @@ fn purge_crash_at_every_step_reopens_consistently() {
     let n_steps = {
         let files = segment::list(dir.path()).unwrap();
         let firsts: Vec<u64> = files.iter().map(|(f, _)| *f).collect();
-        purger::purgeable(&firsts, Some(29), 14) + 1
+        purge_plan::purgeable(&firsts, Some(29), 14) + 1
     };
     assert!(n_steps > 2, "{n_steps}");
     for done in 0..=n_steps {
@@ -442,7 +617,7 @@ fn purge_crash_at_every_step_reopens_consistently() {
         let firsts: Vec<u64> = files.iter().map(|(f, _)| *f).collect();
         let job = PurgeJob {
             upto,
-            segments: files[..purger::purgeable(&firsts, Some(29), 14)]
+            segments: files[..purge_plan::purgeable(&firsts, Some(29), 14)]
                 .iter()
                 .map(|(_, p)| p.clone())
                 .collect(),
