@@ -4,7 +4,8 @@
 //! by the bench) and over plain http. The systems run one after the other, never at once.
 //! Besides the timed phases, `etcdctl check perf` (etcd's steady-load check; loads from
 //! `$BENCH_CHECK_PERF`, default `s,m,l`) runs against each, first, on a fresh member; k3rs'
-//! write-path breakdown (`/metrics` stage histograms) is taken right after its `s` load.
+//! write-path breakdown (`/metrics` stage histograms) is taken right after its first load (`s`
+//! by default). `BENCH_CHECK_PERF_ONLY=1` stops there (no timed phases, no churn).
 //! Prints markdown tables and writes them to `benches/results/etcd_compare.md` (or
 //! `$BENCH_OUT`).
 //!
@@ -52,7 +53,7 @@ struct Report {
     disk_breakdown: Vec<(String, u64)>,
     /// `etcdctl check perf`, per load.
     check_perf: Vec<CheckPerf>,
-    /// k3rs' write-path stages after `check perf --load=s` (empty for etcd).
+    /// k3rs' write-path stages after its first `check perf` load (empty for etcd).
     stages: Vec<StageRow>,
 }
 
@@ -118,7 +119,7 @@ fn steady_loads(ep: &Endpoint, is_k3rs: bool) -> (Vec<CheckPerf>, Vec<StageRow>)
         if let Some(r) = check_perf(std::slice::from_ref(ep), &load) {
             results.push(r);
         }
-        if is_k3rs && load == "s" {
+        if is_k3rs && stages.is_empty() {
             stages = k3rs_stages(ep);
         }
     }
@@ -381,9 +382,10 @@ fn table(k: &Report, t: &Report, e: &Report, secs: Duration) -> String {
         verdicts.join("; "),
     ));
     if !k.stages.is_empty() {
+        let first = k.check_perf.first().map_or("s", |c| c.load.as_str());
         out.push_str(&format!(
-            "\nk3rs' write path after `check perf --load=s` (server-side stage histograms on \
-             `/metrics`, since start; percentiles are bucket bounds):\n\n{}",
+            "\nk3rs' write path after `check perf --load={first}` (server-side stage histograms \
+             on `/metrics`, since start; percentiles are bucket bounds):\n\n{}",
             stage_table(&k.stages)
         ));
     }
@@ -423,6 +425,13 @@ fn run(
     secs: Duration,
 ) -> Report {
     let (check_perf, stages) = steady_loads(&ep, is_k3rs);
+    if std::env::var("BENCH_CHECK_PERF_ONLY").is_ok_and(|v| v == "1") {
+        return Report {
+            check_perf,
+            stages,
+            ..Report::default()
+        };
+    }
     Report {
         check_perf,
         stages,

@@ -1,7 +1,9 @@
 //! openraft's [`RaftLogStorage`] over the [`Wal`].
 //!
-//! The WAL does blocking file I/O; appends only `write(2)` into the page cache (the fsync is on
-//! the group-commit thread), and vote/truncate/purge are rare, so they run inline.
+//! The WAL does blocking file I/O; appends only `write(2)` into the page cache (every sync,
+//! also a segment rotation's, is on the group-commit thread), a purge only updates memory (its
+//! marker and file deletions run on the WAL's purge thread), and vote/truncate are rare, so they
+//! run inline.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};

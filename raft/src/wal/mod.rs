@@ -8,14 +8,23 @@
 //!
 //! # Guarantees
 //! - [`Wal::append`] writes the records before returning (so they are readable at once) and runs
-//!   its callback only after an `fdatasync` covering them (group commit, see [`writer`]).
-//! - [`Wal::save_vote`] and [`Wal::purge`] are durable when they return.
-//! - [`Wal::open`] recovers the longest prefix of whole records: a *torn* record (the file ends
-//!   inside it, or one of its sectors was never written, see [`record`]) at the tail of the
-//!   *last* segment is cut away: it was never synced, so never acknowledged. A *corrupt* record
-//!   (whole but failing its CRC) anywhere, a torn record in a sealed segment, a gap between
-//!   indexes, or an undecodable entry is an error: recovery never silently drops acknowledged
-//!   entries. Segments are synced before the next one is created, so only the last can be torn.
+//!   its callback only after an `fdatasync` covering them (group commit, see [`writer`]). No
+//!   sync runs inside `append`: when it starts a new segment, the sync thread syncs the sealed
+//!   segment, the new one and the directory before acknowledging, and it acknowledges in order.
+//!   So an acknowledged entry is durable together with every entry before it, in every segment.
+//! - [`Wal::save_vote`] is durable when it returns. [`Wal::purge`] takes effect in memory at
+//!   once; its marker and file deletions follow in order on the purge thread ([`purger`]). A
+//!   purge past the log's end (a snapshot ahead of the log) waits for its marker, since the
+//!   appends after it would otherwise leave a gap on disk. A purge hands over only files whose
+//!   paths the log never creates again ([`purge_plan`]), so a deletion that runs late or fails
+//!   never meets a new segment.
+//! - [`Wal::open`] recovers the longest prefix of whole records: at the first *torn* record
+//!   (the file ends inside it, or one of its sectors was never written, see [`record`]), in any
+//!   segment, the log is cut and the later segments are deleted: that record was never synced,
+//!   and nothing after it can have been acknowledged (see above). A *corrupt* record (whole but
+//!   failing its CRC), a gap between indexes, or an undecodable entry is an error: recovery
+//!   never silently drops acknowledged entries. Segments wholly at or below the purge marker
+//!   (left by an interrupted purge) are deleted unread.
 //!
 //! # Assumptions
 //! Sectors that did not reach the disk read back as zeros (ext4 `data=ordered`, xfs, btrfs),
@@ -23,6 +32,8 @@
 
 mod durable_file;
 mod fsync_stats;
+mod purge_plan;
+mod purger;
 mod record;
 mod segment;
 mod writer;
@@ -35,18 +46,19 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use fsync_stats::{FsyncHistogram, FsyncSnapshot};
+use purger::{PurgeJob, Purger, PURGED_FILE};
 use segment::{Segment, Tail};
 pub use writer::Callback;
-use writer::SyncWriter;
+use writer::{SyncRequest, SyncWriter};
 
 use crate::types::{Entry, LogId, Vote};
 
 const VOTE_FILE: &str = "vote";
-const PURGED_FILE: &str = "purged";
 
 /// Default size at which a new segment is started. Purging deletes whole segments only, so
 /// this is about the least the WAL occupies after a snapshot; small enough not to dominate
-/// a small store's disk use, large enough that rotation (one extra fsync) is rare.
+/// a small store's disk use. A rotation costs the append one file creation (its syncs run on
+/// the sync thread).
 pub const DEFAULT_SEGMENT_SIZE: u64 = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +129,7 @@ pub struct Wal {
     segment_size: u64,
     inner: Mutex<Inner>,
     syncer: SyncWriter,
+    purger: Purger,
     /// Durations of the sync thread's `fdatasync` calls.
     fsync_stats: Arc<FsyncHistogram>,
 }
@@ -146,32 +159,54 @@ impl Wal {
             None => None,
         };
 
-        let files = segment::list(dir).map_err(open_err)?;
+        let mut files = segment::list(dir).map_err(open_err)?;
+        // Finish an interrupted purge: these hold only purged entries (and may be torn, if
+        // the purge overtook their sync).
+        if let Some(p) = purged {
+            let firsts: Vec<u64> = files.iter().map(|(first, _)| *first).collect();
+            for (_, path) in files.drain(..purge_plan::purgeable(&firsts, None, p.index)) {
+                fs::remove_file(&path).map_err(open_err)?;
+            }
+        }
         let mut segments = Vec::with_capacity(files.len());
         let mut locs = VecDeque::new();
         let mut next = purged.map_or(0, |p| p.index + 1);
-        let n_files = files.len();
-        for (i, (first, path)) in files.into_iter().enumerate() {
-            let is_last = i + 1 == n_files;
+        let mut files = files.into_iter();
+        while let Some((first, path)) = files.next() {
             let scan = segment::scan(&path).map_err(open_err)?;
-            match scan.tail {
-                Tail::Clean => {}
-                Tail::Torn(reason) if is_last => tracing::warn!(
-                    segment = %path.display(),
-                    offset = scan.valid_len,
-                    dropped_bytes = scan.file_len - scan.valid_len,
-                    reason,
-                    "cutting the torn tail of the WAL (never acknowledged)"
-                ),
-                Tail::Torn(reason) | Tail::Corrupt(reason) => {
+            let torn = match scan.tail {
+                Tail::Clean => false,
+                Tail::Torn(reason) => {
+                    tracing::warn!(
+                        segment = %path.display(),
+                        offset = scan.valid_len,
+                        dropped_bytes = scan.file_len - scan.valid_len,
+                        later_segments = files.len(),
+                        reason,
+                        "cutting the WAL at a torn record (never acknowledged)"
+                    );
+                    true
+                }
+                Tail::Corrupt(reason) => {
                     return Err(corrupt(format!(
-                        "{}: bad record at offset {} ({reason}){}",
+                        "{}: bad record at offset {} ({reason})",
                         path.display(),
                         scan.valid_len,
-                        if is_last { "" } else { " in a sealed segment" },
                     )));
                 }
+            };
+            if torn {
+                // Written after the torn record, so never acknowledged either. Deleted (durably)
+                // before the cut below: a cut segment followed by later ones would be a gap.
+                let later: Vec<_> = files.by_ref().collect();
+                for (_, later) in &later {
+                    fs::remove_file(later).map_err(open_err)?;
+                }
+                if !later.is_empty() {
+                    durable_file::sync_dir(dir).map_err(open_err)?;
+                }
             }
+            let is_last = files.as_slice().is_empty();
             let mut seg = Segment::open(path, first, scan.valid_len).map_err(open_err)?;
             if scan.valid_len != scan.file_len {
                 seg.truncate(scan.valid_len).map_err(open_err)?;
@@ -218,7 +253,8 @@ impl Wal {
         }
         let base = locs.front().map_or(next, |l| l.log_id.index);
         let fsync_stats = Arc::new(FsyncHistogram::default());
-        let syncer = SyncWriter::spawn(fsync_stats.clone()).map_err(open_err)?;
+        let syncer = SyncWriter::spawn(dir.to_path_buf(), fsync_stats.clone()).map_err(open_err)?;
+        let purger = Purger::spawn(dir.to_path_buf()).map_err(open_err)?;
         let inner = Inner {
             segments,
             locs,
@@ -238,6 +274,7 @@ impl Wal {
             segment_size,
             inner: Mutex::new(inner),
             syncer,
+            purger,
             fsync_stats,
         })
     }
@@ -284,6 +321,7 @@ impl Wal {
     ) -> Result<(), WalError> {
         let mut inner = self.lock();
         let mut buf = Vec::new();
+        let mut written = Written::default();
         for entry in entries {
             let expected = inner.next_index();
             if entry.log_id.index != expected {
@@ -302,7 +340,7 @@ impl Wal {
                 }
             };
             if need_new {
-                self.rotate(&mut inner, &mut buf, entry.log_id.index)?;
+                self.rotate(&mut inner, &mut buf, entry.log_id.index, &mut written)?;
             }
             let active = inner.segments.last().expect("an active segment");
             let loc = Loc {
@@ -328,22 +366,32 @@ impl Wal {
                 .retain(|l| !(l.segment == seg && l.offset >= len));
             return Err(WalError::Append(e));
         }
-        let file = active.file.clone();
+        written.add(active);
         drop(inner);
-        self.syncer.sync(file, done);
+        self.syncer.sync(SyncRequest {
+            files: written.files,
+            sync_dir: written.created,
+            done,
+        });
         Ok(())
     }
 
-    /// Seals the active segment (writes `buf` into it and syncs it) and starts a new one whose
-    /// first entry will be `first`.
-    fn rotate(&self, inner: &mut Inner, buf: &mut Vec<u8>, first: u64) -> Result<(), WalError> {
+    /// Seals the active segment (writes `buf` into it) and starts a new one whose first entry
+    /// will be `first`. Syncs nothing: the append's sync request covers both (see `Written`).
+    fn rotate(
+        &self,
+        inner: &mut Inner,
+        buf: &mut Vec<u8>,
+        first: u64,
+        written: &mut Written,
+    ) -> Result<(), WalError> {
         if let Some(active) = inner.segments.last_mut() {
             active.append(buf).map_err(WalError::Append)?;
             buf.clear();
-            active.file.sync_data().map_err(WalError::Append)?;
+            written.add(active);
         }
         let seg = Segment::create(&self.dir, first).map_err(WalError::Append)?;
-        durable_file::sync_dir(&self.dir).map_err(WalError::Append)?;
+        written.created = true;
         inner.segments.push(seg);
         Ok(())
     }
@@ -405,43 +453,66 @@ impl Wal {
         Ok(())
     }
 
-    /// Drops the entries up to and including `upto`. The purge marker is durable first; then
-    /// every segment all of whose entries are purged is deleted.
+    /// Drops the entries up to and including `upto`, in memory at once. The purge thread then
+    /// makes the marker durable and deletes every segment all of whose entries are purged and
+    /// whose name is at or below `upto` ([`purge_plan`]), in that order; a purge past the log's
+    /// last entry waits for its marker (see the module docs).
     pub fn purge(&self, upto: LogId) -> Result<(), WalError> {
-        let mut inner = self.lock();
-        if inner.purged.is_some_and(|p| p.index >= upto.index) {
-            return Ok(());
-        }
-        let marker = rmp_serde::to_vec(&Some(upto)).expect("log ids always serialize");
-        durable_file::replace(&self.dir, PURGED_FILE, &marker).map_err(WalError::Purge)?;
-        let last = inner.last_log_id();
-        inner.purged = Some(upto);
-        let n = (upto.index + 1)
-            .saturating_sub(inner.base)
-            .min(inner.locs.len() as u64);
-        inner.locs.drain(..n as usize);
-        if inner.locs.is_empty() {
-            inner.base = upto.index + 1;
-        } else {
-            inner.base += n;
-        }
-        // A segment's last index is the next segment's first - 1, or the log's last index.
-        let last_index = last.map_or(0, |l| l.index).max(upto.index);
-        let mut delete = 0;
-        for i in 0..inner.segments.len() {
-            let seg_last = inner
-                .segments
-                .get(i + 1)
-                .map_or(last_index, |n| n.first.saturating_sub(1));
-            if seg_last > upto.index {
-                break;
+        let (job, past_the_end) = {
+            let mut inner = self.lock();
+            if inner.purged.is_some_and(|p| p.index >= upto.index) {
+                return Ok(());
             }
-            delete = i + 1;
-        }
-        for s in inner.segments.drain(..delete) {
-            fs::remove_file(&s.path).map_err(WalError::Purge)?;
+            let last = inner.last_log_id();
+            let past_the_end = last.is_none_or(|l| l.index < upto.index);
+            inner.purged = Some(upto);
+            let n = (upto.index + 1)
+                .saturating_sub(inner.base)
+                .min(inner.locs.len() as u64);
+            inner.locs.drain(..n as usize);
+            if inner.locs.is_empty() {
+                inner.base = upto.index + 1;
+            } else {
+                inner.base += n;
+            }
+            let last_index = last.map_or(0, |l| l.index).max(upto.index);
+            let firsts: Vec<u64> = inner.segments.iter().map(|s| s.first).collect();
+            let delete = purge_plan::purgeable(&firsts, Some(last_index), upto.index);
+            let segments = inner.segments.drain(..delete).map(|s| s.path).collect();
+            (PurgeJob { upto, segments }, past_the_end)
+        };
+        let done = self.purger.submit(job);
+        if past_the_end {
+            done.recv()
+                .unwrap_or_else(|_| Err(io::Error::other("WAL purge thread stopped")))
+                .map_err(WalError::Purge)?;
         }
         Ok(())
+    }
+
+    /// Waits until the purge thread has run every job submitted so far.
+    #[cfg(test)]
+    fn wait_for_purges(&self) {
+        self.purger
+            .flush()
+            .recv()
+            .expect("purge thread running")
+            .expect("barrier");
+    }
+}
+
+/// What one append wrote, for its sync request.
+#[derive(Default)]
+struct Written {
+    files: Vec<Arc<fs::File>>,
+    created: bool,
+}
+
+impl Written {
+    fn add(&mut self, seg: &Segment) {
+        if !self.files.iter().any(|f| Arc::ptr_eq(f, &seg.file)) {
+            self.files.push(seg.file.clone());
+        }
     }
 }
 

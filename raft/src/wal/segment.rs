@@ -80,7 +80,8 @@ pub fn list(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
 }
 
 impl Segment {
-    /// Creates an empty segment (the caller syncs the directory).
+    /// Creates an empty segment (not durable until the directory is synced: the sync thread
+    /// does that before acknowledging anything written to it).
     pub fn create(dir: &Path, first: u64) -> io::Result<Segment> {
         let path = dir.join(file_name(first));
         let file = OpenOptions::new()
