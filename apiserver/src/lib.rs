@@ -329,9 +329,13 @@ impl ApiServer {
             namespaces: Some(informers.informer()),
         };
         let registry = Registry::new(ds, cfg.service_cidr).with_admission(
-            admission::Chain::standard_with(cfg.args.default_tolerations, pod_security)
-                .with_policies(policy_cache.clone(), Some(authz.clone()))
-                .with_webhooks(webhook_cache.clone(), Some(authz.clone())),
+            admission::Chain::standard_with(
+                cfg.args.default_tolerations,
+                pod_security,
+                admission::lister::Listers::of(&informers),
+            )
+            .with_policies(policy_cache.clone(), Some(authz.clone()))
+            .with_webhooks(webhook_cache.clone(), Some(authz.clone())),
         );
         registry.set_write_check(Arc::new(registry::rbac_escalation::RbacEscalation {
             source: policy,

@@ -15,10 +15,13 @@
 //! Implement [`Mutating`] and/or [`Validating`] and add it to [`Chain::standard`] at the
 //! position kube-apiserver's recommended plugin order gives it.
 
+#[cfg(test)]
+mod cached_reads_tests;
 pub mod cel_pool;
 pub mod default_storage_class;
 pub mod default_toleration_seconds;
 pub mod limit_ranger;
+pub mod lister;
 pub mod namespace_lifecycle;
 pub mod node_password;
 pub mod node_restriction;
@@ -201,21 +204,36 @@ impl Chain {
         Chain::default()
     }
 
-    /// The plugins k3rs enables, in kube-apiserver's recommended order, with their defaults.
+    /// The plugins k3rs enables, in kube-apiserver's recommended order, with their defaults,
+    /// reading the store.
     pub fn standard() -> Chain {
-        Chain::standard_with(Default::default(), Default::default())
+        Chain::standard_with(
+            Default::default(),
+            Default::default(),
+            lister::Listers::default(),
+        )
     }
 
-    /// [`Chain::standard`] with the toleration seconds of `--kube-apiserver-arg` and a
-    /// PodSecurity plugin (its configuration and namespace cache).
+    /// [`Chain::standard`] with the toleration seconds of `--kube-apiserver-arg`, a
+    /// PodSecurity plugin (its configuration and namespace cache) and the caches the other
+    /// plugins read first.
     pub fn standard_with(
         tolerations: default_toleration_seconds::DefaultTolerationSeconds,
         pod_security: pod_security::PodSecurity,
+        listers: lister::Listers,
     ) -> Chain {
-        let lifecycle = Arc::new(namespace_lifecycle::NamespaceLifecycle);
-        let sa = Arc::new(service_account::ServiceAccount);
-        let priority = Arc::new(priority::Priority);
-        let limits = Arc::new(limit_ranger::LimitRanger);
+        let lifecycle = Arc::new(namespace_lifecycle::NamespaceLifecycle {
+            namespaces: listers.namespaces,
+        });
+        let sa = Arc::new(service_account::ServiceAccount {
+            accounts: listers.service_accounts,
+        });
+        let priority = Arc::new(priority::Priority {
+            classes: listers.priority_classes,
+        });
+        let limits = Arc::new(limit_ranger::LimitRanger {
+            ranges: listers.limit_ranges,
+        });
         Chain {
             mutating: vec![
                 lifecycle,
@@ -233,7 +251,9 @@ impl Chain {
                 Arc::new(node_restriction::NodeRestriction),
                 Arc::new(pod_security),
                 priority,
-                Arc::new(quota::ResourceQuota),
+                Arc::new(quota::ResourceQuota {
+                    quotas: listers.resource_quotas,
+                }),
             ],
         }
     }

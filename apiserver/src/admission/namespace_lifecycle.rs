@@ -1,22 +1,31 @@
 //! NamespaceLifecycle: nothing is created in a namespace that does not exist or is being
-//! terminated, and the system namespaces cannot be deleted.
+//! terminated, and the system namespaces cannot be deleted. The namespace is read from the
+//! API server's cache ([`super::lister`]), else from the store (a namespace the cache lacks,
+//! or one written through this server in the last 30 s: upstream's live lookup and
+//! `forceLiveLookupCache`).
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
+use super::lister::Lister;
 use super::{forbidden, Attributes, Mutating, Operation};
 use crate::registry::Registry;
 use crate::registry::Target;
 use k3rs_apimachinery::catalog;
 use k3rs_apimachinery::meta;
 use k3rs_apimachinery::status::{ApiError, ApiResult, Subject};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::reflector::ObjectRef;
 
 /// Namespaces that may not be deleted (kube-apiserver's immortal namespaces).
 pub const IMMORTAL: &[&str] = &["default", "kube-system", "kube-public"];
 
 /// The plugin (mutating in kube-apiserver's order, though it only rejects).
-#[derive(Debug, Clone, Copy)]
-pub struct NamespaceLifecycle;
+#[derive(Debug, Clone, Default)]
+pub struct NamespaceLifecycle {
+    /// The namespaces it reads first.
+    pub namespaces: Lister<Namespace>,
+}
 
 /// What the plugin needs to know about the request's namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,8 +91,17 @@ pub fn decide(a: &Attributes, ns: Option<NamespaceState>) -> ApiResult<()> {
     }
 }
 
-/// The state of namespace `name` in the store.
-async fn namespace_state(reg: &Registry, name: &str) -> ApiResult<NamespaceState> {
+/// The state of namespace `name`: cached, else stored.
+async fn namespace_state(
+    cache: &Lister<Namespace>,
+    reg: &Registry,
+    name: &str,
+) -> ApiResult<NamespaceState> {
+    let cached = cache.cache(name).and_then(|c| c.get(&ObjectRef::new(name)));
+    if let Some(ns) = cached {
+        let phase = ns.status.as_ref().and_then(|s| s.phase.as_deref());
+        return Ok(state(ns.metadata.deletion_timestamp.is_some(), phase));
+    }
     let Some(namespaces) = catalog::lookup("", "v1", "namespaces") else {
         return Ok(NamespaceState::Active);
     };
@@ -101,7 +119,12 @@ async fn namespace_state(reg: &Registry, name: &str) -> ApiResult<NamespaceState
 }
 
 fn state_of(ns: &Value) -> NamespaceState {
-    if meta::is_deleting(ns) || ns["status"]["phase"] == "Terminating" {
+    state(meta::is_deleting(ns), ns["status"]["phase"].as_str())
+}
+
+/// A namespace being deleted, or in phase `Terminating`, is terminating.
+fn state(deleting: bool, phase: Option<&str>) -> NamespaceState {
+    if deleting || phase == Some("Terminating") {
         NamespaceState::Terminating
     } else {
         NamespaceState::Active
@@ -119,8 +142,12 @@ impl Mutating for NamespaceLifecycle {
         reg: &'a Registry,
     ) -> BoxFuture<'a, ApiResult<()>> {
         Box::pin(async move {
+            // Its subresources too: a `finalize` may end the namespace.
+            if a.resource.group.is_empty() && a.resource.kind == "Namespace" {
+                self.namespaces.note_write(&a.name);
+            }
             let ns = if needs_namespace(a) {
-                Some(namespace_state(reg, &a.namespace).await?)
+                Some(namespace_state(&self.namespaces, reg, &a.namespace).await?)
             } else {
                 None
             };

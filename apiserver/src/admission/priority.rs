@@ -1,18 +1,26 @@
 //! Priority: a new pod gets `spec.priority` and `spec.preemptionPolicy` from the PriorityClass
 //! it names — or from the global default class (the lowest-valued one if several claim it),
 //! else priority 0 — and may not state values of its own that differ. Updates keep what the
-//! create resolved. At most one PriorityClass may be `globalDefault`.
+//! create resolved. At most one PriorityClass may be `globalDefault`. Pods read the classes
+//! from the API server's cache ([`super::lister`]; a class the cache lacks is looked up in
+//! the store before the pod is refused); a class claiming `globalDefault` is checked against
+//! the store.
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
+use super::lister::Lister;
 use super::{forbidden, Attributes, Mutating, Operation, Validating};
 use crate::registry::Registry;
 use k3rs_apimachinery::status::ApiResult;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 /// The plugin (mutating for pods, validating for PriorityClasses).
-#[derive(Debug, Clone, Copy)]
-pub struct Priority;
+#[derive(Debug, Clone, Default)]
+pub struct Priority {
+    /// The classes pods read first.
+    pub classes: Lister<PriorityClass>,
+}
 
 /// What a pod's create resolves to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,8 +152,26 @@ pub fn default_conflict(class: &Value, op: Operation, classes: &[Value]) -> Opti
     })
 }
 
-async fn classes(reg: &Registry) -> ApiResult<Vec<Value>> {
+async fn stored_classes(reg: &Registry) -> ApiResult<Vec<Value>> {
     super::stored(reg, "scheduling.k8s.io", "priorityclasses", None).await
+}
+
+impl Priority {
+    /// What a new pod resolves to: against the cached classes, or the stored ones when the
+    /// cache may not answer or lacks the class the pod names.
+    async fn resolve_new(
+        &self,
+        pod: &Value,
+        reg: &Registry,
+    ) -> ApiResult<Result<Resolved, PriorityError>> {
+        if let Some(cached) = self.classes.all() {
+            match resolve(pod, &cached?) {
+                Err(PriorityError::NoClass(_)) => {}
+                decided => return Ok(decided),
+            }
+        }
+        Ok(resolve(pod, &stored_classes(reg).await?))
+    }
 }
 
 impl Mutating for Priority {
@@ -159,6 +185,9 @@ impl Mutating for Priority {
         reg: &'a Registry,
     ) -> BoxFuture<'a, ApiResult<()>> {
         Box::pin(async move {
+            if a.is("scheduling.k8s.io", "PriorityClass") {
+                self.classes.note_write("");
+            }
             if !a.is("", "Pod") || a.object.is_none() {
                 return Ok(());
             }
@@ -170,11 +199,12 @@ impl Mutating for Priority {
                     Ok(())
                 }
                 Operation::Create => {
-                    let all = classes(reg).await?;
-                    let resolved = match a.object.as_ref().map(|p| resolve(p, &all)) {
-                        Some(Ok(r)) => r,
-                        Some(Err(why)) => return Err(forbidden(a, &why.to_string())),
-                        None => return Ok(()),
+                    let Some(pod) = a.object.as_ref() else {
+                        return Ok(());
+                    };
+                    let resolved = match self.resolve_new(pod, reg).await? {
+                        Ok(r) => r,
+                        Err(why) => return Err(forbidden(a, &why.to_string())),
                     };
                     if let Some(pod) = a.object.as_mut() {
                         apply(pod, &resolved);
@@ -209,7 +239,7 @@ impl Validating for Priority {
             {
                 return Ok(());
             }
-            match default_conflict(class, a.operation, &classes(reg).await?) {
+            match default_conflict(class, a.operation, &stored_classes(reg).await?) {
                 Some(why) => Err(forbidden(a, &why)),
                 None => Ok(()),
             }

@@ -4,12 +4,15 @@
 //! volume (bound token, cluster CA, namespace) mounted at
 //! `/var/run/secrets/kubernetes.io/serviceaccount` in every container and init container.
 //! Mirror pods (static pods) may not reference service accounts, secrets or tokens.
+//! Accounts are read from the API server's cache ([`super::lister`]); one the cache lacks is
+//! looked up in the store, as upstream does.
 
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
+use super::lister::{to_value, Lister};
 use super::{forbidden, Attributes, Mutating, Operation, Validating};
 use crate::registry::Registry;
 use crate::registry::Target;
@@ -17,6 +20,7 @@ use crate::resources::strategy;
 use k3rs_apimachinery::catalog;
 use k3rs_apimachinery::meta;
 use k3rs_apimachinery::status::ApiResult;
+use kube::runtime::reflector::ObjectRef;
 
 pub use k3rs_apimachinery::serviceaccount::{DEFAULT_SERVICE_ACCOUNT, ROOT_CA_CONFIGMAP};
 /// Where the token, `ca.crt` and `namespace` appear in containers.
@@ -33,8 +37,11 @@ pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 const DEFAULT_ACCOUNT_ATTEMPTS: usize = 10;
 
 /// The plugin.
-#[derive(Debug, Clone, Copy)]
-pub struct ServiceAccount;
+#[derive(Debug, Clone, Default)]
+pub struct ServiceAccount {
+    /// The accounts it reads first.
+    pub accounts: Lister<k8s_openapi::api::core::v1::ServiceAccount>,
+}
 
 /// Only pod creates (and ephemeral container updates, which add nothing here) concern it.
 fn applies(a: &Attributes) -> bool {
@@ -165,7 +172,18 @@ fn references_secrets(pod: &Value) -> bool {
 
 /// The account, waiting briefly for `default` (its controller creates it right after the
 /// namespace); `Err` is the plugin's 403.
-async fn lookup(reg: &Registry, a: &Attributes, name: &str) -> ApiResult<Value> {
+async fn lookup(
+    cache: &Lister<k8s_openapi::api::core::v1::ServiceAccount>,
+    reg: &Registry,
+    a: &Attributes,
+    name: &str,
+) -> ApiResult<Value> {
+    let cached = cache
+        .cache(&a.namespace)
+        .and_then(|c| c.get(&ObjectRef::new(name).within(&a.namespace)));
+    if let Some(sa) = cached {
+        return to_value(sa.as_ref());
+    }
     let Some(r) = catalog::lookup("", "v1", "serviceaccounts") else {
         return Ok(Value::Null);
     };
@@ -211,6 +229,9 @@ impl Mutating for ServiceAccount {
         reg: &'a Registry,
     ) -> BoxFuture<'a, ApiResult<()>> {
         Box::pin(async move {
+            if a.is("", "ServiceAccount") {
+                self.accounts.note_write(&a.namespace);
+            }
             if !applies(a) || a.object.as_ref().is_some_and(is_mirror) {
                 return Ok(());
             }
@@ -222,7 +243,7 @@ impl Mutating for ServiceAccount {
                 pod["spec"]["serviceAccountName"] = json!(DEFAULT_SERVICE_ACCOUNT);
             }
             let name = account_name(&pod).to_string();
-            let found = lookup(reg, a, &name).await;
+            let found = lookup(&self.accounts, reg, a, &name).await;
             let sa = match found {
                 Ok(sa) => sa,
                 Err(e) => {
@@ -270,7 +291,9 @@ impl Validating for ServiceAccount {
                     None => Ok(()),
                 };
             }
-            lookup(reg, a, account_name(pod)).await.map(|_| ())
+            lookup(&self.accounts, reg, a, account_name(pod))
+                .await
+                .map(|_| ())
         })
     }
 }

@@ -14,6 +14,8 @@ pub(crate) mod keys;
 pub(crate) mod limits;
 mod list;
 pub(crate) mod managed_fields;
+#[cfg(test)]
+pub(crate) mod mem_store;
 pub(crate) mod patch;
 pub(crate) mod rbac_escalation;
 mod replace;
@@ -202,10 +204,27 @@ impl Registry {
 
     /// GET of one object.
     pub async fn get(&self, t: &Target) -> ApiResult<Value> {
+        Ok(self.get_live(t).await?.object)
+    }
+
+    /// The stored object `t` (a linearizable read) and its `mod_revision`, decoded once.
+    pub(crate) async fn get_live(&self, t: &Target) -> ApiResult<Live> {
         let (kv, _) = self.ds.get(&t.key()).await?;
         let kv = kv.ok_or_else(|| ApiError::not_found(t.subject()))?;
-        decode_as(t.resource, &kv)
+        Ok(Live {
+            object: decode_as(t.resource, &kv)?,
+            mod_revision: kv.mod_revision,
+        })
     }
+}
+
+/// An object as read from the store, decoded as its resource serves it.
+#[derive(Debug, Clone)]
+pub(crate) struct Live {
+    /// The object, with its resourceVersion.
+    pub object: Value,
+    /// The key's `mod_revision`.
+    pub mod_revision: i64,
 }
 
 /// Serializes an object for the store (without its resourceVersion).

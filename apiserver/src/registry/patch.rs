@@ -117,31 +117,32 @@ impl Registry {
             ..opts.write.clone()
         };
         for _ in 0..ATTEMPTS {
-            let live = match self.get(t).await {
-                Ok(v) => v,
+            // Read and decoded once: the update starts from this same object.
+            let live = match self.get_live(t).await {
+                Ok(l) => l,
                 Err(e) if e.code == 404 && kind == PatchType::Apply && t.subresource.is_none() => {
                     let created = run(&Value::Null)?;
                     return self.create(t, created, write).await;
                 }
                 Err(e) => return Err(e),
             };
-            let live_view = if scale {
-                scale_of(t.resource, &live)
+            let live_rv = meta::resource_version(&live.object).to_string();
+            let mut patched = if scale {
+                run(&scale_of(t.resource, &live.object))?
             } else {
-                live.clone()
+                run(&live.object)?
             };
-            let live_rv = meta::resource_version(&live).to_string();
-            let mut patched = run(&live_view)?;
             let pinned = meta::resource_version(&patched) != live_rv;
             if pinned && !meta::resource_version(&patched).is_empty() {
                 return Err(ApiError::conflict(t.subject()));
             }
-            meta::metadata_mut(&mut patched)
-                .insert("resourceVersion".into(), Value::from(live_rv.clone()));
+            meta::metadata_mut(&mut patched).insert("resourceVersion".into(), Value::from(live_rv));
             let result = if scale {
-                self.update_scale(t, patched, write.clone()).await
+                self.update_scale_from(t, patched, write.clone(), Some(live))
+                    .await
             } else {
-                self.update(t, patched, write.clone()).await
+                self.update_from(t, patched, write.clone(), Some(live))
+                    .await
             };
             match result {
                 Err(e) if e.code == 409 && e.reason == "Conflict" => continue,
@@ -149,5 +150,47 @@ impl Registry {
             }
         }
         Err(ApiError::conflict(t.subject()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::admission::Chain;
+    use crate::registry::mem_store::MemStore;
+    use k3rs_apimachinery::catalog;
+
+    #[tokio::test]
+    async fn a_patch_reads_the_object_once() {
+        let store = Arc::new(MemStore::default());
+        let ds: Arc<dyn k3rs_datastore::Datastore> = store.clone();
+        let reg = Registry::new(ds, "10.43.0.0/16".parse().unwrap()).with_admission(Chain::empty());
+        let mut t = Target {
+            resource: catalog::lookup("", "v1", "configmaps").unwrap(),
+            namespace: Some("n".into()),
+            name: None,
+            subresource: None,
+        };
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c"}, "data": {"k": "1"}});
+        reg.create(&t, cm, WriteOptions::default()).await.unwrap();
+        t.name = Some("c".into());
+        store.take_reads();
+        let patched = reg
+            .patch(
+                &t,
+                PatchType::Merge,
+                br#"{"data": {"k": "2"}}"#,
+                &PatchOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(patched["data"], json!({"k": "2"}));
+        assert_eq!(store.take_reads(), ["/registry/configmaps/n/c"]);
+        assert_eq!(reg.get(&t).await.unwrap()["data"], json!({"k": "2"}));
     }
 }

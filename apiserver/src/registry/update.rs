@@ -5,9 +5,9 @@
 use serde_json::{json, Value};
 
 use super::create::{check, check_body, scope_namespace};
-use super::decode_as;
 use super::encode_as;
 use super::managed_fields;
+use super::Live;
 use super::Registry;
 use super::Target;
 use super::WriteOptions;
@@ -33,11 +33,18 @@ const SYSTEM_FIELDS: &[&str] = &[
 
 impl Registry {
     /// Replaces the object (or its status, for `t.subresource == Some("status")`).
-    pub async fn update(
+    pub async fn update(&self, t: &Target, body: Value, opts: WriteOptions) -> ApiResult<Value> {
+        self.update_from(t, body, opts, None).await
+    }
+
+    /// [`Registry::update`] whose first attempt starts from `live` (what a patch has just
+    /// read) instead of reading the object again; later attempts read it.
+    pub(crate) async fn update_from(
         &self,
         t: &Target,
         mut body: Value,
         opts: WriteOptions,
+        mut live: Option<Live>,
     ) -> ApiResult<Value> {
         check_body(t, &body)?;
         let body_name = meta::name(&body).to_string();
@@ -61,12 +68,16 @@ impl Registry {
         let ephemeral = t.subresource.as_deref() == Some("ephemeralcontainers");
         let finalize = t.subresource.as_deref() == Some("finalize");
         for _ in 0..UNCONDITIONAL_ATTEMPTS {
-            let (kv, _) = self.ds.get(&t.key()).await?;
-            let kv = kv.ok_or_else(|| ApiError::not_found(t.subject()))?;
-            if expected.is_some_and(|rv| rv != kv.mod_revision) {
+            let Live {
+                object: old,
+                mod_revision,
+            } = match live.take() {
+                Some(l) => l,
+                None => self.get_live(t).await?,
+            };
+            if expected.is_some_and(|rv| rv != mod_revision) {
                 return Err(ApiError::conflict(t.subject()));
             }
-            let old = decode_as(t.resource, &kv)?;
             let mut new = if status_only {
                 let mut n = old.clone();
                 n["status"] = body.get("status").cloned().unwrap_or(Value::Null);
@@ -161,7 +172,7 @@ impl Registry {
             admission.object = Some(new);
             self.admission.validate(&admission, self).await?;
             let mut new = admission.object.take().unwrap_or_default();
-            meta::set_resource_version(&mut new, kv.mod_revision);
+            meta::set_resource_version(&mut new, mod_revision);
             if new == old {
                 return Ok(old);
             }
@@ -179,14 +190,14 @@ impl Registry {
                 && meta::finalizers(&new).is_empty()
                 && namespace_finalizers(t, &new).is_empty();
             let outcome = if finished {
-                self.ds.delete(&t.key(), kv.mod_revision).await?
+                self.ds.delete(&t.key(), mod_revision).await?
             } else {
                 let lease = self.lease_for(t.resource).await?;
                 let put = k3rs_datastore::GuardedOp::Put {
                     value: encode_as(t.resource, &new)?,
                     lease,
                 };
-                self.ds.guarded(&t.key(), kv.mod_revision, put).await?
+                self.ds.guarded(&t.key(), mod_revision, put).await?
             };
             match outcome {
                 WriteOutcome::Done { revision } => {
@@ -212,6 +223,17 @@ impl Registry {
         body: Value,
         opts: WriteOptions,
     ) -> ApiResult<Value> {
+        self.update_scale_from(t, body, opts, None).await
+    }
+
+    /// [`Registry::update_scale`] starting from `live` (see [`Registry::update_from`]).
+    pub(crate) async fn update_scale_from(
+        &self,
+        t: &Target,
+        body: Value,
+        opts: WriteOptions,
+        live: Option<Live>,
+    ) -> ApiResult<Value> {
         let replicas = body["spec"]["replicas"].clone();
         if !replicas.is_i64() && !replicas.is_u64() {
             return Err(ApiError::invalid(
@@ -228,7 +250,10 @@ impl Registry {
         if rv.is_empty() {
             meta::metadata_mut(&mut carrier).remove("resourceVersion");
         }
-        Ok(scale_of(t.resource, &self.update(t, carrier, opts).await?))
+        Ok(scale_of(
+            t.resource,
+            &self.update_from(t, carrier, opts, live).await?,
+        ))
     }
 }
 

@@ -3,7 +3,8 @@
 //! for ([`constraints`]); a violation is a 403 listing every broken bound
 //! (`pods "p" is forbidden: [minimum cpu usage per Container is 100m, but request is 50m, …]`).
 //! Pods are looked at when created (their containers' resources cannot change later), claims
-//! when created or resized.
+//! when created or resized. The LimitRanges are read from the API server's cache
+//! ([`super::lister`]), as upstream reads its lister.
 
 pub mod constraints;
 pub mod defaults;
@@ -11,13 +12,18 @@ pub mod defaults;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use super::lister::Lister;
 use super::{forbidden, Attributes, Mutating, Operation, Validating};
 use crate::registry::Registry;
 use k3rs_apimachinery::status::ApiResult;
+use k8s_openapi::api::core::v1::LimitRange;
 
 /// The plugin.
-#[derive(Debug, Clone, Copy)]
-pub struct LimitRanger;
+#[derive(Debug, Clone, Default)]
+pub struct LimitRanger {
+    /// The LimitRanges it reads first.
+    pub ranges: Lister<LimitRange>,
+}
 
 /// Pod creates and claim creates/updates, never subresources.
 fn applies(a: &Attributes) -> bool {
@@ -31,8 +37,14 @@ fn applies(a: &Attributes) -> bool {
     }
 }
 
-async fn limit_ranges(reg: &Registry, namespace: &str) -> ApiResult<Vec<Value>> {
-    super::stored(reg, "", "limitranges", Some(namespace)).await
+impl LimitRanger {
+    /// The namespace's LimitRanges, by name.
+    async fn limit_ranges(&self, reg: &Registry, namespace: &str) -> ApiResult<Vec<Value>> {
+        match self.ranges.namespaced(namespace) {
+            Some(cached) => cached,
+            None => super::stored(reg, "", "limitranges", Some(namespace)).await,
+        }
+    }
 }
 
 impl Mutating for LimitRanger {
@@ -46,10 +58,13 @@ impl Mutating for LimitRanger {
         reg: &'a Registry,
     ) -> BoxFuture<'a, ApiResult<()>> {
         Box::pin(async move {
+            if a.is("", "LimitRange") {
+                self.ranges.note_write(&a.namespace);
+            }
             if !applies(a) || !a.is("", "Pod") {
                 return Ok(());
             }
-            let ranges = limit_ranges(reg, &a.namespace).await?;
+            let ranges = self.limit_ranges(reg, &a.namespace).await?;
             if let Some(pod) = a.object.as_mut() {
                 for lr in &ranges {
                     defaults::apply(pod, &defaults::of(lr));
@@ -75,7 +90,7 @@ impl Validating for LimitRanger {
                 return Ok(());
             };
             let mut errs = Vec::new();
-            for lr in limit_ranges(reg, &a.namespace).await? {
+            for lr in self.limit_ranges(reg, &a.namespace).await? {
                 if a.is("", "Pod") {
                     errs.extend(constraints::pod_violations(&lr, obj));
                 } else {
