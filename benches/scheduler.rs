@@ -22,7 +22,22 @@
 //! cargo build && target/debug/deps/scheduler-<hash> --nodes 100    # debug
 //! ```
 //!
-//! `BENCH_OUT=<file>` also writes the table there.
+//! `BENCH_OUT=<file>` also writes the table there. `BENCH_LOG_DIR=<dir>` keeps the server's
+//! and the hollow agent's logs there (`server.log`, `agent.log`), whether the run completes or
+//! not; the server logs at `K3RS_LOG` when set, the agent at `BENCH_AGENT_LOG` (default `warn`).
+//! `BENCH_TIMEOUT_FACTOR=<n>` multiplies every deadline (nodes Ready, pods bound, pods Ready) by
+//! `n`, for a loaded machine. `BENCH_LEASE_SECS=<s>` (default 10, the kubelet's) sets how often
+//! each hollow node renews its Lease, and the node monitor grace period to 4 times that (the
+//! kubelet's 10 s against 40 s): 5,000 nodes at 10 s are 500 Lease writes a second before any
+//! pod, more than a debug server on a loaded machine sustains. Every 10 s a progress line
+//! (pods bound and Ready, both processes' RSS, the load average) goes to stderr, so a stall
+//! shows when it began. The server runs with `--cluster-cidr 10.128.0.0/9`, room for every
+//! node's `/24`.
+//!
+//! A run completes when every pod is bound (throughput and latencies count to the last
+//! binding) and then every pod is Ready at once (through a Deployment: and the Deployment
+//! reports all replicas available); the table gives the time from the first create to that
+//! point as well.
 
 // A benchmark: a failed unwrap aborts the run, which is what it should do.
 #![allow(clippy::unwrap_used)]
@@ -30,21 +45,30 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::kube::{KubeClient, Kubeconfig};
+use common::kube::{KubeClient, Kubeconfig, WatchLines};
 use common::process::ChildGuard;
-use common::stats::{self, env_usize, rss_mib};
+use common::stats::{self, env_usize, proc_status_kib, rss_mib};
 use common::K3rs;
 use serde_json::{json, Value};
 
 const CONCURRENCY: usize = 64;
 const CONNS: usize = 4;
 const NODE_PREFIX: &str = "bench-";
+/// The pod network: room for 32,768 nodes' `/24`s (the default `10.42.0.0/16` holds 256, and
+/// the node IPAM controller would retry every node beyond them on each of its updates), apart
+/// from the default service network `10.43.0.0/16`.
+const CLUSTER_CIDR: &str = "10.128.0.0/9";
+
+/// `secs` times `BENCH_TIMEOUT_FACTOR` (default 1).
+fn scaled(secs: u64) -> Duration {
+    Duration::from_secs(secs * env_usize("BENCH_TIMEOUT_FACTOR", 1) as u64)
+}
 
 /// Who creates the pods.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -128,6 +152,11 @@ fn pct<T: Copy>(v: &[T], p: usize) -> Option<T> {
     (!v.is_empty()).then(|| v[(v.len() * p / 100).min(v.len() - 1)])
 }
 
+/// `BENCH_LEASE_SECS`: how often a hollow node renews its Lease, seconds.
+fn lease_secs() -> usize {
+    env_usize("BENCH_LEASE_SECS", 10)
+}
+
 fn start_agent(kubeconfig: &Path, nodes: usize, dir: &Path) -> ChildGuard {
     let mut cmd = Command::new(common::k3rs_binary());
     cmd.arg("agent")
@@ -135,31 +164,177 @@ fn start_agent(kubeconfig: &Path, nodes: usize, dir: &Path) -> ChildGuard {
         .arg(kubeconfig)
         .args(["--hollow", &nodes.to_string()])
         .args(["--hollow-name-prefix", NODE_PREFIX])
-        .env("K3RS_LOG", "warn");
+        .args(["--node-lease-renew-interval", &format!("{}s", lease_secs())])
+        .env(
+            "K3RS_LOG",
+            std::env::var("BENCH_AGENT_LOG").unwrap_or_else(|_| "warn".to_string()),
+        );
     ChildGuard::spawn("k3rs agent", cmd, &dir.join("agent.log"))
 }
 
 /// Waits until `want` nodes are Ready.
 async fn wait_nodes_ready(c: &KubeClient, want: usize) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60 + want as u64 / 10);
+    let deadline = Instant::now() + scaled(60 + want as u64 / 10);
     loop {
         let list = c.ok("GET", "/api/v1/nodes", None).await?;
-        let ready = list["items"].as_array().map_or(0, |items| {
-            items
-                .iter()
-                .filter(|n| {
-                    n["status"]["conditions"].as_array().is_some_and(|cs| {
-                        cs.iter()
-                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                    })
-                })
-                .count()
-        });
+        let ready = list["items"]
+            .as_array()
+            .map_or(0, |items| items.iter().filter(|n| is_ready(n)).count());
         if ready >= want {
             return Ok(());
         }
         if Instant::now() > deadline {
             anyhow::bail!("only {ready} of {want} hollow nodes Ready after the deadline");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// What the benchmark's pod watch has seen so far.
+#[derive(Default)]
+struct Seen {
+    /// First time each pod was seen bound.
+    bound: HashMap<String, Instant>,
+    /// Pods whose latest event has `Ready=True`.
+    ready: HashSet<String>,
+    /// When every pod was Ready at once, first.
+    all_ready: Option<Instant>,
+    /// Why the watch ended, if it did.
+    ended: Option<String>,
+}
+
+/// Whether a pod or a node has `Ready=True`.
+fn is_ready(obj: &Value) -> bool {
+    obj["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+/// Follows the pod watch into `seen` until it ends.
+async fn follow(mut watch: WatchLines, seen: Arc<Mutex<Seen>>, pods: usize) {
+    let end = loop {
+        let ev = match watch.next().await {
+            Ok(Some(ev)) => ev,
+            Ok(None) => break "the server ended the watch".to_string(),
+            Err(e) => break format!("{e:#}"),
+        };
+        let obj = &ev["object"];
+        let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let mut s = seen.lock().unwrap();
+        if ev["type"] == "DELETED" {
+            s.ready.remove(&name);
+            continue;
+        }
+        if obj["spec"]["nodeName"]
+            .as_str()
+            .is_some_and(|n| !n.is_empty())
+        {
+            s.bound.entry(name.clone()).or_insert_with(Instant::now);
+        }
+        if is_ready(obj) {
+            s.ready.insert(name);
+        } else {
+            s.ready.remove(&name);
+        }
+        if s.ready.len() >= pods && s.all_ready.is_none() {
+            s.all_ready = Some(Instant::now());
+        }
+    };
+    seen.lock().unwrap().ended = Some(end);
+}
+
+/// The load average over the last minute (NaN if unknown).
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// Waits until `done` holds of what the watch has seen, printing progress every 10 s; fails
+/// with `what` at `deadline` or when the watch ends.
+async fn wait_seen(
+    seen: &Mutex<Seen>,
+    pids: (Option<u32>, Option<u32>),
+    start: Instant,
+    deadline: Duration,
+    what: &str,
+    pods: usize,
+    done: impl Fn(&Seen) -> bool,
+) -> anyhow::Result<()> {
+    let mut next_report = Instant::now();
+    loop {
+        let (finished, bound, ready, ended) = {
+            let s = seen.lock().unwrap();
+            (done(&s), s.bound.len(), s.ready.len(), s.ended.clone())
+        };
+        if Instant::now() >= next_report || finished {
+            next_report += Duration::from_secs(10);
+            eprintln!(
+                "[{:>6.0} s] bound {bound}/{pods}, Ready {ready}/{pods}, server RSS {:.0} MiB, \
+                 agent RSS {:.0} MiB, load {:.1}",
+                start.elapsed().as_secs_f64(),
+                pids.0.map_or(f64::NAN, rss_mib),
+                pids.1.map_or(f64::NAN, rss_mib),
+                load_average(),
+            );
+        }
+        if finished {
+            return Ok(());
+        }
+        if let Some(why) = ended {
+            anyhow::bail!("{what}: the pod watch ended ({why}); {bound} bound, {ready} Ready");
+        }
+        if start.elapsed() > deadline {
+            anyhow::bail!(
+                "{what} not within {deadline:?} of the first create: {bound} of {pods} bound, \
+                 {ready} Ready"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Every item of the list at `path`, 500 at a time as informers list (one unpaged list of
+/// 10,000 pods raises a debug server's RSS by about 900 MiB, which would hide the workload's).
+async fn list_all(c: &KubeClient, path: &str) -> anyhow::Result<Vec<Value>> {
+    let mut items = Vec::new();
+    let mut cont = String::new();
+    loop {
+        let page = c
+            .ok("GET", &format!("{path}?limit=500&continue={cont}"), None)
+            .await?;
+        items.extend(page["items"].as_array().into_iter().flatten().cloned());
+        match page["metadata"]["continue"].as_str() {
+            Some(next) if !next.is_empty() => cont = next.to_string(),
+            _ => return Ok(items),
+        }
+    }
+}
+
+/// Waits until the Deployment reports `replicas` available (it lags its pods' readiness by
+/// the ReplicaSet controller's next sync).
+async fn wait_deployment_available(c: &KubeClient, replicas: usize) -> anyhow::Result<()> {
+    let deadline = Instant::now() + scaled(120);
+    loop {
+        let d = c
+            .ok(
+                "GET",
+                "/apis/apps/v1/namespaces/default/deployments/bench",
+                None,
+            )
+            .await?;
+        let available = d["status"]["availableReplicas"].as_u64().unwrap_or(0);
+        if available as usize >= replicas {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "the Deployment reports {available} of {replicas} available well after all \
+                 its pods were Ready: {}",
+                d["status"]
+            );
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -178,8 +353,18 @@ struct Report {
     /// API view: creationTimestamp → PodScheduled, whole seconds.
     recorded_p50_s: i64,
     recorded_p99_s: i64,
+    /// First create → every pod Ready (and, via a Deployment, all replicas available).
+    completed_secs: f64,
     server_rss_mib: f64,
+    /// The server's peak RSS (`VmHWM`).
+    server_peak_mib: f64,
     agent_rss_mib: f64,
+    load_average: f64,
+}
+
+/// The peak resident set size of process `pid` in MiB (NaN if it cannot be read).
+fn peak_rss_mib(pid: u32) -> f64 {
+    proc_status_kib(pid, "VmHWM").map_or(f64::NAN, |kb| kb as f64 / 1024.0)
 }
 
 async fn run(
@@ -199,37 +384,21 @@ async fn run(
     wait_nodes_ready(&clients[0], nodes).await?;
     let nodes_ready_secs = started.elapsed().as_secs_f64();
 
-    // Watch pods from now on; note when each pod's binding shows up.
+    // Watch pods from now on (for longer than the server's 30-minute default); note when
+    // each pod's binding shows up and which pods are Ready.
     let list = clients[0].ok("GET", "/api/v1/pods?limit=1", None).await?;
     let rv = list["metadata"]["resourceVersion"]
         .as_str()
         .unwrap_or("0")
         .to_string();
     let sent: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let bound: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let mut watch = clients[0]
-        .watch(&format!("/api/v1/pods?watch=1&resourceVersion={rv}"))
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let watch = clients[0]
+        .watch(&format!(
+            "/api/v1/pods?watch=1&resourceVersion={rv}&timeoutSeconds=86400"
+        ))
         .await?;
-    let watcher = {
-        let bound = bound.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(ev)) = watch.next().await {
-                let obj = &ev["object"];
-                if obj["spec"]["nodeName"]
-                    .as_str()
-                    .is_some_and(|n| !n.is_empty())
-                {
-                    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
-                    let mut b = bound.lock().unwrap();
-                    b.entry(name).or_insert_with(Instant::now);
-                    if b.len() >= pods {
-                        return true;
-                    }
-                }
-            }
-            false
-        })
-    };
+    let watcher = tokio::spawn(follow(watch, seen.clone(), pods));
 
     let start = Instant::now();
     let create_rate = match via {
@@ -260,18 +429,38 @@ async fn run(
             f64::NAN
         }
     };
-    let deadline = Duration::from_secs(120 + pods as u64 / 20);
-    match tokio::time::timeout(deadline, watcher).await {
-        Ok(Ok(true)) => {}
-        _ => anyhow::bail!(
-            "only {} of {pods} pods bound within {deadline:?} (or the watch ended)",
-            bound.lock().unwrap().len()
-        ),
+    let pids = (server.pid(), agent.pid());
+    let bind_deadline = scaled(120 + pods as u64 / 20);
+    wait_seen(
+        &seen,
+        pids,
+        start,
+        bind_deadline,
+        "all pods bound",
+        pods,
+        |s| s.bound.len() >= pods,
+    )
+    .await?;
+    let bound = seen.lock().unwrap().bound.clone();
+    let ready_deadline = bind_deadline + scaled(120 + pods as u64 / 50);
+    wait_seen(
+        &seen,
+        pids,
+        start,
+        ready_deadline,
+        "all pods Ready",
+        pods,
+        |s| s.all_ready.is_some(),
+    )
+    .await?;
+    if via == Via::Deployment {
+        wait_deployment_available(&clients[0], pods).await?;
     }
-    let bound = bound.lock().unwrap().clone();
+    let completed_secs = start.elapsed().as_secs_f64();
+    watcher.abort();
     let sent = sent.lock().unwrap().clone();
     let last = bound.values().max().copied().unwrap_or(start);
-    let mut seen: Vec<Duration> = match via {
+    let mut latencies: Vec<Duration> = match via {
         Via::Pods => sent
             .iter()
             .filter_map(|(name, s)| bound.get(name).map(|b| b.saturating_duration_since(*s)))
@@ -281,16 +470,18 @@ async fn run(
             .map(|b| b.saturating_duration_since(start))
             .collect(),
     };
-    seen.sort();
+    latencies.sort();
     let ms = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0);
 
-    let all = clients[0]
-        .ok("GET", "/api/v1/namespaces/default/pods", None)
-        .await?;
-    let mut recorded: Vec<i64> = all["items"]
-        .as_array()
-        .map(|items| items.iter().filter_map(recorded_latency).collect())
-        .unwrap_or_default();
+    // Memory as the workload left it, before this client's own list below.
+    let server_rss_mib = server.pid().map_or(f64::NAN, rss_mib);
+    let server_peak_mib = server.pid().map_or(f64::NAN, peak_rss_mib);
+    let agent_rss_mib = agent.pid().map_or(f64::NAN, rss_mib);
+
+    let mut recorded: Vec<i64> = Vec::new();
+    for pod in list_all(&clients[0], "/api/v1/namespaces/default/pods").await? {
+        recorded.extend(recorded_latency(&pod));
+    }
     anyhow::ensure!(
         recorded.len() == pods,
         "{} of {pods} pods carry PodScheduled=True with a transition time",
@@ -304,12 +495,15 @@ async fn run(
         nodes_ready_secs,
         create_rate,
         pods_per_sec: pods as f64 / last.duration_since(start).as_secs_f64().max(1e-9),
-        seen_p50_ms: ms(pct(&seen, 50)),
-        seen_p99_ms: ms(pct(&seen, 99)),
+        seen_p50_ms: ms(pct(&latencies, 50)),
+        seen_p99_ms: ms(pct(&latencies, 99)),
         recorded_p50_s: pct(&recorded, 50).unwrap_or(-1),
         recorded_p99_s: pct(&recorded, 99).unwrap_or(-1),
-        server_rss_mib: server.pid().map_or(f64::NAN, rss_mib),
-        agent_rss_mib: agent.pid().map_or(f64::NAN, rss_mib),
+        completed_secs,
+        server_rss_mib,
+        server_peak_mib,
+        agent_rss_mib,
+        load_average: load_average(),
     })
 }
 
@@ -320,6 +514,7 @@ fn table(r: &Report) -> String {
         "release"
     };
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let (lease, grace) = (lease_secs(), 4 * lease_secs());
     let (flag, created, client_view) = match r.via {
         Via::Pods => (
             "",
@@ -342,14 +537,18 @@ fn table(r: &Report) -> String {
          `cargo bench --bench scheduler -- --nodes {} --pods {}{flag}`: one `k3rs server` \
          (scheduler and controller manager in-process) and one `k3rs agent --hollow {}` on \
          loopback, {cores} CPU cores shared by the server, the agent and the client; hollow \
-         nodes ready {:.1} s after start; {created}.\n\n\
+         nodes renewing their Leases every {lease} s (node monitor grace period {grace} s), \
+         ready {:.1} s after start; {created}.\n\n\
          | nodes | pods | scheduled pods/s | p50 / p99 created → PodScheduled (API, 1 s steps) \
-         | p50 / p99 {client_view} → binding seen | server RSS | agent RSS |\n\
-         |---:|---:|---:|---|---|---:|---:|\n\
-         | {} | {} | {:.0} | {} s / {} s | {:.0} ms / {:.0} ms | {:.0} MiB | {:.0} MiB |\n\
-         | kube-scheduler, published (5,000 nodes) | | 680–810 | | | | |\n\
-         | goal (issue 23) | 5,000 nodes, 30k pods | ≥ 1,000 | p99 ≤ 5 s | | ≤ 2 GiB \
-         (≤ 1 GiB at 1,000 / 10,000) | |\n",
+         | p50 / p99 {client_view} → binding seen | all Ready | server RSS (peak) | agent RSS \
+         |\n\
+         |---:|---:|---:|---|---|---:|---:|---:|\n\
+         | {} | {} | {:.0} | {} s / {} s | {:.0} ms / {:.0} ms | {:.0} s | {:.0} MiB ({:.0} MiB) \
+         | {:.0} MiB |\n\
+         | kube-scheduler, published (5,000 nodes) | | 680–810 | | | | | |\n\
+         | goal (issue 23) | 5,000 nodes, 30k pods | ≥ 1,000 | p99 ≤ 5 s | | | ≤ 2 GiB \
+         (≤ 1 GiB at 1,000 / 10,000) | |\n\n\
+         Load average (1 min) at the end: {:.1}.\n",
         r.nodes,
         r.pods,
         r.nodes,
@@ -361,15 +560,25 @@ fn table(r: &Report) -> String {
         r.recorded_p99_s,
         r.seen_p50_ms,
         r.seen_p99_ms,
+        r.completed_secs,
         r.server_rss_mib,
+        r.server_peak_mib,
         r.agent_rss_mib,
+        r.load_average,
     )
 }
 
 fn main() {
     let (nodes, pods, via) = sizes();
     let started = Instant::now();
-    let server = K3rs::start_kubernetes(&["--disable-agent"]);
+    let grace = format!("node-monitor-grace-period={}s", 4 * lease_secs());
+    let server = K3rs::start_kubernetes(&[
+        "--disable-agent",
+        "--cluster-cidr",
+        CLUSTER_CIDR,
+        "--kube-controller-manager-arg",
+        &grace,
+    ]);
     let dir = tempfile::Builder::new()
         .prefix("k3rs-bench-")
         .tempdir()
@@ -380,14 +589,20 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let report = rt
-        .block_on(run(&server, &agent, started, nodes, pods, via))
-        .unwrap_or_else(|e| {
-            panic!(
-                "benchmark: {e:#}\nserver log tail:\n{}",
-                common::log_tail(&server.log_path(), 30)
-            )
-        });
+    let report = rt.block_on(run(&server, &agent, started, nodes, pods, via));
+    if let Some(keep) = std::env::var_os("BENCH_LOG_DIR") {
+        let keep = Path::new(&keep);
+        std::fs::create_dir_all(keep).expect("create BENCH_LOG_DIR");
+        std::fs::copy(server.log_path(), keep.join("server.log")).expect("keep server log");
+        std::fs::copy(agent.log_path(), keep.join("agent.log")).expect("keep agent log");
+        eprintln!("logs kept in {}", keep.display());
+    }
+    let report = report.unwrap_or_else(|e| {
+        panic!(
+            "benchmark: {e:#}\nserver log tail:\n{}",
+            common::log_tail(&server.log_path(), 30)
+        )
+    });
     let out = table(&report);
     println!("{out}");
     if let Some(path) = std::env::var_os("BENCH_OUT") {
