@@ -88,8 +88,8 @@ fn each_controllers_primary_type_is_watched_once_by_the_controller_manager() {
     });
 
     // The shared informer and the garbage collector's own; a few types have one more reader
-    // outside the controller manager: namespaces and clusterroles the API server's informers
-    // (PodSecurity, RBAC), services the aggregator's availability watch, pods the node
+    // outside the controller manager: namespaces, clusterroles and resourcequotas the API
+    // server's informers (PodSecurity, RBAC, admission's listers), services the aggregator's availability watch, pods the node
     // authorizer's graph, ingresses and ingressclasses one more (as many as before the
     // controllers shared their primary watches).
     let mut most = BTreeMap::new();
@@ -103,7 +103,6 @@ fn each_controllers_primary_type_is_watched_once_by_the_controller_manager() {
         "cronjobs",
         "horizontalpodautoscalers",
         "poddisruptionbudgets",
-        "resourcequotas",
         "certificatesigningrequests",
         "nodes",
     ] {
@@ -112,6 +111,7 @@ fn each_controllers_primary_type_is_watched_once_by_the_controller_manager() {
     for r in [
         "namespaces",
         "clusterroles",
+        "resourcequotas",
         "services",
         "pods",
         "ingresses",
