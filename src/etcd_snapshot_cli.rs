@@ -24,7 +24,7 @@ pub struct ServerSnapshotArgs {
     )]
     pub cluster_reset_restore_path: Option<PathBuf>,
     /// Do not take scheduled datastore snapshots.
-    #[arg(long, env = "K3RS_ETCD_DISABLE_SNAPSHOTS")]
+    #[arg(long, env = "K3RS_ETCD_DISABLE_SNAPSHOTS", value_parser = crate::switch::parse)]
     pub etcd_disable_snapshots: bool,
     /// When to take scheduled snapshots (cron, system time zone).
     #[arg(long, default_value = etcd_snapshot::DEFAULT_SCHEDULE, value_parser = parse_schedule, env = "K3RS_ETCD_SNAPSHOT_SCHEDULE_CRON")]

@@ -15,6 +15,7 @@ mod node_flags;
 mod open_files;
 mod runtime_tools;
 mod service_network;
+mod switch;
 
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -28,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 )]
 struct Cli {
     /// Turn on debug logs.
-    #[arg(long, global = true, env = "K3RS_DEBUG")]
+    #[arg(long, global = true, env = "K3RS_DEBUG", value_parser = crate::switch::parse)]
     debug: bool,
     /// Log format.
     #[arg(
@@ -278,11 +279,11 @@ struct ServerArgs {
     /// --server (k3s's flag for its embedded etcd). k3rs's embedded datastore is always such a
     /// cluster (Raft behind the etcd v3 API), so this states the default; it cannot be used
     /// with --datastore-endpoint, and a server given --server joins that cluster instead.
-    #[arg(long, env = "K3RS_CLUSTER_INIT", conflicts_with = "datastore_endpoint")]
+    #[arg(long, env = "K3RS_CLUSTER_INIT", value_parser = crate::switch::parse)]
     cluster_init: bool,
     /// Rewrite this server's membership to itself alone, keeping its data (after losing the
     /// majority of servers), and exit; then start it without the flag and add fresh servers.
-    #[arg(long, env = "K3RS_CLUSTER_RESET")]
+    #[arg(long, env = "K3RS_CLUSTER_RESET", value_parser = crate::switch::parse)]
     cluster_reset: bool,
     #[command(flatten)]
     snapshots: etcd_snapshot_cli::ServerSnapshotArgs,
@@ -338,13 +339,13 @@ struct ServerArgs {
     etcd_experimental_corrupt_check_time: Duration,
     /// Before serving, compare this member's data (HashKV) with the other members' and refuse
     /// to start if it differs, like etcd's --experimental-initial-corrupt-check.
-    #[arg(long, env = "K3RS_ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK")]
+    #[arg(long, env = "K3RS_ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK", value_parser = crate::switch::parse)]
     etcd_experimental_initial_corrupt_check: bool,
     /// Write the datastore's keys and values as raw bytes in the Raft log, WAL and peer
     /// messages (MessagePack bin) instead of integer arrays: less CPU and fewer bytes. Every
     /// server of the cluster must run a release that reads it (this one or later) first;
     /// either form is always read.
-    #[arg(long, env = "K3RS_ETCD_COMPACT_ENCODING")]
+    #[arg(long, env = "K3RS_ETCD_COMPACT_ENCODING", value_parser = crate::switch::parse)]
     etcd_compact_encoding: bool,
     /// Port of the Kubernetes API (HTTPS).
     #[arg(long, default_value_t = 6443, env = "K3RS_HTTPS_LISTEN_PORT")]
@@ -377,19 +378,19 @@ struct ServerArgs {
     #[arg(long, default_value = "10.42.0.0/16", env = "K3RS_CLUSTER_CIDR")]
     cluster_cidr: ipnet::IpNet,
     /// Do not run the embedded agent (the server's own node: kubelet on containerd, proxy).
-    #[arg(long, env = "K3RS_DISABLE_AGENT")]
+    #[arg(long, env = "K3RS_DISABLE_AGENT", value_parser = crate::switch::parse)]
     disable_agent: bool,
     #[command(flatten)]
     node: node_flags::NodeFlags,
     /// Serve the datastore (etcd API) only, without the Kubernetes API.
-    #[arg(long, env = "K3RS_DISABLE_APISERVER")]
+    #[arg(long, env = "K3RS_DISABLE_APISERVER", value_parser = crate::switch::parse)]
     disable_apiserver: bool,
     /// Do not run the controller manager (the in-process controllers), as k3s's flag.
-    #[arg(long, env = "K3RS_DISABLE_CONTROLLER_MANAGER")]
+    #[arg(long, env = "K3RS_DISABLE_CONTROLLER_MANAGER", value_parser = crate::switch::parse)]
     disable_controller_manager: bool,
     /// Do not run the scheduler, as k3s's flag (pods stay unbound unless something else
     /// binds them).
-    #[arg(long, env = "K3RS_DISABLE_SCHEDULER")]
+    #[arg(long, env = "K3RS_DISABLE_SCHEDULER", value_parser = crate::switch::parse)]
     disable_scheduler: bool,
     /// Do not run these packaged components (k3s's flag; repeatable or comma-separated):
     /// coredns (the kube-dns Service and the embedded DNS), servicelb, local-storage (the
@@ -411,7 +412,7 @@ struct ServerArgs {
     #[arg(long, env = "K3RS_DEFAULT_LOCAL_STORAGE_PATH")]
     default_local_storage_path: Option<PathBuf>,
     /// Encrypt Secrets at rest (AES-GCM; keys in <data-dir>/server/cred/encryption-config.json).
-    #[arg(long, env = "K3RS_SECRETS_ENCRYPTION")]
+    #[arg(long, env = "K3RS_SECRETS_ENCRYPTION", value_parser = crate::switch::parse)]
     secrets_encryption: bool,
     /// A kube-controller-manager flag as KEY=VALUE (repeatable): `controllers=…` (e.g.
     /// `controllers=*,-resourcequota`), `cluster-cidr`, `node-monitor-grace-period`; an
@@ -526,6 +527,16 @@ async fn main() -> anyhow::Result<()> {
     }
     match cli.command {
         Command::Server(mut args) => {
+            // Checked here, not by clap's `conflicts_with`: clap counts a switch as given when
+            // its environment variable is set at all, even empty (off).
+            if args.cluster_init && args.datastore_endpoint.is_some() {
+                Cli::command()
+                    .error(
+                        clap::error::ErrorKind::ArgumentConflict,
+                        "the argument '--cluster-init' cannot be used with '--datastore-endpoint'",
+                    )
+                    .exit()
+            }
             let disabled = disable::Disabled::parse(&args.disable).unwrap_or_else(|e| {
                 Cli::command()
                     .error(clap::error::ErrorKind::InvalidValue, e)

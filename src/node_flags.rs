@@ -62,15 +62,15 @@ pub struct NodeFlags {
     #[arg(long = "kube-proxy-arg", value_name = "KEY=VALUE")]
     pub kube_proxy_arg: Vec<String>,
     /// Do not run the service proxy (no iptables rules are written).
-    #[arg(long, env = "K3RS_DISABLE_KUBE_PROXY")]
+    #[arg(long, env = "K3RS_DISABLE_KUBE_PROXY", value_parser = crate::switch::parse)]
     pub disable_kube_proxy: bool,
     /// Do not enforce NetworkPolicies on this node (k3s's `--disable-network-policy`; the
     /// server's `--disable network-policy` sets it for its own node).
-    #[arg(long, env = "K3RS_DISABLE_NETWORK_POLICY")]
+    #[arg(long, env = "K3RS_DISABLE_NETWORK_POLICY", value_parser = crate::switch::parse)]
     pub disable_network_policy: bool,
     /// Do not run the ingress controller on this node (the server's `--disable ingress` or
     /// `--disable traefik` sets it for its own node).
-    #[arg(long, env = "K3RS_DISABLE_INGRESS")]
+    #[arg(long, env = "K3RS_DISABLE_INGRESS", value_parser = crate::switch::parse)]
     pub disable_ingress: bool,
     /// The port the node's ingress controller serves plain HTTP on, at each node IP.
     #[arg(long, env = "K3RS_INGRESS_HTTP_PORT", default_value_t = 80)]
@@ -79,7 +79,7 @@ pub struct NodeFlags {
     #[arg(long, env = "K3RS_INGRESS_HTTPS_PORT", default_value_t = 443)]
     pub ingress_https_port: u16,
     /// Do not answer cluster DNS on this node (the node then serves no `kube-dns` endpoint).
-    #[arg(long, env = "K3RS_DISABLE_CLUSTER_DNS")]
+    #[arg(long, env = "K3RS_DISABLE_CLUSTER_DNS", value_parser = crate::switch::parse)]
     pub disable_cluster_dns: bool,
     /// The port the node's cluster DNS answers on, at each node IP (UDP and TCP).
     #[arg(long, env = "K3RS_CLUSTER_DNS_PORT", default_value_t = 53)]

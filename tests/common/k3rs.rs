@@ -232,6 +232,15 @@ impl K3rs {
         extra_args: &[&str],
         timeout: Duration,
     ) -> (Option<std::process::ExitStatus>, String, tempfile::TempDir) {
+        K3rs::run_to_exit_with_env(extra_args, &[], timeout)
+    }
+
+    /// [`K3rs::run_to_exit`] with `env` set for the server.
+    pub fn run_to_exit_with_env(
+        extra_args: &[&str],
+        env: &[(&str, &OsStr)],
+        timeout: Duration,
+    ) -> (Option<std::process::ExitStatus>, String, tempfile::TempDir) {
         let mut k = K3rs {
             proc: None,
             dir: scratch_dir(),
@@ -239,7 +248,7 @@ impl K3rs {
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             api_port: None,
             https_port: super::free_port(),
-            env: Vec::new(),
+            env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
             data_dir: None,
         };
         k.spawn();

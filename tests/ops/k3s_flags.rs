@@ -7,6 +7,7 @@
 //! The node-side flags' effects (`--service-cidr` on the kubelet's DNS, `--node-external-ip`,
 //! `--resolv-conf`) are proven on a real node in `tests/node/service_network.rs`.
 
+use std::ffi::OsStr;
 use std::process::Command;
 use std::time::Duration;
 
@@ -89,6 +90,71 @@ fn flag_values_k3rs_cannot_honour_are_refused() {
             "{args:?}: {status:?}: {log}"
         );
         assert!(log.contains(message), "{args:?}: {message} not in {log}");
+    }
+}
+
+/// A switch's environment variable reads as k3s's do: empty is unset (the start goes on to
+/// the next check, here a refused `--kube-scheduler-arg`), Go's boolean literals are read, and
+/// another word stops the start with a message naming the switch and the accepted values.
+#[test]
+fn switch_environment_variables_read_empty_as_unset() {
+    let refused = ["--kube-scheduler-arg", "v=2"];
+    let next_check = r#"unsupported kube-scheduler flag "v""#;
+    let empty = OsStr::new("");
+    for var in [
+        "K3RS_DEBUG",
+        "K3RS_DISABLE_SCHEDULER",
+        "K3RS_ETCD_COMPACT_ENCODING",
+        "K3RS_DISABLE_KUBE_PROXY",
+        "K3RS_ETCD_DISABLE_SNAPSHOTS",
+    ] {
+        let (status, log, _dir) =
+            K3rs::run_to_exit_with_env(&refused, &[(var, empty)], Duration::from_secs(30));
+        assert!(
+            status.is_some_and(|s| !s.success()),
+            "{var}=: {status:?}: {log}"
+        );
+        assert!(
+            log.contains(next_check),
+            "{var}=: {next_check} not in {log}"
+        );
+    }
+    let (status, log, _dir) = K3rs::run_to_exit_with_env(
+        &refused,
+        &[("K3RS_SECRETS_ENCRYPTION", OsStr::new("maybe"))],
+        Duration::from_secs(30),
+    );
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}: {log}");
+    assert!(
+        log.contains("invalid value 'maybe' for '--secrets-encryption'")
+            && log.contains("use true or false"),
+        "{log}"
+    );
+    // `1` turns `--cluster-init` on: it then conflicts with `--datastore-endpoint`; empty
+    // leaves it off, and the start reaches the scheduler flag check instead.
+    let endpoint = [
+        "--datastore-endpoint",
+        "https://127.0.0.1:1",
+        "--kube-scheduler-arg",
+        "v=2",
+    ];
+    for (value, expected) in [
+        ("1", "cannot be used with '--datastore-endpoint"),
+        ("", next_check),
+    ] {
+        let (status, log, _dir) = K3rs::run_to_exit_with_env(
+            &endpoint,
+            &[("K3RS_CLUSTER_INIT", OsStr::new(value))],
+            Duration::from_secs(30),
+        );
+        assert!(
+            status.is_some_and(|s| !s.success()),
+            "{value:?}: {status:?}: {log}"
+        );
+        assert!(
+            log.contains(expected),
+            "K3RS_CLUSTER_INIT={value:?}: {expected} not in {log}"
+        );
     }
 }
 
