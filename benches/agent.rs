@@ -354,11 +354,7 @@ fn main() {
          `k3rs agent` joined by token, each in its own network namespace over a veth, real \
          containerd/runc/CNI, on one machine ({}) shared by both nodes, the client and the \
          pods. Goals: issue 7.\n\n",
-        if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        },
+        stats::k3rs_build(),
         stats::machine(),
     );
     out += &table(&report);

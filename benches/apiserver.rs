@@ -380,11 +380,7 @@ fn main() {
          (`group=<g>` label selectors over {GROUPS} groups, half cluster-wide, half in one \
          namespace), then gets, lists and {} updates. SLOs: kube's API call latency SLO \
          (single-object calls p99 ≤ 1 s, lists ≤ 30 s); goals: issue 4.\n\n",
-        if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        },
+        stats::k3rs_build(),
         report.objects,
         report.watchers,
         report.objects / 2,

@@ -269,11 +269,7 @@ fn main() {
          real node (`k3rs server` with its embedded agent, containerd, runc, CNI, images \
          imported), on {}.\n\n",
         stats::commit(),
-        if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        },
+        stats::k3rs_build(),
         stats::machine(),
     );
     out += &table(&b);

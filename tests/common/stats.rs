@@ -131,6 +131,20 @@ pub fn commit() -> String {
         .unwrap_or_default()
 }
 
+/// Which build of `k3rs` a benchmark ran: the profile of the binary it started, not of the
+/// benchmark itself (a debug harness started with `K3RS_BINARY=<release k3rs>` measures a
+/// release server). Read from the binary's path (`…/release/…` or `…/debug/…`), else the path.
+pub fn k3rs_build() -> String {
+    let bin = std::path::PathBuf::from(super::k3rs_binary());
+    let profile = bin
+        .components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .rev()
+        .find(|c| matches!(*c, "release" | "debug"))
+        .map(str::to_string);
+    profile.unwrap_or_else(|| format!("`{}`", bin.display()))
+}
+
 /// Writes a benchmark's table to `$BENCH_OUT`, else `benches/results/<name>.md`.
 pub fn write_result(name: &str, text: &str) {
     let out = std::env::var_os("BENCH_OUT")
