@@ -100,7 +100,6 @@ fn flag_values_k3rs_cannot_honour_are_refused() {
 fn switch_environment_variables_read_empty_as_unset() {
     let refused = ["--kube-scheduler-arg", "v=2"];
     let next_check = r#"unsupported kube-scheduler flag "v""#;
-    let empty = OsStr::new("");
     for var in [
         "K3RS_DEBUG",
         "K3RS_DISABLE_SCHEDULER",
@@ -108,27 +107,15 @@ fn switch_environment_variables_read_empty_as_unset() {
         "K3RS_DISABLE_KUBE_PROXY",
         "K3RS_ETCD_DISABLE_SNAPSHOTS",
     ] {
-        let (status, log, _dir) =
-            K3rs::run_to_exit_with_env(&refused, &[(var, empty)], Duration::from_secs(30));
-        assert!(
-            status.is_some_and(|s| !s.success()),
-            "{var}=: {status:?}: {log}"
-        );
-        assert!(
-            log.contains(next_check),
-            "{var}=: {next_check} not in {log}"
-        );
+        start_stops_with(&refused, (var, ""), &[next_check]);
     }
-    let (status, log, _dir) = K3rs::run_to_exit_with_env(
+    start_stops_with(
         &refused,
-        &[("K3RS_SECRETS_ENCRYPTION", OsStr::new("maybe"))],
-        Duration::from_secs(30),
-    );
-    assert!(status.is_some_and(|s| !s.success()), "{status:?}: {log}");
-    assert!(
-        log.contains("invalid value 'maybe' for '--secrets-encryption'")
-            && log.contains("use true or false"),
-        "{log}"
+        ("K3RS_SECRETS_ENCRYPTION", "maybe"),
+        &[
+            "invalid value 'maybe' for '--secrets-encryption'",
+            "use true or false",
+        ],
     );
     // `1` turns `--cluster-init` on: it then conflicts with `--datastore-endpoint`; empty
     // leaves it off, and the start reaches the scheduler flag check instead.
@@ -142,18 +129,22 @@ fn switch_environment_variables_read_empty_as_unset() {
         ("1", "cannot be used with '--datastore-endpoint"),
         ("", next_check),
     ] {
-        let (status, log, _dir) = K3rs::run_to_exit_with_env(
-            &endpoint,
-            &[("K3RS_CLUSTER_INIT", OsStr::new(value))],
-            Duration::from_secs(30),
-        );
+        start_stops_with(&endpoint, ("K3RS_CLUSTER_INIT", value), &[expected]);
+    }
+}
+
+/// `k3rs server args` with `env` set exits unsuccessfully, its log holding every `message`.
+fn start_stops_with(args: &[&str], (var, value): (&str, &str), messages: &[&str]) {
+    let (status, log, _dir) =
+        K3rs::run_to_exit_with_env(args, &[(var, OsStr::new(value))], Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "{var}={value:?}: {status:?}: {log}"
+    );
+    for message in messages {
         assert!(
-            status.is_some_and(|s| !s.success()),
-            "{value:?}: {status:?}: {log}"
-        );
-        assert!(
-            log.contains(expected),
-            "K3RS_CLUSTER_INIT={value:?}: {expected} not in {log}"
+            log.contains(message),
+            "{var}={value:?}: {message} not in {log}"
         );
     }
 }
