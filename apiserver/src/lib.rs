@@ -189,14 +189,16 @@ pub struct ApiServer {
     bootstrap: bootstrap::Settings,
     /// The default agent token, whose Secret is made at start.
     agent_token: crate::tokens::Token,
-    /// The Node authorizer's graph, fed from watches once the router serves.
+    /// The Node authorizer's graph, fed from the shared informers once the router serves.
     node_graph: Arc<std::sync::RwLock<k3rs_auth::node::graph::Graph>>,
     /// Routes served next to the API (the supervisor's), with their own authentication.
     extra_routes: Option<axum::Router>,
     /// Appended to `/metrics` (the datastore's metrics).
     extra_metrics: Option<metrics::MetricsSource>,
-    /// The informers of the RBAC authorizer and the admission plugins (one watch per type),
-    /// started with the in-process client once the router exists.
+    /// The process's informers (one watch and one cache per type): the authorizers', the
+    /// admission plugins' and the aggregator's here, the controllers' and the scheduler's
+    /// beside the API server ([`Started::informers`]); started with the loopback client once
+    /// the router exists.
     informers: SharedInformerFactory,
     /// What the ValidatingAdmissionPolicy plugin reads.
     policy_cache: admission::validating_policy::cache::PolicyCache,
@@ -553,14 +555,11 @@ impl ApiServer {
             tracing::warn!("the admission caches are not filled after 30 s; serving anyway");
         }
         let node_graph = {
-            let (client, graph) = (
-                in_process::client(app.clone(), loopback_user(), "default"),
-                self.node_graph.clone(),
-            );
+            let (informers, graph) = (self.informers.clone(), self.node_graph.clone());
             tokio::spawn(tasks::supervise(
                 "apiserver/node-authorizer-graph",
                 stop.clone(),
-                move |stop| k3rs_auth::node::populator::run(client.clone(), graph.clone(), stop),
+                move |stop| k3rs_auth::node::populator::run(informers.clone(), graph.clone(), stop),
             ))
         };
         let scraper = match (
@@ -588,6 +587,7 @@ impl ApiServer {
                 aggregator,
                 registry: self.state.registry.clone(),
                 client: in_process::client(app.clone(), loopback_user(), "default"),
+                informers: self.informers.clone(),
             };
             tokio::spawn(tasks::supervise(
                 "apiserver/apiservice-availability",
@@ -622,6 +622,7 @@ impl ApiServer {
             tls: self.tls,
             limits: self.limits,
             state: self.state,
+            informers: self.informers,
             tasks,
         })
     }
@@ -635,6 +636,7 @@ pub struct Started {
     tls: rustls::ServerConfig,
     limits: k3rs_apimachinery::tls::Limits,
     state: Arc<ApiState>,
+    informers: SharedInformerFactory,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -647,6 +649,23 @@ impl Started {
     /// The state every request shares.
     pub fn state(&self) -> &Arc<ApiState> {
         &self.state
+    }
+
+    /// The process's shared informers, for the components beside the API server (the
+    /// controller manager, the scheduler): one watch and one cache per resource type, shared
+    /// with the API server's own readers (the RBAC and Node authorizers, admission, the
+    /// aggregator's availability controller).
+    ///
+    /// # Guarantees
+    /// - Started, with the loopback client (`system:apiserver`, in `system:masters`: it may
+    ///   list and watch every type); an informer asked for now starts its watch at once.
+    /// - Runs on every server, leading or not, until the stop token is cancelled (the
+    ///   watches of a type only a leader's component asked for keep running after it stops
+    ///   leading, as client-go's factory keeps its informers).
+    /// - Cached objects have no `managedFields` (the factory's transform), as every reader
+    ///   here expects.
+    pub fn informers(&self) -> SharedInformerFactory {
+        self.informers.clone()
     }
 
     /// Serves HTTPS until the stop token is cancelled, drains, then stops the informers.

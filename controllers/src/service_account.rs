@@ -8,7 +8,6 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
@@ -56,20 +55,26 @@ async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     }
 }
 
+/// The namespace whose `default` account `sa` is (`None` for any other account): a change
+/// of it (a deletion above all) sends that namespace back to the controller.
+pub fn namespace_of_default(sa: &ServiceAccount) -> Option<ObjectRef<Namespace>> {
+    if sa.metadata.name.as_deref() != Some(DEFAULT_SERVICE_ACCOUNT) {
+        return None;
+    }
+    sa.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns))
+}
+
 /// Runs until `stop`.
 pub async fn run(client: kube::Client, informers: SharedInformerFactory, stop: CancellationToken) {
     let backoff = ErrorBackoff::new("service_account");
-    let accounts: Api<ServiceAccount> = Api::all(client.clone());
-    let defaults = watcher::Config::default().fields("metadata.name=default");
+    // The process's ServiceAccount informer (the API server's admission reads it too), not a
+    // watch of its own: of its changes only the `default` accounts' matter.
+    let accounts = informers.informer::<ServiceAccount>().touched();
     backoff
         .drive(
             super::shared_controller::<Namespace>(&informers)
                 .await
-                // Its own watch, on purpose: of the ServiceAccounts only the `default` ones (no one
-                // else in the process caches ServiceAccounts).
-                .watches(accounts, defaults, |sa| {
-                    sa.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns))
-                }),
+                .watches_shared_stream(accounts, |sa| namespace_of_default(&sa)),
             reconcile,
             Arc::new(Ctx { client }),
             stop,
@@ -96,5 +101,18 @@ mod tests {
         ns.metadata.deletion_timestamp = Some(Time(Default::default()));
         assert!(!wants_accounts(&ns));
         assert_eq!(default_account().metadata.name.as_deref(), Some("default"));
+    }
+
+    #[test]
+    fn only_default_accounts_send_their_namespace_back() {
+        let mut sa = default_account();
+        assert_eq!(namespace_of_default(&sa), None, "no namespace");
+        sa.metadata.namespace = Some("n".into());
+        assert_eq!(
+            namespace_of_default(&sa),
+            Some(ObjectRef::<Namespace>::new("n"))
+        );
+        sa.metadata.name = Some("builder".into());
+        assert_eq!(namespace_of_default(&sa), None);
     }
 }

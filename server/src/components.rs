@@ -3,10 +3,11 @@
 //! manager (controllers, the service-account tokens controller, the CSR approver and signers,
 //! the manifests deployer) and the scheduler. Each runs until `stop`.
 //!
-//! The controllers and the scheduler read through one [`SharedInformerFactory`]: one watch
-//! and one cache per resource type for the whole process, listed and watched as
-//! `system:kube-controller-manager` (which may list and watch everything). A type's watch
-//! starts when a component first asks for it and runs until `stop`.
+//! The controllers and the scheduler read through the API server's [`SharedInformerFactory`]
+//! ([`k3rs_apiserver::Started::informers`]): one watch and one cache per resource type for
+//! the whole process, shared with the API server's RBAC authorizer and admission plugins,
+//! listed and watched through the API server's loopback client. A type's watch starts when a
+//! reader first asks for it and runs until `stop`, leading or not.
 //!
 //! The controller manager runs only while this server holds the
 //! `kube-system/kube-controller-manager` Lease, the scheduler only while it holds
@@ -64,18 +65,16 @@ pub struct ControllerManager {
     pub tls_dir: PathBuf,
 }
 
-/// Starts the `enabled` in-process components; each stops at `stop`.
+/// Starts the `enabled` in-process components, reading through `informers` (the process's
+/// started factory); each stops at `stop`.
 pub fn spawn(
     clients: Arc<dyn ClientBuilder>,
+    informers: SharedInformerFactory,
     enabled: Enabled,
     manager: ControllerManager,
     stop: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     let mut running = Vec::new();
-    let informers = SharedInformerFactory::new(
-        clients.user(users::CONTROLLER_MANAGER, &[], "default"),
-        stop.clone(),
-    );
     if enabled.controller_manager {
         let informers = informers.clone();
         let args = Arc::new(enabled.controller_args);

@@ -694,7 +694,15 @@ impl ApiProcess {
             server_ca_pem: api.state().server_ca_pem.clone(),
             tls_dir: self.tls_dir,
         };
-        let running = components::spawn(clients.clone(), self.components, manager, &stop);
+        // One informer factory per process: the controllers and the scheduler share the
+        // API server's watches and caches.
+        let running = components::spawn(
+            clients.clone(),
+            api.informers(),
+            self.components,
+            manager,
+            &stop,
+        );
         let ready = ready_notify::spawn(clients.as_ref(), self.ready_node, &stop);
         api.serve().await;
         ready.abort();

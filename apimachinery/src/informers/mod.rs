@@ -1,7 +1,7 @@
 //! Shared informers (client-go's `SharedInformerFactory`): one watch and one cache per
-//! resource type for a whole process, shared by every consumer in it (in `k3rs server`: the
-//! scheduler and the controllers; in the API server: the RBAC authorizer and the admission
-//! plugins), instead of one reflector per consumer.
+//! resource type for a whole process, shared by every consumer in it (in `k3rs server`, one
+//! factory for the API server's RBAC authorizer and admission plugins, the scheduler and the
+//! controllers), instead of one reflector per consumer.
 //!
 //! # Guarantees
 //! - [`SharedInformerFactory::informer`] starts the watch of `K` on first use (list, then
@@ -31,7 +31,7 @@
 //!
 //! # Assumptions
 //! - The factory's client may list and watch every type asked for, cluster-wide (in the
-//!   server: `system:kube-controller-manager`, which may `list`/`watch` `*`).
+//!   server: the API server's loopback client, `system:apiserver` in `system:masters`).
 //!
 //! kube-runtime's own shared reflector (`reflector::store_shared` with
 //! `Writer::subscribe`) is not used: its subscribers are told of applied objects only, not of

@@ -1,5 +1,5 @@
-//! The standard plugins on a pod create read the API server's caches, not the store, once
-//! the caches are synced; the store still decides where the caches may not (a quota that
+//! The standard plugins on a pod (or claim) create read the API server's caches, not the
+//! store, once the caches are synced; the store still decides where the caches may not (a quota that
 //! would charge, a class the cache lacks, a kind written here a moment ago).
 
 use std::collections::HashMap;
@@ -20,6 +20,7 @@ use k3rs_apimachinery::status::ApiResult;
 use k3rs_datastore::Datastore;
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota, ServiceAccount};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 
 /// A client whose lists answer `items[path]` (an empty list for other paths) and whose
 /// watches stay open without events.
@@ -83,6 +84,7 @@ async fn cached_chain(items: HashMap<&'static str, Vec<Value>>, stop: &Cancellat
         informers.informer::<LimitRange>().wait_synced().await;
         informers.informer::<PriorityClass>().wait_synced().await;
         informers.informer::<ResourceQuota>().wait_synced().await;
+        informers.informer::<StorageClass>().wait_synced().await;
     };
     tokio::time::timeout(Duration::from_secs(10), synced)
         .await
@@ -262,5 +264,68 @@ async fn what_the_cache_lacks_or_this_server_just_wrote_is_read_from_the_store()
     create_pod(&reg, json!({})).await.unwrap();
     let reads = store.take_reads();
     assert_eq!(reads[0], "/registry/namespaces/n", "{reads:?}");
+    stop.cancel();
+}
+
+/// A StorageClass marked default, created at `created`.
+fn default_class(name: &str, created: &str) -> Value {
+    json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": name, "creationTimestamp": created,
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "rancher.io/local-path"})
+}
+
+/// A claim create in `n` that names no class, through both halves of the chain; the
+/// admitted claim's class.
+async fn create_claim(reg: &Registry) -> ApiResult<Value> {
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "c", "namespace": "n"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+    let mut a = write(Operation::Create, "", "persistentvolumeclaims", claim);
+    reg.admission().admit(&mut a, reg).await?;
+    reg.admission().validate(&a, reg).await?;
+    Ok(a.object.unwrap_or_default()["spec"]["storageClassName"].clone())
+}
+
+#[tokio::test]
+async fn a_claim_create_reads_the_default_class_from_the_cache_unless_one_was_just_written() {
+    let stop = CancellationToken::new();
+    let local = default_class("local-path", "2026-01-01T00:00:00Z");
+    let mut objects = stored_usual();
+    objects.push(("storage.k8s.io", "storageclasses", local.clone()));
+    // Without caches: DefaultStorageClass lists the stored classes.
+    let (store, reg) = registry(Chain::standard(), &objects).await;
+    assert_eq!(create_claim(&reg).await.unwrap(), "local-path");
+    let reads = store.take_reads();
+    assert!(
+        reads.contains(&"/registry/storageclasses/".to_string()),
+        "{reads:?}"
+    );
+
+    // With them: nothing is read from the store, and the claim gets the same class.
+    let mut items = usual();
+    items.insert("/apis/storage.k8s.io/v1/storageclasses", vec![local]);
+    let (store, reg) = registry(cached_chain(items, &stop).await, &objects).await;
+    assert_eq!(create_claim(&reg).await.unwrap(), "local-path");
+    assert_eq!(store.take_reads(), Vec::<String>::new());
+
+    // A newer default class written through this server: claims read the store's classes
+    // (the cache has not seen it) and get it.
+    let fast = default_class("fast", "2026-02-01T00:00:00Z");
+    let r = catalog::lookup("storage.k8s.io", "v1", "storageclasses").unwrap();
+    store
+        .create(
+            &keys::object_key(r, None, "fast"),
+            encode(&fast).unwrap(),
+            0,
+        )
+        .await
+        .unwrap();
+    let mut a = write(Operation::Create, "storage.k8s.io", "storageclasses", fast);
+    a.namespace = String::new();
+    reg.admission().admit(&mut a, &reg).await.unwrap();
+    store.take_reads();
+    assert_eq!(create_claim(&reg).await.unwrap(), "fast");
+    assert_eq!(store.take_reads(), ["/registry/storageclasses/"]);
     stop.cancel();
 }

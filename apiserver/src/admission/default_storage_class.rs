@@ -1,18 +1,26 @@
 //! DefaultStorageClass: a new PersistentVolumeClaim that names no class (no
 //! `spec.storageClassName`, not even "", and no beta class annotation) gets the default
 //! StorageClass — the one annotated `storageclass.kubernetes.io/is-default-class: "true"`
-//! (or the beta annotation), the newest if several are, then by name.
+//! (or the beta annotation), the newest if several are, then by name. The classes are read
+//! from the API server's cache ([`super::lister`], as upstream's plugin reads its lister), or
+//! from the store while the cache may not answer (unsynced, or a StorageClass written through
+//! this server less than [`super::lister::LIVE_AFTER_WRITE`] ago).
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
+use super::lister::Lister;
 use super::{Attributes, Mutating, Operation};
 use crate::registry::Registry;
 use k3rs_apimachinery::status::ApiResult;
+use k8s_openapi::api::storage::v1::StorageClass;
 
 /// The plugin.
-#[derive(Debug, Clone, Copy)]
-pub struct DefaultStorageClass;
+#[derive(Debug, Clone, Default)]
+pub struct DefaultStorageClass {
+    /// The classes claims read first.
+    pub classes: Lister<StorageClass>,
+}
 
 /// The annotations that mark a default class.
 pub const DEFAULT_ANNOTATIONS: [&str; 2] = [
@@ -75,13 +83,19 @@ impl Mutating for DefaultStorageClass {
         reg: &'a Registry,
     ) -> BoxFuture<'a, ApiResult<()>> {
         Box::pin(async move {
+            if a.is("storage.k8s.io", "StorageClass") {
+                self.classes.note_write("");
+            }
             if a.operation != Operation::Create || !a.is("", "PersistentVolumeClaim") {
                 return Ok(());
             }
             if a.object.as_ref().is_none_or(has_class) {
                 return Ok(());
             }
-            let classes = super::stored(reg, "storage.k8s.io", "storageclasses", None).await?;
+            let classes = match self.classes.all() {
+                Some(cached) => cached?,
+                None => super::stored(reg, "storage.k8s.io", "storageclasses", None).await?,
+            };
             if let Some(claim) = a.object.as_mut() {
                 apply(claim, &classes);
             }

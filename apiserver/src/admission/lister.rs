@@ -27,6 +27,7 @@ use k3rs_apimachinery::informers::{Cached, Informer, SharedInformerFactory};
 use k3rs_apimachinery::status::{ApiError, ApiResult};
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota, ServiceAccount};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 
 /// How long a local write of a kind sends its scope's readers to the store.
 pub const LIVE_AFTER_WRITE: Duration = Duration::from_secs(30);
@@ -149,6 +150,7 @@ pub struct Listers {
     pub limit_ranges: Lister<LimitRange>,
     pub priority_classes: Lister<PriorityClass>,
     pub resource_quotas: Lister<ResourceQuota>,
+    pub storage_classes: Lister<StorageClass>,
 }
 
 impl Listers {
@@ -160,6 +162,7 @@ impl Listers {
             limit_ranges: Lister::new(informers.informer()),
             priority_classes: Lister::new(informers.informer()),
             resource_quotas: Lister::new(informers.informer()),
+            storage_classes: Lister::new(informers.informer()),
         }
     }
 }

@@ -241,7 +241,9 @@ impl Chain {
                 sa.clone(),
                 priority.clone(),
                 Arc::new(tolerations),
-                Arc::new(default_storage_class::DefaultStorageClass),
+                Arc::new(default_storage_class::DefaultStorageClass {
+                    classes: listers.storage_classes,
+                }),
                 Arc::new(storage_protection::StorageObjectInUseProtection),
                 Arc::new(node_password::NodePassword),
             ],

@@ -25,6 +25,7 @@ use super::fetch::{self, Target};
 use super::resolve::{self, Unreachable};
 use super::{Aggregator, Backends, Trust};
 use crate::registry::Registry;
+use k3rs_apimachinery::informers::SharedInformerFactory;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
 /// How often every APIService is checked (besides on changes).
@@ -116,6 +117,8 @@ pub struct AvailabilityController {
     pub registry: Arc<Registry>,
     /// The API server's loopback client.
     pub client: kube::Client,
+    /// The process's shared informers (Services).
+    pub informers: SharedInformerFactory,
 }
 
 /// Why a pass could not list the APIServices.
@@ -130,6 +133,7 @@ impl AvailabilityController {
         let wake = Arc::new(Notify::new());
         let events = tokio::spawn(super::events::watch(
             self.client.clone(),
+            self.informers.clone(),
             self.aggregator.clone(),
             wake.clone(),
         ));

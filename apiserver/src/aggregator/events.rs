@@ -6,6 +6,9 @@
 //! - Every relevant change after the watches started wakes the controller at least once;
 //!   changes during a pass wake it once more after it (they coalesce).
 //! - The watches restart with backoff after errors; the task ends only when aborted.
+//! - Services come from the process's shared informer (the controllers cache them anyway);
+//!   APIServices and Endpoints, which nothing else in the process caches, from watches of
+//!   their own.
 
 use std::sync::Arc;
 
@@ -18,6 +21,7 @@ use kube::Resource;
 use tokio::sync::Notify;
 
 use super::{Aggregator, Backends};
+use k3rs_apimachinery::informers::SharedInformerFactory;
 
 /// A change seen by a watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,12 +80,22 @@ fn object_change<K: Resource>(o: &K) -> Change {
     }
 }
 
-/// Watches APIServices, Services and Endpoints, and wakes `wake` for each change
-/// [`wakes`] says matters (given `agg`'s backends now).
-pub async fn watch(client: kube::Client, agg: Arc<Aggregator>, wake: Arc<Notify>) {
+/// Watches APIServices and Endpoints, follows the Services of `informers`, and wakes `wake`
+/// for each change [`wakes`] says matters (given `agg`'s backends now).
+pub async fn watch(
+    client: kube::Client,
+    informers: SharedInformerFactory,
+    agg: Arc<Aggregator>,
+    wake: Arc<Notify>,
+) {
+    let services = informers
+        .informer::<Service>()
+        .touched()
+        .map(|s| object_change(s.as_ref()))
+        .boxed();
     let all = futures::stream::select_all([
         changes::<APIService>(&client, |_| Change::ApiService),
-        changes::<Service>(&client, object_change),
+        services,
         changes::<Endpoints>(&client, object_change),
     ]);
     futures::pin_mut!(all);

@@ -1,24 +1,23 @@
-//! Keeps the Node authorizer's [`Graph`] current: watches pods, persistent volumes, Ingresses
-//! and IngressClasses through an in-process client (as kube-apiserver feeds its graph from
-//! loopback informers).
+//! Keeps the Node authorizer's [`Graph`] current: follows pods, persistent volumes, Ingresses
+//! and IngressClasses through the process's shared informers (as kube-apiserver feeds its
+//! graph from its loopback informer factory), so the graph costs no watch of its own.
 //!
 //! # Guarantees
 //! - A re-list (after a watch is lost) replaces the recorded objects of that kind, so
 //!   deletions missed while disconnected do not linger.
-//! - Runs until `stop`; watch errors are retried with backoff, never fatal.
+//! - Runs until `stop`; watch errors are the informers' (retried with backoff), never fatal.
 
 use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
-use kube::Api;
+use kube::runtime::watcher::Event;
 use tokio_util::sync::CancellationToken;
 
 use super::graph::Graph;
 use super::refs::{ingress_refs, pod_refs, pv_claim};
+use k3rs_apimachinery::informers::{Cached, SharedInformerFactory};
 
 /// An object's namespace and name.
 fn key(o: &impl kube::Resource) -> (String, String) {
@@ -29,15 +28,15 @@ fn key(o: &impl kube::Resource) -> (String, String) {
 }
 
 /// Applies one pod watch event.
-pub fn apply_pod(g: &mut Graph, ev: Event<Pod>) {
+pub fn apply_pod(g: &mut Graph, ev: Event<Arc<Pod>>) {
     match ev {
         Event::Init => g.clear_pods(),
         Event::Apply(p) | Event::InitApply(p) => {
-            let (ns, name) = key(&p);
+            let (ns, name) = key(p.as_ref());
             g.set_pod(&ns, &name, pod_refs(&p));
         }
         Event::Delete(p) => {
-            let (ns, name) = key(&p);
+            let (ns, name) = key(p.as_ref());
             g.delete_pod(&ns, &name);
         }
         Event::InitDone => {}
@@ -45,7 +44,7 @@ pub fn apply_pod(g: &mut Graph, ev: Event<Pod>) {
 }
 
 /// Applies one persistent volume watch event.
-pub fn apply_pv(g: &mut Graph, ev: Event<PersistentVolume>) {
+pub fn apply_pv(g: &mut Graph, ev: Event<Arc<PersistentVolume>>) {
     match ev {
         Event::Init => g.clear_pvs(),
         Event::Apply(pv) | Event::InitApply(pv) => {
@@ -57,15 +56,15 @@ pub fn apply_pv(g: &mut Graph, ev: Event<PersistentVolume>) {
 }
 
 /// Applies one Ingress watch event.
-pub fn apply_ingress(g: &mut Graph, ev: Event<Ingress>) {
+pub fn apply_ingress(g: &mut Graph, ev: Event<Arc<Ingress>>) {
     match ev {
         Event::Init => g.clear_ingresses(),
         Event::Apply(i) | Event::InitApply(i) => {
-            let (ns, name) = key(&i);
+            let (ns, name) = key(i.as_ref());
             g.set_ingress(&ns, &name, Some(ingress_refs(&i)));
         }
         Event::Delete(i) => {
-            let (ns, name) = key(&i);
+            let (ns, name) = key(i.as_ref());
             g.set_ingress(&ns, &name, None);
         }
         Event::InitDone => {}
@@ -73,46 +72,45 @@ pub fn apply_ingress(g: &mut Graph, ev: Event<Ingress>) {
 }
 
 /// Applies one IngressClass watch event.
-pub fn apply_ingress_class(g: &mut Graph, ev: Event<IngressClass>) {
+pub fn apply_ingress_class(g: &mut Graph, ev: Event<Arc<IngressClass>>) {
     match ev {
         Event::Init => g.clear_ingress_classes(),
-        Event::Apply(c) | Event::InitApply(c) => {
-            g.set_ingress_class(&c.metadata.name.clone().unwrap_or_default(), Some(c))
-        }
+        Event::Apply(c) | Event::InitApply(c) => g.set_ingress_class(
+            &c.metadata.name.clone().unwrap_or_default(),
+            Some(Arc::unwrap_or_clone(c)),
+        ),
         Event::Delete(c) => g.set_ingress_class(&c.metadata.name.clone().unwrap_or_default(), None),
         Event::InitDone => {}
     }
 }
 
-/// One watch event, ready to be applied to the graph.
+/// One informer event, ready to be applied to the graph.
 type Update = Box<dyn FnOnce(&mut Graph) + Send>;
 
-/// Every `K` of the cluster, each event as the [`Update`] `apply` makes of it.
-fn watch<K>(
-    client: &kube::Client,
-    apply: fn(&mut Graph, Event<K>),
-) -> futures::stream::BoxStream<'static, Result<Update, watcher::Error>>
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
-{
-    watcher::watcher(Api::<K>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .map(move |e| e.map(|ev| Box::new(move |g: &mut Graph| apply(g, ev)) as Update))
+/// Every `K` of the cluster, each event of the shared informer as the [`Update`] `apply`
+/// makes of it.
+fn follow<K: Cached>(
+    informers: &SharedInformerFactory,
+    apply: fn(&mut Graph, Event<Arc<K>>),
+) -> futures::stream::BoxStream<'static, Update> {
+    informers
+        .informer::<K>()
+        .subscribe()
+        .map(move |ev| Box::new(move |g: &mut Graph| apply(g, ev)) as Update)
         .boxed()
 }
 
-/// Watches pods, PVs, Ingresses and IngressClasses with `client` into `graph` until `stop`.
-pub async fn run(client: kube::Client, graph: Arc<RwLock<Graph>>, stop: CancellationToken) {
+/// Follows pods, PVs, Ingresses and IngressClasses of `informers` into `graph` until `stop`.
+pub async fn run(
+    informers: SharedInformerFactory,
+    graph: Arc<RwLock<Graph>>,
+    stop: CancellationToken,
+) {
     let mut events = futures::stream::select_all([
-        watch(&client, apply_pod),
-        watch(&client, apply_pv),
-        watch(&client, apply_ingress),
-        watch(&client, apply_ingress_class),
+        follow(&informers, apply_pod),
+        follow(&informers, apply_pv),
+        follow(&informers, apply_ingress),
+        follow(&informers, apply_ingress_class),
     ]);
     loop {
         let next = tokio::select! {
@@ -121,8 +119,7 @@ pub async fn run(client: kube::Client, graph: Arc<RwLock<Graph>>, stop: Cancella
         };
         match next {
             None => return,
-            Some(Err(e)) => tracing::debug!(error = %e, "node authorizer graph watch"),
-            Some(Ok(update)) => update(&mut graph.write().unwrap_or_else(|p| p.into_inner())),
+            Some(update) => update(&mut graph.write().unwrap_or_else(|p| p.into_inner())),
         }
     }
 }
@@ -133,12 +130,14 @@ mod tests {
     use crate::node::graph::Kind;
     use serde_json::json;
 
-    fn pod(name: &str, node: &str, secret: &str) -> Pod {
-        serde_json::from_value(json!({
+    fn pod(name: &str, node: &str, secret: &str) -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "ns"},
             "spec": {"nodeName": node, "containers": [{"name": "c"}],
                 "volumes": [{"name": "v", "secret": {"secretName": secret}}]}}))
-        .unwrap()
+            .unwrap(),
+        )
     }
 
     #[test]
@@ -160,17 +159,19 @@ mod tests {
         assert!(!g.related("n1", Kind::Secret, "ns", "s2"));
     }
 
-    fn ingress(name: &str, secret: &str) -> Ingress {
-        serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": "ns"},
-            "spec": {"tls": [{"secretName": secret}]}}))
-        .unwrap()
+    fn ingress(name: &str, secret: &str) -> Arc<Ingress> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"tls": [{"secretName": secret}]}}))
+            .unwrap(),
+        )
     }
 
     #[test]
     fn ingress_events_drive_the_tls_secret_edges() {
         let mut g = Graph::default();
-        let class = k3rs_apimachinery::ingress_class::ingress_class();
+        let class = Arc::new(k3rs_apimachinery::ingress_class::ingress_class());
         apply_ingress_class(&mut g, Event::Apply(class.clone()));
         apply_ingress(&mut g, Event::Apply(ingress("i1", "s1")));
         assert!(g.related("n1", Kind::Secret, "ns", "s1"));
@@ -192,7 +193,7 @@ mod tests {
         );
         apply_ingress_class(
             &mut g,
-            Event::Apply(k3rs_apimachinery::ingress_class::ingress_class()),
+            Event::Apply(Arc::new(k3rs_apimachinery::ingress_class::ingress_class())),
         );
         apply_ingress(&mut g, Event::Delete(ingress("i2", "s3")));
         assert!(!g.related("n1", Kind::Secret, "ns", "s3"));
