@@ -23,6 +23,7 @@ mod kubectl_resources_a;
 mod kubectl_resources_b;
 mod kubectl_suite;
 mod kubectl_vap;
+mod list_stream;
 mod metrics_api;
 mod name_lengths;
 mod nospace;

@@ -160,6 +160,15 @@ impl KubeClient {
         Ok(resp.await?.into_parts())
     }
 
+    /// `GET path`, answered: its head and its body still to read (unread, the server's
+    /// sending stalls at the stream's flow-control window; dropping it resets the stream).
+    pub async fn open(
+        &self,
+        path: &str,
+    ) -> anyhow::Result<(http::response::Parts, h2::RecvStream)> {
+        self.start("GET", path, None).await
+    }
+
     /// One request with a body of any media type: the status code and the raw answer.
     pub async fn raw(
         &self,

@@ -99,6 +99,18 @@ pub fn client_cert(server: &K3rs, user: &str, groups: &[&str]) -> (PathBuf, Path
     (cert, key)
 }
 
+/// The server's admin [`Kubeconfig`](super::kube::Kubeconfig) with a client certificate
+/// of `user` in `groups` instead (for the in-test HTTP/2 client).
+pub fn client_config(server: &K3rs, user: &str, groups: &[&str]) -> super::kube::Kubeconfig {
+    let admin = super::kube::Kubeconfig::read(&server.kubeconfig()).expect("admin kubeconfig");
+    let (cert, key) = client_cert(server, user, groups);
+    super::kube::Kubeconfig {
+        cert_pem: std::fs::read(cert).expect("client certificate"),
+        key_pem: std::fs::read(key).expect("client key"),
+        ..admin
+    }
+}
+
 /// A kubeconfig authenticating as `user` in `groups` with a client certificate.
 pub fn cert_kubeconfig(server: &K3rs, user: &str, groups: &[&str]) -> PathBuf {
     let (cert, key) = client_cert(server, user, groups);

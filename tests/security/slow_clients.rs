@@ -212,12 +212,7 @@ fn inflight_limits_answer_429_with_retry_after_and_spare_watches_and_masters() {
         "--user=alice",
     ]);
     let admin = Kubeconfig::read(&server.kubeconfig()).unwrap();
-    let (cert, key) = users::client_cert(&server, "alice", &[]);
-    let alice = Kubeconfig {
-        cert_pem: std::fs::read(cert).unwrap(),
-        key_pem: std::fs::read(key).unwrap(),
-        ..admin.clone()
-    };
+    let alice = users::client_config(&server, "alice", &[]);
     let configmaps = "/api/v1/namespaces/default/configmaps";
     let cm = |name: &str| serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
     runtime().block_on(async {

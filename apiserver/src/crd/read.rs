@@ -23,16 +23,6 @@ pub fn object(r: &Resource, obj: &mut Value) {
     }
 }
 
-/// Presents every item of a list read at `r`.
-pub fn list(r: &Resource, list: &mut Value) {
-    if custom::version_of(r).is_none() {
-        return;
-    }
-    for item in list["items"].as_array_mut().into_iter().flatten() {
-        object(r, item);
-    }
-}
-
 /// Presents the objects of watch events (JSON lines); other lines pass unchanged.
 pub fn watch_lines(r: &Resource, chunk: Bytes) -> Bytes {
     if custom::version_of(r).is_none() {

@@ -333,10 +333,26 @@ async fn resource_request(
             Ok(json_response(StatusCode::OK, &obj))
         }
         (Method::GET, false) => {
-            let mut list = reg.list(&target, list_options(q, &rp)?).await?;
-            crd::read::list(rp.resource, &mut list);
-            let list = table::list_or_table(table, list);
-            Ok(json_response(StatusCode::OK, &list))
+            let pager = reg.list_pager(&target, list_options(q, &rp)?).await?;
+            let Some(wanted) = table else {
+                let builtin = crate::resources::custom::version_of(rp.resource).is_none();
+                if builtin && super::protobuf::preferred(req.headers()) {
+                    return Ok(super::list_body::protobuf_response(pager, rp.resource).await);
+                }
+                return Ok(super::list_body::response(pager, rp.resource));
+            };
+            // A Table's metadata precedes its rows, so it is sent whole; it holds the rows,
+            // not the objects (kubectl also pages it: `--chunk-size`, 500 by default).
+            let mut pager = pager;
+            let mut rows = table::ListTable::new(wanted);
+            while let Some(mut obj) = pager.next_item().await? {
+                crd::read::object(rp.resource, &mut obj);
+                rows.push(&obj);
+            }
+            Ok(json_response(
+                StatusCode::OK,
+                &rows.finish(pager.metadata()),
+            ))
         }
         (Method::POST, false) if rp.resource.group == "authorization.k8s.io" => {
             if rp.resource.namespaced && rp.namespace.is_none() {

@@ -10,10 +10,15 @@
 //!   `BasicLongRunningRequestCheck`).
 //! - A privileged request (`system:masters`, or the API server's in-process clients, which
 //!   are its loopback) takes a slot when one is free and is served without one otherwise.
-//! - A slot is held while the handler produces the response (a streamed body is not held).
+//! - A slot is held while the handler produces the response and, for a streamed body (a
+//!   list encoded item by item), until the body is finished or dropped: as upstream, whose
+//!   handler holds it while it writes the body.
 
 use std::sync::Arc;
 
+use axum::body::{Body, HttpBody};
+use axum::response::Response;
+use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use k3rs_apimachinery::request_info::RequestInfo;
@@ -113,6 +118,20 @@ impl Inflight {
             Err(_) => Admission::Refused(too_many_requests()),
         }
     }
+}
+
+/// `resp` with `slot` released only when its body is done (at once when the body is whole:
+/// only a streamed body, one without an exact size, carries the slot along).
+pub fn hold(resp: Response, slot: OwnedSemaphorePermit) -> Response {
+    if resp.body().size_hint().exact().is_some() {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
+        let _held = &slot;
+        chunk
+    }));
+    Response::from_parts(parts, body)
 }
 
 /// kube-apiserver's answer (its message, `Retry-After: 1`), as a `Status`.

@@ -7,6 +7,7 @@ mod connect;
 pub(crate) mod encryption;
 pub(crate) mod handlers;
 pub mod inflight;
+pub(crate) mod list_body;
 pub(crate) mod protobuf;
 pub(crate) mod request;
 pub mod router;

@@ -183,7 +183,7 @@ async fn authorize_and_run(
     // The in-process clients are the API server's loopback (system:masters upstream).
     let privileged = req.extensions().get::<InProcessUser>().is_some()
         || user.in_group(k3rs_apimachinery::users::SYSTEM_MASTERS);
-    let _slot = match st
+    let slot = match st
         .inflight
         .admit(&super::request::info_of(&req), privileged)
     {
@@ -210,17 +210,25 @@ async fn authorize_and_run(
             a.annotate(REASON_ANNOTATION, "");
         }
     }
-    let Some(a) = audit else {
-        req.extensions_mut().insert(user);
-        return next.run(req).await;
+    let resp = match audit {
+        None => {
+            req.extensions_mut().insert(user);
+            next.run(req).await
+        }
+        Some(a) => {
+            req = a.capture_request(req).await;
+            req.extensions_mut().insert(user);
+            let (resp, annotations) = crate::audit::annotations::scope(next.run(req)).await;
+            for (k, v) in annotations {
+                a.annotate(&k, v);
+            }
+            resp
+        }
     };
-    req = a.capture_request(req).await;
-    req.extensions_mut().insert(user);
-    let (resp, annotations) = crate::audit::annotations::scope(next.run(req)).await;
-    for (k, v) in annotations {
-        a.annotate(&k, v);
+    match slot {
+        Some(slot) => inflight::hold(resp, slot),
+        None => resp,
     }
-    resp
 }
 
 /// The audit annotations of the authorization decision (kube-apiserver's keys).

@@ -1,19 +1,17 @@
 //! LIST: selectors, paging with continue tokens at a pinned revision, and the
-//! resourceVersion / resourceVersionMatch rules.
+//! resourceVersion / resourceVersionMatch rules. The reading itself is [`ListPager`].
 
 use serde_json::{json, Value};
 
 use k3rs_apimachinery::selector::FieldSelector;
 
 use super::continue_token;
-use super::decode_as;
-use super::keys;
+use super::list_pager::ListPager;
 use super::Registry;
 use super::Target;
 use k3rs_apimachinery::meta;
 use k3rs_apimachinery::selector::LabelSelector;
 use k3rs_apimachinery::status::{ApiError, ApiResult};
-use k3rs_datastore::{prefix_end, Error as DsError, ListRequest};
 
 /// `resourceVersionMatch`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,10 +49,10 @@ impl ListOptions {
     }
 }
 
-const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+pub(super) const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 /// Where a list starts and at which revision it reads (0 = latest).
-fn plan(opts: &ListOptions) -> ApiResult<(Option<String>, i64, Option<i64>)> {
+pub(super) fn plan(opts: &ListOptions) -> ApiResult<(Option<String>, i64, Option<i64>)> {
     let rv = opts.resource_version.as_deref().filter(|s| !s.is_empty());
     if opts.rv_match != RvMatch::Unset && rv.is_none() {
         return Err(ApiError::bad_request(
@@ -93,93 +91,21 @@ fn plan(opts: &ListOptions) -> ApiResult<(Option<String>, i64, Option<i64>)> {
 }
 
 impl Registry {
-    /// The `<Kind>List` for `t` (one namespace, or all when `t.namespace` is None).
+    /// The `<Kind>List` for `t` (one namespace, or all when `t.namespace` is None), whole.
     pub async fn list(&self, t: &Target, opts: ListOptions) -> ApiResult<Value> {
-        let r = t.resource;
-        let prefix = keys::list_prefix(r, t.namespace.as_deref());
-        let end = prefix_end(&prefix);
-        let (start, mut revision, not_older_than) = plan(&opts)?;
-        let from_continue = start.is_some();
-        let mut key = match &start {
-            Some(s) => [prefix.as_slice(), s.as_bytes()].concat(),
-            None => prefix.clone(),
-        };
-        let filtered = !opts.labels.is_empty() || !opts.fields.is_empty();
-        let mut items = Vec::new();
-        let mut next: Option<Vec<u8>> = None;
-        let mut remaining: Option<i64> = None;
-        loop {
-            let want = if opts.limit > 0 { opts.limit } else { 0 };
-            let resp = self
-                .ds
-                .list(ListRequest {
-                    key: key.clone(),
-                    range_end: end.clone(),
-                    limit: want,
-                    revision,
-                })
-                .await
-                .map_err(|e| match e {
-                    DsError::Compacted { .. } if from_continue => ApiError::expired(EXPIRED_CONTINUE),
-                    DsError::Compacted { .. } => ApiError::expired(format!(
-                        "The resourceVersion for the provided list is too old. (requested {revision})"
-                    )),
-                    other => other.into(),
-                })?;
-            if revision == 0 {
-                revision = resp.revision;
-                if let Some(min) = not_older_than {
-                    if revision < min {
-                        return Err(ApiError::timeout(format!(
-                            "Too large resource version: {min}, current: {revision}"
-                        )));
-                    }
-                }
-            }
-            let page_len = resp.kvs.len();
-            let mut cut_at: Option<usize> = None;
-            for (i, kv) in resp.kvs.iter().enumerate() {
-                let obj = decode_as(t.resource, kv)?;
-                if !filtered || opts.matches(&obj) {
-                    items.push(obj);
-                }
-                if opts.limit > 0
-                    && items.len() as i64 >= opts.limit
-                    && (i + 1 < page_len || resp.more)
-                {
-                    cut_at = Some(i);
-                    break;
-                }
-            }
-            if let Some(i) = cut_at {
-                let mut after = resp.kvs[i].key.clone();
-                after.push(0);
-                if !filtered && i + 1 == page_len {
-                    remaining = Some(resp.count - page_len as i64);
-                }
-                next = Some(after);
-                break;
-            }
-            if !resp.more {
-                break;
-            }
-            let Some(last) = resp.kvs.last() else { break };
-            key = [last.key.as_slice(), b"\0"].concat();
-        }
-        let mut metadata = json!({ "resourceVersion": revision.to_string() });
-        if let Some(after) = next {
-            let rel = String::from_utf8_lossy(&after[prefix.len()..]).into_owned();
-            metadata["continue"] = json!(continue_token::encode(revision, &rel));
-            if let Some(n) = remaining.filter(|n| *n > 0) {
-                metadata["remainingItemCount"] = json!(n);
-            }
-        }
+        let (items, metadata) = self.list_pager(t, opts).await?.collect().await?;
         Ok(json!({
-            "kind": format!("{}List", r.kind),
-            "apiVersion": r.group_version(),
+            "kind": format!("{}List", t.resource.kind),
+            "apiVersion": t.resource.group_version(),
             "metadata": metadata,
             "items": items,
         }))
+    }
+
+    /// The list for `t` read item by item ([`ListPager`]): its first page is read, so a
+    /// request error is returned here, before any item.
+    pub async fn list_pager(&self, t: &Target, opts: ListOptions) -> ApiResult<ListPager> {
+        ListPager::start(self.ds.clone(), t, opts).await
     }
 }
 

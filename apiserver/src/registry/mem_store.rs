@@ -1,5 +1,6 @@
 //! An in-memory [`Datastore`] for unit tests that records every read: what the registry and
-//! the admission plugins ask the store for. Watches are not served.
+//! the admission plugins ask the store for. Lists honour `limit` (not `revision`: only the
+//! latest state is kept). Watches are not served.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -49,15 +50,20 @@ impl Datastore for MemStore {
     fn list(&self, req: ListRequest) -> BoxFuture<'_, Result<ListResponse>> {
         let mut s = self.lock();
         s.reads.push(String::from_utf8_lossy(&req.key).into_owned());
-        let kvs: Vec<KeyValue> = s
+        let mut kvs: Vec<KeyValue> = s
             .kvs
             .range(req.key..req.range_end)
             .map(|(_, kv)| kv.clone())
             .collect();
+        let count = kvs.len() as i64;
+        let more = req.limit > 0 && count > req.limit;
+        if more {
+            kvs.truncate(req.limit as usize);
+        }
         let out = ListResponse {
-            count: kvs.len() as i64,
+            count,
             kvs,
-            more: false,
+            more,
             revision: s.revision,
         };
         futures::future::ready(Ok(out)).boxed()

@@ -13,6 +13,7 @@ pub(crate) mod eviction;
 pub(crate) mod keys;
 pub(crate) mod limits;
 mod list;
+pub(crate) mod list_pager;
 pub(crate) mod managed_fields;
 #[cfg(test)]
 pub(crate) mod mem_store;
@@ -30,6 +31,7 @@ use serde_json::Value;
 
 pub use delete::{DeleteOptions, Deleted};
 pub use list::{ListOptions, RvMatch};
+pub use list_pager::ListPager;
 pub use patch::PatchOptions;
 pub use watch::WatchOptions;
 

@@ -157,11 +157,16 @@ fn row(obj: &Value, req: &TableRequest, now: i64) -> Value {
 }
 
 fn table(items: &[Value], metadata: Value, req: &TableRequest, headers: bool, now: i64) -> Value {
+    let rows = items.iter().map(|o| row(o, req, now)).collect();
+    table_of_rows(rows, metadata, req, headers)
+}
+
+fn table_of_rows(rows: Vec<Value>, metadata: Value, req: &TableRequest, headers: bool) -> Value {
     let mut t = json!({
         "kind": "Table",
         "apiVersion": req.api_version,
         "metadata": metadata,
-        "rows": items.iter().map(|o| row(o, req, now)).collect::<Vec<_>>(),
+        "rows": rows,
     });
     if headers {
         t["columnDefinitions"] = match req.custom.and_then(crate::resources::custom::version_of) {
@@ -194,6 +199,36 @@ pub fn of_list(list: &Value, req: &TableRequest) -> Value {
         .map(Vec::as_slice)
         .unwrap_or_default();
     table(items, list["metadata"].clone(), req, true, now())
+}
+
+/// The Table of a list read item by item: each object becomes its row as it comes, so only
+/// the rows are held (with `includeObject=Metadata`, kubectl's default, a fraction of the
+/// objects), never the whole list of objects.
+#[derive(Debug)]
+pub struct ListTable {
+    req: TableRequest,
+    now: i64,
+    rows: Vec<Value>,
+}
+
+impl ListTable {
+    pub fn new(req: TableRequest) -> ListTable {
+        ListTable {
+            req,
+            now: now(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds the row of the list's next object.
+    pub fn push(&mut self, obj: &Value) {
+        self.rows.push(row(obj, &self.req, self.now));
+    }
+
+    /// The Table, with the list's `metadata` (resourceVersion, continue).
+    pub fn finish(self, metadata: Value) -> Value {
+        table_of_rows(self.rows, metadata, &self.req, true)
+    }
 }
 
 /// The answer to a GET: `obj`, or its Table when one was asked for.
@@ -373,6 +408,36 @@ mod tests {
         assert_eq!(full["metadata"]["resourceVersion"], "7");
         let none = of_object(&cm("a"), &req(IncludeObject::None));
         assert!(none["rows"][0].get("object").is_none());
+    }
+
+    #[test]
+    fn a_table_built_row_by_row_is_the_table_of_the_whole_list() {
+        let metadata = json!({"resourceVersion": "9", "continue": "c", "remainingItemCount": 4});
+        for include in [
+            IncludeObject::None,
+            IncludeObject::Metadata,
+            IncludeObject::Object,
+        ] {
+            for n in [0, 1, 3] {
+                let items: Vec<Value> = (0..n).map(|i| cm(&format!("cm-{i}"))).collect();
+                let list = json!({"kind": "ConfigMapList", "apiVersion": "v1",
+                                  "metadata": metadata, "items": items});
+                let mut rows = ListTable::new(req(include));
+                for item in &items {
+                    rows.push(item);
+                }
+                let mut streamed = rows.finish(metadata.clone());
+                let mut whole = of_list(&list, &req(include));
+                // Ages are computed from "now" when each is built: equal unless the clock
+                // ticked between the two; the cells are compared without it.
+                for t in [&mut streamed, &mut whole] {
+                    for row in t["rows"].as_array_mut().unwrap() {
+                        row["cells"].as_array_mut().unwrap().pop();
+                    }
+                }
+                assert_eq!(streamed, whole, "{include:?} {n}");
+            }
+        }
     }
 
     #[test]

@@ -118,7 +118,7 @@ fn lookup<'s>(schema: &'s Schema, name: &str) -> Result<&'s Message, Error> {
         .ok_or_else(|| Error::Json(format!("no message {name} in the schema")))
 }
 
-fn single(
+pub(super) fn single(
     schema: &Schema,
     msg: &Message,
     field: &Field,

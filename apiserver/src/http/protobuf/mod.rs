@@ -16,6 +16,7 @@
 
 mod decode;
 mod encode;
+mod list;
 mod respond;
 pub mod schema;
 mod special;
@@ -26,6 +27,7 @@ use serde_json::Value;
 
 use k3rs_apimachinery::status::{ApiError, ApiResult};
 
+pub use list::ListFrames;
 pub use respond::{preferred, respond};
 use schema::{Message, Schema};
 use wire::{Reader, Writer};

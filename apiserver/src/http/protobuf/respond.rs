@@ -2,11 +2,11 @@
 //! `Accept` (kubectl's and client-go's typed clients), as kube-apiserver answers them.
 //!
 //! The handlers answer in JSON; [`respond`] re-encodes such an answer (objects, lists,
-//! `Status`). What has no protobuf form (custom resources, Tables, a field the table does not
+//! `Status`); lists are encoded item by item by [`super::ListFrames`]. What has no protobuf form (custom resources, Tables, a field the table does not
 //! know) stays JSON with its JSON Content-Type, which client-go decodes just as well. Watch
 //! streams are framed by [`super::watch`] instead.
 
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
 use serde_json::Value;
@@ -35,7 +35,9 @@ pub async fn respond(resp: Response) -> Response {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
-    if !is_json {
+    // A streamed body is a list already answered in JSON because it has no protobuf form
+    // (custom resources, an item the table does not know): nothing to re-encode.
+    if !is_json || resp.body().size_hint().exact().is_none() {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();

@@ -96,7 +96,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Appends protobuf fields to a buffer.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Writer {
     pub buf: Vec<u8>,
 }
@@ -125,9 +125,15 @@ impl Writer {
     }
 
     pub fn put_bytes(&mut self, tag: u32, bytes: &[u8]) {
-        self.key(tag, 2);
-        self.varint(bytes.len() as u64);
+        self.put_len(tag, bytes.len());
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// The key and length of a length-delimited field whose `len` bytes the caller writes
+    /// (or sends) next.
+    pub fn put_len(&mut self, tag: u32, len: usize) {
+        self.key(tag, 2);
+        self.varint(len as u64);
     }
 }
 
