@@ -133,15 +133,19 @@ pub fn commit() -> String {
 
 /// Which build of `k3rs` a benchmark ran: the profile of the binary it started, not of the
 /// benchmark itself (a debug harness started with `K3RS_BINARY=<release k3rs>` measures a
-/// release server). Read from the binary's path (`…/release/…` or `…/debug/…`), else the path.
+/// release server). Read from the binary's path (`…/release/…`, `…/debug/…` or `…/perf/…`), else
+/// the path.
 pub fn k3rs_build() -> String {
     let bin = std::path::PathBuf::from(super::k3rs_binary());
     let profile = bin
         .components()
         .filter_map(|c| c.as_os_str().to_str())
         .rev()
-        .find(|c| matches!(*c, "release" | "debug"))
-        .map(str::to_string);
+        .find(|c| matches!(*c, "release" | "debug" | "perf"))
+        .map(|c| match c {
+            "perf" => "release code without LTO (`--profile perf`)".to_string(),
+            other => other.to_string(),
+        });
     profile.unwrap_or_else(|| format!("`{}`", bin.display()))
 }
 
