@@ -184,7 +184,9 @@ async fn reconcile(d: Arc<Deployment>, ctx: Arc<Shared>) -> Result<Action, Error
         .collect();
     let scaling = plan::is_scaling_event(&spec, &sets.iter().collect::<Vec<_>>());
     let new_revision = revision::max_revision(old_refs.iter().copied()) + 1;
-    let old_pods_running = s.old_pods_running(&old_refs, new_idx.map(|i| &sets[i]));
+    // Only the Recreate strategy waits for old pods (a scan of every pod: not per sync).
+    let old_pods_running =
+        spec.recreate && s.old_pods_running(&old_refs, new_idx.map(|i| &sets[i]));
     let old_active = old_refs.iter().any(|r| plan::replicas(r) > 0);
     let deleting = d.meta().deletion_timestamp.is_some();
 
@@ -435,6 +437,9 @@ impl Sync<'_> {
     /// Any pod of an old ReplicaSet still running or terminating (Recreate waits for them).
     fn old_pods_running(&self, old: &[&ReplicaSet], new: Option<&ReplicaSet>) -> bool {
         let uids: Vec<String> = old.iter().filter_map(|r| r.uid()).collect();
+        if uids.is_empty() {
+            return false;
+        }
         let new_uid = new.and_then(|n| n.uid());
         self.ctx.pods.state().iter().any(|p| {
             let Some(r) = ref_manager::controller_of(&p.metadata) else {

@@ -72,9 +72,11 @@ pub async fn run(
 
 fn pod_cidrs(node: &Node) -> BTreeSet<IpNet> {
     let spec = node.spec.as_ref();
-    let many = spec.and_then(|s| s.pod_cidrs.clone()).unwrap_or_default();
-    let one = spec.and_then(|s| s.pod_cidr.clone());
-    cidr_set::parse_all(many.iter().chain(one.iter()).map(String::as_str))
+    let many = spec
+        .and_then(|s| s.pod_cidrs.as_deref())
+        .unwrap_or_default();
+    let one = spec.and_then(|s| s.pod_cidr.as_deref());
+    cidr_set::parse_all(many.iter().map(String::as_str).chain(one))
 }
 
 async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, Error> {

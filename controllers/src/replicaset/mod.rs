@@ -120,7 +120,7 @@ async fn reconcile<K: Replicated>(obj: Arc<K>, ctx: Arc<Shared>) -> Result<Actio
         .pods
         .state()
         .into_iter()
-        .filter(|p| p.namespace().as_deref() == Some(ns.as_str()) && pods::is_active(p));
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && pods::is_active(p));
     for pod in candidates {
         let matches = view.selector.matches(pod.labels());
         match ref_manager::claim(&uid, deleting, &pod.metadata, matches) {

@@ -85,11 +85,11 @@ pub struct StatusInput<'a> {
 /// omitted as upstream's `omitempty` does.
 pub fn status(input: &StatusInput, now: Timestamp) -> ReplicaSetStatus {
     let labeled = |p: &Pod| {
-        let labels = p.metadata.labels.clone().unwrap_or_default();
+        let labels = p.metadata.labels.as_ref();
         input
             .template_labels
             .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
+            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
     };
     let count = |f: &dyn Fn(&Pod) -> bool| {
         let n = input.pods.iter().filter(|p| f(p)).count();
