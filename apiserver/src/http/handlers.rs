@@ -333,7 +333,7 @@ async fn resource_request(
             Ok(json_response(StatusCode::OK, &obj))
         }
         (Method::GET, false) => {
-            let pager = reg.list_pager(&target, list_options(q, &rp)?).await?;
+            let mut pager = reg.list_pager(&target, list_options(q, &rp)?).await?;
             let Some(wanted) = table else {
                 let builtin = crate::resources::custom::version_of(rp.resource).is_none();
                 if builtin && super::protobuf::preferred(req.headers()) {
@@ -343,7 +343,6 @@ async fn resource_request(
             };
             // A Table's metadata precedes its rows, so it is sent whole; it holds the rows,
             // not the objects (kubectl also pages it: `--chunk-size`, 500 by default).
-            let mut pager = pager;
             let mut rows = table::ListTable::new(wanted);
             while let Some(mut obj) = pager.next_item().await? {
                 crd::read::object(rp.resource, &mut obj);
