@@ -30,6 +30,7 @@ pub(crate) mod namespace;
 pub(crate) mod node_ipam;
 pub(crate) mod node_lifecycle;
 pub(crate) mod pod_gc;
+pub(crate) mod pod_index;
 pub(crate) mod pod_template;
 pub(crate) mod pods;
 pub(crate) mod ref_manager;

@@ -38,6 +38,8 @@
 //! deletions, and one that subscribes after the initial list is not told of the objects
 //! already listed; the controllers need both.
 
+mod changed;
+mod indexed;
 mod subscription;
 
 use std::any::{Any, TypeId};
@@ -57,6 +59,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::transform::strip_managed_fields;
 
+pub use changed::ChangeFilter;
+pub use indexed::{read, Indexer, Shared};
 pub use subscription::Subscription;
 
 /// What a resource type needs to be cached.
@@ -281,6 +285,19 @@ impl<K: Cached> Informer<K> {
         }
         subscribers.0.push(tx);
         Subscription::new(rx)
+    }
+
+    /// Every object whose `project`ion is new, changed or deleted ([`ChangeFilter`]), for a
+    /// controller that reads only that part of each object (as a trigger for kube-runtime's
+    /// `Controller::watches_shared_stream`).
+    pub fn changed<P, F>(&self, project: F) -> impl Stream<Item = Arc<K>> + Send + 'static
+    where
+        P: PartialEq + Send + 'static,
+        F: FnMut(&K) -> P + Send + 'static,
+    {
+        let mut filter = ChangeFilter::new(project);
+        self.subscribe()
+            .filter_map(move |e| futures::future::ready(filter.admit(e)))
     }
 
     /// Every object a change touches (applied, deleted, or listed), for kube-runtime's

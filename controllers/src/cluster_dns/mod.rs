@@ -2,7 +2,8 @@
 //! service account `cluster-dns-controller`): the selector-less `kube-system/kube-dns`
 //! Service, which the server creates at the cluster DNS address, gets EndpointSlices and an
 //! Endpoints object listing the Ready nodes whose agents answer DNS ([`plan`]), so pods reach
-//! an agent's embedded DNS server through the service proxy. Any node change re-checks them;
+//! an agent's embedded DNS server through the service proxy. A change in whether or where a
+//! node answers DNS re-checks them;
 //! slices of a port no node uses any more are deleted.
 
 pub mod plan;
@@ -64,7 +65,11 @@ pub async fn run(client: Client, informers: SharedInformerFactory, stop: Cancell
     backoff
         .drive(
             controller
-                .watches_shared_stream(informers.informer::<Node>().touched(), move |_| kube_dns())
+                // Only a change in what it reads of a node (not every heartbeat of every node).
+                .watches_shared_stream(
+                    informers.informer::<Node>().changed(plan::answering),
+                    move |_| kube_dns(),
+                )
                 // Its own watch, on purpose: of the EndpointSlices only its own few (no one else in
                 // the process caches EndpointSlices).
                 .watches(

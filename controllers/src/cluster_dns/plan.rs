@@ -38,24 +38,28 @@ fn internal_ip(node: &Node) -> Option<IpAddr> {
     ips.first().copied()
 }
 
+/// The port and address on which `node` answers DNS, if it does (Ready, labelled with a
+/// valid port, with an InternalIP): all this controller reads of a node.
+pub fn answering(node: &Node) -> Option<(u16, DnsNode)> {
+    let port = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(CLUSTER_DNS_PORT_LABEL))
+        .and_then(|p| p.parse::<u16>().ok())
+        .filter(|p| *p != 0)?;
+    let ip = internal_ip(node)?;
+    ready(node).then(|| {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        (port, DnsNode { name, ip })
+    })
+}
+
 /// The answering nodes by port.
 pub fn desired<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> BTreeMap<u16, Vec<DnsNode>> {
     let mut out: BTreeMap<u16, Vec<DnsNode>> = BTreeMap::new();
-    for node in nodes {
-        let port = node
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(CLUSTER_DNS_PORT_LABEL))
-            .and_then(|p| p.parse::<u16>().ok())
-            .filter(|p| *p != 0);
-        let (Some(port), Some(ip), true) = (port, internal_ip(node), ready(node)) else {
-            continue;
-        };
-        out.entry(port).or_default().push(DnsNode {
-            name: node.metadata.name.clone().unwrap_or_default(),
-            ip,
-        });
+    for (port, node) in nodes.into_iter().filter_map(answering) {
+        out.entry(port).or_default().push(node);
     }
     for v in out.values_mut() {
         v.sort_by(|a, b| a.name.cmp(&b.name));

@@ -24,6 +24,7 @@ pub struct View {
 /// A kind of replica-count controller.
 pub trait Replicated:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + k8s_openapi::Resource
     + Clone
     + Debug
     + Serialize

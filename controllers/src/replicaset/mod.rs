@@ -3,7 +3,9 @@
 //!
 //! # Guarantees
 //! - Acts only once the pod cache is synced and holds every pod this controller created or
-//!   deleted before ([`Expectations`]), so a slow watch never causes double creation.
+//!   deleted before ([`Expectations`]), so a slow watch never causes double creation. It
+//!   reads its pods from an index by controller (its own and the namespace's orphans,
+//!   [`PodIndex`]), fed before each pod event reaches it.
 //! - Creates in slow-start batches (1, 2, 4, …) and stops at the first failing batch; the
 //!   failure becomes the `ReplicaFailure` condition and a `FailedCreate` event, and the sync
 //!   is retried.
@@ -25,20 +27,19 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::SelectorExt;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
 
-use super::expectations::{seen, Expectations};
+use super::expectations::Expectations;
+use super::pod_index::PodIndex;
 use super::ref_manager::{self, Claim};
 use super::{api_message, pod_template, pods, Context, EventRecorder, EventType};
+use k3rs_apimachinery::informers::{read, Shared as SharedView};
 use kinds::Replicated;
 use plan::{Manage, ManageError};
 
 /// Errors of one sync; the sync is retried.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("pod cache not ready")]
-    CacheNotReady,
     #[error("updating status of {key}: {source}")]
     UpdateStatus {
         key: String,
@@ -66,20 +67,22 @@ pub fn start_replication(ctx: Context) -> BoxFuture<'static, ()> {
 struct Shared {
     client: kube::Client,
     events: EventRecorder,
-    pods: Store<Pod>,
+    /// The pods of this kind's controllers and the orphans, by controller UID.
+    pods: SharedView<PodIndex>,
     expectations: Mutex<Expectations>,
 }
 
 /// Runs the controller for kind `K` until `ctx.stop`.
 pub async fn run<K: Replicated>(ctx: Context) {
     let backoff = ErrorBackoff::new(K::CONTROLLER);
-    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers).await;
+    let pods = PodIndex::new(<K as k8s_openapi::Resource>::KIND);
+    let (pod_index, pod_events) = ctx.informers.informer::<Pod>().indexed(pods).await;
     let controller = super::shared_controller::<K>(&ctx.informers).await;
     let owners = controller.store();
     let shared = Arc::new(Shared {
         client: ctx.client.clone(),
         events: ctx.events.clone(),
-        pods: pod_store,
+        pods: pod_index,
         expectations: Mutex::new(Expectations::default()),
     });
     let after = shared.clone();
@@ -99,10 +102,6 @@ pub async fn run<K: Replicated>(ctx: Context) {
 }
 
 async fn reconcile<K: Replicated>(obj: Arc<K>, ctx: Arc<Shared>) -> Result<Action, Error> {
-    ctx.pods
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheNotReady)?;
     let Some(view) = obj.view() else {
         return Ok(Action::await_change());
     };
@@ -116,12 +115,9 @@ async fn reconcile<K: Replicated>(obj: Arc<K>, ctx: Arc<Shared>) -> Result<Actio
     let owner_ref = ref_manager::controller_ref(&K::api_version(&()), &K::kind(&()), obj.meta());
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let mut owned: Vec<Arc<Pod>> = Vec::new();
-    let candidates = ctx
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && pods::is_active(p));
-    for pod in candidates {
+    // Its own pods and the orphans of the namespace, not every pod of the cluster.
+    let candidates = read(&ctx.pods, |ix| ix.candidates(&uid, &ns));
+    for pod in candidates.into_iter().filter(|p| pods::is_active(p)) {
         let matches = view.selector.matches(pod.labels());
         match ref_manager::claim(&uid, deleting, &pod.metadata, matches) {
             Claim::Own => owned.push(pod),
@@ -159,7 +155,9 @@ async fn reconcile<K: Replicated>(obj: Arc<K>, ctx: Arc<Shared>) -> Result<Actio
         .expectations
         .lock()
         .expect("expectations lock")
-        .satisfied(&key, Instant::now(), |uid| seen(&ctx.pods, uid));
+        .satisfied(&key, Instant::now(), |uid| {
+            read(&ctx.pods, |ix| ix.seen(uid))
+        });
     let mut error = None;
     if satisfied && !deleting {
         let active: Vec<&Pod> = owned.iter().map(|p| p.as_ref()).collect();
@@ -277,14 +275,9 @@ async fn apply<K: Replicated>(
             None
         }
         Manage::Delete(names) => {
-            let uids: Vec<Option<String>> = names
-                .iter()
-                .map(|n| {
-                    ctx.pods
-                        .get(&ObjectRef::new(n).within(&ns))
-                        .and_then(|p| p.uid())
-                })
-                .collect();
+            let uids: Vec<Option<String>> = read(&ctx.pods, |ix| {
+                names.iter().map(|n| ix.uid_of(&ns, n)).collect()
+            });
             let dp = DeleteParams::default();
             let results = join_all(names.iter().map(|n| pod_api.delete(n, &dp))).await;
             let mut failure = None;

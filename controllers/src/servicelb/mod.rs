@@ -1,8 +1,8 @@
 //! The service load-balancer controller (`servicelb`, like k3s's; service account
 //! `service-controller`, upstream's for this job): Services of type LoadBalancer get
 //! `status.loadBalancer.ingress` = the addresses of the Ready nodes ([`plan`]), which the
-//! agents' proxies then capture on every node. A node change re-checks every
-//! LoadBalancer Service.
+//! agents' proxies then capture on every node. A change in a node's readiness or address
+//! re-checks every LoadBalancer Service.
 
 pub mod plan;
 
@@ -45,9 +45,11 @@ pub async fn run(client: Client, informers: SharedInformerFactory, stop: Cancell
     let controller = super::shared_controller::<Service>(&informers).await;
     let services = controller.store();
     let ctx = Arc::new(Ctx { client, nodes });
+    let nodes_changed = informers.informer::<Node>().changed(plan::lb_address);
     backoff
         .drive(
-            controller.watches_shared_stream(informers.informer::<Node>().touched(), move |_| {
+            // Only a change in what it reads of a node (not every heartbeat of every node).
+            controller.watches_shared_stream(nodes_changed, move |_| {
                 services
                     .state()
                     .iter()

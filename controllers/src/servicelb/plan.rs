@@ -32,20 +32,20 @@ fn address(node: &Node) -> Option<String> {
 
 /// The addresses load balancers get: one per Ready, non-excluded node, sorted.
 pub fn node_addresses<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Vec<String> {
-    let mut out: Vec<String> = nodes
-        .into_iter()
-        .filter(|n| {
-            !n.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(EXCLUDE_LABEL))
-        })
-        .filter(|n| ready(n))
-        .filter_map(address)
-        .collect();
+    let mut out: Vec<String> = nodes.into_iter().filter_map(lb_address).collect();
     out.sort();
     out.dedup();
     out
+}
+
+/// The address `node` lends to load balancers: a Ready node not excluded by label, at its
+/// address; all this controller reads of a node.
+pub fn lb_address(node: &Node) -> Option<String> {
+    let excluded = (node.metadata.labels.as_ref()).is_some_and(|l| l.contains_key(EXCLUDE_LABEL));
+    if excluded || !ready(node) {
+        return None;
+    }
+    address(node)
 }
 
 /// The ingress IPs `svc` has now.
