@@ -116,11 +116,10 @@ mod tests {
         c.data.as_ref()?.get("watched").cloned()
     }
 
+    type Filter = ChangeFilter<ConfigMap, Option<String>, fn(&ConfigMap) -> Option<String>>;
+
     /// The names `events` let through.
-    fn passed(
-        f: &mut ChangeFilter<ConfigMap, Option<String>, fn(&ConfigMap) -> Option<String>>,
-        events: Vec<Event<Arc<ConfigMap>>>,
-    ) -> Vec<String> {
+    fn passed(f: &mut Filter, events: Vec<Event<Arc<ConfigMap>>>) -> Vec<String> {
         events
             .into_iter()
             .filter_map(|e| f.admit(e))
@@ -130,7 +129,7 @@ mod tests {
 
     #[test]
     fn passes_first_sight_changes_and_deletions_only() {
-        let mut f = ChangeFilter::new(watched as fn(&ConfigMap) -> Option<String>);
+        let mut f: Filter = ChangeFilter::new(watched);
         let got = passed(
             &mut f,
             vec![
@@ -149,7 +148,7 @@ mod tests {
 
     #[test]
     fn a_relist_passes_only_what_changed_and_forgets_what_it_lacks() {
-        let mut f = ChangeFilter::new(watched as fn(&ConfigMap) -> Option<String>);
+        let mut f: Filter = ChangeFilter::new(watched);
         let first = passed(
             &mut f,
             vec![
