@@ -143,16 +143,6 @@ impl PodIndex {
     pub fn uid_of(&self, ns: &str, name: &str) -> Option<String> {
         self.maps.names.get(&format!("{ns}/{name}")).cloned()
     }
-
-    /// How many pods the index holds.
-    pub fn len(&self) -> usize {
-        self.maps.pods.len()
-    }
-
-    /// Whether the index holds no pod.
-    pub fn is_empty(&self) -> bool {
-        self.maps.pods.is_empty()
-    }
 }
 
 impl Indexer<Pod> for PodIndex {
@@ -252,7 +242,7 @@ mod tests {
         );
         assert_eq!(names(ix.candidates("rs2", "a")), ["orphan", "other-rs"]);
         assert_eq!(names(ix.candidates("none", "b")), ["orphan-b"]);
-        assert_eq!(ix.len(), 6, "the Job's pod is not held");
+        assert_eq!(ix.maps.pods.len(), 6, "the Job's pod is not held");
         assert_eq!(ix.seen("u6"), Seen::Absent);
         assert_eq!(ix.seen("u1"), Seen::Present);
         assert_eq!(ix.uid_of("a", "mine-2").as_deref(), Some("u2"));
@@ -273,7 +263,7 @@ mod tests {
         assert_eq!(names(ix.candidates("other", "a")), Vec::<String>::new());
         // Taken over by another kind's controller: no longer held.
         ix.apply(Event::Apply(pod("a", "p", "u1", Some(("Job", "j")))));
-        assert!(ix.is_empty());
+        assert!(ix.maps.pods.is_empty());
         // Released again, then terminating, then deleted.
         ix.apply(Event::Apply(pod("a", "p", "u1", None)));
         assert_eq!(names(ix.candidates("x", "a")), ["p"]);
@@ -286,7 +276,7 @@ mod tests {
         assert_eq!(ix.seen("u1"), Seen::Terminating);
         assert!(ix.apply(Event::Delete(pod("a", "p", "u1", None))).is_some());
         assert_eq!(ix.seen("u1"), Seen::Absent);
-        assert!(ix.is_empty());
+        assert!(ix.maps.pods.is_empty());
         assert_eq!(ix.uid_of("a", "p"), None);
     }
 
@@ -294,7 +284,7 @@ mod tests {
     fn a_pod_replaced_under_its_name_is_held_once() {
         let mut ix = listed(vec![pod("a", "p", "old", None)]);
         ix.apply(Event::Apply(pod("a", "p", "new", None)));
-        assert_eq!(ix.len(), 1);
+        assert_eq!(ix.maps.pods.len(), 1);
         assert_eq!(ix.seen("old"), Seen::Absent);
         assert_eq!(ix.uid_of("a", "p").as_deref(), Some("new"));
         // The old one's late deletion leaves the new one alone.
