@@ -71,20 +71,6 @@ async fn read_slowly(mut recv: h2::RecvStream) -> Vec<u8> {
     buf
 }
 
-/// Lists as `c` until the answer is not 429 (a server's own request can hold the slot for
-/// a moment) nor 403 (a new RBAC binding reaches the authorizer's cache): the last code.
-async fn list_code(c: &KubeClient, path: &str) -> u16 {
-    let mut code = 0;
-    for _ in 0..100 {
-        code = c.request("GET", path, None).await.unwrap().0;
-        if code == 200 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    code
-}
-
 #[test]
 fn long_lists_stream_whole_and_a_stalled_reader_holds_only_its_read_slot() {
     let mut args = AS_BARE_API.to_vec();
@@ -166,7 +152,11 @@ fn long_lists_stream_whole_and_a_stalled_reader_holds_only_its_read_slot() {
         // bob is limited to one read at a time. A list he stops reading holds his slot...
         let holder = KubeClient::connect(&bob).await.unwrap();
         let other = KubeClient::connect(&bob).await.unwrap();
-        assert_eq!(list_code(&other, &list_path).await, 200, "bob may list");
+        assert_eq!(
+            other.get_until_ok(&list_path).await.unwrap(),
+            200,
+            "bob may list"
+        );
         let mut stalled = None;
         for _ in 0..50 {
             let (parts, recv) = holder.open(&list_path).await.unwrap();
@@ -183,7 +173,7 @@ fn long_lists_stream_whole_and_a_stalled_reader_holds_only_its_read_slot() {
         // ...until he goes away mid-list: the server drops the list and frees the slot.
         drop((stalled, holder));
         assert_eq!(
-            list_code(&other, &list_path).await,
+            other.get_until_ok(&list_path).await.unwrap(),
             200,
             "the slot came back"
         );

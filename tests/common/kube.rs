@@ -196,6 +196,21 @@ impl KubeClient {
         Ok((code, value))
     }
 
+    /// GETs `path` until the answer is 200, up to 100 times 100 ms apart (a new RBAC binding
+    /// reaches the authorizer's cache, a server's own request frees the one read slot): the
+    /// last code.
+    pub async fn get_until_ok(&self, path: &str) -> anyhow::Result<u16> {
+        let mut code = 0;
+        for _ in 0..100 {
+            code = self.request("GET", path, None).await?.0;
+            if code == 200 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        Ok(code)
+    }
+
     /// [`KubeClient::request`] with the answer's headers (the body as text).
     pub async fn request_with_headers(
         &self,

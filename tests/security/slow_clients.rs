@@ -219,14 +219,7 @@ fn inflight_limits_answer_429_with_retry_after_and_spare_watches_and_masters() {
         let holder = KubeClient::connect(&alice).await.unwrap();
         let other = KubeClient::connect(&alice).await.unwrap();
         // Until the binding reaches the authorizer's cache, alice is refused (403).
-        let mut listed = 0;
-        for _ in 0..100 {
-            listed = other.request("GET", configmaps, None).await.unwrap().0;
-            if listed == 200 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let listed = other.get_until_ok(configmaps).await.unwrap();
         assert_eq!(listed, 200, "alice may list configmaps");
         // Hold the one mutating slot: a create whose body never comes. It is answered at
         // once only if a write of the server's own had the slot at that moment.
