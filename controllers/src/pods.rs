@@ -41,11 +41,15 @@ pub fn is_ready(pod: &Pod) -> bool {
 
 /// Ready for at least `min_ready_seconds` at `now` (upstream's `IsPodAvailable`).
 pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
-    match ready_since(pod) {
+    ready_since(pod).is_some_and(|since| available_at(since, min_ready_seconds, now))
+}
+
+/// [`is_available`] of a ready pod whose Ready condition turned True at `since`.
+pub fn available_at(since: Option<Timestamp>, min_ready_seconds: i32, now: Timestamp) -> bool {
+    match since {
+        _ if min_ready_seconds <= 0 => true,
         None => false,
-        Some(_) if min_ready_seconds <= 0 => true,
-        Some(None) => false,
-        Some(Some(t)) => t + SignedDuration::from_secs(i64::from(min_ready_seconds)) < now,
+        Some(t) => t + SignedDuration::from_secs(i64::from(min_ready_seconds)) < now,
     }
 }
 

@@ -91,10 +91,17 @@ pub fn status(input: &StatusInput, now: Timestamp) -> ReplicaSetStatus {
             .iter()
             .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
     };
-    let count = |f: &dyn Fn(&Pod) -> bool| {
-        let n = input.pods.iter().filter(|p| f(p)).count();
-        (n > 0).then(|| i32::try_from(n).unwrap_or(i32::MAX))
-    };
+    // One pass, each pod's Ready condition looked up once (this runs over every owned pod
+    // on every sync).
+    let (mut fully_labeled, mut ready, mut available) = (0_usize, 0_usize, 0_usize);
+    for p in input.pods {
+        fully_labeled += usize::from(labeled(p));
+        if let Some(since) = pods::ready_since(p) {
+            ready += 1;
+            available += usize::from(pods::available_at(since, input.min_ready_seconds, now));
+        }
+    }
+    let count = |n: usize| (n > 0).then(|| i32::try_from(n).unwrap_or(i32::MAX));
     let mut conditions = input.old.conditions.clone().unwrap_or_default();
     let has_failure = conditions.iter().any(|c| c.type_ == REPLICA_FAILURE);
     match input.error {
@@ -110,9 +117,9 @@ pub fn status(input: &StatusInput, now: Timestamp) -> ReplicaSetStatus {
     }
     ReplicaSetStatus {
         replicas: i32::try_from(input.pods.len()).unwrap_or(i32::MAX),
-        fully_labeled_replicas: count(&labeled),
-        ready_replicas: count(&pods::is_ready),
-        available_replicas: count(&|p| pods::is_available(p, input.min_ready_seconds, now)),
+        fully_labeled_replicas: count(fully_labeled),
+        ready_replicas: count(ready),
+        available_replicas: count(available),
         observed_generation: input.generation,
         conditions: (!conditions.is_empty()).then_some(conditions),
         terminating_replicas: input.old.terminating_replicas,
