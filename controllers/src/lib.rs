@@ -29,6 +29,7 @@ pub(crate) mod job;
 pub(crate) mod namespace;
 pub(crate) mod node_ipam;
 pub(crate) mod node_lifecycle;
+pub(crate) mod pacing;
 pub(crate) mod pod_gc;
 pub(crate) mod pod_index;
 pub(crate) mod pod_template;

@@ -14,7 +14,7 @@
 //! - Fed through `Informer::indexed`, a sync triggered by an event sees the index with that
 //!   event applied (as the cache scan did before).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use k3rs_apimachinery::informers::Indexer;
@@ -27,8 +27,9 @@ use crate::ref_manager::controller_of;
 /// Where a pod is filed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Group {
-    /// Controlled by the controller with this UID.
-    Controller(String),
+    /// Controlled by the controller with this UID, in this namespace (a reference to a
+    /// controller of another namespace does not make it the owner).
+    Controller(String, String),
     /// Without a controller, in this namespace.
     Orphans(String),
 }
@@ -37,7 +38,9 @@ enum Group {
 #[derive(Debug, Default)]
 struct Maps {
     pods: HashMap<String, (Arc<Pod>, Group)>,
-    groups: HashMap<Group, HashSet<String>>,
+    /// The pods of each group by UID (held here too, so a sync reads its group without a
+    /// lookup per pod).
+    groups: HashMap<Group, HashMap<String, Arc<Pod>>>,
     /// `namespace/name` → UID, so a pod replaced under its name is not held twice.
     names: HashMap<String, String>,
 }
@@ -69,7 +72,7 @@ impl Maps {
         self.groups
             .entry(group.clone())
             .or_default()
-            .insert(uid.clone());
+            .insert(uid.clone(), pod.clone());
         self.pods.insert(uid, (pod, group));
     }
 }
@@ -102,7 +105,10 @@ impl PodIndex {
 
     fn group(&self, pod: &Pod) -> Option<Group> {
         match controller_of(&pod.metadata) {
-            Some(r) if r.kind == self.kind => Some(Group::Controller(r.uid.clone())),
+            Some(r) if r.kind == self.kind => Some(Group::Controller(
+                r.uid.clone(),
+                pod.metadata.namespace.clone().unwrap_or_default(),
+            )),
             Some(_) => None,
             None => Some(Group::Orphans(
                 pod.metadata.namespace.clone().unwrap_or_default(),
@@ -114,17 +120,13 @@ impl PodIndex {
     /// orphans of `ns` (upstream's `FilterPodsByOwner`), in no particular order.
     pub fn candidates(&self, uid: &str, ns: &str) -> Vec<Arc<Pod>> {
         let groups = [
-            Group::Controller(uid.to_string()),
+            Group::Controller(uid.to_string(), ns.to_string()),
             Group::Orphans(ns.to_string()),
         ];
         groups
             .iter()
             .filter_map(|g| self.maps.groups.get(g))
-            .flatten()
-            .filter_map(|uid| self.maps.pods.get(uid))
-            .map(|(pod, _)| pod)
-            // A reference to a controller of another namespace does not make it the owner.
-            .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+            .flat_map(HashMap::values)
             .cloned()
             .collect()
     }
