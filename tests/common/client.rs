@@ -11,11 +11,18 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
 use super::Endpoint;
 
-/// Opens one HTTP/2 connection to `ep` (each call is a separate connection).
+/// Opens one HTTP/2 connection to `ep` (each call is a separate connection); requests time
+/// out after 10 s.
 pub async fn channel(ep: &Endpoint) -> anyhow::Result<Channel> {
+    channel_with_timeout(ep, Duration::from_secs(10)).await
+}
+
+/// [`channel`] whose requests time out after `timeout` (a reference etcd's physical
+/// compaction of a long history takes longer than 10 s on a loaded machine).
+pub async fn channel_with_timeout(ep: &Endpoint, timeout: Duration) -> anyhow::Result<Channel> {
     let mut endpoint = tonic::transport::Endpoint::from_shared(ep.url.clone())?
         .connect_timeout(Duration::from_secs(3))
-        .timeout(Duration::from_secs(10))
+        .timeout(timeout)
         .tcp_nodelay(true);
     if let Some(tls) = &ep.tls {
         let mut config =
@@ -42,7 +49,12 @@ pub struct Clients {
 
 impl Clients {
     pub async fn connect(ep: &Endpoint) -> anyhow::Result<Clients> {
-        let ch = channel(ep).await?;
+        Clients::connect_with_timeout(ep, Duration::from_secs(10)).await
+    }
+
+    /// [`Clients::connect`] whose requests time out after `timeout`.
+    pub async fn connect_with_timeout(ep: &Endpoint, timeout: Duration) -> anyhow::Result<Clients> {
+        let ch = channel_with_timeout(ep, timeout).await?;
         let big = 64 * 1024 * 1024;
         Ok(Clients {
             kv: KvClient::new(ch.clone())
