@@ -19,6 +19,9 @@ pub const KUBELET_LABELS: &[&str] = &[
 /// The label an agent that answers cluster DNS sets on its Node, valued with the port it
 /// answers on; the server's `kube-dns` endpoints are the Ready nodes that carry it.
 pub const CLUSTER_DNS_PORT_LABEL: &str = "k3rs.io/cluster-dns-port";
+/// The annotation `k3rs agent --hollow` puts on the Nodes it simulates: they have no kubelet
+/// API (their addresses are made up), so the API server never dials them.
+pub const HOLLOW_NODE_ANNOTATION: &str = "k3rs.io/hollow-node";
 
 /// Label domains (and their subdomains) a kubelet may set labels in.
 pub const KUBELET_LABEL_DOMAINS: &[&str] = &["kubelet.kubernetes.io", "node.kubernetes.io"];

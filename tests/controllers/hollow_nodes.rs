@@ -129,6 +129,17 @@ fn hollow_nodes_register_run_pods_and_stop_heartbeating() {
     let table = k.ok(&["get", "pod", "web", "--no-headers"]);
     assert_eq!(&common::kubectl::table(&table)[0][1..3], ["1/1", "Running"]);
 
+    // A hollow node's addresses are made up: the API server never dials them (its logs,
+    // its proxy and the metrics scrape answer at once instead of sending packets off the
+    // machine to 198.18.0.0/15).
+    let hollow = "\"hn-1\" is a hollow node (k3rs agent --hollow): it has no kubelet API";
+    k.fails_with(&["logs", "web"], None, hollow);
+    k.fails_with(
+        &["get", "--raw", "/api/v1/nodes/hn-1/proxy/healthz"],
+        None,
+        hollow,
+    );
+
     // Graceful deletion completes: the kubelet deletes the pod once its containers stopped.
     k.ok(&["delete", "pod", "web", "--timeout=30s"]);
     let gone = k.run(&["get", "pod", "web"]);

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use k3rs_apimachinery::labels::HOLLOW_NODE_ANNOTATION;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
@@ -52,7 +53,9 @@ pub struct HollowNode {
 }
 
 /// The InternalIP of the node with `index`: the `index+1`-th address of 198.18.0.0/15 (the
-/// benchmarking range, never routed), wrapping after 131,070 nodes.
+/// benchmarking range), wrapping after 131,070 nodes. Nothing answers there, and a host's
+/// default route may still carry packets to it: the Node's [`HOLLOW_NODE_ANNOTATION`] keeps
+/// the API server from dialing it.
 pub fn node_ip(index: usize) -> IpAddr {
     let base = u32::from(std::net::Ipv4Addr::new(198, 18, 0, 0));
     IpAddr::V4(base.wrapping_add((index as u32 % 131_070) + 1).into())
@@ -83,6 +86,7 @@ pub fn node_object(node: &HollowNode, shape: &NodeShape, now: Timestamp) -> Node
             "annotations": {
                 "node.alpha.kubernetes.io/ttl": "0",
                 "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                HOLLOW_NODE_ANNOTATION: "true",
             },
         },
         "spec": {},
@@ -214,6 +218,7 @@ mod tests {
                 "node.kubernetes.io/instance-type": "hollow",
             })
         );
+        assert_eq!(v["metadata"]["annotations"]["k3rs.io/hollow-node"], "true");
         assert_eq!(
             v["status"]["capacity"],
             json!({"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi",

@@ -4,11 +4,13 @@
 //! # Guarantees
 //! - Container checks and messages are upstream's: no name with several containers is a 400
 //!   listing them, a name the pod lacks is a 400 `container X is not valid for pod P`.
+//! - A hollow node ([`HOLLOW_NODE_ANNOTATION`]) is never dialed: its addresses are made up.
 //! - The node is dialed at its first address of k3s's preferred types (InternalIP,
 //!   ExternalIP, Hostname) and `status.daemonEndpoints.kubeletEndpoint.Port` (10250 when 0).
 
 use serde_json::Value;
 
+use k3rs_apimachinery::labels::HOLLOW_NODE_ANNOTATION;
 use k3rs_apimachinery::request_info::QueryParams;
 use k3rs_apimachinery::status::ApiError;
 
@@ -27,8 +29,15 @@ pub struct KubeletAddress {
     pub port: u16,
 }
 
-/// The kubelet address of `node` (a Node object).
+/// The kubelet address of `node` (a Node object); a hollow node (one with
+/// [`HOLLOW_NODE_ANNOTATION`]) has none.
 pub fn kubelet_address(node: &Value) -> Result<KubeletAddress, ApiError> {
+    if node["metadata"]["annotations"][HOLLOW_NODE_ANNOTATION].is_string() {
+        let name = node["metadata"]["name"].as_str().unwrap_or_default();
+        return Err(ApiError::unavailable(format!(
+            "node {name:?} is a hollow node (k3rs agent --hollow): it has no kubelet API"
+        )));
+    }
     let addresses = node["status"]["addresses"]
         .as_array()
         .cloned()
@@ -354,6 +363,19 @@ mod tests {
         assert_eq!(kubelet_address(&n).unwrap().port, 10250);
         let e = kubelet_address(&json!({"metadata": {"name": "n1"}})).unwrap_err();
         assert_eq!(e.code, 400);
+    }
+
+    #[test]
+    fn a_hollow_node_is_never_dialed() {
+        let n = json!({"metadata": {"name": "h1", "annotations": {"k3rs.io/hollow-node": "true"}},
+            "status": {"addresses": [{"type": "InternalIP", "address": "198.18.0.2"}]}});
+        let e = kubelet_address(&n).unwrap_err();
+        assert_eq!(e.code, 503);
+        assert!(
+            e.message.contains("\"h1\" is a hollow node"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
