@@ -1,7 +1,7 @@
 //! The I/O half of [`ref_manager`](super::ref_manager) for pods: a controller adopts the
-//! matching orphans of its namespace from the pod cache and releases its pods that stopped
-//! matching, each with a guarded merge patch (upstream's `ClaimPods`); and, the other way
-//! round, which controllers a pod event concerns.
+//! matching orphans of its namespace and releases its pods that stopped matching, each with a
+//! guarded merge patch (upstream's `ClaimPods`); and, the other way round, which controllers
+//! a pod event concerns.
 
 use std::sync::Arc;
 
@@ -15,22 +15,19 @@ use kube::{Resource, ResourceExt};
 use super::ref_manager::{self, Claim};
 use super::{api_err, SyncError};
 
-/// The pods of `ns` in `cache` the controller `owner` (being deleted: `deleting`) owns after
-/// claiming: its own that `matches`, plus the orphans it adopted. A pod gone meanwhile is
-/// skipped; any other failed patch fails the claim.
+/// The pods among `candidates` (the controller's own pods and the orphans of its namespace,
+/// [`PodIndex::candidates`](super::pod_index::PodIndex::candidates)) the controller `owner`
+/// (being deleted: `deleting`) owns after claiming: its own that `matches`, plus the orphans
+/// it adopted. A pod gone meanwhile is skipped; any other failed patch fails the claim.
 pub async fn claim_pods(
     api: &Api<Pod>,
-    cache: &Store<Pod>,
-    ns: &str,
+    candidates: Vec<Arc<Pod>>,
     owner: &OwnerReference,
     deleting: bool,
     matches: impl Fn(&Pod) -> bool,
 ) -> Result<Vec<Arc<Pod>>, SyncError> {
     let mut owned = Vec::new();
-    for pod in cache.state() {
-        if pod.namespace().as_deref() != Some(ns) {
-            continue;
-        }
+    for pod in candidates {
         let patch = match ref_manager::claim(&owner.uid, deleting, &pod.metadata, matches(&pod)) {
             Claim::Own => {
                 owned.push(pod);

@@ -20,24 +20,12 @@ use kube::runtime::controller;
 /// How long unmet expectations hold a controller back.
 pub const TIMEOUT: Duration = Duration::from_secs(300);
 
-/// What the cache shows of an object (by uid).
+/// What the cache shows of an object (by uid; for pods, [`PodIndex::seen`](crate::pod_index::PodIndex::seen)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Seen {
     Absent,
     Present,
     Terminating,
-}
-
-/// What the pod cache `pods` shows of the pod with `uid`.
-pub fn seen(
-    pods: &kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Pod>,
-    uid: &str,
-) -> Seen {
-    match pods.find(|p| p.metadata.uid.as_deref() == Some(uid)) {
-        None => Seen::Absent,
-        Some(p) if p.metadata.deletion_timestamp.is_some() => Seen::Terminating,
-        Some(_) => Seen::Present,
-    }
 }
 
 #[derive(Debug, Default)]

@@ -1,23 +1,22 @@
-//! The pods of each controller of one kind and the orphans of each namespace (upstream's
-//! `PodControllerUIDIndex` with its per-namespace orphan key), kept from a pod subscription's
-//! events: a sync reads the pods it may own instead of every pod of the cluster, and its
-//! expectations look a created or deleted pod up by UID instead of scanning the cache for it
-//! (a scan per pending pod per sync was most of the ReplicaSet controller's time at 30,000
-//! pods).
+//! The pods of each controller and the orphans of each namespace (upstream's
+//! `PodControllerUIDIndex` with its per-namespace orphan key), one index for the whole process
+//! kept by the shared pod informer ([`shared`]): a sync reads the pods it may own instead of
+//! every pod of the cluster, and expectations look a created or deleted pod up by UID instead
+//! of scanning the cache for it (a scan per pending pod per sync was most of the ReplicaSet
+//! controller's time at 30,000 pods).
 //!
 //! # Guarantees
-//! - [`PodIndex::apply`] takes a subscription's events in order; the index then shows what
-//!   they left: every pod whose controller reference is of the index's kind, under that
-//!   controller's UID, and every pod without a controller, under its namespace. Pods of other
-//!   controllers are not held. A complete list (`Init` … `InitDone`) replaces the index at
-//!   its end, as a reflector's store is replaced.
-//! - Fed through `Informer::indexed`, a sync triggered by an event sees the index with that
-//!   event applied (as the cache scan did before).
+//! - The index shows what the informer's events left: every pod with a controller reference
+//!   under that controller's UID (whatever its kind) and namespace, every pod without one
+//!   under its namespace. A complete list (`Init` … `InitDone`) replaces the index at its
+//!   end, as a reflector's store is replaced.
+//! - The informer applies each change to the index before any subscriber hears of it, so a
+//!   sync a pod event triggers sees the index with that event applied.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k3rs_apimachinery::informers::Indexer;
+use k3rs_apimachinery::informers::{Indexer, Shared, SharedInformerFactory};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
 
@@ -34,46 +33,64 @@ enum Group {
     Orphans(String),
 }
 
-/// The indexed pods, by UID, and the groups they are filed in.
+impl Group {
+    fn of(pod: &Pod) -> Group {
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        match controller_of(&pod.metadata) {
+            Some(r) => Group::Controller(r.uid.clone(), ns),
+            None => Group::Orphans(ns),
+        }
+    }
+}
+
+/// The indexed pods: the group of each (by UID), each group's pods, and the UID under each
+/// name.
 #[derive(Debug, Default)]
 struct Maps {
-    pods: HashMap<String, (Arc<Pod>, Group)>,
-    /// The pods of each group by UID (held here too, so a sync reads its group without a
-    /// lookup per pod).
+    filed: HashMap<String, Group>,
     groups: HashMap<Group, HashMap<String, Arc<Pod>>>,
     /// `namespace/name` → UID, so a pod replaced under its name is not held twice.
     names: HashMap<String, String>,
 }
 
 impl Maps {
+    fn pod(&self, uid: &str) -> Option<&Arc<Pod>> {
+        self.groups.get(self.filed.get(uid)?)?.get(uid)
+    }
+
     fn remove(&mut self, uid: &str) {
-        let Some((pod, group)) = self.pods.remove(uid) else {
+        let Some(group) = self.filed.remove(uid) else {
             return;
         };
-        if let Some(members) = self.groups.get_mut(&group) {
-            members.remove(uid);
-            if members.is_empty() {
-                self.groups.remove(&group);
-            }
+        let Some(members) = self.groups.get_mut(&group) else {
+            return;
+        };
+        let pod = members.remove(uid);
+        if members.is_empty() {
+            self.groups.remove(&group);
         }
-        let name = name_key(&pod);
-        if self.names.get(&name).is_some_and(|u| u == uid) {
-            self.names.remove(&name);
+        if let Some(pod) = pod {
+            let name = name_key(&pod);
+            if self.names.get(&name).is_some_and(|u| u == uid) {
+                self.names.remove(&name);
+            }
         }
     }
 
-    fn insert(&mut self, uid: String, pod: Arc<Pod>, group: Group) {
-        let name = name_key(&pod);
-        if let Some(old) = self.names.insert(name, uid.clone()) {
+    fn insert(&mut self, pod: Arc<Pod>) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        self.remove(&uid);
+        if let Some(old) = self.names.insert(name_key(&pod), uid.clone()) {
             if old != uid {
                 self.remove(&old);
             }
         }
+        let group = Group::of(&pod);
         self.groups
             .entry(group.clone())
             .or_default()
-            .insert(uid.clone(), pod.clone());
-        self.pods.insert(uid, (pod, group));
+            .insert(uid.clone(), pod);
+        self.filed.insert(uid, group);
     }
 }
 
@@ -83,60 +100,50 @@ fn name_key(pod: &Pod) -> String {
     format!("{ns}/{name}")
 }
 
-/// The index of one controller kind's pods (see the module's guarantees).
-#[derive(Debug)]
+/// The process's pod index (see the module's guarantees).
+#[derive(Debug, Default)]
 pub struct PodIndex {
-    /// The `kind` of the controller references filed by UID (`ReplicaSet`, …).
-    kind: &'static str,
     maps: Maps,
     /// The complete list being received.
     listing: Option<Maps>,
 }
 
+/// The shared pod informer's index, once the informer's first list is in it.
+pub async fn shared(informers: &SharedInformerFactory) -> Shared<PodIndex> {
+    informers.informer::<Pod>().index::<PodIndex>().await
+}
+
 impl PodIndex {
-    /// An empty index of the pods of controllers of `kind`.
-    pub fn new(kind: &'static str) -> PodIndex {
-        PodIndex {
-            kind,
-            maps: Maps::default(),
-            listing: None,
-        }
+    fn group(&self, group: &Group) -> impl Iterator<Item = &Arc<Pod>> {
+        self.maps
+            .groups
+            .get(group)
+            .into_iter()
+            .flat_map(HashMap::values)
     }
 
-    fn group(&self, pod: &Pod) -> Option<Group> {
-        match controller_of(&pod.metadata) {
-            Some(r) if r.kind == self.kind => Some(Group::Controller(
-                r.uid.clone(),
-                pod.metadata.namespace.clone().unwrap_or_default(),
-            )),
-            Some(_) => None,
-            None => Some(Group::Orphans(
-                pod.metadata.namespace.clone().unwrap_or_default(),
-            )),
-        }
+    /// The pods of namespace `ns` the controller with `uid` controls, in no particular order.
+    pub fn controlled_by(&self, uid: &str, ns: &str) -> Vec<Arc<Pod>> {
+        let group = Group::Controller(uid.to_string(), ns.to_string());
+        self.group(&group).cloned().collect()
     }
 
     /// The pods of namespace `ns` a controller with `uid` may own: those it controls and the
     /// orphans of `ns` (upstream's `FilterPodsByOwner`), in no particular order.
     pub fn candidates(&self, uid: &str, ns: &str) -> Vec<Arc<Pod>> {
-        let groups = [
-            Group::Controller(uid.to_string(), ns.to_string()),
-            Group::Orphans(ns.to_string()),
-        ];
-        groups
-            .iter()
-            .filter_map(|g| self.maps.groups.get(g))
-            .flat_map(HashMap::values)
+        let own = Group::Controller(uid.to_string(), ns.to_string());
+        let orphans = Group::Orphans(ns.to_string());
+        self.group(&own)
+            .chain(self.group(&orphans))
             .cloned()
             .collect()
     }
 
-    /// What the index shows of the pod with `uid` (for expectations; a pod that has since
-    /// passed to another kind's controller reads as absent).
+    /// What the index shows of the pod with `uid` (for expectations).
     pub fn seen(&self, uid: &str) -> Seen {
-        match self.maps.pods.get(uid) {
+        match self.maps.pod(uid) {
             None => Seen::Absent,
-            Some((p, _)) if p.metadata.deletion_timestamp.is_some() => Seen::Terminating,
+            Some(p) if p.metadata.deletion_timestamp.is_some() => Seen::Terminating,
             Some(_) => Seen::Present,
         }
     }
@@ -148,40 +155,19 @@ impl PodIndex {
 }
 
 impl Indexer<Pod> for PodIndex {
-    /// Applies one event; the pod it touches, if any (as the subscription's `touched` gives).
-    fn apply(&mut self, event: Event<Arc<Pod>>) -> Option<Arc<Pod>> {
+    fn apply(&mut self, event: Event<Arc<Pod>>) {
         match event {
-            Event::Init => {
-                self.listing = Some(Maps::default());
-                None
-            }
-            Event::InitApply(pod) => {
-                let group = self.group(&pod);
-                let uid = pod.metadata.uid.clone().unwrap_or_default();
-                let maps = self.listing.get_or_insert_with(Maps::default);
-                if let Some(group) = group {
-                    maps.insert(uid, pod.clone(), group);
-                }
-                Some(pod)
-            }
+            Event::Init => self.listing = Some(Maps::default()),
+            Event::InitApply(pod) => self.listing.get_or_insert_with(Maps::default).insert(pod),
             Event::InitDone => {
                 if let Some(listed) = self.listing.take() {
                     self.maps = listed;
                 }
-                None
             }
-            Event::Apply(pod) => {
-                let uid = pod.metadata.uid.clone().unwrap_or_default();
-                self.maps.remove(&uid);
-                if let Some(group) = self.group(&pod) {
-                    self.maps.insert(uid, pod.clone(), group);
-                }
-                Some(pod)
-            }
+            Event::Apply(pod) => self.maps.insert(pod),
             Event::Delete(pod) => {
                 self.maps
                     .remove(pod.metadata.uid.as_deref().unwrap_or_default());
-                Some(pod)
             }
         }
     }
@@ -217,7 +203,7 @@ mod tests {
     }
 
     fn listed(pods: Vec<Arc<Pod>>) -> PodIndex {
-        let mut ix = PodIndex::new("ReplicaSet");
+        let mut ix = PodIndex::default();
         ix.apply(Event::Init);
         for p in pods {
             ix.apply(Event::InitApply(p));
@@ -234,7 +220,7 @@ mod tests {
             pod("a", "orphan", "u3", None),
             pod("b", "orphan-b", "u4", None),
             pod("a", "other-rs", "u5", Some(("ReplicaSet", "rs2"))),
-            pod("a", "job", "u6", Some(("Job", "rs"))),
+            pod("a", "job", "u6", Some(("Job", "j"))),
             // Names this controller's UID but lives elsewhere: not its pod.
             pod("b", "forged", "u7", Some(("ReplicaSet", "rs"))),
         ]);
@@ -244,8 +230,12 @@ mod tests {
         );
         assert_eq!(names(ix.candidates("rs2", "a")), ["orphan", "other-rs"]);
         assert_eq!(names(ix.candidates("none", "b")), ["orphan-b"]);
-        assert_eq!(ix.maps.pods.len(), 6, "the Job's pod is not held");
-        assert_eq!(ix.seen("u6"), Seen::Absent);
+        assert_eq!(names(ix.controlled_by("j", "a")), ["job"], "any kind");
+        assert_eq!(names(ix.controlled_by("rs", "a")), ["mine-1", "mine-2"]);
+        assert_eq!(names(ix.controlled_by("rs", "b")), ["forged"]);
+        assert_eq!(ix.maps.filed.len(), 7);
+        assert_eq!(ix.seen("u6"), Seen::Present);
+        assert_eq!(ix.seen("u9"), Seen::Absent);
         assert_eq!(ix.seen("u1"), Seen::Present);
         assert_eq!(ix.uid_of("a", "mine-2").as_deref(), Some("u2"));
     }
@@ -254,18 +244,18 @@ mod tests {
     fn changes_move_pods_between_groups() {
         let mut ix = listed(vec![pod("a", "p", "u1", None)]);
         // Adopted.
-        let touched = ix.apply(Event::Apply(pod(
+        ix.apply(Event::Apply(pod(
             "a",
             "p",
             "u1",
             Some(("ReplicaSet", "rs")),
         )));
-        assert!(touched.is_some());
         assert_eq!(names(ix.candidates("rs", "a")), ["p"]);
         assert_eq!(names(ix.candidates("other", "a")), Vec::<String>::new());
-        // Taken over by another kind's controller: no longer held.
+        // Handed over to another controller (of another kind).
         ix.apply(Event::Apply(pod("a", "p", "u1", Some(("Job", "j")))));
-        assert!(ix.maps.pods.is_empty());
+        assert_eq!(names(ix.candidates("rs", "a")), Vec::<String>::new());
+        assert_eq!(names(ix.controlled_by("j", "a")), ["p"]);
         // Released again, then terminating, then deleted.
         ix.apply(Event::Apply(pod("a", "p", "u1", None)));
         assert_eq!(names(ix.candidates("x", "a")), ["p"]);
@@ -276,9 +266,10 @@ mod tests {
             ));
         ix.apply(Event::Apply(Arc::new(dying)));
         assert_eq!(ix.seen("u1"), Seen::Terminating);
-        assert!(ix.apply(Event::Delete(pod("a", "p", "u1", None))).is_some());
+        ix.apply(Event::Delete(pod("a", "p", "u1", None)));
         assert_eq!(ix.seen("u1"), Seen::Absent);
-        assert!(ix.maps.pods.is_empty());
+        assert!(ix.maps.filed.is_empty());
+        assert!(ix.maps.groups.is_empty(), "no empty group is kept");
         assert_eq!(ix.uid_of("a", "p"), None);
     }
 
@@ -286,7 +277,7 @@ mod tests {
     fn a_pod_replaced_under_its_name_is_held_once() {
         let mut ix = listed(vec![pod("a", "p", "old", None)]);
         ix.apply(Event::Apply(pod("a", "p", "new", None)));
-        assert_eq!(ix.maps.pods.len(), 1);
+        assert_eq!(ix.maps.filed.len(), 1);
         assert_eq!(ix.seen("old"), Seen::Absent);
         assert_eq!(ix.uid_of("a", "p").as_deref(), Some("new"));
         // The old one's late deletion leaves the new one alone.

@@ -205,14 +205,21 @@ impl<K> Clone for Change<K> {
     }
 }
 
-/// The queues of the subscribers. The feed applies a change to the cache and queues it while
-/// holding them, so a new subscriber's first list and the changes after it line up exactly.
-struct Subscribers<K>(Vec<mpsc::UnboundedSender<Change<K>>>);
+/// The queues of the subscribers and the indexes. The feed applies a change to the cache and
+/// the indexes and queues it while holding them, so a new subscriber's (or index's) first
+/// list and the changes after it line up exactly.
+struct Subscribers<K> {
+    queues: Vec<mpsc::UnboundedSender<Change<K>>>,
+    indexes: Vec<indexed::Index<K>>,
+}
 
 impl<K> Subscribers<K> {
-    /// Queues `change` for every subscriber still there.
+    /// Applies `change` to every index, then queues it for every subscriber still there.
     fn send(&mut self, change: &Change<K>) {
-        self.0.retain(|s| s.send(change.clone()).is_ok());
+        for index in &self.indexes {
+            index.apply(change);
+        }
+        self.queues.retain(|s| s.send(change.clone()).is_ok());
     }
 }
 
@@ -220,7 +227,10 @@ impl<K: Cached> Informer<K> {
     /// An informer not yet fed, and what feeds it.
     fn new() -> (Informer<K>, Feed<K>) {
         let (store, writer) = reflector::store();
-        let subscribers = Arc::new(Mutex::new(Subscribers(Vec::new())));
+        let subscribers = Arc::new(Mutex::new(Subscribers {
+            queues: Vec::new(),
+            indexes: Vec::new(),
+        }));
         let (synced_tx, synced) = watch::channel(false);
         let informer = Informer {
             store: store.clone(),
@@ -283,7 +293,7 @@ impl<K: Cached> Informer<K> {
             // Cannot fail: `rx` is right here.
             let _ = tx.send(Change::Listed(self.store.state().into()));
         }
-        subscribers.0.push(tx);
+        subscribers.queues.push(tx);
         Subscription::new(rx)
     }
 

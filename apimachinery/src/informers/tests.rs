@@ -164,10 +164,10 @@ async fn a_dropped_subscriber_is_forgotten() {
     let kept = informer.subscribe();
     drop(informer.subscribe());
     list(&mut feed, &[cm("a", "1")]);
-    assert_eq!(lock(&informer.subscribers).0.len(), 1);
+    assert_eq!(lock(&informer.subscribers).queues.len(), 1);
     drop(kept);
     feed.apply(watcher::Event::Apply(cm("a", "2")));
-    assert_eq!(lock(&informer.subscribers).0.len(), 0);
+    assert_eq!(lock(&informer.subscribers).queues.len(), 0);
 }
 
 #[tokio::test]
@@ -183,6 +183,76 @@ async fn cached_objects_have_no_managed_fields_and_are_shared_with_subscribers()
         panic!("no apply")
     };
     assert!(Arc::ptr_eq(&cached, &seen), "one copy of the object");
+}
+
+/// An index of each ConfigMap's value by name (a relist starts it afresh).
+#[derive(Default)]
+struct Values(std::collections::BTreeMap<String, String>);
+
+impl Indexer<ConfigMap> for Values {
+    fn apply(&mut self, event: watcher::Event<Arc<ConfigMap>>) {
+        let name = |o: &ConfigMap| o.metadata.name.clone().unwrap_or_default();
+        match event {
+            watcher::Event::Init => self.0.clear(),
+            watcher::Event::InitApply(o) | watcher::Event::Apply(o) => {
+                let value = o.data.as_ref().and_then(|d| d.get("k").cloned());
+                self.0.insert(name(&o), value.unwrap_or_default());
+            }
+            watcher::Event::Delete(o) => {
+                self.0.remove(&name(&o));
+            }
+            watcher::Event::InitDone => {}
+        }
+    }
+}
+
+fn values(view: &Shared<Values>) -> Vec<(String, String)> {
+    read(view, |v| v.0.clone().into_iter().collect())
+}
+
+fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+    p.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_index_is_fed_before_any_subscriber_and_shared_by_type() {
+    let (informer, mut feed) = Informer::<ConfigMap>::new();
+    // Made before the first list: returns once the list is in it.
+    let mut early = Box::pin(informer.index::<Values>());
+    assert!((&mut early).now_or_never().is_none(), "waits for the list");
+    let mut s = informer.subscribe();
+    list(&mut feed, &[cm("a", "1"), cm("b", "1")]);
+    let view = early.now_or_never().expect("synced");
+    assert_eq!(values(&view), pairs(&[("a", "1"), ("b", "1")]));
+    drain(&mut s);
+
+    // A change is in the index by the time any subscriber is told of it.
+    feed.apply(watcher::Event::Apply(cm("a", "2")));
+    feed.apply(watcher::Event::Delete(cm("b", "1")));
+    assert_eq!(values(&view), pairs(&[("a", "2")]));
+    assert_eq!(drain(&mut s).len(), 2);
+
+    // One index per type: a second reader gets the same one.
+    let again = informer.index::<Values>().now_or_never().expect("synced");
+    assert!(Arc::ptr_eq(&view, &again));
+    assert_eq!(lock(&informer.subscribers).indexes.len(), 1);
+
+    // A relist: what it lacks goes, the index is the new list.
+    list(&mut feed, &[cm("c", "1")]);
+    assert_eq!(values(&view), pairs(&[("c", "1")]));
+}
+
+#[tokio::test]
+async fn an_index_made_after_the_first_list_starts_with_the_cache() {
+    let (informer, mut feed) = Informer::<ConfigMap>::new();
+    list(&mut feed, &[cm("a", "1")]);
+    feed.apply(watcher::Event::Apply(cm("b", "1")));
+    let view = informer.index::<Values>().now_or_never().expect("synced");
+    assert_eq!(values(&view), pairs(&[("a", "1"), ("b", "1")]));
+    feed.apply(watcher::Event::Apply(cm("b", "2")));
+    assert_eq!(values(&view), pairs(&[("a", "1"), ("b", "2")]));
 }
 
 #[tokio::test]

@@ -37,14 +37,16 @@ use kube::{Resource, ResourceExt};
 
 use super::api_message;
 use super::deployment::hash::compute_hash;
-use super::expectations::{seen, Expectations};
+use super::expectations::Expectations;
 use super::history::{holds, renumber, revision_data};
+use super::pod_index::{self, PodIndex};
 use super::ref_manager;
 use super::replicaset::plan::slow_start_batches;
 use super::SyncError as Error;
 use super::{api_err, claim, Context, EventRecorder, EventType};
 use backoff::Backoff;
 use eligibility::REVISION_LABEL;
+use k3rs_apimachinery::informers::{read, Shared as SharedView};
 use plan::NodeFit;
 
 /// Upstream's service account (and event source) name for the controller.
@@ -53,7 +55,8 @@ pub const NAME: &str = "daemon-set-controller";
 struct Shared {
     client: kube::Client,
     events: EventRecorder,
-    pods: Store<Pod>,
+    /// The process's pods by controller.
+    pods: SharedView<PodIndex>,
     nodes: Store<Node>,
     revisions: Store<ControllerRevision>,
     expectations: Mutex<Expectations>,
@@ -67,7 +70,8 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("daemonset");
-    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers).await;
+    let pod_events = ctx.informers.informer::<Pod>().touched();
+    let pod_index = pod_index::shared(&ctx.informers).await;
     let (node_store, node_events) = super::watched::<Node>(&ctx.informers).await;
     let revisions = super::informer::<ControllerRevision>(&ctx.informers).await;
     let controller = super::shared_controller::<DaemonSet>(&ctx.informers).await;
@@ -76,7 +80,7 @@ async fn run(ctx: Context) {
     let shared = Arc::new(Shared {
         client: ctx.client.clone(),
         events: ctx.events.clone(),
-        pods: pod_store,
+        pods: pod_index,
         nodes: node_store,
         revisions,
         expectations: Mutex::new(Expectations::default()),
@@ -121,10 +125,6 @@ struct Sync<'a> {
 }
 
 async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Shared>) -> Result<Action, Error> {
-    ctx.pods
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheNotReady)?;
     ctx.nodes
         .wait_until_ready()
         .await
@@ -167,7 +167,9 @@ async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Shared>) -> Result<Action, Error
         .expectations
         .lock()
         .expect("expectations lock")
-        .satisfied(&s.key, Instant::now(), |uid| seen(&ctx.pods, uid));
+        .satisfied(&s.key, Instant::now(), |uid| {
+            read(&ctx.pods, |ix| ix.seen(uid))
+        });
     if satisfied {
         let owned = s.claim_pods(&sel).await?;
         let refs: Vec<&Pod> = owned.iter().map(|p| p.as_ref()).collect();
@@ -299,20 +301,16 @@ impl Sync<'_> {
     /// The cached pods this DaemonSet controls (for the status).
     fn owned_pods(&self, sel: &Selector) -> Vec<Arc<Pod>> {
         let uid = self.ds.uid().unwrap_or_default();
-        self.ctx
-            .pods
-            .state()
-            .into_iter()
-            .filter(|p| p.namespace().as_deref() == Some(self.ns.as_str()))
-            .filter(|p| sel.matches(p.labels()))
-            .filter(|p| ref_manager::controller_of(&p.metadata).is_some_and(|r| r.uid == uid))
-            .collect()
+        let mut pods = read(&self.ctx.pods, |ix| ix.controlled_by(&uid, &self.ns));
+        pods.retain(|p| sel.matches(p.labels()));
+        pods
     }
 
     /// The DaemonSet's pods after adopting matching orphans and releasing non-matching ones.
     async fn claim_pods(&self, sel: &Selector) -> Result<Vec<Arc<Pod>>, Error> {
         let owner = ref_manager::controller_ref("apps/v1", "DaemonSet", &self.ds.metadata);
-        claim::claim_pods(&self.pods, &self.ctx.pods, &self.ns, &owner, false, |pod| {
+        let candidates = read(&self.ctx.pods, |ix| ix.candidates(&owner.uid, &self.ns));
+        claim::claim_pods(&self.pods, candidates, &owner, false, |pod| {
             sel.matches(pod.labels())
         })
         .await
@@ -458,11 +456,7 @@ impl Sync<'_> {
         for (name, r) in delete.iter().zip(results) {
             match r {
                 Ok(_) => {
-                    let uid = self
-                        .ctx
-                        .pods
-                        .get(&ObjectRef::new(name).within(&self.ns))
-                        .and_then(|p| p.uid());
+                    let uid = read(&self.ctx.pods, |ix| ix.uid_of(&self.ns, name));
                     if let Some(uid) = uid {
                         self.ctx
                             .expectations
@@ -501,14 +495,11 @@ impl Sync<'_> {
             return;
         }
         let uid = self.ds.uid().unwrap_or_default();
-        let live: std::collections::HashSet<String> = self
-            .ctx
-            .pods
-            .state()
-            .iter()
-            .filter(|p| ref_manager::controller_of(&p.metadata).is_some_and(|r| r.uid == uid))
-            .filter_map(|p| p.labels().get(REVISION_LABEL).cloned())
-            .collect();
+        let live: std::collections::HashSet<String> =
+            read(&self.ctx.pods, |ix| ix.controlled_by(&uid, &self.ns))
+                .iter()
+                .filter_map(|p| p.labels().get(REVISION_LABEL).cloned())
+                .collect();
         old.sort_by_key(|cr| cr.revision);
         let api: Api<ControllerRevision> = Api::namespaced(self.ctx.client.clone(), &self.ns);
         for cr in old {

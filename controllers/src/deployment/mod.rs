@@ -36,8 +36,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use super::api_message;
+use super::pod_index::{self, PodIndex};
 use super::ref_manager::{self, Claim};
 use super::{Context, EventRecorder, EventType};
+use k3rs_apimachinery::informers::{read, Shared as SharedView};
 use plan::{Scale, Spec};
 
 /// Errors of one sync; the sync is retried.
@@ -63,7 +65,8 @@ struct Shared {
     client: kube::Client,
     events: EventRecorder,
     sets: Store<ReplicaSet>,
-    pods: Store<Pod>,
+    /// The process's pods by controller.
+    pods: SharedView<PodIndex>,
 }
 
 /// Starts the Deployment controller.
@@ -74,7 +77,8 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("deployment");
     let (sets, set_events) = super::watched::<ReplicaSet>(&ctx.informers).await;
-    let (pods, pod_events) = super::watched::<Pod>(&ctx.informers).await;
+    let pod_events = ctx.informers.informer::<Pod>().touched();
+    let pods = pod_index::shared(&ctx.informers).await;
     let controller = super::shared_controller::<Deployment>(&ctx.informers).await;
     let deployments = controller.store();
     let sets_for_pods = sets.clone();
@@ -143,10 +147,6 @@ struct Sync<'a> {
 
 async fn reconcile(d: Arc<Deployment>, ctx: Arc<Shared>) -> Result<Action, Error> {
     ctx.sets
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheNotReady)?;
-    ctx.pods
         .wait_until_ready()
         .await
         .map_err(|_| Error::CacheNotReady)?;
@@ -436,24 +436,16 @@ impl Sync<'_> {
 
     /// Any pod of an old ReplicaSet still running or terminating (Recreate waits for them).
     fn old_pods_running(&self, old: &[&ReplicaSet], new: Option<&ReplicaSet>) -> bool {
-        let uids: Vec<String> = old.iter().filter_map(|r| r.uid()).collect();
-        if uids.is_empty() {
-            return false;
-        }
         let new_uid = new.and_then(|n| n.uid());
-        self.ctx.pods.state().iter().any(|p| {
-            let Some(r) = ref_manager::controller_of(&p.metadata) else {
-                return false;
-            };
-            let phase = p
-                .status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .unwrap_or("");
-            uids.contains(&r.uid)
-                && Some(&r.uid) != new_uid.as_ref()
-                && phase != "Failed"
-                && phase != "Succeeded"
+        let uids = old.iter().filter_map(|r| r.uid());
+        let uids: Vec<String> = uids.filter(|u| Some(u) != new_uid.as_ref()).collect();
+        read(&self.ctx.pods, |ix| {
+            uids.iter().any(|uid| {
+                ix.controlled_by(uid, &self.ns).iter().any(|p| {
+                    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                    !matches!(phase, Some("Failed" | "Succeeded"))
+                })
+            })
         })
     }
 

@@ -56,7 +56,8 @@ pub async fn run(
 ) {
     let backoff = ErrorBackoff::new("node_ipam");
     let informer = informers.informer::<Node>();
-    let (ranges, touched) = informer.indexed(ranges::Ranges::default()).await;
+    let touched = informer.touched();
+    let ranges = informer.index::<ranges::Ranges>().await;
     let controller = Controller::for_shared_stream(touched, informer.synced_store().await);
     let recorder = EventRecorder::new(
         client.clone(),

@@ -69,17 +69,13 @@ impl Ranges {
 }
 
 impl Indexer<Node> for Ranges {
-    fn apply(&mut self, event: Event<Arc<Node>>) -> Option<Arc<Node>> {
+    fn apply(&mut self, event: Event<Arc<Node>>) {
         let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
         match event {
-            Event::Init => {
-                self.listing = Some(HashMap::new());
-                None
-            }
+            Event::Init => self.listing = Some(HashMap::new()),
             Event::InitApply(n) => {
                 let listing = self.listing.get_or_insert_with(HashMap::new);
                 listing.insert(name(&n), of(&n));
-                Some(n)
             }
             Event::InitDone => {
                 let listed = self.listing.take().unwrap_or_default();
@@ -87,16 +83,9 @@ impl Indexer<Node> for Ranges {
                 for (node, ranges) in listed {
                     self.set(&node, Some(ranges));
                 }
-                None
             }
-            Event::Apply(n) => {
-                self.set(&name(&n), Some(of(&n)));
-                Some(n)
-            }
-            Event::Delete(n) => {
-                self.set(&name(&n), None);
-                Some(n)
-            }
+            Event::Apply(n) => self.set(&name(&n), Some(of(&n))),
+            Event::Delete(n) => self.set(&name(&n), None),
         }
     }
 }

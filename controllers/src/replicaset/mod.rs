@@ -4,8 +4,8 @@
 //! # Guarantees
 //! - Acts only once the pod cache is synced and holds every pod this controller created or
 //!   deleted before ([`Expectations`]), so a slow watch never causes double creation. It
-//!   reads its pods from an index by controller (its own and the namespace's orphans,
-//!   [`PodIndex`]), fed before each pod event reaches it.
+//!   reads its pods from the process's index by controller (its own and the namespace's
+//!   orphans, [`PodIndex`]), fed before any pod event reaches a controller.
 //! - Creates in slow-start batches (1, 2, 4, …) and stops at the first failing batch; the
 //!   failure becomes the `ReplicaFailure` condition and a `FailedCreate` event, and the sync
 //!   is retried.
@@ -27,34 +27,31 @@ use futures::future::{join_all, BoxFuture};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::SelectorExt;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
 use super::expectations::Expectations;
 use super::pod_index::PodIndex;
-use super::ref_manager::{self, Claim};
-use super::{api_message, pacing, pod_template, pods, Context, EventRecorder, EventType};
+use super::ref_manager;
+use super::{api_message, claim, pacing, pod_template, pods, Context, EventRecorder, EventType};
+use super::{pod_index, SyncError};
 use k3rs_apimachinery::informers::{read, Shared as SharedView};
 use kinds::Replicated;
 use plan::{Manage, ManageError};
 
 /// Errors of one sync; the sync is retried.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("updating status of {key}: {source}")]
     UpdateStatus {
         key: String,
         #[source]
         source: kube::Error,
     },
-    #[error("claiming pod {pod}: {source}")]
-    Claim {
-        pod: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Claim(#[from] SyncError),
 }
 
 /// Starts the ReplicaSet controller.
@@ -70,7 +67,7 @@ pub fn start_replication(ctx: Context) -> BoxFuture<'static, ()> {
 struct Shared {
     client: kube::Client,
     events: EventRecorder,
-    /// The pods of this kind's controllers and the orphans, by controller UID.
+    /// The process's pods by controller UID, and the orphans by namespace.
     pods: SharedView<PodIndex>,
     expectations: Mutex<Expectations>,
 }
@@ -78,8 +75,8 @@ struct Shared {
 /// Runs the controller for kind `K` until `ctx.stop`.
 pub async fn run<K: Replicated>(ctx: Context) {
     let backoff = ErrorBackoff::new(K::CONTROLLER);
-    let pods = PodIndex::new(<K as k8s_openapi::Resource>::KIND);
-    let (pod_index, pod_events) = ctx.informers.informer::<Pod>().indexed(pods).await;
+    let pod_events = ctx.informers.informer::<Pod>().touched();
+    let pod_index = pod_index::shared(&ctx.informers).await;
     let controller = super::shared_controller::<K>(&ctx.informers).await;
     let owners = controller.store();
     let shared = Arc::new(Shared {
@@ -114,47 +111,18 @@ async fn reconcile<K: Replicated>(obj: Arc<K>, ctx: Arc<Shared>) -> Result<Actio
     let deleting = obj.meta().deletion_timestamp.is_some();
     let now = Timestamp::now();
 
-    // Claim the active pods of the namespace.
+    // Claim the active pods of the namespace: its own and the orphans (from the index, not
+    // every pod of the cluster).
     let owner_ref = ref_manager::controller_ref(&K::api_version(&()), &K::kind(&()), obj.meta());
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let mut owned: Vec<Arc<Pod>> = Vec::new();
     // What this sync costs in reading and counting pods (not in waiting for the API).
     let scan_started = Instant::now();
-    // Its own pods and the orphans of the namespace, not every pod of the cluster.
-    let candidates = read(&ctx.pods, |ix| ix.candidates(&uid, &ns));
-    for pod in candidates.into_iter().filter(|p| pods::is_active(p)) {
-        let matches = view.selector.matches(pod.labels());
-        match ref_manager::claim(&uid, deleting, &pod.metadata, matches) {
-            Claim::Own => owned.push(pod),
-            Claim::Ignore => {}
-            Claim::Adopt => {
-                let patch = ref_manager::adopt_patch(&pod.metadata, &owner_ref);
-                match patch_pod(&pod_api, &pod, patch).await {
-                    Ok(adopted) => owned.push(Arc::new(adopted)),
-                    Err(e) if gone(&e) => {}
-                    Err(source) => {
-                        return Err(Error::Claim {
-                            pod: pod.name_any(),
-                            source,
-                        })
-                    }
-                }
-            }
-            Claim::Release => {
-                let patch = ref_manager::release_patch(&pod.metadata, &uid);
-                match patch_pod(&pod_api, &pod, patch).await {
-                    Ok(_) => {}
-                    Err(e) if gone(&e) => {}
-                    Err(source) => {
-                        return Err(Error::Claim {
-                            pod: pod.name_any(),
-                            source,
-                        })
-                    }
-                }
-            }
-        }
-    }
+    let mut candidates = read(&ctx.pods, |ix| ix.candidates(&uid, &ns));
+    candidates.retain(|p| pods::is_active(p));
+    let owned = claim::claim_pods(&pod_api, candidates, &owner_ref, deleting, |pod| {
+        view.selector.matches(pod.labels())
+    })
+    .await?;
 
     let mut cost = scan_started.elapsed();
     let satisfied = ctx
@@ -321,15 +289,6 @@ async fn apply<K: Replicated>(
             failure
         }
     }
-}
-
-async fn patch_pod(api: &Api<Pod>, pod: &Pod, patch: serde_json::Value) -> kube::Result<Pod> {
-    api.patch(
-        &pod.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
 }
 
 /// 404: deleted meanwhile.

@@ -27,21 +27,23 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
 use super::api_message;
 use super::deployment::hash;
 use super::history::{renumber, revision_data, revision_template};
+use super::pod_index::{self, PodIndex};
 use super::SyncError as Error;
 use super::{api_err, claim, pods, ref_manager, Context, EventRecorder, EventType};
+use k3rs_apimachinery::informers::{read, Shared as SharedView};
 use plan::{Member, Revision, Step};
 
 struct Shared {
     client: kube::Client,
     events: EventRecorder,
-    pods: Store<Pod>,
+    /// The process's pods by controller.
+    pods: SharedView<PodIndex>,
 }
 
 /// Starts the StatefulSet controller.
@@ -51,13 +53,14 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("statefulset");
-    let (pod_store, pod_events) = super::watched::<Pod>(&ctx.informers).await;
+    let pod_events = ctx.informers.informer::<Pod>().touched();
+    let pod_index = pod_index::shared(&ctx.informers).await;
     let controller = super::shared_controller::<StatefulSet>(&ctx.informers).await;
     let sets = controller.store();
     let shared = Arc::new(Shared {
         client: ctx.client.clone(),
         events: ctx.events.clone(),
-        pods: pod_store,
+        pods: pod_index,
     });
     backoff
         .drive(
@@ -99,10 +102,6 @@ struct Sync<'a> {
 }
 
 async fn reconcile(set: Arc<StatefulSet>, ctx: Arc<Shared>) -> Result<Action, Error> {
-    ctx.pods
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheNotReady)?;
     let Some(sel) = selector(&set) else {
         return Ok(Action::await_change());
     };
@@ -306,17 +305,10 @@ impl Sync<'_> {
     async fn claim_pods(&self, sel: &Selector) -> Result<Vec<Arc<Pod>>, Error> {
         let owner = ref_manager::controller_ref("apps/v1", "StatefulSet", &self.set.metadata);
         let deleting = self.set.meta().deletion_timestamp.is_some();
-        claim::claim_pods(
-            &self.pods,
-            &self.ctx.pods,
-            &self.ns,
-            &owner,
-            deleting,
-            |pod| {
-                sel.matches(pod.labels())
-                    && identity::ordinal_of(&self.name, &pod.name_any()).is_some()
-            },
-        )
+        let candidates = read(&self.ctx.pods, |ix| ix.candidates(&owner.uid, &self.ns));
+        claim::claim_pods(&self.pods, candidates, &owner, deleting, |pod| {
+            sel.matches(pod.labels()) && identity::ordinal_of(&self.name, &pod.name_any()).is_some()
+        })
         .await
     }
 
