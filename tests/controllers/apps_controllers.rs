@@ -2,9 +2,10 @@
 //! and real kubectl: ReplicaSet and ReplicationController keep their pod count, adopt and
 //! release; a Deployment rolls out, rolls a new template out within maxSurge/maxUnavailable
 //! (checked on every pod event of a watch), and kubectl's rollout status/history/undo/pause/
-//! resume/restart work; a StatefulSet scales up in order and down in reverse; deleting a
-//! Deployment with each propagation policy leaves what it should. Pods run on hollow nodes
-//! (`k3rs agent --hollow`), placed there by the server's scheduler.
+//! resume/restart work; a Recreate rollout starts the new pods once the old are gone; a
+//! StatefulSet scales up in order and down in reverse; deleting a Deployment with each
+//! propagation policy leaves what it should. Pods run on hollow nodes (`k3rs agent
+//! --hollow`), placed there by the server's scheduler.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -782,4 +783,84 @@ async fn deleting_a_deployment_follows_its_propagation_policy() {
         .all(|p| controller_uid(p).as_deref() == Some(uid)));
     let out = k.run(&["get", "deployment", "orphan"]);
     assert!(out.stderr.contains("NotFound"), "{}", out.stderr);
+}
+
+const RECREATE: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: batch}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: batch}}
+  strategy: {type: Recreate}
+  template:
+    metadata: {labels: {app: batch}}
+    spec: {containers: [{name: c, image: "busybox:1.36"}]}
+"#;
+
+/// Recreate: the new template's pods are created only once no pod of the old one is left
+/// (deleted, or Failed/Succeeded), checked on every event of a pod watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recreate_rollout_starts_new_pods_once_the_old_are_gone() {
+    let (cluster, k) = cluster();
+    let (watch, mut rx) = watch_pods(&cluster.server.kubeconfig(), "app%3Dbatch").await;
+    let kk = Kubectl {
+        bin: k.bin.clone(),
+        kubeconfig: k.kubeconfig.clone(),
+    };
+    let rollout = move |image: Option<&'static str>| {
+        let k = Kubectl {
+            bin: kk.bin.clone(),
+            kubeconfig: kk.kubeconfig.clone(),
+        };
+        tokio::task::spawn_blocking(move || {
+            match image {
+                None => k.ok_stdin(&["apply", "-f", "-"], Some(RECREATE)),
+                Some(i) => k.ok(&["set", "image", "deployment/batch", &format!("c={i}")]),
+            };
+            k.ok(&["rollout", "status", "deployment/batch", "--timeout=120s"])
+        })
+    };
+    let out = rollout(None).await.unwrap();
+    assert!(out.contains("successfully rolled out"), "{out}");
+    let out = rollout(Some("busybox:1.37")).await.unwrap();
+    assert!(out.contains("successfully rolled out"), "{out}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // name → (image, phase) of every pod not yet deleted, replayed from the watch.
+    let mut pods: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut overlaps = Vec::new();
+    let mut new_seen = 0;
+    while let Ok(ev) = rx.try_recv() {
+        let pod = &ev["object"];
+        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+        if ev["type"] == "DELETED" {
+            pods.remove(name);
+            continue;
+        }
+        let image = pod["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or_default();
+        let phase = pod["status"]["phase"].as_str().unwrap_or_default();
+        if image == "busybox:1.37" && !pods.contains_key(name) {
+            new_seen += 1;
+            let old: Vec<&String> = pods
+                .iter()
+                .filter(|(_, (i, p))| i == "busybox:1.36" && p != "Failed" && p != "Succeeded")
+                .map(|(n, _)| n)
+                .collect();
+            if !old.is_empty() {
+                overlaps.push(format!("{name} created while {old:?} remained"));
+            }
+        }
+        pods.insert(name.to_string(), (image.to_string(), phase.to_string()));
+    }
+    watch.abort();
+    assert!(overlaps.is_empty(), "{overlaps:?}");
+    assert_eq!(new_seen, 4, "the new template's pods: {pods:?}");
+    let running = running_pods(&k, "app=batch");
+    assert_eq!(running.len(), 4);
+    assert!(running
+        .iter()
+        .all(|p| p["spec"]["containers"][0]["image"] == "busybox:1.37"));
 }
