@@ -794,36 +794,62 @@ spec:
   selector: {matchLabels: {app: batch}}
   strategy: {type: Recreate}
   template:
-    metadata: {labels: {app: batch}}
+    metadata: {labels: {app: batch}, finalizers: [example.com/hold]}
     spec: {containers: [{name: c, image: "busybox:1.36"}]}
 "#;
 
+/// The new template: another image, no finalizer.
+const RECREATE_V2: &str = r#"{"spec": {"template": {"metadata": {"finalizers": null},
+    "spec": {"containers": [{"name": "c", "image": "busybox:1.37"}]}}}}"#;
+
 /// Recreate: the new template's pods are created only once no pod of the old one is left
-/// (deleted, or Failed/Succeeded), checked on every event of a pod watch.
+/// (the old pods are held terminating by a finalizer until the test lets them go), checked
+/// on every event of a pod watch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recreate_rollout_starts_new_pods_once_the_old_are_gone() {
     let (cluster, k) = cluster();
     let (watch, mut rx) = watch_pods(&cluster.server.kubeconfig(), "app%3Dbatch").await;
-    let kk = Kubectl {
-        bin: k.bin.clone(),
-        kubeconfig: k.kubeconfig.clone(),
-    };
-    let rollout = move |image: Option<&'static str>| {
-        let k = Kubectl {
-            bin: kk.bin.clone(),
-            kubeconfig: kk.kubeconfig.clone(),
-        };
-        tokio::task::spawn_blocking(move || {
-            match image {
-                None => k.ok_stdin(&["apply", "-f", "-"], Some(RECREATE)),
-                Some(i) => k.ok(&["set", "image", "deployment/batch", &format!("c={i}")]),
-            };
-            k.ok(&["rollout", "status", "deployment/batch", "--timeout=120s"])
-        })
-    };
-    let out = rollout(None).await.unwrap();
+    k.ok_stdin(&["apply", "-f", "-"], Some(RECREATE));
+    let out = k.ok(&["rollout", "status", "deployment/batch", "--timeout=120s"]);
     assert!(out.contains("successfully rolled out"), "{out}");
-    let out = rollout(Some("busybox:1.37")).await.unwrap();
+    let old: Vec<String> = running_pods(&k, "app=batch")
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(old.len(), 4);
+
+    k.ok(&[
+        "patch",
+        "deployment",
+        "batch",
+        "--type=strategic",
+        "-p",
+        RECREATE_V2,
+    ]);
+    // The old pods are deleted and stay terminating; no new pod comes meanwhile.
+    common::wait_for("old pods terminating", Duration::from_secs(30), || {
+        let pods = json(&k, &["get", "pods", "-l", "app=batch"]);
+        let items = pods["items"].as_array().unwrap();
+        let terminating = items
+            .iter()
+            .filter(|p| !p["metadata"]["deletionTimestamp"].is_null())
+            .count();
+        (terminating == 4).then_some(())
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pods = json(&k, &["get", "pods", "-l", "app=batch"]);
+    assert_eq!(pods["items"].as_array().unwrap().len(), 4, "{pods}");
+    for name in &old {
+        k.ok(&[
+            "patch",
+            "pod",
+            name,
+            "--type=merge",
+            "-p",
+            r#"{"metadata": {"finalizers": null}}"#,
+        ]);
+    }
+    let out = k.ok(&["rollout", "status", "deployment/batch", "--timeout=120s"]);
     assert!(out.contains("successfully rolled out"), "{out}");
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -862,5 +888,6 @@ async fn a_recreate_rollout_starts_new_pods_once_the_old_are_gone() {
     assert_eq!(running.len(), 4);
     assert!(running
         .iter()
-        .all(|p| p["spec"]["containers"][0]["image"] == "busybox:1.37"));
+        .all(|p| p["spec"]["containers"][0]["image"] == "busybox:1.37"
+            && p["metadata"]["finalizers"].is_null()));
 }
