@@ -21,6 +21,12 @@ use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
+/// The process's allocator. With glibc's, `malloc` and `free` were a third of the server's
+/// CPU at 5,000 hollow nodes, most of it in the allocator's own free-list searches
+/// (`_int_malloc`, `unlink_chunk`); see docs/scale.md, "Session 25".
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "k3rs",
