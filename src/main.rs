@@ -23,7 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 /// The process's allocator. With glibc's, `malloc` and `free` were a third of the server's
 /// CPU at 5,000 hollow nodes, most of it in the allocator's own free-list searches
-/// (`_int_malloc`, `unlink_chunk`); see docs/scale.md, "Session 25".
+/// (`_int_malloc`, `unlink_chunk`); see docs/scale.md, "Session 25". Built without its
+/// transparent-huge-page advice (`no_thp`), which quadrupled the idle server's anonymous
+/// memory.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
