@@ -253,6 +253,25 @@ pub fn runtime_objects(socket: &Path, uid: &str) -> Vec<String> {
     .collect()
 }
 
+/// The containerd objects (sandboxes and containers) among `ids` whose task is running.
+pub fn running_objects(socket: &Path, ids: &[String]) -> Vec<String> {
+    let tasks = run(Command::new("ctr")
+        .arg("--address")
+        .arg(socket)
+        .args(["-n", "k8s.io", "tasks", "ls"]));
+    // `TASK  PID  STATUS` rows.
+    let running: Vec<&str> = (tasks.lines())
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols.get(2) == Some(&"RUNNING")).then(|| cols[0])
+        })
+        .collect();
+    ids.iter()
+        .filter(|id| running.contains(&id.as_str()))
+        .cloned()
+        .collect()
+}
+
 /// `kubectl <args>` as JSON once `check` holds, within 2 minutes; `agent` must stay up.
 pub fn wait_json(
     k: &super::kubectl::Kubectl,

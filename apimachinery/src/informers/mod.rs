@@ -25,6 +25,9 @@
 //!   `Store::wait_until_ready` wakes only the last task that polled it (its `DelayedInit` is
 //!   a `futures` oneshot, which keeps one waker): on a store shared by several consumers the
 //!   others would wait forever.
+//! - [`Informer::index`] gives the informer's one index of a type (client-go's indexers),
+//!   kept by the feed: each change is applied to every index before any subscriber is told
+//!   of it (the guarantees of `informers/indexed.rs`).
 //! - No subscriber misses a change, however far behind it falls: each has its own unbounded
 //!   queue (client-go's `processorListener` buffer), holding `Arc`s of objects. A subscriber
 //!   that is dropped is forgotten at the next change.
