@@ -14,9 +14,8 @@
 //!   starts inherit the namespace.
 //! - Dropping the lab (also on panic) SIGKILLs, by PID, every process left in the namespace or
 //!   in the cgroup root (containerd, its shims, the pods' processes), removes the pods' network
-//!   namespaces those processes held and those the lab's containerd still had sandboxes for
-//!   (asked with `ctr` before it is stopped), unmounts what is left under the scratch dir,
-//!   removes the cgroups and the namespace.
+//!   namespaces those processes held, unmounts what is left under the scratch dir, removes the
+//!   cgroups and the namespace.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -99,66 +98,6 @@ fn remove_cgroups(dir: &Path) {
         }
     }
     let _ = std::fs::remove_dir(dir);
-}
-
-/// The `/run/netns` pins of the pod sandboxes that the containerd processes among `pids`
-/// hold, asked before they are stopped: a sandbox whose processes are already gone leaves
-/// its `cni-*` pin, which the namespaces of live processes cannot name.
-fn sandbox_netns(pids: &[i32]) -> Vec<PathBuf> {
-    let mut pins = Vec::new();
-    for pid in pids {
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = (cmdline.split(|b| *b == 0))
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        if !args.first().is_some_and(|a| a.ends_with("containerd")) {
-            continue;
-        }
-        let config = args.iter().position(|a| a == "--config");
-        let Some(config) = config.and_then(|i| args.get(i + 1)) else {
-            continue;
-        };
-        let config = std::fs::read_to_string(config).unwrap_or_default();
-        let Some(socket) = grpc_address(&config) else {
-            continue;
-        };
-        let ctr = |args: &[&str]| {
-            let out = Command::new("ctr")
-                .args(["--address", &socket, "--timeout", "5s", "-n", "k8s.io"])
-                .args(args)
-                .output()
-                .ok()?;
-            out.status
-                .success()
-                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-        };
-        for id in ctr(&["containers", "ls", "-q"]).unwrap_or_default().lines() {
-            let info = ctr(&["containers", "info", id]).unwrap_or_default();
-            let Ok(info) = serde_json::from_str::<serde_json::Value>(&info) else {
-                continue;
-            };
-            let namespaces = info["Spec"]["linux"]["namespaces"].as_array().cloned();
-            for ns in namespaces.into_iter().flatten() {
-                let path = ns["path"].as_str().unwrap_or_default();
-                if ns["type"] == "network" && path.contains("/netns/") {
-                    pins.push(PathBuf::from(path));
-                }
-            }
-        }
-    }
-    pins
-}
-
-/// The `address` of a containerd config's `[grpc]` section.
-fn grpc_address(config: &str) -> Option<String> {
-    let grpc = config.split("\n[grpc]\n").nth(1)?;
-    let line = grpc
-        .lines()
-        .find(|l| l.trim_start().starts_with("address"))?;
-    let value = line.split_once('=')?.1.trim();
-    Some(value.trim_matches('"').to_string())
 }
 
 fn net_ns_inode(path: &Path) -> Option<u64> {
@@ -473,7 +412,6 @@ impl Drop for NodeLab {
             .filter_map(|p| net_ns_inode(Path::new(&format!("/proc/{p}/ns/net"))))
             .filter(|i| Some(*i) != ours)
             .collect();
-        let sandboxes = sandbox_netns(&pids);
         for pid in &pids {
             if let Some(pid) = rustix::process::Pid::from_raw(*pid) {
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
@@ -493,10 +431,6 @@ impl Drop for NodeLab {
                 let _ = Command::new("umount").arg(&p).status();
                 let _ = std::fs::remove_file(&p);
             }
-        }
-        for p in sandboxes.iter().filter(|p| p.exists()) {
-            let _ = Command::new("umount").arg(p).status();
-            let _ = std::fs::remove_file(p);
         }
         super::mounts::unmount_under(self.scratch.path());
         for dir in self.cgroup_dirs() {
