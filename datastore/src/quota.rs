@@ -11,7 +11,8 @@
 //! measures the same thing of its sled database: its files on disk (sled's `size_on_disk`,
 //! the number `etcdctl endpoint status` reports as DB SIZE). sled too keeps freed space
 //! until defragmentation writes a fresh database, and grows its files in steps, so the size
-//! moves in jumps rather than with every write.
+//! moves in jumps rather than with every write. The check reads a measurement at most
+//! 100 ms old (`Store::db_size_recent`): measuring is a `stat` and a directory listing.
 
 use k3rs_raft::Node;
 use k3rs_storage::{AlarmAction, AlarmType, Command, RequestError};
@@ -66,7 +67,7 @@ pub fn put_cost(key_len: usize, value_len: usize) -> u64 {
 /// The quota check before proposing a write that costs `cost` on the member `node`: if the
 /// backend would outgrow `quota`, raises NOSPACE for this member and refuses the write.
 pub async fn check(node: &Node, quota: Quota, cost: u64) -> Result<(), RequestError> {
-    if quota.available(node.store().db_size(), cost) {
+    if quota.available(node.store().db_size_recent(), cost) {
         return Ok(());
     }
     let raise = Command::Alarm {

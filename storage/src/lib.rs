@@ -33,6 +33,7 @@ pub mod watch;
 mod alarm;
 mod compact;
 mod dbdir;
+mod disk_size;
 pub mod etcd_layout;
 pub mod hash;
 mod history;

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use tokio::sync::broadcast;
 
 use crate::compact::compact;
+use crate::disk_size::{self, RecentSize};
 use crate::hash::KvHash;
 use crate::kv::{delete_command, put_command};
 use crate::range::{range, View};
@@ -81,6 +82,8 @@ pub(crate) struct Inner {
     /// Snapshot exports in progress: while any is, applies delete no compacted record (see
     /// [`SnapshotExport`]).
     pub gc_pins: AtomicUsize,
+    /// The size on disk as the quota check reads it (see [`Store::db_size_recent`]).
+    pub recent_size: RecentSize,
     pub hub: broadcast::Sender<Arc<LiveBatch>>,
     pub dir: PathBuf,
 }
@@ -135,6 +138,7 @@ impl Store {
                 maintenance: Mutex::new(()),
                 apply_gate: Mutex::new(()),
                 gc_pins: AtomicUsize::new(0),
+                recent_size: RecentSize::default(),
                 hub,
                 dir: path.to_path_buf(),
             }),
@@ -263,6 +267,15 @@ impl Store {
     pub fn db_size(&self) -> u64 {
         let db = self.inner.read().db.clone();
         db.size_on_disk().unwrap_or(0)
+    }
+
+    /// Bytes on disk as measured at most [`disk_size::MAX_AGE`] ago (a new database
+    /// generation is measured afresh): for checks on every write, such as the quota.
+    pub fn db_size_recent(&self) -> u64 {
+        let gen = self.inner.read().db_gen;
+        self.inner
+            .recent_size
+            .get(gen, std::time::Instant::now(), || self.db_size())
     }
 
     /// Bytes of live data (retained revisions, leases, meta) — etcd's "in use" size.
