@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use tokio::sync::broadcast;
 
 use crate::compact::compact;
-use crate::disk_size::{self, RecentSize};
+use crate::disk_size::RecentSize;
 use crate::hash::KvHash;
 use crate::kv::{delete_command, put_command};
 use crate::range::{range, View};
@@ -269,7 +269,7 @@ impl Store {
         db.size_on_disk().unwrap_or(0)
     }
 
-    /// Bytes on disk as measured at most [`disk_size::MAX_AGE`] ago (a new database
+    /// Bytes on disk as measured at most 100 ms ago (a new database
     /// generation is measured afresh): for checks on every write, such as the quota.
     pub fn db_size_recent(&self) -> u64 {
         let gen = self.inner.read().db_gen;
