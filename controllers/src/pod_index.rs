@@ -1,6 +1,6 @@
 //! The pods of each controller and the orphans of each namespace (upstream's
 //! `PodControllerUIDIndex` with its per-namespace orphan key), one index for the whole process
-//! kept by the shared pod informer ([`shared`]): a sync reads the pods it may own instead of
+//! kept by the shared pod informer ([`watched`]): a sync reads the pods it may own instead of
 //! every pod of the cluster, and expectations look a created or deleted pod up by UID instead
 //! of scanning the cache for it (a scan per pending pod per sync was most of the ReplicaSet
 //! controller's time at 30,000 pods).
@@ -108,9 +108,18 @@ pub struct PodIndex {
     listing: Option<Maps>,
 }
 
-/// The shared pod informer's index, once the informer's first list is in it.
-pub async fn shared(informers: &SharedInformerFactory) -> Shared<PodIndex> {
-    informers.informer::<Pod>().index::<PodIndex>().await
+/// The shared pod index once the informer's first list is in it, and the stream of the pods
+/// each change touches (subscribed first, so no change after the list is missed): what a
+/// controller of pods reads and what triggers it (`crate::watched`, for the pod index).
+pub async fn watched(
+    informers: &SharedInformerFactory,
+) -> (
+    Shared<PodIndex>,
+    impl futures::Stream<Item = Arc<Pod>> + Send + 'static,
+) {
+    let informer = informers.informer::<Pod>();
+    let touched = informer.touched();
+    (informer.index::<PodIndex>().await, touched)
 }
 
 impl PodIndex {

@@ -70,8 +70,7 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("daemonset");
-    let pod_events = ctx.informers.informer::<Pod>().touched();
-    let pod_index = pod_index::shared(&ctx.informers).await;
+    let (pod_index, pod_events) = pod_index::watched(&ctx.informers).await;
     let (node_store, node_events) = super::watched::<Node>(&ctx.informers).await;
     let revisions = super::informer::<ControllerRevision>(&ctx.informers).await;
     let controller = super::shared_controller::<DaemonSet>(&ctx.informers).await;

@@ -77,8 +77,7 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("deployment");
     let (sets, set_events) = super::watched::<ReplicaSet>(&ctx.informers).await;
-    let pod_events = ctx.informers.informer::<Pod>().touched();
-    let pods = pod_index::shared(&ctx.informers).await;
+    let (pods, pod_events) = pod_index::watched(&ctx.informers).await;
     let controller = super::shared_controller::<Deployment>(&ctx.informers).await;
     let deployments = controller.store();
     let sets_for_pods = sets.clone();

@@ -75,8 +75,7 @@ struct Shared {
 /// Runs the controller for kind `K` until `ctx.stop`.
 pub async fn run<K: Replicated>(ctx: Context) {
     let backoff = ErrorBackoff::new(K::CONTROLLER);
-    let pod_events = ctx.informers.informer::<Pod>().touched();
-    let pod_index = pod_index::shared(&ctx.informers).await;
+    let (pod_index, pod_events) = pod_index::watched(&ctx.informers).await;
     let controller = super::shared_controller::<K>(&ctx.informers).await;
     let owners = controller.store();
     let shared = Arc::new(Shared {

@@ -53,8 +53,7 @@ pub fn start(ctx: Context) -> BoxFuture<'static, ()> {
 
 async fn run(ctx: Context) {
     let backoff = ErrorBackoff::new("statefulset");
-    let pod_events = ctx.informers.informer::<Pod>().touched();
-    let pod_index = pod_index::shared(&ctx.informers).await;
+    let (pod_index, pod_events) = pod_index::watched(&ctx.informers).await;
     let controller = super::shared_controller::<StatefulSet>(&ctx.informers).await;
     let sets = controller.store();
     let shared = Arc::new(Shared {
