@@ -42,6 +42,7 @@ mod log_store;
 pub mod membership;
 mod network;
 mod node;
+mod paced_sync;
 pub mod peer;
 mod peer_server;
 mod proposal_stats;

@@ -3,7 +3,8 @@
 //! A file is `K3RSSNP1`, a little-endian u32 length, the rmp-serde [`SnapshotMeta`], then the
 //! store's `export_snapshot` bytes. The whole file is the Raft `SnapshotData`, so a follower
 //! receives exactly what the leader has on disk. Files are named
-//! `<last index, 20 digits>-<unix nanos>.snap`, written to a temp name, fsync'ed and renamed;
+//! `<last index, 20 digits>-<unix nanos>.snap`, written to a temp name (its data synced every few
+//! megabytes as it is written, [`PacedSync`]), fsync'ed and renamed;
 //! only the newest is kept ([`KEEP`]).
 
 use std::fs::{self, File};
@@ -11,6 +12,7 @@ use std::io::{self, BufReader, BufWriter, Read, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::paced_sync::PacedSync;
 use crate::types::SnapshotMeta;
 
 const MAGIC: &[u8; 8] = b"K3RSSNP1";
@@ -85,13 +87,13 @@ impl SnapshotDir {
         body: impl FnOnce(&mut dyn Write) -> io::Result<()>,
     ) -> io::Result<PathBuf> {
         let tmp = self.dir.join(format!("{}.tmp", meta.snapshot_id));
-        let mut w = BufWriter::new(File::create(&tmp)?);
+        let mut w = BufWriter::new(PacedSync::new(File::create(&tmp)?));
         let header = rmp_serde::to_vec(meta).expect("snapshot meta always serializes");
         w.write_all(MAGIC)?;
         w.write_all(&(header.len() as u32).to_le_bytes())?;
         w.write_all(&header)?;
         body(&mut w)?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
+        let f = w.into_inner().map_err(|e| e.into_error())?.into_inner();
         f.sync_all()?;
         drop(f);
         self.adopt(&tmp, meta)
