@@ -19,8 +19,8 @@ struct Measured {
     bytes: u64,
 }
 
-/// Whether `m` still answers for generation `gen` at `now` (a new generation, after a
-/// defragmentation or a snapshot import, is always measured afresh).
+/// The bytes of `m` if it still answers for generation `gen` at `now` (a new generation,
+/// after a defragmentation or a snapshot import, is always measured afresh).
 fn still_valid(m: Option<Measured>, gen: u64, now: Instant) -> Option<u64> {
     let m = m?;
     (m.gen == gen && now.saturating_duration_since(m.at) < MAX_AGE).then_some(m.bytes)
