@@ -39,6 +39,7 @@ mod forward;
 mod leader_changes;
 mod lessor;
 mod log_store;
+mod low_priority;
 pub mod membership;
 mod network;
 mod node;

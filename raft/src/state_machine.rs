@@ -6,7 +6,8 @@
 //!   and membership entries have no command but still advance `meta`.
 //! - A snapshot is the store's consistent copy ([`Store::begin_export`]) with the meta of the
 //!   last batch it holds, so its meta is exactly the state it holds. Applies go on while it is
-//!   written (they wait only while the copy's small records are taken); the file is synced,
+//!   written on a low-priority thread (they wait only while the copy's small records are
+//!   taken); the file is synced,
 //!   then the store is flushed, before openraft is told about it (and purges the WAL).
 //!
 //! # Assumptions
@@ -217,12 +218,16 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
         let this = self.clone();
         let building = self.building.clone().lock_owned().await;
-        let (meta, path) = tokio::task::spawn_blocking(move || {
+        // The export reads and writes the whole store: at a low priority, so that it does not
+        // starve the write path of this member (and of its peers on the same machine).
+        let built = crate::low_priority::spawn("k3rs-snapshot", move || {
             let _building = building;
             this.build_blocking()
-        })
-        .await
-        .map_err(join_err)??;
+        });
+        let (meta, path) = built.await.map_err(|_| {
+            let e = io::Error::other("the snapshot thread stopped without a result");
+            StorageError::from(StorageIOError::write_snapshot(None, &e))
+        })??;
         snapshot_of(meta, path).await
     }
 }
