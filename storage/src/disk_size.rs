@@ -47,6 +47,12 @@ impl RecentSize {
         });
         bytes
     }
+
+    /// The last measurement's bytes, however old and of whichever generation.
+    pub(crate) fn last(&self) -> Option<u64> {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        last.map(|m| m.bytes)
+    }
 }
 
 #[cfg(test)]
@@ -69,5 +75,11 @@ mod tests {
             30,
             "a clock read before the measurement"
         );
+        assert_eq!(size.last(), Some(30));
+    }
+
+    #[test]
+    fn nothing_measured_yet_has_no_last_size() {
+        assert_eq!(RecentSize::default().last(), None);
     }
 }
