@@ -29,8 +29,12 @@ pub mod supervisor;
 /// Raft timing of the embedded datastore (etcd's defaults).
 const HEARTBEAT: Duration = Duration::from_millis(100);
 const ELECTION_TIMEOUT: Duration = Duration::from_millis(1000);
-/// Applied entries between Raft snapshots (and WAL purges).
-const SNAPSHOT_ENTRIES: u64 = 10_000;
+/// Applied entries between Raft snapshots (and WAL purges): etcd 3.4's `--snapshot-count`
+/// default. A snapshot exports the whole store, so its cost grows with the store; at 10,000
+/// entries a 3-member cluster after `etcdctl check perf --load=l` exported 340 MB on every
+/// member every 40 s of one client's puts, 7 s each (docs/benchmarks.md). `bound_wal` still
+/// takes one sooner when the WAL outgrows the store.
+const SNAPSHOT_ENTRIES: u64 = 100_000;
 /// `--etcd-peer-port` default: the Raft peer service (etcd's peer port).
 pub const DEFAULT_ETCD_PEER_PORT: u16 = 2380;
 /// How long open streams get to finish after shutdown is requested.
