@@ -868,10 +868,16 @@ async fn bound_wal(raft: Raft, wal: Arc<Wal>, store: Arc<Store>, cancel: Cancell
             _ = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let (wal_bytes, limit) = (
-            wal.disk_bytes(),
-            store.db_size_in_use().max(WAL_SNAPSHOT_MIN_BYTES),
-        );
+        // On a blocking thread: a batch being committed holds the store for up to seconds, and
+        // this read waiting for it blocked one of the runtime's two workers.
+        let in_use = {
+            let store = store.clone();
+            match tokio::task::spawn_blocking(move || store.db_size_in_use()).await {
+                Ok(bytes) => bytes,
+                Err(_) => continue,
+            }
+        };
+        let (wal_bytes, limit) = (wal.disk_bytes(), in_use.max(WAL_SNAPSHOT_MIN_BYTES));
         if wal_bytes <= limit || last.is_some_and(|t| t.elapsed() < WAL_SNAPSHOT_SPACING) {
             continue;
         }

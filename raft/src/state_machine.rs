@@ -444,7 +444,9 @@ mod tests {
     #[test]
     fn without_a_multi_threaded_runtime_blocking_work_runs_inline() {
         assert_eq!(off_the_runtime(|| 7), 7);
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         assert_eq!(rt.block_on(async { off_the_runtime(|| 8) }), 8);
     }
 
