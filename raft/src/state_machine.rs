@@ -7,8 +7,8 @@
 //! - A snapshot is the store's consistent copy ([`Store::begin_export`]) with the meta of the
 //!   last batch it holds, so its meta is exactly the state it holds. Applies go on while it is
 //!   written on a low-priority thread (they wait only while the copy's small records are
-//!   taken); the file is synced,
-//!   then the store is flushed, before openraft is told about it (and purges the WAL).
+//!   taken); the file is synced, then the store is flushed, before openraft is told about it
+//!   (and purges the WAL).
 //!
 //! # Assumptions
 //! `Store::flush` makes every applied batch durable; between flushes a crash may lose the
