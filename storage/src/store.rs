@@ -287,16 +287,17 @@ impl Store {
     /// runtime long enough for its peers to elect another leader.
     pub fn db_size_recent(&self) -> u64 {
         let now = std::time::Instant::now();
-        let (gen, db) = match self.inner.try_read() {
-            Some(st) => (st.db_gen, st.db.clone()),
-            None => match self.inner.recent_size.last() {
-                Some(bytes) => return bytes,
-                None => {
-                    let st = self.inner.read();
-                    (st.db_gen, st.db.clone())
-                }
-            },
+        let Some(st) = self.inner.try_read() else {
+            // Busy: the last measurement, or (nothing measured yet) wait as any reader does.
+            return self
+                .inner
+                .recent_size
+                .last()
+                .unwrap_or_else(|| self.db_size());
         };
+        // The handle, not the guard, goes into the measurement: a batch may start meanwhile.
+        let (gen, db) = (st.db_gen, st.db.clone());
+        drop(st);
         self.inner
             .recent_size
             .get(gen, now, || db.size_on_disk().unwrap_or(0))
