@@ -1,7 +1,6 @@
 //! The MVCC store through its public API: key-value, txn, lease, watch, compaction, alarm,
 //! hash and snapshot semantics with exact expected values, a model-based property test, robustness
-//! against arbitrary input, crash consistency and sled's I/O pool wake-ups per batch (one test
-//! binary; each file is a module).
+//! against arbitrary input and crash consistency (one test binary; each file is a module).
 
 // A test crate: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -18,5 +17,4 @@ mod model;
 mod robustness;
 mod snapshot;
 mod txn;
-mod wakeups;
 mod watch;
