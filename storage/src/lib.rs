@@ -8,7 +8,8 @@
 //! # Layout
 //! `keyindex` (etcd's treeIndex: key → generations of revisions, in memory, no values),
 //! `revision`/`record` (on-disk encoding), `state` (in-memory state, rebuilt on open),
-//! `writer` (a batch being applied: overlay of pending records, events), `kv`/`txn`/`lease`/
+//! `writer` (a batch being applied: overlay of pending records, events), `commit` (its sled
+//! write, which may finish after the outputs are returned), `kv`/`txn`/`lease`/
 //! `compact`/`alarm` (the commands), `range` (reads), `watch` (the hub), `snapshot` and
 //! `dbdir` (export/import, defragmentation, database generations), `hash` (etcd's `HashKV`
 //! and `Hash` over etcd's encoding of the data), `history` (the retained history in etcd's
@@ -31,6 +32,7 @@ pub mod types;
 pub mod watch;
 
 mod alarm;
+mod commit;
 mod compact;
 mod dbdir;
 mod disk_size;
@@ -50,6 +52,7 @@ mod store;
 mod txn;
 mod writer;
 
+pub use commit::PendingCommit;
 pub use hash::KvHash;
 pub use history::{HistoryRecord, HistoryState};
 pub use snapshot::{SnapshotExport, SnapshotInfo};

@@ -4,7 +4,8 @@
 //! - `apply_batch` is deterministic: outputs and state depend only on the prior state and the
 //!   commands. A batch and its `meta` are committed in one atomic sled batch.
 //! - Readers never see a partly applied batch (they take the read lock; apply takes the write
-//!   lock for the whole batch).
+//!   lock for the whole batch), nor one whose sled write is still pending (the lock lets them
+//!   in only when every handed-out [`PendingCommit`] is written; see [`crate::commit`]).
 //! - After an engine error in the middle of a batch, the store refuses further work
 //!   (memory and disk may disagree); reopen it.
 //! - Nothing is fsynced per batch; [`Store::flush`] makes every applied batch durable. After a
@@ -22,6 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 
 use tokio::sync::broadcast;
 
+use crate::commit::{CommitGate, PendingCommit};
 use crate::compact::compact;
 use crate::disk_size::RecentSize;
 use crate::hash::KvHash;
@@ -84,6 +86,8 @@ pub(crate) struct Inner {
     pub gc_pins: AtomicUsize,
     /// The size on disk as the quota check reads it (see [`Store::db_size_recent`]).
     pub recent_size: RecentSize,
+    /// How far the handed-out sled writes have got; the lock waits for them.
+    pub commits: Arc<CommitGate>,
     pub hub: broadcast::Sender<Arc<LiveBatch>>,
     pub dir: PathBuf,
 }
@@ -94,21 +98,48 @@ pub(crate) fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
 }
 
 impl Inner {
+    /// The state to read, once every applied batch is written to sled.
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The state if no batch is being applied right now (`None`: one holds it).
-    pub(crate) fn try_read(&self) -> Option<RwLockReadGuard<'_, State>> {
-        match self.state.try_read() {
-            Ok(st) => Some(st),
-            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
+        loop {
+            let st = self.state.read().unwrap_or_else(|e| e.into_inner());
+            let seq = self.commits.last_issued();
+            if !self.commits.settled(seq) {
+                drop(st);
+                self.commits.wait_for(seq);
+            } else if self.commits.failed() && !st.poisoned {
+                drop(st);
+                drop(self.write());
+            } else {
+                return st;
+            }
         }
+    }
+
+    /// The state to change, once every applied batch is written to sled (a failed write
+    /// poisons it).
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, State> {
+        loop {
+            let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
+            let seq = self.commits.last_issued();
+            if self.commits.settled(seq) {
+                st.poisoned |= self.commits.failed();
+                return st;
+            }
+            drop(st);
+            self.commits.wait_for(seq);
+        }
+    }
+
+    /// The state if no batch is being applied or written right now (`None`: one is).
+    pub(crate) fn try_read(&self) -> Option<RwLockReadGuard<'_, State>> {
+        let st = match self.state.try_read() {
+            Ok(st) => st,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        // After a failed write `read` is the way in (it marks the state poisoned).
+        let settled = self.commits.settled(self.commits.last_issued());
+        (settled && !self.commits.failed()).then_some(st)
     }
 }
 
@@ -117,7 +148,8 @@ impl Drop for Inner {
     /// log's replay).
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        if st.poisoned {
+        self.commits.wait_for(self.commits.last_issued());
+        if st.poisoned || self.commits.failed() {
             // See `Store::flush`: the writes that failed would be waited for forever, also by
             // sled's own flush when its last handle drops; so that handle is never dropped.
             std::mem::forget(st.db.clone());
@@ -148,6 +180,7 @@ impl Store {
                 apply_gate: Mutex::new(()),
                 gc_pins: AtomicUsize::new(0),
                 recent_size: RecentSize::default(),
+                commits: Arc::default(),
                 hub,
                 dir: path.to_path_buf(),
             }),
@@ -157,6 +190,21 @@ impl Store {
     /// Applies committed commands in order and persists `meta` atomically with their effects.
     /// One output per command. Watchers see the batch after it is applied.
     pub fn apply_batch(&self, cmds: &[Command], meta: &[u8]) -> Result<Vec<Output>> {
+        let (outputs, commit) = self.apply_batch_deferred(cmds, meta)?;
+        commit.commit()?;
+        Ok(outputs)
+    }
+
+    /// [`Store::apply_batch`] whose sled write is left to the caller: the outputs are final
+    /// (the batch is applied in memory) and the caller may answer with them before it runs
+    /// [`PendingCommit::commit`] (or drops it), e.g. on another thread. Meanwhile every other
+    /// use of the store waits for that write, so it must happen soon; a failed one poisons the
+    /// store. Not fsynced, as `apply_batch` is not.
+    pub fn apply_batch_deferred(
+        &self,
+        cmds: &[Command],
+        meta: &[u8],
+    ) -> Result<(Vec<Output>, PendingCommit)> {
         let _gate = lock(&self.inner.apply_gate);
         let mut st = self.inner.write();
         if st.poisoned {
@@ -166,13 +214,15 @@ impl Store {
         let mut w = Writer::new(&mut st);
         let applied = apply_all(&mut w, cmds, meta, gc);
         let events = std::mem::take(&mut w.events);
-        let outputs = match applied {
-            Ok(outputs) => outputs,
+        let (outputs, batch) = match applied {
+            Ok(applied) => applied,
             Err(e) => {
                 st.poisoned = true;
                 return Err(e);
             }
         };
+        let seq = self.inner.commits.issue();
+        let commit = PendingCommit::new(st.db.clone(), batch, seq, self.inner.commits.clone());
         if !events.is_empty() {
             // No receivers is fine: nobody is watching.
             let _ = self.inner.hub.send(Arc::new(LiveBatch {
@@ -181,7 +231,7 @@ impl Store {
                 resync: false,
             }));
         }
-        Ok(outputs)
+        Ok((outputs, commit))
     }
 
     /// The `meta` stored by the last `apply_batch`/`import_snapshot`, if any.
@@ -391,7 +441,12 @@ impl Store {
 
 /// `gc`: whether to delete compacted records with this batch (not while a snapshot export
 /// reads them).
-fn apply_all(w: &mut Writer<'_>, cmds: &[Command], meta: &[u8], gc: bool) -> Result<Vec<Output>> {
+fn apply_all(
+    w: &mut Writer<'_>,
+    cmds: &[Command],
+    meta: &[u8],
+    gc: bool,
+) -> Result<(Vec<Output>, sled::Batch)> {
     let mut outputs = Vec::with_capacity(cmds.len());
     for cmd in cmds {
         if let Some(refused) = alarm::refusal(&w.st.alarms, cmd) {
@@ -423,8 +478,8 @@ fn apply_all(w: &mut Writer<'_>, cmds: &[Command], meta: &[u8], gc: bool) -> Res
     }
     // Delete compacted records a little faster than a batch adds new ones.
     let gc = if gc { GC_PER_BATCH + 2 * cmds.len() } else { 0 };
-    w.commit(meta, gc)?;
-    Ok(outputs)
+    let batch = w.finish(meta, gc)?;
+    Ok((outputs, batch))
 }
 
 #[cfg(test)]

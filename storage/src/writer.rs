@@ -1,5 +1,5 @@
 //! The write side of one `apply_batch`: mutates the in-memory state, collects the records and
-//! events of the batch, and commits them with the batch's meta in one sled batch.
+//! events of the batch, and turns them with the batch's meta into one sled batch.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +13,8 @@ use crate::store::Result;
 use crate::types::{AlarmMember, KeyValue};
 use crate::watch::{EventKind, RawEvent};
 
-/// Applies commands to a [`State`]; nothing reaches sled before [`Writer::commit`].
+/// Applies commands to a [`State`]; nothing reaches sled before the batch of [`Writer::finish`]
+/// is written.
 pub(crate) struct Writer<'a> {
     pub st: &'a mut State,
     pub pending: Pending,
@@ -157,7 +158,7 @@ impl<'a> Writer<'a> {
     }
 
     /// Drops the record at `rev` (compaction): never written if it is still pending, else
-    /// left for [`Writer::commit`] to delete from sled a chunk at a time.
+    /// left for [`Writer::finish`] to delete from sled a chunk at a time.
     pub(crate) fn drop_record(&mut self, rev: Rev) {
         match self.pending.remove(&rev) {
             Some(rec) => {
@@ -169,9 +170,9 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Persists everything applied so far plus `meta` in one atomic sled batch, and deletes up
-    /// to `gc` compacted records.
-    pub(crate) fn commit(&mut self, meta: &[u8], gc: usize) -> Result<()> {
+    /// Everything applied so far plus `meta` as one atomic sled batch (which also deletes up to
+    /// `gc` compacted records); the caller writes it.
+    pub(crate) fn finish(&mut self, meta: &[u8], gc: usize) -> Result<sled::Batch> {
         let mut batch = sled::Batch::default();
         for (rev, rec) in std::mem::take(&mut self.pending) {
             batch.insert(&kv_key(rev)[..], rec);
@@ -202,7 +203,6 @@ impl<'a> Writer<'a> {
         batch.insert(revision::META_STATE, state);
         let old_meta = st.meta.replace(meta.to_vec()).map_or(0, |m| m.len());
         st.live_bytes = st.live_bytes.saturating_sub(old_meta as u64) + meta.len() as u64;
-        st.db.apply_batch(batch)?;
-        Ok(())
+        Ok(batch)
     }
 }

@@ -12,16 +12,21 @@ fn crash_child() {
         return;
     };
     let s = Store::open(std::path::Path::new(&dir)).unwrap();
+    // Puts are written by another thread (as the Raft state machine does), compactions inline.
+    let (commits, pending) = std::sync::mpsc::channel::<PendingCommit>();
+    std::thread::spawn(move || pending.iter().for_each(|c| c.commit().unwrap()));
     for i in 1u64.. {
         let v = i.to_string();
-        s.apply_batch(
-            &[
-                put(&format!("k{}", i % 10), &v),
-                put(&format!("n{}", i % 3), &v),
-            ],
-            &i.to_be_bytes(),
-        )
-        .unwrap();
+        let (_, commit) = s
+            .apply_batch_deferred(
+                &[
+                    put(&format!("k{}", i % 10), &v),
+                    put(&format!("n{}", i % 3), &v),
+                ],
+                &i.to_be_bytes(),
+            )
+            .unwrap();
+        commits.send(commit).unwrap();
         if i % 300 == 0 {
             let revision = s.current_revision() - 10;
             s.apply_batch(&[Command::Compact { revision }], &i.to_be_bytes())

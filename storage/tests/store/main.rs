@@ -10,6 +10,7 @@ mod common;
 mod alarm;
 mod compact;
 mod crash;
+mod deferred;
 mod hash;
 mod kv;
 mod lease;

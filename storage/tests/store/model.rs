@@ -305,7 +305,21 @@ impl Harness {
         }
         self.batches += 1;
         let meta = self.batches.to_be_bytes();
-        let outputs = self.store().apply_batch(&self.batch, &meta).unwrap();
+        let outputs = if self.batches.is_multiple_of(2) {
+            // Every other batch is written by another thread a little later; the reads and
+            // batches that follow at once must still see it.
+            let (outputs, commit) = self
+                .store()
+                .apply_batch_deferred(&self.batch, &meta)
+                .unwrap();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                commit.commit().unwrap();
+            });
+            outputs
+        } else {
+            self.store().apply_batch(&self.batch, &meta).unwrap()
+        };
         // A lease granted with ID 0 gets a fresh positive ID of the store's choosing.
         for (i, cmd) in self.batch.iter().enumerate() {
             let Command::LeaseGrant { id: 0, .. } = cmd else {
