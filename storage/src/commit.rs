@@ -56,10 +56,11 @@ impl CommitGate {
     }
 
     fn finish(&self, seq: u64, ok: bool) {
-        match ok {
-            true => self.committed.fetch_max(seq, Ordering::SeqCst),
-            false => u64::from(self.failed.swap(true, Ordering::SeqCst)),
-        };
+        if ok {
+            self.committed.fetch_max(seq, Ordering::SeqCst);
+        } else {
+            self.failed.store(true, Ordering::SeqCst);
+        }
         // Taking the mutex orders this with a waiter between its check and its wait.
         drop(self.mu.lock().unwrap_or_else(|e| e.into_inner()));
         self.cv.notify_all();
