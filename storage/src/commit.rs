@@ -20,7 +20,8 @@ pub(crate) struct CommitGate {
     issued: AtomicU64,
     /// The last batch written to sled.
     committed: AtomicU64,
-    /// A commit failed: memory is ahead of disk for good.
+    /// The store is poisoned for good: a commit or an apply failed (memory and disk may
+    /// disagree), or [`Store::poison`](crate::Store::poison) stopped it.
     failed: AtomicBool,
     mu: Mutex<()>,
     cv: Condvar,
@@ -42,7 +43,7 @@ impl CommitGate {
         self.failed() || self.committed.load(Ordering::SeqCst) >= seq
     }
 
-    /// Whether a commit failed.
+    /// Whether the store is poisoned.
     pub(crate) fn failed(&self) -> bool {
         self.failed.load(Ordering::SeqCst)
     }
@@ -53,6 +54,11 @@ impl CommitGate {
         while !self.settled(seq) {
             g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
         }
+    }
+
+    /// Poisons the store: every waiter is settled, every later use refused.
+    pub(crate) fn poison(&self) {
+        self.finish(0, false);
     }
 
     fn finish(&self, seq: u64, ok: bool) {

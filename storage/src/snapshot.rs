@@ -54,7 +54,7 @@ pub struct SnapshotExport<'a> {
 pub(crate) fn begin_export(inner: &Inner) -> Result<SnapshotExport<'_>> {
     let maintenance = lock(&inner.maintenance);
     let st = inner.read();
-    if st.poisoned {
+    if inner.poisoned() {
         return Err(Error::Poisoned);
     }
     let kv_start = [revision::KV_PREFIX];
@@ -145,7 +145,7 @@ pub(crate) fn defragment(inner: &Inner) -> Result<()> {
     let _maintenance = lock(&inner.maintenance);
     let _no_applies = lock(&inner.apply_gate);
     let st = inner.read();
-    if st.poisoned {
+    if inner.poisoned() {
         return Err(Error::Poisoned);
     }
     let gen = st.db_gen + 1;

@@ -35,8 +35,6 @@ pub(crate) struct State {
     pub live_bytes: u64,
     /// Compacted revisions whose records are still in sled, deleted a chunk per batch.
     pub garbage: BTreeSet<Rev>,
-    /// An engine error happened in the middle of applying: memory and disk may disagree.
-    pub poisoned: bool,
 }
 
 impl State {
@@ -54,7 +52,6 @@ impl State {
             meta: None,
             live_bytes: 0,
             garbage: BTreeSet::new(),
-            poisoned: false,
         };
         if let Some(v) = st.db.get(revision::META_STATE)? {
             let m = MetaState::decode(&v)?;

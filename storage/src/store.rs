@@ -100,34 +100,32 @@ pub(crate) fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
 impl Inner {
     /// The state to read, once every applied batch is written to sled.
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.settled(|| self.state.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The state to change, once every applied batch is written to sled.
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.settled(|| self.state.write().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Takes the lock with `lock` until no handed-out write is pending under it (batches are
+    /// handed out under the write lock, so the count is stable while any guard is held).
+    fn settled<G>(&self, lock: impl Fn() -> G) -> G {
         loop {
-            let st = self.state.read().unwrap_or_else(|e| e.into_inner());
+            let guard = lock();
             let seq = self.commits.last_issued();
-            if !self.commits.settled(seq) {
-                drop(st);
-                self.commits.wait_for(seq);
-            } else if self.commits.failed() && !st.poisoned {
-                drop(st);
-                drop(self.write());
-            } else {
-                return st;
+            if self.commits.settled(seq) {
+                return guard;
             }
+            drop(guard);
+            self.commits.wait_for(seq);
         }
     }
 
-    /// The state to change, once every applied batch is written to sled (a failed write
-    /// poisons it).
-    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, State> {
-        loop {
-            let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
-            let seq = self.commits.last_issued();
-            if self.commits.settled(seq) {
-                st.poisoned |= self.commits.failed();
-                return st;
-            }
-            drop(st);
-            self.commits.wait_for(seq);
-        }
+    /// Whether an engine failure (or [`Store::poison`]) stopped the store for good: memory
+    /// and disk may disagree.
+    pub(crate) fn poisoned(&self) -> bool {
+        self.commits.failed()
     }
 
     /// The state if no batch is being applied or written right now (`None`: one is).
@@ -137,9 +135,9 @@ impl Inner {
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
-        // After a failed write `read` is the way in (it marks the state poisoned).
-        let settled = self.commits.settled(self.commits.last_issued());
-        (settled && !self.commits.failed()).then_some(st)
+        self.commits
+            .settled(self.commits.last_issued())
+            .then_some(st)
     }
 }
 
@@ -149,7 +147,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         self.commits.wait_for(self.commits.last_issued());
-        if st.poisoned || self.commits.failed() {
+        if self.commits.failed() {
             // See `Store::flush`: the writes that failed would be waited for forever, also by
             // sled's own flush when its last handle drops; so that handle is never dropped.
             std::mem::forget(st.db.clone());
@@ -207,7 +205,7 @@ impl Store {
     ) -> Result<(Vec<Output>, PendingCommit)> {
         let _gate = lock(&self.inner.apply_gate);
         let mut st = self.inner.write();
-        if st.poisoned {
+        if self.inner.poisoned() {
             return Err(Error::Poisoned);
         }
         let gc = self.inner.gc_pins.load(Ordering::SeqCst) == 0;
@@ -217,7 +215,7 @@ impl Store {
         let (outputs, batch) = match applied {
             Ok(applied) => applied,
             Err(e) => {
-                st.poisoned = true;
+                self.inner.commits.poison();
                 return Err(e);
             }
         };
@@ -245,7 +243,7 @@ impl Store {
         req: &RangeRequest,
     ) -> Result<std::result::Result<(i64, RangeResponse), RequestError>> {
         let st = self.inner.read();
-        if st.poisoned {
+        if self.inner.poisoned() {
             return Err(Error::Poisoned);
         }
         let view = View {
@@ -301,7 +299,7 @@ impl Store {
     /// covers. Reads hold the store's read lock throughout (applies wait).
     pub fn hash_kv(&self, revision: i64) -> Result<std::result::Result<KvHash, RequestError>> {
         let st = self.inner.read();
-        if st.poisoned {
+        if self.inner.poisoned() {
             return Err(Error::Poisoned);
         }
         hash::hash_kv(&st, revision)
@@ -311,7 +309,7 @@ impl Store {
     /// [`hash`](crate::hash).
     pub fn hash(&self) -> Result<(i64, u32)> {
         let st = self.inner.read();
-        if st.poisoned {
+        if self.inner.poisoned() {
             return Err(Error::Poisoned);
         }
         Ok((st.rev, hash::hash_all(&st)?))
@@ -367,7 +365,7 @@ impl Store {
     pub fn flush(&self) -> Result<()> {
         let db = {
             let st = self.inner.read();
-            if st.poisoned {
+            if self.inner.poisoned() {
                 return Err(Error::Poisoned);
             }
             st.db.clone()
@@ -380,7 +378,8 @@ impl Store {
     /// `Poisoned` from now on. For a caller whose other storage failed (the Raft WAL on a full
     /// disk), so that shutting down does not wait on writes that cannot succeed.
     pub fn poison(&self) {
-        self.inner.write().poisoned = true;
+        let _applies_done = self.inner.write();
+        self.inner.commits.poison();
     }
 
     /// Reclaims space on disk by rewriting the retained state into a fresh database. Applies
