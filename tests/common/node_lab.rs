@@ -13,9 +13,9 @@
 //!   which, unlike `ip netns exec`, leaves `/sys` and so the cgroup mounts alone); processes it
 //!   starts inherit the namespace.
 //! - Dropping the lab (also on panic) SIGKILLs, by PID, every process left in the namespace or
-//!   in the cgroup root (containerd, its shims, the pods' processes), removes the pods' network
-//!   namespaces those processes held, unmounts what is left under the scratch dir, removes the
-//!   cgroups and the namespace.
+//!   in the cgroup root (containerd, its shims, the pods' processes), unmounts what is left
+//!   under the scratch dir (with the pods' network namespaces: the agent's containerd mounts
+//!   them under its state dir, not in `/run/netns`), removes the cgroups and the namespace.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -98,10 +98,6 @@ fn remove_cgroups(dir: &Path) {
         }
     }
     let _ = std::fs::remove_dir(dir);
-}
-
-fn net_ns_inode(path: &Path) -> Option<u64> {
-    std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).ok()?).into()
 }
 
 /// Runs `scripts/build-images.sh dir` (the pause and busybox image tarballs).
@@ -405,13 +401,6 @@ impl NodeLab {
 impl Drop for NodeLab {
     fn drop(&mut self) {
         let pids = self.processes();
-        // The pods' network namespaces, known by the inodes their processes hold.
-        let ours = net_ns_inode(&self.netns_path());
-        let pod_netns: Vec<u64> = pids
-            .iter()
-            .filter_map(|p| net_ns_inode(Path::new(&format!("/proc/{p}/ns/net"))))
-            .filter(|i| Some(*i) != ours)
-            .collect();
         for pid in &pids {
             if let Some(pid) = rustix::process::Pid::from_raw(*pid) {
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
@@ -420,17 +409,6 @@ impl Drop for NodeLab {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.processes().is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
-        }
-        for e in std::fs::read_dir("/run/netns")
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let p = e.path();
-            if net_ns_inode(&p).is_some_and(|i| pod_netns.contains(&i)) {
-                let _ = Command::new("umount").arg(&p).status();
-                let _ = std::fs::remove_file(&p);
-            }
         }
         super::mounts::unmount_under(self.scratch.path());
         for dir in self.cgroup_dirs() {

@@ -7,7 +7,7 @@
 //! which remounts /sys and so hides the cgroup mounts runc needs), so the CNI bridge, the
 //! masquerade rules and the pods' veths live there. Containers run under the lab's cgroup
 //! root. Dropping the lab (also on panic) kills every process in that netns and cgroup,
-//! unmounts what is left under the scratch dir, deletes the pod netns and ours.
+//! unmounts what is left under the scratch dir (the pod netns with it), deletes ours.
 //!
 //! Missing prerequisites (root, containerd, ctr, runc, nsenter, ip, iptables, the CNI plugins,
 //! busybox-static) fail the test: `scripts/prereqs.sh test` installs them.
@@ -277,6 +277,14 @@ async fn containerd_runs_a_pod_through_cri() {
         .map(PathBuf::from)
         .unwrap_or_else(|| panic!("no network namespace path in the sandbox info: {info}"));
     assert!(pod_netns.exists(), "{}", pod_netns.display());
+    // Under the agent's own state dir, not the host's /run/netns: the data dir's unmount
+    // releases it whatever state the sandbox is left in.
+    assert!(
+        pod_netns.starts_with(&config.layout.pod_netns_dir),
+        "the pod netns {} is under {}",
+        pod_netns.display(),
+        config.layout.pod_netns_dir.display()
+    );
     pod_namespaces.push(pod_netns);
     let sb = status.status.expect("sandbox status");
     assert_eq!(sb.state, pb::PodSandboxState::SandboxReady as i32);

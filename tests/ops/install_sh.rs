@@ -791,8 +791,9 @@ fn an_unsupported_system_changes_nothing() {
 
 /// k3rs-killall.sh for real, inside fresh PID, network and mount namespaces (so it sees only
 /// the processes, interfaces, iptables and mounts the scenario made there): it kills k3rs and
-/// the data dir's shims with their children, unmounts the pod's mount, deletes the cni-
-/// network namespace, the bridge and its veth, and the KUBE-/CNI- rules; everything else stays.
+/// the data dir's shims with their children, unmounts the pod's mounts (its rootfs and its
+/// network namespace under containerd's state dir), deletes the cni- network namespace in
+/// /run/netns, the bridge and its veth, and the KUBE-/CNI- rules; everything else stays.
 #[test]
 fn killall_cleans_up_what_k3rs_left() {
     let (dir, root, _) = scratch_root();

@@ -1,6 +1,9 @@
 //! The containerd configuration the agent generates: containerd 1.6's config format version 2,
 //! with every directory the daemon writes to under the agent's data dir, so several agents (and
-//! a system containerd) can share one machine. Registry mirrors and TLS live in the registry
+//! a system containerd) can share one machine. That includes the pods' network namespaces
+//! (`netns_mounts_under_state_dir`, [`Layout::pod_netns_dir`]), not the host-wide `/run/netns`:
+//! stopping the agent and unmounting under its data dir (`k3rs-killall.sh`) releases every one,
+//! whatever state its sandbox was left in. Registry mirrors and TLS live in the registry
 //! host directory (`config_path`, see [`super::registries`]), credentials in this file.
 
 use std::fmt::Write as _;
@@ -21,6 +24,10 @@ pub struct Layout {
     /// The gRPC socket (`<agent>/containerd/containerd.sock`); containerd adds `.ttrpc` for its
     /// ttrpc socket.
     pub address: PathBuf,
+    /// Where the CRI plugin mounts each pod sandbox's network namespace (`cni-<uuid>` files,
+    /// `<state>/io.containerd.grpc.v1.cri/netns`) instead of `/run/netns`: `ip netns` does not
+    /// list them; `nsenter --net=<file>` enters one.
+    pub pod_netns_dir: PathBuf,
     /// The daemon's own stdout/stderr (`<agent>/containerd/containerd.log`).
     pub log_file: PathBuf,
     /// The `opt` plugin's directory (`<agent>/containerd/opt`) instead of `/opt/containerd`.
@@ -36,10 +43,12 @@ impl Layout {
     /// The layout under `agent_dir` (`<data-dir>/agent`).
     pub fn new(agent_dir: &Path) -> Layout {
         let containerd = agent_dir.join("containerd");
+        let state = containerd.join("state");
         Layout {
             config_file: agent_dir.join("etc/containerd/config.toml"),
             root: containerd.clone(),
-            state: containerd.join("state"),
+            pod_netns_dir: state.join("io.containerd.grpc.v1.cri/netns"),
+            state,
             address: containerd.join("containerd.sock"),
             log_file: containerd.join("containerd.log"),
             opt: containerd.join("opt"),
@@ -123,6 +132,8 @@ impl Config {
         if self.restrict_oom_score_adj {
             let _ = writeln!(s, "  restrict_oom_score_adj = true");
         }
+        // Under `state`: [`Layout::pod_netns_dir`].
+        let _ = writeln!(s, "  netns_mounts_under_state_dir = true");
         let _ = writeln!(s);
         let _ = writeln!(s, "[{cri}.containerd]");
         let _ = writeln!(s, "  snapshotter = {}", quote(&self.snapshotter));
@@ -181,6 +192,8 @@ mod tests {
                 root: "/var/lib/k3rs/agent/containerd".into(),
                 state: "/var/lib/k3rs/agent/containerd/state".into(),
                 address: "/var/lib/k3rs/agent/containerd/containerd.sock".into(),
+                pod_netns_dir:
+                    "/var/lib/k3rs/agent/containerd/state/io.containerd.grpc.v1.cri/netns".into(),
                 log_file: "/var/lib/k3rs/agent/containerd/containerd.log".into(),
                 opt: "/var/lib/k3rs/agent/containerd/opt".into(),
                 cni_conf_dir: "/var/lib/k3rs/agent/etc/cni/net.d".into(),
@@ -207,6 +220,7 @@ state = "/var/lib/k3rs/agent/containerd/state"
   sandbox_image = "docker.io/k3rs/pause:3.6"
   stream_server_address = "127.0.0.1"
   stream_server_port = "10010"
+  netns_mounts_under_state_dir = true
 
 [plugins."io.containerd.grpc.v1.cri".containerd]
   snapshotter = "overlayfs"
