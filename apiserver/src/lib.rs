@@ -352,18 +352,20 @@ impl ApiServer {
         // The authenticating proxy, client certificates, then the token file
         // (kube-apiserver's order), bootstrap and service-account tokens.
         let mut authn = k3rs_auth::authn::Chain::default();
-        // The handshake accepts both CAs: each authenticator checks its own.
+        // The handshake accepts both CAs: each authenticator checks its own (remembering
+        // its verdict per chain: a keep-alive connection presents the same one each time).
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         authn.push(Arc::new(k3rs_auth::request_header::RequestHeader {
-            verifier: k3rs_apimachinery::tls::client_verifier(
-                &request_header_ca,
-                provider.clone(),
-            )?,
+            verifier: k3rs_auth::cert_verdicts::CachedVerifier::new(
+                k3rs_apimachinery::tls::client_verifier(&request_header_ca, provider.clone())?,
+            ),
             allowed_names: request_header_names,
             headers: cfg.args.requestheader_headers.clone(),
         }));
         authn.push(Arc::new(k3rs_auth::request_header::VerifiedX509 {
-            verifier: k3rs_apimachinery::tls::client_verifier(&client_ca, provider)?,
+            verifier: k3rs_auth::cert_verdicts::CachedVerifier::new(
+                k3rs_apimachinery::tls::client_verifier(&client_ca, provider)?,
+            ),
         }));
         if let Some(path) = &cfg.args.token_auth_file {
             authn.push(Arc::new(k3rs_auth::token_file::TokenFile::load(path)?));

@@ -90,7 +90,7 @@ fn fixture() -> &'static Fixture {
         // `front-proxy` may assert users), certificates, the token file, service accounts.
         let chain = Chain::new(vec![
             Arc::new(RequestHeader {
-                verifier: verifier.clone(),
+                verifier: crate::cert_verdicts::CachedVerifier::new(verifier.clone()),
                 allowed_names: vec!["front-proxy".into()],
                 headers: Headers::default(),
             }),

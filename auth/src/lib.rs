@@ -14,6 +14,7 @@ pub mod attributes;
 pub mod authn;
 pub mod authz;
 pub mod bootstrap_token;
+pub mod cert_verdicts;
 pub mod impersonation;
 pub mod node;
 pub mod node_password;

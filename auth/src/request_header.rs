@@ -13,14 +13,13 @@
 //!   upstream).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use axum::http::HeaderMap;
 use futures::future::BoxFuture;
 use rustls::pki_types::{CertificateDer, UnixTime};
-use rustls::server::danger::ClientCertVerifier;
 
 use super::authn::{Authenticator, AuthnRequest, Outcome, X509};
+use super::cert_verdicts::CachedVerifier;
 use super::user::UserInfo;
 
 /// Which headers carry the identity.
@@ -101,7 +100,7 @@ impl Headers {
 #[derive(Debug)]
 pub struct RequestHeader {
     /// Verifies against the request-header CA only.
-    pub verifier: Arc<dyn ClientCertVerifier>,
+    pub verifier: CachedVerifier,
     /// `--requestheader-allowed-names` (empty: any CN from the CA).
     pub allowed_names: Vec<String>,
     /// Which headers carry the identity.
@@ -114,11 +113,7 @@ impl RequestHeader {
         let Some(leaf) = certs.first() else {
             return false;
         };
-        if self
-            .verifier
-            .verify_client_cert(leaf, &certs[1..], UnixTime::now())
-            .is_err()
-        {
+        if self.verifier.verify(certs, UnixTime::now()).is_err() {
             return false;
         }
         if self.allowed_names.is_empty() {
@@ -153,19 +148,16 @@ impl Authenticator for RequestHeader {
 #[derive(Debug)]
 pub struct VerifiedX509 {
     /// Verifies the chain against the client CA.
-    pub verifier: Arc<dyn ClientCertVerifier>,
+    pub verifier: CachedVerifier,
 }
 
 impl Authenticator for VerifiedX509 {
     fn authenticate<'a>(&'a self, req: &'a AuthnRequest<'a>) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
-            let Some(leaf) = req.peer_certs.first() else {
+            if req.peer_certs.is_empty() {
                 return Outcome::NotApplicable;
-            };
-            if let Err(e) =
-                self.verifier
-                    .verify_client_cert(leaf, &req.peer_certs[1..], UnixTime::now())
-            {
+            }
+            if let Err(e) = self.verifier.verify(req.peer_certs, UnixTime::now()) {
                 return Outcome::Rejected(format!("verifying the client certificate: {e}"));
             }
             X509.authenticate(req).await
