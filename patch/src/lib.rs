@@ -226,7 +226,7 @@ pub fn apply_patch(
     Ok(match ctx.field_manager {
         Some(manager) => apply::track_update(
             Some(live),
-            &patched,
+            patched,
             manager,
             apply::Operation::Update,
             ctx.meta,

@@ -105,7 +105,7 @@ impl Registry {
             let mut obj = managed_fields::track(
                 t,
                 None,
-                obj.clone(),
+                obj,
                 opts.field_manager.as_deref(),
                 &meta::now_rfc3339(),
             );

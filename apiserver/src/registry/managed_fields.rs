@@ -57,15 +57,7 @@ pub(super) fn track(
         Some(m) => m,
         None => &NoPatchMeta,
     };
-    track_update(
-        old,
-        &new,
-        manager,
-        Operation::Update,
-        meta,
-        scope_of(t),
-        now,
-    )
+    track_update(old, new, manager, Operation::Update, meta, scope_of(t), now)
 }
 
 #[cfg(test)]

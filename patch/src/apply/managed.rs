@@ -148,8 +148,13 @@ pub(crate) fn write(object: &mut Value, mut entries: Vec<Entry>) {
 /// `object` without `metadata.managedFields`.
 pub(crate) fn strip(object: &Value) -> Value {
     let mut out = object.clone();
-    if let Some(m) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+    strip_in_place(&mut out);
+    out
+}
+
+/// Removes `object`'s `metadata.managedFields`.
+pub(crate) fn strip_in_place(object: &mut Value) {
+    if let Some(m) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("managedFields");
     }
-    out
 }

@@ -272,7 +272,7 @@ pub fn apply(
 /// may set them; `[{}]` resets them).
 pub fn track_update(
     old: Option<&Value>,
-    new: &Value,
+    new: Value,
     manager: &str,
     operation: Operation,
     meta: &dyn PatchMeta,
@@ -284,11 +284,12 @@ pub fn track_update(
     let sent = new.pointer("/metadata/managedFields");
     let old_sent = old.and_then(|o| o.pointer("/metadata/managedFields"));
     let mut entries = match sent.and_then(Value::as_array) {
-        Some(list) if !list.is_empty() && sent != old_sent => managed::read(new),
+        Some(list) if !list.is_empty() && sent != old_sent => managed::read(&new),
         _ => old_entries,
     };
     let old = old.map_or_else(|| json!({}), managed::strip);
-    let mut result = managed::strip(new);
+    let mut result = new;
+    managed::strip_in_place(&mut result);
     let version = api_version(&result);
     let cmp = walker.compare(&old, &result);
 

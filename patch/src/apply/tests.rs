@@ -87,7 +87,7 @@ fn apply_creates_with_managed_fields() {
 fn created_by_client_side_apply() -> Value {
     track_update(
         None,
-        &config(2, "nginx:1.14"),
+        config(2, "nginx:1.14"),
         "kubectl-client-side-apply",
         Operation::Update,
         &meta(),
@@ -249,7 +249,7 @@ fn fields_set_by_updaters_survive_reapply() {
     edited["spec"]["paused"] = json!(true);
     let live = track_update(
         Some(&live),
-        &edited,
+        edited.clone(),
         "kubectl-edit",
         Operation::Update,
         &meta(),
@@ -271,7 +271,7 @@ fn an_update_takes_fields_from_the_applier() {
     scaled["spec"]["replicas"] = json!(5);
     let live = track_update(
         Some(&live),
-        &scaled,
+        scaled.clone(),
         "kube-controller-manager",
         Operation::Update,
         &meta(),
@@ -299,7 +299,7 @@ fn update_removing_fields_drops_them_from_every_manager() {
         .remove("ports");
     let out = track_update(
         Some(&live),
-        &edited,
+        edited.clone(),
         "kubectl-edit",
         Operation::Update,
         &meta(),
@@ -326,7 +326,7 @@ fn managed_fields_sent_by_the_client_replace_the_live_ones() {
     reset["spec"]["replicas"] = json!(3);
     let out = track_update(
         Some(&live),
-        &reset,
+        reset.clone(),
         "editor",
         Operation::Update,
         &meta(),
@@ -407,7 +407,7 @@ fn status_writes_are_tracked_apart() {
                      "spec": {"nodeName": "n"}, "status": {"phase": "Pending"}});
     let created = track_update(
         None,
-        &pod,
+        pod.clone(),
         "kubectl-create",
         Operation::Update,
         &pod_meta,
@@ -424,7 +424,7 @@ fn status_writes_are_tracked_apart() {
     running["spec"]["nodeName"] = json!("m");
     let out = track_update(
         Some(&created),
-        &running,
+        running.clone(),
         "kubelet",
         Operation::Update,
         &pod_meta,
@@ -578,7 +578,7 @@ mod properties {
             let live = run(None, &first, "kubectl", false, T0).unwrap();
             let mut edited = second.clone();
             edited["metadata"]["managedFields"] = live["metadata"]["managedFields"].clone();
-            let out = track_update(Some(&live), &edited, "editor", Operation::Update, &meta(), Scope::Whole, T1);
+            let out = track_update(Some(&live), edited.clone(), "editor", Operation::Update, &meta(), Scope::Whole, T1);
             prop_assert_eq!(managed::strip(&out), second);
             // Re-applying the first configuration conflicts exactly when the editor changed
             // something the applier had set.
