@@ -64,6 +64,35 @@ fn a_deployment_of_1000_pods_on_100_hollow_nodes_completes() {
     let nodes_ready = started.elapsed();
     let nodes_rss = rss();
 
+    // The node IPAM controller sets the ranges of many joining nodes concurrently: each node
+    // gets a /24 of the cluster CIDR, and no two the same.
+    let cidrs = wait_for("a podCIDR on every node", Duration::from_secs(120), || {
+        let out = get(
+            &k,
+            &["nodes"],
+            r#"{range .items[*]}{.metadata.name} {.spec.podCIDR}{"\n"}{end}"#,
+        )?;
+        let cidrs: Vec<String> = out
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .filter(|(_, c)| !c.is_empty())
+            .map(|(_, c)| c.to_string())
+            .collect();
+        (cidrs.len() >= NODES).then_some(cidrs)
+    });
+    let distinct: std::collections::BTreeSet<&String> = cidrs.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        cidrs.len(),
+        "a range given twice: {cidrs:?}"
+    );
+    for c in &cidrs {
+        assert!(
+            c.starts_with("10.42.") && c.ends_with(".0/24"),
+            "{c} is not a /24 of 10.42.0.0/16"
+        );
+    }
+
     k.ok_stdin(&["apply", "-f", "-"], Some(&deployment()));
     let created = Instant::now();
     wait_for(
