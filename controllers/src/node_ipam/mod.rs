@@ -171,16 +171,21 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// The view after a complete list of `nodes` (name, ranges).
+    fn listed(nodes: &[(&str, &[&str])]) -> ranges::Ranges {
+        let mut view = ranges::Ranges::default();
+        view.apply(Event::Init);
+        for (name, cidrs) in nodes {
+            view.apply(Event::InitApply(node(name, cidrs)));
+        }
+        view.apply(Event::InitDone);
+        view
+    }
+
     #[test]
     fn ranges_in_flight_are_never_given_twice() {
         let cluster = net("10.42.0.0/16");
-        let mut view = ranges::Ranges::default();
-        view.apply(Event::Init);
-        view.apply(Event::InitApply(node("a", &["10.42.0.0/24"])));
-        for n in ["b", "c"] {
-            view.apply(Event::InitApply(node(n, &[])));
-        }
-        view.apply(Event::InitDone);
+        let mut view = listed(&[("a", &["10.42.0.0/24"]), ("b", &[]), ("c", &[])]);
         let mut assigned = BTreeMap::new();
         // b and c are chosen for before either patch is seen: different ranges, free ones.
         let b = choose_in(&mut assigned, &view, cluster, 24, "b").unwrap();
@@ -204,11 +209,7 @@ mod tests {
     #[test]
     fn an_exhausted_cluster_records_nothing() {
         let cluster = net("10.42.0.0/24");
-        let mut view = ranges::Ranges::default();
-        view.apply(Event::Init);
-        view.apply(Event::InitApply(node("a", &["10.42.0.0/24"])));
-        view.apply(Event::InitApply(node("b", &[])));
-        view.apply(Event::InitDone);
+        let view = listed(&[("a", &["10.42.0.0/24"]), ("b", &[])]);
         let mut assigned = BTreeMap::new();
         assert!(choose_in(&mut assigned, &view, cluster, 24, "b").is_err());
         assert!(assigned.is_empty());
