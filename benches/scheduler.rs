@@ -5,8 +5,9 @@
 //! scheduling throughput (pods/s, first create → last binding seen in a pod watch), the
 //! pod-scheduled latency p50/p99 both as the API records it (`creationTimestamp` →
 //! `PodScheduled` condition, whole seconds) and as a client sees it (create sent → binding
-//! seen in the watch, ms), and the server's and the agent's RSS, beside kube-scheduler's
-//! published 680–810 pods/s at 5,000 nodes.
+//! seen in the watch, ms), the server's and the agent's RSS, and the CPU seconds each spent
+//! from the first create to all Ready (and per pod: steadier across runs than pods/s on a
+//! shared machine), beside kube-scheduler's published 680–810 pods/s at 5,000 nodes.
 //!
 //! Sizes: `--nodes N --pods M` (after `--`) or `BENCH_NODES`/`BENCH_PODS`; the default,
 //! 100 nodes and 1,000 pods, finishes in a few minutes in a debug build. `--via deployment`
@@ -53,7 +54,7 @@ use std::time::{Duration, Instant};
 
 use common::kube::{KubeClient, Kubeconfig, WatchLines};
 use common::process::ChildGuard;
-use common::stats::{self, env_usize, proc_status_kib, rss_mib};
+use common::stats::{self, cpu_secs, env_usize, proc_status_kib, rss_mib};
 use common::K3rs;
 use serde_json::{json, Value};
 
@@ -360,6 +361,9 @@ struct Report {
     /// The server's peak RSS (`VmHWM`).
     server_peak_mib: f64,
     agent_rss_mib: f64,
+    /// CPU seconds from the first create to all Ready.
+    server_cpu_secs: f64,
+    agent_cpu_secs: f64,
     load_average: f64,
 }
 
@@ -401,6 +405,8 @@ async fn run(
         .await?;
     let watcher = tokio::spawn(follow(watch, seen.clone(), pods));
 
+    let cpu = |pid: Option<u32>| pid.map_or(f64::NAN, cpu_secs);
+    let cpu_before = (cpu(server.pid()), cpu(agent.pid()));
     let start = Instant::now();
     let create_rate = match via {
         Via::Pods => {
@@ -458,6 +464,8 @@ async fn run(
         wait_deployment_available(&clients[0], pods).await?;
     }
     let completed_secs = start.elapsed().as_secs_f64();
+    let server_cpu_secs = cpu(server.pid()) - cpu_before.0;
+    let agent_cpu_secs = cpu(agent.pid()) - cpu_before.1;
     watcher.abort();
     let sent = sent.lock().unwrap().clone();
     let last = bound.values().max().copied().unwrap_or(start);
@@ -504,6 +512,8 @@ async fn run(
         server_rss_mib,
         server_peak_mib,
         agent_rss_mib,
+        server_cpu_secs,
+        agent_cpu_secs,
         load_average: load_average(),
     })
 }
@@ -538,13 +548,13 @@ fn table(r: &Report) -> String {
          ready {:.1} s after start; {created}.\n\n\
          | nodes | pods | scheduled pods/s | p50 / p99 created → PodScheduled (API, 1 s steps) \
          | p50 / p99 {client_view} → binding seen | all Ready | server RSS (peak) | agent RSS \
-         |\n\
-         |---:|---:|---:|---|---|---:|---:|---:|\n\
+         | server / agent CPU s (ms per pod) |\n\
+         |---:|---:|---:|---|---|---:|---:|---:|---:|\n\
          | {} | {} | {:.0} | {} s / {} s | {:.0} ms / {:.0} ms | {:.0} s | {:.0} MiB ({:.0} MiB) \
-         | {:.0} MiB |\n\
-         | kube-scheduler, published (5,000 nodes) | | 680–810 | | | | | |\n\
+         | {:.0} MiB | {:.0} / {:.0} ({:.1} / {:.1}) |\n\
+         | kube-scheduler, published (5,000 nodes) | | 680–810 | | | | | | |\n\
          | goal (issue 23) | 5,000 nodes, 30k pods | ≥ 1,000 | p99 ≤ 5 s | | | ≤ 2 GiB \
-         (≤ 1 GiB at 1,000 / 10,000) | |\n\n\
+         (≤ 1 GiB at 1,000 / 10,000) | | |\n\n\
          Load average (1 min) at the end: {:.1}.\n",
         r.nodes,
         r.pods,
@@ -561,6 +571,10 @@ fn table(r: &Report) -> String {
         r.server_rss_mib,
         r.server_peak_mib,
         r.agent_rss_mib,
+        r.server_cpu_secs,
+        r.agent_cpu_secs,
+        r.server_cpu_secs * 1000.0 / r.pods as f64,
+        r.agent_cpu_secs * 1000.0 / r.pods as f64,
         r.load_average,
     )
 }
