@@ -123,17 +123,21 @@ pub fn exact_match(sel: &str, field: &str) -> Option<String> {
         .map(|t| t.value.to_string())
 }
 
+/// The paths of `r`'s objects that field selectors read (what [`selectable`] copies).
+pub fn selectable_paths(r: &Resource) -> impl Iterator<Item = &'static str> + '_ {
+    ["metadata.name", "metadata.namespace"]
+        .into_iter()
+        .chain(r.field_labels.iter().map(|(_, path)| *path))
+}
+
 /// The part of `obj` that any field selector of `r` reads: `metadata.name`,
 /// `metadata.namespace` and each path of `r`'s field labels, copied where present (upstream's
 /// `GetAttrs` fields set). For every selector `s` that [`FieldSelector::parse`] accepts for
 /// `r`, `s.matches(&selectable(obj, r)) == s.matches(obj)`: a cache keeps this instead of the
 /// whole object to filter by.
 pub fn selectable(obj: &Value, r: &Resource) -> Value {
-    let paths = ["metadata.name", "metadata.namespace"]
-        .into_iter()
-        .chain(r.field_labels.iter().map(|(_, path)| *path));
     let mut out = Value::Object(serde_json::Map::new());
-    for path in paths {
+    for path in selectable_paths(r) {
         let Some(v) = path.split('.').try_fold(obj, |cur, seg| cur.get(seg)) else {
             continue;
         };

@@ -18,6 +18,7 @@ pub(crate) mod managed_fields;
 #[cfg(test)]
 pub(crate) mod mem_store;
 pub(crate) mod patch;
+pub(crate) mod projection;
 pub(crate) mod rbac_escalation;
 mod replace;
 mod service;
@@ -262,6 +263,19 @@ pub fn decode_as(r: &Resource, kv: &KeyValue) -> ApiResult<Value> {
     } else {
         event_convert::from_storage(r, obj)
     })
+}
+
+/// What `paths` (dotted) of a stored object read as `r` serves it: only those values are
+/// decoded where the stored form is the served one ([`projection`]), the whole object
+/// otherwise (no resourceVersion: it is not stored).
+pub fn decode_paths_as(r: &Resource, kv: &KeyValue, paths: &[&str]) -> ApiResult<Value> {
+    if !hpa_convert::is_v1(r) && !event_convert::is_events_api(r) {
+        if let Ok(v) = projection::project(&kv.value, paths) {
+            return Ok(v);
+        }
+    }
+    // Converted, or bytes the projection rejects: the full decode (and its error).
+    decode_as(r, kv)
 }
 
 /// Decodes a stored object and sets its resourceVersion to the key's `mod_revision`.

@@ -1,6 +1,7 @@
 //! One store event decoded once for every watcher: its JSON form (what watchers are sent), and
 //! for the new and the previous version only what selectors read (labels and the
-//! selectable fields), so that each watcher only evaluates its selectors and copies bytes.
+//! selectable fields), so that each watcher only evaluates its selectors and copies bytes. The
+//! previous version is never decoded beyond that ([`decode_paths_as`]).
 //! Decoded objects are not kept: a pod as a `serde_json::Value` with its managedFields is ten
 //! times its JSON, and the ring holds a thousand events per resource. Most changes leave what
 //! selectors read as it was (a status update, a Lease renewal), so the previous version then
@@ -13,15 +14,15 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use serde_json::Value;
 
-use crate::registry::decode_as;
+use crate::registry::{decode_as, decode_paths_as};
 
 use k3rs_apimachinery::meta;
-use k3rs_apimachinery::selector::field::selectable;
+use k3rs_apimachinery::selector::field::{selectable, selectable_paths};
 
 use crate::registry::ListOptions;
 use k3rs_apimachinery::catalog::Resource;
 use k3rs_apimachinery::status::{ApiError, ApiResult};
-use k3rs_datastore::Event;
+use k3rs_datastore::{Event, KeyValue};
 
 /// An object version as selectors see it.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +38,14 @@ impl Version {
             fields: selectable(object, r),
             labels: meta::labels(object),
         }
+    }
+
+    /// A stored version, decoding only what selectors read of it.
+    fn stored(r: &Resource, kv: &KeyValue) -> ApiResult<Version> {
+        let paths: Vec<&str> = selectable_paths(r)
+            .chain(std::iter::once("metadata.labels"))
+            .collect();
+        Ok(Version::new(r, &decode_paths_as(r, kv, &paths)?))
     }
 
     fn matches(&self, filter: &ListOptions) -> bool {
@@ -72,7 +81,7 @@ impl CachedEvent {
         let (object, prev, created, deleted) = match ev {
             Event::Put { kv, prev } => {
                 let prev = match prev {
-                    Some(p) => Some(Version::new(r, &decode(p)?)),
+                    Some(p) => Some(Version::stored(r, p)?),
                     None => None,
                 };
                 let created = prev.is_none() && kv.version <= 1;
@@ -255,6 +264,62 @@ mod tests {
         assert!(!same, "relabeled: two versions");
         assert_eq!(out.kind_for(&filter("app=a")), Some("ADDED"));
         assert_eq!(out.kind_for(&filter("app=b")), Some("DELETED"));
+    }
+
+    #[test]
+    fn previous_versions_are_read_through_selectable_fields_and_conversions() {
+        let pod_kv = |node: &str, phase: &str, rev: i64| KeyValue {
+            key: b"/registry/pods/default/p".to_vec(),
+            mod_revision: rev,
+            version: rev,
+            value: encode(&json!({"metadata": {"name": "p", "namespace": "default",
+                "labels": {"app": "a"}}, "spec": {"nodeName": node,
+                "containers": [{"name": "c"}]}, "status": {"phase": phase}}))
+            .unwrap(),
+            ..Default::default()
+        };
+        let pods = k3rs_apimachinery::catalog::lookup("", "v1", "pods").unwrap();
+        let kind = |out: &CachedEvent, sel: &str, r: &Resource| {
+            out.kind_for(&ListOptions {
+                fields: k3rs_apimachinery::selector::FieldSelector::parse(sel, r).unwrap(),
+                ..Default::default()
+            })
+        };
+        let bound = Event::Put {
+            kv: pod_kv("n1", "Pending", 3),
+            prev: Some(pod_kv("", "Pending", 2)),
+        };
+        let out = CachedEvent::decode(pods, &bound).unwrap().unwrap();
+        assert_eq!(kind(&out, "spec.nodeName=n1", pods), Some("ADDED"));
+        assert_eq!(kind(&out, "spec.nodeName=", pods), Some("DELETED"));
+        let running = Event::Put {
+            kv: pod_kv("n1", "Running", 4),
+            prev: Some(pod_kv("n1", "Pending", 3)),
+        };
+        let out = CachedEvent::decode(pods, &running).unwrap().unwrap();
+        assert_eq!(kind(&out, "status.phase=Pending", pods), Some("DELETED"));
+        assert_eq!(kind(&out, "status.phase=Running", pods), Some("ADDED"));
+        assert_eq!(kind(&out, "spec.nodeName=n1", pods), Some("MODIFIED"));
+
+        // events.k8s.io serves stored core Events converted: `regarding` is `involvedObject`.
+        let r = k3rs_apimachinery::catalog::lookup("events.k8s.io", "v1", "events").unwrap();
+        let event_kv = |pod: &str, rev: i64| KeyValue {
+            key: b"/registry/events/default/e".to_vec(),
+            mod_revision: rev,
+            version: rev,
+            value: encode(&json!({"apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": pod},
+                "reason": "R"}))
+            .unwrap(),
+            ..Default::default()
+        };
+        let moved = Event::Put {
+            kv: event_kv("q", 6),
+            prev: Some(event_kv("p", 5)),
+        };
+        let out = CachedEvent::decode(r, &moved).unwrap().unwrap();
+        assert_eq!(kind(&out, "regarding.name=p", r), Some("DELETED"));
+        assert_eq!(kind(&out, "regarding.name=q", r), Some("ADDED"));
     }
 
     #[test]
