@@ -113,16 +113,20 @@ pub fn run(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
 
 /// A cordoned node takes only pods tolerating `node.kubernetes.io/unschedulable:NoSchedule`.
 pub fn node_unschedulable(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
-    let cordoned = node.node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+    // Runs for every node a decision examines: nothing is built for a node not cordoned.
+    if node.node.spec.as_ref().and_then(|s| s.unschedulable) != Some(true) {
+        return Ok(());
+    }
     let taint = Taint {
         key: "node.kubernetes.io/unschedulable".into(),
         effect: "NoSchedule".into(),
         ..Taint::default()
     };
-    if cordoned && !tolerated(pod.tolerations(), &taint) {
-        return Err(Rejection::unresolvable(ERR_UNSCHEDULABLE));
+    if tolerated(pod.tolerations(), &taint) {
+        Ok(())
+    } else {
+        Err(Rejection::unresolvable(ERR_UNSCHEDULABLE))
     }
-    Ok(())
 }
 
 /// `spec.nodeName`, when set, must be this node.

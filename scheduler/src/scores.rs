@@ -10,6 +10,7 @@ use super::topology_spread;
 use k3rs_apimachinery::resources::Resources;
 use k3rs_apimachinery::scheduling::node_selector_term_matches;
 use k3rs_apimachinery::scheduling::tolerated;
+use k8s_openapi::api::core::v1::Taint;
 
 /// The highest score a plugin gives.
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -71,14 +72,11 @@ pub fn least_allocated(pod: &PodInfo, node: &NodeInfo) -> i64 {
 /// NodeResourcesBalancedAllocation: `(1 - |cpu fraction - memory fraction| / 2) * 100` with
 /// the requests as written (fractions capped at 1; a resource the node lacks is skipped).
 pub fn balanced_allocation(pod: &PodInfo, node: &NodeInfo) -> i64 {
-    let pairs = cpu_memory(&node.requested, &pod.requests, &node.allocatable);
-    let fractions: Vec<f64> = pairs
-        .iter()
-        .filter(|(_, a)| *a != 0)
-        .map(|(r, a)| (*r as f64 / *a as f64).min(1.0))
-        .collect();
-    let std = if fractions.len() == 2 {
-        ((fractions[0] - fractions[1]) / 2.0).abs()
+    let [(cpu, cpu_alloc), (mem, mem_alloc)] =
+        cpu_memory(&node.requested, &pod.requests, &node.allocatable);
+    let fraction = |r: i64, a: i64| (r as f64 / a as f64).min(1.0);
+    let std = if cpu_alloc != 0 && mem_alloc != 0 {
+        ((fraction(cpu, cpu_alloc) - fraction(mem, mem_alloc)) / 2.0).abs()
     } else {
         0.0
     };
@@ -109,6 +107,16 @@ pub fn node_affinity(pod: &PodInfo, node: &NodeInfo) -> i64 {
 /// TaintToleration, before normalization: how many `PreferNoSchedule` taints the pod's
 /// `PreferNoSchedule` (or effect-less) tolerations leave untolerated.
 pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> i64 {
+    // Runs for every node scored: nothing is copied for a node without such taints.
+    let taints = node.node.spec.as_ref().and_then(|s| s.taints.as_deref());
+    let prefer_no_schedule = |t: &&Taint| t.effect == "PreferNoSchedule";
+    if !taints
+        .unwrap_or_default()
+        .iter()
+        .any(|t| prefer_no_schedule(&t))
+    {
+        return 0;
+    }
     let tolerations: Vec<_> = pod
         .tolerations()
         .iter()
@@ -120,11 +128,10 @@ pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> i64 {
         })
         .cloned()
         .collect();
-    let taints = node.node.spec.as_ref().and_then(|s| s.taints.as_deref());
     taints
         .unwrap_or_default()
         .iter()
-        .filter(|t| t.effect == "PreferNoSchedule" && !tolerated(&tolerations, t))
+        .filter(|t| prefer_no_schedule(t) && !tolerated(&tolerations, t))
         .count() as i64
 }
 
@@ -141,34 +148,70 @@ fn normalized_image(name: &str) -> String {
 /// ImageLocality: the sizes of the pod's images present on the node, each scaled by the
 /// share of nodes that have it, mapped from [23 MB, 1000 MB × containers] onto 0–100.
 pub fn image_locality(pod: &PodInfo, node: &NodeInfo, snapshot: &Snapshot) -> i64 {
-    let Some(spec) = pod.pod.spec.as_ref() else {
-        return 0;
-    };
-    let containers: Vec<_> = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
-        .collect();
-    let total = snapshot.nodes.len() as f64;
-    let mut sum: i64 = 0;
-    for c in &containers {
-        let image = normalized_image(c.image.as_deref().unwrap_or(""));
-        if let Some(size) = node.images.get(&image) {
-            let with = snapshot
-                .nodes
-                .iter()
-                .filter(|n| n.images.contains_key(&image))
-                .count() as f64;
-            sum += (*size as f64 * (with / total)) as i64;
+    ImageLocality::new(pod, snapshot).score(node)
+}
+
+/// [`image_locality`] for one pod over many nodes: the pod's images are normalized once, and
+/// each image's share of nodes is counted once, when a scored node first has it (upstream
+/// keeps that count in its snapshot), instead of per node scored.
+pub struct ImageLocality<'a> {
+    snapshot: &'a Snapshot,
+    /// Each container's image, normalized, with its share of nodes once counted.
+    images: Vec<(String, std::cell::Cell<Option<f64>>)>,
+}
+
+impl<'a> ImageLocality<'a> {
+    /// The scorer of `pod` on the nodes of `snapshot`.
+    pub fn new(pod: &PodInfo, snapshot: &'a Snapshot) -> ImageLocality<'a> {
+        let images = pod
+            .pod
+            .spec
+            .as_ref()
+            .map(|spec| {
+                (spec.init_containers.iter().flatten())
+                    .chain(&spec.containers)
+                    .map(|c| {
+                        let image = normalized_image(c.image.as_deref().unwrap_or(""));
+                        (image, std::cell::Cell::new(None))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        ImageLocality { snapshot, images }
+    }
+
+    /// The share of the snapshot's nodes that have `image`.
+    fn spread(&self, image: &str) -> f64 {
+        let total = self.snapshot.nodes.len() as f64;
+        let with = (self.snapshot.nodes.iter())
+            .filter(|n| n.images.contains_key(image))
+            .count() as f64;
+        with / total
+    }
+
+    /// [`image_locality`] of the pod on `node` (one of the snapshot's).
+    pub fn score(&self, node: &NodeInfo) -> i64 {
+        if self.images.is_empty() {
+            return 0;
         }
+        let mut sum: i64 = 0;
+        for (image, spread) in &self.images {
+            if let Some(size) = node.images.get(image) {
+                let share = spread.get().unwrap_or_else(|| {
+                    let s = self.spread(image);
+                    spread.set(Some(s));
+                    s
+                });
+                sum += (*size as f64 * share) as i64;
+            }
+        }
+        let max = IMAGE_MAX_CONTAINER_THRESHOLD * self.images.len() as i64;
+        if max <= IMAGE_MIN_THRESHOLD {
+            return 0;
+        }
+        let sum = sum.clamp(IMAGE_MIN_THRESHOLD, max);
+        MAX_NODE_SCORE * (sum - IMAGE_MIN_THRESHOLD) / (max - IMAGE_MIN_THRESHOLD)
     }
-    let max = IMAGE_MAX_CONTAINER_THRESHOLD * containers.len() as i64;
-    if max <= IMAGE_MIN_THRESHOLD {
-        return 0;
-    }
-    let sum = sum.clamp(IMAGE_MIN_THRESHOLD, max);
-    MAX_NODE_SCORE * (sum - IMAGE_MIN_THRESHOLD) / (max - IMAGE_MIN_THRESHOLD)
 }
 
 /// Upstream's `DefaultNormalizeScore`: scale to `100 * s / max`; `reverse` subtracts from
@@ -210,6 +253,7 @@ pub fn total(pod: &PodInfo, snapshot: &Snapshot, feasible: &[usize]) -> Vec<i64>
         vec![0; nodes.len()]
     };
     let spread = topology_spread::scores(pod, snapshot, feasible);
+    let images = ImageLocality::new(pod, snapshot);
     (0..nodes.len())
         .map(|i| {
             let n = nodes[i];
@@ -219,7 +263,7 @@ pub fn total(pod: &PodInfo, snapshot: &Snapshot, feasible: &[usize]) -> Vec<i64>
                 + WEIGHT_INTER_POD_AFFINITY * inter_pod[i]
                 + WEIGHT_RESOURCES_FIT * least_allocated(pod, n)
                 + WEIGHT_BALANCED_ALLOCATION * balanced_allocation(pod, n)
-                + WEIGHT_IMAGE_LOCALITY * image_locality(pod, n, snapshot)
+                + WEIGHT_IMAGE_LOCALITY * images.score(n)
         })
         .collect()
 }
@@ -313,6 +357,23 @@ mod tests {
         // 500 MB on 1 of 2 nodes: 250 MB; 100 * (250 - 23) / (1000 - 23) = 23.
         assert_eq!(image_locality(&p, &snapshot.nodes[0], &snapshot), 23);
         assert_eq!(image_locality(&p, &snapshot.nodes[1], &snapshot), 0);
+        // One pod's scorer over several nodes: the share counted once gives every node the
+        // score of a fresh count, whichever node comes first.
+        let snapshot = Snapshot {
+            nodes: vec![
+                node(json!({"metadata": {"name": "b"}})),
+                with_image("a"),
+                with_image("c"),
+                node(json!({"metadata": {"name": "d"}})),
+            ],
+        };
+        let scorer = ImageLocality::new(&p, &snapshot);
+        // 500 MB on 2 of 4 nodes: the same 23 on each node that has it.
+        let scores: Vec<i64> = snapshot.nodes.iter().map(|n| scorer.score(n)).collect();
+        assert_eq!(scores, vec![0, 23, 23, 0]);
+        for n in &snapshot.nodes {
+            assert_eq!(scorer.score(n), image_locality(&p, n, &snapshot));
+        }
     }
 
     #[test]
