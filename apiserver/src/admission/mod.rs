@@ -79,8 +79,9 @@ pub struct Attributes {
     /// The object being written (create, update); mutating plugins change it in place.
     /// `None` for delete and connect.
     pub object: Option<Value>,
-    /// The stored object (update, delete).
-    pub old_object: Option<Value>,
+    /// The stored object (update, delete), shared with the write that reads it (an update
+    /// does not copy it for admission).
+    pub old_object: Option<Arc<Value>>,
     /// Who asks; `None` for the server's own bootstrap writes.
     pub user: Option<Arc<UserInfo>>,
     pub dry_run: bool,

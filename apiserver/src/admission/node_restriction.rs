@@ -44,7 +44,7 @@ fn check(a: &Attributes) -> ApiResult<()> {
         namespace: &a.namespace,
         name,
         object: a.object.as_ref(),
-        old: a.old_object.as_ref(),
+        old: a.old_object.as_deref(),
     };
     admit(user, &r).map_err(|why| forbidden(a, &why.to_string()))
 }

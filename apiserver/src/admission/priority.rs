@@ -193,7 +193,7 @@ impl Mutating for Priority {
             }
             match a.operation {
                 Operation::Update => {
-                    if let (Some(pod), Some(old)) = (a.object.as_mut(), a.old_object.as_ref()) {
+                    if let (Some(pod), Some(old)) = (a.object.as_mut(), a.old_object.as_deref()) {
                         keep_on_update(pod, old);
                     }
                     Ok(())

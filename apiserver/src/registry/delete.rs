@@ -103,7 +103,7 @@ impl Registry {
             let old = decode_as(t.resource, &kv)?;
             check_preconditions(t, &old, opts)?;
             let mut admission = Attributes::of_write(Operation::Delete, t, &opts.write);
-            admission.old_object = Some(old.clone());
+            admission.old_object = Some(std::sync::Arc::new(old.clone()));
             self.admission.admit(&mut admission, self).await?;
             self.admission.validate(&admission, self).await?;
 

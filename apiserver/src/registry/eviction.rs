@@ -239,7 +239,7 @@ impl Registry {
     ) -> ApiResult<()> {
         let mut a = Attributes::of_write(Operation::Create, t, &opts.write);
         a.object = Some(eviction.clone());
-        a.old_object = Some(pod.clone());
+        a.old_object = Some(std::sync::Arc::new(pod.clone()));
         self.admission.admit(&mut a, self).await?;
         self.admission.validate(&a, self).await
     }

@@ -78,15 +78,17 @@ impl Registry {
             if expected.is_some_and(|rv| rv != mod_revision) {
                 return Err(ApiError::conflict(t.subject()));
             }
+            // Shared with admission, which reads it, instead of copied for it.
+            let old = std::sync::Arc::new(old);
             let mut new = if status_only {
-                let mut n = old.clone();
+                let mut n = Value::clone(&old);
                 n["status"] = body.get("status").cloned().unwrap_or(Value::Null);
                 if t.subresource.as_deref() == Some("status") {
                     strategy::prepare_for_status_update(t.resource, &body, &mut n);
                 }
                 n
             } else if scale {
-                let mut n = old.clone();
+                let mut n = Value::clone(&old);
                 let replicas = body["spec"]["replicas"].clone();
                 match custom_scale(t.resource) {
                     Some(sc) => {
@@ -96,11 +98,11 @@ impl Registry {
                 }
                 n
             } else if finalize {
-                let mut n = old.clone();
+                let mut n = Value::clone(&old);
                 n["spec"]["finalizers"] = body["spec"]["finalizers"].clone();
                 n
             } else if ephemeral {
-                let mut n = old.clone();
+                let mut n = Value::clone(&old);
                 n["spec"]["ephemeralContainers"] = body["spec"]["ephemeralContainers"].clone();
                 n
             } else {
@@ -172,13 +174,14 @@ impl Registry {
             admission.object = Some(new);
             self.admission.validate(&admission, self).await?;
             let mut new = admission.object.take().unwrap_or_default();
+            drop(admission);
             meta::set_resource_version(&mut new, mod_revision);
-            if new == old {
-                return Ok(old);
+            if new == *old {
+                return Ok(std::sync::Arc::unwrap_or_clone(old));
             }
             let mut new = managed_fields::track(
                 t,
-                Some(&old),
+                Some(&*old),
                 new,
                 opts.field_manager.as_deref(),
                 &meta::now_rfc3339(),

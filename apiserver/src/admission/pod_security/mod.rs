@@ -167,7 +167,7 @@ impl PodSecurity {
         let Some(obj) = &a.object else {
             return Ok(());
         };
-        if let (Operation::Update, Some(old)) = (a.operation, &a.old_object) {
+        if let (Operation::Update, Some(old)) = (a.operation, a.old_object.as_deref()) {
             if !decision::significant_pod_update(obj, old) {
                 return Ok(());
             }
@@ -274,7 +274,7 @@ impl PodSecurity {
                 errs,
             )
         };
-        let old = match (&a.old_object, a.operation) {
+        let old = match (a.old_object.as_deref(), a.operation) {
             (Some(old), Operation::Update) => old,
             _ if !errs.is_empty() => return Err(invalid(errs)),
             _ => return Ok(()),

@@ -112,7 +112,7 @@ pub fn matches(
 ) -> Result<Option<&'static Resource>, NamespaceNotFound> {
     if !m.namespace_selector.is_empty() {
         let selected = if is_namespace(a) {
-            let own = labels(a.object.as_ref().or(a.old_object.as_ref())).unwrap_or_default();
+            let own = labels(a.object.as_ref().or(a.old_object.as_deref())).unwrap_or_default();
             m.namespace_selector.matches(&own)
         } else if !a.resource.namespaced {
             true
@@ -127,7 +127,7 @@ pub fn matches(
         }
     }
     if !m.object_selector.is_empty() {
-        let selected = [a.object.as_ref(), a.old_object.as_ref()]
+        let selected = [a.object.as_ref(), a.old_object.as_deref()]
             .into_iter()
             .filter_map(|o| labels(o))
             .any(|l| m.object_selector.matches(&l));
@@ -265,7 +265,9 @@ mod tests {
         assert_eq!(matches(&m, &a, Some(&prod)), Ok(None));
         let mut old = a.clone();
         old.operation = Operation::Update;
-        old.old_object = Some(json!({"metadata": {"labels": {"app": "db"}}}));
+        old.old_object = Some(std::sync::Arc::new(
+            json!({"metadata": {"labels": {"app": "db"}}}),
+        ));
         assert_eq!(matches(&m, &old, Some(&prod)), Ok(Some(a.resource)));
         m.exclude_resource_rules = vec![rule(&[""], &["*"], &["UPDATE"], &["configmaps"])];
         assert_eq!(matches(&m, &old, Some(&prod)), Ok(None));

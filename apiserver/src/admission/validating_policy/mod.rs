@@ -166,7 +166,7 @@ async fn dispatch(
             for p in params {
                 let input = evaluate::Input {
                     object: a.object.clone().unwrap_or(Value::Null),
-                    old_object: a.old_object.clone().unwrap_or(Value::Null),
+                    old_object: a.old_object.as_deref().cloned().unwrap_or(Value::Null),
                     request: request.clone(),
                     namespace_object: namespace_object.clone(),
                     params: p,

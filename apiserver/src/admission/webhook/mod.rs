@@ -89,14 +89,14 @@ async fn conditions(
         ),
         (
             "oldObject",
-            k3rs_cel::Shape::of_json(a.old_object.as_ref().unwrap_or(&null)),
+            k3rs_cel::Shape::of_json(a.old_object.as_deref().unwrap_or(&null)),
         ),
         ("request", k3rs_cel::Shape::of_json(request)),
         ("authorizer", k3rs_cel::Shape::Scalar),
     ];
     let mut vars: k3rs_cel::Vars = vec![
         ("object", plain(a.object.as_ref())),
-        ("oldObject", plain(a.old_object.as_ref())),
+        ("oldObject", plain(a.old_object.as_deref())),
         ("request", plain(Some(request))),
     ];
     if let Some(v) = authz.and_then(|c| vap::authorizer::variable(c, a)) {

@@ -19,7 +19,7 @@ use k3rs_apimachinery::status::ApiError;
 /// [`admission_request`](crate::admission::validating_policy::request::admission_request)).
 pub fn request(a: &Attributes, mut request: Value) -> Value {
     request["object"] = a.object.clone().unwrap_or(Value::Null);
-    request["oldObject"] = a.old_object.clone().unwrap_or(Value::Null);
+    request["oldObject"] = a.old_object.as_deref().cloned().unwrap_or(Value::Null);
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
 }
 
