@@ -55,8 +55,13 @@ pub fn available_at(since: Option<Timestamp>, min_ready_seconds: i32, now: Times
 
 /// Seconds until a ready pod becomes available (0 when it is, or is not ready at all).
 pub fn seconds_until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> i64 {
+    // Without minReadySeconds every ready pod is available: nothing to read (this runs over
+    // every pod of a ReplicaSet on each of its syncs).
+    if min_ready_seconds <= 0 {
+        return 0;
+    }
     match ready_since(pod) {
-        Some(Some(t)) if min_ready_seconds > 0 => {
+        Some(Some(t)) => {
             let at = t + SignedDuration::from_secs(i64::from(min_ready_seconds));
             if at < now {
                 0
