@@ -3,7 +3,7 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::BuiltinPatchMeta;
+use crate::{BuiltinPatchMeta, NoPatchMeta};
 
 const T0: &str = "2024-01-01T00:00:00Z";
 const T1: &str = "2024-01-01T00:01:00Z";
@@ -592,7 +592,45 @@ mod properties {
                 prop_assert!(editor_owns, "{}", e);
             }
         }
+
+        /// An update's comparison reads the stored version with its managedFields as it
+        /// reads it without them (so `track_update` does not copy it to strip them).
+        #[test]
+        fn managed_fields_do_not_change_a_comparison(first in arb_deployment(), second in arb_deployment()) {
+            let (first, second) = (with_type(first), with_type(second));
+            let live = run(None, &first, "kubectl", false, T0).unwrap();
+            prop_assert!(live["metadata"]["managedFields"].is_array());
+            let m = meta();
+            for scope in [Scope::Whole, Scope::Main, Scope::Status] {
+                let walker = walk::Walker { meta: &m, scope };
+                let with = walker.compare(&live, &second);
+                let without = walker.compare(&managed::strip(&live), &second);
+                prop_assert_eq!(&with.changed, &without.changed);
+                prop_assert_eq!(&with.removed, &without.removed);
+            }
+        }
     }
+}
+
+#[test]
+fn metadata_of_only_managed_fields_is_compared_without_them() {
+    let old = json!({"metadata": {"managedFields": [{"manager": "m", "operation": "Update",
+        "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}}]}});
+    assert!(managed::only_managed_fields(&old));
+    assert!(!managed::only_managed_fields(&config(1, "i")));
+    assert!(!managed::only_managed_fields(&json!({"metadata": {}})));
+    // Why `track_update` strips such a version: against an empty metadata, one that held
+    // managedFields reads as emptied, one without them as unchanged.
+    let new = json!({"metadata": {}});
+    let walker = walk::Walker {
+        meta: &NoPatchMeta,
+        scope: Scope::Whole,
+    };
+    assert!(!walker.compare(&old, &new).changed.is_empty());
+    assert!(walker
+        .compare(&managed::strip(&old), &new)
+        .changed
+        .is_empty());
 }
 
 #[test]
