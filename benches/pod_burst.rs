@@ -88,25 +88,12 @@ struct Burst {
 /// CPU seconds (user + system, with those of reaped children: runc and the CNI plugins count
 /// for the containerd or shim that ran them) of `pids`, summed by process name.
 fn cpu_by_name(pids: &[i32]) -> BTreeMap<String, f64> {
-    // /proc counts in USER_HZ, 100 on every Linux ABI k3rs builds for.
-    let tick = 100.0;
     let mut out = BTreeMap::new();
     for pid in pids {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        let Some((comm, secs)) = u32::try_from(*pid).ok().and_then(stats::proc_cpu) else {
             continue;
         };
-        let Some((head, tail)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let comm = head.split_once('(').map_or("?", |(_, c)| c).to_string();
-        // Fields after the name, from state (3): utime is 14, cstime 17.
-        let f: Vec<f64> = tail
-            .split_whitespace()
-            .skip(11)
-            .take(4)
-            .filter_map(|v| v.parse().ok())
-            .collect();
-        *out.entry(comm).or_default() += f.iter().sum::<f64>() / tick;
+        *out.entry(comm).or_default() += secs.iter().sum::<f64>();
     }
     out
 }

@@ -99,29 +99,30 @@ pub fn rss_mib(pid: u32) -> f64 {
     proc_status_kib(pid, "VmRSS").map_or(f64::NAN, |kb| kb as f64 / 1024.0)
 }
 
+/// The name of process `pid` and its CPU seconds from `/proc/<pid>/stat`: user and system,
+/// then those of its reaped children (`utime`, `stime`, `cutime`, `cstime`).
+pub fn proc_cpu(pid: u32) -> Option<(String, [f64; 4])> {
+    // /proc counts in USER_HZ, 100 on every Linux ABI k3rs builds for.
+    const TICK: f64 = 100.0;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (head, tail) = stat.rsplit_once(')')?;
+    let comm = head.split_once('(').map_or("?", |(_, c)| c).to_string();
+    // Fields after the name, from state (3): utime is 14, cstime 17.
+    let mut ticks = tail
+        .split_whitespace()
+        .skip(11)
+        .map(|v| v.parse::<f64>().ok());
+    let mut secs = [0.0; 4];
+    for s in &mut secs {
+        *s = ticks.next()?? / TICK;
+    }
+    Some((comm, secs))
+}
+
 /// CPU seconds (user + system, without reaped children) process `pid` has spent (NaN if it
 /// cannot be read).
 pub fn cpu_secs(pid: u32) -> f64 {
-    // /proc counts in USER_HZ, 100 on every Linux ABI k3rs builds for.
-    const TICK: f64 = 100.0;
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return f64::NAN;
-    };
-    // Fields after the name, from state (3): utime is 14, stime 15.
-    let Some((_, tail)) = stat.rsplit_once(')') else {
-        return f64::NAN;
-    };
-    let ticks: Vec<f64> = tail
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    if ticks.len() == 2 {
-        ticks.iter().sum::<f64>() / TICK
-    } else {
-        f64::NAN
-    }
+    proc_cpu(pid).map_or(f64::NAN, |(_, [user, system, ..])| user + system)
 }
 
 /// `ours / theirs` as `1.23×`, or `–` when either is missing.
