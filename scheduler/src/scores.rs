@@ -10,7 +10,6 @@ use super::topology_spread;
 use k3rs_apimachinery::resources::Resources;
 use k3rs_apimachinery::scheduling::node_selector_term_matches;
 use k3rs_apimachinery::scheduling::tolerated;
-use k8s_openapi::api::core::v1::Taint;
 
 /// The highest score a plugin gives.
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -109,12 +108,8 @@ pub fn node_affinity(pod: &PodInfo, node: &NodeInfo) -> i64 {
 pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> i64 {
     // Runs for every node scored: nothing is copied for a node without such taints.
     let taints = node.node.spec.as_ref().and_then(|s| s.taints.as_deref());
-    let prefer_no_schedule = |t: &&Taint| t.effect == "PreferNoSchedule";
-    if !taints
-        .unwrap_or_default()
-        .iter()
-        .any(|t| prefer_no_schedule(&t))
-    {
+    let taints = taints.unwrap_or_default();
+    if !taints.iter().any(|t| t.effect == "PreferNoSchedule") {
         return 0;
     }
     let tolerations: Vec<_> = pod
@@ -129,9 +124,8 @@ pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> i64 {
         .cloned()
         .collect();
     taints
-        .unwrap_or_default()
         .iter()
-        .filter(|t| prefer_no_schedule(t) && !tolerated(&tolerations, t))
+        .filter(|t| t.effect == "PreferNoSchedule" && !tolerated(&tolerations, t))
         .count() as i64
 }
 
