@@ -152,14 +152,6 @@ pub(crate) fn strip(object: &Value) -> Value {
     out
 }
 
-/// Whether `object`'s metadata holds managedFields and nothing else.
-pub(crate) fn only_managed_fields(object: &Value) -> bool {
-    object
-        .get("metadata")
-        .and_then(Value::as_object)
-        .is_some_and(|m| m.len() == 1 && m.contains_key("managedFields"))
-}
-
 /// Removes `object`'s `metadata.managedFields`.
 pub(crate) fn strip_in_place(object: &mut Value) {
     if let Some(m) = object.get_mut("metadata").and_then(Value::as_object_mut) {

@@ -290,14 +290,10 @@ pub fn track_update(
     let mut result = new;
     managed::strip_in_place(&mut result);
     let version = api_version(&result);
-    let cmp = match old {
-        // The comparison never enters `metadata.managedFields` (untracked), so `old` is
-        // compared as it is, not copied without them: the copy was a fifth of an update's
-        // field tracking. Only a metadata holding nothing else reads differently (emptied).
-        Some(o) if !managed::only_managed_fields(o) => walker.compare(o, &result),
-        Some(o) => walker.compare(&managed::strip(o), &result),
-        None => walker.compare(&json!({}), &result),
-    };
+    // The comparison never enters `metadata.managedFields`: `old` is compared as it is, not
+    // copied without them (the copy was a fifth of an update's field tracking).
+    let empty = json!({});
+    let cmp = walker.compare(old.unwrap_or(&empty), &result);
 
     let me = |e: &Entry| e.is(manager, operation, &version, scope.subresource());
     for e in entries.iter_mut().filter(|e| !me(e)) {

@@ -613,24 +613,24 @@ mod properties {
 }
 
 #[test]
-fn metadata_of_only_managed_fields_is_compared_without_them() {
+fn metadata_of_only_managed_fields_is_compared_as_without_them() {
     let old = json!({"metadata": {"managedFields": [{"manager": "m", "operation": "Update",
         "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}}]}});
-    assert!(managed::only_managed_fields(&old));
-    assert!(!managed::only_managed_fields(&config(1, "i")));
-    assert!(!managed::only_managed_fields(&json!({"metadata": {}})));
-    // Why `track_update` strips such a version: against an empty metadata, one that held
-    // managedFields reads as emptied, one without them as unchanged.
-    let new = json!({"metadata": {}});
     let walker = walk::Walker {
         meta: &NoPatchMeta,
         scope: Scope::Whole,
     };
-    assert!(!walker.compare(&old, &new).changed.is_empty());
+    // Against an empty metadata: not emptied, as the version without managedFields is not.
+    let new = json!({"metadata": {}});
+    assert!(walker.compare(&old, &new).changed.is_empty());
     assert!(walker
         .compare(&managed::strip(&old), &new)
         .changed
         .is_empty());
+    // A metadata holding anything else still reads as emptied.
+    let mut named = old.clone();
+    named["metadata"]["labels"] = json!({"a": "b"});
+    assert!(!walker.compare(&named, &new).changed.is_empty());
 }
 
 #[test]

@@ -182,7 +182,12 @@ impl Walker<'_> {
             (Some(Value::Object(om)), Some(Value::Object(nm)))
                 if self.map_kind(names) != MapKind::Atomic =>
             {
-                if nm.is_empty() && !om.is_empty() {
+                // managedFields are never compared, so a metadata of only them is empty.
+                let managed_only = names.len() == 1
+                    && names[0] == "metadata"
+                    && om.len() == 1
+                    && om.contains_key("managedFields");
+                if nm.is_empty() && !om.is_empty() && !managed_only {
                     // Emptied: the empty map is now the value.
                     c.changed.insert(path);
                 }
