@@ -267,7 +267,7 @@ pub fn decode_as(r: &Resource, kv: &KeyValue) -> ApiResult<Value> {
 
 /// What `paths` (dotted) of a stored object read as `r` serves it: only those values are
 /// decoded where the stored form is the served one ([`projection`]), the whole object
-/// otherwise (no resourceVersion: it is not stored).
+/// ([`decode_as`]) where it is converted or the projection rejects the bytes.
 pub fn decode_paths_as(r: &Resource, kv: &KeyValue, paths: &[&str]) -> ApiResult<Value> {
     if !hpa_convert::is_v1(r) && !event_convert::is_events_api(r) {
         if let Ok(v) = projection::project(&kv.value, paths) {
