@@ -100,12 +100,16 @@ impl Registry {
         for _ in 0..ATTEMPTS {
             let (kv, _) = self.ds.get(&t.key()).await?;
             let kv = kv.ok_or_else(|| ApiError::not_found(t.subject()))?;
-            let old = decode_as(t.resource, &kv)?;
+            let old = std::sync::Arc::new(decode_as(t.resource, &kv)?);
             check_preconditions(t, &old, opts)?;
             let mut admission = Attributes::of_write(Operation::Delete, t, &opts.write);
-            admission.old_object = Some(std::sync::Arc::new(old.clone()));
+            admission.old_object = Some(old.clone());
             self.admission.admit(&mut admission, self).await?;
             self.admission.validate(&admission, self).await?;
+            // Admission shared the stored object; with its attributes gone it is ours again
+            // (a plugin that kept a reference would cost one copy here).
+            drop(admission);
+            let old = std::sync::Arc::unwrap_or_clone(old);
 
             let mut finalizers = meta::finalizers(&old);
             // A CRD's deletion waits for its custom resources (the CRD controller deletes
@@ -136,7 +140,7 @@ impl Registry {
                     // Already terminating; nothing to record.
                     return Ok(Deleted::Pending(old));
                 }
-                let mut new = old.clone();
+                let mut new = old;
                 let m = meta::metadata_mut(&mut new);
                 if !m.contains_key("deletionTimestamp") {
                     let at = meta::seconds_after(SystemTime::now(), grace);
@@ -161,14 +165,14 @@ impl Registry {
                         meta::set_resource_version(&mut new, revision);
                         return Ok(Deleted::Pending(new));
                     }
-                    conflict => conflict,
+                    WriteOutcome::Conflict { .. } => continue,
                 }
             } else if is_pod(t) && !meta::is_deleting(&old) {
                 // Pods always delete gracefully upstream: an unbound or finished pod (or
                 // one deleted with grace period 0) is first marked with a deletionTimestamp
                 // and a zero grace period, which watchers see, then removed; the answer is
                 // the marked pod.
-                let mut marked = old.clone();
+                let mut marked = old;
                 let m = meta::metadata_mut(&mut marked);
                 m.insert(
                     "deletionTimestamp".into(),
