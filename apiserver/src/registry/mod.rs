@@ -3,6 +3,8 @@
 //! MessagePack bytes in the store, without `metadata.resourceVersion` (which is the key's
 //! `mod_revision`, set on every read).
 
+#[cfg(test)]
+mod arbitrary;
 pub(crate) mod binding;
 pub(crate) mod cache;
 pub(crate) mod continue_token;
