@@ -24,6 +24,7 @@ pub(crate) mod projection;
 pub(crate) mod rbac_escalation;
 mod replace;
 mod service;
+pub(crate) mod transcode;
 mod update;
 pub(crate) mod watch;
 
@@ -267,11 +268,17 @@ pub fn decode_as(r: &Resource, kv: &KeyValue) -> ApiResult<Value> {
     })
 }
 
+/// Whether `r` serves its objects converted from the stored form (autoscaling/v1
+/// HorizontalPodAutoscalers, events.k8s.io Events), not as they are stored.
+pub fn is_converted(r: &Resource) -> bool {
+    hpa_convert::is_v1(r) || event_convert::is_events_api(r)
+}
+
 /// What `paths` (dotted) of a stored object read as `r` serves it: only those values are
 /// decoded where the stored form is the served one ([`projection`]), the whole object
 /// ([`decode_as`]) where it is converted or the projection rejects the bytes.
 pub fn decode_paths_as(r: &Resource, kv: &KeyValue, paths: &[&str]) -> ApiResult<Value> {
-    if !hpa_convert::is_v1(r) && !event_convert::is_events_api(r) {
+    if !is_converted(r) {
         if let Ok(v) = projection::project(&kv.value, paths) {
             return Ok(v);
         }

@@ -1,7 +1,8 @@
 //! One store event decoded once for every watcher: its JSON form (what watchers are sent), and
 //! for the new and the previous version only what selectors read (labels and the
-//! selectable fields), so that each watcher only evaluates its selectors and copies bytes. The
-//! previous version is never decoded beyond that ([`decode_paths_as`]).
+//! selectable fields), so that each watcher only evaluates its selectors and copies bytes.
+//! Neither version is decoded beyond that ([`decode_paths_as`]); the JSON is written straight
+//! from the stored bytes ([`transcode`]) unless the resource is served converted.
 //! Decoded objects are not kept: a pod as a `serde_json::Value` with its managedFields is ten
 //! times its JSON, and the ring holds a thousand events per resource. Most changes leave what
 //! selectors read as it was (a status update, a Lease renewal), so the previous version then
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use serde_json::Value;
 
-use crate::registry::{decode_as, decode_paths_as};
+use crate::registry::{decode_as, decode_paths_as, is_converted, transcode};
 
 use k3rs_apimachinery::meta;
 use k3rs_apimachinery::selector::field::{selectable, selectable_paths};
@@ -53,6 +54,23 @@ impl Version {
     }
 }
 
+/// The stored object `kv` as `r` serves it at `revision`: what selectors read of it, and its
+/// JSON. Where it is served as stored, both come from the stored bytes without decoding the
+/// object ([`transcode`], [`decode_paths_as`]); converted, or bytes the transcoder does not
+/// take, it is decoded in full (which reports the bytes' error, if any).
+fn served(r: &Resource, kv: &KeyValue, revision: i64) -> ApiResult<(Version, Vec<u8>)> {
+    if !is_converted(r) {
+        if let Ok(json) = transcode::to_json(&kv.value, revision) {
+            return Ok((Version::stored(r, kv)?, json));
+        }
+    }
+    let mut object = decode_as(r, kv)?;
+    meta::set_resource_version(&mut object, revision);
+    let json = serde_json::to_vec(&object)
+        .map_err(|e| ApiError::internal(format!("encoding a watch event: {e}")))?;
+    Ok((Version::new(r, &object), json))
+}
+
 /// A decoded store event, shared (behind an `Arc`) by the cache ring and every watcher.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CachedEvent {
@@ -77,30 +95,23 @@ impl CachedEvent {
     /// Decodes a store event as `r` serves it; `None` for a delete without its previous
     /// version (nothing to show, and never asked that way).
     pub fn decode(r: &Resource, ev: &Event) -> ApiResult<Option<CachedEvent>> {
-        let decode = |kv| decode_as(r, kv);
-        let (object, prev, created, deleted) = match ev {
+        let ((current, json), prev, created, deleted) = match ev {
             Event::Put { kv, prev } => {
                 let prev = match prev {
                     Some(p) => Some(Version::stored(r, p)?),
                     None => None,
                 };
                 let created = prev.is_none() && kv.version <= 1;
-                (decode(kv)?, prev, created, false)
+                (served(r, kv, kv.mod_revision)?, prev, created, false)
             }
             Event::Delete {
                 prev: Some(p),
                 revision,
                 ..
-            } => {
-                let mut obj = decode(p)?;
-                meta::set_resource_version(&mut obj, *revision);
-                (obj, None, false, true)
-            }
+            } => (served(r, p, *revision)?, None, false, true),
             Event::Delete { prev: None, .. } => return Ok(None),
         };
-        let json = serde_json::to_vec(&object)
-            .map_err(|e| ApiError::internal(format!("encoding a watch event: {e}")))?;
-        let current = Arc::new(Version::new(r, &object));
+        let current = Arc::new(current);
         let prev = prev.map(|p| {
             if p == *current {
                 current.clone()
@@ -169,15 +180,20 @@ mod tests {
     use k3rs_datastore::KeyValue;
     use serde_json::json;
 
-    fn kv(labels: Value, rev: i64, version: i64) -> KeyValue {
-        let obj = json!({"metadata": {"name": "x", "labels": labels}});
+    /// `obj` stored at `key`, written at revision `rev` as its `version`th version.
+    fn stored_kv(key: &str, obj: &Value, rev: i64, version: i64) -> KeyValue {
         KeyValue {
-            key: b"/registry/configmaps/default/x".to_vec(),
+            key: key.as_bytes().to_vec(),
             mod_revision: rev,
             version,
-            value: encode(&obj).unwrap(),
+            value: encode(obj).unwrap(),
             ..Default::default()
         }
+    }
+
+    fn kv(labels: Value, rev: i64, version: i64) -> KeyValue {
+        let obj = json!({"metadata": {"name": "x", "labels": labels}});
+        stored_kv("/registry/configmaps/default/x", &obj, rev, version)
     }
 
     fn cms() -> &'static Resource {
@@ -245,6 +261,36 @@ mod tests {
     }
 
     #[test]
+    fn stored_bytes_the_transcoder_refuses_are_decoded_in_full() {
+        // {"metadata": {"name": "x"}, "data": {"k": "v"}}: keys out of order, as no encode
+        // writes them; the full decode takes them.
+        let mut value = vec![0x82];
+        value.extend(rmp_serde::to_vec("metadata").unwrap());
+        value.extend(
+            rmp_serde::to_vec_named(&json!({"name": "x", "labels": {"app": "a"}})).unwrap(),
+        );
+        value.extend(rmp_serde::to_vec("data").unwrap());
+        value.extend(rmp_serde::to_vec_named(&json!({"k": "v"})).unwrap());
+        assert!(transcode::to_json(&value, 2).is_err());
+        let kv = KeyValue {
+            key: b"/registry/configmaps/default/x".to_vec(),
+            mod_revision: 2,
+            version: 1,
+            value,
+            ..Default::default()
+        };
+        let out = CachedEvent::decode(cms(), &Event::Put { kv, prev: None })
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            out.object(),
+            json!({"metadata": {"name": "x", "labels": {"app": "a"}, "resourceVersion": "2"},
+                "data": {"k": "v"}})
+        );
+        assert_eq!(out.kind_for(&filter("app=a")), Some("ADDED"));
+    }
+
+    #[test]
     fn an_unchanged_previous_version_is_shared_not_copied() {
         let a = json!({"app": "a"});
         let shared = |prev_labels: &Value| {
@@ -268,15 +314,11 @@ mod tests {
 
     #[test]
     fn previous_versions_are_read_through_selectable_fields_and_conversions() {
-        let pod_kv = |node: &str, phase: &str, rev: i64| KeyValue {
-            key: b"/registry/pods/default/p".to_vec(),
-            mod_revision: rev,
-            version: rev,
-            value: encode(&json!({"metadata": {"name": "p", "namespace": "default",
+        let pod_kv = |node: &str, phase: &str, rev: i64| {
+            let pod = json!({"metadata": {"name": "p", "namespace": "default",
                 "labels": {"app": "a"}}, "spec": {"nodeName": node,
-                "containers": [{"name": "c"}]}, "status": {"phase": phase}}))
-            .unwrap(),
-            ..Default::default()
+                "containers": [{"name": "c"}]}, "status": {"phase": phase}});
+            stored_kv("/registry/pods/default/p", &pod, rev, rev)
         };
         let pods = k3rs_apimachinery::catalog::lookup("", "v1", "pods").unwrap();
         let kind = |out: &CachedEvent, sel: &str, r: &Resource| {
@@ -303,15 +345,11 @@ mod tests {
 
         // events.k8s.io serves stored core Events converted: `regarding` is `involvedObject`.
         let r = k3rs_apimachinery::catalog::lookup("events.k8s.io", "v1", "events").unwrap();
-        let event_kv = |pod: &str, rev: i64| KeyValue {
-            key: b"/registry/events/default/e".to_vec(),
-            mod_revision: rev,
-            version: rev,
-            value: encode(&json!({"apiVersion": "v1", "kind": "Event",
+        let event_kv = |pod: &str, rev: i64| {
+            let event = json!({"apiVersion": "v1", "kind": "Event",
                 "metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": pod},
-                "reason": "R"}))
-            .unwrap(),
-            ..Default::default()
+                "reason": "R"});
+            stored_kv("/registry/events/default/e", &event, rev, rev)
         };
         let moved = Event::Put {
             kv: event_kv("q", 6),
@@ -328,13 +366,7 @@ mod tests {
         let obj = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
             "message": "m", "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "R"});
         let ev = Event::Put {
-            kv: KeyValue {
-                key: b"/registry/events/default/e".to_vec(),
-                mod_revision: 3,
-                version: 1,
-                value: encode(&obj).unwrap(),
-                ..Default::default()
-            },
+            kv: stored_kv("/registry/events/default/e", &obj, 3, 1),
             prev: None,
         };
         let f = ListOptions {
