@@ -335,6 +335,32 @@ mod tests {
     }
 
     #[test]
+    fn cordons_and_taints_follow_node_updates() {
+        let mut c = Cache::default();
+        c.apply_pod(pod("p", Some("a")));
+        c.apply_node(node("a"));
+        let info = |c: &Cache| c.snapshot().nodes[0].clone();
+        assert!(!info(&c).unschedulable && info(&c).taints.is_empty());
+        let mut cordoned = node("a");
+        cordoned.spec = Some(
+            serde_json::from_value(json!({"unschedulable": true,
+            "taints": [{"key": "k", "effect": "NoSchedule"}]}))
+            .unwrap(),
+        );
+        assert!(c.apply_node(cordoned));
+        assert!(info(&c).unschedulable);
+        assert_eq!(info(&c).taints[0].key, "k");
+        assert_eq!(used(&c, "a"), 500, "its pods stay counted");
+        let free = crate::filters::PodInfo::new(Arc::new(pod("q", None)));
+        assert!(crate::filters::node_unschedulable(&free, &info(&c)).is_err());
+        assert!(crate::filters::taint_toleration(&free, &info(&c)).is_err());
+        assert!(c.apply_node(node("a")));
+        assert!(!info(&c).unschedulable && info(&c).taints.is_empty());
+        assert!(crate::filters::node_unschedulable(&free, &info(&c)).is_ok());
+        assert!(crate::filters::taint_toleration(&free, &info(&c)).is_ok());
+    }
+
+    #[test]
     fn other_schedulers_pods_are_ignored() {
         let mut c = Cache::default();
         let mut p = pod("p", None);
@@ -352,6 +378,7 @@ mod tests {
         (
             n.name().to_string(),
             n.node.metadata.labels.clone(),
+            (n.unschedulable, n.taints.clone()),
             uids(&n.pods),
             uids(&n.with_affinity),
             uids(&n.with_required_anti_affinity),

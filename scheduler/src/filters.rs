@@ -114,7 +114,7 @@ pub fn run(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
 /// A cordoned node takes only pods tolerating `node.kubernetes.io/unschedulable:NoSchedule`.
 pub fn node_unschedulable(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
     // Runs for every node a decision examines: nothing is built for a node not cordoned.
-    if node.node.spec.as_ref().and_then(|s| s.unschedulable) != Some(true) {
+    if !node.unschedulable {
         return Ok(());
     }
     let taint = Taint {
@@ -139,9 +139,8 @@ pub fn node_name(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
 
 /// The first `NoSchedule`/`NoExecute` taint (in the node's order) the pod does not tolerate.
 pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
-    let taints = node.node.spec.as_ref().and_then(|s| s.taints.as_deref());
     let untolerated = untolerated_taint(
-        taints.unwrap_or_default(),
+        &node.taints,
         pod.tolerations(),
         &["NoSchedule", "NoExecute"],
     );
@@ -157,7 +156,19 @@ pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection>
 
 /// `nodeSelector` (every label) and required node affinity (any term).
 pub fn node_affinity(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
-    if required_node_affinity_matches(pod.pod.spec.as_ref(), node.labels(), node.name()) {
+    // Most pods have neither: the node's labels (another cache miss) are then not read.
+    let spec = pod.pod.spec.as_ref();
+    let required = spec
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .is_some_and(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .is_some()
+        });
+    if !required && spec.is_none_or(|s| s.node_selector.is_none()) {
+        return Ok(());
+    }
+    if required_node_affinity_matches(spec, node.labels(), node.name()) {
         Ok(())
     } else {
         Err(Rejection::unresolvable(ERR_NODE_AFFINITY))

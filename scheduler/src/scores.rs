@@ -107,8 +107,7 @@ pub fn node_affinity(pod: &PodInfo, node: &NodeInfo) -> i64 {
 /// `PreferNoSchedule` (or effect-less) tolerations leave untolerated.
 pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> i64 {
     // Runs for every node scored: nothing is copied for a node without such taints.
-    let taints = node.node.spec.as_ref().and_then(|s| s.taints.as_deref());
-    let taints = taints.unwrap_or_default();
+    let taints = &node.taints;
     if !taints.iter().any(|t| t.effect == "PreferNoSchedule") {
         return 0;
     }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 
 use k3rs_apimachinery::resources::pod_requests;
 
@@ -21,6 +21,12 @@ pub type HostPort = (String, String, i32);
 pub struct NodeInfo {
     /// The node.
     pub node: Arc<Node>,
+    /// Its `spec.unschedulable` (cordoned): the filters read this and [`NodeInfo::taints`]
+    /// for every node a decision examines, so they are kept here, beside the counts, rather
+    /// than read from the node (another cache miss per node).
+    pub unschedulable: bool,
+    /// Its `spec.taints` (empty for most nodes).
+    pub taints: Vec<Taint>,
     /// The pods bound (or assumed) to it.
     pub pods: Vec<Arc<Pod>>,
     /// The `pods` with pod affinity or anti-affinity (upstream's `PodsWithAffinity`): the
@@ -51,7 +57,10 @@ impl NodeInfo {
                 images.insert(name.clone(), image.size_bytes.unwrap_or(0));
             }
         }
+        let spec = node.spec.as_ref();
         NodeInfo {
+            unschedulable: spec.and_then(|s| s.unschedulable) == Some(true),
+            taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
             node,
             pods: Vec::new(),
             with_affinity: Vec::new(),
