@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
+    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
@@ -93,6 +93,16 @@ pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
     tolerations.iter().any(|t| tolerates(t, taint))
 }
 
+/// A pod's required node affinity (`requiredDuringSchedulingIgnoredDuringExecution`).
+pub fn required_node_affinity(spec: Option<&PodSpec>) -> Option<&NodeSelector> {
+    spec.and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+}
+
 /// Whether a pod's `nodeSelector` (every label) and required node affinity (any term) admit
 /// the node with `labels` and `name` (component-helpers' `GetRequiredNodeAffinity(pod).Match`).
 pub fn required_node_affinity_matches(spec: Option<&PodSpec>, labels: &Labels, name: &str) -> bool {
@@ -101,14 +111,7 @@ pub fn required_node_affinity_matches(spec: Option<&PodSpec>, labels: &Labels, n
         .into_iter()
         .flatten()
         .all(|(k, v)| labels.get(k) == Some(v));
-    let required = spec
-        .and_then(|s| s.affinity.as_ref())
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        });
-    let affinity_ok = required.is_none_or(|r| {
+    let affinity_ok = required_node_affinity(spec).is_none_or(|r| {
         r.node_selector_terms
             .iter()
             .any(|t| node_selector_term_matches(t, labels, name))

@@ -15,7 +15,9 @@ use k3rs_apimachinery::resources::Counting;
 use super::snapshot::{host_ports, HostPort, NodeInfo};
 use k3rs_apimachinery::resources::Resources;
 use k3rs_apimachinery::scheduling::tolerated;
-use k3rs_apimachinery::scheduling::{required_node_affinity_matches, untolerated_taint};
+use k3rs_apimachinery::scheduling::{
+    required_node_affinity, required_node_affinity_matches, untolerated_taint,
+};
 
 /// Why a node cannot take the pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,14 +160,8 @@ pub fn taint_toleration(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection>
 pub fn node_affinity(pod: &PodInfo, node: &NodeInfo) -> Result<(), Rejection> {
     // Most pods have neither: the node's labels (another cache miss) are then not read.
     let spec = pod.pod.spec.as_ref();
-    let required = spec
-        .and_then(|s| s.affinity.as_ref())
-        .and_then(|a| a.node_affinity.as_ref())
-        .is_some_and(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .is_some()
-        });
-    if !required && spec.is_none_or(|s| s.node_selector.is_none()) {
+    let selector = spec.is_some_and(|s| s.node_selector.is_some());
+    if !selector && required_node_affinity(spec).is_none() {
         return Ok(());
     }
     if required_node_affinity_matches(spec, node.labels(), node.name()) {
