@@ -53,6 +53,10 @@ if [ "$what" = test ]; then
     command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
     command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
     command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
+    # The layout check (scripts/layout-check.sh): a loop-mounted ext4, nm and objcopy.
+    command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
+    command -v losetup >/dev/null 2>&1 || need+=(mount)
+    command -v objcopy >/dev/null 2>&1 || need+=(binutils)
 fi
 
 if [ "${#need[@]}" -gt 0 ]; then

@@ -11,22 +11,29 @@
 # arm64 have an embedded pause image; elsewhere no images tarball is written (nodes pull
 # registry.k8s.io/pause).
 #
-# Usage: scripts/release.sh [--target <rust target triple>] [--bin-from <k3rs binary>]
+# Usage: scripts/release.sh [--target <rust target triple>] [--bin-from <k3rs binary>] [--order]
 #   --target     cross build (needs `rustup target add <triple>` and the target's C linker)
 #   --bin-from   package this already built binary instead of running
 #                `cargo build --release` (it is stripped on the way; the architecture is the
 #                target's, default this machine's)
+#   --order      link the functions an idle cluster executes first (scripts/order-link.sh:
+#                about half the resident memory of an idle server or agent, same code): the
+#                build keeps its link's inputs, and the link is replayed after a run of a server
+#                and an agent. As root on a machine that runs a node (scripts/prereqs.sh test);
+#                not with --bin-from or a cross --target.
 # DIST=<dir> writes somewhere else than dist/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=""
 bin_from=""
+order=""
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --target) target="${2:?--target needs a triple}"; shift 2 ;;
         --bin-from) bin_from="${2:?--bin-from needs a path}"; shift 2 ;;
-        *) echo "usage: $0 [--target <triple>] [--bin-from <k3rs binary>]" >&2; exit 2 ;;
+        --order) order=1; shift ;;
+        *) echo "usage: $0 [--target <triple>] [--bin-from <k3rs binary>] [--order]" >&2; exit 2 ;;
     esac
 done
 host="$(rustc -vV 2>/dev/null | sed -n 's/^host: //p' || true)"
@@ -44,6 +51,10 @@ case "$triple" in
     *) echo "release.sh: no release architecture name for $triple" >&2; exit 1 ;;
 esac
 dist="${DIST:-dist}"
+if [ -n "$order" ] && { [ -n "$bin_from" ] || [ "$triple" != "$host" ]; }; then
+    echo "release.sh: --order relinks a build of this machine's architecture made here" >&2
+    exit 2
+fi
 
 if [ -n "$bin_from" ]; then
     [ -x "$bin_from" ] || { echo "release.sh: $bin_from is not an executable" >&2; exit 1; }
@@ -56,9 +67,22 @@ else
         out="$out/$target"
     fi
     start=$(date +%s)
-    cargo "${args[@]}"
+    if [ -z "$order" ]; then
+        cargo "${args[@]}"
+    else
+        # The same build with lld's copy of the link's inputs, replayed in order-link.sh.
+        work=$(mktemp -d "${TMPDIR:-/var/tmp}/k3rs-release-XXXX")
+        trap 'rm -rf "$work"' EXIT
+        args[0]=rustc
+        cargo "${args[@]}" -- -C "link-arg=-Wl,--reproduce=$work/link.tar"
+    fi
     echo "release.sh: built in $(( $(date +%s) - start )) s" >&2
     bin="$out/release/k3rs"
+    if [ -n "$order" ]; then
+        bash scripts/order-link.sh "$work/link.tar" "$work/k3rs"
+        rm -f "$work/link.tar"
+        bin="$work/k3rs"
+    fi
 fi
 
 mkdir -p "$dist"

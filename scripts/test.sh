@@ -75,4 +75,7 @@ rc=0
 phase test bash -o pipefail -c 'cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$0"' "$log" "$@" || rc=$?
 binary_times "$log"
 rm -f "$log"
+# scripts/order-link.sh (release.sh --order) on the debug build: the ordered binary runs a
+# node and maps less of itself at idle than the binary it came from.
+phase layout bash scripts/layout-check.sh || rc=$?
 exit "$rc"

@@ -261,8 +261,9 @@ impl TwoNodeLab {
     }
 
     /// Writes the images of `scripts/build-images.sh` into B's agent data dir, then starts
-    /// `k3rs agent` (node B) in namespace B, joined to `server` by its agent token. Returns
-    /// the agent and when its process was spawned.
+    /// `k3rs agent` (node B; the binary of [`super::k3rs_binary`], like the server's) in
+    /// namespace B, joined to `server` by its agent token. Returns the agent and when its
+    /// process was spawned.
     pub fn start_agent(&self, server: &K3rs) -> (ChildGuard, Instant) {
         self.start_agent_with(server, &[])
     }
@@ -278,7 +279,7 @@ impl TwoNodeLab {
         let url = format!("https://{}:{}", self.a_ip, server.https_port());
         let log = self.b.scratch.path().join("agent.log");
         self.b.inside(|| {
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3rs"));
+            let mut cmd = Command::new(super::k3rs_binary());
             cmd.arg("agent")
                 .args(["--server", &url, "--token", &token, "--data-dir"])
                 .arg(&data)
