@@ -12,6 +12,7 @@
 # registry.k8s.io/pause).
 #
 # Usage: scripts/release.sh [--target <rust target triple>] [--bin-from <k3rs binary>] [--order]
+#                           [--profile <cargo profile>]
 #   --target     cross build (needs `rustup target add <triple>` and the target's C linker)
 #   --bin-from   package this already built binary instead of running
 #                `cargo build --release` (it is stripped on the way; the architecture is the
@@ -21,6 +22,8 @@
 #                build keeps its link's inputs, and the link is replayed after a run of a server
 #                and an agent. As root on a machine that runs a node (scripts/prereqs.sh test);
 #                not with --bin-from or a cross --target.
+#   --profile    build with this cargo profile instead of `release` (CI's check of --order,
+#                scripts/layout-check.sh, packages the debug build: `--profile dev`)
 # DIST=<dir> writes somewhere else than dist/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,12 +31,18 @@ cd "$(dirname "$0")/.."
 target=""
 bin_from=""
 order=""
+profile=release
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --target) target="${2:?--target needs a triple}"; shift 2 ;;
         --bin-from) bin_from="${2:?--bin-from needs a path}"; shift 2 ;;
         --order) order=1; shift ;;
-        *) echo "usage: $0 [--target <triple>] [--bin-from <k3rs binary>] [--order]" >&2; exit 2 ;;
+        --profile) profile="${2:?--profile needs a name}"; shift 2 ;;
+        *)
+            echo "usage: $0 [--target <triple>] [--bin-from <k3rs binary>] [--order]" \
+                "[--profile <name>]" >&2
+            exit 2
+            ;;
     esac
 done
 host="$(rustc -vV 2>/dev/null | sed -n 's/^host: //p' || true)"
@@ -60,7 +69,7 @@ if [ -n "$bin_from" ]; then
     [ -x "$bin_from" ] || { echo "release.sh: $bin_from is not an executable" >&2; exit 1; }
     bin="$bin_from"
 else
-    args=(build --release --locked --bin k3rs)
+    args=(build --profile "$profile" --locked --bin k3rs)
     out="${CARGO_TARGET_DIR:-target}"
     if [ -n "$target" ]; then
         args+=(--target "$target")
@@ -77,7 +86,11 @@ else
         cargo "${args[@]}" -- -C "link-arg=-Wl,--reproduce=$work/link.tar"
     fi
     echo "release.sh: built in $(( $(date +%s) - start )) s" >&2
-    bin="$out/release/k3rs"
+    # Cargo's directory of a profile's output: `dev` (and `test`) build into debug/.
+    case "$profile" in
+        dev | test) bin="$out/debug/k3rs" ;;
+        *) bin="$out/$profile/k3rs" ;;
+    esac
     if [ -n "$order" ]; then
         bash scripts/order-link.sh "$work/link.tar" "$work/k3rs"
         rm -f "$work/link.tar"
@@ -102,7 +115,7 @@ case "$arch" in
         if [ "$triple" = "$host" ]; then
             "$dist/k3rs-$arch" airgap-images --arch "$arch" --output "$dist/$images"
         else
-            cargo run --quiet --release --locked --bin k3rs -- \
+            cargo run --quiet --profile "$profile" --locked --bin k3rs -- \
                 airgap-images --arch "$arch" --output "$dist/$images"
         fi
         ;;
