@@ -43,6 +43,50 @@ fn curl_pipe_install_runs_a_pod_with_the_embedded_pause_image() {
     NodeLab::run("release", scenario);
 }
 
+/// `release.sh` with `args` (DIST in a scratch dir): exit code and stderr.
+fn release_sh(args: &[&str]) -> (Option<i32>, String, bool) {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dist = tempfile::tempdir().unwrap();
+    let out = Command::new("bash")
+        .arg(repo.join("scripts/release.sh"))
+        .args(args)
+        .env("DIST", dist.path().join("dist"))
+        .output()
+        .unwrap();
+    let wrote = dist.path().join("dist").exists();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        wrote,
+    )
+}
+
+/// Flags release.sh cannot honour are refused before anything is built or written: `--order`
+/// relinks a build made here (not a given binary, not a cross target); unknown flags and
+/// flags without their value get the usage.
+#[test]
+fn release_sh_refuses_what_it_cannot_order() {
+    for args in [
+        &["--order", "--bin-from", "/bin/true"][..],
+        &["--bin-from", "/bin/true", "--order"],
+        &["--order", "--target", "riscv64gc-unknown-linux-gnu"],
+    ] {
+        let (code, err, wrote) = release_sh(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains("--order relinks a build"), "{args:?}: {err}");
+        assert!(!wrote, "{args:?} wrote a dist dir");
+    }
+    for args in [&["--orderly"][..], &["--profile"], &["--bin-from"]] {
+        let (code, err, wrote) = release_sh(args);
+        assert_ne!(code, Some(0), "{args:?}: {err}");
+        assert!(
+            err.contains("usage:") || err.contains("needs a"),
+            "{args:?}: {err}"
+        );
+        assert!(!wrote, "{args:?} wrote a dist dir");
+    }
+}
+
 /// The ExecStart command of a unit written by install.sh (one argument per continued line,
 /// double-quoted as install.sh quotes an argument with shell characters).
 fn exec_start(unit: &str) -> Vec<String> {
