@@ -14,9 +14,9 @@
 # Usage: scripts/release.sh [--target <rust target triple>] [--bin-from <k3rs binary>] [--order]
 #                           [--profile <cargo profile>]
 #   --target     cross build (needs `rustup target add <triple>` and the target's C linker)
-#   --bin-from   package this already built binary instead of running
-#                `cargo build --release` (it is stripped on the way; the architecture is the
-#                target's, default this machine's)
+#   --bin-from   package this already built binary instead of building one (it is
+#                stripped on the way; the architecture is the target's, default this
+#                machine's)
 #   --order      link the functions an idle cluster executes first (scripts/order-link.sh:
 #                about half the resident memory of an idle server or agent, same code): the
 #                build keeps its link's inputs, and the link is replayed after a run of a server
@@ -38,6 +38,7 @@ while [ "$#" -gt 0 ]; do
         --bin-from) bin_from="${2:?--bin-from needs a path}"; shift 2 ;;
         --order) order=1; shift ;;
         --profile) profile="${2:?--profile needs a name}"; shift 2 ;;
+        -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *)
             echo "usage: $0 [--target <triple>] [--bin-from <k3rs binary>] [--order]" \
                 "[--profile <name>]" >&2

@@ -325,7 +325,7 @@ impl NodeLab {
             .expect("agent token")
             .trim()
             .to_string();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3rs"));
+        let mut cmd = Command::new(super::k3rs_binary());
         cmd.arg("agent")
             .args([
                 "--server",

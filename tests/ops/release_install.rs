@@ -43,7 +43,8 @@ fn curl_pipe_install_runs_a_pod_with_the_embedded_pause_image() {
     NodeLab::run("release", scenario);
 }
 
-/// `release.sh` with `args` (DIST in a scratch dir): exit code and stderr.
+/// `release.sh` with `args` (DIST in a scratch dir): exit code, stdout and stderr, and whether
+/// it wrote the dist dir.
 fn release_sh(args: &[&str]) -> (Option<i32>, String, bool) {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dist = tempfile::tempdir().unwrap();
@@ -54,16 +55,17 @@ fn release_sh(args: &[&str]) -> (Option<i32>, String, bool) {
         .output()
         .unwrap();
     let wrote = dist.path().join("dist").exists();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        wrote,
-    )
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text, wrote)
 }
 
 /// Flags release.sh cannot honour are refused before anything is built or written: `--order`
 /// relinks a build made here (not a given binary, not a cross target); unknown flags and
-/// flags without their value get the usage.
+/// flags without their value get the usage; `--help` prints every flag.
 #[test]
 fn release_sh_refuses_what_it_cannot_order() {
     for args in [
@@ -76,6 +78,12 @@ fn release_sh_refuses_what_it_cannot_order() {
         assert!(err.contains("--order relinks a build"), "{args:?}: {err}");
         assert!(!wrote, "{args:?} wrote a dist dir");
     }
+    let (code, help, wrote) = release_sh(&["--help"]);
+    assert_eq!(code, Some(0), "{help}");
+    for flag in ["--target", "--bin-from", "--order", "--profile", "DIST="] {
+        assert!(help.contains(flag), "--help lacks {flag}: {help}");
+    }
+    assert!(!wrote, "--help wrote a dist dir");
     for args in [&["--orderly"][..], &["--profile"], &["--bin-from"]] {
         let (code, err, wrote) = release_sh(args);
         assert_ne!(code, Some(0), "{args:?}: {err}");
