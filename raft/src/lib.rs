@@ -25,6 +25,11 @@
 //!   `serializable` reads, which are local by definition. openraft restores a restarted
 //!   leader in its old term without a blank entry, so its read index can lag behind writes
 //!   acknowledged before the crash: `read_index` raises it to the log's tail at startup.
+//! - **A leader's own fsync before replication**: published 0.9 sends a leader's entries to
+//!   the followers only after its own log flush; the workspace patches openraft
+//!   (`vendor/openraft/K3RS-PATCH.md`) so the leader replicates while it flushes and counts
+//!   itself in the quorum once flushed (tests hold a member's WAL syncs with the
+//!   `fault-injection` feature, `fault`).
 //! - **Snapshot install blocking the core**: snapshots stream in 1 MiB chunks into a file;
 //!   the import runs on a blocking thread (`StateMachine::install_snapshot`) while the Raft
 //!   core keeps handling heartbeats and votes; `peer_server` logs how long it took.
@@ -35,6 +40,8 @@ use std::time::Duration;
 mod cluster_reset;
 pub mod conn_limit;
 mod failure;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 mod forward;
 mod leader_changes;
 mod lessor;

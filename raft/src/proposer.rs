@@ -1,9 +1,9 @@
 //! Batches the commands of concurrent clients into one log entry (group commit at the
 //! proposal level).
 //!
-//! openraft 0.9 appends one client write at a time and waits for its fdatasync before taking
-//! the next, so a proposal per command would cap throughput at one command per fsync. The
-//! proposer takes the first waiting command, waits for a free in-flight slot (at most
+//! Every entry costs the Raft core an append, a replication round and an apply, and a
+//! follower's core waits for each append's fdatasync before it takes the next, so a proposal
+//! per command would cap throughput near one command per fsync. The proposer takes the first waiting command, waits for a free in-flight slot (at most
 //! [`MAX_IN_FLIGHT`] proposals are in Raft at once), then takes every command queued meanwhile
 //! (up to [`MAX_BATCH_COMMANDS`] / [`MAX_BATCH_BYTES`]) into one proposal. With one client this
 //! adds no delay; with many, a batch forms while the previous one is being synced.

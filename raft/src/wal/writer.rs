@@ -13,10 +13,11 @@
 //! - After one failed sync every later request fails as well: a failed `fdatasync` may have
 //!   dropped dirty pages, so nothing written before it can be trusted to be durable.
 //!
-//! openraft 0.9 waits for each append's flush before it issues the next, so on a leader there
-//! is one append in flight at a time: there, many clients share a sync because the proposer
-//! puts their commands into one entry (see `proposer`). The thread keeps the fsync off the
-//! Raft core's task, and batches appends wherever several are in flight.
+//! A follower's Raft core waits for each append's flush before it answers the leader; the
+//! leader's does not (the workspace's patched openraft, `vendor/openraft/K3RS-PATCH.md`): it
+//! replicates the entries while this thread syncs them and counts itself towards the quorum
+//! once they are durable, so appends that arrive during a sync share the next one. Many
+//! clients' commands also share an entry (see `proposer`).
 
 use std::fs::File;
 use std::io;
@@ -87,6 +88,8 @@ fn run(rx: mpsc::Receiver<SyncRequest>, dir: &Path, stats: &FsyncHistogram) {
     // Sticky: see the module docs.
     let mut failed: Option<Failure> = None;
     while let Ok(first) = rx.recv() {
+        #[cfg(feature = "fault-injection")]
+        crate::fault::wait_while_stalled(dir);
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
         if failed.is_none() {

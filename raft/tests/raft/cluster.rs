@@ -527,3 +527,49 @@ async fn restored_snapshot_becomes_a_one_member_cluster_that_new_members_copy() 
     assert_eq!(get(&again, "after-restore").as_deref(), Some("3"));
     again.shutdown().await.unwrap();
 }
+
+/// The leader sends its entries to the followers while its own WAL syncs them: with the
+/// leader's disk stalled, two followers that hold a write durably are a quorum and the write
+/// commits. The leader counts itself once its sync completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leader_commits_through_followers_while_its_wal_sync_is_stalled() {
+    let root = tempfile::tempdir().unwrap();
+    let (specs, nodes) = three_members(root.path(), ETCD_DEFAULTS).await;
+    let all: Vec<&Arc<Node>> = nodes.iter().collect();
+    let leader = leader_of(&all).expect("a leader");
+    write_put(&nodes[leader], "warm", "1").await;
+
+    let stall = k3rs_raft::fault::stall_wal_sync(&specs[leader].dir);
+    let mut revs = Vec::new();
+    for i in 0..5 {
+        let key = format!("stalled/{i}");
+        let written =
+            tokio::time::timeout(Duration::from_secs(10), nodes[leader].write(put(&key, "v")))
+                .await
+                .expect("a write commits on the followers' syncs while the leader's is stalled")
+                .unwrap();
+        assert!(
+            matches!(written.result, Ok(CommandResponse::Put(_))),
+            "{written:?}"
+        );
+        revs.push(written.revision);
+    }
+    assert!(revs.windows(2).all(|w| w[0] < w[1]), "{revs:?}");
+    assert!(nodes[leader].is_leader(), "leadership survived the stall");
+    for n in &nodes {
+        eventually(
+            "the followers apply the writes",
+            Duration::from_secs(10),
+            || get(n, "stalled/4").as_deref() == Some("v"),
+        )
+        .await;
+    }
+
+    // Once the leader's disk is back, later writes go on through the same leader.
+    drop(stall);
+    write_put(&nodes[leader], "after", "1").await;
+    assert!(nodes[leader].is_leader());
+    for n in &nodes {
+        n.shutdown().await.unwrap();
+    }
+}

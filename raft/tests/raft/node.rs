@@ -554,3 +554,32 @@ async fn wal_is_bounded_by_the_live_data_after_churn() {
     assert_eq!(get(&node, "k9").map(|(_, v)| v.len()), Some(4096));
     node.shutdown().await.unwrap();
 }
+
+/// A single member is its own quorum: a write commits only once its own WAL holds it durably,
+/// however long the sync takes (the leader counts itself only after its flush).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_member_write_waits_for_its_own_wal_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+    write_put(&node, "before", "1").await;
+
+    let stall = k3rs_raft::fault::stall_wal_sync(dir.path());
+    let writer = {
+        let node = node.clone();
+        tokio::spawn(async move { write_put(&node, "held", "2").await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !writer.is_finished(),
+        "a write was acknowledged before its entry was durable anywhere"
+    );
+    assert_eq!(get(&node, "held"), None, "applied before it was durable");
+
+    drop(stall);
+    let rev = tokio::time::timeout(Duration::from_secs(10), writer)
+        .await
+        .expect("the write completes once the sync runs")
+        .unwrap();
+    assert_eq!(get(&node, "held"), Some((rev, "2".into())));
+    node.shutdown().await.unwrap();
+}
