@@ -52,9 +52,13 @@ R=${dirs[0]%/}
 replay() {
   (cd "$R" && "$LLD" -flavor gnu @response.nostrip.txt "$@")
 }
-# --strip-all (`-s`, the release profile's `strip = true`) is given back by OUT's link.
-sed -e 's/ --strip-all / /g; s/ -s / /g' "$R/response.txt" >"$R/response.nostrip.txt"
-stripped=$(grep -cE '( --strip-all | -s )' "$R/response.txt" || true)
+# --strip-all (`-s`, the release profile's `strip = true`) is given back by OUT's link. A flag
+# is a whole token: between blanks or at either end of a line of the response file.
+strip_flag='(^|[[:space:]])(--strip-all|-s)([[:space:]]|$)'
+# Twice: two flags in a row share the blank between them.
+sed -E -e "s/$strip_flag/\\1\\3/g" -e "s/$strip_flag/\\1\\3/g" "$R/response.txt" \
+  >"$R/response.nostrip.txt"
+stripped=$(grep -cE "$strip_flag" "$R/response.txt" || true)
 
 cat >"$R/one-function-a-page.ld" <<'EOF'
 SECTIONS { .text : SUBALIGN(4096) { *(.text .text.*) } } INSERT AFTER .eh_frame;
