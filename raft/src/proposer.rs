@@ -8,16 +8,20 @@
 //! (up to [`MAX_BATCH_COMMANDS`] / [`MAX_BATCH_BYTES`]) into one proposal. With one client this
 //! adds no delay; with many, a batch forms while the previous one is being synced.
 //!
+//! A command that finds the proposer idle (nothing queued, nothing in Raft) is proposed from
+//! its caller's task as a batch of one, skipping the hops through the batching task and a
+//! spawned proposal task: three task wake-ups of a one-client put.
+//!
 //! On a follower the batch is forwarded whole to the leader (see `forward`), which proposes it
 //! as one entry and returns its outputs.
 
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k3rs_storage::{Command, Output};
 use openraft::error::{ClientWriteError, RaftError};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -37,7 +41,7 @@ pub const MAX_BATCH_BYTES: usize = 4 << 20;
 pub const MAX_COMMAND_BYTES: usize = 32 << 20;
 const QUEUE: usize = 4096;
 /// How long a stopping proposer waits for its proposals in Raft to be answered.
-const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 struct Pending {
     cmd: Command,
@@ -52,6 +56,7 @@ struct Pending {
 #[derive(Clone)]
 pub struct Proposer {
     tx: mpsc::Sender<Pending>,
+    batcher: Arc<Batcher>,
 }
 
 /// Encoded size of a command, without allocating.
@@ -95,12 +100,15 @@ impl Proposer {
         cancel: CancellationToken,
     ) -> (Proposer, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(QUEUE);
-        let batcher = Batcher {
+        let batcher = Arc::new(Batcher {
             raft,
             forwarder,
             stages,
-        };
-        (Proposer { tx }, tokio::spawn(run(batcher, rx, cancel)))
+            slots: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            cancel,
+        });
+        let task = tokio::spawn(run(batcher.clone(), rx));
+        (Proposer { tx, batcher }, task)
     }
 
     /// Proposes `cmd` and waits until it is committed and applied.
@@ -115,6 +123,9 @@ impl Proposer {
                 "command of {bytes} bytes is too large"
             )));
         }
+        if let Some(slot) = self.direct_slot() {
+            return self.batcher.propose_one(cmd, slot).await;
+        }
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Pending {
@@ -127,18 +138,53 @@ impl Proposer {
             .map_err(|_| Error::Stopped)?;
         rx.await.map_err(|_| Error::Stopped)?
     }
+
+    /// A slot for proposing from the caller's task, if the proposer is idle: nothing queued,
+    /// nothing in Raft. Under load everything goes through the batching task, whose batches
+    /// a one-command proposal holding a slot for a whole sync would only shrink.
+    fn direct_slot(&self) -> Option<OwnedSemaphorePermit> {
+        let idle = self.tx.capacity() == self.tx.max_capacity()
+            && self.batcher.slots.available_permits() == MAX_IN_FLIGHT;
+        if !idle || self.batcher.cancel.is_cancelled() {
+            return None;
+        }
+        self.batcher.slots.clone().try_acquire_owned().ok()
+    }
 }
 
-/// What the batching task proposes with.
+/// What proposals are made with, by the batching task and by callers proposing directly.
 struct Batcher {
     raft: Raft,
     forwarder: Option<Forwarder>,
     stages: Arc<Stages>,
+    /// The in-flight slots ([`MAX_IN_FLIGHT`]).
+    slots: Arc<Semaphore>,
+    cancel: CancellationToken,
 }
 
-async fn run(batcher: Batcher, rx: mpsc::Receiver<Pending>, cancel: CancellationToken) {
+impl Batcher {
+    /// Proposes one command as its own batch, holding `slot` until it is answered (or the
+    /// caller gives up: a dropped write frees its slot while its entry may still be in Raft,
+    /// as a batch's never does; the next proposals then only overlap it).
+    async fn propose_one(&self, cmd: Command, slot: OwnedSemaphorePermit) -> Result<Output> {
+        let taken = Instant::now();
+        self.stages.observe(Stage::ProposalQueue, Duration::ZERO);
+        let res = propose_batch(&self.raft, self.forwarder.as_ref(), vec![cmd]).await;
+        self.stages.observe(Stage::RaftWrite, taken.elapsed());
+        drop(slot);
+        match <[Output; 1]>::try_from(res?) {
+            Ok([out]) => Ok(out),
+            Err(outputs) => Err(Error::Fatal(format!(
+                "{} outputs for 1 command",
+                outputs.len()
+            ))),
+        }
+    }
+}
+
+async fn run(batcher: Arc<Batcher>, rx: mpsc::Receiver<Pending>) {
     let mut in_flight = JoinSet::new();
-    batch_loop(&batcher, rx, &cancel, &mut in_flight).await;
+    batch_loop(&batcher, rx, &mut in_flight).await;
     // Let the proposals already in Raft answer their clients (a stopping Raft answers them
     // with `Stopped`); abort whatever is still stuck after the grace period.
     let drain = async { while in_flight.join_next().await.is_some() {} };
@@ -195,16 +241,14 @@ async fn propose_here(raft: &Raft, cmds: Vec<Command>) -> Result<Vec<Output>> {
 async fn batch_loop(
     batcher: &Batcher,
     mut rx: mpsc::Receiver<Pending>,
-    cancel: &CancellationToken,
     in_flight: &mut JoinSet<()>,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     loop {
         let first = tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = batcher.cancel.cancelled() => return,
             p = rx.recv() => match p { Some(p) => p, None => return },
         };
-        let Ok(slot) = slots.clone().acquire_owned().await else {
+        let Ok(slot) = batcher.slots.clone().acquire_owned().await else {
             return;
         };
         while in_flight.try_join_next().is_some() {}

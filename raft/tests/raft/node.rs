@@ -583,3 +583,59 @@ async fn single_member_write_waits_for_its_own_wal_sync() {
     assert_eq!(get(&node, "held"), Some((rev, "2".into())));
     node.shutdown().await.unwrap();
 }
+
+/// The applied index once it has reached at least `at_least` (metrics trail the answers).
+async fn applied_index_reaching(node: &Node, at_least: u64) -> u64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while node.status().applied_index < at_least && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    node.status().applied_index
+}
+
+/// A write that finds the proposer idle is proposed at once as its own entry; writes that
+/// arrive while a proposal is in Raft still share entries (proposing straight from the
+/// caller is only for an idle proposer, never a way around the batches).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lone_writes_take_one_entry_each_and_writes_under_load_share_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(config(dir.path(), 10_000)).await.unwrap();
+    write_put(&node, "warm", "0").await;
+    let start = applied_index_reaching(&node, 1).await;
+    for i in 0..5 {
+        write_put(&node, &format!("seq{i}"), "v").await;
+    }
+    assert_eq!(applied_index_reaching(&node, start + 5).await, start + 5);
+
+    let stall = k3rs_raft::fault::stall_wal_sync(dir.path());
+    let spawn_put = |key: String| {
+        let node = node.clone();
+        tokio::spawn(async move { write_put(&node, &key, "v").await })
+    };
+    let mut writers = vec![spawn_put("held".into())];
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    writers.extend((0..16).map(|i| spawn_put(format!("load{i}"))));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        writers.iter().all(|w| !w.is_finished()),
+        "answered before its sync"
+    );
+    drop(stall);
+
+    let mut revs = Vec::new();
+    for w in writers {
+        let rev = tokio::time::timeout(Duration::from_secs(10), w).await;
+        revs.push(rev.expect("every write completes once syncs run").unwrap());
+    }
+    revs.sort_unstable();
+    revs.dedup();
+    assert_eq!(revs.len(), 17, "every write got its own revision");
+    applied_index_reaching(&node, start + 7).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let entries = node.status().applied_index - (start + 5);
+    assert!(
+        (2..=4).contains(&entries),
+        "17 writes, 16 of them queued behind a held sync, took {entries} entries"
+    );
+    node.shutdown().await.unwrap();
+}
