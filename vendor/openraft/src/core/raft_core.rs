@@ -742,19 +742,9 @@ where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let (tx, rx) = C::AsyncRuntime::oneshot();
-        let callback = LogFlushed::new(LogIOId::new(vote, Some(last_log_id.clone())), tx);
+        let log_io_id = LogIOId::new(vote, Some(last_log_id.clone()));
+        let callback = LogFlushed::to_core(log_io_id, last_log_id, self.tx_notify.clone());
         self.log_store.append(entries, callback).await?;
-
-        let tx_notify = self.tx_notify.clone();
-        let _ = C::AsyncRuntime::spawn(async move {
-            let result = match rx.await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(e)) => Err(StorageIOError::write_logs(AnyError::error(e)).into()),
-                Err(e) => Err(StorageIOError::write_logs(AnyError::error(e)).into()),
-            };
-            let _ = tx_notify.send(Notify::LocalLogFlushed { last_log_id, result });
-        });
         Ok(())
     }
 

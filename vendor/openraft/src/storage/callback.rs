@@ -4,7 +4,10 @@ use std::io;
 
 use tokio::sync::oneshot;
 
+use anyerror::AnyError;
+
 use crate::async_runtime::AsyncOneshotSendExt;
+use crate::core::notify::Notify;
 use crate::raft_state::io_state::log_io_id::LogIOId;
 use crate::type_config::alias::OneshotSenderOf;
 use crate::LogId;
@@ -16,7 +19,19 @@ pub struct LogFlushed<C>
 where C: RaftTypeConfig
 {
     log_io_id: LogIOId<C::NodeId>,
-    tx: OneshotSenderOf<C, Result<LogIOId<C::NodeId>, io::Error>>,
+    tx: FlushReceiver<C>,
+}
+
+/// k3rs patch: who hears of the flush. A leader's own append reports straight to its core
+/// (`Notify::LocalLogFlushed`), with no task in between waiting on a oneshot.
+enum FlushReceiver<C>
+where C: RaftTypeConfig
+{
+    Oneshot(OneshotSenderOf<C, Result<LogIOId<C::NodeId>, io::Error>>),
+    Core {
+        tx_notify: tokio::sync::mpsc::UnboundedSender<Notify<C>>,
+        last_log_id: LogId<C::NodeId>,
+    },
 }
 
 impl<C> LogFlushed<C>
@@ -26,18 +41,46 @@ where C: RaftTypeConfig
         log_io_id: LogIOId<C::NodeId>,
         tx: OneshotSenderOf<C, Result<LogIOId<C::NodeId>, io::Error>>,
     ) -> Self {
-        Self { log_io_id, tx }
+        Self {
+            log_io_id,
+            tx: FlushReceiver::Oneshot(tx),
+        }
+    }
+
+    /// k3rs patch: a callback that reports the flush of a leader's own entries up to
+    /// `last_log_id` to its core as `Notify::LocalLogFlushed`.
+    pub(crate) fn to_core(
+        log_io_id: LogIOId<C::NodeId>,
+        last_log_id: LogId<C::NodeId>,
+        tx_notify: tokio::sync::mpsc::UnboundedSender<Notify<C>>,
+    ) -> Self {
+        Self {
+            log_io_id,
+            tx: FlushReceiver::Core { tx_notify, last_log_id },
+        }
     }
 
     /// Report log io completion event.
     ///
     /// It will be called when the log is successfully appended to the storage or an error occurs.
     pub fn log_io_completed(self, result: Result<(), io::Error>) {
+        let tx = match self.tx {
+            FlushReceiver::Oneshot(tx) => tx,
+            FlushReceiver::Core { tx_notify, last_log_id } => {
+                if let Err(e) = &result {
+                    tracing::error!("LogFlush error: {}, while flushing upto {}", e, self.log_io_id);
+                }
+                let result = result.map_err(|e| StorageIOError::write_logs(AnyError::error(e)).into());
+                // A stopped core no longer listens, which is fine.
+                let _ = tx_notify.send(Notify::LocalLogFlushed { last_log_id, result });
+                return;
+            }
+        };
         let res = if let Err(e) = result {
             tracing::error!("LogFlush error: {}, while flushing upto {}", e, self.log_io_id);
-            self.tx.send(Err(e))
+            tx.send(Err(e))
         } else {
-            self.tx.send(Ok(self.log_io_id))
+            tx.send(Ok(self.log_io_id))
         };
 
         if let Err(e) = res {
