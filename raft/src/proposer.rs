@@ -167,18 +167,36 @@ impl Batcher {
     /// caller gives up: a dropped write frees its slot while its entry may still be in Raft,
     /// as a batch's never does; the next proposals then only overlap it).
     async fn propose_one(&self, cmd: Command, slot: OwnedSemaphorePermit) -> Result<Output> {
-        let taken = Instant::now();
         self.stages.observe(Stage::ProposalQueue, Duration::ZERO);
-        let res = propose_batch(&self.raft, self.forwarder.as_ref(), vec![cmd]).await;
+        let mut outputs = self
+            .propose_observed(vec![cmd], Instant::now(), slot)
+            .await?;
+        // One output: `propose_observed` checked the count.
+        outputs
+            .pop()
+            .ok_or_else(|| Error::Fatal("no output for a command".to_owned()))
+    }
+
+    /// Proposes `cmds` (taken from their queue at `taken`), records the Raft write, frees
+    /// `slot` and checks that every command got exactly one output.
+    async fn propose_observed(
+        &self,
+        cmds: Vec<Command>,
+        taken: Instant,
+        slot: OwnedSemaphorePermit,
+    ) -> Result<Vec<Output>> {
+        let sent = cmds.len();
+        let res = propose_batch(&self.raft, self.forwarder.as_ref(), cmds).await;
         self.stages.observe(Stage::RaftWrite, taken.elapsed());
         drop(slot);
-        match <[Output; 1]>::try_from(res?) {
-            Ok([out]) => Ok(out),
-            Err(outputs) => Err(Error::Fatal(format!(
-                "{} outputs for 1 command",
+        let outputs = res?;
+        if outputs.len() != sent {
+            return Err(Error::Fatal(format!(
+                "{} outputs for {sent} commands",
                 outputs.len()
-            ))),
+            )));
         }
+        Ok(outputs)
     }
 }
 
@@ -239,7 +257,7 @@ async fn propose_here(raft: &Raft, cmds: Vec<Command>) -> Result<Vec<Output>> {
 }
 
 async fn batch_loop(
-    batcher: &Batcher,
+    batcher: &Arc<Batcher>,
     mut rx: mpsc::Receiver<Pending>,
     in_flight: &mut JoinSet<()>,
 ) {
@@ -266,23 +284,12 @@ async fn batch_loop(
         }
         let (cmds, replies): (Vec<Command>, Vec<_>) =
             batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
-        let raft = batcher.raft.clone();
-        let forwarder = batcher.forwarder.clone();
-        let stages = batcher.stages.clone();
+        let batcher = batcher.clone();
         in_flight.spawn(async move {
-            let res = propose_batch(&raft, forwarder.as_ref(), cmds).await;
-            stages.observe(Stage::RaftWrite, taken.elapsed());
-            drop(slot);
-            match res {
-                Ok(outputs) if outputs.len() == replies.len() => {
+            match batcher.propose_observed(cmds, taken, slot).await {
+                Ok(outputs) => {
                     for (reply, out) in replies.into_iter().zip(outputs) {
                         let _ = reply.send(Ok(out));
-                    }
-                }
-                Ok(outputs) => {
-                    let msg = format!("{} outputs for {} commands", outputs.len(), replies.len());
-                    for reply in replies {
-                        let _ = reply.send(Err(Error::Fatal(msg.clone())));
                     }
                 }
                 Err(e) => {

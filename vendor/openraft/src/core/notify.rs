@@ -1,4 +1,5 @@
 use crate::core::sm;
+use crate::display_ext::DisplayOptionExt;
 use crate::raft::VoteResponse;
 use crate::replication;
 use crate::MessageSummary;
@@ -38,7 +39,7 @@ where C: RaftTypeConfig
 
     /// k3rs patch: the leader's own log store flushed its entries up to `last_log_id`.
     LocalLogFlushed {
-        last_log_id: crate::LogId<C::NodeId>,
+        last_log_id: Option<crate::LogId<C::NodeId>>,
         result: Result<(), crate::StorageError<C::NodeId>>,
     },
 
@@ -86,7 +87,11 @@ where C: RaftTypeConfig
                 )
             }
             Self::LocalLogFlushed { last_log_id, result } => {
-                format!("Local log flushed upto {}: ok: {}", last_log_id, result.is_ok())
+                format!(
+                    "Local log flushed upto {}: ok: {}",
+                    last_log_id.display(),
+                    result.is_ok()
+                )
             }
             Self::Network { response } => {
                 format!("Replication command done: {}", response.summary())

@@ -742,8 +742,7 @@ where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let log_io_id = LogIOId::new(vote, Some(last_log_id.clone()));
-        let callback = LogFlushed::to_core(log_io_id, last_log_id, self.tx_notify.clone());
+        let callback = LogFlushed::to_core(vote, last_log_id, self.tx_notify.clone());
         self.log_store.append(entries, callback).await?;
         Ok(())
     }
@@ -1350,7 +1349,7 @@ where
                 // Log flushes complete in order, so a late report of an earlier flush only
                 // repeats what a later one said; `update_local_progress` ignores it.
                 if let Ok(mut lh) = self.engine.leader_handler() {
-                    lh.replication_handler().update_local_progress(Some(last_log_id));
+                    lh.replication_handler().update_local_progress(last_log_id);
                 }
             }
 

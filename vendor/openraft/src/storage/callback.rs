@@ -13,6 +13,7 @@ use crate::type_config::alias::OneshotSenderOf;
 use crate::LogId;
 use crate::RaftTypeConfig;
 use crate::StorageIOError;
+use crate::Vote;
 
 /// A oneshot callback for completion of log io operation.
 pub struct LogFlushed<C>
@@ -28,10 +29,7 @@ enum FlushReceiver<C>
 where C: RaftTypeConfig
 {
     Oneshot(OneshotSenderOf<C, Result<LogIOId<C::NodeId>, io::Error>>),
-    Core {
-        tx_notify: tokio::sync::mpsc::UnboundedSender<Notify<C>>,
-        last_log_id: LogId<C::NodeId>,
-    },
+    Core(tokio::sync::mpsc::UnboundedSender<Notify<C>>),
 }
 
 impl<C> LogFlushed<C>
@@ -47,16 +45,16 @@ where C: RaftTypeConfig
         }
     }
 
-    /// k3rs patch: a callback that reports the flush of a leader's own entries up to
-    /// `last_log_id` to its core as `Notify::LocalLogFlushed`.
+    /// k3rs patch: a callback that reports the flush of a leader's own entries (appended
+    /// under `vote`) up to `last_log_id` to its core as `Notify::LocalLogFlushed`.
     pub(crate) fn to_core(
-        log_io_id: LogIOId<C::NodeId>,
+        vote: Vote<C::NodeId>,
         last_log_id: LogId<C::NodeId>,
         tx_notify: tokio::sync::mpsc::UnboundedSender<Notify<C>>,
     ) -> Self {
         Self {
-            log_io_id,
-            tx: FlushReceiver::Core { tx_notify, last_log_id },
+            log_io_id: LogIOId::new(vote, Some(last_log_id)),
+            tx: FlushReceiver::Core(tx_notify),
         }
     }
 
@@ -66,12 +64,13 @@ where C: RaftTypeConfig
     pub fn log_io_completed(self, result: Result<(), io::Error>) {
         let tx = match self.tx {
             FlushReceiver::Oneshot(tx) => tx,
-            FlushReceiver::Core { tx_notify, last_log_id } => {
+            FlushReceiver::Core(tx_notify) => {
                 if let Err(e) = &result {
                     tracing::error!("LogFlush error: {}, while flushing upto {}", e, self.log_io_id);
                 }
                 let result = result.map_err(|e| StorageIOError::write_logs(AnyError::error(e)).into());
                 // A stopped core no longer listens, which is fine.
+                let last_log_id = self.log_io_id.log_id;
                 let _ = tx_notify.send(Notify::LocalLogFlushed { last_log_id, result });
                 return;
             }
