@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+/// Go's longest duration, in seconds.
+const MAX_SECS: f64 = i64::MAX as f64 * 1e-9;
+
 /// Parses a non-negative Go duration (an optional `+` sign); `None` when `s` is not one.
 pub fn parse(s: &str) -> Option<Duration> {
     if s == "0" {
@@ -35,6 +38,10 @@ pub fn parse(s: &str) -> Option<Duration> {
         total += value * scale;
         rest = tail;
     }
+    // Go's durations end at 2^63 - 1 ns (about 292 years); longer ones do not parse there.
+    if total > MAX_SECS {
+        return None;
+    }
     Duration::try_from_secs_f64(total).ok()
 }
 
@@ -51,11 +58,25 @@ mod tests {
         assert_eq!(parse("0"), Some(Duration::ZERO));
         assert_eq!(parse("+1h2m3s"), Some(Duration::from_secs(3723)));
         assert_eq!(parse("1500μs"), Some(Duration::from_micros(1500)));
+        assert_eq!(parse("2562047h"), Some(Duration::from_secs(2562047 * 3600)));
     }
 
     #[test]
     fn not_durations() {
-        for bad in ["", "+", "40", "s", "1x", "1d", "-5s", "1..2s", "soon"] {
+        for bad in [
+            "",
+            "+",
+            "40",
+            "s",
+            "1x",
+            "1d",
+            "-5s",
+            "1..2s",
+            "soon",
+            "2562048h",
+            "1e3s",
+            "99999999999999999999h",
+        ] {
             assert_eq!(parse(bad), None, "{bad:?}");
         }
     }

@@ -18,6 +18,9 @@ pub struct Args {
     /// `node-monitor-grace-period`: how long a node may go without a heartbeat before it is
     /// Unknown (upstream's 40s).
     pub node_monitor_grace_period: Duration,
+    /// `node-monitor-period`: how often every node's heartbeat is checked. Unset: upstream's
+    /// 5s, or a quarter of the grace period when that is shorter.
+    pub node_monitor_period: Option<Duration>,
     /// Where the built-in local-path provisioner puts volumes (k3s's
     /// `--default-local-storage-path`); `None` when it is off (`--disable local-storage`).
     pub local_storage: Option<std::path::PathBuf>,
@@ -32,6 +35,7 @@ impl Default for Args {
             controllers: Selection::default(),
             cluster_cidr: "10.42.0.0/16".parse().expect("a CIDR"),
             node_monitor_grace_period: Duration::from_secs(40),
+            node_monitor_period: None,
             local_storage: None,
             system_default_registry: None,
         }
@@ -53,7 +57,12 @@ pub enum ArgError {
 /// `--kube-controller-manager-arg`.
 const COMPONENT: Component = Component {
     name: "kube-controller-manager",
-    supported: &["controllers", "cluster-cidr", "node-monitor-grace-period"],
+    supported: &[
+        "controllers",
+        "cluster-cidr",
+        "node-monitor-grace-period",
+        "node-monitor-period",
+    ],
 };
 
 impl Args {
@@ -73,6 +82,12 @@ impl Args {
                 "node-monitor-grace-period" => {
                     args.node_monitor_grace_period = k3rs_apimachinery::duration::parse(value)
                         .ok_or_else(|| COMPONENT.invalid(key, value, "duration"))?;
+                }
+                "node-monitor-period" => {
+                    let period = k3rs_apimachinery::duration::parse(value)
+                        .filter(|p| !p.is_zero())
+                        .ok_or_else(|| COMPONENT.invalid(key, value, "positive duration"))?;
+                    args.node_monitor_period = Some(period);
                 }
                 other => return Err(COMPONENT.unsupported(other).into()),
             }
@@ -108,7 +123,8 @@ mod tests {
         assert_eq!(
             message("bind-address=0.0.0.0"),
             "--kube-controller-manager-arg: unsupported kube-controller-manager flag \
-             \"bind-address\" (supported: controllers, cluster-cidr, node-monitor-grace-period)"
+             \"bind-address\" (supported: controllers, cluster-cidr, node-monitor-grace-period, \
+             node-monitor-period)"
         );
         assert!(matches!(
             parse(&["controllers=*,-nope"]).unwrap_err(),
@@ -130,5 +146,15 @@ mod tests {
         let a = parse(&["cluster-cidr=10.0.0.0/8", "node-monitor-grace-period=1m30s"]).unwrap();
         assert_eq!(a.cluster_cidr, "10.0.0.0/8".parse().unwrap());
         assert_eq!(a.node_monitor_grace_period, Duration::from_secs(90));
+        assert_eq!(a.node_monitor_period, None);
+        let a = parse(&["node-monitor-period=1h"]).unwrap();
+        assert_eq!(a.node_monitor_period, Some(Duration::from_secs(3600)));
+        for bad in [
+            "node-monitor-period=0s",
+            "node-monitor-period=-1s",
+            "node-monitor-period=x",
+        ] {
+            assert!(parse(&[bad]).is_err(), "{bad}");
+        }
     }
 }

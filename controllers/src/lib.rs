@@ -144,8 +144,11 @@ pub const CONTROLLERS: &[Descriptor] = &[
         controller: "nodelifecycle",
         name: node_lifecycle::NAME,
         start: |cx| {
-            let grace = cx.args.node_monitor_grace_period;
-            node_lifecycle::run(cx.client, cx.informers, grace, cx.stop).boxed()
+            let (grace, period) = (
+                cx.args.node_monitor_grace_period,
+                cx.args.node_monitor_period,
+            );
+            node_lifecycle::run(cx.client, cx.informers, grace, period, cx.stop).boxed()
         },
     },
     Descriptor {

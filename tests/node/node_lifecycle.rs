@@ -6,7 +6,8 @@
 //!   status."), gets the `unreachable` NoSchedule/NoExecute taints, its pods Ready=False;
 //! - taint eviction deletes a pod after its `tolerationSeconds`, keeps one that tolerates the
 //!   taint forever, and deletes at once a pod that does not tolerate a NoExecute taint;
-//! - the pod garbage collector removes a pod bound to a Node that does not exist.
+//! - the pod garbage collector removes a pod bound to a Node that does not exist;
+//! - the readiness taints follow each change of a Node's Ready condition as it happens.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -43,13 +44,22 @@ fn create_node(k: &Kubectl, name: &str) {
         k,
         json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}),
     );
-    let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True",
-        "reason": "KubeletReady", "message": "kubelet is posting ready status",
+    set_ready(k, name, "True");
+}
+
+/// Writes the node's Ready condition as its kubelet would.
+fn set_ready(k: &Kubectl, node: &str, status: &str) {
+    let (reason, message) = match status {
+        "True" => ("KubeletReady", "kubelet is posting ready status"),
+        _ => ("KubeletNotReady", "container runtime is down"),
+    };
+    let status = json!({"status": {"conditions": [{"type": "Ready", "status": status,
+        "reason": reason, "message": message,
         "lastHeartbeatTime": now(), "lastTransitionTime": now()}]}});
     k.ok(&[
         "patch",
         "node",
-        name,
+        node,
         "--subresource=status",
         "--type=merge",
         "-p",
@@ -217,5 +227,57 @@ fn ipam_heartbeats_taints_and_evictions() {
     create_pod(&k, "stray", "ghost", json!([]));
     common::wait_for("the pod on a missing node to be collected", WAIT, || {
         (!k.run(&["get", "pod", "stray", "-o", "name"]).ok).then_some(())
+    });
+}
+
+/// The node's taints as (key, effect), sorted.
+fn taints(k: &Kubectl, node: &str) -> Vec<(String, String)> {
+    let node = get_json(k, &["node", node]);
+    let mut taints: Vec<(String, String)> = node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let field = |f: &str| t[f].as_str().unwrap_or_default().to_string();
+            (field("key"), field("effect"))
+        })
+        .collect();
+    taints.sort();
+    taints
+}
+
+/// The readiness taints follow each change of a Node's Ready condition as it is written
+/// (upstream's taint pass runs from the node informer's events), not at the next monitor
+/// period: with the period at an hour, only the events can set or lift them.
+#[test]
+fn taints_follow_ready_as_it_changes() {
+    let (_server, k) = Kubectl::start_server(&[
+        "--kube-controller-manager-arg=node-monitor-period=1h",
+        "--kube-controller-manager-arg=node-monitor-grace-period=1h",
+    ]);
+    let s = |key: &str, effect: &str| (key.to_string(), effect.to_string());
+    create_node(&k, "n1");
+    set_ready(&k, "n1", "False");
+    let not_ready = vec![
+        s("node.kubernetes.io/not-ready", "NoExecute"),
+        s("node.kubernetes.io/not-ready", "NoSchedule"),
+    ];
+    common::wait_for("the not-ready taints", WAIT, || {
+        (taints(&k, "n1") == not_ready).then_some(())
+    });
+    // Someone else's taint stays through every change.
+    k.ok(&["taint", "node", "n1", "dedicated=db:NoSchedule"]);
+    set_ready(&k, "n1", "True");
+    common::wait_for("only the user's taint", WAIT, || {
+        (taints(&k, "n1") == vec![s("dedicated", "NoSchedule")]).then_some(())
+    });
+    set_ready(&k, "n1", "Unknown");
+    common::wait_for("the unreachable taints", WAIT, || {
+        let expected = vec![
+            s("dedicated", "NoSchedule"),
+            s("node.kubernetes.io/unreachable", "NoExecute"),
+            s("node.kubernetes.io/unreachable", "NoSchedule"),
+        ];
+        (taints(&k, "n1") == expected).then_some(())
     });
 }

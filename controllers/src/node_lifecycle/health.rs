@@ -135,6 +135,23 @@ pub fn pressure_taints_for(taints: &[Taint], conditions: &[NodeCondition]) -> Op
     (out != taints).then_some(out)
 }
 
+/// The taints a node with `taints` should carry for `conditions`: the not-ready/unreachable
+/// ones following its Ready condition, the pressure ones its pressure conditions. `None`
+/// when nothing changes, or when the kubelet never posted a Ready condition (upstream taints
+/// only on an observed Ready condition).
+pub fn taints_update(
+    taints: &[Taint],
+    conditions: &[NodeCondition],
+    now: Timestamp,
+) -> Option<Vec<Taint>> {
+    if !conditions.iter().any(|c| c.type_ == "Ready") {
+        return None;
+    }
+    let readiness = taints_for(taints, ready_status(conditions), now);
+    let current = readiness.as_deref().unwrap_or(taints);
+    pressure_taints_for(current, conditions).or(readiness)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,5 +266,58 @@ mod tests {
             Some(vec![other.clone()])
         );
         assert_eq!(taints_for(&[other], "True", now), None);
+    }
+
+    #[test]
+    fn one_update_sets_readiness_and_pressure_taints_together() {
+        let now = t("2026-01-01T00:01:00Z");
+        let key_effects = |ts: &[Taint]| -> Vec<(String, String)> {
+            ts.iter()
+                .map(|t| (t.key.clone(), t.effect.clone()))
+                .collect()
+        };
+        // Never posted Ready: left alone, even under pressure.
+        assert_eq!(
+            taints_update(&[], &[cond("DiskPressure", "True")], now),
+            None
+        );
+        // Not ready and under disk pressure: both in one write.
+        let conditions = [cond("Ready", "False"), cond("DiskPressure", "True")];
+        let tainted = taints_update(&[], &conditions, now).unwrap();
+        assert_eq!(
+            key_effects(&tainted),
+            vec![
+                (NOT_READY.into(), "NoSchedule".into()),
+                (NOT_READY.into(), "NoExecute".into()),
+                (
+                    "node.kubernetes.io/disk-pressure".into(),
+                    "NoSchedule".into()
+                ),
+            ]
+        );
+        assert_eq!(taints_update(&tainted, &conditions, now), None);
+        // Ready again, pressure gone: every taint of ours goes, a user's stays.
+        let user = Taint {
+            key: "dedicated".into(),
+            value: None,
+            effect: "NoExecute".into(),
+            time_added: None,
+        };
+        let mut with_user = tainted.clone();
+        with_user.insert(1, user.clone());
+        let ready = [cond("Ready", "True"), cond("DiskPressure", "False")];
+        assert_eq!(
+            taints_update(&with_user, &ready, now),
+            Some(vec![user.clone()])
+        );
+        // Readiness unchanged, only pressure lifted: the readiness taints stay.
+        let still_not_ready = [cond("Ready", "False"), cond("DiskPressure", "False")];
+        assert_eq!(
+            key_effects(&taints_update(&tainted, &still_not_ready, now).unwrap()),
+            vec![
+                (NOT_READY.into(), "NoSchedule".into()),
+                (NOT_READY.into(), "NoExecute".into()),
+            ]
+        );
     }
 }
