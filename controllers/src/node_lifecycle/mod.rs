@@ -136,8 +136,8 @@ pub async fn run(
     }
 }
 
-/// A failed write is retried by the next event or monitor pass; a conflict only means a
-/// newer version of the node is on its way.
+/// A failed write is retried by the next event or monitor pass; a conflict left after
+/// [`sync_taints`]' second try only means a newer version of the node is on its way.
 fn log_failure(error: &kube::Error, node: &Node) {
     match error {
         kube::Error::Api(s) if s.code == 409 => {
@@ -170,33 +170,52 @@ async fn monitor(
 ) -> kube::Result<()> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let api = Api::<Node>::all(client.clone());
-    let now = Timestamp::now();
-    let mut conditions = conditions_of(node);
+    let mut node = std::borrow::Cow::Borrowed(node);
     if silent {
-        if let Some(unknown) = health::unknown_conditions(&conditions, now) {
+        if let Some(unknown) = health::unknown_conditions(&conditions_of(&node), Timestamp::now()) {
             tracing::info!(node = %name, "node lifecycle: kubelet stopped posting node status");
             let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version},
                                "status": {"conditions": unknown}});
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+            let written = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
                 .await?;
-            conditions = unknown;
+            node = std::borrow::Cow::Owned(written);
         }
     }
+    let conditions = conditions_of(&node);
     // A node whose kubelet never posted a Ready condition is left alone until the grace
     // period makes it Unknown (upstream taints only on an observed Ready condition).
     if !conditions.iter().any(|c| c.type_ == "Ready") {
         return Ok(());
     }
-    sync_taints(client, node, &conditions).await?;
+    sync_taints(client, &node, &conditions).await?;
     if health::ready_status(&conditions) != "True" {
         mark_pods_not_ready(client, &name, pods).await?;
     }
     Ok(())
 }
 
-/// Writes the node's taints for `conditions` when they differ from its own.
+/// Writes the node's taints for `conditions` when they differ from its own, conditional on
+/// the version they were computed from: a taint someone else added meanwhile is not
+/// overwritten. On a conflict the taints are computed once more from the node as it is now.
 async fn sync_taints(
     client: &Client,
+    node: &Node,
+    conditions: &[NodeCondition],
+) -> kube::Result<()> {
+    let api = Api::<Node>::all(client.clone());
+    match write_taints(&api, node, conditions).await {
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let fresh = api.get(name).await?;
+            write_taints(&api, &fresh, &conditions_of(&fresh)).await
+        }
+        other => other,
+    }
+}
+
+async fn write_taints(
+    api: &Api<Node>,
     node: &Node,
     conditions: &[NodeCondition],
 ) -> kube::Result<()> {
@@ -208,13 +227,10 @@ async fn sync_taints(
     let Some(new) = health::taints_update(taints, conditions, Timestamp::now()) else {
         return Ok(());
     };
-    let name = node.metadata.name.clone().unwrap_or_default();
-    // Conditional on the version the taints were computed from: a taint added meanwhile by
-    // someone else is not overwritten (a conflict; the newer version comes as an event).
+    let name = node.metadata.name.as_deref().unwrap_or_default();
     let patch = json!({"metadata": {"resourceVersion": node.metadata.resource_version},
                        "spec": {"taints": new}});
-    Api::<Node>::all(client.clone())
-        .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await?;
     Ok(())
 }

@@ -65,13 +65,16 @@ pub struct Executor {
 }
 
 /// How many pods may create sandboxes and start containers at once on a node with `cpus`
-/// CPUs: four per CPU, at least 8. The work is the runtime's (shim, runc, CNI plugins): a
+/// CPUs: eight per CPU, at least 16. The work is the runtime's (shim, runc, CNI plugins): a
 /// burst of 100 pods started all at once shares the CPUs a hundred ways and every pod
 /// finishes late (RunPodSandbox took 9 s on average on 2 CPUs); in slots, pods finish in the
-/// order they came. The runtime's steps also wait (process starts, fsyncs): 2 slots per CPU
-/// left the 2-CPU benchmark node idle part of the time. Pulls and hooks hold no slot.
+/// order they came. The runtime's steps also wait (process starts, fsyncs): 2 slots per CPU,
+/// and still 4, left the 2-CPU benchmark node idle part of the time (docs/scale.md, session
+/// 38: 16 slots against 8 gave the 100-pod burst a p99 about 1 s lower in 4 of 5 pairs).
+/// Pulls and hooks hold no slot. Never more than a semaphore can hold.
 pub fn start_concurrency(cpus: usize) -> usize {
-    cpus.saturating_mul(4).max(8)
+    cpus.saturating_mul(8)
+        .clamp(16, tokio::sync::Semaphore::MAX_PERMITS)
 }
 
 /// What a pod's worker keeps between syncs.

@@ -477,10 +477,13 @@ async fn orphans_are_torn_down() {
 }
 
 #[test]
-fn start_slots_are_four_per_cpu_and_at_least_eight() {
-    assert_eq!(start_concurrency(1), 8);
-    assert_eq!(start_concurrency(2), 8);
-    assert_eq!(start_concurrency(8), 32);
+fn start_slots_are_eight_per_cpu_and_at_least_sixteen() {
+    assert_eq!(start_concurrency(1), 16);
+    assert_eq!(start_concurrency(2), 16);
+    assert_eq!(start_concurrency(8), 64);
+    let most = start_concurrency(usize::MAX);
+    assert_eq!(most, tokio::sync::Semaphore::MAX_PERMITS);
+    assert_eq!(tokio::sync::Semaphore::new(most).available_permits(), most);
 }
 
 #[test]
