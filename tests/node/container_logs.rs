@@ -216,18 +216,23 @@ fn scenario(lab: &NodeLab) {
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    let now = log_files(&dir);
-    assert!(now.contains("0.log"), "the live file: {now:?}");
-    let plain: Vec<&String> = now
-        .iter()
-        .filter(|n| n.starts_with("0.log.") && !n.ends_with(".gz"))
-        .collect();
-    assert_eq!(
-        plain.len(),
-        1,
-        "the newest rotated file stays plain: {now:?}"
+    // Between two rotations: the live file reopened and the older plain file compressed (a
+    // listing taken mid-rotation may miss `0.log` or show two plain files).
+    let plain_rotated = |now: &BTreeSet<String>| -> Vec<String> {
+        now.iter()
+            .filter(|n| n.starts_with("0.log.") && !n.ends_with(".gz"))
+            .cloned()
+            .collect()
+    };
+    let now = common::wait_for(
+        "the live file and one plain rotated file",
+        Duration::from_secs(30),
+        || {
+            let now = log_files(&dir);
+            (now.contains("0.log") && plain_rotated(&now).len() == 1).then_some(now)
+        },
     );
-    let newest_rotated = plain[0].clone();
+    let newest_rotated = plain_rotated(&now).remove(0);
     assert!(
         !before.contains(&newest_rotated),
         "{newest_rotated} was rotated after logs -f started"

@@ -94,7 +94,7 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     let node_informer = informers.informer::<Node>();
-    let mut changed = pin!(node_informer.changed(taint_inputs));
+    let mut node_changes = pin!(node_informer.changed(taint_inputs));
     let nodes = node_informer.synced_store().await;
     let leases = informer::<Lease>(&informers).await;
     let pods = informer::<Pod>(&informers).await;
@@ -120,9 +120,9 @@ pub async fn run(
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep_until(next_pass) => break,
-                Some(changed) = changed.next() => {
+                Some(touched) = node_changes.next() => {
                     // The cache's copy: the newest, and absent for a deleted node.
-                    let name = changed.metadata.name.as_deref().unwrap_or_default();
+                    let name = touched.metadata.name.as_deref().unwrap_or_default();
                     let Some(node) = nodes.get(&ObjectRef::new(name)) else {
                         continue;
                     };
