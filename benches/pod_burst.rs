@@ -98,6 +98,31 @@ fn cpu_by_name(pids: &[i32]) -> BTreeMap<String, f64> {
     out
 }
 
+/// How long the burst may go without a pod getting bound, Running or Ready before the run
+/// fails (a runtime that cannot start sandboxes would otherwise hold it for 900 s).
+const STALL: Duration = Duration::from_secs(120);
+
+/// The last ten Warning events of the namespace, one per line (for a stalled run's message).
+async fn warnings(client: &KubeClient) -> String {
+    let path = "/api/v1/namespaces/default/events?fieldSelector=type%3DWarning";
+    let Ok(list) = client.ok("GET", path, None).await else {
+        return "(could not list events)".to_string();
+    };
+    let mut items = list["items"].as_array().cloned().unwrap_or_default();
+    let last_seen = |e: &Value| e["lastTimestamp"].as_str().unwrap_or_default().to_string();
+    items.sort_by_key(last_seen);
+    let lines: Vec<String> = items
+        .iter()
+        .rev()
+        .take(10)
+        .map(|e| {
+            let what = &e["involvedObject"]["name"];
+            format!("{what} {} x{}: {}", e["reason"], e["count"], e["message"])
+        })
+        .collect();
+    lines.join("\n")
+}
+
 /// Creates the Deployment and watches its pods until all are Ready; `procs` lists the lab's
 /// processes (for the CPU they spent).
 async fn burst(client: &KubeClient, pods: usize, procs: impl Fn() -> Vec<i32>) -> Burst {
@@ -128,16 +153,22 @@ async fn burst(client: &KubeClient, pods: usize, procs: impl Fn() -> Vec<i32>) -
         .unwrap();
     let mut seen: HashMap<String, Seen> = HashMap::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(900);
+    let mut progress = tokio::time::Instant::now();
     while seen.values().filter(|s| s.ready.is_some()).count() < pods {
-        let ev = tokio::time::timeout_at(deadline, w.next())
-            .await
-            .unwrap_or_else(|_| panic!("not all {pods} pods Ready within 900 s"))
-            .unwrap()
-            .expect("the pod watch ended early");
+        let ev = match tokio::time::timeout_at(deadline.min(progress + STALL), w.next()).await {
+            Ok(ev) => ev.unwrap().expect("the pod watch ended early"),
+            Err(_) => panic!(
+                "{} of {pods} pods Ready; none moved for {STALL:?} (or 900 s passed). Latest \
+                 warnings:\n{}",
+                seen.values().filter(|s| s.ready.is_some()).count(),
+                warnings(client).await
+            ),
+        };
         let now = Instant::now();
         let obj = &ev["object"];
         let name = obj["metadata"]["name"].as_str().unwrap_or("").to_string();
         let s = seen.entry(name).or_default();
+        let before = (s.bound, s.running, s.ready);
         s.created.get_or_insert(now);
         if obj["spec"]["nodeName"].is_string() {
             s.bound.get_or_insert(now);
@@ -147,6 +178,9 @@ async fn burst(client: &KubeClient, pods: usize, procs: impl Fn() -> Vec<i32>) -
         }
         if condition_true(obj, "Ready") {
             s.ready.get_or_insert(now);
+        }
+        if before != (s.bound, s.running, s.ready) {
+            progress = tokio::time::Instant::now();
         }
     }
     let total = start.elapsed();

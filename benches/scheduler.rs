@@ -7,7 +7,9 @@
 //! `PodScheduled` condition, whole seconds) and as a client sees it (create sent → binding
 //! seen in the watch, ms), the server's and the agent's RSS, and the CPU seconds each spent
 //! from the first create to all Ready (and per pod: steadier across runs than pods/s on a
-//! shared machine), beside kube-scheduler's published 680–810 pods/s at 5,000 nodes.
+//! shared machine), beside kube-scheduler's published 680–810 pods/s at 5,000 nodes. A second
+//! table counts the API writes the run cost (successful POST/PUT/PATCH/DELETE from the server's
+//! `apiserver_request_total`, first create to all Ready), by verb and resource and per pod.
 //!
 //! Sizes: `--nodes N --pods M` (after `--`) or `BENCH_NODES`/`BENCH_PODS`; the default,
 //! 100 nodes and 1,000 pods, finishes in a few minutes in a debug build. `--via deployment`
@@ -46,7 +48,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -365,6 +367,58 @@ struct Report {
     server_cpu_secs: f64,
     agent_cpu_secs: f64,
     load_average: f64,
+    /// API writes from the first create to all Ready: verb, resource, count.
+    writes: Vec<(String, String, u64)>,
+}
+
+/// Successful writes (POST, PUT, PATCH, DELETE answered 2xx) the server has counted so far,
+/// by verb and resource, from its `/metrics` (`apiserver_request_total`).
+async fn writes(c: &KubeClient) -> anyhow::Result<BTreeMap<(String, String), u64>> {
+    let (code, _, text) = c.request_with_headers("GET", "/metrics", None).await?;
+    anyhow::ensure!(code == 200, "GET /metrics: {code} {text}");
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, n)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|v| v.split('"').next())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let verb = label("verb");
+        if !["POST", "PUT", "PATCH", "DELETE"].contains(&verb.as_str())
+            || !label("code").starts_with('2')
+        {
+            continue;
+        }
+        let n: u64 = n.trim().parse().unwrap_or(0);
+        *out.entry((verb, label("resource"))).or_default() += n;
+    }
+    Ok(out)
+}
+
+/// `after - before`, largest first.
+fn writes_between(
+    before: &BTreeMap<(String, String), u64>,
+    after: BTreeMap<(String, String), u64>,
+) -> Vec<(String, String, u64)> {
+    let mut v: Vec<_> = after
+        .into_iter()
+        .map(|(k, n)| {
+            let d = n.saturating_sub(before.get(&k).copied().unwrap_or(0));
+            (k.0, k.1, d)
+        })
+        .filter(|w| w.2 > 0)
+        .collect();
+    v.sort_by_key(|w| std::cmp::Reverse(w.2));
+    v
 }
 
 /// The peak resident set size of process `pid` in MiB (NaN if it cannot be read).
@@ -407,6 +461,7 @@ async fn run(
 
     let cpu = |pid: Option<u32>| pid.map_or(f64::NAN, cpu_secs);
     let cpu_before = (cpu(server.pid()), cpu(agent.pid()));
+    let writes_before = writes(&clients[0]).await?;
     let start = Instant::now();
     let create_rate = match via {
         Via::Pods => {
@@ -466,6 +521,7 @@ async fn run(
     let completed_secs = start.elapsed().as_secs_f64();
     let server_cpu_secs = cpu(server.pid()) - cpu_before.0;
     let agent_cpu_secs = cpu(agent.pid()) - cpu_before.1;
+    let writes = writes_between(&writes_before, writes(&clients[0]).await?);
     watcher.abort();
     let sent = sent.lock().unwrap().clone();
     let last = bound.values().max().copied().unwrap_or(start);
@@ -515,6 +571,7 @@ async fn run(
         server_cpu_secs,
         agent_cpu_secs,
         load_average: load_average(),
+        writes,
     })
 }
 
@@ -539,6 +596,19 @@ fn table(r: &Report) -> String {
             "Deployment created",
         ),
     };
+    let total: u64 = r.writes.iter().map(|w| w.2).sum();
+    let per_pod = |n: u64| n as f64 / r.pods.max(1) as f64;
+    let mut writes = format!(
+        "\nAPI writes from the first create to all Ready: {total} ({:.2} per pod).\n\n\
+         | verb | resource | writes | per pod |\n|---|---|---:|---:|\n",
+        per_pod(total)
+    );
+    for (verb, resource, n) in &r.writes {
+        writes.push_str(&format!(
+            "| {verb} | {resource} | {n} | {:.2} |\n",
+            per_pod(*n)
+        ));
+    }
     format!(
         "## Scheduler benchmark ({build} build)\n\n\
          `cargo bench --bench scheduler -- --nodes {} --pods {}{flag}`: one `k3rs server` \
@@ -555,7 +625,7 @@ fn table(r: &Report) -> String {
          | kube-scheduler, published (5,000 nodes) | | 680–810 | | | | | | |\n\
          | goal (issue 23) | 5,000 nodes, 30k pods | ≥ 1,000 | p99 ≤ 5 s | | | ≤ 2 GiB \
          (≤ 1 GiB at 1,000 / 10,000) | | |\n\n\
-         Load average (1 min) at the end: {:.1}.\n",
+         Load average (1 min) at the end: {:.1}.\n{writes}",
         r.nodes,
         r.pods,
         r.nodes,
