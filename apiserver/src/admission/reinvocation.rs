@@ -45,9 +45,15 @@ impl Reinvocation {
         }
     }
 
-    /// The webhook plugin ends a pass, leaving `object`.
+    /// The webhook plugin ends a pass, leaving `object`. Kept only while an `IfNeeded`
+    /// webhook was called: otherwise a change before the second pass calls no one again, and
+    /// a copy of every object written would be made for nothing.
     pub fn webhooks_end(&mut self, object: Option<&Value>) {
-        self.webhooks.last_output = object.cloned();
+        self.webhooks.last_output = if self.webhooks.previously_invoked.is_empty() {
+            None
+        } else {
+            object.cloned()
+        };
     }
 
     /// Whether the webhook `key` is called in this pass (all are in the first).
@@ -106,6 +112,28 @@ mod tests {
         assert!(!r.should_call("b"), "its own change");
         assert!(!r.should_call("c"), "called after the last change");
         assert_eq!(r.round(), 1);
+    }
+
+    #[test]
+    fn the_object_is_kept_only_for_if_needed_webhooks() {
+        let mut r = Reinvocation::default();
+        let obj = json!({"a": 1});
+        r.webhooks_start(Some(&obj));
+        r.webhook_called("n", true, false);
+        r.webhooks_end(Some(&obj));
+        assert!(
+            r.webhooks.last_output.is_none(),
+            "no IfNeeded webhook: no copy"
+        );
+        second_pass(&mut r);
+        r.webhooks_start(Some(&json!({"a": 2})));
+        assert!(!r.should_call("n"), "Never, though the object changed");
+
+        let mut r = Reinvocation::default();
+        r.webhooks_start(Some(&obj));
+        r.webhook_called("a", false, true);
+        r.webhooks_end(Some(&obj));
+        assert_eq!(r.webhooks.last_output.as_ref(), Some(&obj));
     }
 
     #[test]

@@ -1,7 +1,7 @@
-//! Arbitrary JSON objects for the property tests of the stored form's readers
-//! ([`super::projection`], [`super::transcode`]): nested maps and arrays whose keys are
-//! drawn mostly from the few that a reader treats specially, so that those are often
-//! present, at every depth.
+//! Arbitrary JSON objects for the property tests of the stored form's readers and writer
+//! ([`super::projection`], [`super::transcode`], [`super::stored_form`]): nested maps and
+//! arrays whose keys are drawn mostly from the few that a reader treats specially, so that
+//! those are often present, at every depth.
 
 use proptest::prelude::*;
 use serde_json::Value;

@@ -51,9 +51,9 @@ pub enum BindError {
 }
 
 /// The pod after binding to `node`, or why it cannot be bound.
-pub fn bind(pod: &Value, binding: &Value, node: &str, now: &str) -> Result<Value, BindError> {
-    let name = meta::name(pod);
-    if meta::is_deleting(pod) {
+pub fn bind(mut pod: Value, binding: &Value, node: &str, now: &str) -> Result<Value, BindError> {
+    let name = meta::name(&pod);
+    if meta::is_deleting(&pod) {
         return Err(BindError::Deleting(name.to_string()));
     }
     if let Some(bound) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
@@ -62,7 +62,6 @@ pub fn bind(pod: &Value, binding: &Value, node: &str, now: &str) -> Result<Value
             node: json!(bound),
         });
     }
-    let mut pod = pod.clone();
     pod["spec"]["nodeName"] = json!(node);
     if let Some(a) = binding["metadata"]["annotations"].as_object() {
         let m = meta::metadata_mut(&mut pod);
@@ -139,7 +138,7 @@ impl Registry {
                     ),
                 ));
             }
-            let bound = bind(&pod, &binding, node, &meta::now_rfc3339())
+            let bound = bind(pod, &binding, node, &meta::now_rfc3339())
                 .map_err(|why| ApiError::conflict_because(binding_subject, &why.to_string()))?;
             if opts.dry_run {
                 return Ok(created_status());
@@ -164,7 +163,7 @@ mod tests {
     fn binding_sets_the_node_once() {
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": []}, "status": {"phase": "Pending"}});
         let binding = json!({"metadata": {"name": "p", "annotations": {"a": "b"}}, "target": {"kind": "Node", "name": "n1"}});
-        let bound = bind(&pod, &binding, "n1", "2024-01-01T00:00:00Z").unwrap();
+        let bound = bind(pod.clone(), &binding, "n1", "2024-01-01T00:00:00Z").unwrap();
         assert_eq!(bound["spec"]["nodeName"], "n1");
         assert_eq!(bound["metadata"]["annotations"], json!({"a": "b"}));
         assert_eq!(
@@ -173,12 +172,14 @@ mod tests {
                 "lastTransitionTime": "2024-01-01T00:00:00Z"}])
         );
         assert_eq!(
-            bind(&bound, &binding, "n2", "t").unwrap_err().to_string(),
+            bind(bound.clone(), &binding, "n2", "t")
+                .unwrap_err()
+                .to_string(),
             "pod p is already assigned to node \"n1\""
         );
         let mut deleting = pod.clone();
         deleting["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
-        assert!(bind(&deleting, &binding, "n1", "t")
+        assert!(bind(deleting, &binding, "n1", "t")
             .unwrap_err()
             .to_string()
             .contains("being deleted"));

@@ -80,14 +80,14 @@ impl Registry {
             None
         };
 
-        let body = obj;
+        let mut body = obj;
         for _ in 0..GENERATE_ATTEMPTS {
-            let name = if given_name.is_empty() {
-                generated_names::generate(&generate_name)
+            // A given name is tried once (every outcome below returns): the body itself.
+            let (name, mut obj) = if given_name.is_empty() {
+                (generated_names::generate(&generate_name), body.clone())
             } else {
-                given_name.clone()
+                (given_name.clone(), std::mem::take(&mut body))
             };
-            let mut obj = body.clone();
             meta::metadata_mut(&mut obj).insert("name".into(), json!(name));
             // After naming: a Job's generated labels carry its name.
             strategy::prepare_for_create(r, &mut obj);

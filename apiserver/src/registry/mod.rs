@@ -24,6 +24,7 @@ pub(crate) mod projection;
 pub(crate) mod rbac_escalation;
 mod replace;
 mod service;
+mod stored_form;
 pub(crate) mod transcode;
 mod update;
 pub(crate) mod watch;
@@ -235,12 +236,8 @@ pub(crate) struct Live {
 
 /// Serializes an object for the store (without its resourceVersion).
 pub fn encode(obj: &Value) -> ApiResult<Vec<u8>> {
-    let mut obj = obj.clone();
-    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-    }
-    limits::check_depth(&obj)?;
-    let bytes = rmp_serde::to_vec_named(&obj)
+    limits::check_depth(obj)?;
+    let bytes = rmp_serde::to_vec_named(&stored_form::WithoutResourceVersion(obj))
         .map_err(|e| ApiError::internal(format!("encoding object: {e}")))?;
     limits::check_size(&bytes)?;
     Ok(bytes)

@@ -125,7 +125,7 @@ impl RbacEscalation {
         };
         let rules = role_ref_rules(self.source.as_ref(), &role_ref, ns)
             .map_err(|e| ApiError::forbidden(subject, &e.to_string()))?;
-        confirm_no_escalation(self.source.as_ref(), user, ns, &rules)
+        confirm_no_escalation(self.source.as_ref(), user, ns, rules.rules())
             .map_err(|msg| ApiError::forbidden(subject, &msg.to_string()))
     }
 }

@@ -24,8 +24,9 @@ pub struct StructureError {
     pub source: serde_json::Error,
 }
 
+/// Decodes `obj` as `T` straight from the tree (`&Value` is a deserializer), not from a copy.
 fn check<T: DeserializeOwned>(obj: &Value) -> Result<(), serde_json::Error> {
-    serde_json::from_value::<T>(obj.clone()).map(drop)
+    T::deserialize(obj).map(drop)
 }
 
 /// Ok if `obj` has the structure of `r`'s type; the decoder's message otherwise.

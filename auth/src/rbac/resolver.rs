@@ -37,20 +37,40 @@ pub enum RoleRefError {
     Kind(String),
 }
 
-/// The rules `role_ref` grants in `namespace`, or upstream's not-found message.
+/// The role a reference resolved to, shared with the cache it came from.
+#[derive(Debug, Clone)]
+pub enum GrantedRole {
+    /// A ClusterRole (bound cluster-wide or in a namespace).
+    Cluster(Arc<ClusterRole>),
+    /// A Role of the binding's namespace.
+    Namespaced(Arc<Role>),
+}
+
+impl GrantedRole {
+    /// The role's rules, read in place.
+    pub fn rules(&self) -> &[PolicyRule] {
+        let rules = match self {
+            GrantedRole::Cluster(r) => &r.rules,
+            GrantedRole::Namespaced(r) => &r.rules,
+        };
+        rules.as_deref().unwrap_or_default()
+    }
+}
+
+/// The role `role_ref` grants in `namespace`, or upstream's not-found message.
 pub fn role_ref_rules(
     src: &dyn PolicySource,
     role_ref: &RoleRef,
     namespace: &str,
-) -> Result<Vec<PolicyRule>, RoleRefError> {
+) -> Result<GrantedRole, RoleRefError> {
     match role_ref.kind.as_str() {
         "ClusterRole" => src
             .cluster_role(&role_ref.name)
-            .map(|r| r.rules.clone().unwrap_or_default())
+            .map(GrantedRole::Cluster)
             .ok_or_else(|| RoleRefError::ClusterRoleNotFound(role_ref.name.clone())),
         "Role" => src
             .role(namespace, &role_ref.name)
-            .map(|r| r.rules.clone().unwrap_or_default())
+            .map(GrantedRole::Namespaced)
             .ok_or_else(|| RoleRefError::RoleNotFound(role_ref.name.clone())),
         other => Err(RoleRefError::Kind(other.to_string())),
     }
@@ -67,7 +87,7 @@ pub fn visit_rules(
 ) {
     let mut each = |role_ref: &RoleRef, ns: &str| -> bool {
         match role_ref_rules(src, role_ref, ns) {
-            Ok(rules) => rules.iter().all(|r| visit(Some(r), None)),
+            Ok(role) => role.rules().iter().all(|r| visit(Some(r), None)),
             Err(e) => visit(None, Some(&e.to_string())),
         }
     };

@@ -82,7 +82,15 @@ pub fn subject_applies(subject: &Subject, user: &UserInfo, binding_namespace: &s
                 .as_deref()
                 .filter(|n| !n.is_empty())
                 .unwrap_or(binding_namespace);
-            !ns.is_empty() && user.username == service_account_username(ns, &subject.name)
+            // `service_account_username(ns, name) == username`, without building the name
+            // (once per ServiceAccount subject of every binding, on every request).
+            !ns.is_empty()
+                && user
+                    .username
+                    .strip_prefix("system:serviceaccount:")
+                    .and_then(|rest| rest.strip_prefix(ns))
+                    .and_then(|rest| rest.strip_prefix(':'))
+                    == Some(subject.name.as_str())
         }
         _ => false,
     }
@@ -263,5 +271,35 @@ mod tests {
             ""
         ));
         assert!(!subject_applies(&s("Unknown", "builder", None), &sa, "ns1"));
+        for (ns, name) in [("ns", "1:builder"), ("ns1:builder", ""), ("ns1", "build")] {
+            assert!(
+                !subject_applies(&s("ServiceAccount", name, Some(ns)), &sa, ""),
+                "{ns}/{name}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// A ServiceAccount subject names exactly the user whose name is the account's.
+        #[test]
+        fn a_service_account_matches_its_user_name_only(
+            ns in "[a:s]{0,4}",
+            name in "[a:s]{0,4}",
+            other in "(system:serviceaccount:)?[a:s]{0,9}",
+            exact in proptest::bool::ANY,
+        ) {
+            let username = if exact { service_account_username(&ns, &name) } else { other };
+            let subject = Subject {
+                kind: "ServiceAccount".into(),
+                name: name.clone(),
+                namespace: Some(ns.clone()),
+                api_group: None,
+            };
+            let user = UserInfo::authenticated(&username, vec![]);
+            proptest::prop_assert_eq!(
+                subject_applies(&subject, &user, ""),
+                !ns.is_empty() && username == service_account_username(&ns, &name)
+            );
+        }
     }
 }
