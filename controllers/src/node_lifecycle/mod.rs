@@ -16,7 +16,7 @@
 
 pub mod health;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::pin::pin;
 use std::time::Duration;
 
@@ -104,16 +104,21 @@ pub async fn run(
     let mut probes = Probes::default();
     loop {
         let now = Instant::now();
+        let mut not_ready = HashSet::new();
         for node in nodes.state() {
-            let changed = probes.observe(
-                node.metadata.name.as_deref().unwrap_or_default(),
-                heartbeat(&node, &leases),
-                now,
-            );
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let changed = probes.observe(name, heartbeat(&node, &leases), now);
             let silent = now.duration_since(changed) > grace;
-            if let Err(error) = monitor(&client, &node, silent, &pods).await {
-                log_failure(&error, &node);
+            match monitor(&client, &node, silent).await {
+                Ok(true) => {
+                    not_ready.insert(name.to_string());
+                }
+                Ok(false) => {}
+                Err(error) => log_failure(&error, &node),
             }
+        }
+        if !not_ready.is_empty() {
+            mark_pods_not_ready(&client, &not_ready, &pods).await;
         }
         let next_pass = now + period;
         loop {
@@ -161,13 +166,8 @@ fn conditions_of(node: &Node) -> Vec<NodeCondition> {
         .unwrap_or_default()
 }
 
-/// One node: conditions, taints, pods.
-async fn monitor(
-    client: &Client,
-    node: &Node,
-    silent: bool,
-    pods: &Store<Pod>,
-) -> kube::Result<()> {
+/// One node: conditions and taints; true when it is not Ready (its pods are to be marked).
+async fn monitor(client: &Client, node: &Node, silent: bool) -> kube::Result<bool> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let api = Api::<Node>::all(client.clone());
     let mut node = std::borrow::Cow::Borrowed(node);
@@ -186,13 +186,10 @@ async fn monitor(
     // A node whose kubelet never posted a Ready condition is left alone until the grace
     // period makes it Unknown (upstream taints only on an observed Ready condition).
     if !conditions.iter().any(|c| c.type_ == "Ready") {
-        return Ok(());
+        return Ok(false);
     }
     sync_taints(client, &node, &conditions).await?;
-    if health::ready_status(&conditions) != "True" {
-        mark_pods_not_ready(client, &name, pods).await?;
-    }
-    Ok(())
+    Ok(health::ready_status(&conditions) != "True")
 }
 
 /// Writes the node's taints for `conditions` when they differ from its own, conditional on
@@ -235,45 +232,97 @@ async fn write_taints(
     Ok(())
 }
 
-/// `MarkPodsNotReady`: the pods bound to the node whose Ready condition is not `False` get
-/// `Ready=False`.
-async fn mark_pods_not_ready(client: &Client, node: &str, pods: &Store<Pod>) -> kube::Result<()> {
+/// `MarkPodsNotReady` for every node of `nodes` in one walk over the pods (one walk per
+/// not-Ready node was pods × nodes per pass, with a copy of every pod's conditions). A failed
+/// write is logged and retried at the next pass.
+async fn mark_pods_not_ready(client: &Client, nodes: &HashSet<String>, pods: &Store<Pod>) {
+    let now = Timestamp::now();
     for pod in pods.state() {
-        let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node);
-        let conditions = pod.status.as_ref().and_then(|s| s.conditions.clone());
-        let ready = conditions
-            .iter()
-            .flatten()
-            .find(|c| c.type_ == "Ready")
-            .map(|c| c.status.clone());
-        if !on_node || ready.as_deref() == Some("False") || ready.is_none() {
+        let Some(patch) = not_ready_patch(&pod, nodes, now) else {
             continue;
-        }
-        let mut conditions = conditions.unwrap_or_default();
-        for c in conditions.iter_mut().filter(|c| c.type_ == "Ready") {
-            c.status = "False".into();
-            c.last_transition_time = Some(Time(Timestamp::now()));
-        }
-        let patch = json!({"metadata": {"resourceVersion": pod.metadata.resource_version},
-                           "status": {"conditions": conditions}});
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let result = Api::<Pod>::namespaced(client.clone(), &ns)
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+        };
+        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let result = Api::<Pod>::namespaced(client.clone(), ns)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
             .await;
         match result {
+            Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            other => {
-                other?;
+            Err(error) => {
+                tracing::info!(%error, pod = %name, namespace = %ns, "node lifecycle: will retry marking the pod not Ready");
             }
         }
     }
-    Ok(())
+}
+
+/// The status patch that sets `Ready=False` on `pod` when it is bound to one of `nodes` and
+/// has a Ready condition that is not `False` already (conditional on its resourceVersion).
+fn not_ready_patch(
+    pod: &Pod,
+    nodes: &HashSet<String>,
+    now: Timestamp,
+) -> Option<serde_json::Value> {
+    let node = pod.spec.as_ref()?.node_name.as_deref()?;
+    if !nodes.contains(node) {
+        return None;
+    }
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let ready = conditions.iter().find(|c| c.type_ == "Ready")?;
+    if ready.status == "False" {
+        return None;
+    }
+    let mut conditions = conditions.clone();
+    for c in conditions.iter_mut().filter(|c| c.type_ == "Ready") {
+        c.status = "False".into();
+        c.last_transition_time = Some(Time(now));
+    }
+    Some(
+        json!({"metadata": {"resourceVersion": pod.metadata.resource_version},
+                "status": {"conditions": conditions}}),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pod(node: Option<&str>, ready: Option<&str>) -> Pod {
+        let conditions: Vec<_> = [("PodScheduled", "True")]
+            .into_iter()
+            .chain(ready.map(|r| ("Ready", r)))
+            .map(|(t, s)| json!({"type": t, "status": s}))
+            .collect();
+        serde_json::from_value(json!({"metadata": {"name": "p", "resourceVersion": "9"},
+            "spec": {"containers": [], "nodeName": node},
+            "status": {"conditions": conditions}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_ready_pods_on_the_not_ready_nodes_are_marked() {
+        let nodes: HashSet<String> = ["n1".to_string(), "n2".to_string()].into();
+        let now = Timestamp::from_second(1_700_000_000).unwrap();
+        let patch = not_ready_patch(&pod(Some("n2"), Some("True")), &nodes, now).unwrap();
+        assert_eq!(patch["metadata"]["resourceVersion"], "9");
+        assert_eq!(
+            patch["status"]["conditions"],
+            json!([{"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "False", "lastTransitionTime": "2023-11-14T22:13:20Z"}])
+        );
+        assert!(not_ready_patch(&pod(Some("n1"), Some("Unknown")), &nodes, now).is_some());
+        for (node, ready) in [
+            (Some("n1"), Some("False")),
+            (Some("n1"), None),
+            (Some("n3"), Some("True")),
+            (None, Some("True")),
+        ] {
+            assert!(
+                not_ready_patch(&pod(node, ready), &nodes, now).is_none(),
+                "{node:?} {ready:?}"
+            );
+        }
+    }
 
     #[test]
     fn probe_time_moves_only_when_the_heartbeat_changes() {
